@@ -1,0 +1,53 @@
+"""Shared fixtures: GPU detection for the `gpu` and `multigpu` markers."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+
+@functools.lru_cache(maxsize=None)
+def _gpu_state() -> tuple[int, str]:
+    """(number of usable devices, reason when there are none)."""
+    import gcexplore
+
+    try:
+        n = gcexplore.device_count()
+    except gcexplore.UnsupportedError as e:
+        return 0, str(e)
+    if n == 0:
+        return 0, "the CUDA driver sees no device"
+    try:
+        gcexplore.device_info(0).require("green_context_streams")
+    except gcexplore.UnsupportedError as e:
+        return 0, str(e)
+    return n, ""
+
+
+def pytest_collection_modifyitems(config, items):
+    n, reason = _gpu_state()
+    for item in items:
+        if "gpu" in item.keywords and n < 1:
+            item.add_marker(pytest.mark.skip(reason=f"needs a CUDA GPU: {reason}"))
+        elif "multigpu" in item.keywords and n < 2:
+            item.add_marker(pytest.mark.skip(reason=f"needs two CUDA GPUs, found {n}" + (f": {reason}" if reason else "")))
+
+
+@pytest.fixture
+def info():
+    """DeviceInfo of device 0 (GPU tests only)."""
+    import gcexplore
+
+    return gcexplore.device_info(0)
+
+
+@pytest.fixture
+def h100_like():
+    """A hand-built DeviceInfo with the H100's measured facts, for pure planning tests."""
+    import gcexplore
+
+    return gcexplore.DeviceInfo(
+        name="NVIDIA H100 80GB HBM3", index=0, compute_capability=(9, 0), sm_count=132,
+        min_partition_size=8, alignment=8, driver_version=13000,
+    )
