@@ -1,0 +1,615 @@
+"""Figures drawn from gcexplore's result DataFrames (no GPU needed).
+
+Every function takes the DataFrame a profiler call returned (or one loaded with
+:mod:`gcexplore.results`; columns in docs/contract.md) and returns a
+:class:`matplotlib.figure.Figure`. Nothing here measures, imports the CUDA layers at
+module import, or touches pyplot's global state: figures are built with the object
+API so they work under Agg, in scripts, in threads and in notebooks alike. Every
+figure names, in its heading, the device the data came from, whether they were
+recorded (loaded from a saved file) or measured in this session, and the date.
+
+Statistics drawn here are descriptive (median and the p10/p90 band of the raw
+repetitions); the derived quantities that have one definition in the profiler (the
+lower bound of the makespan) are taken from :func:`gcexplore.summarize`.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+from matplotlib.collections import PolyCollection
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+__all__ = [
+    "plot_sweep",
+    "plot_throughput",
+    "plot_scaling",
+    "plot_occupancy",
+    "plot_isolation",
+    "figure_stamp",
+]
+
+#: Order and colours of the overlap modes (the contract's ``mode`` values).
+MODES = ("alone", "concurrent", "sequential", "streams")
+_MODE_COLORS = {"alone": "#7f7f7f", "concurrent": "#1f77b4", "sequential": "#d62728",
+                "streams": "#ff7f0e"}
+_MODE_LABELS = {"alone": "alone on its partition", "concurrent": "concurrent (partitioned)",
+                "sequential": "sequential (whole device)", "streams": "plain streams (whole device)"}
+_WORKLOAD_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2",
+                    "#17becf", "#bcbd22")
+_SCENARIOS = ("alone", "streams", "partitioned")
+
+# Throughput columns in order of preference, with their axis labels.
+_METRICS = {
+    "throughput_tflops": "throughput (TFLOP/s)",
+    "bandwidth_gbs": "bandwidth (GB/s)",
+    "calls_per_s": "calls per second (no declared work)",
+}
+
+
+class _Figure(Figure):
+    """A Figure that shows itself as PNG in IPython without pyplot's inline backend."""
+
+    def _repr_png_(self) -> bytes:
+        buf = io.BytesIO()
+        self.savefig(buf, format="png", dpi=100)
+        return buf.getvalue()
+
+
+def _new_figure(figsize=(8.0, 4.8), **kwargs) -> Figure:
+    return _Figure(figsize=figsize, layout="constrained", **kwargs)
+
+
+def _require(df: pd.DataFrame, columns: Sequence[str], where: str, hint: str) -> None:
+    if not isinstance(df, pd.DataFrame):
+        raise TypeError(f"{where} expects a pandas DataFrame ({hint}); got {type(df).__name__}")
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        kind = df.attrs.get("kind", "unknown")
+        raise ValueError(
+            f"{where} needs the columns {missing}, which this DataFrame (kind {kind!r}, "
+            f"columns {list(df.columns)}) lacks; pass {hint}")
+    if df.empty:
+        raise ValueError(f"{where} got an empty DataFrame; nothing was measured to draw")
+
+
+def figure_stamp(attrs: dict) -> str:
+    """The provenance line every figure carries: device, recorded or live, date.
+
+    Parameters
+    ----------
+    attrs : dict
+        A result's ``df.attrs`` (keys ``device_name``, ``device_sm_count``, ``date``,
+        ``recorded``, ``driver_version`` are read when present).
+
+    Returns
+    -------
+    str
+        E.g. ``"NVIDIA H100 80GB HBM3 (132 SMs, driver 13.0) · recorded 2025-11-26"``.
+    """
+    name = attrs.get("device_name") or "unknown device"
+    details = []
+    if attrs.get("device_sm_count"):
+        details.append(f"{attrs['device_sm_count']} SMs")
+    drv = attrs.get("driver_version")
+    if isinstance(drv, (int, np.integer)) and not isinstance(drv, bool) and drv > 0:
+        details.append(f"driver {drv // 1000}.{(drv % 1000) // 10}")
+    elif isinstance(drv, str) and drv:
+        details.append(f"driver {drv}")  # DeviceInfo.metadata() stores "13.0"
+    device = f"{name} ({', '.join(details)})" if details else name
+    date = str(attrs.get("date") or "date unknown")[:10]
+    how = "recorded" if attrs.get("recorded") else "measured live"
+    return f"{device} · {how} {date}"
+
+
+def _stamp(fig: Figure, df: pd.DataFrame) -> None:
+    fig.suptitle(figure_stamp(df.attrs), fontsize=9, color="0.3")
+
+
+def _stats(values: pd.Series) -> tuple[float, float, float]:
+    v = values.dropna()
+    if v.empty:
+        return (np.nan, np.nan, np.nan)
+    return float(v.median()), float(v.quantile(0.1)), float(v.quantile(0.9))
+
+
+def _natural_key(s: str) -> tuple:
+    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(s)))
+
+
+def _partition_key(name: str):
+    # p0, p1, ..., then the remainder, then the whole device
+    order = {"remainder": (1,), "device": (2,)}
+    return order.get(name, (0, _natural_key(name)))
+
+
+def _makespans(df: pd.DataFrame, mode: str) -> pd.DataFrame:
+    """One makespan per (layout, rep) of ``mode``: every workload row repeats it."""
+    sel = df[df["mode"] == mode]
+    return sel.drop_duplicates(["layout", "rep"])
+
+
+def _best_layout(df: pd.DataFrame) -> str:
+    """The layout with the lowest median concurrent makespan (best_split's rule)."""
+    conc = _makespans(df, "concurrent")
+    if conc.empty:
+        raise ValueError("no 'concurrent' rows: a best split needs concurrent measurements")
+    return str(conc.groupby("layout")["makespan_ms"].median().idxmin())
+
+
+def _metric_values(rows: pd.DataFrame, metric: str) -> tuple[pd.Series, str]:
+    """Per-row values of ``metric`` ("auto" picks what the workload declared)."""
+    if metric == "auto":
+        for col in ("throughput_tflops", "bandwidth_gbs"):
+            if col in rows and rows[col].notna().any():
+                return rows[col], col
+        metric = "calls_per_s"
+    if metric == "calls_per_s":
+        return 1e3 / rows["duration_ms"], metric
+    if metric == "duration_ms":
+        return rows["duration_ms"], metric
+    if metric not in rows:
+        raise ValueError(f"metric {metric!r} is not a column; use 'auto', 'throughput_tflops', "
+                         "'bandwidth_gbs', 'calls_per_s' or 'duration_ms'")
+    return rows[metric], metric
+
+
+def _fmt(v: float) -> str:
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+
+def _metric_label(metric: str) -> str:
+    return _METRICS.get(metric, "duration (ms)" if metric == "duration_ms" else metric)
+
+
+# --------------------------------------------------------------------------- sweep
+
+
+def plot_sweep(df: pd.DataFrame, *, summary: pd.DataFrame | None = None,
+               figsize=(8.0, 4.8)) -> Figure:
+    """Makespan against the first partition's SM count.
+
+    Draws the median concurrent makespan of every measured split with its p10/p90
+    band, the sequential and plain-streams baselines (medians over all layouts; both
+    run on the whole device, so the split does not change them), the lower bound of
+    :func:`gcexplore.summarize`, and marks the best split (lowest median concurrent
+    makespan, the rule of :func:`gcexplore.best_split`).
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        Rows from :func:`gcexplore.sweep` or :func:`gcexplore.profile_overlap`
+        (columns ``layout``, ``split_sm_count``, ``mode``, ``rep``, ``workload``,
+        ``partition``, ``makespan_ms``).
+    summary : pandas.DataFrame, optional
+        ``gcexplore.summarize(df)`` if already computed; computed here otherwise. Its
+        ``lower_bound_ms`` column is drawn.
+    figsize : tuple of float, default (8.0, 4.8)
+        Figure size in inches.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        One Axes; lines carry gids ``"concurrent"``, ``"sequential"``, ``"streams"``,
+        ``"lower_bound"``, ``"best"`` and the band ``"concurrent_band"``.
+    """
+    _require(df, ["layout", "split_sm_count", "mode", "rep", "workload", "partition",
+                  "makespan_ms"], "plot_sweep",
+             "the DataFrame from gcexplore.sweep() or gcexplore.profile_overlap()")
+    conc = _makespans(df, "concurrent")
+    if conc.empty:
+        raise ValueError("plot_sweep needs 'concurrent' rows; this DataFrame has modes "
+                         f"{sorted(df['mode'].unique())}")
+    if summary is None:
+        from .profile import summarize  # lazy: keeps plot importable without the GPU layers
+
+        summary = summarize(df)
+
+    fig = _new_figure(figsize)
+    ax = fig.add_subplot()
+    per_layout = (conc.groupby(["layout", "split_sm_count"])["makespan_ms"]
+                  .agg(median="median", p10=lambda s: s.quantile(0.1),
+                       p90=lambda s: s.quantile(0.9))
+                  .reset_index().sort_values("split_sm_count"))
+    x = per_layout["split_sm_count"].to_numpy()
+    band = ax.fill_between(x, per_layout["p10"], per_layout["p90"],
+                           color=_MODE_COLORS["concurrent"], alpha=0.2, linewidth=0,
+                           label="concurrent p10–p90")
+    band.set_gid("concurrent_band")
+    ax.plot(x, per_layout["median"], marker="o", ms=4, color=_MODE_COLORS["concurrent"],
+            label=_MODE_LABELS["concurrent"] + " (median)", gid="concurrent")
+
+    for mode in ("sequential", "streams"):
+        base = _makespans(df, mode)
+        if base.empty:
+            continue
+        med, _, _ = _stats(base["makespan_ms"])
+        ax.axhline(med, color=_MODE_COLORS[mode], linestyle="--", linewidth=1.2,
+                   label=f"{_MODE_LABELS[mode]}: {med:.3g} ms", gid=mode)
+
+    if "lower_bound_ms" in summary.columns:
+        lb = (summary.dropna(subset=["lower_bound_ms"]).groupby("layout")["lower_bound_ms"]
+              .first())
+        lb = per_layout.set_index("layout")["split_sm_count"].to_frame().join(lb, how="inner")
+        if not lb.empty:
+            lb = lb.sort_values("split_sm_count")
+            ax.plot(lb["split_sm_count"], lb["lower_bound_ms"], color="0.2", linestyle=":",
+                    linewidth=1.5, label="lower bound", gid="lower_bound")
+
+    best = per_layout.loc[per_layout["median"].idxmin()]
+    seq = _makespans(df, "sequential")
+    note = ""
+    if not seq.empty:
+        note = f", {seq['makespan_ms'].median() / best['median']:.2f}x vs sequential"
+    ax.plot([best["split_sm_count"]], [best["median"]], marker="*", ms=16, color="gold",
+            markeredgecolor="black", linestyle="none",
+            label=f"best split {best['layout']}: {best['median']:.3g} ms{note}", gid="best")
+
+    first = conc[conc["partition"] == "p0"]["workload"]
+    first_name = f" ({first.iloc[0]})" if not first.empty else ""
+    ax.set_xlabel(f"SMs of the first partition{first_name}")
+    ax.set_ylabel("makespan (ms)")
+    placed = df[df["mode"] == "concurrent"].drop_duplicates("workload")
+    names = " + ".join(placed.sort_values("partition", key=lambda s: s.map(_partition_key))
+                       ["workload"])
+    ax.set_title(f"Overlap sweep: {names}")
+    ax.set_xticks(x)
+    ax.tick_params(axis="x", labelsize=7)
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    _stamp(fig, df)
+    return fig
+
+
+# ---------------------------------------------------------------------- throughput
+
+
+def plot_throughput(df: pd.DataFrame, *, layout: str | None = None, metric: str = "auto",
+                    figsize=None) -> Figure:
+    """Throughput of each workload on its partition, one bar per mode.
+
+    One panel per workload (workloads declare different units: TFLOP/s for FLOPs,
+    GB/s for bytes, calls per second when nothing was declared); in each panel a bar
+    per mode at the median with a p10/p90 error bar, labelled with the partition and
+    its SM count.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        Rows from :func:`gcexplore.profile_overlap` or :func:`gcexplore.sweep`.
+    layout : str, optional
+        Which layout (e.g. ``"24+108"``) to draw; default the only one, or for a sweep
+        the best split (lowest median concurrent makespan).
+    metric : str, default "auto"
+        ``"auto"`` (declared FLOPs, else bytes, else calls per second),
+        ``"throughput_tflops"``, ``"bandwidth_gbs"``, ``"calls_per_s"`` or
+        ``"duration_ms"``.
+    figsize : tuple of float, optional
+        Figure size in inches; default scales with the number of workloads.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        One Axes per workload; each bar (a Rectangle) has gid ``"bar:<workload>:<mode>"``.
+    """
+    _require(df, ["layout", "mode", "workload", "partition", "sm_count", "duration_ms"],
+             "plot_throughput",
+             "the DataFrame from gcexplore.profile_overlap() or gcexplore.sweep()")
+    layouts = list(dict.fromkeys(df["layout"]))
+    if layout is None:
+        layout = layouts[0] if len(layouts) == 1 else _best_layout(df)
+    elif layout not in layouts:
+        raise ValueError(f"layout {layout!r} was not measured; measured layouts: "
+                         f"{sorted(layouts, key=_natural_key)}")
+    rows = df[df["layout"] == layout]
+    workloads = list(dict.fromkeys(rows["workload"]))
+    if figsize is None:
+        figsize = (max(4.0, 3.6 * len(workloads)), 4.2)
+    fig = _new_figure(figsize)
+    axes = fig.subplots(1, len(workloads), squeeze=False)[0]
+    for ax, workload in zip(axes, workloads):
+        wrows = rows[rows["workload"] == workload]
+        _, metric_used = _metric_values(wrows, metric)
+        labels = []
+        for i, mode in enumerate(m for m in MODES if m in set(wrows["mode"])):
+            mrows = wrows[wrows["mode"] == mode]
+            values, _ = _metric_values(mrows, metric_used)
+            med, lo, hi = _stats(values)
+            cont = ax.bar([i], [med], yerr=[[med - lo], [hi - med]], capsize=4,
+                          color=_MODE_COLORS[mode], label=_MODE_LABELS[mode])
+            cont.patches[0].set_gid(f"bar:{workload}:{mode}")
+            ax.annotate(_fmt(med), (i, max(med, hi)), textcoords="offset points", xytext=(0, 3),
+                        ha="center", va="bottom", fontsize=7)
+            part = mrows["partition"].iloc[0]
+            labels.append(f"{mode}\n{part}\n{int(mrows['sm_count'].iloc[0])} SMs")
+        ax.set_xticks(range(len(labels)), labels, fontsize=7)
+        ax.set_ylabel(_metric_label(metric_used))
+        ax.set_title(f"{workload} — layout {layout}", fontsize=10)
+        ax.margins(y=0.1)
+        ax.grid(True, axis="y", alpha=0.3)
+    _stamp(fig, df)
+    return fig
+
+
+# ------------------------------------------------------------------------- scaling
+
+
+def plot_scaling(df: pd.DataFrame, *, metric: str = "auto", figsize=None) -> Figure:
+    """Throughput and parallel efficiency of each workload against its SM count.
+
+    Parallel efficiency at ``s`` SMs is the speedup over the smallest measured size
+    ``s0`` divided by ``s / s0`` (1.0 = perfect scaling), computed from median
+    durations.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        Rows from :func:`gcexplore.scaling` (columns ``workload``, ``sm_count``,
+        ``duration_ms`` and the throughput columns).
+    metric : str, default "auto"
+        As in :func:`plot_throughput`.
+    figsize : tuple of float, optional
+        Figure size in inches.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        One throughput Axes per unit in use, then the efficiency Axes. Lines carry gids
+        ``"throughput:<workload>"`` and ``"efficiency:<workload>"``.
+    """
+    _require(df, ["workload", "sm_count", "duration_ms"], "plot_scaling",
+             "the DataFrame from gcexplore.scaling()")
+    workloads = list(dict.fromkeys(df["workload"]))
+    colors = {w: _WORKLOAD_COLORS[i % len(_WORKLOAD_COLORS)] for i, w in enumerate(workloads)}
+    by_unit: dict[str, list[str]] = {}
+    for w in workloads:
+        _, used = _metric_values(df[df["workload"] == w], metric)
+        by_unit.setdefault(used, []).append(w)
+    n = len(by_unit) + 1
+    fig = _new_figure(figsize or (4.2 * n, 4.2))
+    axes = fig.subplots(1, n, squeeze=False)[0]
+    for ax, (unit, ws) in zip(axes, by_unit.items()):
+        for w in ws:
+            wrows = df[df["workload"] == w]
+            values, _ = _metric_values(wrows, unit)
+            g = values.groupby(wrows["sm_count"])
+            med = g.median()
+            ax.fill_between(med.index, g.quantile(0.1), g.quantile(0.9), color=colors[w],
+                            alpha=0.2, linewidth=0)
+            ax.plot(med.index, med.to_numpy(), marker="o", ms=3, color=colors[w], label=w,
+                    gid=f"throughput:{w}")
+        ax.set_xlabel("SMs")
+        ax.set_ylabel(_metric_label(unit))
+        ax.set_ylim(bottom=0)
+        ax.set_title("throughput vs SMs", fontsize=10)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    eff_ax = axes[-1]
+    for w in workloads:
+        med = df[df["workload"] == w].groupby("sm_count")["duration_ms"].median().sort_index()
+        s0, t0 = med.index[0], med.iloc[0]
+        eff = (t0 * s0) / (med.to_numpy() * med.index.to_numpy())
+        eff_ax.plot(med.index, eff, marker="o", ms=3, color=colors[w], label=w,
+                    gid=f"efficiency:{w}")
+    eff_ax.axhline(1.0, color="0.3", linestyle=":", linewidth=1, label="perfect scaling")
+    eff_ax.set_xlabel("SMs")
+    eff_ax.set_ylabel("parallel efficiency (vs smallest size)")
+    eff_ax.set_ylim(bottom=0)
+    eff_ax.set_title("parallel efficiency", fontsize=10)
+    eff_ax.grid(True, alpha=0.3)
+    eff_ax.legend(fontsize=8)
+    _stamp(fig, df)
+    return fig
+
+
+# ----------------------------------------------------------------------- occupancy
+
+
+def occupancy_rows(df: pd.DataFrame, order: str = "partition") -> pd.DataFrame:
+    """Which row of the occupancy picture each SM gets.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        Per-block records from :func:`gcexplore.occupancy`.
+    order : {"partition", "sm_id"}
+        ``"partition"`` groups the SMs of each partition together (p0, p1, ...,
+        remainder; by ``%smid`` inside a group); ``"sm_id"`` keeps hardware order, so
+        the interleaving of partitions over SM ids is visible.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``sm_id``, ``partition`` (the first partition seen on that SM),
+        ``partitions`` (how many partitions ran blocks on it), ``row``.
+    """
+    if order not in ("partition", "sm_id"):
+        raise ValueError(f"order must be 'partition' or 'sm_id', not {order!r}")
+    per_sm = df.groupby("sm_id")["partition"].agg(
+        partition=lambda s: min(s.unique(), key=_partition_key), partitions="nunique")
+    per_sm = per_sm.reset_index()
+    if order == "partition":
+        rank = {p: i for i, p in enumerate(sorted(per_sm["partition"].unique(),
+                                                   key=_partition_key))}
+        per_sm = per_sm.assign(_rank=per_sm["partition"].map(rank))
+        per_sm = per_sm.sort_values(["_rank", "sm_id"]).drop(columns="_rank")
+    else:
+        per_sm = per_sm.sort_values("sm_id")
+    per_sm["row"] = np.arange(len(per_sm))
+    return per_sm.reset_index(drop=True)
+
+
+def plot_occupancy(df: pd.DataFrame, *, order: str = "partition", figsize=(9.0, 6.0)) -> Figure:
+    """Which SM ran which block when: SMs on the y axis, time on the x axis.
+
+    Each block is a bar from its start to its end on the row of the SM it ran on,
+    coloured by workload. A strip on the left colours each SM row by partition, and in
+    ``order="partition"`` lines separate the partitions, so one can see that
+    partitions never share an SM; SMs that ran blocks of more than one partition are
+    counted in the title and outlined in red.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        Per-block records from :func:`gcexplore.occupancy` (columns ``partition``,
+        ``workload``, ``sm_id``, ``block``, ``start_ns``, ``end_ns``).
+    order : {"partition", "sm_id"}, default "partition"
+        Row order, see :func:`occupancy_rows`.
+    figsize : tuple of float, default (9.0, 6.0)
+        Figure size in inches.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Axes ``[strip, blocks]``. Blocks are one ``PolyCollection`` per workload with gid
+        ``"blocks:<workload>"`` (one path per block); partition separators are lines
+        with gid ``"boundary"``.
+    """
+    _require(df, ["partition", "workload", "sm_id", "start_ns", "end_ns"], "plot_occupancy",
+             "the per-block DataFrame from gcexplore.occupancy()")
+    rows = occupancy_rows(df, order)
+    row_of = dict(zip(rows["sm_id"], rows["row"]))
+    partitions = sorted(rows["partition"].unique(), key=_partition_key)
+    part_colors = {p: c for p, c in zip(partitions, ("#bbbbbb", "#555555", "#999999",
+                                                       "#333333", "#dddddd", "#777777") * 4)}
+    workloads = list(dict.fromkeys(df["workload"]))
+
+    fig = _new_figure(figsize)
+    strip, ax = fig.subplots(1, 2, sharey=True, width_ratios=[1, 30])
+    t = df[["start_ns", "end_ns"]].to_numpy(dtype=float) / 1e3  # ns -> us
+    y = df["sm_id"].map(row_of).to_numpy(dtype=float)
+    handles = []
+    for i, w in enumerate(workloads):
+        sel = (df["workload"] == w).to_numpy()
+        x0, x1, yy = t[sel, 0], t[sel, 1], y[sel]
+        verts = np.stack([np.column_stack([x0, yy - 0.4]), np.column_stack([x0, yy + 0.4]),
+                          np.column_stack([x1, yy + 0.4]), np.column_stack([x1, yy - 0.4])],
+                         axis=1)
+        color = _WORKLOAD_COLORS[i % len(_WORKLOAD_COLORS)]
+        coll = PolyCollection(verts, facecolors=color, edgecolors="none", alpha=0.85)
+        coll.set_gid(f"blocks:{w}")
+        ax.add_collection(coll)
+        handles.append(Patch(color=color, label=w))
+
+    # Partition strip: one cell per SM row, coloured by the partition that ran it.
+    for p in partitions:
+        r = rows.loc[rows["partition"] == p, "row"].to_numpy(dtype=float)
+        verts = [[(0, v - 0.5), (0, v + 0.5), (1, v + 0.5), (1, v - 0.5)] for v in r]
+        strip.add_collection(PolyCollection(verts, facecolors=part_colors[p], edgecolors="none"))
+    shared = rows[rows["partitions"] > 1]
+    for v in shared["row"]:
+        ax.axhspan(v - 0.5, v + 0.5, color="red", alpha=0.25, linewidth=0, gid="shared")
+
+    ticks, labels = [], []
+    for p in partitions:
+        r = rows.loc[rows["partition"] == p, "row"]
+        if order == "partition":
+            ticks.append((r.min() + r.max()) / 2)
+            labels.append(f"{p}\n{len(r)} SMs")
+            if r.min() > 0:
+                ax.axhline(r.min() - 0.5, color="black", linewidth=1.2, gid="boundary")
+    if order == "partition":
+        strip.set_yticks(ticks, labels, fontsize=8)
+        strip.set_ylabel("SMs, grouped by partition")
+    else:
+        strip.set_ylabel("SM id (%smid)")
+        handles += [Patch(color=part_colors[p], label=f"partition {p}") for p in partitions]
+    strip.set_xlim(0, 1)
+    strip.set_xticks([])
+    ax.set_xlim(0, max(float(t[:, 1].max()), 1e-3) * 1.01)
+    ax.set_ylim(len(rows) - 0.5, -0.5)  # first partition / lowest id on top
+    ax.set_xlabel("time since the first block started (µs)")
+    ax.tick_params(axis="y", left=False)
+    n_shared = len(shared)
+    verdict = ("no SM ran blocks of two partitions" if n_shared == 0 else
+               f"{n_shared} SMs ran blocks of more than one partition")
+    sizes = ", ".join(f"{p}: {int((rows['partition'] == p).sum())}" for p in partitions)
+    ax.set_title(f"SM occupancy ({sizes} SMs) — {verdict}", fontsize=10)
+    fig.legend(handles=handles, fontsize=8, loc="outside lower center", ncol=len(handles))
+    _stamp(fig, df)
+    return fig
+
+
+# ----------------------------------------------------------------------- isolation
+
+
+def plot_isolation(df: pd.DataFrame, *, figsize=(9.0, 4.2)) -> Figure:
+    """The critical workload's latency alone, next to the background on plain streams,
+    and in its own partition; and the background's time in each case.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        Rows from :func:`gcexplore.isolation` (columns ``scenario``, ``role``,
+        ``workload``, ``rep``, ``sm_count``, ``duration_ms``).
+    figsize : tuple of float, default (9.0, 4.2)
+        Figure size in inches.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Axes ``[critical, background]`` (only the first if no background rows); bars
+        (Rectangles) have gids ``"critical:<scenario>"`` / ``"background:<scenario>"``;
+        the critical bars are annotated with their ratio to ``alone``.
+    """
+    _require(df, ["scenario", "role", "sm_count", "duration_ms"], "plot_isolation",
+             "the DataFrame from gcexplore.isolation()")
+    crit = df[df["role"] == "critical"]
+    if crit.empty:
+        raise ValueError("plot_isolation needs rows with role 'critical'")
+    bg = df[df["role"] == "background"]
+    fig = _new_figure(figsize)
+    axes = fig.subplots(1, 2 if not bg.empty else 1, squeeze=False)[0]
+    captions = {"alone": "alone", "streams": "next to background\nplain streams",
+                "partitioned": "next to background\nown partition"}
+    colors = {"alone": "#7f7f7f", "streams": _MODE_COLORS["streams"],
+              "partitioned": _MODE_COLORS["concurrent"]}
+
+    def bars(ax, rows, role, scale):
+        scen = [s for s in _SCENARIOS if s in set(rows["scenario"])]
+        scen += [s for s in dict.fromkeys(rows["scenario"]) if s not in scen]
+        meds, tops, labels = {}, {}, []
+        for i, s in enumerate(scen):
+            srows = rows[rows["scenario"] == s]
+            med, lo, hi = (v * scale for v in _stats(srows["duration_ms"]))
+            cont = ax.bar([i], [med], yerr=[[med - lo], [hi - med]], capsize=4,
+                          color=colors.get(s, "#2ca02c"))
+            cont.patches[0].set_gid(f"{role}:{s}")
+            meds[s] = med
+            tops[s] = max(med, hi)
+            labels.append(f"{captions.get(s, s)}\n({int(srows['sm_count'].iloc[0])} SMs)")
+        ax.set_xticks(range(len(scen)), labels, fontsize=7)
+        ax.set_ylim(bottom=0)
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.margins(y=0.12)
+        return scen, meds, tops
+
+    crit_ms = crit["duration_ms"].median()
+    scale, unit = (1e3, "µs") if crit_ms < 1.0 else (1.0, "ms")
+    scen, meds, tops = bars(axes[0], crit, "critical", scale)
+    base = meds.get("alone")
+    for i, s in enumerate(scen):
+        text = f"{meds[s]:.3g} {unit}"
+        if base and s != "alone":
+            text += f"\n{meds[s] / base:.2f}x alone"
+        axes[0].annotate(text, (i, tops[s]), textcoords="offset points", xytext=(0, 3),
+                         ha="center", va="bottom", fontsize=7)
+    name = crit["workload"].iloc[0] if "workload" in crit else "critical"
+    axes[0].set_ylabel(f"critical latency, launch to completion ({unit})")
+    axes[0].set_title(f"critical workload ({name}): median, p10–p90", fontsize=10)
+    if not bg.empty:
+        bscen, bmeds, btops = bars(axes[1], bg, "background", 1.0)
+        for i, s in enumerate(bscen):
+            axes[1].annotate(f"{bmeds[s]:.3g} ms", (i, btops[s]), textcoords="offset points",
+                             xytext=(0, 3), ha="center", va="bottom", fontsize=7)
+        bname = bg["workload"].iloc[0] if "workload" in bg else "background"
+        axes[1].set_ylabel("background time (ms)")
+        axes[1].set_title(f"background ({bname})", fontsize=10)
+    _stamp(fig, df)
+    return fig
