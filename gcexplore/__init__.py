@@ -24,6 +24,14 @@ from .api import (
     use,
     whole_device,
 )
+from .plot import (
+    figure_stamp,
+    plot_isolation,
+    plot_occupancy,
+    plot_scaling,
+    plot_sweep,
+    plot_throughput,
+)
 
 __all__ = [
     "DeviceInfo",
@@ -36,8 +44,14 @@ __all__ = [
     "__version__",
     "device_count",
     "device_info",
+    "figure_stamp",
     "gpu_available",
     "plan_split",
+    "plot_isolation",
+    "plot_occupancy",
+    "plot_scaling",
+    "plot_sweep",
+    "plot_throughput",
     "require_stream",
     "split",
     "use",

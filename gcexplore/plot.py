@@ -102,9 +102,9 @@ def figure_stamp(attrs: dict) -> str:
     elif isinstance(drv, str) and drv:
         details.append(f"driver {drv}")  # DeviceInfo.metadata() stores "13.0"
     device = f"{name} ({', '.join(details)})" if details else name
-    date = str(attrs.get("date") or "date unknown")[:10]
+    date = str(attrs["date"])[:10] if attrs.get("date") else ", date unknown"
     how = "recorded" if attrs.get("recorded") else "measured live"
-    return f"{device} · {how} {date}"
+    return f"{device} · {how}{'' if date.startswith(',') else ' '}{date}"
 
 
 def _stamp(fig: Figure, df: pd.DataFrame) -> None:
