@@ -306,6 +306,32 @@ def test_structured_split_options_gate_on_driver(info):
         gcexplore.split([16, 16], coscheduled_sm_count=8)
 
 
+def test_closed_layouts_are_reused_with_their_sms():
+    gcexplore.release_contexts()
+    with gcexplore.split([24, 40]) as first:
+        ids = [p.sm_ids() for p in first.all]
+        handles = [int(p.context.handle) for p in first.all]
+        assert not first.reused
+        per_layout = len(first._layout.contexts) + len(first._layout.temps)
+    with gcexplore.split([24, 40]) as again:
+        assert again.reused
+        assert [int(p.context.handle) for p in again.all] == handles
+        assert [p.sm_ids() for p in again.all] == ids
+    with gcexplore.split([24, 40]) as a, gcexplore.split([24, 40]) as b:
+        assert a.reused != b.reused  # only one kept layout exists; the other is new
+        for pa in a.all:
+            for pb in b.all:
+                assert int(pa.context.handle) != int(pb.context.handle)
+    assert gcexplore.release_contexts() == 2 * per_layout
+
+
+def test_reuse_false_destroys_contexts():
+    parts = gcexplore.split([16], reuse=False)
+    ctxs = [p.context for p in parts.all]
+    parts.close()
+    assert all(c.is_closed for c in ctxs)
+
+
 def test_split_close_cycles_leak_nothing():
     from cuda.bindings import driver
 
