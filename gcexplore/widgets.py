@@ -1,0 +1,788 @@
+"""ipywidgets front ends: pick a split and workloads, measure, look.
+
+Two controllers, each one object that owns its controls and displays itself:
+
+* :class:`Explorer` (and :func:`explore`): split sliders that stop only on sizes the
+  device can give, a workload per partition, repetitions and a Run button; shows the
+  throughput plot, the SM occupancy plot and the summary table.
+* :class:`SweepExplorer`: runs a sweep over every valid split, plots it with the best
+  split marked; choosing a split shows its throughput, occupancy and summary.
+
+Both also work offline over saved results (``from_results``), where the sliders move
+over the measured splits and nothing is measured.
+
+The drawing is done by pure functions (:func:`render_throughput`,
+:func:`render_occupancy`, :func:`render_sweep`, :func:`render_summary`) that take
+result DataFrames and return a Figure or a table; the classes only wire controls to
+them. Importing this module touches no GPU: the API and profiler layers are imported
+inside the live paths only.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from typing import Any, Callable, Mapping, Sequence
+
+import pandas as pd
+import ipywidgets as W
+from matplotlib.figure import Figure
+
+from . import plot as _plot
+
+__all__ = [
+    "Explorer",
+    "SweepExplorer",
+    "explore",
+    "render_occupancy",
+    "render_summary",
+    "render_sweep",
+    "render_throughput",
+]
+
+#: CSS classes on the main widgets, for browser tests and custom styling.
+CSS = {
+    "root": "gcexplore-explorer",
+    "sweep_root": "gcexplore-sweep-explorer",
+    "split": "gcexplore-split",
+    "remainder": "gcexplore-remainder",
+    "workload": "gcexplore-workload",
+    "repeats": "gcexplore-repeats",
+    "run": "gcexplore-run",
+    "progress": "gcexplore-progress",
+    "error": "gcexplore-error",
+    "throughput": "gcexplore-throughput",
+    "occupancy": "gcexplore-occupancy",
+    "summary": "gcexplore-summary",
+    "sweep": "gcexplore-sweep",
+}
+
+# Columns of gcexplore.summarize shown in the table, in this order, when present.
+_SUMMARY_COLUMNS = (
+    "mode", "workload", "median_ms", "p10_ms", "p90_ms", "noisy", "makespan_median_ms",
+    "slowdown_vs_alone", "speedup_vs_sequential", "speedup_vs_streams", "lower_bound_ms",
+    "efficiency",
+)
+
+
+# ------------------------------------------------------------------ pure rendering
+
+
+def render_throughput(results: pd.DataFrame, layout: str | None = None) -> Figure:
+    """Throughput figure of one measured layout (see :func:`gcexplore.plot_throughput`)."""
+    return _plot.plot_throughput(results, layout=layout)
+
+
+def render_occupancy(occupancy: pd.DataFrame) -> Figure:
+    """SM occupancy figure of per-block records (see :func:`gcexplore.plot_occupancy`)."""
+    return _plot.plot_occupancy(occupancy)
+
+
+def render_sweep(results: pd.DataFrame) -> Figure:
+    """Sweep figure with the best split marked (see :func:`gcexplore.plot_sweep`)."""
+    return _plot.plot_sweep(results)
+
+
+def render_summary(results: pd.DataFrame, layout: str | None = None) -> pd.DataFrame:
+    """The summary table of one layout: :func:`gcexplore.summarize` on its rows.
+
+    Parameters
+    ----------
+    results : pandas.DataFrame
+        Overlap or sweep rows.
+    layout : str, optional
+        The layout to summarise; default all of ``results``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (mode, workload): medians, spread, speedups, lower bound.
+    """
+    from .profile import summarize  # lazy: the profiler imports the GPU layers
+
+    rows = results if layout is None else results[results["layout"] == layout]
+    if rows.empty:
+        raise ValueError(f"layout {layout!r} was not measured")
+    summary = summarize(rows)
+    cols = [c for c in _SUMMARY_COLUMNS if c in summary.columns]
+    return summary[cols].reset_index(drop=True)
+
+
+def occupancy_layout(occupancy: pd.DataFrame) -> str:
+    """The layout label (e.g. ``"24+108"``) an occupancy run was measured at.
+
+    Taken from ``occupancy.attrs["layout"]`` when the profiler stored it, else from
+    the number of distinct SMs each partition's blocks ran on (p0, p1, ..., remainder).
+    """
+    if occupancy.attrs.get("layout"):
+        return str(occupancy.attrs["layout"])
+    counts = occupancy.groupby("partition")["sm_id"].nunique()
+    order = sorted(counts.index, key=_plot._partition_key)
+    return "+".join(str(int(counts[p])) for p in order)
+
+
+# ------------------------------------------------------------------ output helpers
+
+
+def _display_data(obj) -> dict:
+    """An output message for ``Output.outputs`` (PNG for figures, HTML for tables)."""
+    if isinstance(obj, Figure):
+        buf = io.BytesIO()
+        obj.savefig(buf, format="png", dpi=90)
+        title = obj.get_suptitle()
+        data = {"image/png": base64.b64encode(buf.getvalue()).decode("ascii"),
+                "text/plain": f"<Figure: {title}>"}
+    elif isinstance(obj, pd.DataFrame):
+        data = {"text/html": obj.to_html(index=False, float_format=lambda v: f"{v:.4g}",
+                                         classes="gcexplore-table"),
+                "text/plain": obj.to_string(index=False)}
+    else:
+        text = str(obj)
+        data = {"text/html": f"<p>{html.escape(text)}</p>", "text/plain": text}
+    return {"output_type": "display_data", "data": data, "metadata": {}}
+
+
+def _show(out: W.Output, *objs) -> None:
+    """Replace what ``out`` shows with ``objs`` in one update.
+
+    Assigning ``outputs`` once swaps the old content for the new in a single message,
+    the effect of ``clear_output(wait=True)`` + ``display`` (no flicker, nothing
+    stacked), and it also works without a kernel, so tests can read what was drawn.
+    """
+    out.outputs = tuple(_display_data(o) for o in objs)
+
+
+def _name_of(fn) -> str:
+    name = getattr(fn, "name", None) or getattr(fn, "__name__", None)
+    if not name or name == "<lambda>":
+        raise ValueError(f"give the workload {fn!r} a name: pass workloads as a mapping "
+                         "{name: callable}")
+    return str(name)
+
+
+def _parse_layout(layout: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in str(layout).split("+"))
+
+
+def _placement(results: pd.DataFrame) -> list[tuple[str, str]]:
+    """(partition, workload) of the concurrent rows, p0 first, remainder last."""
+    conc = results[results["mode"] == "concurrent"].drop_duplicates("partition")
+    if conc.empty:
+        raise ValueError("these results have no 'concurrent' rows; an explorer needs "
+                         "results of gcexplore.profile_overlap() or gcexplore.sweep()")
+    pairs = list(zip(conc["partition"], conc["workload"]))
+    return sorted(pairs, key=lambda pw: _plot._partition_key(pw[0]))
+
+
+class _Controller:
+    """What both explorers share: status line, progress bar, outputs, error display."""
+
+    _root_class = CSS["root"]
+
+    def __init__(self):
+        self.error_box = W.HTML(value="", layout=W.Layout(display="none"))
+        self.error_box.add_class(CSS["error"])
+        self.progress = W.IntProgress(value=0, min=0, max=1, description="measuring",
+                                      layout=W.Layout(visibility="hidden"))
+        self.progress.add_class(CSS["progress"])
+        self.status = W.HTML(value="")
+        self.plot_output = W.Output()
+        self.plot_output.add_class(CSS["throughput"])
+        self.occupancy_output = W.Output()
+        self.occupancy_output.add_class(CSS["occupancy"])
+        self.table_output = W.Output()
+        self.table_output.add_class(CSS["summary"])
+        #: The last exception shown in the widget (its traceback stays here).
+        self.last_error: BaseException | None = None
+        #: How many times each output was redrawn (for tests and curiosity).
+        self.redraws = {"throughput": 0, "occupancy": 0, "summary": 0, "sweep": 0}
+        #: The figure or table each output shows now (e.g. to save it).
+        self.figures: dict[str, Any] = {}
+
+    # -- display ------------------------------------------------------------------
+
+    @property
+    def widget(self) -> W.Widget:
+        """The root widget (a VBox); display the controller or this."""
+        return self._root
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self._root._repr_mimebundle_(**kwargs)
+
+    # -- errors and progress ------------------------------------------------------
+
+    def _show_error(self, exc: BaseException, what: str) -> None:
+        """One readable line (type, message, what was being done) instead of a traceback."""
+        self.last_error = exc
+        self.error_box.value = (
+            f"<div style='color:#b00020'><b>{html.escape(what)} failed</b> — "
+            f"{html.escape(type(exc).__name__)}: {html.escape(str(exc))}</div>")
+        self.error_box.layout.display = None
+
+    def _clear_error(self) -> None:
+        self.last_error = None
+        self.error_box.value = ""
+        self.error_box.layout.display = "none"
+
+    def _progress_start(self, steps: int, what: str) -> None:
+        self.progress.max = max(1, steps)
+        self.progress.value = 0
+        self.progress.description = what
+        self.progress.layout.visibility = "visible"
+
+    def _progress_step(self, what: str | None = None) -> None:
+        self.progress.value = min(self.progress.value + 1, self.progress.max)
+        if what:
+            self.progress.description = what
+
+    def _progress_done(self) -> None:
+        self.progress.layout.visibility = "hidden"
+
+    # -- drawing ------------------------------------------------------------------
+
+    def _draw(self, key: str, out: W.Output, make: Callable[[], Any]) -> bool:
+        """Redraw ``out`` with ``make()``; on failure show the error, keep the old view."""
+        try:
+            obj = make()
+        except Exception as exc:  # shown in the widget; the traceback is in last_error
+            self._show_error(exc, f"drawing the {key}")
+            return False
+        _show(out, obj)
+        self.figures[key] = obj
+        self.redraws[key] += 1
+        return True
+
+    def _draw_occupancy(self, occupancy: pd.DataFrame | None, layout: str | None,
+                        note: str | None = None) -> None:
+        if occupancy is None:
+            self._draw("occupancy", self.occupancy_output,
+                       lambda: note or "no SM occupancy records for this split")
+            return
+        measured = occupancy_layout(occupancy)
+        if layout is not None and measured != layout:
+            self._draw("occupancy", self.occupancy_output,
+                       lambda: f"SM occupancy was recorded at {measured}, not at {layout}; "
+                               f"choose {measured} to see it")
+            return
+        self._draw("occupancy", self.occupancy_output, lambda: render_occupancy(occupancy))
+
+
+# ========================================================================= Explorer
+
+
+class Explorer(_Controller):
+    """Choose a split and workloads, run them, and see throughput, occupancy and summary.
+
+    Live (a GPU is present), build it with :func:`explore` or ``Explorer(workloads)``;
+    offline, over saved results, with :meth:`Explorer.from_results`.
+
+    Parameters
+    ----------
+    workloads : mapping or sequence, optional
+        What to offer for each partition: a mapping ``{name: workload}`` or a sequence
+        of built-in names and named callables (each called as ``fn(stream=...)``).
+        Their number fixes the number of partitions: ``n`` workloads give ``n - 1``
+        split sliders and the last workload runs on the remainder. Default: the
+        built-in compute/memory pair.
+    device : int, default 0
+        The GPU to measure on.
+    repeats : int, default 10
+        Initial value of the repetitions control.
+
+    Attributes
+    ----------
+    sliders : list of ipywidgets.SelectionSlider
+        One per partition but the last ("p0 SMs", "p1 SMs", ...), stopping only on
+        sizes the device can give (live) or on measured sizes (offline).
+    remainder_label : ipywidgets.HTML
+        What is left for the last partition.
+    workload_pickers : list of ipywidgets.Dropdown
+        The workload of each partition ("p0", ..., "remainder").
+    repeats : ipywidgets.IntSlider
+        Repetitions per mode.
+    run_button : ipywidgets.Button
+        "Run": measures (live) or redraws the chosen split (offline).
+    progress : ipywidgets.IntProgress
+        Visible while measuring.
+    error_box : ipywidgets.HTML
+        The last error, one line, hidden when there is none.
+    plot_output, occupancy_output, table_output : ipywidgets.Output
+        Throughput plot, SM occupancy plot, summary table.
+    results, occupancy : pandas.DataFrame or None
+        The rows shown (the last measurement, or the saved results).
+    """
+
+    def __init__(self, workloads=None, device: int = 0, *, repeats: int = 10,
+                 _offline: tuple[pd.DataFrame, pd.DataFrame | None] | None = None):
+        super().__init__()
+        self.device = device
+        self.results: pd.DataFrame | None = None
+        self.occupancy: pd.DataFrame | None = None
+        self.live = _offline is None
+        if self.live:
+            self._setup_live(workloads, repeats)
+        else:
+            self._setup_offline(*_offline)
+        self.run_button = W.Button(description="Run", button_style="primary",
+                                   tooltip="measure this split" if self.live
+                                   else "show this split's recorded results")
+        self.run_button.add_class(CSS["run"])
+        self.run_button.on_click(lambda _b: self.run())
+        for s in self.sliders:
+            s.observe(self._on_split_change, names="value")
+        self._update_remainder()
+        controls = W.VBox([*self.sliders, self.remainder_label, *self.workload_pickers,
+                           self.repeats, W.HBox([self.run_button, self.progress])])
+        self._root = W.VBox([controls, self.error_box, self.status, self.plot_output,
+                             self.occupancy_output, self.table_output])
+        self._root.add_class(self._root_class)
+        if not self.live:
+            self.run()
+
+    # -- construction -------------------------------------------------------------
+
+    @classmethod
+    def from_results(cls, results, occupancy: pd.DataFrame | None = None) -> "Explorer":
+        """An explorer over saved results: the sliders move over the measured splits.
+
+        Parameters
+        ----------
+        results : pandas.DataFrame or str
+            Rows of :func:`gcexplore.profile_overlap` / :func:`gcexplore.sweep`, or
+            the name of a recorded result (``"sweep"``, ``"torch_sweep"``) loaded
+            with :func:`gcexplore.results.load_recorded`.
+        occupancy : pandas.DataFrame or str, optional
+            Per-block records of :func:`gcexplore.occupancy` (or a recorded name),
+            shown when the chosen split is the one they were recorded at.
+        """
+        results = _load(results)
+        occupancy = _load(occupancy) if occupancy is not None else None
+        return cls(_offline=(results, occupancy))
+
+    def _setup_live(self, workloads, repeats: int) -> None:
+        from . import api  # lazy: touches the driver
+
+        self.info = api.device_info(self.device)
+        self.catalog = _catalog(workloads)
+        names = list(self.catalog)  # the user's, one per partition
+        options = _with_builtins(self.catalog)
+        if len(names) < 2:
+            raise ValueError(f"an explorer needs at least two workloads to split the device "
+                             f"between, got {names}")
+        n_groups = len(names) - 1
+        valid = self.info.valid_sm_counts()
+        # Leave at least the smallest partition for each later group and the remainder.
+        room = self.info.sm_count - n_groups * self.info.min_partition_size
+        sizes = [c for c in valid if c <= room]
+        if not sizes:
+            raise ValueError(f"{self.info.name} has {self.info.sm_count} SMs: too few for "
+                             f"{len(names)} partitions of at least "
+                             f"{self.info.min_partition_size}")
+        self.total_sm = self.info.sm_count
+        start = sizes[min(len(sizes) - 1, 2)]  # 24 SMs on the H100: a useful start
+        self.sliders = [self._slider(i, sizes, start if i == 0 else sizes[0])
+                        for i in range(n_groups)]
+        self.workload_pickers = [self._picker(i, n_groups, options, names[i])
+                                 for i in range(len(names))]
+        for p in self.workload_pickers:
+            p.observe(lambda _c: self._update_remainder(), names="value")
+        self.repeats = W.IntSlider(value=repeats, min=1, max=100, description="repeats",
+                                   continuous_update=False)
+        self.repeats.add_class(CSS["repeats"])
+        self.remainder_label = W.HTML()
+        self.remainder_label.add_class(CSS["remainder"])
+
+    def _setup_offline(self, results: pd.DataFrame, occupancy: pd.DataFrame | None) -> None:
+        _plot._require(results, ["layout", "mode", "workload", "partition", "sm_count",
+                                 "duration_ms"], "Explorer.from_results",
+                       "the DataFrame from gcexplore.profile_overlap() or gcexplore.sweep()")
+        self.results, self.occupancy = results, occupancy
+        placement = _placement(results)
+        self.layouts = {_parse_layout(lay): lay for lay in dict.fromkeys(results["layout"])}
+        n_groups = max(1, len(placement) - 1)
+        self.total_sm = int(results.attrs.get("device_sm_count")
+                            or sum(next(iter(self.layouts))))
+        best = _plot._best_layout(results)
+        start = _parse_layout(best)
+        self.sliders = []
+        for i in range(n_groups):
+            options = sorted({key[i] for key in self.layouts if len(key) > i})
+            self.sliders.append(self._slider(i, options, start[i]))
+        self.workload_pickers = [
+            self._picker(i, n_groups, [w], w) for i, (_p, w) in enumerate(placement)]
+        for p in self.workload_pickers:
+            p.disabled = True  # recorded: the placement is what was measured
+        self.repeats = W.IntSlider(value=int(results.attrs.get("repeats") or 1), min=1,
+                                   max=max(100, int(results.attrs.get("repeats") or 1)),
+                                   description="repeats", disabled=True)
+        self.repeats.add_class(CSS["repeats"])
+        self.remainder_label = W.HTML()
+        self.remainder_label.add_class(CSS["remainder"])
+        self.status.value = ("<i>Recorded results: " + html.escape(
+            _plot.figure_stamp(results.attrs)) + ". Move a slider to see another "
+            "measured split.</i>")
+
+    @staticmethod
+    def _slider(i: int, options: list[int], value: int) -> W.SelectionSlider:
+        s = W.SelectionSlider(options=options, value=value, description=f"p{i} SMs",
+                              continuous_update=False,
+                              style={"description_width": "initial"})
+        s.add_class(CSS["split"])
+        return s
+
+    @staticmethod
+    def _picker(i: int, n_groups: int, names: list[str], value: str) -> W.Dropdown:
+        label = "remainder" if i == n_groups else f"p{i}"
+        d = W.Dropdown(options=names, value=value, description=label)
+        d.add_class(CSS["workload"])
+        return d
+
+    # -- state --------------------------------------------------------------------
+
+    @property
+    def split(self) -> list[int]:
+        """The SM counts chosen on the sliders (the groups before the remainder)."""
+        return [int(s.value) for s in self.sliders]
+
+    @property
+    def layout(self) -> str:
+        """The chosen split as a layout label, e.g. ``"24+108"``."""
+        counts = self.split
+        rest = self.total_sm - sum(counts)
+        return "+".join(map(str, counts + ([rest] if rest else [])))
+
+    def _remainder(self) -> int:
+        return self.total_sm - sum(self.split)
+
+    def _update_remainder(self) -> bool:
+        rest = self._remainder()
+        last = self.workload_pickers[-1].value
+        if self.live and rest < self.info.min_partition_size:
+            self.remainder_label.value = (
+                f"<span style='color:#b00020'>remainder: {rest} SMs — the last partition "
+                f"needs at least {self.info.min_partition_size}; lower a slider</span>")
+            self.run_button.disabled = True
+            return False
+        self.remainder_label.value = f"remainder: <b>{rest} SMs</b> → {html.escape(last)}"
+        self.run_button.disabled = False
+        return True
+
+    def _on_split_change(self, _change) -> None:
+        if self._update_remainder() and not self.live:
+            self.run()
+
+    # -- actions ------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Measure the chosen split (live) or show its saved rows (offline), and redraw.
+
+        Errors are shown in the widget (``error_box``; the exception in
+        ``last_error``), never raised into the notebook.
+        """
+        self._clear_error()
+        if self.live:
+            if not self._measure():
+                return
+        else:
+            key = tuple(self.split)
+            match = [lay for k, lay in self.layouts.items() if k[:len(key)] == key]
+            if not match:
+                measured = ", ".join(sorted(self.layouts.values(), key=_plot._natural_key))
+                self._show_error(ValueError(f"split {self.layout} was not measured; measured "
+                                            f"splits: {measured}"), "showing this split")
+                return
+            self._shown_layout = match[0]
+        self._redraw()
+
+    def _measure(self) -> bool:
+        import gcexplore  # lazy: the profiler and the driver
+
+        names = [p.value for p in self.workload_pickers]
+        workloads = _unique(names, self.catalog)
+        self._progress_start(2, "measuring")
+        try:
+            try:
+                results = gcexplore.profile_overlap(workloads, self.split,
+                                                    repeats=int(self.repeats.value),
+                                                    device=self.device)
+            except Exception as exc:
+                self._show_error(exc, f"measuring {self.layout}")
+                return False
+            self._progress_step("occupancy")
+            occupancy, self._occupancy_note = None, None
+            try:
+                occupancy = gcexplore.occupancy(workloads, self.split, device=self.device)
+            except Exception as exc:  # e.g. a user callable cannot record %smid
+                self._occupancy_note = f"no SM occupancy: {type(exc).__name__}: {exc}"
+            self._progress_step()
+        finally:
+            self._progress_done()
+        self.results, self.occupancy = results, occupancy
+        self._shown_layout = str(results["layout"].iloc[0])
+        self.status.value = "<i>" + html.escape(_plot.figure_stamp(results.attrs)) + "</i>"
+        return True
+
+    def _redraw(self) -> None:
+        layout = self._shown_layout
+        self._draw("throughput", self.plot_output,
+                   lambda: render_throughput(self.results, layout))
+        self._draw_occupancy(self.occupancy, None if self.live else layout,
+                             getattr(self, "_occupancy_note", None))
+        self._draw("summary", self.table_output, lambda: render_summary(self.results, layout))
+
+
+def explore(workloads=None, device: int = 0, *, repeats: int = 10) -> Explorer:
+    """A live :class:`Explorer` on ``device`` (display it, or let the cell show it).
+
+    Raises :class:`gcexplore.UnsupportedError` without a GPU; over saved results use
+    ``Explorer.from_results(gcexplore.results.load_recorded("sweep"))``.
+    """
+    try:
+        return Explorer(workloads, device, repeats=repeats)
+    except Exception as exc:
+        from .api import UnsupportedError
+
+        if isinstance(exc, UnsupportedError):
+            raise UnsupportedError(
+                f"{exc}; to explore recorded results instead use "
+                "gcexplore.Explorer.from_results(gcexplore.results.load_recorded('sweep'))"
+            ) from exc
+        raise
+
+
+# ==================================================================== SweepExplorer
+
+
+class SweepExplorer(_Controller):
+    """Sweep every split, see the makespan curve with the best split marked, and pick a
+    split to see its throughput, SM occupancy and summary.
+
+    Parameters
+    ----------
+    workloads : mapping or sequence, optional
+        As in :class:`Explorer` (default the built-in pair); the first workload gets
+        the swept partition, the rest share what is left.
+    device : int, default 0
+    repeats : int, default 5
+        Repetitions per mode and layout.
+    sm_counts : list of int, optional
+        The first partition's sizes to sweep; default every valid size.
+
+    Attributes
+    ----------
+    run_button : ipywidgets.Button
+        "Run sweep" (live only; offline it is disabled).
+    split_slider : ipywidgets.SelectionSlider
+        "split": the measured first-partition sizes; starts at the best split.
+    sweep_output, plot_output, occupancy_output, table_output : ipywidgets.Output
+    progress, error_box : as in :class:`Explorer`
+    results, occupancy : pandas.DataFrame or None
+    """
+
+    _root_class = CSS["sweep_root"]
+
+    def __init__(self, workloads=None, device: int = 0, *, repeats: int = 5,
+                 sm_counts: Sequence[int] | None = None,
+                 _offline: tuple[pd.DataFrame, pd.DataFrame | None] | None = None):
+        super().__init__()
+        self.device, self.sm_counts = device, sm_counts
+        self.live = _offline is None
+        self.results: pd.DataFrame | None = None
+        self.occupancy: pd.DataFrame | None = None
+        self._occupancy_cache: dict[str, pd.DataFrame | str] = {}
+        self.sweep_output = W.Output()
+        self.sweep_output.add_class(CSS["sweep"])
+        self.split_slider = W.SelectionSlider(options=[0], value=0, description="split",
+                                              continuous_update=False, disabled=True)
+        self.split_slider.add_class(CSS["split"])
+        self.repeats = W.IntSlider(value=repeats, min=1, max=100, description="repeats",
+                                   continuous_update=False, disabled=not self.live)
+        self.repeats.add_class(CSS["repeats"])
+        self.run_button = W.Button(description="Run sweep", button_style="primary",
+                                   disabled=not self.live)
+        self.run_button.add_class(CSS["run"])
+        if self.live:
+            from . import api  # lazy: touches the driver
+
+            self.info = api.device_info(device)
+            self.catalog = _catalog(workloads)
+            self.run_button.on_click(lambda _b: self.run())
+            self.status.value = (f"<i>{html.escape(self.info.name)}: press Run sweep to "
+                                 f"measure {' + '.join(map(html.escape, self.catalog))} at "
+                                 "every split.</i>")
+        self.split_slider.observe(lambda _c: self._show_split(), names="value")
+        self._root = W.VBox([
+            W.HBox([self.run_button, self.repeats, self.progress]), self.error_box,
+            self.status, self.sweep_output, self.split_slider, self.plot_output,
+            self.occupancy_output, self.table_output])
+        self._root.add_class(self._root_class)
+        if not self.live:
+            results, occupancy = _offline
+            self.status.value = ("<i>Recorded results: " + html.escape(
+                _plot.figure_stamp(results.attrs)) + ". Choose a split to see it.</i>")
+            self._set_results(results, occupancy)
+
+    @classmethod
+    def from_results(cls, results, occupancy: pd.DataFrame | None = None) -> "SweepExplorer":
+        """A sweep view over saved sweep results (a DataFrame or a recorded name)."""
+        results = _load(results)
+        _plot._require(results, ["layout", "split_sm_count", "mode", "rep", "workload",
+                                 "partition", "makespan_ms"], "SweepExplorer.from_results",
+                       "the DataFrame from gcexplore.sweep()")
+        return cls(_offline=(results, _load(occupancy) if occupancy is not None else None))
+
+    @property
+    def layout(self) -> str | None:
+        """The layout of the chosen split (None before a sweep)."""
+        return getattr(self, "_layouts", {}).get(self.split_slider.value)
+
+    def run(self) -> None:
+        """Run the sweep (live), with progress; errors are shown in the widget.
+
+        Rows measured before an error or an interrupt are kept and drawn (the
+        profiler hands them over on the exception, see :func:`gcexplore.sweep`).
+        """
+        import gcexplore  # lazy: the profiler and the driver
+
+        self._clear_error()
+        kwargs = dict(repeats=int(self.repeats.value), device=self.device)
+        if self.sm_counts is not None:
+            kwargs["sm_counts"] = list(self.sm_counts)
+        steps = len(self.sm_counts) if self.sm_counts is not None else len(
+            [c for c in self.info.valid_sm_counts()
+             if c <= self.info.sm_count - self.info.min_partition_size])
+        self._progress_start(steps, "sweeping")
+        results = None
+        try:
+            # The profiler reports progress with tqdm.auto; inside this Output its
+            # notebook bar appears in the widget, and our bar counts layouts.
+            if _accepts(gcexplore.sweep, "progress"):
+                kwargs["progress"] = self._progress_hook
+            with self.sweep_output:
+                results = gcexplore.sweep(dict(self.catalog), **kwargs)
+        except BaseException as exc:  # noqa: BLE001 - KeyboardInterrupt too: keep the rows
+            partial = getattr(exc, "results", None)
+            self._show_error(exc, "the sweep")
+            if isinstance(partial, pd.DataFrame) and not partial.empty:
+                results = partial
+        finally:
+            self._progress_done()
+        if results is not None:
+            self.status.value = "<i>" + html.escape(_plot.figure_stamp(results.attrs)) + "</i>"
+            self._set_results(results, None)
+
+    def _progress_hook(self, done: int, total: int | None = None, *_a, **_k) -> None:
+        if total:
+            self.progress.max = total
+        self.progress.value = min(done, self.progress.max)
+
+    def _set_results(self, results: pd.DataFrame, occupancy: pd.DataFrame | None) -> None:
+        self.results, self.occupancy = results, occupancy
+        per_split = results.drop_duplicates("split_sm_count")
+        self._layouts = dict(zip(per_split["split_sm_count"].astype(int), per_split["layout"]))
+        best = int(_parse_layout(_plot._best_layout(results))[0])
+        self._draw("sweep", self.sweep_output, lambda: render_sweep(results))
+        self._updating = True  # options then value: draw once, at the end
+        try:
+            self.split_slider.options = sorted(self._layouts)
+            self.split_slider.value = best
+            self.split_slider.disabled = False
+        finally:
+            self._updating = False
+        self._show_split()
+
+    def _show_split(self) -> None:
+        layout = self.layout
+        if self.results is None or layout is None or getattr(self, "_updating", False):
+            return
+        self._draw("throughput", self.plot_output,
+                   lambda: render_throughput(self.results, layout))
+        if self.live:
+            self._live_occupancy(layout)
+        else:
+            self._draw_occupancy(self.occupancy, layout)
+        self._draw("summary", self.table_output, lambda: render_summary(self.results, layout))
+
+    def _live_occupancy(self, layout: str) -> None:
+        """Occupancy of the chosen split, measured once per split and kept."""
+        import gcexplore
+
+        if layout not in self._occupancy_cache:
+            counts = list(_parse_layout(layout)[:len(self.catalog) - 1])
+            try:
+                self._occupancy_cache[layout] = gcexplore.occupancy(
+                    dict(self.catalog), counts, device=self.device)
+            except Exception as exc:  # e.g. user callables cannot record %smid
+                self._occupancy_cache[layout] = f"no SM occupancy: {type(exc).__name__}: {exc}"
+        got = self._occupancy_cache[layout]
+        if isinstance(got, str):
+            self._draw_occupancy(None, layout, got)
+        else:
+            self.occupancy = got
+            self._draw_occupancy(got, None)
+
+
+# ------------------------------------------------------------------------- helpers
+
+
+def _load(obj):
+    """A DataFrame as given, or a recorded result by name."""
+    if isinstance(obj, pd.DataFrame):
+        return obj
+    if isinstance(obj, str):
+        from .results import load_recorded
+
+        return load_recorded(obj)
+    raise TypeError(f"expected a results DataFrame or a recorded name, got {type(obj).__name__}")
+
+
+def _with_builtins(catalog: dict[str, Any]) -> list[str]:
+    """The names a workload picker offers: the user's, then the built-ins (added to
+    ``catalog`` by name, which the profiler resolves)."""
+    from .workloads import BUILTINS  # lazy, though it only imports the api module
+
+    for b in BUILTINS:
+        catalog.setdefault(b, b)
+    return list(catalog)
+
+
+def _catalog(workloads) -> dict[str, Any]:
+    """Name -> workload (a callable or a built-in name), in the order given."""
+    if workloads is None:
+        workloads = ["compute", "memory"]  # the built-in pair
+    if isinstance(workloads, Mapping):
+        items = list(workloads.items())
+    elif isinstance(workloads, (str, bytes)) or not isinstance(workloads, Sequence):
+        raise TypeError("workloads must be a mapping {name: workload} or a sequence of "
+                        f"built-in names and named callables, got {workloads!r}")
+    else:
+        items = [(w, w) if isinstance(w, str) else (_name_of(w), w) for w in workloads]
+    catalog: dict[str, Any] = {}
+    for name, w in items:
+        if not (callable(w) or isinstance(w, str)):
+            raise TypeError(f"workload {name!r} must be callable as fn(stream=...) or a "
+                            f"built-in name, got {type(w).__name__}")
+        if name in catalog:
+            raise ValueError(f"two workloads are named {name!r}; names must be unique")
+        catalog[str(name)] = w
+    return catalog
+
+
+def _unique(names: list[str], catalog: dict) -> dict:
+    """The chosen workloads in partition order; one workload on two partitions gets a
+    suffix (``"compute#2"``) so every row stays distinguishable."""
+    out, seen = {}, {}
+    for n in names:
+        seen[n] = seen.get(n, 0) + 1
+        out[n if seen[n] == 1 else f"{n}#{seen[n]}"] = catalog[n]
+    return out
+
+
+def _accepts(fn, param: str) -> bool:
+    import inspect
+
+    try:
+        return param in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
