@@ -1,0 +1,351 @@
+"""Save and load results with their metadata; export timelines.
+
+- :func:`save` / :func:`load`: parquet (pyarrow; ``df.attrs`` as JSON in the schema
+  metadata) or CSV (``df.attrs`` and the column dtypes in a sidecar ``<name>.json``).
+  Loading sets ``df.attrs["recorded"] = True``.
+- :func:`load_recorded`: results measured on the project's GPU that ship in
+  ``gcexplore/data/``.
+- :func:`to_chrome_trace`: a JSON timeline that Perfetto (ui.perfetto.dev) and
+  ``chrome://tracing`` open, one track per partition.
+
+Nothing here needs a GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["RECORDED", "load", "load_recorded", "recorded_names", "save", "to_chrome_trace"]
+
+#: Names of the recorded results shipped in gcexplore/data (see bench/record.py).
+RECORDED = ("sweep", "scaling", "occupancy", "isolation", "torch_sweep")
+
+_ATTRS_KEY = b"gcexplore.attrs"
+_FORMATS = ("parquet", "csv")
+
+
+# ---------------------------------------------------------------------------
+# attrs <-> JSON, losslessly for the plain values attrs hold (tuples included)
+# ---------------------------------------------------------------------------
+
+
+def _encode(v: Any) -> Any:
+    if isinstance(v, tuple):
+        return {"__tuple__": [_encode(x) for x in v]}
+    if isinstance(v, list):
+        return [_encode(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _encode(x) for k, x in v.items()}
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, np.ndarray):
+        return [_encode(x) for x in v.tolist()]
+    if v is pd.NA:
+        return None
+    if isinstance(v, (pd.Timestamp,)):
+        return v.isoformat()
+    if v is None or isinstance(v, (str, int, float, bool)):
+        return v
+    return str(v)
+
+
+def _decode(v: Any) -> Any:
+    if isinstance(v, dict):
+        if set(v) == {"__tuple__"}:
+            return tuple(_decode(x) for x in v["__tuple__"])
+        return {k: _decode(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_decode(x) for x in v]
+    return v
+
+
+def _attrs_json(attrs: dict) -> str:
+    return json.dumps(_encode(dict(attrs)), allow_nan=True)
+
+
+def _format(path: Path, format: str | None) -> str:  # noqa: A002
+    if format is None:
+        suffix = path.suffix.lower().lstrip(".")
+        if suffix == "pq":
+            suffix = "parquet"
+        if suffix not in _FORMATS:
+            raise ValueError(f"cannot tell the format of {str(path)!r} from its suffix; "
+                             f"use .parquet or .csv, or pass format= one of {', '.join(_FORMATS)}")
+        return suffix
+    if format not in _FORMATS:
+        raise ValueError(f"unknown format {format!r}; valid formats are {', '.join(_FORMATS)}")
+    return format
+
+
+def _sidecar(path: Path) -> Path:
+    return path.with_suffix(".json")
+
+
+def save(df: pd.DataFrame, path, *, format: str | None = None) -> Path:  # noqa: A002
+    """Write a result DataFrame with its ``attrs``.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        A result of the profiler (any kind).
+    path : str or path
+        ``*.parquet`` or ``*.csv``; parent folders are created.
+    format : {"parquet", "csv"}, optional
+        Default: from the suffix.
+
+    Returns
+    -------
+    pathlib.Path
+        The file written (for CSV, the sidecar ``<stem>.json`` is written next to it).
+    """
+    if not isinstance(df, pd.DataFrame):
+        raise TypeError(f"save needs a pandas DataFrame, got {type(df).__name__}")
+    path = Path(path)
+    fmt = _format(path, format)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if fmt == "parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pa.Table.from_pandas(df, preserve_index=False)
+        meta = dict(table.schema.metadata or {})
+        meta[_ATTRS_KEY] = _attrs_json(df.attrs).encode()
+        # pandas would also store attrs under its own key; keep one source of truth.
+        meta.pop(b"PANDAS_ATTRS", None)
+        pq.write_table(table.replace_schema_metadata(meta), path)
+    else:
+        df.to_csv(path, index=False)
+        side = {"attrs": _encode(dict(df.attrs)),
+                "dtypes": {str(c): str(t) for c, t in df.dtypes.items()},
+                "columns": [str(c) for c in df.columns]}
+        _sidecar(path).write_text(json.dumps(side, allow_nan=True, indent=1))
+    return path
+
+
+def load(path, *, format: str | None = None) -> pd.DataFrame:  # noqa: A002
+    """Read a result written by :func:`save`, with its ``attrs``.
+
+    ``attrs["recorded"]`` is set to True (the rows were measured earlier, not now).
+
+    Raises
+    ------
+    FileNotFoundError
+        No such file (for CSV: or no sidecar ``.json``).
+    """
+    path = Path(path)
+    fmt = _format(path, format)
+    if not path.exists():
+        raise FileNotFoundError(f"no results file {str(path)!r}")
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(path)
+        meta = table.schema.metadata or {}
+        df = table.to_pandas()
+        attrs = _decode(json.loads(meta[_ATTRS_KEY])) if _ATTRS_KEY in meta else {}
+    else:
+        side_path = _sidecar(path)
+        if not side_path.exists():
+            raise FileNotFoundError(f"{str(path)!r} has no metadata sidecar {str(side_path)!r} "
+                                    "(gcexplore.results.save writes both)")
+        side = json.loads(side_path.read_text())
+        dtypes = side.get("dtypes", {})
+        # Text columns are read as text (a layout "132" must stay a string), then every
+        # column gets back the dtype it was saved with.
+        text = {c: str for c, t in dtypes.items() if t in ("object", "str", "string")}
+        df = pd.read_csv(path, dtype=text)
+        for c, t in dtypes.items():
+            if c in df.columns and str(df[c].dtype) != t:
+                try:
+                    df[c] = df[c].astype(t)
+                except (TypeError, ValueError):
+                    pass  # keep what read_csv inferred
+        attrs = _decode(side.get("attrs", {}))
+    df.attrs.clear()
+    df.attrs.update(attrs)
+    df.attrs["recorded"] = True
+    return df
+
+
+def _data_dir() -> Path:
+    return Path(__file__).resolve().parent / "data"
+
+
+def recorded_names() -> list[str]:
+    """Names of the recorded results present in ``gcexplore/data``."""
+    d = _data_dir()
+    return sorted(p.stem for p in d.glob("*.parquet")) if d.is_dir() else []
+
+
+def load_recorded(name: str) -> pd.DataFrame:
+    """A result recorded on the project's GPU and shipped in ``gcexplore/data/``.
+
+    Parameters
+    ----------
+    name : {"sweep", "scaling", "occupancy", "isolation", "torch_sweep"}
+
+    Returns
+    -------
+    pandas.DataFrame
+        With ``attrs["recorded"] = True`` and the GPU's metadata.
+
+    Raises
+    ------
+    ValueError
+        Unknown name (the message lists the available ones).
+    FileNotFoundError
+        A known name whose file is not in this installation.
+    """
+    present = recorded_names()
+    if name not in RECORDED and name not in present:
+        raise ValueError(f"unknown recorded result {name!r}; recorded results are "
+                         f"{', '.join(sorted(set(RECORDED) | set(present)))}")
+    path = _data_dir() / f"{name}.parquet"
+    if not path.exists():
+        raise FileNotFoundError(
+            f"recorded result {name!r} is not in {str(_data_dir())!r} (present: {', '.join(present) or 'none'}); "
+            "bench/record.py produces it on a GPU")
+    return load(path)
+
+
+# ---------------------------------------------------------------------------
+# Chrome / Perfetto trace
+# ---------------------------------------------------------------------------
+
+
+def _lanes(intervals: list[tuple[float, float]]) -> list[int]:
+    """Greedy lane per interval so intervals in one lane never overlap (trace slices must nest)."""
+    order = sorted(range(len(intervals)), key=lambda i: intervals[i])
+    ends: list[float] = []
+    lane = [0] * len(intervals)
+    for i in order:
+        s, e = intervals[i]
+        for j, end in enumerate(ends):
+            if end <= s:
+                ends[j] = e
+                lane[i] = j
+                break
+        else:
+            ends.append(e)
+            lane[i] = len(ends) - 1
+    return lane
+
+
+def _meta(kind: str, pid: int, name: str, tid: int | None = None) -> dict:
+    ev = {"ph": "M", "pid": pid, "name": kind, "args": {"name": name}}
+    if tid is not None:
+        ev["tid"] = tid
+    return ev
+
+
+def _partition_order(name: str):
+    if name.startswith("p") and name[1:].isdigit():
+        return (0, int(name[1:]))
+    return (1, name)
+
+
+def _occupancy_events(df: pd.DataFrame) -> list[dict]:
+    events = []
+    parts = sorted(df["partition"].unique(), key=_partition_order)
+    for pid, part in enumerate(parts, start=1):
+        g = df[df["partition"] == part]
+        events.append(_meta("process_name", pid, f"partition {part} ({g['sm_id'].nunique()} SMs)"))
+        events.append({"ph": "M", "pid": pid, "name": "process_sort_index", "args": {"sort_index": pid}})
+        tids = {}
+        for sm, gs in g.groupby("sm_id", sort=True):
+            iv = list(zip(gs["start_ns"].astype(float) / 1e3, gs["end_ns"].astype(float) / 1e3))
+            for (s, e), lane, wl, blk in zip(iv, _lanes(iv), gs["workload"], gs["block"]):
+                tid = int(sm) * 64 + lane
+                if tid not in tids:
+                    tids[tid] = f"SM {int(sm)}" + (f" slot {lane}" if lane else "")
+                    events.append(_meta("thread_name", pid, tids[tid], tid))
+                events.append({"ph": "X", "pid": pid, "tid": tid, "name": str(wl), "ts": s,
+                               "dur": max(e - s, 0.001), "cat": "block",
+                               "args": {"sm_id": int(sm), "block": int(blk), "workload": str(wl)}})
+    return events
+
+
+def _overlap_events(df: pd.DataFrame, reps: int | None) -> list[dict]:
+    events = []
+    pid = 0
+    for (layout, mode), g in df.groupby(["layout", "mode"], sort=False):
+        pid += 1
+        events.append(_meta("process_name", pid, f"{layout} {mode}"))
+        events.append({"ph": "M", "pid": pid, "name": "process_sort_index", "args": {"sort_index": pid}})
+        # One track per partition; plain streams of the whole device run at once, so
+        # in "streams" mode each workload gets its own track.
+        keys = []
+        for part, wl in zip(g["partition"], g["workload"]):
+            key = f"{part}: {wl}" if mode == "streams" else str(part)
+            if key not in keys:
+                keys.append(key)
+        for tid, key in enumerate(keys, start=1):
+            events.append(_meta("thread_name", pid, key, tid))
+        offset = 0.0
+        rep_ids = list(dict.fromkeys(g["rep"]))
+        if reps is not None:
+            rep_ids = rep_ids[:reps]
+        for rep in rep_ids:
+            gr = g[g["rep"] == rep]
+            span = float(gr["makespan_ms"].max()) if "makespan_ms" in gr else float((gr.start_ms + gr.duration_ms).max())
+            for r in gr.itertuples():
+                key = f"{r.partition}: {r.workload}" if mode == "streams" else str(r.partition)
+                args = {"rep": int(r.rep), "sm_count": int(r.sm_count), "duration_ms": float(r.duration_ms)}
+                for col in ("throughput_tflops", "bandwidth_gbs"):
+                    v = getattr(r, col, math.nan)
+                    if isinstance(v, float) and math.isfinite(v):
+                        args[col] = float(v)
+                events.append({"ph": "X", "pid": pid, "tid": keys.index(key) + 1, "name": str(r.workload),
+                               "ts": (offset + float(r.start_ms)) * 1e3, "dur": float(r.duration_ms) * 1e3,
+                               "cat": mode, "args": args})
+            offset += span * 1.1 + 0.01  # a visible gap between repetitions
+    return events
+
+
+def to_chrome_trace(df: pd.DataFrame, path, *, reps: int | None = 5) -> Path:
+    """Write a timeline of a result for Perfetto (ui.perfetto.dev) or ``chrome://tracing``.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        An :func:`gcexplore.occupancy` result (one process per partition, one track per
+        SM, one slice per block; blocks resident at the same time on one SM go to
+        extra "slot" tracks) or a :func:`gcexplore.profile_overlap` /
+        :func:`gcexplore.sweep` result (one process per layout and mode, one track per
+        partition, repetitions laid end to end).
+    path : str or path
+        Output ``.json`` file.
+    reps : int or None, default 5
+        Overlap results: repetitions per mode to draw (None: all).
+
+    Returns
+    -------
+    pathlib.Path
+
+    Raises
+    ------
+    ValueError
+        A DataFrame of another kind.
+    """
+    cols = set(df.columns)
+    if {"sm_id", "start_ns", "end_ns", "partition", "workload"} <= cols:
+        events = _occupancy_events(df)
+    elif {"layout", "mode", "rep", "partition", "workload", "start_ms", "duration_ms"} <= cols:
+        events = _overlap_events(df, reps)
+    else:
+        raise ValueError("to_chrome_trace needs an occupancy result (sm_id, start_ns, end_ns ...) or an "
+                         f"overlap/sweep result (layout, mode, start_ms ...); got columns {sorted(cols)}")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    trace = {"traceEvents": events, "displayTimeUnit": "ms",
+             "otherData": {k: v for k, v in _encode(dict(df.attrs)).items()
+                           if isinstance(v, (str, int, bool)) or (isinstance(v, float) and math.isfinite(v))}}
+    with open(path, "w") as f:
+        json.dump(trace, f)
+    return path
