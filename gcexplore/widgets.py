@@ -60,7 +60,7 @@ CSS = {
 
 # Columns of gcexplore.summarize shown in the table, in this order, when present.
 _SUMMARY_COLUMNS = (
-    "mode", "workload", "median_ms", "p10_ms", "p90_ms", "noisy", "makespan_median_ms",
+    "mode", "workload", "partition", "sm_count", "median_ms", "p10_ms", "p90_ms", "noisy", "makespan_median_ms",
     "slowdown_vs_alone", "speedup_vs_sequential", "speedup_vs_streams", "lower_bound_ms",
     "efficiency",
 )
@@ -649,33 +649,24 @@ class SweepExplorer(_Controller):
         kwargs = dict(repeats=int(self.repeats.value), device=self.device)
         if self.sm_counts is not None:
             kwargs["sm_counts"] = list(self.sm_counts)
-        steps = len(self.sm_counts) if self.sm_counts is not None else len(
-            [c for c in self.info.valid_sm_counts()
-             if c <= self.info.sm_count - self.info.min_partition_size])
-        self._progress_start(steps, "sweeping")
+        # The profiler's tqdm.auto bar counts layouts; shown inside sweep_output (a
+        # notebook bar there), replaced by the sweep plot when done.
+        self._progress_start(1, "sweeping")
         results = None
         try:
-            # The profiler reports progress with tqdm.auto; inside this Output its
-            # notebook bar appears in the widget, and our bar counts layouts.
-            if _accepts(gcexplore.sweep, "progress"):
-                kwargs["progress"] = self._progress_hook
             with self.sweep_output:
                 results = gcexplore.sweep(dict(self.catalog), **kwargs)
-        except BaseException as exc:  # noqa: BLE001 - KeyboardInterrupt too: keep the rows
-            partial = getattr(exc, "results", None)
+        except BaseException as exc:  # noqa: BLE001 - Ctrl-C too: keep and draw the rows
             self._show_error(exc, "the sweep")
+            partial = getattr(exc, "partial", None)  # MeasurementFailed / ...Interrupted
             if isinstance(partial, pd.DataFrame) and not partial.empty:
                 results = partial
         finally:
+            self._progress_step()
             self._progress_done()
         if results is not None:
             self.status.value = "<i>" + html.escape(_plot.figure_stamp(results.attrs)) + "</i>"
             self._set_results(results, None)
-
-    def _progress_hook(self, done: int, total: int | None = None, *_a, **_k) -> None:
-        if total:
-            self.progress.max = total
-        self.progress.value = min(done, self.progress.max)
 
     def _set_results(self, results: pd.DataFrame, occupancy: pd.DataFrame | None) -> None:
         self.results, self.occupancy = results, occupancy
@@ -777,12 +768,3 @@ def _unique(names: list[str], catalog: dict) -> dict:
         seen[n] = seen.get(n, 0) + 1
         out[n if seen[n] == 1 else f"{n}#{seen[n]}"] = catalog[n]
     return out
-
-
-def _accepts(fn, param: str) -> bool:
-    import inspect
-
-    try:
-        return param in inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False

@@ -34,16 +34,6 @@ def _figure_title(out):
     return text
 
 
-@pytest.fixture
-def fake_summary(monkeypatch):
-    """summarize() stand-in while gcexplore.profile has not landed; the real one otherwise."""
-    try:
-        import gcexplore.profile  # noqa: F401
-    except ImportError:
-        monkeypatch.setattr(GW, "render_summary", lambda df, layout=None: S.summary_df(
-            df if layout is None else df[df.layout == layout]))
-
-
 # ------------------------------------------------------------------------ import
 
 
@@ -74,7 +64,7 @@ def test_importing_widgets_touches_no_gpu():
 # ----------------------------------------------------------------------- offline
 
 
-def test_offline_explorer_starts_at_best_split_and_draws(fake_summary):
+def test_offline_explorer_starts_at_best_split_and_draws():
     df = S.sweep_df(recorded=True)
     ex = GW.Explorer.from_results(df, occupancy=S.occupancy_df(recorded=True))
     best = (df[df["mode"] == "concurrent"].drop_duplicates(["layout", "rep"])
@@ -96,7 +86,7 @@ def test_offline_explorer_starts_at_best_split_and_draws(fake_summary):
     assert "concurrent" in html_table and "median_ms" in html_table
 
 
-def test_offline_slider_move_redraws_in_place(fake_summary):
+def test_offline_slider_move_redraws_in_place():
     df = S.sweep_df()
     ex = GW.Explorer.from_results(df, occupancy=S.occupancy_df())
     before = _pngs(ex.plot_output)[0]
@@ -127,7 +117,7 @@ def _three_way(splits):
     return df
 
 
-def test_offline_unmeasured_split_is_an_error_in_the_widget(fake_summary):
+def test_offline_unmeasured_split_is_an_error_in_the_widget():
     ex = GW.Explorer.from_results(_three_way([(8, 16), (16, 16), (16, 24)]))
     assert [s.description for s in ex.sliders] == ["p0 SMs", "p1 SMs"]
     assert [list(s.options) for s in ex.sliders] == [[8, 16], [16, 24]]
@@ -146,7 +136,7 @@ def test_offline_unmeasured_split_is_an_error_in_the_widget(fake_summary):
     assert ex.error_box.layout.display == "none" and ex.redraws["throughput"] == draws + 1
 
 
-def test_offline_drawing_error_is_shown_not_raised(fake_summary, monkeypatch):
+def test_offline_drawing_error_is_shown_not_raised(monkeypatch):
     ex = GW.Explorer.from_results(S.sweep_df())
 
     def broken(df, layout=None):
@@ -166,7 +156,7 @@ def test_from_results_rejects_wrong_frames():
         GW.Explorer.from_results(42)
 
 
-def test_widgets_carry_css_classes_and_stable_descriptions(fake_summary):
+def test_widgets_carry_css_classes_and_stable_descriptions():
     ex = GW.Explorer.from_results(S.sweep_df())
     assert GW.CSS["root"] in ex.widget._dom_classes
     assert GW.CSS["split"] in ex.sliders[0]._dom_classes
@@ -186,7 +176,7 @@ def test_widgets_carry_css_classes_and_stable_descriptions(fake_summary):
 
 
 @pytest.fixture
-def fake_gpu(monkeypatch, h100_like, fake_summary):
+def fake_gpu(monkeypatch, h100_like):
     """The GPU seams replaced: device_info gives the H100's facts, profile_overlap and
     occupancy return synthetic rows for the split asked and record their calls."""
     import gcexplore.api as api
@@ -294,9 +284,7 @@ def test_workload_catalog_checks_its_input():
 # ------------------------------------------------------------------------- sweep
 
 
-def test_sweep_explorer_offline_marks_best_and_follows_the_split(fake_summary, monkeypatch):
-    monkeypatch.setattr(GW, "render_sweep", lambda df: GW._plot.plot_sweep(
-        df, summary=S.summary_df(df)))
+def test_sweep_explorer_offline_marks_best_and_follows_the_split():
     df = S.sweep_df(recorded=True)
     sx = GW.SweepExplorer.from_results(df, occupancy=S.occupancy_df())
     best = (df[df["mode"] == "concurrent"].drop_duplicates(["layout", "rep"])
@@ -313,20 +301,14 @@ def test_sweep_explorer_offline_marks_best_and_follows_the_split(fake_summary, m
 
 
 def test_sweep_explorer_live_keeps_partial_rows_on_error(fake_gpu, monkeypatch):
-    monkeypatch.setattr(GW, "render_sweep", lambda df: GW._plot.plot_sweep(
-        df, summary=S.summary_df(df)))
     partial = S.sweep_df(splits=[8, 16, 24, 32])
-
-    class SweepInterrupted(RuntimeError):
-        results = partial
 
     seen = {}
 
-    def sweep(workloads, *, repeats, device, progress=None):
+    def sweep(workloads, *, repeats, device):
         seen.update(workloads=list(workloads), repeats=repeats)
-        for i in range(4):
-            progress(i + 1, 15)
-        raise SweepInterrupted("workload 'memory' raised at layout 40+92")
+        raise gcexplore.MeasurementFailed("RuntimeError while measuring (layout 40+92); 4 of "
+                                          "15 layout(s) finished", partial)
 
     monkeypatch.setattr(gcexplore, "sweep", sweep, raising=False)
     sx = GW.SweepExplorer(repeats=2)
@@ -335,7 +317,8 @@ def test_sweep_explorer_live_keeps_partial_rows_on_error(fake_gpu, monkeypatch):
     assert "the sweep failed" in sx.error_box.value and "40+92" in sx.error_box.value
     assert list(sx.split_slider.options) == [8, 16, 24, 32]
     assert sx.redraws["sweep"] == 1
-    assert sx.progress.value == 4 and sx.progress.max == 15
+    assert sx.progress.layout.visibility == "hidden"
+    assert isinstance(sx.last_error, gcexplore.MeasurementFailed)
     # choosing a split measures its occupancy once, then reuses it
     def occ_splits():
         return [c[2] for c in fake_gpu if c[0] == "occupancy"]
