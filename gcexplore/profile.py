@@ -1154,12 +1154,13 @@ def occupancy(workloads, split, *, device=0, warmup: int = 1) -> pd.DataFrame:
         split does not fit the workloads.
     """
     warmup = _check_int("warmup", warmup, 0)
+    if not isinstance(workloads, str):
+        # Callables and Workloads can be checked before touching the GPU.
+        items = workloads.values() if hasattr(workloads, "values") else (
+            [workloads] if isinstance(workloads, Workload) or callable(workloads) else workloads)
+        _require_instrumentable([w for w in items if not isinstance(w, str)])
     info, wls = _prepare(workloads, device)
-    not_inst = [w.name for w in wls if not w.instrumentable]
-    if not_inst:
-        raise ValueError(f"occupancy needs built-in kernels, which record per block; "
-                         f"{', '.join(map(repr, not_inst))} cannot be instrumented "
-                         "(built-ins: compute, memory, copy, spin, latency)")
+    _require_instrumentable(wls)
     owned = not hasattr(split, "all")
     plan = plan_split(info, split) if owned else split.plan
     _placement(plan, len(wls))
@@ -1195,6 +1196,15 @@ def occupancy(workloads, split, *, device=0, warmup: int = 1) -> pd.DataFrame:
         if owned and parts is not None:
             parts.close()
         engine.close()
+
+
+def _require_instrumentable(items) -> None:
+    bad = [getattr(w, "name", getattr(w, "__name__", repr(w))) for w in items
+           if not (isinstance(w, Workload) and w.instrumentable)]
+    if bad:
+        raise ValueError(f"occupancy needs built-in kernels, which record per block; "
+                         f"{', '.join(map(repr, bad))} cannot be instrumented "
+                         "(built-ins: compute, memory, copy, spin, latency)")
 
 
 # ---------------------------------------------------------------------------
