@@ -242,10 +242,11 @@ def plot_sweep(df: pd.DataFrame, *, summary: pd.DataFrame | None = None,
                     linewidth=1.5, label="lower bound", gid="lower_bound")
 
     best = per_layout.loc[per_layout["median"].idxmin()]
-    seq = _makespans(df, "sequential")
     note = ""
-    if not seq.empty:
-        note = f", {seq['makespan_ms'].median() / best['median']:.2f}x vs sequential"
+    if "speedup_vs_sequential" in summary.columns:
+        sp = summary.loc[summary["layout"] == best["layout"], "speedup_vs_sequential"]
+        if len(sp) and pd.notna(sp.iloc[0]):
+            note = f", {sp.iloc[0]:.2f}x vs sequential"
     ax.plot([best["split_sm_count"]], [best["median"]], marker="*", ms=16, color="gold",
             markeredgecolor="black", linestyle="none",
             label=f"best split {best['layout']}: {best['median']:.3g} ms{note}", gid="best")

@@ -1,0 +1,142 @@
+"""`gcexplore demo`: offline over recorded results (real ones when present, synthetic
+stand-ins otherwise), and the live path with the profiler calls replaced."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import _synthetic as S
+import gcexplore
+from gcexplore import _demo, results
+
+ROOT = Path(__file__).resolve().parents[1]
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _best_layout(df):
+    return (df[df["mode"] == "concurrent"].drop_duplicates(["layout", "rep"])
+            .groupby("layout")["makespan_ms"].median().idxmin())
+
+
+@pytest.fixture
+def synthetic_recorded(monkeypatch):
+    """load_recorded() serving synthetic frames labelled recorded (never written to
+    gcexplore/data), and no GPU."""
+    import gcexplore.api as api
+
+    frames = {"sweep": S.sweep_df(recorded=True),
+              "occupancy": S.occupancy_df(recorded=True),
+              "scaling": S.scaling_df(), "isolation": S.isolation_df()}
+    for f in frames.values():
+        f.attrs["recorded"] = True
+
+    def no_gpu(device=0):
+        raise gcexplore.UnsupportedError("no CUDA driver found: test")
+
+    monkeypatch.setattr(api, "device_info", no_gpu)
+    monkeypatch.setattr(results, "load_recorded", lambda name: frames[name].copy())
+    monkeypatch.setattr(results, "recorded_names", lambda: sorted(frames))
+    return frames
+
+
+def test_offline_demo_says_so_and_renders_recorded(tmp_path, capsys, synthetic_recorded):
+    out = tmp_path / "out"
+    written = _demo.run_demo(out)
+    text = capsys.readouterr().out.splitlines()
+    assert text[0] == ("gcexplore demo: no GPU for a live run (no CUDA driver found: test); "
+                       "showing the recorded results instead")
+    assert text[1] == "compute + memory — " + gcexplore.figure_stamp(
+        synthetic_recorded["sweep"].attrs)
+    assert "recorded 2000-01-01" in text[1]
+    assert set(written) == {"sweep", "throughput", "occupancy", "scaling", "isolation",
+                            "results"}
+    for key in ("sweep", "throughput", "occupancy", "scaling", "isolation"):
+        assert written[key] == out / f"{key}.png"
+        assert written[key].read_bytes()[:8] == PNG
+    assert text[-1] == ("wrote sweep.png, throughput.png, occupancy.png, scaling.png, "
+                        f"isolation.png, sweep.parquet to {out}/")
+    back = results.load(written["results"])
+    assert len(back) == len(synthetic_recorded["sweep"])
+
+
+def test_summary_table_marks_best_and_matches_summarize(synthetic_recorded):
+    df = synthetic_recorded["sweep"]
+    text = _demo.format_summary(df).splitlines()
+    best = gcexplore.best_split(df)
+    assert best["layout"] == _best_layout(df)
+    assert text[1].split() == ["best", "layout", "concurrent_ms", "sequential_ms", "streams_ms",
+                               "vs_sequential", "vs_streams", "lower_bound_ms", "efficiency"]
+    rows = text[2:-1]
+    assert [r.split()[-8] for r in rows] == [f"{k}+{132 - k}" for k in range(8, 121, 8)]
+    starred = [r for r in rows if r.split()[0] == "*"]
+    assert len(starred) == 1 and starred[0].split()[1] == best["layout"]
+    assert starred[0].split()[2] == f"{best['concurrent_ms']:.3f}"
+    assert text[-1].startswith(
+        f"best split {best['layout']}: concurrent {best['concurrent_ms']:.3f} ms, "
+        f"{best['speedup_vs_sequential']:.2f}x vs sequential")
+    assert f"lower bound {best['lower_bound_ms']:.3f} ms" in text[-1]
+    assert text[-1].endswith("overlap pays")  # the toy model beats sequential at its best
+
+
+def test_summary_says_when_overlap_does_not_pay(synthetic_recorded):
+    df = synthetic_recorded["sweep"]
+    slow = df.copy()
+    conc = slow["mode"] == "concurrent"
+    slow.loc[conc, "makespan_ms"] *= 3
+    slow.attrs = df.attrs
+    assert _demo.format_summary(slow).endswith("overlap does not pay here")
+
+
+def test_live_demo_sweeps_then_records_occupancy_of_best(tmp_path, capsys, monkeypatch):
+    import gcexplore.profile as prof
+
+    calls = []
+    df = S.sweep_df()
+
+    def sweep(workloads, *, repeats, device):
+        calls.append(("sweep", workloads, repeats, device))
+        return df
+
+    def occupancy(workloads, split, *, device):
+        calls.append(("occupancy", workloads, split, device))
+        return S.occupancy_df()
+
+    monkeypatch.setattr(_demo, "_gpu_reason", lambda device: None)
+    monkeypatch.setattr(prof, "sweep", sweep)
+    monkeypatch.setattr(prof, "occupancy", occupancy)
+    written = _demo.run_demo(tmp_path, repeats=3, device=1)
+    best = int(_best_layout(df).split("+")[0])
+    assert calls == [("sweep", ["compute", "memory"], 3, 1),
+                     ("occupancy", ["compute", "memory"], [best], 1)]
+    text = capsys.readouterr().out
+    assert "measured live" in text and "no GPU" not in text
+    assert written["occupancy"].read_bytes()[:8] == PNG
+    assert "scaling" not in written  # recorded-only extras
+
+
+def test_demo_cli_over_the_recorded_results(tmp_path):
+    if "sweep" not in results.recorded_names():
+        pytest.skip("no recorded results in gcexplore/data yet (recorded on the H100 with "
+                    "bench/record.py)")
+    r = subprocess.run([sys.executable, "-m", "gcexplore.cli", "demo", "--recorded", "--out",
+                        str(tmp_path / "o")], cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    rec = results.load_recorded("sweep")
+    assert f"recorded {str(rec.attrs['date'])[:10]}" in r.stdout
+    assert str(rec.attrs["device_name"]) in r.stdout
+    assert "best split" in r.stdout
+    for name in ("sweep.png", "throughput.png", "sweep.parquet"):
+        assert (tmp_path / "o" / name).is_file()
+    assert (tmp_path / "o" / "sweep.png").read_bytes()[:8] == PNG
+
+
+def test_demo_cli_help_lists_its_options():
+    r = subprocess.run([sys.executable, "-m", "gcexplore.cli", "demo", "--help"], cwd=ROOT,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    for opt in ("--out", "--device", "--repeats", "--recorded", "gcexplore-out"):
+        assert opt in r.stdout
