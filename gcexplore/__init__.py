@@ -48,10 +48,12 @@ from .profile import (
     sweep,
 )
 from .results import load, load_recorded, save, to_chrome_trace
+from .widgets import Explorer, SweepExplorer, explore
 from .workloads import Workload, builtin, from_cupy, from_kernel, from_torch
 
 __all__ = [
     "DeviceInfo",
+    "Explorer",
     "GreenContextError",
     "MeasurementAborted",
     "MeasurementFailed",
@@ -60,6 +62,7 @@ __all__ = [
     "Partitioning",
     "PlannedGroup",
     "SplitPlan",
+    "SweepExplorer",
     "UnsupportedError",
     "Workload",
     "__version__",
@@ -67,6 +70,7 @@ __all__ = [
     "builtin",
     "device_count",
     "device_info",
+    "explore",
     "from_cupy",
     "from_kernel",
     "from_torch",
