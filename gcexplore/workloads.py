@@ -168,33 +168,43 @@ def _check(result, what: str):
 
 
 class _DeviceBuffers:
-    """Device memory owned by a built-in workload (allocated once, zero-filled)."""
+    """Device memory owned by a built-in workload (allocated once, zero-filled).
+
+    The allocation stream stays alive with the buffers: cuda.core frees a buffer on
+    the stream it was allocated on.
+    """
 
     def __init__(self, device: int, sizes: list[int]):
         self.device = device
         self._bufs = []
         with use(device) as dev:
-            stream = dev.create_stream()
+            self._stream = dev.create_stream()
             try:
                 for nbytes in sizes:
-                    buf = dev.allocate(max(int(nbytes), 16), stream=stream)
-                    _check(_driver().cuMemsetD8Async(int(buf.handle), 0, max(int(nbytes), 16),
-                                                     int(stream.handle)), "cuMemsetD8Async")
+                    n = max(int(nbytes), 16)
+                    buf = dev.allocate(n, stream=self._stream)
                     self._bufs.append(buf)
-                stream.sync()
-            finally:
-                stream.close()
+                    _check(_driver().cuMemsetD8Async(int(buf.handle), 0, n, int(self._stream.handle)),
+                           "cuMemsetD8Async")
+                self._stream.sync()
+            except BaseException:
+                self.close()
+                raise
 
     def ptr(self, i: int) -> int:
         return int(self._bufs[i].handle)
 
     def close(self) -> None:
-        for buf in self._bufs:
-            try:
-                buf.close()
-            except Exception:  # best effort: the process may be tearing down
-                pass
-        self._bufs = []
+        bufs, self._bufs = self._bufs, []
+        stream, self._stream = getattr(self, "_stream", None), None
+        if stream is None:
+            return
+        try:
+            for buf in bufs:
+                buf.close(stream)
+            stream.sync()
+        finally:
+            stream.close()
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -1,0 +1,72 @@
+"""Sweep speed: wall time of a full sweep against the GPU-busy floor.
+
+Sweeps the built-in compute + memory pair over every valid split (20 repetitions,
+3 warm-up, all four modes) and compares the wall time with the floor: the sum of
+the measured makespans of every layout x mode x repetition (the time the GPU was
+busy with measured work). Compilation, allocation and the launch-gap calibration
+happen before the clock starts; warm-up, split creation, gates and host time count
+against the sweep.
+
+Goal (issue 3): wall time at most 1.5x the floor.
+
+Run from the project root on the GPU machine: ``python3 bench/sweep_speed.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import pandas as pd
+
+import gcexplore
+from gcexplore import workloads as W
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--device", type=int, default=0)
+    args = ap.parse_args(argv)
+
+    info = gcexplore.device_info(args.device)
+    compute, memory = W.compute(device=info.index), W.memory(device=info.index)
+    gcexplore.launch_gap(info.index)
+    try:
+        t0 = time.perf_counter()
+        df = gcexplore.sweep({"compute": compute, "memory": memory}, repeats=args.repeats,
+                             warmup=args.warmup, device=info.index, progress=False)
+        wall = time.perf_counter() - t0
+    finally:
+        compute.close()
+        memory.close()
+
+    per_rep = df.groupby(["layout", "mode", "rep"])["makespan_ms"].max()
+    floor = per_rep.sum() / 1000
+    with_warmup = floor * (args.repeats + args.warmup) / args.repeats
+    by_mode = per_rep.groupby(level="mode").sum() / 1000
+    ratio = wall / floor
+    table = pd.DataFrame([
+        {"quantity": "layouts", "value": f"{df['layout'].nunique()}"},
+        {"quantity": "rows", "value": f"{len(df)}"},
+        {"quantity": "wall time (s)", "value": f"{wall:.2f}"},
+        {"quantity": "GPU-busy floor, measured reps (s)", "value": f"{floor:.2f}"},
+        {"quantity": "  of which alone / concurrent / sequential / streams (s)",
+         "value": " / ".join(f"{by_mode.get(m, 0):.2f}" for m in gcexplore.profile.MODES)},
+        {"quantity": "floor incl. warm-up reps (s)", "value": f"{with_warmup:.2f}"},
+        {"quantity": "wall / floor", "value": f"{ratio:.2f}x"},
+        {"quantity": "wall / floor incl. warm-up", "value": f"{wall / with_warmup:.2f}x"},
+        {"quantity": "gate (us), max host enqueue per rep (us)",
+         "value": f"{df.attrs['gate_us']}, {df.attrs['max_enqueue_us']}"},
+    ])
+    print(f"sweep speed on {info.name} ({info.sm_count} SMs): compute + memory, every valid split, "
+          f"{args.repeats} repetitions after {args.warmup} warm-up, 4 modes")
+    print(table.to_string(index=False))
+    print(f"goal: wall / floor <= 1.5x -> {'pass' if ratio <= 1.5 else 'FAIL'}")
+    return 0 if ratio <= 1.5 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
