@@ -302,7 +302,8 @@ class Explorer(_Controller):
     repeats : ipywidgets.IntSlider
         Repetitions per mode.
     run_button : ipywidgets.Button
-        "Run": measures (live) or redraws the chosen split (offline).
+        "Run": measures the chosen split (live); hidden offline, where moving a slider
+        redraws (``run()`` still redraws the chosen split).
     progress : ipywidgets.IntProgress
         Visible while measuring.
     error_box : ipywidgets.HTML
@@ -329,6 +330,8 @@ class Explorer(_Controller):
                                    else "show this split's recorded results")
         self.run_button.add_class(CSS["run"])
         self.run_button.on_click(lambda _b: self.run())
+        if not self.live:
+            self.run_button.layout.display = "none"  # the sliders redraw by themselves
         for s in self.sliders:
             s.observe(self._on_split_change, names="value")
         self._update_remainder()

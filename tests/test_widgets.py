@@ -76,6 +76,7 @@ def test_offline_explorer_starts_at_best_split_and_draws():
     assert [p.value for p in ex.workload_pickers] == ["compute", "memory"]
     assert all(p.disabled for p in ex.workload_pickers)
     assert ex.repeats.value == 5 and ex.repeats.disabled
+    assert ex.run_button.layout.display == "none"  # offline, the slider redraws
     assert f"{132 - best} SMs" in ex.remainder_label.value
     assert ex.redraws == {"throughput": 1, "occupancy": 1, "summary": 1, "sweep": 0}
     assert len(_pngs(ex.plot_output)) == 1
@@ -205,6 +206,7 @@ def fake_gpu(monkeypatch, h100_like):
 
 def test_live_sliders_stop_only_on_valid_sizes(fake_gpu, h100_like):
     ex = GW.Explorer()
+    assert ex.run_button.layout.display is None
     assert list(ex.sliders[0].options) == list(range(8, 125, 8))  # leaves >= 8 SMs
     assert ex.sliders[0].value == 24
     assert [p.value for p in ex.workload_pickers] == ["compute", "memory"]
