@@ -50,7 +50,6 @@ import json
 import math
 import os
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -315,7 +314,7 @@ class _Slot:
     partition: Any  # api.Partition (or the whole device)
     stream: Any
     launches: int = 1
-    interval_ns: int = 0  # spin between launches (isolation's critical role)
+    paced_by: int | None = None  # launch j waits for launch j of that slot (isolation)
     run: Callable[[], None] | None = None
 
     @property
@@ -436,9 +435,9 @@ class _Engine:
             if nvtx is not None:
                 nvtx.push_range(f"{slot.name}: {slot.workload.name}", domain="gcexplore")
             try:
-                for _ in range(slot.launches):
-                    if slot.interval_ns:
-                        self._launch_spin(s, slot.interval_ns)
+                for j in range(slot.launches):
+                    if slot.paced_by is not None:
+                        s.wait(events[slot.paced_by][j][1])
                     e0 = s.record(options=self._opts)
                     run()
                     e1 = s.record(options=self._opts)
@@ -1001,15 +1000,18 @@ def scaling(workload, sm_counts=None, *, repeats: int = 20, warmup: int = 3, dev
 
 
 def isolation(critical, background, split=16, *, repeats: int = 20, warmup: int = 3, device=0,
-              launches: int = 20, interval_us: float = 0.0) -> pd.DataFrame:
+              launches: int = 20, pacer_us: float = 50.0) -> pd.DataFrame:
     """Latency of a critical workload next to a background one: alone, plain streams, partitions.
 
-    NVIDIA's green-context sample as a measurement. In each repetition the
-    background starts, and at the same moment the critical workload is launched
-    ``launches`` times back to back, each launch timed by its own event pair
-    (launch-to-completion latency: waiting for free SMs counts). Scenarios:
+    NVIDIA's green-context sample as a measurement. In each repetition the background
+    workload runs ``launches + 1`` times back to back on its stream, and the critical
+    workload is launched ``launches`` times on its own stream, launch ``j`` issued
+    (through an event) the moment background launch ``j`` ends, so it arrives while
+    background launch ``j + 1`` is taking the SMs. A critical launch's latency is
+    from that moment to its own end event: waiting for free SMs counts. Scenarios:
 
-    - ``"alone"``: each on the whole device without the other;
+    - ``"alone"``: each on the whole device without the other (the critical launches
+      are paced by a one-block spin of ``pacer_us`` instead of the background);
     - ``"streams"``: both on plain streams of the whole device (no partitions);
     - ``"partitioned"``: the critical workload on its own partition of ``split`` SMs,
       the background on the complementary partition (the remainder).
@@ -1017,8 +1019,7 @@ def isolation(critical, background, split=16, *, repeats: int = 20, warmup: int 
     Parameters
     ----------
     critical, background : workload or str
-        E.g. ``"latency"`` and ``"compute"``; the background should outlast the
-        critical launches (a warning says when it did not).
+        E.g. ``"latency"`` and ``"compute"``.
     split : int, default 16
         SMs of the critical partition.
     repeats : int, default 20
@@ -1026,26 +1027,28 @@ def isolation(critical, background, split=16, *, repeats: int = 20, warmup: int 
     device : int, default 0
     launches : int, default 20
         Critical launches per repetition.
-    interval_us : float, default 0
-        Idle spin on the critical stream before each critical launch (a one-block
-        kernel: next to a background that fills every SM it waits for a free slot
-        too, which hides the critical launch's own wait; keep 0 to measure that).
+    pacer_us : float, default 50
+        Length of the pacing spin in the ``alone`` scenario.
 
     Returns
     -------
     pandas.DataFrame
         Columns: ``scenario`` (str), ``role`` (``"critical"`` or ``"background"``),
         ``workload`` (str), ``rep`` (int), ``sm_count`` (int: SMs available to it),
-        ``duration_ms`` (float: for the critical role one launch's latency, ``launches``
-        rows per repetition; for the background its event span). ``attrs["kind"] =
-        "isolation"``, ``attrs["critical_within_background"]``: per scenario, the
-        fraction of critical launches that ended before the background did.
+        ``duration_ms`` (float: for the critical role one launch's latency from its
+        issue to its end event, ``launches`` rows per repetition; for the background
+        one launch's event span, ``launches + 1`` rows per repetition).
+        ``attrs["kind"] = "isolation"``; ``attrs["critical_within_background"]``: per
+        contended scenario, the fraction of critical launches that ended before the
+        background's last launch did.
     """
+    from .workloads import spin
+
     repeats = _check_int("repeats", repeats, 1)
     warmup = _check_int("warmup", warmup, 0)
     launches = _check_int("launches", launches, 1)
-    if not (isinstance(interval_us, (int, float)) and interval_us >= 0):
-        raise ValueError(f"interval_us must be a number >= 0, got {interval_us!r}")
+    if isinstance(pacer_us, bool) or not isinstance(pacer_us, (int, float)) or not pacer_us > 0:
+        raise ValueError(f"pacer_us must be a positive number of microseconds, got {pacer_us!r}")
     info = device_info(device)
     crit = as_workload(critical, device=info.index)
     bg = as_workload(background, device=info.index)
@@ -1057,56 +1060,54 @@ def isolation(critical, background, split=16, *, repeats: int = 20, warmup: int 
                          f"split {plan.requested} gives {plan.label} on {info.name}")
     gap = launch_gap(info.index)
     engine = _Engine(info, streams=2)
+    pacer = spin(float(pacer_us), device=info.index, name="pacer")
     within: dict[str, float] = {}
-    rows: list[dict] = []
-    interval_ns = int(interval_us * 1000)
 
     def build(r):
         return _frame(r, ISOLATION_COLUMNS, _attrs(
             info, "isolation", engine, repeats=repeats, warmup=warmup, launch_gap_us=gap,
-            layout=plan.label, launches=launches, interval_us=float(interval_us),
+            layout=plan.label, launches=launches, pacer_us=float(pacer_us),
             critical_within_background=dict(within)))
 
     def scenario(name, groups, out):
-        for gslots, _ in groups:
+        for gslots in groups:
             for s in gslots:
                 s.run = engine.runner(s)
         for _ in range(warmup):
-            for gslots, _ in groups:
+            for gslots in groups:
                 engine.run_group(gslots)
-        inside, total = 0, 0
+        inside = total = 0
         for rep in range(repeats):
-            bg_end = None
-            crit_ends = []
-            for gslots, _ in groups:
+            for gslots in groups:
                 per_slot, _ = engine.run_group(gslots)
-                for slot, lst in zip(gslots, per_slot):
+                ends = [[st + d for st, d in lst] for lst in per_slot]
+                for i, (slot, lst) in enumerate(zip(gslots, per_slot)):
+                    if slot.workload is pacer:
+                        continue
                     role = "critical" if slot.workload is crit else "background"
-                    for start, dur in lst:
+                    for j, (start, dur) in enumerate(lst):
+                        if slot.paced_by is not None:  # from its issue (the pacing end) to its end
+                            dur = ends[i][j] - ends[slot.paced_by][j]
                         out.append({"scenario": name, "role": role, "workload": slot.workload.name,
                                     "rep": rep, "sm_count": slot.partition.sm_count, "duration_ms": dur})
-                        if role == "critical":
-                            crit_ends.append(start + dur)
-                        else:
-                            bg_end = start + dur
-            if name != "alone" and bg_end is not None:
-                inside += sum(e <= bg_end for e in crit_ends)
-                total += len(crit_ends)
+                if name != "alone" and len(gslots) == 2:
+                    inside += sum(e <= ends[0][-1] for e in ends[1])
+                    total += len(ends[1])
         if total:
             within[name] = inside / total
 
     def measure(parts, out):
         whole = engine.whole
-        c_whole = _Slot(crit, whole, whole.streams[1], launches, interval_ns)
-        b_whole = _Slot(bg, whole, whole.streams[0])
+        s0, s1 = whole.streams[0], whole.streams[1]
         with _range("isolation alone"):
-            scenario("alone", [([b_whole], False), ([c_whole], False)], out)
+            scenario("alone", [[_Slot(bg, whole, s0, launches + 1)],
+                               [_Slot(pacer, whole, s0, launches), _Slot(crit, whole, s1, launches, 0)]], out)
         with _range("isolation streams"):
-            scenario("streams", [([b_whole, c_whole], False)], out)
-        c_part = _Slot(crit, parts[0], parts[0].stream, launches, interval_ns)
-        b_part = _Slot(bg, parts.remainder, parts.remainder.stream)
+            scenario("streams", [[_Slot(bg, whole, s0, launches + 1), _Slot(crit, whole, s1, launches, 0)]], out)
+        rem, p0 = parts.remainder, parts[0]
         with _range("isolation partitioned"):
-            scenario("partitioned", [([b_part, c_part], False)], out)
+            scenario("partitioned", [[_Slot(bg, rem, rem.stream, launches + 1),
+                                      _Slot(crit, p0, p0.stream, launches, 0)]], out)
 
     try:
         with _split(plan.requested, device=info.index) as parts:
@@ -1114,14 +1115,9 @@ def isolation(critical, background, split=16, *, repeats: int = 20, warmup: int 
                 rows, _ = _run_layouts([(parts.label, parts)], measure, build=build, desc="isolation")
             finally:
                 engine.drain([p.stream for p in parts.all])
-        # Only the partitioned scenario tells whether the background was long enough:
-        # on plain streams critical launches may be pushed past its end.
-        frac = within.get("partitioned", 1.0)
-        if frac < 0.9:
-            warnings.warn(f"isolation: only {frac:.0%} of the critical launches on their partition ended "
-                          "while the background ran; use a longer background", stacklevel=2)
         return build(rows)
     finally:
+        pacer.close()
         engine.close()
 
 
