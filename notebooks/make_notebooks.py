@@ -590,10 +590,10 @@ print(f"critical latency next to the background: {crit['streams']:.2f}x of alone
 gcexplore.plot_isolation(iso)
 '''),
     md('''
-The partition does not bring the critical latency all the way back to *alone*: the
-background still shares the L2 cache and the memory system with it, and the critical
-kernel has fewer SMs than the whole device. What the partition removes is the wait
-for SMs.
+What the partition removes is the wait for SMs held by the background's blocks.
+Whatever stays between *partitioned* and *alone* comes from what it does not
+isolate: the background still shares the L2 cache and the memory system with the
+critical kernel, which also has fewer SMs than the whole device.
 
 ## 4. Shared memory bandwidth and L2
 
