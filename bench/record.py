@@ -37,8 +37,11 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--device", type=int, default=0)
     ap.add_argument("--skip-torch", action="store_true", help="leave out torch_sweep")
+    ap.add_argument("--format", choices=("parquet", "csv"), default="parquet",
+                    help="csv where pyarrow is absent (convert with results.load + results.save)")
     args = ap.parse_args(argv)
     out = Path(args.out)
+    ext = "." + args.format
     out.mkdir(parents=True, exist_ok=True)
     dev, reps = args.device, args.repeats
     pd.set_option("display.width", 200)
@@ -49,7 +52,7 @@ def main(argv=None) -> int:
 
     t0 = time.perf_counter()
     sweep = gcexplore.sweep(pair, repeats=reps, device=dev, progress=False)
-    results.save(sweep, out / "sweep.parquet")
+    results.save(sweep, out / ("sweep" + ext))
     _say("sweep", sweep, t0)
     best = gcexplore.best_split(sweep)
     print(best.to_string())
@@ -58,14 +61,14 @@ def main(argv=None) -> int:
     curves = [gcexplore.scaling(w, repeats=reps, device=dev, progress=False) for w in (compute, memory)]
     scaling = pd.concat(curves, ignore_index=True)
     scaling.attrs = dict(curves[0].attrs, workloads=["compute", "memory"])
-    results.save(scaling, out / "scaling.parquet")
+    results.save(scaling, out / ("scaling" + ext))
     _say("scaling", scaling, t0)
     s = gcexplore.summarize(scaling)
     print(s[["workload", "sm_count", "median_ms", "speedup", "parallel_efficiency"]].to_string(index=False))
 
     t0 = time.perf_counter()
     occ = gcexplore.occupancy(pair, [24], device=dev)
-    results.save(occ, out / "occupancy.parquet")
+    results.save(occ, out / ("occupancy" + ext))
     _say("occupancy", occ, t0)
     print(occ.groupby("partition")["sm_id"].nunique().to_string())
 
@@ -73,7 +76,7 @@ def main(argv=None) -> int:
     latency = W.latency(device=dev)
     iso = gcexplore.isolation(latency, compute, 16, repeats=reps, device=dev)
     latency.close()
-    results.save(iso, out / "isolation.parquet")
+    results.save(iso, out / ("isolation" + ext))
     _say("isolation", iso, t0)
     print(gcexplore.summarize(iso)[["scenario", "role", "sm_count", "median_ms", "p10_ms", "p90_ms",
                                     "slowdown_vs_alone"]].to_string(index=False))
@@ -95,10 +98,10 @@ def main(argv=None) -> int:
                "sigmoid": W.from_torch(lambda: torch.sigmoid(x, out=y), name="sigmoid", bytes=2.0 * x.nbytes)}
         ts = gcexplore.sweep(wls, repeats=reps, device=dev, progress=False)
         ts.attrs["workload_notes"] = "matmul: 8192^3 bf16 torch.matmul; sigmoid: torch.sigmoid over 512 MiB fp32"
-        results.save(ts, out / "torch_sweep.parquet")
+        results.save(ts, out / ("torch_sweep" + ext))
         _say("torch_sweep", ts, t0)
         print(gcexplore.best_split(ts).to_string())
-    print(f"\nwrote {', '.join(sorted(p.name for p in out.glob('*.parquet')))} to {out}")
+    print(f"\nwrote {', '.join(sorted(p.name for p in out.glob('*' + ext)))} to {out}")
     return 0
 
 

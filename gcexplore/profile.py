@@ -18,8 +18,10 @@ How it times
 ------------
 Every repetition is one *group*: a short spin kernel on a gate stream holds the
 GPU while the host enqueues the whole repetition, then a common start event is
-recorded on the gate stream; every stream of the repetition waits on it, records its
-own start event, launches its workload, and records its end event. The host
+recorded on the gate stream; every stream of the repetition waits on it, runs a 1 us
+settling spin (so its start event follows work on its own stream rather than a
+cross-stream wait, which would add 4-11 us of jitter), records its own start event,
+launches its workload, and records its end event. The host
 synchronises once per repetition. ``start_ms`` is a workload's start relative to the
 common start, ``duration_ms`` its own event span, ``makespan_ms`` the common start to
 the last end. Warm-up repetitions run first and are discarded.
@@ -95,6 +97,7 @@ OCCUPANCY_COLUMNS = ["partition", "workload", "sm_id", "block", "start_ns", "end
 
 _GATE_US_START = 60.0
 _GATE_US_MAX = 20_000.0
+_SETTLE_NS = 1_000  # the tiny spin each stream runs after its waits, before its start event
 
 
 # ---------------------------------------------------------------------------
@@ -430,6 +433,10 @@ class _Engine:
             s.wait(common)
             if chain and prev is not None:
                 s.wait(prev)
+            if slot.paced_by is None:
+                # A start event recorded right after a cross-stream wait jitters by
+                # 4-11 us (H200); after a kernel on its own stream, by under 1 us.
+                self._launch_spin(s, _SETTLE_NS)
             run = slot.run or self.runner(slot)
             pairs = []
             if nvtx is not None:
