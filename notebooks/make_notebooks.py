@@ -593,7 +593,9 @@ gcexplore.plot_isolation(iso)
 What the partition removes is the wait for SMs held by the background's blocks.
 Whatever stays between *partitioned* and *alone* comes from what it does not
 isolate: the background still shares the L2 cache and the memory system with the
-critical kernel, which also has fewer SMs than the whole device.
+critical kernel, which also has fewer SMs than the whole device. The price is paid
+by the background: it runs on the SMs left over, so its *partitioned* time is longer
+than its time *alone* on the whole device.
 
 ## 4. Shared memory bandwidth and L2
 
