@@ -281,6 +281,8 @@ def test_quickstart_explorer_in_chromium(sync_api, lab, tmp_path):
             assert after != before, (
                 f"moving the slider from {value_before} to {readout.inner_text()} "
                 "did not redraw the plot")
+            # Redrawn in place: one plot, not the new one stacked under the old.
+            assert explorer.locator(f".{CSS['throughput']} img").count() == 1
 
             # Choose the split the SM occupancy was recorded at (the widget names it):
             # the occupancy picture appears next to the throughput plot.
@@ -295,6 +297,8 @@ def test_quickstart_explorer_in_chromium(sync_api, lab, tmp_path):
                     handle.press("ArrowRight" if current < target else "ArrowLeft")
                 assert int(readout.inner_text()) == target
             occupancy.locator("img").first.wait_for(timeout=REDRAW_S * 1000)
+            assert occupancy.locator("img").count() == 1
+            assert explorer.locator(f".{CSS['throughput']} img").count() == 1
 
             # Fold the file browser away and put the explorer at the top for the picture.
             current_left = page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab.lm-mod-current")
