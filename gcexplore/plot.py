@@ -145,8 +145,15 @@ def _best_layout(df: pd.DataFrame) -> str:
 def _metric_values(rows: pd.DataFrame, metric: str) -> tuple[pd.Series, str]:
     """Per-row values of ``metric`` ("auto" picks what the workload declared)."""
     if metric == "auto":
-        for col in ("throughput_tflops", "bandwidth_gbs"):
-            if col in rows and rows[col].notna().any():
+        has = {c: c in rows and rows[c].notna().any() for c in ("throughput_tflops", "bandwidth_gbs")}
+        order = ("throughput_tflops", "bandwidth_gbs")
+        if all(has.values()) and "flops" in rows and "bytes" in rows:
+            # Both declared: show the resource that bounds it. Below 1 FLOP per byte
+            # (a triad does 1/6) every GPU is bandwidth-bound.
+            if float((rows["flops"] / rows["bytes"]).median()) < 1.0:
+                order = ("bandwidth_gbs", "throughput_tflops")
+        for col in order:
+            if has[col]:
                 return rows[col], col
         metric = "calls_per_s"
     if metric == "calls_per_s":
@@ -288,7 +295,8 @@ def plot_throughput(df: pd.DataFrame, *, layout: str | None = None, metric: str 
         Which layout (e.g. ``"24+108"``) to draw; default the only one, or for a sweep
         the best split (lowest median concurrent makespan).
     metric : str, default "auto"
-        ``"auto"`` (declared FLOPs, else bytes, else calls per second),
+        ``"auto"`` (declared FLOPs, else bytes, else calls per second; GB/s when
+        both are declared at under 1 FLOP per byte),
         ``"throughput_tflops"``, ``"bandwidth_gbs"``, ``"calls_per_s"`` or
         ``"duration_ms"``.
     figsize : tuple of float, optional

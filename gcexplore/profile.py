@@ -460,10 +460,14 @@ class _Engine:
         per_slot = [[(float(e0 - common), float(e1 - e0)) for e0, e1 in pairs] for pairs in events]
         makespan = max(float(pairs[-1][1] - common) for pairs in events)
         # The gate must outlast the host's enqueueing, or host latency leaks into the
-        # timings; grow it when it came close.
+        # timings: grow it at once when it came close, and let it shrink slowly after
+        # a one-off host stall (a 1.3 ms stall otherwise kept a 2.6 ms gate on every
+        # later repetition of a sweep).
         self.max_enqueue_us = max(self.max_enqueue_us, enqueue_us)
         if enqueue_us > 0.7 * self.gate_us:
             self.gate_us = min(_GATE_US_MAX, 2.0 * enqueue_us + 20.0)
+        else:
+            self.gate_us = max(_GATE_US_START, 2.0 * enqueue_us + 20.0, 0.8 * self.gate_us)
         return per_slot, makespan
 
     def drain(self, streams) -> None:

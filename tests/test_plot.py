@@ -281,3 +281,15 @@ def test_figures_render_without_pyplot(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "o.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_auto_metric_follows_arithmetic_intensity():
+    import pandas as pd
+
+    from gcexplore.plot import _metric_values
+
+    triad = pd.DataFrame({"flops": [2.0], "bytes": [12.0], "duration_ms": [1.0],
+                          "throughput_tflops": [2e-9], "bandwidth_gbs": [1.2e-5]})
+    fma = triad.assign(flops=[1e12], throughput_tflops=[1.0])
+    assert _metric_values(triad, "auto")[1] == "bandwidth_gbs"
+    assert _metric_values(fma, "auto")[1] == "throughput_tflops"
