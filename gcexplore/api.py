@@ -542,6 +542,17 @@ def _sm_ids_on(stream, dev, device_sm_count: int) -> frozenset[int]:
     return frozenset(int(i) for i in np.flatnonzero(host))
 
 
+def _close_each(items) -> list[Exception]:
+    """Close every item, keeping on after a failure; return the errors."""
+    errors = []
+    for item in items:
+        try:
+            item.close()
+        except Exception as e:
+            errors.append(e)
+    return errors
+
+
 class Partition:
     """A set of SMs with its own context and explicit streams.
 
@@ -668,12 +679,7 @@ class Partition:
         if self._closed:
             return
         self._closed = True
-        errors = []
-        for s in self._extra_streams + self._streams:
-            try:
-                s.close()
-            except Exception as e:  # keep closing the rest
-                errors.append(e)
+        errors = _close_each(self._extra_streams + self._streams)
         self._streams, self._extra_streams = [], []
         if errors:
             raise GreenContextError(f"closing partition {self.name} failed: {errors[0]}") from errors[0]
@@ -737,13 +743,7 @@ _pool_lock = threading.Lock()
 
 
 def _destroy_layout(layout: _Layout) -> list[Exception]:
-    errors = []
-    for ctx in layout.contexts + layout.temps:
-        try:
-            ctx.close()
-        except Exception as e:
-            errors.append(e)
-    return errors
+    return _close_each(layout.contexts + layout.temps)
 
 
 def release_contexts() -> int:
@@ -846,12 +846,7 @@ class Partitioning:
             return
         self._closed = True
         parts = self._groups + ([self._remainder] if self._remainder is not None else [])
-        errors = []
-        for p in parts:
-            try:
-                p.close()
-            except Exception as e:
-                errors.append(e)
+        errors = _close_each(parts)
         lay = self._layout
         lay.sm_ids = [p._sm_ids for p in parts]
         if self._reuse and not errors:

@@ -86,7 +86,8 @@ NOISY_FRACTION = 0.10
 OVERLAP_COLUMNS = [
     "layout", "split_sm_count", "mode", "rep", "workload", "partition", "sm_count",
     "requested_sm_count", "start_ms", "duration_ms", "makespan_ms", "flops", "bytes",
-    "throughput_tflops", "bandwidth_gbs", "sm_clock_mhz", "power_w",
+    "throughput_tflops", "bandwidth_gbs", "sm_clock_mhz_before", "power_w_before",
+    "sm_clock_mhz", "power_w",
 ]
 SCALING_COLUMNS = [
     "workload", "sm_count", "requested_sm_count", "rep", "duration_ms", "flops", "bytes",
@@ -224,7 +225,7 @@ def _frame(rows: list[dict], columns: list[str], attrs: dict) -> pd.DataFrame:
         if col in df.columns:
             df[col] = df[col].astype("int64")
     for col in ("start_ms", "duration_ms", "makespan_ms", "flops", "bytes", "throughput_tflops",
-                "bandwidth_gbs", "sm_clock_mhz", "power_w"):
+                "bandwidth_gbs", "sm_clock_mhz_before", "power_w_before", "sm_clock_mhz", "power_w"):
         if col in df.columns:
             df[col] = df[col].astype("float64")
     df.attrs.update(attrs)
@@ -679,6 +680,7 @@ def _overlap_row(layout, split_k, mode, rep, slot: _Slot, start, dur, makespan) 
         "makespan_ms": makespan, "flops": _num(wl.flops), "bytes": _num(wl.bytes),
         "throughput_tflops": _per_sec(wl.flops, dur) / 1e12,
         "bandwidth_gbs": _per_sec(wl.bytes, dur) / 1e9,
+        "sm_clock_mhz_before": math.nan, "power_w_before": math.nan,
         "sm_clock_mhz": math.nan, "power_w": math.nan,
     }
 
@@ -708,6 +710,7 @@ def _measure_layout(engine: _Engine, wls: list[Workload], parts, *, modes, repea
                     for gslots, chain in groups[mode]:
                         engine.run_group(gslots, chain=chain)
                 first = len(rows)
+                clock0, power0 = engine.nvml.read()
                 for rep in range(repeats):
                     rep_rows = []
                     for gslots, chain in groups[mode]:
@@ -719,6 +722,7 @@ def _measure_layout(engine: _Engine, wls: list[Workload], parts, *, modes, repea
                     rows.extend(rep_rows)
                 clock, power = engine.nvml.read()
                 for r in rows[first:]:
+                    r["sm_clock_mhz_before"], r["power_w_before"] = clock0, power0
                     r["sm_clock_mhz"], r["power_w"] = clock, power
     finally:
         engine.drain([p.stream for p in placed])
@@ -784,8 +788,11 @@ def profile_overlap(workloads, split, *, repeats: int = 20, warmup: int = 3, dev
         - ``flops``, ``bytes`` (float): declared work per call (NaN if undeclared).
         - ``throughput_tflops`` (float): flops / duration, in 1e12/s (NaN if undeclared).
         - ``bandwidth_gbs`` (float): bytes / duration, in GB/s (NaN if undeclared).
-        - ``sm_clock_mhz``, ``power_w`` (float): NVML SM clock and board power read after
-          the mode's repetitions (NaN without nvidia-ml-py).
+        - ``sm_clock_mhz_before``, ``power_w_before`` (float): NVML SM clock (MHz) and
+          board power (W) read after the warm-up, before the mode's measured
+          repetitions (NaN without nvidia-ml-py).
+        - ``sm_clock_mhz``, ``power_w`` (float): the same, read after the mode's
+          repetitions; a clock that fell in between shows throttling.
 
         ``df.attrs`` holds the device and version metadata, ``kind="overlap"``,
         ``repeats``, ``warmup``, ``launch_gap_us``, ``l2_flush``, ``graphs``, ``modes``,

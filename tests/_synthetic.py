@@ -19,7 +19,8 @@ SYNTHETIC_DEVICE = "synthetic GPU (not a measurement)"
 OVERLAP_COLUMNS = [
     "layout", "split_sm_count", "mode", "rep", "workload", "partition", "sm_count",
     "requested_sm_count", "start_ms", "duration_ms", "makespan_ms", "flops", "bytes",
-    "throughput_tflops", "bandwidth_gbs", "sm_clock_mhz", "power_w",
+    "throughput_tflops", "bandwidth_gbs", "sm_clock_mhz_before", "power_w_before",
+    "sm_clock_mhz", "power_w",
 ]
 
 # Declared work of the two toy workloads: about 1 ms each on all 132 SMs.
@@ -69,6 +70,7 @@ def _row(layout, k, mode, rep, workload, partition, sm, requested, start, dur, m
         "makespan_ms": makespan, "flops": flops, "bytes": nbytes,
         "throughput_tflops": flops / (dur * 1e-3) / 1e12,
         "bandwidth_gbs": nbytes / (dur * 1e-3) / 1e9,
+        "sm_clock_mhz_before": 1980.0, "power_w_before": 440.0,
         "sm_clock_mhz": 1980.0, "power_w": 450.0,
     }
 

@@ -24,6 +24,7 @@ def _overlap(rows, attrs=None):
             "partition": part, "sm_count": sm, "requested_sm_count": 24 if part == "p0" else None,
             "start_ms": 0.0, "duration_ms": dur, "makespan_ms": mk, "flops": flops, "bytes": nbytes,
             "throughput_tflops": flops / (dur * 1e-3) / 1e12, "bandwidth_gbs": nbytes / (dur * 1e-3) / 1e9,
+            "sm_clock_mhz_before": math.nan, "power_w_before": math.nan,
             "sm_clock_mhz": math.nan, "power_w": math.nan,
         })
     return P._frame(recs, P.OVERLAP_COLUMNS, {"kind": "overlap", **(attrs or {})})
@@ -215,7 +216,7 @@ def _fake_row(k, rep):
             "workload": "w", "partition": "p0", "sm_count": k, "requested_sm_count": k,
             "start_ms": 0.0, "duration_ms": 1.0 + k / 100, "makespan_ms": 1.0 + k / 100,
             "flops": NAN, "bytes": NAN, "throughput_tflops": NAN, "bandwidth_gbs": NAN,
-            "sm_clock_mhz": NAN, "power_w": NAN}
+            "sm_clock_mhz_before": NAN, "power_w_before": NAN, "sm_clock_mhz": NAN, "power_w": NAN}
 
 
 def _build(rows):

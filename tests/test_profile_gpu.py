@@ -35,6 +35,9 @@ def test_spin_1000us_measures_1000us_alone_and_sequential():
     assert set(conc["partition"]) == {"p0", "remainder"}
     assert (conc["requested_sm_count"] == 16).sum() == 10
     assert conc["requested_sm_count"].isna().sum() == 10  # the remainder asked for nothing
+    if df.attrs["nvml"]:  # the GPU machine has nvidia-ml-py: clock and power before and after
+        for col in ("sm_clock_mhz_before", "sm_clock_mhz", "power_w_before", "power_w"):
+            assert (df[col] > 0).all(), col
 
 
 def test_graphs_and_l2_flush_paths_time_the_same_kernel():
