@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 import gcexplore
-from gcexplore import profile as P
+from gcexplore.engine import Engine, spin_samples
 
 
 def _own_stream_gate(engine, part, us: float, repeats: int, warmup: int = 3):
@@ -31,10 +31,10 @@ def _own_stream_gate(engine, part, us: float, repeats: int, warmup: int = 3):
     s, ev, span = part.stream, [], []
     try:
         for r in range(warmup + repeats):
-            engine._launch_spin(s, 100_000)
-            e0 = s.record(options=engine._opts)
+            engine.launch_spin(s, 100_000)
+            e0 = s.record(options=engine.event_options)
             rec.workload(stream=s)
-            e1 = s.record(options=engine._opts)
+            e1 = s.record(options=engine.event_options)
             e1.sync()
             if r >= warmup:
                 ev.append((e1 - e0) * 1000.0)
@@ -53,8 +53,8 @@ def main(argv=None) -> int:
     info = gcexplore.device_info(args.device)
     gap = gcexplore.launch_gap(info.index)
     rows = []
-    with P._Engine(info) as engine, gcexplore.split([16], device=info.index) as parts:
-        cases = [("device", engine.whole, P._spin_samples), ("16-SM partition", parts[0], P._spin_samples),
+    with Engine(info) as engine, gcexplore.split([16], device=info.index) as parts:
+        cases = [("device", engine.whole, spin_samples), ("16-SM partition", parts[0], spin_samples),
                  ("device, own-stream gate", engine.whole, _own_stream_gate),
                  ("partition, own-stream gate", parts[0], _own_stream_gate)]
         for where, part, sample in cases:

@@ -2,101 +2,47 @@
 
 Split a GPU's SMs into partitions, run workloads on them through explicit streams,
 measure what overlap buys, and look at it in Jupyter. Importing gcexplore touches
-no GPU.
+no GPU and loads no heavy library: each public name below is imported from its
+module on first use (matplotlib with the plots, ipywidgets with the explorers,
+pyarrow with parquet files).
 """
+
+from __future__ import annotations
+
+import importlib
 
 __version__ = "0.1.0"
 
-from .api import (
-    DeviceInfo,
-    GreenContextError,
-    Partition,
-    Partitioning,
-    PlannedGroup,
-    SplitPlan,
-    UnsupportedError,
-    device_count,
-    device_info,
-    gpu_available,
-    plan_split,
-    release_contexts,
-    require_stream,
-    split,
-    use,
-    whole_device,
-)
-from .plot import (
-    figure_stamp,
-    plot_isolation,
-    plot_occupancy,
-    plot_scaling,
-    plot_sweep,
-    plot_throughput,
-)
-from .profile import (
-    MeasurementAborted,
-    MeasurementFailed,
-    MeasurementInterrupted,
-    best_split,
-    isolation,
-    launch_gap,
-    occupancy,
-    profile_overlap,
-    scaling,
-    sm_busy,
-    summarize,
-    sweep,
-)
-from .results import load, load_recorded, save, to_chrome_trace
-from .widgets import Explorer, SweepExplorer, explore
-from .workloads import Workload, builtin, from_cupy, from_kernel, from_torch
+# public name -> the module that defines it
+_WHERE = {
+    **dict.fromkeys((
+        "DeviceInfo", "GreenContextError", "PlannedGroup", "SplitPlan", "UnsupportedError",
+        "device_count", "device_info", "gpu_available", "plan_split", "require_stream", "use",
+    ), "api"),
+    **dict.fromkeys(("Partition", "Partitioning", "release_contexts", "split", "whole_device"), "partitions"),
+    **dict.fromkeys(("Workload", "builtin", "from_cupy", "from_kernel", "from_torch"), "workloads"),
+    **dict.fromkeys(("MODES", "SCENARIOS", "Options"), "schema"),
+    **dict.fromkeys(("MeasurementAborted", "MeasurementFailed", "MeasurementInterrupted"), "runner"),
+    "launch_gap": "engine",
+    **dict.fromkeys(("isolation", "occupancy", "profile_overlap", "scaling", "sweep"), "profile"),
+    **dict.fromkeys(("best_split", "layout_table", "sm_busy", "summarize"), "analysis"),
+    **dict.fromkeys(("load", "load_recorded", "save", "to_chrome_trace"), "results"),
+    **dict.fromkeys(("figure_stamp", "plot_isolation", "plot_occupancy", "plot_scaling", "plot_sweep",
+                     "plot_throughput"), "plot"),
+    **dict.fromkeys(("Explorer", "SweepExplorer", "explore"), "widgets"),
+}
 
-__all__ = [
-    "DeviceInfo",
-    "Explorer",
-    "GreenContextError",
-    "MeasurementAborted",
-    "MeasurementFailed",
-    "MeasurementInterrupted",
-    "Partition",
-    "Partitioning",
-    "PlannedGroup",
-    "SplitPlan",
-    "SweepExplorer",
-    "UnsupportedError",
-    "Workload",
-    "__version__",
-    "best_split",
-    "builtin",
-    "device_count",
-    "device_info",
-    "explore",
-    "from_cupy",
-    "from_kernel",
-    "from_torch",
-    "isolation",
-    "launch_gap",
-    "load",
-    "load_recorded",
-    "occupancy",
-    "profile_overlap",
-    "save",
-    "scaling",
-    "sm_busy",
-    "summarize",
-    "sweep",
-    "to_chrome_trace",
-    "figure_stamp",
-    "gpu_available",
-    "plan_split",
-    "release_contexts",
-    "plot_isolation",
-    "plot_occupancy",
-    "plot_scaling",
-    "plot_sweep",
-    "plot_throughput",
-    "require_stream",
-    "split",
-    "use",
-    "whole_device",
-]
+__all__ = sorted([*_WHERE, "__version__"])
+
+
+def __getattr__(name: str):
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gcexplore' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_WHERE))

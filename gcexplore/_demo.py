@@ -9,7 +9,6 @@ the results file into one folder.
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -17,6 +16,7 @@ from typing import TextIO
 import pandas as pd
 
 from . import plot as _plot
+from .report import layout_report
 
 #: The built-in pair the demo sweeps: the first gets the swept partition.
 PAIR = ("compute", "memory")
@@ -33,63 +33,9 @@ def _gpu_reason(device: int) -> str | None:
     return None
 
 
-def _layout_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """One line per layout: median makespans per mode and the comparisons."""
-    first = summary.drop_duplicates("layout").set_index("layout")
-    ms = (summary.drop_duplicates(["layout", "mode"])
-          .pivot(index="layout", columns="mode", values="makespan_median_ms"))
-    table = pd.DataFrame({
-        "split": first["split_sm_count"].astype(int),
-        "concurrent_ms": ms.get("concurrent"),
-        "sequential_ms": ms.get("sequential"),
-        "streams_ms": ms.get("streams"),
-        "vs_sequential": first["speedup_vs_sequential"],
-        "vs_streams": first["speedup_vs_streams"],
-        "lower_bound_ms": first["lower_bound_ms"],
-        "efficiency": first["efficiency"],
-    })
-    return table.sort_values("split")
-
-
 def format_summary(df: pd.DataFrame) -> str:
-    """The demo's printed summary of a sweep: a line per layout, the best marked.
-
-    Parameters
-    ----------
-    df : pandas.DataFrame
-        A :func:`gcexplore.sweep` result (live or recorded).
-
-    Returns
-    -------
-    str
-        The heading (workloads, device, recorded or live, date), the table (speedups
-        are sequential / concurrent and streams / concurrent makespans; efficiency is
-        lower bound / concurrent) and a closing line naming the best split.
-    """
-    from .profile import best_split, summarize
-
-    table = _layout_table(summarize(df))
-    best = best_split(df)
-    shown = table.drop(columns="split").rename_axis("layout").reset_index()
-    shown.insert(0, "best", ["*" if lay == best["layout"] else "" for lay in shown["layout"]])
-    text = shown.to_string(index=False, float_format=lambda v: f"{v:.3f}", na_rep="-")
-
-    def x(v):
-        return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.2f}x"
-
-    names = " + ".join(dict.fromkeys(
-        df[df["mode"] == "concurrent"].sort_values("partition", key=lambda s: s.map(
-            _plot._partition_key))["workload"]))
-    head = f"{names} — {_plot.figure_stamp(df.attrs)}"
-    verdict = ("overlap pays" if best["speedup_vs_sequential"] > 1.0
-               else "overlap does not pay here")
-    tail = (f"best split {best['layout']}: concurrent {best['concurrent_ms']:.3f} ms, "
-            f"{x(best['speedup_vs_sequential'])} vs sequential "
-            f"({best['sequential_ms']:.3f} ms), {x(best['speedup_vs_streams'])} vs plain "
-            f"streams ({best['streams_ms']:.3f} ms), lower bound "
-            f"{best['lower_bound_ms']:.3f} ms (efficiency {best['efficiency']:.2f}) — "
-            f"{verdict}")
-    return f"{head}\n{text}\n{tail}"
+    """The demo's printed summary of a sweep (see :func:`gcexplore.report.layout_report`)."""
+    return layout_report(df)
 
 
 def _save_png(fig, path: Path) -> Path:
@@ -98,7 +44,7 @@ def _save_png(fig, path: Path) -> Path:
 
 
 def run_demo(out_dir="gcexplore-out", *, device: int = 0, repeats: int = 5,
-             recorded: bool = False, file: TextIO | None = None) -> dict[str, Path]:
+             recorded: bool = False, overwrite: bool = False, file: TextIO | None = None) -> dict[str, Path]:
     """Run (or replay) the demo and write its files.
 
     Parameters
@@ -111,6 +57,10 @@ def run_demo(out_dir="gcexplore-out", *, device: int = 0, repeats: int = 5,
         Repetitions per mode and layout of the live sweep.
     recorded : bool, default False
         Show the recorded results even when a GPU is present.
+    overwrite : bool, default False
+        Replace a ``sweep.parquet`` already in ``out_dir``; by default an earlier
+        result is kept and this one is written as ``sweep-2.parquet`` (or the next
+        free number), and the demo says so.
     file : text stream, optional
         Where to print (default ``sys.stdout``).
 
@@ -137,7 +87,8 @@ def run_demo(out_dir="gcexplore-out", *, device: int = 0, repeats: int = 5,
         occupancy = _results.load_recorded("occupancy") if "occupancy" in present else None
         extra = {n: _results.load_recorded(n) for n in ("scaling", "isolation") if n in present}
     else:
-        from .profile import best_split, occupancy as measure_occupancy, sweep
+        from .analysis import best_split
+        from .profile import occupancy as measure_occupancy, sweep
 
         print(f"gcexplore demo: sweeping {' + '.join(PAIR)} over every valid split "
               f"({repeats} repetitions per mode)...", file=out)
@@ -159,6 +110,14 @@ def run_demo(out_dir="gcexplore-out", *, device: int = 0, repeats: int = 5,
     for name, frame in (extra or {}).items():
         fn = {"scaling": _plot.plot_scaling, "isolation": _plot.plot_isolation}[name]
         written[name] = _save_png(fn(frame), folder / f"{name}.png")
-    written["results"] = _results.save(df, folder / "sweep.parquet")
+    target = folder / "sweep.parquet"
+    if not overwrite:
+        n = 2
+        while target.exists():
+            target, n = folder / f"sweep-{n}.parquet", n + 1
+        if target.name != "sweep.parquet":
+            print(f"gcexplore demo: {folder / 'sweep.parquet'} holds an earlier result and is kept; "
+                  f"this one goes to {target.name} (--overwrite replaces it)", file=out)
+    written["results"] = _results.save(df, target, overwrite=True)
     print(f"wrote {', '.join(p.name for p in written.values())} to {folder}/", file=out)
     return written

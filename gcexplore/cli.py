@@ -1,13 +1,89 @@
 """The ``gcexplore`` command line.
 
 Each subcommand is one ``_cmd_<name>(args) -> int`` function registered in
-:func:`_parser`.
+:func:`_parser`. Every argument is checked before the GPU is touched; every failure
+is one line on stderr and a non-zero exit (2: bad arguments, 1: no GPU or a failed
+measurement, 130: interrupted), never a traceback. A measurement that fails or is
+interrupted still writes the rows it measured to ``--out``.
+
+Importing this module loads nothing heavy, so ``gcexplore --help`` answers at once.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
+
+from . import __version__
+
+_RESULT_SUFFIXES = (".parquet", ".csv")
+
+
+class _Usage(Exception):
+    """A bad argument found by our own checks (exit 2)."""
+
+
+def _fail(cmd: str, message: str, code: int) -> int:
+    print(f"gcexplore {cmd}: {message}", file=sys.stderr)
+    return code
+
+
+# ------------------------------------------------------------------ argument types
+
+
+def _int_arg(minimum: int):
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if v < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {v}")
+        return v
+
+    return parse
+
+
+def _int_list(text: str) -> list[int]:
+    parts = [x.strip() for x in text.replace("+", ",").split(",") if x.strip()]
+    try:
+        counts = [int(x) for x in parts]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated SM counts such as 24 or 8,16, got {text!r}")
+    if not counts or any(c <= 0 for c in counts):
+        raise argparse.ArgumentTypeError(f"SM counts must be positive integers, got {text!r}")
+    return counts
+
+
+def _modes(text: str) -> tuple[str, ...]:
+    from .schema import check_modes
+
+    try:
+        return check_modes([m.strip() for m in text.split(",") if m.strip()])
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _writable_file(path: str, suffixes: tuple[str, ...], what: str) -> Path:
+    """``path`` if it has a valid suffix and its folder can be written; else _Usage."""
+    p = Path(path)
+    if p.suffix.lower() not in suffixes:
+        raise _Usage(f"{what} {path!r} must end in {' or '.join(suffixes)}")
+    if p.is_dir():
+        raise _Usage(f"{what} {path!r} is a folder; give a file name ending in {' or '.join(suffixes)}")
+    folder = p.parent if str(p.parent) else Path(".")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise _Usage(f"cannot create the folder of {what} {path!r}: {e.strerror or e}") from None
+    if not os.access(folder, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise _Usage(f"{what} {path!r} cannot be written (no write permission in {str(folder)!r})")
+    return p
+
+
+# ------------------------------------------------------------------------ commands
 
 
 def _cmd_info(args) -> int:
@@ -16,12 +92,14 @@ def _cmd_info(args) -> int:
     try:
         n = device_count()
     except UnsupportedError as e:
-        print(f"gcexplore info: {e}", file=sys.stderr)
-        return 1
+        return _fail("info", f"{e}; without a GPU, `gcexplore demo` shows results recorded on an H100", 1)
     if n == 0:
-        print("gcexplore info: the driver sees no CUDA device", file=sys.stderr)
-        return 1
-    for i in range(n):
+        return _fail("info", "the driver sees no CUDA device", 1)
+    indices = range(n) if args.device is None else [args.device]
+    if args.device is not None and args.device >= n:
+        return _fail("info", f"device {args.device} does not exist: this machine has {n} CUDA device(s) "
+                             f"(0..{n - 1})", 2)
+    for i in indices:
         try:
             info = device_info(i)
         except UnsupportedError as e:
@@ -44,160 +122,144 @@ def _cmd_info(args) -> int:
 def _cmd_demo(args) -> int:
     from ._demo import run_demo
 
-    try:
-        run_demo(args.out, device=args.device, repeats=args.repeats, recorded=args.recorded)
-    except FileNotFoundError as e:  # no GPU and no recorded results in this installation
-        print(f"gcexplore demo: {e}", file=sys.stderr)
-        return 1
+    run_demo(args.out, device=args.device, repeats=args.repeats, recorded=args.recorded,
+             overwrite=args.overwrite)
     return 0
 
 
-def _add_demo(sub) -> None:
-    s = sub.add_parser(
-        "demo", help="sweep the built-in compute + memory pair (or, without a GPU, show the "
-                     "recorded results): summary table, PNG plots and the results file")
-    s.add_argument("--out", default="gcexplore-out",
-                   help="folder for the plots and the results file (default: %(default)s)")
-    s.add_argument("--device", type=int, default=0, help="GPU index (default: %(default)s)")
-    s.add_argument("--repeats", type=int, default=5,
-                   help="repetitions per mode and split of the live sweep (default: %(default)s)")
-    s.add_argument("--recorded", action="store_true",
-                   help="show the recorded results even when a GPU is present")
-    s.set_defaults(func=_cmd_demo)
-
-
-def _parse_workload(spec: str, device: int):
-    """``name`` or ``name:key=value,...`` (e.g. ``spin:us=100``) -> a built-in Workload."""
-    from .workloads import BUILTINS, builtin
+def _parse_workload(spec: str) -> tuple[str, dict]:
+    """``name`` or ``name:key=value,...`` (e.g. ``spin:us=100``) -> (name, options); no GPU."""
+    from .workloads import BUILTINS
 
     name, _, params = spec.partition(":")
+    if name not in BUILTINS:
+        raise _Usage(f"unknown built-in workload {name!r}; built-ins are {', '.join(BUILTINS)}")
     kwargs = {}
     for item in filter(None, params.split(",")):
         key, eq, value = item.partition("=")
-        if not eq:
-            raise ValueError(f"bad workload option {item!r} in {spec!r}; write name:key=value,...")
-        try:
-            kwargs[key] = int(value)
-        except ValueError:
+        if not eq or not key:
+            raise _Usage(f"bad workload option {item!r} in {spec!r}; write name:key=value,...")
+        for conv in (int, float):
             try:
-                kwargs[key] = float(value)
+                kwargs[key] = conv(value)
+                break
             except ValueError:
-                kwargs[key] = value
-    if name not in BUILTINS:
-        raise ValueError(f"unknown built-in workload {name!r}; built-ins are {', '.join(BUILTINS)}")
-    return builtin(name, device=device, **kwargs)
+                continue
+        else:
+            kwargs[key] = value
+    return name, kwargs
 
 
-def _workload_map(specs, device: int) -> dict:
-    out = {}
+def _workload_names(specs) -> list[tuple[str, str, dict]]:
+    out, seen = [], set()
     for spec in specs:
-        w = _parse_workload(spec, device)
-        key, i = w.name, 2
-        while key in out:
-            key, i = f"{w.name}_{i}", i + 1
-        out[key] = w
+        name, kwargs = _parse_workload(spec)
+        key, i = name, 2
+        while key in seen:
+            key, i = f"{name}_{i}", i + 1
+        seen.add(key)
+        out.append((key, name, kwargs))
     return out
 
 
-def _int_list(text: str) -> list[int]:
-    try:
-        return [int(x) for x in text.replace("+", ",").split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated SM counts such as 24 or 8,16, got {text!r}")
+def _build_workloads(parsed, device: int) -> dict:
+    from .workloads import builtin
+
+    return {key: builtin(name, device=device, **kwargs) for key, name, kwargs in parsed}
 
 
-def _print_overlap_summary(df) -> None:
+def _print_overlap(df) -> None:
     import pandas as pd
 
-    from .profile import _layout_table, best_split, summarize
+    from .analysis import summarize
+    from .report import layout_report
 
-    s = summarize(df)
-    cols = ["layout", "mode", "workload", "partition", "sm_count", "median_ms", "p10_ms", "p90_ms",
-            "noisy", "makespan_median_ms"]
-    with pd.option_context("display.width", 200, "display.max_rows", 500, "display.float_format", "{:.4f}".format):
-        if df["layout"].nunique() == 1:
-            print(s[cols].to_string(index=False))
-        table = _layout_table(s)
+    if df["layout"].nunique() == 1:
+        cols = ["mode", "workload", "partition", "sm_count", "median_ms", "p10_ms", "p90_ms", "noisy",
+                "makespan_median_ms"]
+        with pd.option_context("display.width", 200, "display.max_rows", 500,
+                               "display.float_format", "{:.4f}".format):
+            print(summarize(df)[cols].to_string(index=False))
         print()
-        print(table.to_string(index=False))
-    if (s["mode"] == "concurrent").any():
-        b = best_split(s)
-        print(f"\nbest split {b['layout']}: concurrent {b['concurrent_ms']:.3f} ms, "
-              f"{b['speedup_vs_sequential']:.2f}x vs sequential, {b['speedup_vs_streams']:.2f}x vs streams, "
-              f"efficiency {b['efficiency']:.2f} of the lower bound {b['lower_bound_ms']:.3f} ms")
+    print(layout_report(df))
     a = df.attrs
-    print(f"{a.get('device_name')} ({a.get('device_sm_count')} SMs), driver {a.get('driver_version')}, "
-          f"{a.get('repeats')} repetitions after {a.get('warmup')} warm-up, "
-          f"launch gap {a.get('launch_gap_us', float('nan')):.1f} us (included in every duration)")
+    print(f"{a.get('repeats')} repetitions after {a.get('warmup')} warm-up, launch gap "
+          f"{a.get('launch_gap_us', float('nan')):.1f} us (included in every duration)")
 
 
-def _run_measurement(args, what: str, measure) -> int:
-    from pathlib import Path
-
-    from .api import UnsupportedError
-    from .profile import MeasurementAborted
+def _save_rows(cmd: str, df, out: Path, trace: str | None, partial: bool) -> int:
     from .results import save, to_chrome_trace
 
     try:
-        df = measure()
-        code = 0
-    except (ValueError, TypeError) as e:
-        print(f"gcexplore {what}: {e}", file=sys.stderr)
-        return 2
-    except UnsupportedError as e:
-        print(f"gcexplore {what}: {e}", file=sys.stderr)
-        return 1
-    except MeasurementAborted as e:
-        df = e.partial
-        code = 130 if isinstance(e, KeyboardInterrupt) else 1
-        print(f"gcexplore {what}: {e}", file=sys.stderr)
-        if df.empty:
-            return code
-    out = Path(args.out)
-    save(df, out)
-    if not df.empty:
-        _print_overlap_summary(df)
-    print(f"\nwrote {out}" + (" (partial)" if code else ""))
+        save(df, out, overwrite=True)
+        print(f"wrote {out}" + (" (partial: the rows measured before the failure)" if partial else ""))
+        if trace:
+            print(f"wrote {to_chrome_trace(df, trace)}")
+    except (OSError, ValueError) as e:
+        return _fail(cmd, f"measured {len(df)} rows but could not write them: {e}", 1)
+    return 0
+
+
+def _measure(args, cmd: str, measure) -> int:
+    from .runner import MeasurementAborted
+
+    out = _writable_file(args.out, _RESULT_SUFFIXES, "--out")
     if args.trace:
-        print(f"wrote {to_chrome_trace(df, args.trace)}")
-    return code
+        trace = _writable_file(args.trace, (".json",), "--trace")
+        if trace.resolve() == out.with_suffix(".json").resolve():
+            raise _Usage(f"--trace {args.trace!r} would overwrite the metadata sidecar of --out {args.out!r}")
+    parsed = _workload_names(args.workloads)
+    code, partial = 0, False
+    wls = _build_workloads(parsed, args.device)
+    try:
+        df = measure(wls)
+    except MeasurementAborted as e:
+        df, partial = e.partial, True
+        code = 130 if isinstance(e, KeyboardInterrupt) else 1
+        print(f"gcexplore {cmd}: {e}", file=sys.stderr)
+        if df is None or df.empty:
+            return code
+    finally:
+        for w in wls.values():
+            w.close()
+    if not partial:
+        _print_overlap(df)
+    return _save_rows(cmd, df, out, args.trace, partial) or code
 
 
 def _cmd_profile(args) -> int:
     from .profile import profile_overlap
 
-    def measure():
-        wls = _workload_map(args.workloads, args.device)
-        return profile_overlap(wls, args.split, repeats=args.repeats, warmup=args.warmup,
-                               device=args.device, modes=args.modes.split(","), l2_flush=args.l2_flush,
-                               graphs=args.graphs)
-
-    return _run_measurement(args, "profile", measure)
+    return _measure(args, "profile", lambda wls: profile_overlap(
+        wls, args.split, repeats=args.repeats, warmup=args.warmup, device=args.device, modes=args.modes,
+        l2_flush=args.l2_flush, graphs=args.graphs))
 
 
 def _cmd_sweep(args) -> int:
     from .profile import sweep
 
-    def measure():
-        wls = _workload_map(args.workloads, args.device)
-        return sweep(wls, args.sizes, others=args.others or (), repeats=args.repeats, warmup=args.warmup,
-                     device=args.device, modes=args.modes.split(","), l2_flush=args.l2_flush,
-                     graphs=args.graphs, checkpoint=args.checkpoint, progress=not args.quiet)
-
-    return _run_measurement(args, "sweep", measure)
+    return _measure(args, "sweep", lambda wls: sweep(
+        wls, args.sizes, others=args.others or (), repeats=args.repeats, warmup=args.warmup,
+        device=args.device, modes=args.modes, l2_flush=args.l2_flush, graphs=args.graphs,
+        checkpoint=args.checkpoint, progress=not args.quiet))
 
 
-def _add_profile(sub) -> None:
-    from .profile import MODES
+# -------------------------------------------------------------------------- parser
+
+
+def _add_measuring(sub) -> None:
+    from .schema import MAX_REPEATS, MODES
 
     def common(s, default_out):
         s.add_argument("workloads", nargs="+", metavar="WORKLOAD",
                        help="built-in workloads in partition order: compute, memory, copy, spin, latency, "
                             "optionally with options, e.g. spin:us=100 or memory:n=67108864")
-        s.add_argument("--repeats", type=int, default=20, help="measured repetitions per mode (default: %(default)s)")
-        s.add_argument("--warmup", type=int, default=3, help="warm-up repetitions (default: %(default)s)")
-        s.add_argument("--device", type=int, default=0, help="GPU index (default: %(default)s)")
-        s.add_argument("--modes", default=",".join(MODES), help="comma-separated modes (default: %(default)s)")
+        s.add_argument("--repeats", type=_int_arg(1), default=20,
+                       help=f"measured repetitions per mode, 1..{MAX_REPEATS} (default: %(default)s)")
+        s.add_argument("--warmup", type=_int_arg(0), default=3, help="warm-up repetitions (default: %(default)s)")
+        s.add_argument("--device", type=_int_arg(0), default=0, help="GPU index (default: %(default)s)")
+        s.add_argument("--modes", type=_modes, default=MODES,
+                       help=f"comma-separated modes (default: {','.join(MODES)})")
         s.add_argument("--l2-flush", action="store_true", help="flush L2 before every repetition")
         s.add_argument("--graphs", action="store_true", help="time CUDA-graph launches of each workload")
         s.add_argument("--out", default=default_out, help="results file, .parquet or .csv (default: %(default)s)")
@@ -222,17 +284,43 @@ def _add_profile(sub) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gcexplore", description="Explore and profile CUDA green contexts.")
+    p.add_argument("--version", action="version", version=f"gcexplore {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("info", help="print what each visible GPU allows for green contexts")
+    s.add_argument("--device", type=_int_arg(0), help="only this GPU index")
     s.set_defaults(func=_cmd_info)
-    _add_profile(sub)
-    _add_demo(sub)
+    _add_measuring(sub)
+    s = sub.add_parser(
+        "demo", help="sweep the built-in compute + memory pair (or, without a GPU, show the "
+                     "recorded results): summary table, PNG plots and the results file")
+    s.add_argument("--out", default="gcexplore-out",
+                   help="folder for the plots and the results file (default: %(default)s)")
+    s.add_argument("--device", type=_int_arg(0), default=0, help="GPU index (default: %(default)s)")
+    s.add_argument("--repeats", type=_int_arg(1), default=5,
+                   help="repetitions per mode and split of the live sweep (default: %(default)s)")
+    s.add_argument("--recorded", action="store_true",
+                   help="show the recorded results even when a GPU is present")
+    s.add_argument("--overwrite", action="store_true",
+                   help="replace a results file already in --out (default: keep it, write a new name)")
+    s.set_defaults(func=_cmd_demo)
     return p
 
 
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
-    return args.func(args)
+    cmd = args.command
+    try:
+        return args.func(args)
+    except _Usage as e:
+        return _fail(cmd, str(e), 2)
+    except KeyboardInterrupt:
+        return _fail(cmd, "interrupted", 130)
+    except (ValueError, TypeError) as e:
+        return _fail(cmd, str(e), 2)
+    except (FileNotFoundError, PermissionError) as e:
+        return _fail(cmd, str(e), 1)
+    except Exception as e:  # GreenContextError, UnsupportedError, driver errors: one line
+        return _fail(cmd, f"{type(e).__name__}: {e}", 1)
 
 
 if __name__ == "__main__":

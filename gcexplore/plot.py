@@ -16,7 +16,6 @@ lower bound of the makespan) are taken from :func:`gcexplore.summarize`.
 from __future__ import annotations
 
 import io
-import re
 from typing import Sequence
 
 import numpy as np
@@ -25,6 +24,9 @@ from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from . import analysis as A
+from .schema import MODE_DESCRIPTIONS, MODES, SCENARIOS, layout_key, partition_key, sorted_partitions
+
 __all__ = [
     "plot_sweep",
     "plot_throughput",
@@ -32,24 +34,27 @@ __all__ = [
     "plot_occupancy",
     "plot_isolation",
     "figure_stamp",
+    "occupancy_rows",
+    "require_result",
 ]
 
-#: Order and colours of the overlap modes (the contract's ``mode`` values).
-MODES = ("alone", "concurrent", "sequential", "streams")
-_MODE_COLORS = {"alone": "#7f7f7f", "concurrent": "#1f77b4", "sequential": "#d62728",
-                "streams": "#ff7f0e"}
-_MODE_LABELS = {"alone": "alone on its partition", "concurrent": "concurrent (partitioned)",
-                "sequential": "sequential (whole device)", "streams": "plain streams (whole device)"}
 _WORKLOAD_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2",
                     "#17becf", "#bcbd22")
-_SCENARIOS = ("alone", "streams", "partitioned")
+_KNOWN_MODE_COLORS = {"alone": "#7f7f7f", "concurrent": "#1f77b4", "sequential": "#d62728",
+                      "streams": "#ff7f0e"}
+_SPARE_COLORS = ("#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
 
-# Throughput columns in order of preference, with their axis labels.
-_METRICS = {
-    "throughput_tflops": "throughput (TFLOP/s)",
-    "bandwidth_gbs": "bandwidth (GB/s)",
-    "calls_per_s": "calls per second (no declared work)",
-}
+
+def _mode_color(mode: str) -> str:
+    """A mode's colour; a mode the schema gained later gets a spare colour, never dropped."""
+    if mode in _KNOWN_MODE_COLORS:
+        return _KNOWN_MODE_COLORS[mode]
+    extra = [m for m in MODES if m not in _KNOWN_MODE_COLORS] + [mode]
+    return _SPARE_COLORS[extra.index(mode) % len(_SPARE_COLORS)]
+
+
+def _mode_label(mode: str) -> str:
+    return MODE_DESCRIPTIONS.get(mode, mode)
 
 
 class _Figure(Figure):
@@ -65,7 +70,8 @@ def _new_figure(figsize=(8.0, 4.8), **kwargs) -> Figure:
     return _Figure(figsize=figsize, layout="constrained", **kwargs)
 
 
-def _require(df: pd.DataFrame, columns: Sequence[str], where: str, hint: str) -> None:
+def require_result(df: pd.DataFrame, columns: Sequence[str], where: str, hint: str) -> None:
+    """TypeError / ValueError unless ``df`` is a non-empty DataFrame with ``columns``."""
     if not isinstance(df, pd.DataFrame):
         raise TypeError(f"{where} expects a pandas DataFrame ({hint}); got {type(df).__name__}")
     missing = [c for c in columns if c not in df.columns]
@@ -111,67 +117,12 @@ def _stamp(fig: Figure, df: pd.DataFrame) -> None:
     fig.suptitle(figure_stamp(df.attrs), fontsize=9, color="0.3")
 
 
-def _stats(values: pd.Series) -> tuple[float, float, float]:
-    v = values.dropna()
-    if v.empty:
-        return (np.nan, np.nan, np.nan)
-    return float(v.median()), float(v.quantile(0.1)), float(v.quantile(0.9))
-
-
-def _natural_key(s: str) -> tuple:
-    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(s)))
-
-
-def _partition_key(name: str):
-    # p0, p1, ..., then the remainder, then the whole device
-    order = {"remainder": (1,), "device": (2,)}
-    return order.get(name, (0, _natural_key(name)))
-
-
-def _makespans(df: pd.DataFrame, mode: str) -> pd.DataFrame:
-    """One makespan per (layout, rep) of ``mode``: every workload row repeats it."""
-    sel = df[df["mode"] == mode]
-    return sel.drop_duplicates(["layout", "rep"])
-
-
-def _best_layout(df: pd.DataFrame) -> str:
-    """The layout with the lowest median concurrent makespan (best_split's rule)."""
-    conc = _makespans(df, "concurrent")
-    if conc.empty:
-        raise ValueError("no 'concurrent' rows: a best split needs concurrent measurements")
-    return str(conc.groupby("layout")["makespan_ms"].median().idxmin())
-
-
-def _metric_values(rows: pd.DataFrame, metric: str) -> tuple[pd.Series, str]:
-    """Per-row values of ``metric`` ("auto" picks what the workload declared)."""
-    if metric == "auto":
-        has = {c: c in rows and rows[c].notna().any() for c in ("throughput_tflops", "bandwidth_gbs")}
-        order = ("throughput_tflops", "bandwidth_gbs")
-        if all(has.values()) and "flops" in rows and "bytes" in rows:
-            # Both declared: show the resource that bounds it. Below 1 FLOP per byte
-            # (a triad does 1/6) every GPU is bandwidth-bound.
-            if float((rows["flops"] / rows["bytes"]).median()) < 1.0:
-                order = ("bandwidth_gbs", "throughput_tflops")
-        for col in order:
-            if has[col]:
-                return rows[col], col
-        metric = "calls_per_s"
-    if metric == "calls_per_s":
-        return 1e3 / rows["duration_ms"], metric
-    if metric == "duration_ms":
-        return rows["duration_ms"], metric
-    if metric not in rows:
-        raise ValueError(f"metric {metric!r} is not a column; use 'auto', 'throughput_tflops', "
-                         "'bandwidth_gbs', 'calls_per_s' or 'duration_ms'")
-    return rows[metric], metric
-
-
 def _fmt(v: float) -> str:
     return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
 
 
 def _metric_label(metric: str) -> str:
-    return _METRICS.get(metric, "duration (ms)" if metric == "duration_ms" else metric)
+    return A.RATES.get(metric, metric)
 
 
 # --------------------------------------------------------------------------- sweep
@@ -205,67 +156,51 @@ def plot_sweep(df: pd.DataFrame, *, summary: pd.DataFrame | None = None,
         One Axes; lines carry gids ``"concurrent"``, ``"sequential"``, ``"streams"``,
         ``"lower_bound"``, ``"best"`` and the band ``"concurrent_band"``.
     """
-    _require(df, ["layout", "split_sm_count", "mode", "rep", "workload", "partition",
+    require_result(df, ["layout", "split_sm_count", "mode", "rep", "workload", "partition",
                   "makespan_ms"], "plot_sweep",
              "the DataFrame from gcexplore.sweep() or gcexplore.profile_overlap()")
-    conc = _makespans(df, "concurrent")
-    if conc.empty:
+    A.require_one_run(df, "plot_sweep")
+    if not (df["mode"] == "concurrent").any():
         raise ValueError("plot_sweep needs 'concurrent' rows; this DataFrame has modes "
-                         f"{sorted(df['mode'].unique())}")
+                         f"{A.modes_in(df)}")
     if summary is None:
-        from .profile import summarize  # lazy: keeps plot importable without the GPU layers
-
-        summary = summarize(df)
+        summary = A.summarize(df)
 
     fig = _new_figure(figsize)
     ax = fig.add_subplot()
-    per_layout = (conc.groupby(["layout", "split_sm_count"])["makespan_ms"]
-                  .agg(median="median", p10=lambda s: s.quantile(0.1),
-                       p90=lambda s: s.quantile(0.9))
-                  .reset_index().sort_values("split_sm_count"))
+    per_layout = A.makespan_stats(df, "concurrent")
     x = per_layout["split_sm_count"].to_numpy()
-    band = ax.fill_between(x, per_layout["p10"], per_layout["p90"],
-                           color=_MODE_COLORS["concurrent"], alpha=0.2, linewidth=0,
+    band = ax.fill_between(x, per_layout["p10_ms"], per_layout["p90_ms"],
+                           color=_mode_color("concurrent"), alpha=0.2, linewidth=0,
                            label="concurrent p10–p90")
     band.set_gid("concurrent_band")
-    ax.plot(x, per_layout["median"], marker="o", ms=4, color=_MODE_COLORS["concurrent"],
-            label=_MODE_LABELS["concurrent"] + " (median)", gid="concurrent")
+    ax.plot(x, per_layout["median_ms"], marker="o", ms=4, color=_mode_color("concurrent"),
+            label=_mode_label("concurrent") + " (median)", gid="concurrent")
 
-    for mode in ("sequential", "streams"):
-        base = _makespans(df, mode)
-        if base.empty:
-            continue
-        med, _, _ = _stats(base["makespan_ms"])
-        ax.axhline(med, color=_MODE_COLORS[mode], linestyle="--", linewidth=1.2,
-                   label=f"{_MODE_LABELS[mode]}: {med:.3g} ms", gid=mode)
+    for mode in A.modes_in(df):
+        if mode in ("alone", "concurrent"):
+            continue  # alone is per partition, not a makespan of the pair
+        med = A.baseline_ms(df, mode)
+        ax.axhline(med, color=_mode_color(mode), linestyle="--", linewidth=1.2,
+                   label=f"{_mode_label(mode)}: {med:.3g} ms", gid=mode)
 
     if "lower_bound_ms" in summary.columns:
-        lb = (summary.dropna(subset=["lower_bound_ms"]).groupby("layout")["lower_bound_ms"]
-              .first())
-        lb = per_layout.set_index("layout")["split_sm_count"].to_frame().join(lb, how="inner")
+        lb = A.layout_table(summary)[["split_sm_count", "lower_bound_ms"]].dropna()
         if not lb.empty:
-            lb = lb.sort_values("split_sm_count")
             ax.plot(lb["split_sm_count"], lb["lower_bound_ms"], color="0.2", linestyle=":",
                     linewidth=1.5, label="lower bound", gid="lower_bound")
 
-    best = per_layout.loc[per_layout["median"].idxmin()]
-    note = ""
-    if "speedup_vs_sequential" in summary.columns:
-        sp = summary.loc[summary["layout"] == best["layout"], "speedup_vs_sequential"]
-        if len(sp) and pd.notna(sp.iloc[0]):
-            note = f", {sp.iloc[0]:.2f}x vs sequential"
-    ax.plot([best["split_sm_count"]], [best["median"]], marker="*", ms=16, color="gold",
+    best = A.best_split(summary)
+    ax.plot([best["split_sm_count"]], [best["concurrent_ms"]], marker="*", ms=16, color="gold",
             markeredgecolor="black", linestyle="none",
-            label=f"best split {best['layout']}: {best['median']:.3g} ms{note}", gid="best")
+            label=(f"best split {best['layout']}: {best['concurrent_ms']:.3g} ms"
+                   + (f", {best['speedup_vs_sequential']:.2f}x vs sequential"
+                      if pd.notna(best["speedup_vs_sequential"]) else "")), gid="best")
 
-    first = conc[conc["partition"] == "p0"]["workload"]
-    first_name = f" ({first.iloc[0]})" if not first.empty else ""
-    ax.set_xlabel(f"SMs of the first partition{first_name}")
+    order = A.workload_order(df)
+    ax.set_xlabel(f"SMs of the first partition ({order[0]})")
     ax.set_ylabel("makespan (ms)")
-    placed = df[df["mode"] == "concurrent"].drop_duplicates("workload")
-    names = " + ".join(placed.sort_values("partition", key=lambda s: s.map(_partition_key))
-                       ["workload"])
-    ax.set_title(f"Overlap sweep: {names}")
+    ax.set_title(f"Overlap sweep: {' + '.join(order)}")
     ax.set_xticks(x)
     ax.tick_params(axis="x", labelsize=7)
     ax.set_ylim(bottom=0)
@@ -307,15 +242,16 @@ def plot_throughput(df: pd.DataFrame, *, layout: str | None = None, metric: str 
     matplotlib.figure.Figure
         One Axes per workload; each bar (a Rectangle) has gid ``"bar:<workload>:<mode>"``.
     """
-    _require(df, ["layout", "mode", "workload", "partition", "sm_count", "duration_ms"],
+    require_result(df, ["layout", "mode", "workload", "partition", "sm_count", "duration_ms"],
              "plot_throughput",
              "the DataFrame from gcexplore.profile_overlap() or gcexplore.sweep()")
+    A.require_one_run(df, "plot_throughput")
     layouts = list(dict.fromkeys(df["layout"]))
     if layout is None:
-        layout = layouts[0] if len(layouts) == 1 else _best_layout(df)
+        layout = layouts[0] if len(layouts) == 1 else A.best_layout(df)
     elif layout not in layouts:
         raise ValueError(f"layout {layout!r} was not measured; measured layouts: "
-                         f"{sorted(layouts, key=_natural_key)}")
+                         f"{sorted(layouts, key=layout_key)}")
     rows = df[df["layout"] == layout]
     workloads = list(dict.fromkeys(rows["workload"]))
     if figsize is None:
@@ -324,14 +260,14 @@ def plot_throughput(df: pd.DataFrame, *, layout: str | None = None, metric: str 
     axes = fig.subplots(1, len(workloads), squeeze=False)[0]
     for ax, workload in zip(axes, workloads):
         wrows = rows[rows["workload"] == workload]
-        _, metric_used = _metric_values(wrows, metric)
+        _, metric_used = A.rates(wrows, metric)
         labels = []
-        for i, mode in enumerate(m for m in MODES if m in set(wrows["mode"])):
+        for i, mode in enumerate(A.modes_in(wrows)):
             mrows = wrows[wrows["mode"] == mode]
-            values, _ = _metric_values(mrows, metric_used)
-            med, lo, hi = _stats(values)
+            values, _ = A.rates(mrows, metric_used)
+            med, lo, hi = A.quantiles(values)
             cont = ax.bar([i], [med], yerr=[[med - lo], [hi - med]], capsize=4,
-                          color=_MODE_COLORS[mode], label=_MODE_LABELS[mode])
+                          color=_mode_color(mode), label=_mode_label(mode))
             cont.patches[0].set_gid(f"bar:{workload}:{mode}")
             ax.annotate(_fmt(med), (i, max(med, hi)), textcoords="offset points", xytext=(0, 3),
                         ha="center", va="bottom", fontsize=7)
@@ -352,8 +288,9 @@ def plot_throughput(df: pd.DataFrame, *, layout: str | None = None, metric: str 
 def plot_scaling(df: pd.DataFrame, *, metric: str = "auto", figsize=None) -> Figure:
     """Throughput and parallel efficiency of each workload against its SM count.
 
-    Parallel efficiency at ``s`` SMs is the speedup over the smallest measured size
-    ``s0`` divided by ``s / s0`` (1.0 = perfect scaling), computed from median
+    Parallel efficiency at ``s`` SMs (from :func:`gcexplore.summarize`) is the speedup
+    over the smallest measured size ``s0`` divided by ``s / s0`` (1.0 = perfect
+    scaling), computed from median
     durations.
 
     Parameters
@@ -372,39 +309,35 @@ def plot_scaling(df: pd.DataFrame, *, metric: str = "auto", figsize=None) -> Fig
         One throughput Axes per unit in use, then the efficiency Axes. Lines carry gids
         ``"throughput:<workload>"`` and ``"efficiency:<workload>"``.
     """
-    _require(df, ["workload", "sm_count", "duration_ms"], "plot_scaling",
+    require_result(df, ["workload", "sm_count", "duration_ms"], "plot_scaling",
              "the DataFrame from gcexplore.scaling()")
+    A.require_one_run(df, "plot_scaling")
     workloads = list(dict.fromkeys(df["workload"]))
     colors = {w: _WORKLOAD_COLORS[i % len(_WORKLOAD_COLORS)] for i, w in enumerate(workloads)}
     by_unit: dict[str, list[str]] = {}
     for w in workloads:
-        _, used = _metric_values(df[df["workload"] == w], metric)
+        _, used = A.rates(df[df["workload"] == w], metric)
         by_unit.setdefault(used, []).append(w)
     n = len(by_unit) + 1
     fig = _new_figure(figsize or (4.2 * n, 4.2))
     axes = fig.subplots(1, n, squeeze=False)[0]
     for ax, (unit, ws) in zip(axes, by_unit.items()):
         for w in ws:
-            wrows = df[df["workload"] == w]
-            values, _ = _metric_values(wrows, unit)
-            g = values.groupby(wrows["sm_count"])
-            med = g.median()
-            ax.fill_between(med.index, g.quantile(0.1), g.quantile(0.9), color=colors[w],
-                            alpha=0.2, linewidth=0)
-            ax.plot(med.index, med.to_numpy(), marker="o", ms=3, color=colors[w], label=w,
+            q = A.rate_quantiles(df[df["workload"] == w], unit, by="sm_count")
+            ax.fill_between(q["sm_count"], q["p10"], q["p90"], color=colors[w], alpha=0.2, linewidth=0)
+            ax.plot(q["sm_count"], q["median"], marker="o", ms=3, color=colors[w], label=w,
                     gid=f"throughput:{w}")
         ax.set_xlabel("SMs")
         ax.set_ylabel(_metric_label(unit))
         ax.set_ylim(bottom=0)
-        ax.set_title("throughput vs SMs", fontsize=10)
+        ax.set_title(f"{_metric_label(unit).split(' (')[0]} vs SMs", fontsize=10)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
     eff_ax = axes[-1]
+    summary = A.summarize(df)
     for w in workloads:
-        med = df[df["workload"] == w].groupby("sm_count")["duration_ms"].median().sort_index()
-        s0, t0 = med.index[0], med.iloc[0]
-        eff = (t0 * s0) / (med.to_numpy() * med.index.to_numpy())
-        eff_ax.plot(med.index, eff, marker="o", ms=3, color=colors[w], label=w,
+        sw = summary[summary["workload"] == w].sort_values("sm_count")
+        eff_ax.plot(sw["sm_count"], sw["parallel_efficiency"], marker="o", ms=3, color=colors[w], label=w,
                     gid=f"efficiency:{w}")
     eff_ax.axhline(1.0, color="0.3", linestyle=":", linewidth=1, label="perfect scaling")
     eff_ax.set_xlabel("SMs")
@@ -441,11 +374,10 @@ def occupancy_rows(df: pd.DataFrame, order: str = "partition") -> pd.DataFrame:
     if order not in ("partition", "sm_id"):
         raise ValueError(f"order must be 'partition' or 'sm_id', not {order!r}")
     per_sm = df.groupby("sm_id")["partition"].agg(
-        partition=lambda s: min(s.unique(), key=_partition_key), partitions="nunique")
+        partition=lambda s: min(s.unique(), key=partition_key), partitions="nunique")
     per_sm = per_sm.reset_index()
     if order == "partition":
-        rank = {p: i for i, p in enumerate(sorted(per_sm["partition"].unique(),
-                                                   key=_partition_key))}
+        rank = {p: i for i, p in enumerate(sorted_partitions(per_sm["partition"]))}
         per_sm = per_sm.assign(_rank=per_sm["partition"].map(rank))
         per_sm = per_sm.sort_values(["_rank", "sm_id"]).drop(columns="_rank")
     else:
@@ -480,11 +412,11 @@ def plot_occupancy(df: pd.DataFrame, *, order: str = "partition", figsize=(9.0, 
         ``"blocks:<workload>"`` (one path per block); partition separators are lines
         with gid ``"boundary"``.
     """
-    _require(df, ["partition", "workload", "sm_id", "start_ns", "end_ns"], "plot_occupancy",
+    require_result(df, ["partition", "workload", "sm_id", "start_ns", "end_ns"], "plot_occupancy",
              "the per-block DataFrame from gcexplore.occupancy()")
     rows = occupancy_rows(df, order)
     row_of = dict(zip(rows["sm_id"], rows["row"]))
-    partitions = sorted(rows["partition"].unique(), key=_partition_key)
+    partitions = sorted_partitions(rows["partition"])
     part_colors = {p: c for p, c in zip(partitions, ("#bbbbbb", "#555555", "#999999",
                                                        "#333333", "#dddddd", "#777777") * 4)}
     workloads = list(dict.fromkeys(df["workload"]))
@@ -567,26 +499,29 @@ def plot_isolation(df: pd.DataFrame, *, figsize=(9.0, 4.2)) -> Figure:
         (Rectangles) have gids ``"critical:<scenario>"`` / ``"background:<scenario>"``;
         the critical bars are annotated with their ratio to ``alone``.
     """
-    _require(df, ["scenario", "role", "sm_count", "duration_ms"], "plot_isolation",
+    require_result(df, ["scenario", "role", "sm_count", "duration_ms"], "plot_isolation",
              "the DataFrame from gcexplore.isolation()")
+    A.require_one_run(df, "plot_isolation")
     crit = df[df["role"] == "critical"]
     if crit.empty:
         raise ValueError("plot_isolation needs rows with role 'critical'")
+    summary = A.summarize(df)
+    slowdown = {(r.role, r.scenario): r.slowdown_vs_alone for r in summary.itertuples()}
     bg = df[df["role"] == "background"]
     fig = _new_figure(figsize)
     axes = fig.subplots(1, 2 if not bg.empty else 1, squeeze=False)[0]
     captions = {"alone": "alone", "streams": "next to background\nplain streams",
                 "partitioned": "next to background\nown partition"}
-    colors = {"alone": "#7f7f7f", "streams": _MODE_COLORS["streams"],
-              "partitioned": _MODE_COLORS["concurrent"]}
+    colors = {"alone": "#7f7f7f", "streams": _mode_color("streams"),
+              "partitioned": _mode_color("concurrent")}
 
     def bars(ax, rows, role, scale):
-        scen = [s for s in _SCENARIOS if s in set(rows["scenario"])]
+        scen = [s for s in SCENARIOS if s in set(rows["scenario"])]
         scen += [s for s in dict.fromkeys(rows["scenario"]) if s not in scen]
         meds, tops, labels = {}, {}, []
         for i, s in enumerate(scen):
             srows = rows[rows["scenario"] == s]
-            med, lo, hi = (v * scale for v in _stats(srows["duration_ms"]))
+            med, lo, hi = (v * scale for v in A.quantiles(srows["duration_ms"]))
             cont = ax.bar([i], [med], yerr=[[med - lo], [hi - med]], capsize=4,
                           color=colors.get(s, "#2ca02c"))
             cont.patches[0].set_gid(f"{role}:{s}")
@@ -602,11 +537,11 @@ def plot_isolation(df: pd.DataFrame, *, figsize=(9.0, 4.2)) -> Figure:
     crit_ms = crit["duration_ms"].median()
     scale, unit = (1e3, "µs") if crit_ms < 1.0 else (1.0, "ms")
     scen, meds, tops = bars(axes[0], crit, "critical", scale)
-    base = meds.get("alone")
     for i, s in enumerate(scen):
         text = f"{meds[s]:.3g} {unit}"
-        if base and s != "alone":
-            text += f"\n{meds[s] / base:.2f}x alone"
+        ratio = slowdown.get(("critical", s), np.nan)
+        if s != "alone" and np.isfinite(ratio):
+            text += f"\n{ratio:.2f}x alone"
         axes[0].annotate(text, (i, tops[s]), textcoords="offset points", xytext=(0, 3),
                          ha="center", va="bottom", fontsize=7)
     name = crit["workload"].iloc[0] if "workload" in crit else "critical"

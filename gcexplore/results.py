@@ -13,15 +13,21 @@ Nothing here needs a GPU.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import math
+import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["RECORDED", "load", "load_recorded", "recorded_names", "save", "to_chrome_trace"]
+from .schema import sorted_partitions
+
+__all__ = ["RECORDED", "ResultFileError", "load", "load_recorded", "recorded_names", "save", "to_chrome_trace"]
 
 #: Names of the recorded results shipped in gcexplore/data (see bench/record.py).
 RECORDED = ("sweep", "scaling", "occupancy", "isolation", "torch_sweep")
@@ -87,8 +93,38 @@ def _sidecar(path: Path) -> Path:
     return path.with_suffix(".json")
 
 
-def save(df: pd.DataFrame, path, *, format: str | None = None) -> Path:  # noqa: A002
-    """Write a result DataFrame with its ``attrs``.
+def _atomic_write(path: Path, write) -> None:
+    """``write(tmp_path)`` to a temporary file beside ``path``, fsync it, rename it over ``path``.
+
+    A failure (disk full, a crash, Ctrl-C) leaves ``path`` as it was.
+    """
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        write(tmp)
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _digest(path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def save(df: pd.DataFrame, path, *, format: str | None = None, overwrite: bool = True) -> Path:  # noqa: A002
+    """Write a result DataFrame with its ``attrs``, atomically.
+
+    The file is written beside the target and renamed over it, so a failure leaves an
+    earlier file intact. A CSV's sidecar ``<stem>.json`` records the CSV's row count
+    and SHA-256, so :func:`load` notices a CSV and sidecar that do not belong together.
 
     Parameters
     ----------
@@ -98,16 +134,28 @@ def save(df: pd.DataFrame, path, *, format: str | None = None) -> Path:  # noqa:
         ``*.parquet`` or ``*.csv``; parent folders are created.
     format : {"parquet", "csv"}, optional
         Default: from the suffix.
+    overwrite : bool, default True
+        False: refuse (FileExistsError) when ``path`` exists.
 
     Returns
     -------
     pathlib.Path
         The file written (for CSV, the sidecar ``<stem>.json`` is written next to it).
+
+    Raises
+    ------
+    ValueError
+        A CSV named ``*.json`` (its sidecar would be the file itself) or an unknown format.
     """
     if not isinstance(df, pd.DataFrame):
         raise TypeError(f"save needs a pandas DataFrame, got {type(df).__name__}")
     path = Path(path)
     fmt = _format(path, format)
+    if fmt == "csv" and _sidecar(path) == path:
+        raise ValueError(f"cannot save CSV as {str(path)!r}: its metadata sidecar would have the same name; "
+                         "use a .csv suffix")
+    if path.exists() and not overwrite:
+        raise FileExistsError(f"{str(path)!r} exists; pass overwrite=True to replace it or choose another name")
     path.parent.mkdir(parents=True, exist_ok=True)
     if fmt == "parquet":
         import pyarrow as pa
@@ -118,59 +166,117 @@ def save(df: pd.DataFrame, path, *, format: str | None = None) -> Path:  # noqa:
         meta[_ATTRS_KEY] = _attrs_json(df.attrs).encode()
         # pandas would also store attrs under its own key; keep one source of truth.
         meta.pop(b"PANDAS_ATTRS", None)
-        pq.write_table(table.replace_schema_metadata(meta), path)
-    else:
-        df.to_csv(path, index=False)
-        side = {"attrs": _encode(dict(df.attrs)),
-                "dtypes": {str(c): str(t) for c, t in df.dtypes.items()},
-                "columns": [str(c) for c in df.columns]}
-        _sidecar(path).write_text(json.dumps(side, allow_nan=True, indent=1))
+        _atomic_write(path, lambda tmp: pq.write_table(table.replace_schema_metadata(meta), tmp))
+        return path
+    # CSV: the new sidecar (naming the new CSV's digest) goes first; a crash between
+    # the two renames leaves a pair that load() reports as mismatched, never mixed.
+    data = df.to_csv(index=False).encode("utf-8")
+    side = {"attrs": _encode(dict(df.attrs)),
+            "dtypes": {str(c): str(t) for c, t in df.dtypes.items()},
+            "columns": [str(c) for c in df.columns],
+            "rows": int(len(df)), "sha256": hashlib.sha256(data).hexdigest(), "csv": path.name}
+    _atomic_write(_sidecar(path), lambda tmp: Path(tmp).write_text(json.dumps(side, allow_nan=True, indent=1)))
+    _atomic_write(path, lambda tmp: Path(tmp).write_bytes(data))
     return path
+
+
+class ResultFileError(ValueError):
+    """A results file (or its sidecar) that cannot be read back as it was saved."""
+
+
+def _read_parquet(path: Path) -> tuple[pd.DataFrame, dict]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowException, OSError) as e:
+        raise ResultFileError(f"{str(path)!r} is not a readable parquet file ({e}); it may be truncated "
+                              "or damaged: save the result again from its source") from e
+    meta = table.schema.metadata or {}
+    try:
+        attrs = _decode(json.loads(meta[_ATTRS_KEY])) if _ATTRS_KEY in meta else {}
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ResultFileError(f"the metadata stored in {str(path)!r} is damaged ({e})") from e
+    return table.to_pandas(), attrs
+
+
+def _read_sidecar(path: Path, side_path: Path) -> dict:
+    if not side_path.exists():
+        raise FileNotFoundError(f"{str(path)!r} has no metadata sidecar {str(side_path)!r} "
+                                "(gcexplore.results.save writes both)")
+    try:
+        side = json.loads(side_path.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ResultFileError(f"the sidecar {str(side_path)!r} of {str(path)!r} is not UTF-8 JSON ({e})") from e
+    if not isinstance(side, dict) or not isinstance(side.get("dtypes", {}), dict) \
+            or not isinstance(side.get("attrs", {}), dict):
+        raise ResultFileError(f"the sidecar {str(side_path)!r} is {type(side).__name__} data, not the metadata "
+                              "gcexplore.results.save writes ({'attrs': ..., 'dtypes': ..., ...})")
+    if side.get("csv") not in (None, path.name):
+        raise ResultFileError(f"the sidecar {str(side_path)!r} belongs to {side['csv']!r}, not to {path.name!r}")
+    if "sha256" in side and side["sha256"] != _digest(path):
+        raise ResultFileError(
+            f"{str(path)!r} does not match its sidecar {str(side_path)!r} (the CSV changed or was cut short "
+            f"after saving; the sidecar describes {side.get('rows', '?')} rows); save the result again")
+    return side
+
+
+def _read_csv(path: Path) -> tuple[pd.DataFrame, dict]:
+    side = _read_sidecar(path, _sidecar(path))
+    dtypes = side.get("dtypes", {})
+    # Text columns are read as text, "NA" and "None" included (a layout "132" must stay
+    # a string); then every column gets back the dtype it was saved with.
+    text = {c: str for c, t in dtypes.items() if t in ("object", "str", "string")}
+    try:
+        df = pd.read_csv(path, dtype=text, keep_default_na=False,
+                         na_values={c: ["", "NaN", "nan", "<NA>"] for c in dtypes if c not in text})
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as e:
+        raise ResultFileError(f"{str(path)!r} is not a readable results CSV ({e})") from e
+    if "rows" in side and len(df) != side["rows"]:
+        raise ResultFileError(f"{str(path)!r} has {len(df)} rows but was saved with {side['rows']}; "
+                              "it was cut short or edited: save the result again")
+    for c, t in dtypes.items():
+        if c in df.columns and str(df[c].dtype) != t:
+            try:
+                df[c] = df[c].astype(t)
+            except (TypeError, ValueError):
+                pass  # keep what read_csv inferred
+    return df, _decode(side.get("attrs", {}))
 
 
 def load(path, *, format: str | None = None) -> pd.DataFrame:  # noqa: A002
     """Read a result written by :func:`save`, with its ``attrs``.
 
     ``attrs["recorded"]`` is set to True (the rows were measured earlier, not now).
+    Results saved before results carried their identity in columns get ``device_name``
+    and ``run_id`` columns from their metadata.
 
     Raises
     ------
     FileNotFoundError
         No such file (for CSV: or no sidecar ``.json``).
+    ResultFileError (a ValueError)
+        A truncated or damaged file, a sidecar that is not this CSV's, or a CSV that
+        changed after it was saved.
     """
+    from .schema import conform, kind_of
+
     path = Path(path)
     fmt = _format(path, format)
     if not path.exists():
         raise FileNotFoundError(f"no results file {str(path)!r}")
-    if fmt == "parquet":
-        import pyarrow.parquet as pq
-
-        table = pq.read_table(path)
-        meta = table.schema.metadata or {}
-        df = table.to_pandas()
-        attrs = _decode(json.loads(meta[_ATTRS_KEY])) if _ATTRS_KEY in meta else {}
-    else:
-        side_path = _sidecar(path)
-        if not side_path.exists():
-            raise FileNotFoundError(f"{str(path)!r} has no metadata sidecar {str(side_path)!r} "
-                                    "(gcexplore.results.save writes both)")
-        side = json.loads(side_path.read_text())
-        dtypes = side.get("dtypes", {})
-        # Text columns are read as text (a layout "132" must stay a string), then every
-        # column gets back the dtype it was saved with.
-        text = {c: str for c, t in dtypes.items() if t in ("object", "str", "string")}
-        df = pd.read_csv(path, dtype=text)
-        for c, t in dtypes.items():
-            if c in df.columns and str(df[c].dtype) != t:
-                try:
-                    df[c] = df[c].astype(t)
-                except (TypeError, ValueError):
-                    pass  # keep what read_csv inferred
-        attrs = _decode(side.get("attrs", {}))
+    if path.stat().st_size == 0:
+        raise ResultFileError(f"{str(path)!r} is empty (0 bytes): nothing was saved there")
+    df, attrs = _read_parquet(path) if fmt == "parquet" else _read_csv(path)
     df.attrs.clear()
     df.attrs.update(attrs)
     df.attrs["recorded"] = True
-    return df
+    try:
+        kind = kind_of(df)
+    except ValueError:
+        return df  # a frame of the user's own, saved with save(): give it back as it is
+    return conform(df, kind)
 
 
 def _data_dir() -> Path:
@@ -244,15 +350,9 @@ def _meta(kind: str, pid: int, name: str, tid: int | None = None) -> dict:
     return ev
 
 
-def _partition_order(name: str):
-    if name.startswith("p") and name[1:].isdigit():
-        return (0, int(name[1:]))
-    return (1, name)
-
-
 def _occupancy_events(df: pd.DataFrame) -> list[dict]:
     events = []
-    parts = sorted(df["partition"].unique(), key=_partition_order)
+    parts = sorted_partitions(df["partition"])
     for pid, part in enumerate(parts, start=1):
         g = df[df["partition"] == part]
         events.append(_meta("process_name", pid, f"partition {part} ({g['sm_id'].nunique()} SMs)"))

@@ -20,16 +20,17 @@ inside the live paths only.
 
 from __future__ import annotations
 
-import base64
 import html
-import io
-from typing import Any, Callable, Mapping, Sequence
+from typing import Sequence
 
 import pandas as pd
 import ipywidgets as W
 from matplotlib.figure import Figure
 
+from . import analysis as A
 from . import plot as _plot
+from ._widget_base import CSS, Controller, catalog, load_result, unique_names, with_builtins
+from .schema import layout_key, parse_layout
 
 __all__ = [
     "Explorer",
@@ -40,23 +41,6 @@ __all__ = [
     "render_sweep",
     "render_throughput",
 ]
-
-#: CSS classes on the main widgets, for browser tests and custom styling.
-CSS = {
-    "root": "gcexplore-explorer",
-    "sweep_root": "gcexplore-sweep-explorer",
-    "split": "gcexplore-split",
-    "remainder": "gcexplore-remainder",
-    "workload": "gcexplore-workload",
-    "repeats": "gcexplore-repeats",
-    "run": "gcexplore-run",
-    "progress": "gcexplore-progress",
-    "error": "gcexplore-error",
-    "throughput": "gcexplore-throughput",
-    "occupancy": "gcexplore-occupancy",
-    "summary": "gcexplore-summary",
-    "sweep": "gcexplore-sweep",
-}
 
 # Columns of gcexplore.summarize shown in the table, in this order, when present.
 _SUMMARY_COLUMNS = (
@@ -99,179 +83,18 @@ def render_summary(results: pd.DataFrame, layout: str | None = None) -> pd.DataF
     pandas.DataFrame
         One row per (mode, workload): medians, spread, speedups, lower bound.
     """
-    from .profile import summarize  # lazy: the profiler imports the GPU layers
-
     rows = results if layout is None else results[results["layout"] == layout]
     if rows.empty:
         raise ValueError(f"layout {layout!r} was not measured")
-    summary = summarize(rows)
+    summary = A.summarize(rows)
     cols = [c for c in _SUMMARY_COLUMNS if c in summary.columns]
     return summary[cols].reset_index(drop=True)
-
-
-def occupancy_layout(occupancy: pd.DataFrame) -> str:
-    """The layout label (e.g. ``"24+108"``) an occupancy run was measured at.
-
-    Taken from ``occupancy.attrs["layout"]`` when the profiler stored it, else from
-    the number of distinct SMs each partition's blocks ran on (p0, p1, ..., remainder).
-    """
-    if occupancy.attrs.get("layout"):
-        return str(occupancy.attrs["layout"])
-    counts = occupancy.groupby("partition")["sm_id"].nunique()
-    order = sorted(counts.index, key=_plot._partition_key)
-    return "+".join(str(int(counts[p])) for p in order)
-
-
-# ------------------------------------------------------------------ output helpers
-
-
-def _display_data(obj) -> dict:
-    """An output message for ``Output.outputs`` (PNG for figures, HTML for tables)."""
-    if isinstance(obj, Figure):
-        buf = io.BytesIO()
-        obj.savefig(buf, format="png", dpi=90)
-        title = obj.get_suptitle()
-        data = {"image/png": base64.b64encode(buf.getvalue()).decode("ascii"),
-                "text/plain": f"<Figure: {title}>"}
-    elif isinstance(obj, pd.DataFrame):
-        data = {"text/html": obj.to_html(index=False, float_format=lambda v: f"{v:.4g}",
-                                         classes="gcexplore-table"),
-                "text/plain": obj.to_string(index=False)}
-    else:
-        text = str(obj)
-        data = {"text/html": f"<p>{html.escape(text)}</p>", "text/plain": text}
-    return {"output_type": "display_data", "data": data, "metadata": {}}
-
-
-def _show(out: W.Output, *objs) -> None:
-    """Replace what ``out`` shows with ``objs`` in one update.
-
-    Assigning ``outputs`` once swaps the old content for the new in a single message,
-    the effect of ``clear_output(wait=True)`` + ``display`` (no flicker, nothing
-    stacked), and it also works without a kernel, so tests can read what was drawn.
-    """
-    out.outputs = tuple(_display_data(o) for o in objs)
-
-
-def _name_of(fn) -> str:
-    name = getattr(fn, "name", None) or getattr(fn, "__name__", None)
-    if not name or name == "<lambda>":
-        raise ValueError(f"give the workload {fn!r} a name: pass workloads as a mapping "
-                         "{name: callable}")
-    return str(name)
-
-
-def _parse_layout(layout: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in str(layout).split("+"))
-
-
-def _placement(results: pd.DataFrame) -> list[tuple[str, str]]:
-    """(partition, workload) of the concurrent rows, p0 first, remainder last."""
-    conc = results[results["mode"] == "concurrent"].drop_duplicates("partition")
-    if conc.empty:
-        raise ValueError("these results have no 'concurrent' rows; an explorer needs "
-                         "results of gcexplore.profile_overlap() or gcexplore.sweep()")
-    pairs = list(zip(conc["partition"], conc["workload"]))
-    return sorted(pairs, key=lambda pw: _plot._partition_key(pw[0]))
-
-
-class _Controller:
-    """What both explorers share: status line, progress bar, outputs, error display."""
-
-    _root_class = CSS["root"]
-
-    def __init__(self):
-        self.error_box = W.HTML(value="", layout=W.Layout(display="none"))
-        self.error_box.add_class(CSS["error"])
-        self.progress = W.IntProgress(value=0, min=0, max=1, description="measuring",
-                                      layout=W.Layout(visibility="hidden"))
-        self.progress.add_class(CSS["progress"])
-        self.status = W.HTML(value="")
-        self.plot_output = W.Output()
-        self.plot_output.add_class(CSS["throughput"])
-        self.occupancy_output = W.Output()
-        self.occupancy_output.add_class(CSS["occupancy"])
-        self.table_output = W.Output()
-        self.table_output.add_class(CSS["summary"])
-        #: The last exception shown in the widget (its traceback stays here).
-        self.last_error: BaseException | None = None
-        #: How many times each output was redrawn (for tests and curiosity).
-        self.redraws = {"throughput": 0, "occupancy": 0, "summary": 0, "sweep": 0}
-        #: The figure or table each output shows now (e.g. to save it).
-        self.figures: dict[str, Any] = {}
-
-    # -- display ------------------------------------------------------------------
-
-    @property
-    def widget(self) -> W.Widget:
-        """The root widget (a VBox); display the controller or this."""
-        return self._root
-
-    def _repr_mimebundle_(self, **kwargs):
-        return self._root._repr_mimebundle_(**kwargs)
-
-    # -- errors and progress ------------------------------------------------------
-
-    def _show_error(self, exc: BaseException, what: str) -> None:
-        """One readable line (type, message, what was being done) instead of a traceback."""
-        self.last_error = exc
-        self.error_box.value = (
-            f"<div style='color:#b00020'><b>{html.escape(what)} failed</b> — "
-            f"{html.escape(type(exc).__name__)}: {html.escape(str(exc))}</div>")
-        self.error_box.layout.display = None
-
-    def _clear_error(self) -> None:
-        self.last_error = None
-        self.error_box.value = ""
-        self.error_box.layout.display = "none"
-
-    def _progress_start(self, steps: int, what: str) -> None:
-        self.progress.max = max(1, steps)
-        self.progress.value = 0
-        self.progress.description = what
-        self.progress.layout.visibility = "visible"
-
-    def _progress_step(self, what: str | None = None) -> None:
-        self.progress.value = min(self.progress.value + 1, self.progress.max)
-        if what:
-            self.progress.description = what
-
-    def _progress_done(self) -> None:
-        self.progress.layout.visibility = "hidden"
-
-    # -- drawing ------------------------------------------------------------------
-
-    def _draw(self, key: str, out: W.Output, make: Callable[[], Any]) -> bool:
-        """Redraw ``out`` with ``make()``; on failure show the error, keep the old view."""
-        try:
-            obj = make()
-        except Exception as exc:  # shown in the widget; the traceback is in last_error
-            self._show_error(exc, f"drawing the {key}")
-            return False
-        _show(out, obj)
-        self.figures[key] = obj
-        self.redraws[key] += 1
-        return True
-
-    def _draw_occupancy(self, occupancy: pd.DataFrame | None, layout: str | None,
-                        note: str | None = None) -> None:
-        if occupancy is None:
-            self._draw("occupancy", self.occupancy_output,
-                       lambda: note or "no SM occupancy records for this split")
-            return
-        measured = occupancy_layout(occupancy)
-        if layout is not None and measured != layout:
-            self._draw("occupancy", self.occupancy_output,
-                       lambda: f"SM occupancy was recorded at {measured}, not at {layout}; "
-                               f"choose {measured} to see it")
-            return
-        self._draw("occupancy", self.occupancy_output, lambda: render_occupancy(occupancy))
 
 
 # ========================================================================= Explorer
 
 
-class Explorer(_Controller):
+class Explorer(Controller):
     """Choose a split and workloads, run them, and see throughput, occupancy and summary.
 
     Live (a GPU is present), build it with :func:`explore` or ``Explorer(workloads)``;
@@ -359,17 +182,17 @@ class Explorer(_Controller):
             Per-block records of :func:`gcexplore.occupancy` (or a recorded name),
             shown when the chosen split is the one they were recorded at.
         """
-        results = _load(results)
-        occupancy = _load(occupancy) if occupancy is not None else None
+        results = load_result(results)
+        occupancy = load_result(occupancy) if occupancy is not None else None
         return cls(_offline=(results, occupancy))
 
     def _setup_live(self, workloads, repeats: int) -> None:
         from . import api  # lazy: touches the driver
 
         self.info = api.device_info(self.device)
-        self.catalog = _catalog(workloads)
+        self.catalog = catalog(workloads)
         names = list(self.catalog)  # the user's, one per partition
-        options = _with_builtins(self.catalog)
+        options = with_builtins(self.catalog)
         if len(names) < 2:
             raise ValueError(f"an explorer needs at least two workloads to split the device "
                              f"between, got {names}")
@@ -397,17 +220,17 @@ class Explorer(_Controller):
         self.remainder_label.add_class(CSS["remainder"])
 
     def _setup_offline(self, results: pd.DataFrame, occupancy: pd.DataFrame | None) -> None:
-        _plot._require(results, ["layout", "mode", "workload", "partition", "sm_count",
+        _plot.require_result(results, ["layout", "mode", "workload", "partition", "sm_count",
                                  "duration_ms"], "Explorer.from_results",
                        "the DataFrame from gcexplore.profile_overlap() or gcexplore.sweep()")
         self.results, self.occupancy = results, occupancy
-        placement = _placement(results)
-        self.layouts = {_parse_layout(lay): lay for lay in dict.fromkeys(results["layout"])}
+        placement = A.placement(results)
+        self.layouts = {parse_layout(lay): lay for lay in dict.fromkeys(results["layout"])}
         n_groups = max(1, len(placement) - 1)
         self.total_sm = int(results.attrs.get("device_sm_count")
                             or sum(next(iter(self.layouts))))
-        best = _plot._best_layout(results)
-        start = _parse_layout(best)
+        best = A.best_layout(results)
+        start = parse_layout(best)
         self.sliders = []
         for i in range(n_groups):
             options = sorted({key[i] for key in self.layouts if len(key) > i})
@@ -491,7 +314,7 @@ class Explorer(_Controller):
             key = tuple(self.split)
             match = [lay for k, lay in self.layouts.items() if k[:len(key)] == key]
             if not match:
-                measured = ", ".join(sorted(self.layouts.values(), key=_plot._natural_key))
+                measured = ", ".join(sorted(self.layouts.values(), key=layout_key))
                 self._show_error(ValueError(f"split {self.layout} was not measured; measured "
                                             f"splits: {measured}"), "showing this split")
                 return
@@ -502,7 +325,7 @@ class Explorer(_Controller):
         import gcexplore  # lazy: the profiler and the driver
 
         names = [p.value for p in self.workload_pickers]
-        workloads = _unique(names, self.catalog)
+        workloads = unique_names(names, self.catalog)
         self._progress_start(2, "measuring")
         try:
             try:
@@ -557,7 +380,7 @@ def explore(workloads=None, device: int = 0, *, repeats: int = 10) -> Explorer:
 # ==================================================================== SweepExplorer
 
 
-class SweepExplorer(_Controller):
+class SweepExplorer(Controller):
     """Sweep every split, see the makespan curve with the best split marked, and pick a
     split to see its throughput, SM occupancy and summary.
 
@@ -609,7 +432,7 @@ class SweepExplorer(_Controller):
             from . import api  # lazy: touches the driver
 
             self.info = api.device_info(device)
-            self.catalog = _catalog(workloads)
+            self.catalog = catalog(workloads)
             self.run_button.on_click(lambda _b: self.run())
             self.status.value = (f"<i>{html.escape(self.info.name)}: press Run sweep to "
                                  f"measure {' + '.join(map(html.escape, self.catalog))} at "
@@ -629,11 +452,11 @@ class SweepExplorer(_Controller):
     @classmethod
     def from_results(cls, results, occupancy: pd.DataFrame | None = None) -> "SweepExplorer":
         """A sweep view over saved sweep results (a DataFrame or a recorded name)."""
-        results = _load(results)
-        _plot._require(results, ["layout", "split_sm_count", "mode", "rep", "workload",
+        results = load_result(results)
+        _plot.require_result(results, ["layout", "split_sm_count", "mode", "rep", "workload",
                                  "partition", "makespan_ms"], "SweepExplorer.from_results",
                        "the DataFrame from gcexplore.sweep()")
-        return cls(_offline=(results, _load(occupancy) if occupancy is not None else None))
+        return cls(_offline=(results, load_result(occupancy) if occupancy is not None else None))
 
     @property
     def layout(self) -> str | None:
@@ -675,7 +498,7 @@ class SweepExplorer(_Controller):
         self.results, self.occupancy = results, occupancy
         per_split = results.drop_duplicates("split_sm_count")
         self._layouts = dict(zip(per_split["split_sm_count"].astype(int), per_split["layout"]))
-        best = int(_parse_layout(_plot._best_layout(results))[0])
+        best = int(parse_layout(A.best_layout(results))[0])
         self._draw("sweep", self.sweep_output, lambda: render_sweep(results))
         self._updating = True  # options then value: draw once, at the end
         try:
@@ -703,7 +526,7 @@ class SweepExplorer(_Controller):
         import gcexplore
 
         if layout not in self._occupancy_cache:
-            counts = list(_parse_layout(layout)[:len(self.catalog) - 1])
+            counts = list(parse_layout(layout)[:len(self.catalog) - 1])
             try:
                 self._occupancy_cache[layout] = gcexplore.occupancy(
                     dict(self.catalog), counts, device=self.device)
@@ -717,57 +540,3 @@ class SweepExplorer(_Controller):
             self._draw_occupancy(got, None)
 
 
-# ------------------------------------------------------------------------- helpers
-
-
-def _load(obj):
-    """A DataFrame as given, or a recorded result by name."""
-    if isinstance(obj, pd.DataFrame):
-        return obj
-    if isinstance(obj, str):
-        from .results import load_recorded
-
-        return load_recorded(obj)
-    raise TypeError(f"expected a results DataFrame or a recorded name, got {type(obj).__name__}")
-
-
-def _with_builtins(catalog: dict[str, Any]) -> list[str]:
-    """The names a workload picker offers: the user's, then the built-ins (added to
-    ``catalog`` by name, which the profiler resolves)."""
-    from .workloads import BUILTINS  # lazy, though it only imports the api module
-
-    for b in BUILTINS:
-        catalog.setdefault(b, b)
-    return list(catalog)
-
-
-def _catalog(workloads) -> dict[str, Any]:
-    """Name -> workload (a callable or a built-in name), in the order given."""
-    if workloads is None:
-        workloads = ["compute", "memory"]  # the built-in pair
-    if isinstance(workloads, Mapping):
-        items = list(workloads.items())
-    elif isinstance(workloads, (str, bytes)) or not isinstance(workloads, Sequence):
-        raise TypeError("workloads must be a mapping {name: workload} or a sequence of "
-                        f"built-in names and named callables, got {workloads!r}")
-    else:
-        items = [(w, w) if isinstance(w, str) else (_name_of(w), w) for w in workloads]
-    catalog: dict[str, Any] = {}
-    for name, w in items:
-        if not (callable(w) or isinstance(w, str)):
-            raise TypeError(f"workload {name!r} must be callable as fn(stream=...) or a "
-                            f"built-in name, got {type(w).__name__}")
-        if name in catalog:
-            raise ValueError(f"two workloads are named {name!r}; names must be unique")
-        catalog[str(name)] = w
-    return catalog
-
-
-def _unique(names: list[str], catalog: dict) -> dict:
-    """The chosen workloads in partition order; one workload on two partitions gets a
-    suffix (``"compute#2"``) so every row stays distinguishable."""
-    out, seen = {}, {}
-    for n in names:
-        seen[n] = seen.get(n, 0) + 1
-        out[n if seen[n] == 1 else f"{n}#{seen[n]}"] = catalog[n]
-    return out

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-from .api import require_stream, use
+from .api import check, require_stream, use
+from .kernels import REC_WORDS, builtin_kernel
 
 __all__ = [
     "BUILTINS",
@@ -46,125 +46,11 @@ __all__ = [
 
 BUILTINS = ("compute", "memory", "copy", "spin", "latency")
 
-# Each instrumented block writes 3 x u64: smid, start, end (%globaltimer, ns).
-_REC_WORDS = 3
-
-_SOURCE = r"""
-#define GCX_REC_BEGIN                                                          \
-    unsigned long long gcx_t0 = 0;                                             \
-    if (rec != 0 && threadIdx.x == 0) {                                        \
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(gcx_t0));             \
-    }
-#define GCX_REC_END                                                            \
-    if (rec != 0) {                                                            \
-        __syncthreads();                                                       \
-        if (threadIdx.x == 0) {                                                \
-            unsigned int smid; unsigned long long t1;                          \
-            asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));                  \
-            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));             \
-            unsigned long long* r = rec + 3ull * blockIdx.x;                   \
-            r[0] = smid; r[1] = gcx_t0; r[2] = t1;                             \
-        }                                                                      \
-    }
-
-// Compute-bound: 8 independent FMA chains per thread (2 FLOPs per FMA).
-extern "C" __global__ void gcx_fma(float* __restrict__ out, int iters, float a, float b,
-                                   unsigned long long* rec) {
-    GCX_REC_BEGIN
-    float x0 = threadIdx.x * 1e-6f, x1 = x0 + 0.1f, x2 = x0 + 0.2f, x3 = x0 + 0.3f;
-    float x4 = x0 + 0.4f, x5 = x0 + 0.5f, x6 = x0 + 0.6f, x7 = x0 + 0.7f;
-    #pragma unroll 4
-    for (int i = 0; i < iters; ++i) {
-        x0 = fmaf(x0, a, b); x1 = fmaf(x1, a, b); x2 = fmaf(x2, a, b); x3 = fmaf(x3, a, b);
-        x4 = fmaf(x4, a, b); x5 = fmaf(x5, a, b); x6 = fmaf(x6, a, b); x7 = fmaf(x7, a, b);
-    }
-    out[(unsigned long long)blockIdx.x * blockDim.x + threadIdx.x] =
-        x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7;
-    GCX_REC_END
-}
-
-// Memory-bound triad a = b + s * c over float4; each block streams one contiguous chunk.
-extern "C" __global__ void gcx_triad(float4* __restrict__ a, const float4* __restrict__ b,
-                                     const float4* __restrict__ c, float s,
-                                     unsigned long long n4, int per_thread,
-                                     unsigned long long* rec) {
-    GCX_REC_BEGIN
-    unsigned long long base = (unsigned long long)blockIdx.x * blockDim.x * per_thread + threadIdx.x;
-    #pragma unroll 4
-    for (int k = 0; k < per_thread; ++k) {
-        unsigned long long i = base + (unsigned long long)k * blockDim.x;
-        if (i < n4) {
-            float4 x = b[i], y = c[i];
-            a[i] = make_float4(x.x + s * y.x, x.y + s * y.y, x.z + s * y.z, x.w + s * y.w);
-        }
-    }
-    GCX_REC_END
-}
-
-// Memory-bound copy dst = src over float4.
-extern "C" __global__ void gcx_copy(float4* __restrict__ dst, const float4* __restrict__ src,
-                                    unsigned long long n4, int per_thread,
-                                    unsigned long long* rec) {
-    GCX_REC_BEGIN
-    unsigned long long base = (unsigned long long)blockIdx.x * blockDim.x * per_thread + threadIdx.x;
-    #pragma unroll 4
-    for (int k = 0; k < per_thread; ++k) {
-        unsigned long long i = base + (unsigned long long)k * blockDim.x;
-        if (i < n4) dst[i] = src[i];
-    }
-    GCX_REC_END
-}
-
-// Spins until %globaltimer has advanced by ns; thread 0 of each block records its span.
-extern "C" __global__ void gcx_spin(unsigned long long ns, unsigned long long* rec) {
-    unsigned long long t0, t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
-    if (rec != 0 && threadIdx.x == 0) {
-        unsigned int smid;
-        asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
-        unsigned long long* r = rec + 3ull * blockIdx.x;
-        r[0] = smid; r[1] = t0; r[2] = t;
-    }
-}
-"""
-
-_KERNEL_NAMES = ("gcx_fma", "gcx_triad", "gcx_copy", "gcx_spin")
-_kernels: dict[str, dict[str, Any]] = {}
-_kernels_lock = threading.Lock()
-
-
-def _arch(dev) -> str:
-    cc = dev.compute_capability
-    return f"sm_{cc[0]}{cc[1]}"
-
-
-def _kernel(dev, name: str):
-    """The built-in kernel ``name`` for ``dev``'s architecture (compiled once, cached)."""
-    from cuda.core import Program, ProgramOptions
-
-    arch = _arch(dev)
-    with _kernels_lock:
-        if arch not in _kernels:
-            prog = Program(_SOURCE, code_type="c++", options=ProgramOptions(arch=arch, std="c++17"))
-            try:
-                obj = prog.compile("cubin")
-            finally:
-                prog.close()
-            _kernels[arch] = {k: obj.get_kernel(k) for k in _KERNEL_NAMES}
-        return _kernels[arch][name]
-
 
 def _driver():
     from cuda.bindings import driver
 
     return driver
-
-
-def _check(result, what: str):
-    from .api import _check as api_check
-
-    return api_check(result, what)
 
 
 class _DeviceBuffers:
@@ -184,7 +70,7 @@ class _DeviceBuffers:
                     n = max(int(nbytes), 16)
                     buf = dev.allocate(n, stream=self._stream)
                     self._bufs.append(buf)
-                    _check(_driver().cuMemsetD8Async(int(buf.handle), 0, n, int(self._stream.handle)),
+                    check(_driver().cuMemsetD8Async(int(buf.handle), 0, n, int(self._stream.handle)),
                            "cuMemsetD8Async")
                 self._stream.sync()
             except BaseException:
@@ -229,6 +115,10 @@ class Workload:
         Application items per call (tokens, elements ...), for the caller's own units.
     blocks : int or None
         Thread blocks per launch, for built-ins (None otherwise).
+    device : int or None
+        The device whose memory and kernels it uses (built-ins, and adapters given
+        ``device=``); the profiler refuses to run it on another device's partition.
+        None: not tied to one device.
     """
 
     name: str
@@ -237,6 +127,7 @@ class Workload:
     bytes: float | None = None
     items: float | None = None
     blocks: int | None = None
+    device: int | None = None
     _instrument: Callable[[], Recorder] | None = dataclasses.field(default=None, repr=False)
     _close: Callable[[], None] | None = dataclasses.field(default=None, repr=False)
 
@@ -320,8 +211,8 @@ class Recorder:
             (``%globaltimer``, absolute).
         """
         require_stream(stream, "Recorder.records")
-        host = np.zeros((self.blocks, _REC_WORDS), dtype=np.uint64)
-        _check(_driver().cuMemcpyDtoHAsync(host.ctypes.data, self.ptr, host.nbytes, int(stream.handle)),
+        host = np.zeros((self.blocks, REC_WORDS), dtype=np.uint64)
+        check(_driver().cuMemcpyDtoHAsync(host.ctypes.data, self.ptr, host.nbytes, int(stream.handle)),
                "cuMemcpyDtoHAsync")
         stream.sync()
         return host
@@ -335,7 +226,7 @@ class Recorder:
         self._buffers.close()
 
 
-def _device_index(device) -> int:
+def _resolved_index(device) -> int:
     from .api import device_info
 
     return device_info(device).index
@@ -367,7 +258,7 @@ def compute(*, iters: int = 1536, blocks: int | None = None, threads: int = 256,
     FLOPs per call = ``blocks * threads * iters * 8 * 2``; about 5.3e10 and 1 ms on a
     whole H100 with the defaults.
     """
-    index = _device_index(device)
+    index = _resolved_index(device)
     _positive(iters=iters, threads=threads)
     grid = blocks if blocks is not None else 64 * _sm_count(index)
     _positive(blocks=grid)
@@ -425,7 +316,7 @@ def memory(*, n: int = 1 << 28, per_thread: int = 8, threads: int = 256, device=
     -----
     Bytes per call = ``3 * 4 * n`` (two reads, one write): 3.2 GB, about 1 ms on an H100.
     """
-    index = _device_index(device)
+    index = _resolved_index(device)
     n4, grid, sizes = _memory_common(name, index, "gcx_triad", n, per_thread, threads, 3)
     holder: dict[str, _DeviceBuffers] = {}
 
@@ -444,7 +335,7 @@ def copy(*, n: int = 3 << 27, per_thread: int = 8, threads: int = 256, device=0,
 
     Bytes per call = ``2 * 4 * n``: 3.2 GB with the default ``n = 3 * 2**27``.
     """
-    index = _device_index(device)
+    index = _resolved_index(device)
     n4, grid, sizes = _memory_common(name, index, "gcx_copy", n, per_thread, threads, 2)
     holder: dict[str, _DeviceBuffers] = {}
 
@@ -477,7 +368,7 @@ def spin(us: float = 1000.0, *, blocks: int = 1, threads: int = 32, device=0,
     Declares no work; its in-kernel span (``Recorder.span_ns``) is the reference the
     event timings are checked against.
     """
-    index = _device_index(device)
+    index = _resolved_index(device)
     if isinstance(us, bool) or not isinstance(us, (int, float)) or not (us > 0 and math.isfinite(us)):
         raise ValueError(f"spin: us must be a positive number of microseconds, got {us!r}")
     _positive(blocks=blocks, threads=threads)
@@ -495,7 +386,7 @@ def _builtin_with_buffers(name, index, kernel_name, grid, threads, make_args, si
     from cuda.core import LaunchConfig, launch
 
     with use(index) as dev:
-        kernel = _kernel(dev, kernel_name)
+        kernel = builtin_kernel(dev, kernel_name)
     if sizes:
         holder["b"] = _DeviceBuffers(index, sizes)
     config = LaunchConfig(grid=grid, block=threads)
@@ -513,12 +404,13 @@ def _builtin_with_buffers(name, index, kernel_name, grid, threads, make_args, si
             holder.pop("b").close()
 
     def instrument() -> Recorder:
-        rec = _DeviceBuffers(index, [grid * _REC_WORDS * 8])
+        rec = _DeviceBuffers(index, [grid * REC_WORDS * 8])
         # The instrumented copy shares the data buffers (the holder) with the original.
-        w = Workload(name, build(rec.ptr(0)), flops, nbytes, items, grid, None, None)
+        w = Workload(name, build(rec.ptr(0)), flops, nbytes, items, blocks=grid, device=index)
         return Recorder(w, grid, rec)
 
-    return Workload(name, build(0), flops, nbytes, items, grid, instrument, close)
+    return Workload(name, build(0), flops, nbytes, items, blocks=grid, device=index,
+                    _instrument=instrument, _close=close)
 
 
 def _positive(**values) -> None:
@@ -604,7 +496,8 @@ def _adapter(fn, *, library: str, pip: str, name, device, flops, bytes, items,  
         with ext:
             fn()
 
-    return Workload(name or getattr(fn, "__name__", library), run, flops, bytes, items)
+    return Workload(name or getattr(fn, "__name__", library), run, flops, bytes, items,
+                    device=None if device is None else int(device))
 
 
 def _torch_stream(torch, stream, dev):
@@ -675,25 +568,70 @@ def as_workload(obj, name: str | None = None, *, device=0) -> Workload:
     )
 
 
-def as_workloads(workloads, *, device=0) -> list[Workload]:
-    """A mapping ``name -> workload`` or a sequence of workloads, as a list of Workloads.
+def _specs(workloads) -> list[tuple[str | None, Any]]:
+    if isinstance(workloads, Mapping):
+        return [(str(k), w) for k, w in workloads.items()]
+    if isinstance(workloads, (Workload, str)) or callable(workloads):
+        return [(None, workloads)]
+    try:
+        return [(None, w) for w in workloads]
+    except TypeError:
+        raise TypeError("workloads must be a mapping {name: workload} or a sequence of workloads, "
+                        f"got {type(workloads).__name__}") from None
+
+
+def _spec_name(name, obj) -> str:
+    if name is not None:
+        return name
+    if isinstance(obj, (Workload, str)):
+        return obj.name if isinstance(obj, Workload) else obj
+    return getattr(obj, "__name__", "workload")
+
+
+def workload_names(workloads) -> list[str]:
+    """The names the workloads will have, without building any (ValueError: empty or repeated).
+
+    Used to check a request before anything is compiled or allocated.
+    """
+    specs = _specs(workloads)
+    if not specs:
+        raise ValueError("no workloads given: pass a mapping name -> workload or a sequence of them")
+    for _, obj in specs:
+        if not (isinstance(obj, (Workload, str)) or callable(obj)):
+            raise TypeError(f"a workload must be a gcexplore Workload, a built-in name ({', '.join(BUILTINS)}) "
+                            f"or a callable fn(*, stream), got {type(obj).__name__}")
+        if isinstance(obj, str) and obj not in BUILTINS:
+            raise ValueError(f"unknown built-in workload {obj!r}; built-ins are {', '.join(BUILTINS)}")
+    names = [_spec_name(n, w) for n, w in specs]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f"workload names must be unique, got {names} ({', '.join(dupes)} repeated); "
+                         "pass a mapping {name: workload} to name them")
+    return names
+
+
+def as_workloads(workloads, *, device=0) -> tuple[list[Workload], list[Workload]]:
+    """Workloads as a list of :class:`Workload` s, and those of them built here from names.
+
+    The caller closes the built ones (they hold device memory). Nothing is built when
+    the names are empty or repeated.
 
     Raises
     ------
     ValueError
         Empty input or duplicate names.
     """
-    if isinstance(workloads, Mapping):
-        items = [as_workload(w, str(k), device=device) for k, w in workloads.items()]
-    elif isinstance(workloads, (Workload, str)) or callable(workloads):
-        items = [as_workload(workloads, device=device)]
-    else:
-        items = [as_workload(w, device=device) for w in workloads]
-    if not items:
-        raise ValueError("no workloads given: pass a mapping name -> workload or a sequence of them")
-    names = [w.name for w in items]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise ValueError(f"workload names must be unique, got {names} ({', '.join(dupes)} repeated); "
-                         "pass a mapping {name: workload} to name them")
-    return items
+    workload_names(workloads)
+    made: list[Workload] = []
+    items: list[Workload] = []
+    try:
+        for name, obj in _specs(workloads):
+            w = as_workload(obj, name, device=device)
+            if isinstance(obj, str):
+                made.append(w)
+            items.append(w)
+    except BaseException:
+        for w in made:
+            w.close()
+        raise
+    return items, made

@@ -48,6 +48,14 @@ def attrs(kind: str, *, sm_count: int = 132, repeats: int = 5, recorded: bool = 
     }
 
 
+def _identify(df: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
+    """The identity columns every result carries (the card and the run)."""
+    df["device_name"] = SYNTHETIC_DEVICE
+    df["run_id"] = f"synthetic-{seed}"
+    df.attrs["run_id"] = f"synthetic-{seed}"
+    return df
+
+
 def _compute_ms(sm: int, total: int) -> float:
     return 1.0 * total / sm
 
@@ -130,29 +138,8 @@ def sweep_df(
     df["requested_sm_count"] = df["requested_sm_count"].astype("Int64")
     df.attrs.update(attrs("sweep" if len(splits) > 1 else "overlap", sm_count=total,
                           repeats=repeats, recorded=recorded))
+    _identify(df, seed)
     return df
-
-
-def summary_df(df: pd.DataFrame) -> pd.DataFrame:
-    """A summary in the shape of ``gcexplore.summarize`` for a synthetic sweep.
-
-    Only the columns the plots read; the lower bound is the slowest workload alone on
-    the whole device, as in the contract's floor.
-    """
-    rows = []
-    one_per_rep = df.drop_duplicates(["layout", "mode", "rep"])
-    for (layout, mode, workload), g in df.groupby(["layout", "mode", "workload"], sort=False):
-        mk = one_per_rep[(one_per_rep.layout == layout) & (one_per_rep["mode"] == mode)]
-        rows.append({
-            "layout": layout, "split_sm_count": int(g.split_sm_count.iloc[0]), "mode": mode,
-            "workload": workload, "median_ms": g.duration_ms.median(),
-            "p10_ms": g.duration_ms.quantile(0.1), "p90_ms": g.duration_ms.quantile(0.9),
-            "makespan_median_ms": mk.makespan_ms.median(),
-            "lower_bound_ms": 1.0,
-        })
-    out = pd.DataFrame(rows)
-    out.attrs.update(df.attrs)
-    return out
 
 
 def occupancy_df(
@@ -187,6 +174,7 @@ def occupancy_df(
     df["start_ns"] -= t0
     df["end_ns"] -= t0
     df.attrs.update(attrs("occupancy", sm_count=total, repeats=1, recorded=recorded))
+    _identify(df, seed)
     return df
 
 
@@ -214,6 +202,7 @@ def scaling_df(
     df = pd.DataFrame.from_records(records)
     df["requested_sm_count"] = df["requested_sm_count"].astype("Int64")
     df.attrs.update(attrs("scaling", sm_count=total, repeats=repeats))
+    _identify(df, seed)
     return df
 
 
@@ -237,4 +226,5 @@ def isolation_df(*, critical_sm: int = 16, total: int = 132, repeats: int = 20,
                                 "duration_ms": 2.0 * bg_factor * float(rng.lognormal(0, 0.03))})
     df = pd.DataFrame.from_records(records)
     df.attrs.update(attrs("isolation", sm_count=total, repeats=repeats))
+    _identify(df, seed)
     return df

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.gpu
 
 
 def _current():
-    return int(api._current_context())
+    return int(api.current_context())
 
 
 def _driver_split(info, counts):
@@ -337,7 +337,7 @@ def test_split_close_cycles_leak_nothing():
 
     def free_bytes():
         with gcexplore.use(0):
-            return api._check(driver.cuMemGetInfo(), "cuMemGetInfo")[0]
+            return api.check(driver.cuMemGetInfo(), "cuMemGetInfo")[0]
 
     with gcexplore.split([8]):  # first-use allocations happen before the baseline
         pass

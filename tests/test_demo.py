@@ -69,7 +69,7 @@ def test_summary_table_marks_best_and_matches_summarize(synthetic_recorded):
     best = gcexplore.best_split(df)
     assert best["layout"] == _best_layout(df)
     assert text[1].split() == ["best", "layout", "concurrent_ms", "sequential_ms", "streams_ms",
-                               "vs_sequential", "vs_streams", "lower_bound_ms", "efficiency"]
+                               "speedup_vs_sequential", "speedup_vs_streams", "lower_bound_ms", "efficiency"]
     rows = text[2:-1]
     assert [r.split()[-8] for r in rows] == [f"{k}+{132 - k}" for k in range(8, 121, 8)]
     starred = [r for r in rows if r.split()[0] == "*"]

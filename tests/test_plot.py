@@ -11,6 +11,7 @@ import pytest
 from matplotlib.collections import PolyCollection
 
 import _synthetic as S
+import gcexplore
 from gcexplore import plot as P
 
 
@@ -35,7 +36,7 @@ def _one(fig, gid):
 
 def test_stamp_names_device_and_live_or_recorded():
     df = S.sweep_df()
-    fig = P.plot_sweep(df, summary=S.summary_df(df))
+    fig = P.plot_sweep(df, summary=gcexplore.summarize(df))
     text = fig.get_suptitle()
     assert S.SYNTHETIC_DEVICE in text and "132 SMs" in text and "driver 13.0" in text
     assert "measured live 2000-01-01" in text
@@ -64,7 +65,7 @@ def test_every_figure_carries_the_stamp(make, fn):
 
 def test_sweep_draws_curve_baselines_bound_and_best():
     df = S.sweep_df()
-    fig = P.plot_sweep(df, summary=S.summary_df(df))
+    fig = P.plot_sweep(df, summary=gcexplore.summarize(df))
     assert len(fig.axes) == 1
     ax = fig.axes[0]
     assert ax.get_xlabel() == "SMs of the first partition (compute)"
@@ -84,7 +85,8 @@ def test_sweep_draws_curve_baselines_bound_and_best():
         med = df[df["mode"] == mode].drop_duplicates(["layout", "rep"])["makespan_ms"].median()
         np.testing.assert_allclose(line.get_ydata(), [med, med])
 
-    np.testing.assert_allclose(_one(fig, "lower_bound").get_ydata(), 1.0)
+    table = gcexplore.layout_table(df)
+    np.testing.assert_allclose(_one(fig, "lower_bound").get_ydata(), table["lower_bound_ms"])
 
     best = _one(fig, "best")
     assert best.get_xdata()[0] == expected.idxmin()
@@ -106,7 +108,7 @@ def test_sweep_refuses_frames_it_cannot_draw():
         P.plot_sweep(S.scaling_df())
     df = S.sweep_df()
     with pytest.raises(ValueError, match="needs 'concurrent' rows"):
-        P.plot_sweep(df[df["mode"] != "concurrent"], summary=S.summary_df(df))
+        P.plot_sweep(df[df["mode"] != "concurrent"], summary=gcexplore.summarize(df))
     with pytest.raises(TypeError, match="expects a pandas DataFrame"):
         P.plot_sweep([1, 2, 3])
     with pytest.raises(ValueError, match="empty DataFrame"):
@@ -152,7 +154,7 @@ def test_throughput_without_declared_work_plots_calls_per_second():
     sel = df[(df.workload == "compute") & (df["mode"] == "alone")]
     assert _one(fig, "bar:compute:alone").get_height() == pytest.approx(
         (1e3 / sel["duration_ms"]).median())
-    with pytest.raises(ValueError, match="metric 'flops_per_watt' is not a column"):
+    with pytest.raises(ValueError, match="metric 'flops_per_watt' is not available"):
         P.plot_throughput(df, metric="flops_per_watt")
 
 
@@ -286,7 +288,7 @@ def test_figures_render_without_pyplot(tmp_path):
 def test_auto_metric_follows_arithmetic_intensity():
     import pandas as pd
 
-    from gcexplore.plot import _metric_values
+    from gcexplore.analysis import rates as _metric_values
 
     triad = pd.DataFrame({"flops": [2.0], "bytes": [12.0], "duration_ms": [1.0],
                           "throughput_tflops": [2e-9], "bandwidth_gbs": [1.2e-5]})

@@ -12,6 +12,9 @@ import pytest
 import _synthetic as S
 import gcexplore
 from gcexplore import profile as P
+from gcexplore import analysis as A
+from gcexplore import runner as R
+from gcexplore.schema import check_modes, columns, frame
 from gcexplore import workloads as W
 
 
@@ -27,7 +30,7 @@ def _overlap(rows, attrs=None):
             "sm_clock_mhz_before": math.nan, "power_w_before": math.nan,
             "sm_clock_mhz": math.nan, "power_w": math.nan,
         })
-    return P._frame(recs, P.OVERLAP_COLUMNS, {"kind": "overlap", **(attrs or {})})
+    return frame(recs, "overlap", {"kind": "overlap", **(attrs or {})})
 
 
 NAN = math.nan
@@ -63,7 +66,7 @@ def test_summary_statistics_come_from_the_raw_samples():
     assert row.p90_ms == pytest.approx(np.percentile(g, 90))
     assert row.iqr_ms == pytest.approx(np.percentile(g, 75) - np.percentile(g, 25))
     assert row.reps == 7
-    assert list(s.columns) == P._OVERLAP_SUMMARY_COLUMNS
+    assert list(s.columns) == A.OVERLAP_SUMMARY_COLUMNS
     assert s.attrs["device_name"] == df.attrs["device_name"]
 
 
@@ -158,7 +161,7 @@ def test_scaling_summary_speedup_and_parallel_efficiency():
             recs.append({"workload": "w", "sm_count": sm, "requested_sm_count": sm, "rep": rep,
                          "duration_ms": ms, "flops": 1e9, "bytes": NAN,
                          "throughput_tflops": 1e9 / (ms * 1e-3) / 1e12, "bandwidth_gbs": NAN})
-    df = P._frame(recs, P.SCALING_COLUMNS, {"kind": "scaling"})
+    df = frame(recs, "scaling", {"kind": "scaling"})
     s = P.summarize(df).set_index("sm_count")
     assert s.loc[8, "speedup"] == pytest.approx(1.0)
     assert s.loc[16, "speedup"] == pytest.approx(2.0)
@@ -178,7 +181,7 @@ def test_isolation_summary_slowdown_vs_alone():
 def test_sm_busy_unions_overlapping_blocks():
     recs = [("p0", "a", 0, 0, 0, 10), ("p0", "a", 0, 1, 5, 15), ("p0", "a", 0, 2, 20, 30),
             ("remainder", "b", 7, 0, 0, 3)]
-    df = pd.DataFrame(recs, columns=P.OCCUPANCY_COLUMNS)
+    df = pd.DataFrame(recs, columns=columns("occupancy")[:6])
     busy = P.sm_busy(df).set_index("sm_id")
     assert busy.loc[0, "busy_ns"] == 25 and busy.loc[0, "blocks"] == 3
     assert busy.loc[0, "busy_fraction"] == pytest.approx(25 / 30)
@@ -220,14 +223,14 @@ def _fake_row(k, rep):
 
 
 def _build(rows):
-    return P._frame(rows, P.OVERLAP_COLUMNS, {"kind": "sweep"})
+    return frame(rows, "overlap", {"kind": "sweep"})
 
 
 def test_a_workload_raising_at_the_fifth_layout_keeps_the_first_four(tmp_path):
     calls = []
-    ck = P._Checkpoint(tmp_path / "ck.jsonl", {"workloads": ["w"]})
+    ck = R.Checkpoint(tmp_path / "ck.jsonl", {"workloads": ["w"]})
     with pytest.raises(P.MeasurementFailed) as ei:
-        P._run_layouts(_fake_layouts(), _fake_measure(calls, fail_at=5), build=_build, checkpoint=ck)
+        R.run_layouts(_fake_layouts(), _fake_measure(calls, fail_at=5), build=_build, checkpoint=ck)
     part = ei.value.partial
     assert isinstance(ei.value, gcexplore.GreenContextError)
     assert isinstance(ei.value.__cause__, RuntimeError)
@@ -243,11 +246,11 @@ def test_checkpoint_resume_measures_only_what_is_missing(tmp_path):
     path = tmp_path / "ck.jsonl"
     header = {"workloads": ["w"], "repeats": 2}
     with pytest.raises(P.MeasurementFailed):
-        P._run_layouts(_fake_layouts(), _fake_measure([], fail_at=4),
-                       build=_build, checkpoint=P._Checkpoint(path, header))
+        R.run_layouts(_fake_layouts(), _fake_measure([], fail_at=4),
+                       build=_build, checkpoint=R.Checkpoint(path, header))
     calls = []
-    rows, resumed = P._run_layouts(_fake_layouts(), _fake_measure(calls), build=_build,
-                                   checkpoint=P._Checkpoint(path, header))
+    rows, resumed = R.run_layouts(_fake_layouts(), _fake_measure(calls), build=_build,
+                                   checkpoint=R.Checkpoint(path, header))
     assert resumed == ["8+124", "16+116", "24+108"]
     assert calls == [32, 40, 48, 56, 64]
     df = _build(rows)
@@ -256,32 +259,32 @@ def test_checkpoint_resume_measures_only_what_is_missing(tmp_path):
     assert df["requested_sm_count"].dtype == "Int64"
     # a third run measures nothing
     calls.clear()
-    P._run_layouts(_fake_layouts(), _fake_measure(calls), build=_build, checkpoint=P._Checkpoint(path, header))
+    R.run_layouts(_fake_layouts(), _fake_measure(calls), build=_build, checkpoint=R.Checkpoint(path, header))
     assert calls == []
 
 
 def test_checkpoint_from_a_different_run_is_refused(tmp_path):
     path = tmp_path / "ck.jsonl"
-    P._Checkpoint(path, {"workloads": ["a", "b"], "repeats": 20}).load()
+    R.Checkpoint(path, {"workloads": ["a", "b"], "repeats": 20}).load()
     with pytest.raises(ValueError, match="different run.*repeats"):
-        P._Checkpoint(path, {"workloads": ["a", "b"], "repeats": 5}).load()
+        R.Checkpoint(path, {"workloads": ["a", "b"], "repeats": 5}).load()
 
 
 def test_checkpoint_ignores_a_torn_last_line(tmp_path):
     path = tmp_path / "ck.jsonl"
-    ck = P._Checkpoint(path, {"workloads": ["w"]})
+    ck = R.Checkpoint(path, {"workloads": ["w"]})
     ck.load()
     ck.append("8+124", [_fake_row(8, 0)])
     with open(path, "a") as f:
         f.write('{"layout": "16+116", "rows": [{"lay')
-    done = P._Checkpoint(path, {"workloads": ["w"]}).load()
+    done = R.Checkpoint(path, {"workloads": ["w"]}).load()
     assert list(done) == ["8+124"]
 
 
 def test_interrupt_keeps_rows_and_stays_a_keyboard_interrupt():
     calls = []
     with pytest.raises(KeyboardInterrupt) as ei:
-        P._run_layouts(_fake_layouts(), _fake_measure(calls, interrupt_at=3), build=_build)
+        R.run_layouts(_fake_layouts(), _fake_measure(calls, interrupt_at=3), build=_build)
     assert isinstance(ei.value, P.MeasurementInterrupted)
     assert isinstance(ei.value, gcexplore.MeasurementAborted)
     part = ei.value.partial
@@ -294,31 +297,31 @@ def test_interrupt_keeps_rows_and_stays_a_keyboard_interrupt():
 
 def test_unknown_mode_lists_the_valid_ones():
     with pytest.raises(ValueError, match="alone, concurrent, sequential, streams"):
-        P._check_modes(["alone", "parallel"])
+        check_modes(["alone", "parallel"])
     with pytest.raises(ValueError, match="valid modes"):
         gcexplore.profile_overlap({"a": lambda *, stream: None}, [24], modes=["overlapped"])
-    assert P._check_modes("alone") == ("alone",)
+    assert check_modes("alone") == ("alone",)
 
 
 def test_bad_repeats_and_warmup():
-    with pytest.raises(ValueError, match="repeats must be an int >= 1"):
+    with pytest.raises(ValueError, match=r"repeats must be an int in \[1, 100000\], got 0"):
         gcexplore.profile_overlap({"a": lambda *, stream: None}, [24], repeats=0)
-    with pytest.raises(ValueError, match="warmup must be an int >= 0"):
+    with pytest.raises(ValueError, match=r"warmup must be an int in \[0, 10000\], got -1"):
         gcexplore.sweep({"a": lambda *, stream: None}, warmup=-1)
 
 
 def test_more_workloads_than_partitions(h100_like):
     plan = gcexplore.plan_split(h100_like, [24])
-    assert P._placement(plan, 2) == 2
-    assert P._placement(plan, 1) == 1
+    P._fit(plan, 2)
+    P._fit(plan, 1)
     with pytest.raises(ValueError, match="3 workloads.*give 2 or 3 SM counts"):
-        P._placement(plan, 3)
+        P._fit(plan, 3)
     import dataclasses
 
     full = gcexplore.plan_split(dataclasses.replace(h100_like, sm_count=128), [64, 64])
     assert full.remainder == 0
     with pytest.raises(ValueError, match="no remainder"):
-        P._placement(full, 3)
+        P._fit(full, 3)
 
 
 def test_sweep_sizes_cover_every_valid_size_and_refuse_others(h100_like):
@@ -358,8 +361,9 @@ def test_as_workloads_names_and_duplicates():
     def f(*, stream):
         return None
 
-    ws = W.as_workloads({"x": f, "y": W.Workload("z", f, flops=1.0)})
+    ws, made = W.as_workloads({"x": f, "y": W.Workload("z", f, flops=1.0)})
     assert [w.name for w in ws] == ["x", "y"] and ws[1].flops == 1.0
+    assert made == []  # nothing was built from a name, so nothing for the caller to close
     with pytest.raises(ValueError, match="unique"):
         W.as_workloads([f, f])
     with pytest.raises(ValueError, match="no workloads"):

@@ -49,9 +49,9 @@ def test_graphs_and_l2_flush_paths_time_the_same_kernel():
 
 
 def test_profiling_restores_the_current_context():
-    before = int(api._current_context())
+    before = int(api.current_context())
     gcexplore.profile_overlap({"spin": W.spin(20.0)}, [8], repeats=2, warmup=1, modes=["concurrent"])
-    assert int(api._current_context()) == before
+    assert int(api.current_context()) == before
 
 
 def test_occupancy_blocks_ran_on_their_partitions_sms(info):

@@ -10,6 +10,7 @@ import pytest
 import _synthetic as S
 import gcexplore
 from gcexplore import profile as P
+from gcexplore.schema import columns
 from gcexplore import results as R
 
 FRAMES = {
@@ -110,7 +111,7 @@ def test_chrome_trace_of_occupancy(tmp_path):
 
 def test_chrome_trace_overlapping_blocks_get_extra_slots(tmp_path):
     df = pd.DataFrame([("p0", "a", 3, 0, 0, 100), ("p0", "a", 3, 1, 50, 150), ("p0", "a", 3, 2, 120, 200)],
-                      columns=P.OCCUPANCY_COLUMNS)
+                      columns=columns("occupancy")[:6])
     xs = _slices(json.loads(R.to_chrome_trace(df, tmp_path / "t.json").read_text()))
     assert sorted(e["tid"] for e in xs) == [3 * 64, 3 * 64, 3 * 64 + 1]
 

@@ -14,6 +14,7 @@ import pytest
 
 import _synthetic as S
 import gcexplore
+from gcexplore import _widget_base as WB
 from gcexplore import widgets as GW
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -210,7 +211,7 @@ def test_live_sliders_stop_only_on_valid_sizes(fake_gpu, h100_like):
     assert list(ex.sliders[0].options) == list(range(8, 125, 8))  # leaves >= 8 SMs
     assert ex.sliders[0].value == 24
     assert [p.value for p in ex.workload_pickers] == ["compute", "memory"]
-    assert set(GW._with_builtins({})) <= set(ex.workload_pickers[0].options)
+    assert set(WB.with_builtins({})) <= set(ex.workload_pickers[0].options)
     assert ex.redraws["throughput"] == 0 and fake_gpu == []  # nothing measured yet
     ex.sliders[0].value = 64
     assert fake_gpu == [] and "68 SMs" in ex.remainder_label.value
@@ -274,12 +275,12 @@ def test_live_user_callable_without_occupancy_says_why(fake_gpu):
 
 def test_workload_catalog_checks_its_input():
     with pytest.raises(ValueError, match="give the workload .* a name"):
-        GW._catalog([lambda stream: None, "memory"])
+        WB.catalog([lambda stream: None, "memory"])
     with pytest.raises(TypeError, match="must be a mapping"):
-        GW._catalog("compute")
+        WB.catalog("compute")
     with pytest.raises(TypeError, match="must be callable as fn"):
-        GW._catalog({"a": 3})
-    assert GW._unique(["compute", "compute"], {"compute": "compute"}) == {
+        WB.catalog({"a": 3})
+    assert WB.unique_names(["compute", "compute"], {"compute": "compute"}) == {
         "compute": "compute", "compute#2": "compute"}
 
 

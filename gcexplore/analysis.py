@@ -1,0 +1,526 @@
+"""Every number derived from a result, computed here and only here (pure pandas, no GPU).
+
+Statistics of raw samples (:func:`stats`), makespans per layout and mode, the summary
+of every result kind (:func:`summarize`), the per-layout table (:func:`layout_table`),
+the best split (:func:`best_split`), speedups, the lower bound and efficiency, parallel
+efficiency of scaling results, per-SM busy fractions (:func:`sm_busy`), and the small
+facts front ends need (which workload ran where, which rate a workload is shown in).
+Plots, widgets, the demo and the command line call these and compute none of them.
+
+Results of several runs (``pd.concat`` of two sweeps, from two cards, say) are
+summarized per run: the summary carries ``device_name`` and ``run_id``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from .schema import MODES, columns, kind_of, sorted_partitions
+
+__all__ = [
+    "NOISY_FRACTION",
+    "best_layout",
+    "best_split",
+    "layout_table",
+    "lower_bound",
+    "makespan_stats",
+    "occupancy_layout",
+    "placement",
+    "quantiles",
+    "rates",
+    "require_one_run",
+    "runs",
+    "sm_busy",
+    "stats",
+    "summarize",
+    "workload_order",
+]
+
+#: A configuration is flagged noisy when its IQR exceeds this fraction of its median.
+NOISY_FRACTION = 0.10
+
+STAT_COLUMNS = ["reps", "median_ms", "p10_ms", "p90_ms", "iqr_ms", "noisy"]
+OVERLAP_SUMMARY_COLUMNS = [
+    "layout", "split_sm_count", "mode", "workload", "partition", "sm_count", "requested_sm_count",
+    *STAT_COLUMNS, "makespan_median_ms", "throughput_tflops", "bandwidth_gbs", "speedup_vs_sequential",
+    "speedup_vs_streams", "slowdown_vs_alone", "lower_bound_ms", "efficiency", "device_name", "run_id",
+]
+LAYOUT_TABLE_COLUMNS = [
+    "layout", "split_sm_count", *(f"{m}_ms" for m in MODES if m != "alone"),
+    "speedup_vs_sequential", "speedup_vs_streams", "lower_bound_ms", "efficiency",
+]
+
+
+# --------------------------------------------------------------------------- basics
+
+
+def _finite(values) -> np.ndarray:
+    v = np.asarray(values, dtype=float)
+    return v[np.isfinite(v)]
+
+
+def stats(values) -> dict:
+    """Count, median, p10, p90, IQR and the noisy flag of raw samples in ms (NaN ignored)."""
+    v = _finite(values)
+    if v.size == 0:
+        return {"reps": 0, "median_ms": math.nan, "p10_ms": math.nan, "p90_ms": math.nan,
+                "iqr_ms": math.nan, "noisy": False}
+    q10, q25, q50, q75, q90 = np.percentile(v, [10, 25, 50, 75, 90])
+    iqr = float(q75 - q25)
+    return {"reps": int(v.size), "median_ms": float(q50), "p10_ms": float(q10), "p90_ms": float(q90),
+            "iqr_ms": iqr, "noisy": bool(iqr > NOISY_FRACTION * q50)}
+
+
+def quantiles(values) -> tuple[float, float, float]:
+    """(median, p10, p90) of raw samples; NaNs when there are none."""
+    s = stats(values)
+    return s["median_ms"], s["p10_ms"], s["p90_ms"]
+
+
+def _nanmedian(values) -> float:
+    v = _finite(values)
+    return float(np.median(v)) if v.size else math.nan
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if (b > 0 and math.isfinite(a)) else math.nan
+
+
+def runs(df: pd.DataFrame) -> list[str]:
+    """The run ids in a result (one for a single run; none for frames without identity)."""
+    return list(dict.fromkeys(df["run_id"])) if "run_id" in df.columns else []
+
+
+def require_one_run(df: pd.DataFrame, where: str) -> None:
+    """ValueError when ``df`` holds rows of several runs (pick one first)."""
+    ids = runs(df)
+    if len(ids) > 1:
+        cards = df.drop_duplicates("run_id")
+        what = ", ".join(f"{r} ({d})" for r, d in zip(cards["run_id"], cards.get("device_name", cards["run_id"])))
+        raise ValueError(f"{where} draws one run, but these rows hold {len(ids)} runs: {what}; "
+                         "select one, e.g. df[df.run_id == ...], or summarize(df) to compare them")
+
+
+def _per_run(df: pd.DataFrame, one) -> pd.DataFrame:
+    ids = runs(df)
+    if len(ids) <= 1:
+        return one(df)
+    parts = [one(df[df["run_id"] == r]) for r in ids]
+    out = pd.concat(parts, ignore_index=True)
+    out.attrs.update(parts[0].attrs)
+    return out
+
+
+def _identity(df: pd.DataFrame) -> dict:
+    if "run_id" in df.columns and len(df):
+        return {"device_name": str(df["device_name"].iloc[0]) if "device_name" in df.columns else "",
+                "run_id": str(df["run_id"].iloc[0])}
+    return {"device_name": str(df.attrs.get("device_name", "")), "run_id": str(df.attrs.get("run_id", ""))}
+
+
+def _require_columns(df: pd.DataFrame, needed, where: str) -> None:
+    missing = [c for c in needed if c not in df.columns]
+    if missing:
+        raise ValueError(f"{where} needs columns {missing}, which this DataFrame lacks "
+                         f"(it has {list(df.columns)})")
+
+
+# ------------------------------------------------------------------------ makespans
+
+
+def _rep_makespans(df: pd.DataFrame, mode: str | None = None) -> pd.DataFrame:
+    """One makespan per (layout, mode, rep): every workload row of a repetition repeats it."""
+    sel = df if mode is None else df[df["mode"] == mode]
+    keys = ["layout", "split_sm_count", "mode", "rep"]
+    return sel.groupby(keys, sort=False)["makespan_ms"].max().reset_index()
+
+
+def makespan_stats(df: pd.DataFrame, mode: str) -> pd.DataFrame:
+    """Per layout, the median, p10 and p90 makespan of ``mode`` over repetitions.
+
+    Returns columns ``layout``, ``split_sm_count``, ``median_ms``, ``p10_ms``,
+    ``p90_ms``, ``reps``, sorted by ``split_sm_count``.
+    """
+    per_rep = _rep_makespans(df, mode)
+    rows = []
+    for (layout, k), g in per_rep.groupby(["layout", "split_sm_count"], sort=False):
+        s = stats(g["makespan_ms"])
+        rows.append({"layout": layout, "split_sm_count": int(k), "median_ms": s["median_ms"],
+                     "p10_ms": s["p10_ms"], "p90_ms": s["p90_ms"], "reps": s["reps"]})
+    out = pd.DataFrame(rows, columns=["layout", "split_sm_count", "median_ms", "p10_ms", "p90_ms", "reps"])
+    return out.sort_values("split_sm_count", kind="stable").reset_index(drop=True)
+
+
+def _makespan_medians(df: pd.DataFrame) -> dict[tuple[str, str], float]:
+    per_rep = _rep_makespans(df)
+    return {(lay, mode): _nanmedian(g["makespan_ms"])
+            for (lay, mode), g in per_rep.groupby(["layout", "mode"], sort=False)}
+
+
+# ------------------------------------------------------------------------ summarize
+
+
+def summarize(df: pd.DataFrame) -> pd.DataFrame:
+    """Medians and spread from the raw samples, with the derived comparisons.
+
+    Dispatches on the result's kind (``df.attrs["kind"]``, else its columns). Rows of
+    several runs are summarized per run (``device_name`` and ``run_id`` columns).
+
+    Overlap and sweep results: one row per (layout, mode, workload), columns
+    ``layout``, ``split_sm_count``, ``mode``, ``workload``, ``partition``, ``sm_count``,
+    ``requested_sm_count``, ``reps``, ``median_ms``, ``p10_ms``, ``p90_ms``, ``iqr_ms``
+    (of ``duration_ms``), ``noisy`` (IQR > 10% of the median), ``makespan_median_ms``
+    (median over repetitions of the mode's makespan), ``throughput_tflops`` and
+    ``bandwidth_gbs`` (medians), and per layout (the same on all its rows):
+
+    - ``speedup_vs_sequential``: sequential makespan / concurrent makespan (medians);
+    - ``speedup_vs_streams``: streams makespan / concurrent makespan;
+    - ``slowdown_vs_alone``: the workload's concurrent median / its alone median on
+      the same partition (per workload);
+    - ``lower_bound_ms``: see :func:`lower_bound`; NaN without ``sequential`` rows;
+    - ``efficiency``: ``lower_bound_ms`` / concurrent makespan median (1.0 is ideal).
+
+    Scaling results: one row per (workload, sm_count) with the same statistics plus
+    ``speedup`` (median at the smallest size / median here) and
+    ``parallel_efficiency`` (speedup / (sm_count / smallest sm_count)).
+
+    Isolation results: one row per (scenario, role, workload) with the statistics,
+    ``sm_count`` and ``slowdown_vs_alone`` (median / the same role's ``alone`` median).
+
+    Occupancy results: :func:`sm_busy`.
+    """
+    if not isinstance(df, pd.DataFrame):
+        raise TypeError(f"summarize needs a result DataFrame, got {type(df).__name__}")
+    kind = kind_of(df)
+    one = {"overlap": _summarize_overlap, "sweep": _summarize_overlap, "scaling": _summarize_scaling,
+           "isolation": _summarize_isolation, "occupancy": sm_busy}[kind]
+    return _per_run(df, one)
+
+
+def _summarize_overlap(df: pd.DataFrame) -> pd.DataFrame:
+    _require_columns(df, ["layout", "split_sm_count", "mode", "rep", "workload", "partition",
+                          "sm_count", "duration_ms", "makespan_ms"], "summarize")
+    if df.empty:
+        out = pd.DataFrame(columns=OVERLAP_SUMMARY_COLUMNS)
+        out.attrs.update(df.attrs)
+        return out
+    makespan = _makespan_medians(df)
+    rows = []
+    for (layout, mode, workload), g in df.groupby(["layout", "mode", "workload"], sort=False):
+        first = g.iloc[0]
+        row = {"layout": layout, "split_sm_count": int(first["split_sm_count"]), "mode": mode,
+               "workload": workload, "partition": first["partition"], "sm_count": int(first["sm_count"]),
+               "requested_sm_count": first.get("requested_sm_count", pd.NA)}
+        row.update(stats(g["duration_ms"]))
+        row["makespan_median_ms"] = makespan.get((layout, mode), math.nan)
+        for col in ("throughput_tflops", "bandwidth_gbs", "flops", "bytes"):
+            row[col] = _nanmedian(g[col]) if col in g else math.nan
+        rows.append(row)
+    s = pd.DataFrame(rows)
+    seq = s[s["mode"] == "sequential"]
+    peak_f = np.nanmax([*seq["throughput_tflops"].tolist(), _num(df.attrs.get("peak_tflops")), -1.0])
+    peak_b = np.nanmax([*seq["bandwidth_gbs"].tolist(), _num(df.attrs.get("peak_bandwidth_gbs")), -1.0])
+    per_layout = {}
+    for layout, g in s.groupby("layout", sort=False):
+        conc = makespan.get((layout, "concurrent"), math.nan)
+        lb = lower_bound(g[g["mode"] == "sequential"], peak_f, peak_b)
+        per_layout[layout] = {
+            "speedup_vs_sequential": _ratio(makespan.get((layout, "sequential"), math.nan), conc),
+            "speedup_vs_streams": _ratio(makespan.get((layout, "streams"), math.nan), conc),
+            "lower_bound_ms": lb,
+            "efficiency": _ratio(lb, conc),
+        }
+    for col in ("speedup_vs_sequential", "speedup_vs_streams", "lower_bound_ms", "efficiency"):
+        s[col] = [per_layout[lay][col] for lay in s["layout"]]
+    med = {(r.layout, r.mode, r.workload): r.median_ms for r in s.itertuples()}
+    s["slowdown_vs_alone"] = [_ratio(med.get((r.layout, "concurrent", r.workload), math.nan),
+                                     med.get((r.layout, "alone", r.workload), math.nan))
+                              for r in s.itertuples()]
+    s = s.assign(**_identity(df))
+    s = s[OVERLAP_SUMMARY_COLUMNS].reset_index(drop=True)
+    s["requested_sm_count"] = pd.array([None if pd.isna(v) else int(v) for v in s["requested_sm_count"]],
+                                       dtype="Int64")
+    s.attrs.update(df.attrs)
+    s.attrs["summary_of"] = df.attrs.get("kind", "overlap")
+    return s
+
+
+def _num(v) -> float:
+    try:
+        return math.nan if v is None else float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def lower_bound(seq_rows: pd.DataFrame, peak_tflops: float, peak_gbs: float) -> float:
+    """A makespan bound from the ``sequential`` summary rows of one layout, in ms.
+
+    The largest of (a) the slowest workload alone on the whole device, (b) the
+    workloads' declared FLOPs together at the peak FLOP rate, (c) their declared bytes
+    together at the peak bandwidth. The peaks are the highest median rates any workload
+    reached on the whole device in the result (or ``attrs["peak_tflops"]`` /
+    ``attrs["peak_bandwidth_gbs"]`` if higher).
+    """
+    if seq_rows.empty:
+        return math.nan
+    terms = [float(seq_rows["median_ms"].max())]
+    flops = seq_rows["flops"].dropna()
+    if len(flops) and peak_tflops > 0:
+        terms.append(float(flops.sum()) / (peak_tflops * 1e12) * 1e3)
+    nbytes = seq_rows["bytes"].dropna()
+    if len(nbytes) and peak_gbs > 0:
+        terms.append(float(nbytes.sum()) / (peak_gbs * 1e9) * 1e3)
+    return max(terms)
+
+
+def _summary_of(df: pd.DataFrame) -> pd.DataFrame:
+    return df if "median_ms" in df.columns else summarize(df)
+
+
+def layout_table(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per layout: median makespan per mode and the derived comparisons.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        An overlap or sweep result, or its :func:`summarize`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``layout``, ``split_sm_count``, ``concurrent_ms``, ``sequential_ms``,
+        ``streams_ms`` (median makespans), ``speedup_vs_sequential``,
+        ``speedup_vs_streams``, ``lower_bound_ms``, ``efficiency``; sorted by
+        ``split_sm_count``.
+    """
+    s = _summary_of(df)
+    rows = []
+    for layout, g in s.groupby("layout", sort=False):
+        ms = g.drop_duplicates("mode").set_index("mode")["makespan_median_ms"]
+        first = g.iloc[0]
+        row = {"layout": layout, "split_sm_count": int(first["split_sm_count"])}
+        for col in LAYOUT_TABLE_COLUMNS[2:]:
+            mode = col[:-3]
+            row[col] = float(ms.get(mode, math.nan)) if col.endswith("_ms") and mode in MODES \
+                else float(first[col])
+        rows.append(row)
+    out = pd.DataFrame(rows, columns=LAYOUT_TABLE_COLUMNS)
+    return out.sort_values("split_sm_count", kind="stable").reset_index(drop=True)
+
+
+def best_split(df: pd.DataFrame) -> pd.Series:
+    """The layout with the lowest median concurrent makespan.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        A :func:`~gcexplore.sweep` or :func:`~gcexplore.profile_overlap` result (one
+        run), or its :func:`summarize`.
+
+    Returns
+    -------
+    pandas.Series
+        Named by the layout, with the columns of :func:`layout_table`.
+
+    Raises
+    ------
+    ValueError
+        No ``concurrent`` rows, no finite concurrent makespan, or rows of several runs.
+    """
+    require_one_run(df, "best_split")
+    s = _summary_of(df)
+    if "mode" not in s.columns or not (s["mode"] == "concurrent").any():
+        modes = sorted(set(s["mode"])) if "mode" in s.columns else []
+        raise ValueError(f"best_split needs 'concurrent' rows from sweep() or profile_overlap(); "
+                         f"this result has modes {modes}")
+    table = layout_table(s)
+    table = table[np.isfinite(table["concurrent_ms"].to_numpy(dtype=float))]
+    if table.empty:
+        raise ValueError("best_split: no layout has a finite concurrent makespan")
+    best = table.loc[table["concurrent_ms"].idxmin()]
+    best.name = best["layout"]
+    return best
+
+
+def best_layout(df: pd.DataFrame) -> str:
+    """The label of :func:`best_split`'s layout."""
+    return str(best_split(df)["layout"])
+
+
+# ---------------------------------------------------------------- scaling, isolation
+
+
+def _summarize_scaling(df: pd.DataFrame) -> pd.DataFrame:
+    _require_columns(df, columns("scaling")[:5], "summarize (scaling)")
+    rows = []
+    for (workload, sm), g in df.groupby(["workload", "sm_count"], sort=True):
+        row = {"workload": workload, "sm_count": int(sm), "requested_sm_count": g["requested_sm_count"].iloc[0]}
+        row.update(stats(g["duration_ms"]))
+        for col in ("throughput_tflops", "bandwidth_gbs"):
+            row[col] = _nanmedian(g[col]) if col in g else math.nan
+        rows.append(row)
+    s = pd.DataFrame(rows)
+    sp, eff = [], []
+    for r in s.itertuples():
+        g = s[s["workload"] == r.workload]
+        base = g.loc[g["sm_count"].idxmin()]
+        sp.append(_ratio(base["median_ms"], r.median_ms))
+        eff.append(sp[-1] / (r.sm_count / base["sm_count"]))
+    s["speedup"] = sp
+    s["parallel_efficiency"] = eff
+    s["requested_sm_count"] = pd.array([None if pd.isna(v) else int(v) for v in s["requested_sm_count"]],
+                                       dtype="Int64")
+    s = s.assign(**_identity(df))
+    s.attrs.update(df.attrs)
+    s.attrs["summary_of"] = "scaling"
+    return s
+
+
+def _summarize_isolation(df: pd.DataFrame) -> pd.DataFrame:
+    _require_columns(df, columns("isolation")[:6], "summarize (isolation)")
+    rows = []
+    for (scenario, role, workload), g in df.groupby(["scenario", "role", "workload"], sort=False):
+        row = {"scenario": scenario, "role": role, "workload": workload, "sm_count": int(g["sm_count"].iloc[0])}
+        row.update(stats(g["duration_ms"]))
+        rows.append(row)
+    s = pd.DataFrame(rows)
+    alone = {(r.role, r.workload): r.median_ms for r in s.itertuples() if r.scenario == "alone"}
+    s["slowdown_vs_alone"] = [_ratio(r.median_ms, alone.get((r.role, r.workload), math.nan))
+                              for r in s.itertuples()]
+    s = s.assign(**_identity(df))
+    s.attrs.update(df.attrs)
+    s.attrs["summary_of"] = "isolation"
+    return s
+
+
+# ------------------------------------------------------------------------ occupancy
+
+
+def _union_length(intervals) -> int:
+    busy, cur_s, cur_e = 0, None, None
+    for s0, e0 in sorted(intervals):
+        if cur_e is None or s0 > cur_e:
+            if cur_e is not None:
+                busy += cur_e - cur_s
+            cur_s, cur_e = s0, e0
+        else:
+            cur_e = max(cur_e, e0)
+    return busy + (cur_e - cur_s if cur_e is not None else 0)
+
+
+def sm_busy(df: pd.DataFrame) -> pd.DataFrame:
+    """Per-SM busy fractions from :func:`~gcexplore.occupancy` records.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (sm_id, partition, workload), sorted by ``sm_id``: ``sm_id`` (int),
+        ``partition`` (str), ``workload`` (str), ``blocks`` (int: blocks that ran there),
+        ``busy_ns`` (int: length of the union of those blocks' intervals),
+        ``busy_fraction`` (float: ``busy_ns`` over the run's span, earliest block start
+        to latest block end).
+    """
+    _require_columns(df, columns("occupancy")[:6], "sm_busy")
+    cols = ["sm_id", "partition", "workload", "blocks", "busy_ns", "busy_fraction"]
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    span = int(df["end_ns"].max() - df["start_ns"].min())
+    rows = []
+    for (sm, part, wl), g in df.groupby(["sm_id", "partition", "workload"], sort=True):
+        iv = list(zip(g["start_ns"].astype("int64"), g["end_ns"].astype("int64")))
+        busy = _union_length(iv)
+        rows.append({"sm_id": int(sm), "partition": part, "workload": wl, "blocks": len(iv),
+                     "busy_ns": int(busy), "busy_fraction": busy / span if span > 0 else math.nan})
+    out = pd.DataFrame(rows, columns=cols)
+    out.attrs.update(df.attrs)
+    out.attrs["summary_of"] = "occupancy"
+    return out
+
+
+def occupancy_layout(occupancy: pd.DataFrame) -> str:
+    """The layout label (e.g. ``"24+108"``) an occupancy run was measured at.
+
+    ``occupancy.attrs["layout"]`` when the profiler stored it, else the number of
+    distinct SMs each partition's blocks ran on (p0, p1, ..., remainder).
+    """
+    if occupancy.attrs.get("layout"):
+        return str(occupancy.attrs["layout"])
+    counts = occupancy.groupby("partition")["sm_id"].nunique()
+    return "+".join(str(int(counts[p])) for p in sorted_partitions(counts.index))
+
+
+# ---------------------------------------------------------------- facts for display
+
+
+def placement(df: pd.DataFrame) -> list[tuple[str, str]]:
+    """(partition, workload) of an overlap result's concurrent rows, p0 first, remainder last."""
+    conc = df[df["mode"] == "concurrent"].drop_duplicates("partition")
+    if conc.empty:
+        raise ValueError("these results have no 'concurrent' rows; pass results of "
+                         "gcexplore.profile_overlap() or gcexplore.sweep()")
+    order = {p: i for i, p in enumerate(sorted_partitions(conc["partition"]))}
+    return sorted(zip(conc["partition"], conc["workload"]), key=lambda pw: order[pw[0]])
+
+
+def workload_order(df: pd.DataFrame) -> list[str]:
+    """Workload names in partition order (from the concurrent rows when there are any)."""
+    try:
+        return list(dict.fromkeys(w for _, w in placement(df)))
+    except ValueError:
+        return list(dict.fromkeys(df["workload"]))
+
+
+#: Rate columns a workload can be shown in, with their labels.
+RATES = {
+    "throughput_tflops": "throughput (TFLOP/s)",
+    "bandwidth_gbs": "bandwidth (GB/s)",
+    "calls_per_s": "calls per second (no declared work)",
+    "duration_ms": "duration (ms)",
+}
+
+
+def rates(rows: pd.DataFrame, metric: str = "auto") -> tuple[pd.Series, str]:
+    """Per-row values of the rate ``metric`` and the metric used.
+
+    ``"auto"`` picks what the workload declared: TFLOP/s for FLOPs, GB/s for bytes
+    (GB/s also when both are declared at under 1 FLOP per byte, where every GPU is
+    bandwidth-bound), else calls per second (1 / duration).
+    """
+    if metric == "auto":
+        has = {c: c in rows and rows[c].notna().any() for c in ("throughput_tflops", "bandwidth_gbs")}
+        order = ("throughput_tflops", "bandwidth_gbs")
+        if all(has.values()) and "flops" in rows and "bytes" in rows:
+            if float((rows["flops"] / rows["bytes"]).median()) < 1.0:
+                order = ("bandwidth_gbs", "throughput_tflops")
+        metric = next((c for c in order if has[c]), "calls_per_s")
+    if metric == "calls_per_s":
+        return 1e3 / rows["duration_ms"], metric
+    if metric not in RATES or metric not in rows:
+        raise ValueError(f"metric {metric!r} is not available; use 'auto' or one of {', '.join(RATES)}")
+    return rows[metric], metric
+
+
+def baseline_ms(df: pd.DataFrame, mode: str) -> float:
+    """Median makespan of a mode that runs on the whole device (``sequential``, ``streams``)
+    over every repetition of every layout: the split does not change it."""
+    per_rep = _rep_makespans(df, mode)
+    return stats(per_rep["makespan_ms"])["median_ms"]
+
+
+def rate_quantiles(rows: pd.DataFrame, metric: str, by: str) -> pd.DataFrame:
+    """Median, p10 and p90 of a rate (see :func:`rates`) per value of ``by``, sorted by it."""
+    values, _ = rates(rows, metric)
+    out = []
+    for key, v in values.groupby(rows[by], sort=True):
+        med, lo, hi = quantiles(v)
+        out.append({by: key, "median": med, "p10": lo, "p90": hi})
+    return pd.DataFrame(out, columns=[by, "median", "p10", "p90"])
+
+
+def modes_in(df: pd.DataFrame) -> list[str]:
+    """The modes of a result in schema order, then any other modes in the order met."""
+    present = list(dict.fromkeys(df["mode"]))
+    return [m for m in MODES if m in present] + [m for m in present if m not in MODES]

@@ -1,0 +1,122 @@
+"""The built-in CUDA kernels: their source, compiled once per architecture with NVRTC.
+
+Each kernel can record, per block, the SM it ran on (``%smid``) and its start and end
+(``%globaltimer``) when given a record buffer (see :class:`gcexplore.workloads.Recorder`).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+__all__ = ["KERNEL_NAMES", "REC_WORDS", "SOURCE", "builtin_kernel"]
+
+# Each instrumented block writes 3 x u64: smid, start, end (%globaltimer, ns).
+REC_WORDS = 3
+
+SOURCE = r"""
+#define GCX_REC_BEGIN                                                          \
+    unsigned long long gcx_t0 = 0;                                             \
+    if (rec != 0 && threadIdx.x == 0) {                                        \
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(gcx_t0));             \
+    }
+#define GCX_REC_END                                                            \
+    if (rec != 0) {                                                            \
+        __syncthreads();                                                       \
+        if (threadIdx.x == 0) {                                                \
+            unsigned int smid; unsigned long long t1;                          \
+            asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));                  \
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));             \
+            unsigned long long* r = rec + 3ull * blockIdx.x;                   \
+            r[0] = smid; r[1] = gcx_t0; r[2] = t1;                             \
+        }                                                                      \
+    }
+
+// Compute-bound: 8 independent FMA chains per thread (2 FLOPs per FMA).
+extern "C" __global__ void gcx_fma(float* __restrict__ out, int iters, float a, float b,
+                                   unsigned long long* rec) {
+    GCX_REC_BEGIN
+    float x0 = threadIdx.x * 1e-6f, x1 = x0 + 0.1f, x2 = x0 + 0.2f, x3 = x0 + 0.3f;
+    float x4 = x0 + 0.4f, x5 = x0 + 0.5f, x6 = x0 + 0.6f, x7 = x0 + 0.7f;
+    #pragma unroll 4
+    for (int i = 0; i < iters; ++i) {
+        x0 = fmaf(x0, a, b); x1 = fmaf(x1, a, b); x2 = fmaf(x2, a, b); x3 = fmaf(x3, a, b);
+        x4 = fmaf(x4, a, b); x5 = fmaf(x5, a, b); x6 = fmaf(x6, a, b); x7 = fmaf(x7, a, b);
+    }
+    out[(unsigned long long)blockIdx.x * blockDim.x + threadIdx.x] =
+        x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7;
+    GCX_REC_END
+}
+
+// Memory-bound triad a = b + s * c over float4; each block streams one contiguous chunk.
+extern "C" __global__ void gcx_triad(float4* __restrict__ a, const float4* __restrict__ b,
+                                     const float4* __restrict__ c, float s,
+                                     unsigned long long n4, int per_thread,
+                                     unsigned long long* rec) {
+    GCX_REC_BEGIN
+    unsigned long long base = (unsigned long long)blockIdx.x * blockDim.x * per_thread + threadIdx.x;
+    #pragma unroll 4
+    for (int k = 0; k < per_thread; ++k) {
+        unsigned long long i = base + (unsigned long long)k * blockDim.x;
+        if (i < n4) {
+            float4 x = b[i], y = c[i];
+            a[i] = make_float4(x.x + s * y.x, x.y + s * y.y, x.z + s * y.z, x.w + s * y.w);
+        }
+    }
+    GCX_REC_END
+}
+
+// Memory-bound copy dst = src over float4.
+extern "C" __global__ void gcx_copy(float4* __restrict__ dst, const float4* __restrict__ src,
+                                    unsigned long long n4, int per_thread,
+                                    unsigned long long* rec) {
+    GCX_REC_BEGIN
+    unsigned long long base = (unsigned long long)blockIdx.x * blockDim.x * per_thread + threadIdx.x;
+    #pragma unroll 4
+    for (int k = 0; k < per_thread; ++k) {
+        unsigned long long i = base + (unsigned long long)k * blockDim.x;
+        if (i < n4) dst[i] = src[i];
+    }
+    GCX_REC_END
+}
+
+// Spins until %globaltimer has advanced by ns; thread 0 of each block records its span.
+extern "C" __global__ void gcx_spin(unsigned long long ns, unsigned long long* rec) {
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
+    if (rec != 0 && threadIdx.x == 0) {
+        unsigned int smid;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+        unsigned long long* r = rec + 3ull * blockIdx.x;
+        r[0] = smid; r[1] = t0; r[2] = t;
+    }
+}
+"""
+
+KERNEL_NAMES = ("gcx_fma", "gcx_triad", "gcx_copy", "gcx_spin")
+_kernels: dict[str, dict[str, Any]] = {}
+_kernels_lock = threading.Lock()
+
+
+def _arch(dev) -> str:
+    cc = dev.compute_capability
+    return f"sm_{cc[0]}{cc[1]}"
+
+
+def builtin_kernel(dev, name: str):
+    """The built-in kernel ``name`` for ``dev``'s architecture (compiled once, cached)."""
+    from cuda.core import Program, ProgramOptions
+
+    arch = _arch(dev)
+    with _kernels_lock:
+        if arch not in _kernels:
+            prog = Program(SOURCE, code_type="c++", options=ProgramOptions(arch=arch, std="c++17"))
+            try:
+                obj = prog.compile("cubin")
+            finally:
+                prog.close()
+            _kernels[arch] = {k: obj.get_kernel(k) for k in KERNEL_NAMES}
+        return _kernels[arch][name]
+
+

@@ -1,0 +1,285 @@
+"""The result schema and the measurement options, named once for every layer.
+
+- :data:`MODES` / :data:`SCENARIOS`: what an overlap and an isolation result measure,
+  with one line of description each (plots and widgets label from these).
+- :data:`COLUMNS`: the columns of every result kind, in order, with their dtypes.
+  :func:`frame` builds a result from records; :func:`conform` repairs the dtypes of a
+  result that went through CSV or ``pd.concat``.
+- :class:`Options`: the measurement options (repetitions, warm-up, modes, L2 flush,
+  CUDA graphs, rounding), frozen and checked when built; every experiment, the
+  checkpoint header, the metadata and the command line use it.
+
+Every result carries its identity in columns (``device_name``, ``run_id``), so results
+of several cards or runs put together with ``pd.concat`` stay apart (``df.attrs`` is
+dropped by concat when it differs).
+
+Imports nothing heavy: pandas is loaded inside the functions that build frames.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import uuid
+from collections.abc import Sequence
+
+from ._checks import as_count, as_int
+
+__all__ = [
+    "COLUMNS",
+    "IDENTITY_COLUMNS",
+    "KINDS",
+    "MODES",
+    "MODE_DESCRIPTIONS",
+    "Options",
+    "ROUNDINGS",
+    "SCENARIOS",
+    "SCENARIO_DESCRIPTIONS",
+    "check_modes",
+    "columns",
+    "conform",
+    "frame",
+    "kind_of",
+    "new_run_id",
+    "layout_key",
+    "parse_layout",
+    "partition_key",
+    "sorted_partitions",
+]
+
+#: Overlap modes, in the order they are measured and drawn.
+MODE_DESCRIPTIONS = {
+    "alone": "alone on its partition",
+    "concurrent": "concurrent (partitioned)",
+    "sequential": "sequential (whole device)",
+    "streams": "plain streams (whole device)",
+}
+MODES = tuple(MODE_DESCRIPTIONS)
+
+#: Isolation scenarios, in order.
+SCENARIO_DESCRIPTIONS = {
+    "alone": "alone",
+    "streams": "next to background, plain streams",
+    "partitioned": "next to background, own partition",
+}
+SCENARIOS = tuple(SCENARIO_DESCRIPTIONS)
+
+ROUNDINGS = ("up", "down", "exact")
+
+#: Identity of the card and the run, in every result's columns (last).
+IDENTITY_COLUMNS = {"device_name": "str", "run_id": "str"}
+
+_OVERLAP = {
+    "layout": "str", "split_sm_count": "int64", "mode": "str", "rep": "int64", "workload": "str",
+    "partition": "str", "sm_count": "int64", "requested_sm_count": "Int64", "start_ms": "float64",
+    "duration_ms": "float64", "makespan_ms": "float64", "flops": "float64", "bytes": "float64",
+    "throughput_tflops": "float64", "bandwidth_gbs": "float64", "sm_clock_mhz_before": "float64",
+    "power_w_before": "float64", "sm_clock_mhz": "float64", "power_w": "float64",
+}
+_SCALING = {
+    "workload": "str", "sm_count": "int64", "requested_sm_count": "Int64", "rep": "int64",
+    "duration_ms": "float64", "flops": "float64", "bytes": "float64",
+    "throughput_tflops": "float64", "bandwidth_gbs": "float64",
+}
+_ISOLATION = {"scenario": "str", "role": "str", "workload": "str", "rep": "int64", "sm_count": "int64",
+              "duration_ms": "float64"}
+_OCCUPANCY = {"partition": "str", "workload": "str", "sm_id": "int64", "block": "int64",
+              "start_ns": "int64", "end_ns": "int64"}
+
+#: Columns (name -> dtype, in order) of each result kind.
+COLUMNS = {
+    "overlap": {**_OVERLAP, **IDENTITY_COLUMNS},
+    "sweep": {**_OVERLAP, **IDENTITY_COLUMNS},
+    "scaling": {**_SCALING, **IDENTITY_COLUMNS},
+    "isolation": {**_ISOLATION, **IDENTITY_COLUMNS},
+    "occupancy": {**_OCCUPANCY, **IDENTITY_COLUMNS},
+}
+KINDS = tuple(COLUMNS)
+
+# Columns that tell a kind apart when attrs["kind"] is gone (e.g. after pd.concat).
+_SIGNATURE = (("overlap", "mode"), ("isolation", "scenario"), ("occupancy", "sm_id"),
+              ("scaling", "sm_count"))
+
+
+def columns(kind: str) -> list[str]:
+    """Column names of ``kind`` in order."""
+    return list(_columns_of(kind))
+
+
+def _columns_of(kind: str) -> dict[str, str]:
+    if kind not in COLUMNS:
+        raise ValueError(f"unknown result kind {kind!r}; kinds are {', '.join(KINDS)}")
+    return COLUMNS[kind]
+
+
+def kind_of(df) -> str:
+    """The kind of a result: ``df.attrs["kind"]``, else told from its columns.
+
+    Raises
+    ------
+    ValueError
+        Neither names a kind this package produces.
+    """
+    kind = df.attrs.get("kind")
+    if kind in COLUMNS:
+        return kind
+    cols = set(df.columns)
+    for k, col in _SIGNATURE:
+        if col in cols:
+            return k
+    raise ValueError(f"not a gcexplore result (attrs kind {kind!r}, columns {sorted(map(str, cols))}); "
+                     f"results come from profile_overlap, sweep, scaling, isolation or occupancy")
+
+
+def new_run_id() -> str:
+    """A fresh identity for one measurement run."""
+    return uuid.uuid4().hex[:12]
+
+
+def _is_missing(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v)) or str(v) in ("<NA>", "nan")
+
+
+def _as_dtype(series, dtype: str):
+    import pandas as pd
+
+    if dtype == "Int64":
+        return pd.array([None if _is_missing(v) else int(v) for v in series], dtype="Int64")
+    return series.astype(dtype)
+
+
+def conform(df, kind: str | None = None):
+    """Give each known column of ``df`` its schema dtype (in place), and return ``df``.
+
+    Identity columns missing from an older result are filled from its attrs.
+    """
+    kind = kind or kind_of(df)
+    if "device_name" not in df.columns and len(df.columns):
+        df["device_name"] = str(df.attrs.get("device_name") or "unknown device")
+    if "run_id" not in df.columns and len(df.columns):
+        a = df.attrs
+        df["run_id"] = str(a.get("run_id") or f"{a.get('device_name', 'unknown')} {a.get('date', '')}".strip())
+    for col, dtype in _columns_of(kind).items():
+        if dtype != "str" and col in df.columns and str(df[col].dtype) != dtype:
+            df[col] = _as_dtype(df[col], dtype)
+    return df
+
+
+def frame(rows: list[dict], kind: str, attrs: dict):
+    """A result DataFrame of ``kind`` from records, columns in schema order, with ``attrs``.
+
+    The identity columns are taken from ``attrs`` (``device_name``, ``run_id``).
+    """
+    import pandas as pd
+
+    cols = _columns_of(kind)
+    ident = {"device_name": str(attrs.get("device_name", "")), "run_id": str(attrs.get("run_id", ""))}
+    df = pd.DataFrame.from_records([{**r, **ident} for r in rows], columns=list(cols))
+    df.attrs.update(attrs)
+    return conform(df, kind)
+
+
+def check_modes(modes) -> tuple[str, ...]:
+    """``modes`` as a tuple of known, distinct modes; ValueError naming the valid ones."""
+    if isinstance(modes, str):
+        modes = tuple(m.strip() for m in modes.split(",")) if "," in modes else (modes,)
+    try:
+        modes = tuple(modes)
+    except TypeError:
+        raise TypeError(f"modes must be a sequence of mode names, got {modes!r}; "
+                        f"valid modes are {', '.join(MODES)}") from None
+    bad = [m for m in modes if m not in MODES]
+    if bad or not modes:
+        raise ValueError(f"unknown mode(s) {bad or list(modes)!r}; valid modes are {', '.join(MODES)}")
+    if len(set(modes)) != len(modes):
+        raise ValueError(f"modes repeat: {list(modes)!r}; valid modes are {', '.join(MODES)}")
+    return modes
+
+
+#: Upper bounds that catch typos (10**9 repetitions) before a run starts.
+MAX_REPEATS = 100_000
+MAX_WARMUP = 10_000
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """How a measurement times its workloads; checked when built.
+
+    Parameters
+    ----------
+    repeats : int, default 20
+        Measured repetitions per configuration (1 to 100,000).
+    warmup : int, default 3
+        Discarded repetitions before them (0 to 10,000).
+    modes : sequence of str, default all of :data:`MODES`
+        Overlap modes to measure (overlap experiments only).
+    l2_flush : bool, default False
+        Overwrite a buffer of twice the L2 size before every repetition.
+    graphs : bool, default False
+        Time CUDA-graph launches of each workload (captured once per stream).
+    rounding : {"up", "down", "exact"}, default "up"
+        How requested SM counts become valid sizes (:func:`gcexplore.plan_split`).
+    """
+
+    repeats: int = 20
+    warmup: int = 3
+    modes: tuple[str, ...] = MODES
+    l2_flush: bool = False
+    graphs: bool = False
+    rounding: str = "up"
+
+    def __post_init__(self):
+        object.__setattr__(self, "repeats", as_count("repeats", self.repeats, maximum=MAX_REPEATS))
+        object.__setattr__(self, "warmup", as_int("warmup", self.warmup, minimum=0, maximum=MAX_WARMUP))
+        object.__setattr__(self, "modes", check_modes(self.modes))
+        for flag in ("l2_flush", "graphs"):
+            if not isinstance(getattr(self, flag), bool):
+                raise TypeError(f"{flag} must be True or False, got {getattr(self, flag)!r}")
+        if self.rounding not in ROUNDINGS:
+            raise ValueError(f"rounding must be one of {', '.join(map(repr, ROUNDINGS))}, "
+                             f"got {self.rounding!r}")
+
+    #: Which options each experiment takes (and records in its metadata).
+    APPLIES = {
+        "overlap": ("repeats", "warmup", "modes", "l2_flush", "graphs", "rounding"),
+        "sweep": ("repeats", "warmup", "modes", "l2_flush", "graphs", "rounding"),
+        "scaling": ("repeats", "warmup", "l2_flush", "graphs"),
+        "isolation": ("repeats", "warmup"),
+        "occupancy": ("warmup",),
+    }
+
+    def metadata(self, kind: str) -> dict:
+        """The options that apply to ``kind``, as plain values (for attrs and checkpoints)."""
+        out = {}
+        for name in self.APPLIES[kind]:
+            v = getattr(self, name)
+            out[name] = list(v) if isinstance(v, tuple) else v
+        return out
+
+
+def partition_key(name: str):
+    """Sort key of partition names: p0, p1, ..., p10, then the remainder, then the device."""
+    name = str(name)
+    if name.startswith("p") and name[1:].isdigit():
+        return (0, int(name[1:]), "")
+    return ({"remainder": 1, "device": 2}.get(name, 3), 0, name)
+
+
+def layout_key(label: str) -> tuple:
+    """Natural sort key of layout labels ("8+124" before "16+116")."""
+    import re
+
+    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(label)))
+
+
+def parse_layout(label: str) -> tuple[int, ...]:
+    """The SM counts of a layout label: "24+108" -> (24, 108)."""
+    try:
+        return tuple(int(p) for p in str(label).split("+"))
+    except ValueError:
+        raise ValueError(f"not a layout label: {label!r} (expected SM counts joined by '+', e.g. '24+108')") from None
+
+
+def sorted_partitions(names: Sequence[str]) -> list[str]:
+    """Partition names in :func:`partition_key` order, each once."""
+    return sorted(dict.fromkeys(map(str, names)), key=partition_key)

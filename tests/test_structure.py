@@ -1,0 +1,171 @@
+"""The package's shape: a light import, no reaching into underscore names, one schema,
+results of several runs kept apart, and a mode never dropped from a plot."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import _synthetic as S
+import gcexplore
+from gcexplore import analysis as A
+from gcexplore import plot as P
+from gcexplore import results as R
+from gcexplore.schema import MODES, Options, columns
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "gcexplore"
+
+
+def test_import_loads_no_heavy_library():
+    code = ("import sys, gcexplore; heavy = [m for m in ('matplotlib', 'ipywidgets', 'IPython', 'pyarrow', "
+            "'pandas', 'cuda.core') if m in sys.modules]; print(heavy); sys.exit(1 if heavy else 0)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_public_names_load_their_module_on_first_use():
+    code = ("import sys, gcexplore; assert 'matplotlib' not in sys.modules; gcexplore.plot_sweep; "
+            "assert 'matplotlib' in sys.modules; assert 'ipywidgets' not in sys.modules")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+
+
+def _imported_names(path: Path):
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module != "__future__":
+            for alias in node.names:
+                yield node, alias.name
+
+
+def test_no_module_imports_another_modules_underscore_names():
+    bad = [f"{p.name}: from {n.module} import {name}" for p in PACKAGE.glob("*.py")
+           for n, name in _imported_names(p)
+           if name.startswith("_") and not name.startswith("__") and n.level > 0]
+    assert bad == []
+
+
+def test_bench_uses_no_underscore_name_of_the_package():
+    bad = []
+    for p in (ROOT / "bench").glob("*.py"):
+        src = p.read_text()
+        tree = ast.parse(src)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("gcexplore"):
+                bad += [f"{p.name}: {a.name}" for a in node.names if a.name.startswith("_")]
+                if any(part.startswith("_") for part in node.module.split(".")):
+                    bad.append(f"{p.name}: module {node.module}")
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+                base = node.value
+                if isinstance(base, ast.Name) and base.id in ("gcexplore", "engine", "P"):
+                    bad.append(f"{p.name}: {base.id}.{node.attr}")
+    assert bad == []
+
+
+def test_modules_stay_small():
+    sizes = {p.name: len(p.read_text().splitlines()) for p in PACKAGE.glob("*.py")}
+    assert {n: k for n, k in sizes.items() if k > 720} == {}
+
+
+def test_options_are_checked_where_written():
+    assert Options().modes == MODES
+    with pytest.raises(TypeError, match="repeats must be an int"):
+        Options(repeats=2.5)
+    with pytest.raises(ValueError, match=r"repeats must be an int in \[1, 100000\]"):
+        Options(repeats=0)
+    with pytest.raises(ValueError, match="valid modes are alone, concurrent, sequential, streams"):
+        Options(modes=("alone", "fast"))
+    with pytest.raises(ValueError, match="rounding must be one of"):
+        Options(rounding="nearest")
+    with pytest.raises(TypeError, match="l2_flush must be True or False"):
+        Options(l2_flush="yes")
+    assert Options(repeats=np.int64(5)).repeats == 5
+    assert Options(modes="alone,concurrent").modes == ("alone", "concurrent")
+    assert Options(repeats=7).metadata("scaling") == {"repeats": 7, "warmup": 3, "l2_flush": False,
+                                                      "graphs": False}
+
+
+def test_every_result_kind_names_its_columns_and_identity():
+    for kind in ("overlap", "sweep", "scaling", "isolation", "occupancy"):
+        assert columns(kind)[-2:] == ["device_name", "run_id"]
+    df = S.sweep_df()
+    assert list(df.columns) == columns("sweep")
+
+
+def test_one_number_rule_refuses_floats_for_counts(h100_like):
+    with pytest.raises(TypeError, match="SM counts must be ints"):
+        gcexplore.plan_split(h100_like, [24.9])
+    with pytest.raises(TypeError, match="sm_counts entry must be an int"):
+        from gcexplore.profile import _sweep_sizes
+
+        _sweep_sizes(h100_like, 2, [24.9], ())
+    assert gcexplore.plan_split(h100_like, [np.int32(24)]).label == "24+108"
+
+
+def _two_runs():
+    a = S.sweep_df(seed=1)
+    b = S.sweep_df(seed=2)
+    b["device_name"] = "another synthetic GPU"
+    b["makespan_ms"] *= 1.5
+    b["duration_ms"] *= 1.5
+    return pd.concat([a, b], ignore_index=True)
+
+
+def test_concatenated_runs_are_summarized_per_run():
+    both = _two_runs()
+    s = gcexplore.summarize(both)
+    assert set(s["run_id"]) == {"synthetic-1", "synthetic-2"}
+    one = gcexplore.summarize(both[both.run_id == "synthetic-2"])
+    mine = s[s.run_id == "synthetic-2"].reset_index(drop=True)
+    pd.testing.assert_series_equal(mine["makespan_median_ms"], one["makespan_median_ms"])
+    assert (mine["device_name"] == "another synthetic GPU").all()
+
+
+def test_one_run_views_refuse_several_runs_and_say_how_to_pick():
+    both = _two_runs()
+    with pytest.raises(ValueError, match=r"2 runs: synthetic-1 .*, synthetic-2 \(another synthetic GPU\)"):
+        gcexplore.best_split(both)
+    with pytest.raises(ValueError, match="select one"):
+        P.plot_sweep(both)
+
+
+def test_results_saved_before_identity_columns_load_with_them(tmp_path):
+    old = S.sweep_df().drop(columns=["device_name", "run_id"])
+    old.attrs.pop("run_id")
+    back = R.load(R.save(old, tmp_path / "old.parquet"))
+    assert (back["device_name"] == S.SYNTHETIC_DEVICE).all()
+    assert back["run_id"].nunique() == 1
+    assert gcexplore.best_split(back)["layout"] == gcexplore.best_split(old)["layout"]
+
+
+def test_recorded_results_load_and_summarize():
+    for name in R.recorded_names():
+        df = R.load_recorded(name)
+        assert {"device_name", "run_id"} <= set(df.columns)
+        assert len(gcexplore.summarize(df))
+
+
+def test_a_mode_outside_the_list_is_drawn_not_dropped():
+    df = S.sweep_df(splits=[24])
+    extra = df[df["mode"] == "streams"].assign(mode="graphs_streams")
+    df = pd.concat([df, extra], ignore_index=True)
+    df.attrs.update(S.sweep_df(splits=[24]).attrs)
+    fig = P.plot_throughput(df)
+    gids = {p.get_gid() for ax in fig.axes for p in ax.patches}
+    assert "bar:compute:graphs_streams" in gids
+    assert A.modes_in(df)[-1] == "graphs_streams"
+
+
+def test_demo_and_cli_print_the_same_layout_table():
+    from gcexplore import _demo
+    from gcexplore.report import layout_report
+
+    df = S.sweep_df()
+    assert _demo.format_summary(df) == layout_report(df)
