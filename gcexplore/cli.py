@@ -25,6 +25,13 @@ class _Usage(Exception):
     """A bad argument found by our own checks (exit 2)."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (the usage block is one ``--help`` away)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def _fail(cmd: str, message: str, code: int) -> int:
     print(f"gcexplore {cmd}: {message}", file=sys.stderr)
     return code
@@ -283,7 +290,7 @@ def _add_measuring(sub) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="gcexplore", description="Explore and profile CUDA green contexts.")
+    p = _Parser(prog="gcexplore", description="Explore and profile CUDA green contexts.")
     p.add_argument("--version", action="version", version=f"gcexplore {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("info", help="print what each visible GPU allows for green contexts")

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ._checks import as_count
+from ._checks import as_count, as_int
 from .api import (DeviceInfo, GreenContextError, SplitPlan, UnsupportedError, check, device_info, driver_module,
                   plan_split, require_stream, use)
 
@@ -80,6 +80,24 @@ def _sm_ids_on(stream, dev, device_sm_count: int) -> frozenset[int]:
         buf.close(stream)
         stream.sync()
     return frozenset(int(i) for i in np.flatnonzero(host))
+
+
+def _check_coscheduled(value, info: DeviceInfo, sm_counts) -> None:
+    """Co-scheduling counts: ints in [1, SM count], one for all groups or one per group."""
+    values = [value] if not isinstance(value, (list, tuple)) else list(value)
+    groups = 1 if not isinstance(sm_counts, (list, tuple)) else len(sm_counts)
+    for v in values:
+        as_int("coscheduled_sm_count", v, minimum=1, maximum=info.sm_count)
+    if len(values) not in (1, groups):
+        raise ValueError(f"coscheduled_sm_count has {len(values)} values for {groups} group(s); "
+                         "give one for all groups or one per group")
+
+
+def _fill_streams(part, factory, n: int) -> None:
+    """Create ``part``'s streams one by one into its own list, so a failure at the k-th
+    leaves the first k - 1 where ``part.close()`` finds them."""
+    for _ in range(n):
+        part._streams.append(factory(None))
 
 
 def _close_each(items) -> list[Exception]:
@@ -246,18 +264,22 @@ def _split_groups(dev, info: DeviceInfo, granted: list[int], *, coscheduled):
         # Driver 13.0: cuda.core refuses unequal counts in one split; split one group
         # at a time from what is left, so groups stay disjoint by construction.
         groups, rem, method, temps = [], full, "successive", []
-        for g in granted:
-            try:
-                (grp,), nxt = rem.split(SMResourceOptions(count=g))
-            except Exception:
-                # Some drivers refuse to split a remainder directly; split it through
-                # a context made over it (kept alive until the partitioning closes).
-                ctx = dev.create_context(ContextOptions(resources=[rem]))
-                temps.append(ctx)
-                (grp,), nxt = ctx.resources.sm.split(SMResourceOptions(count=g))
-                method = "successive-via-context"
-            groups.append(grp)
-            rem = nxt
+        try:
+            for g in granted:
+                try:
+                    (grp,), nxt = rem.split(SMResourceOptions(count=g))
+                except Exception:
+                    # Some drivers refuse to split a remainder directly; split it through
+                    # a context made over it (kept alive until the partitioning closes).
+                    ctx = dev.create_context(ContextOptions(resources=[rem]))
+                    temps.append(ctx)
+                    (grp,), nxt = ctx.resources.sm.split(SMResourceOptions(count=g))
+                    method = "successive-via-context"
+                groups.append(grp)
+                rem = nxt
+        except BaseException:
+            _close_each(temps)  # a later step failed: the temporary contexts would leak
+            raise
         return list(groups), rem, method, temps
     return list(groups), rem, method, []
 
@@ -499,6 +521,7 @@ def split(sm_counts, *, device=0, rounding: str = "up", streams: int = 1,
     info = device_info(device)
     info.require("green_context_streams")
     if coscheduled_sm_count is not None:
+        _check_coscheduled(coscheduled_sm_count, info, sm_counts)
         info.require("structured_split")
     plan = plan_split(info, sm_counts, rounding=rounding)
     key = (info.index, tuple(plan.granted), plan.remainder, coscheduled_sm_count if coscheduled_sm_count is None
@@ -524,7 +547,7 @@ def split(sm_counts, *, device=0, rounding: str = "up", streams: int = 1,
                         requested=None if is_rem else plan.groups[i].requested, is_remainder=is_rem,
                         context=ctx, streams=[], stream_factory=factory, sm_ids=layout.sm_ids[i])
             created.append(part)
-            part._streams = [factory(None) for _ in range(streams)]
+            _fill_streams(part, factory, streams)
     except BaseException:
         for p in created:
             with contextlib.suppress(Exception):
@@ -558,5 +581,10 @@ def whole_device(device=0, *, streams: int = 1) -> Partition:
         part._setup(name="device", index=0, device_index=info.index, device_sm_count=info.sm_count,
                     sm_count=info.sm_count, requested=None, is_remainder=False, context=ctx,
                     streams=[], stream_factory=factory)
-        part._streams = [factory(None) for _ in range(streams)]
+        try:
+            _fill_streams(part, factory, streams)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                part.close()
+            raise
     return part

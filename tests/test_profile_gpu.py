@@ -8,6 +8,7 @@ import gcexplore
 from gcexplore import api
 from gcexplore import profile as P
 from gcexplore import workloads as W
+from gcexplore.schema import columns
 
 pytestmark = pytest.mark.gpu
 
@@ -28,7 +29,7 @@ def test_spin_1000us_measures_1000us_alone_and_sequential():
             assert m == pytest.approx(1.0, rel=0.02), (mode, w, m)
     assert 0 < gap_ms < 0.05
     # every mode x rep x workload is there, in the contract's column order
-    assert list(df.columns) == P.OVERLAP_COLUMNS
+    assert list(df.columns) == columns("overlap")
     assert len(df) == 4 * 10 * 2
     conc = df[df["mode"] == "concurrent"]
     assert (conc["makespan_ms"] >= conc["duration_ms"]).all()

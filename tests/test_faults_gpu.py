@@ -1,0 +1,142 @@
+"""Error paths on a real GPU: bad input is refused before anything is built or launched,
+and after every injected failure the current context is what it was, no stream is left
+open, device free memory is back within 1%, and the exception says what failed."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+
+import gcexplore
+from gcexplore import api, partitions
+from gcexplore import profile as P
+from gcexplore import workloads as W
+
+pytestmark = pytest.mark.gpu
+
+
+def _free_bytes() -> int:
+    from cuda.bindings import driver
+
+    with api.use(0):
+        return api.check(driver.cuMemGetInfo(), "cuMemGetInfo")[0]
+
+
+def _open_streams() -> int:
+    from cuda.core import Stream
+
+    gc.collect()
+    n = 0
+    for o in gc.get_objects():
+        if isinstance(o, Stream):
+            try:
+                n += int(o.handle) != 0
+            except Exception:
+                pass  # closed
+    return n
+
+
+class _State:
+    """The device state before an injected failure, and the check after it."""
+
+    def __init__(self, info):
+        gcexplore.launch_gap(0)  # calibrated once, outside the measured window
+        self.total = info.sm_count
+        self.ctx = int(api.current_context())
+        self.free = _free_bytes()
+        self.streams = _open_streams()
+
+    def check(self):
+        assert int(api.current_context()) == self.ctx
+        assert _open_streams() == self.streams
+        assert abs(_free_bytes() - self.free) <= 0.01 * self.free
+
+
+def test_a_workload_of_another_device_is_refused_before_launch(info):
+    calls = []
+    foreign = W.Workload("elsewhere", lambda *, stream: calls.append(1), device=info.index + 1)
+    with pytest.raises(ValueError, match=r"elsewhere \(device 1\) hold memory of another device.*device=0"):
+        gcexplore.profile_overlap({"a": W.spin(20.0), "elsewhere": foreign}, [16], repeats=1)
+    assert calls == []
+
+
+def test_closed_partitioning_is_refused_with_what_to_do(info):
+    parts = gcexplore.split([16])
+    parts.close()
+    with pytest.raises(ValueError, match="is closed; make a new one with gcexplore.split"):
+        gcexplore.profile_overlap({"a": W.spin(20.0), "b": W.spin(20.0)}, parts, repeats=1)
+
+
+def test_bad_split_is_refused_before_any_builtin_is_allocated(info):
+    state = _State(info)
+    with pytest.raises(ValueError, match="valid partition sizes"):
+        gcexplore.profile_overlap(["memory", "compute"], [200], repeats=1)
+    with pytest.raises(ValueError, match="names must be unique"):
+        gcexplore.profile_overlap(["memory", "memory"], [24], repeats=1)
+    state.check()
+
+
+def test_builtins_made_from_names_are_freed(info):
+    gcexplore.profile_overlap(["memory", "compute"], [24], repeats=1, warmup=0, modes=["concurrent"])
+    state = _State(info)  # "memory" alone holds 3 x 1 GiB while it runs
+    gcexplore.profile_overlap(["memory", "compute"], [24], repeats=1, warmup=0, modes=["concurrent"])
+    state.check()
+
+
+def test_isolation_failing_to_make_its_pacer_leaks_nothing(info, monkeypatch):
+    crit, bg = W.spin(20.0, name="crit"), W.spin(50.0, name="bg")
+    state = _State(info)
+
+    def broken_spin(*a, **k):
+        raise RuntimeError("injected: pacer")
+
+    monkeypatch.setattr(P, "spin", broken_spin)
+    with pytest.raises(RuntimeError, match="injected: pacer"):
+        gcexplore.isolation(crit, bg, 16, repeats=1, warmup=0, launches=2)
+    state.check()
+
+
+def test_a_stream_failing_midway_closes_the_earlier_ones(info, monkeypatch):
+    state = _State(info)
+    real = partitions._green_stream_factory
+
+    def flaky(ctx, index):
+        make, made = real(ctx, index), []
+
+        def once_then_fail(priority=None):
+            if made:
+                raise RuntimeError("injected: second stream")
+            made.append(1)
+            return make(priority)
+
+        return once_then_fail
+
+    monkeypatch.setattr(partitions, "_green_stream_factory", flaky)
+    with pytest.raises(RuntimeError, match="injected: second stream"):
+        gcexplore.split([24], streams=3)
+    monkeypatch.undo()
+    state.check()
+
+
+def test_failed_graph_instantiation_leaks_nothing(info, monkeypatch):
+    from cuda.bindings import driver
+
+    state = _State(info)
+    monkeypatch.setattr(driver, "cuGraphInstantiate",
+                        lambda graph, flags: (driver.CUresult.CUDA_ERROR_INVALID_VALUE, None))
+    with pytest.raises(gcexplore.MeasurementFailed, match="cuGraphInstantiate failed"):
+        gcexplore.profile_overlap({"a": W.spin(20.0), "b": W.spin(20.0)}, [16], repeats=1, warmup=0,
+                                  modes=["concurrent"], graphs=True)
+    monkeypatch.undo()
+    state.check()
+
+
+def test_resumed_sweep_keeps_its_run_id(tmp_path, info):
+    path = tmp_path / "ck.jsonl"
+    first = gcexplore.sweep({"a": W.spin(20.0), "b": W.spin(20.0)}, [8], repeats=1, warmup=0,
+                            modes=["concurrent"], checkpoint=path, progress=False)
+    again = gcexplore.sweep({"a": W.spin(20.0), "b": W.spin(20.0)}, [8, 16], repeats=1, warmup=0,
+                            modes=["concurrent"], checkpoint=path, progress=False)
+    assert again["run_id"].nunique() == 1 and again["run_id"].iloc[0] == first["run_id"].iloc[0]
+    assert (again["device_name"] == info.name).all()
