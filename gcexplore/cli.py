@@ -215,6 +215,10 @@ def _measure(args, cmd: str, measure) -> int:
         trace = _writable_file(args.trace, (".json",), "--trace")
         if trace.resolve() == out.with_suffix(".json").resolve():
             raise _Usage(f"--trace {args.trace!r} would overwrite the metadata sidecar of --out {args.out!r}")
+    from .schema import Options
+
+    Options(repeats=args.repeats, warmup=args.warmup, modes=args.modes, l2_flush=args.l2_flush,
+            graphs=args.graphs)  # every option checked before the GPU is asked
     parsed = _workload_names(args.workloads)
     code, partial = 0, False
     wls = _build_workloads(parsed, args.device)

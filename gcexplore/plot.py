@@ -534,7 +534,7 @@ def plot_isolation(df: pd.DataFrame, *, figsize=(9.0, 4.2)) -> Figure:
         ax.margins(y=0.12)
         return scen, meds, tops
 
-    crit_ms = crit["duration_ms"].median()
+    crit_ms = A.quantiles(crit["duration_ms"])[0]
     scale, unit = (1e3, "µs") if crit_ms < 1.0 else (1.0, "ms")
     scen, meds, tops = bars(axes[0], crit, "critical", scale)
     for i, s in enumerate(scen):

@@ -36,6 +36,7 @@ from . import api
 from ._checks import as_int, as_seconds_like
 from .analysis import best_split, sm_busy, summarize
 from .api import DeviceInfo, device_info, plan_split
+from .partitions import Partitioning
 from .engine import Engine, Slot, launch_gap, nvtx_range
 from .runner import (Checkpoint, MeasurementAborted, MeasurementFailed, MeasurementInterrupted,
                      run_layouts)
@@ -350,7 +351,7 @@ def profile_overlap(workloads, split, *, repeats: int = 20, warmup: int = 3, dev
     """
     opts = Options(repeats=repeats, warmup=warmup, modes=modes, l2_flush=l2_flush, graphs=graphs,
                    rounding=rounding)
-    given = hasattr(split, "all")
+    given = isinstance(split, Partitioning)
     labels = []
 
     def check(info, names):
@@ -683,7 +684,7 @@ def occupancy(workloads, split, *, device=0, warmup: int = 1):
         split does not fit the workloads.
     """
     opts = Options(warmup=warmup)
-    given = hasattr(split, "all")
+    given = isinstance(split, Partitioning)
     items = workloads.values() if hasattr(workloads, "values") else (
         [workloads] if isinstance(workloads, (Workload, str)) or callable(workloads) else list(workloads))
     _require_instrumentable(items)

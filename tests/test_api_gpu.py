@@ -295,7 +295,7 @@ def test_bad_requests_on_the_gpu(info):
         gcexplore.split([info.sm_count + 68])
     with pytest.raises(ValueError, match="does not exist"):
         gcexplore.device_info(64)
-    with pytest.raises(ValueError, match="streams must be an int >= 1"):
+    with pytest.raises(ValueError, match=r"streams must be an int in \[1, 64\], got 0"):
         gcexplore.split([16], streams=0)
 
 
