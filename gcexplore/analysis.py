@@ -18,7 +18,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from .schema import MODES, columns, kind_of, sorted_partitions
+from .schema import KINDS, MODES, columns, sorted_partitions
+from .validate import check_result
 
 __all__ = [
     "NOISY_FRACTION",
@@ -192,9 +193,7 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
 
     Occupancy results: :func:`sm_busy`.
     """
-    if not isinstance(df, pd.DataFrame):
-        raise TypeError(f"summarize needs a result DataFrame, got {type(df).__name__}")
-    kind = kind_of(df)
+    kind = check_result(df, KINDS, "summarize")
     one = {"overlap": _summarize_overlap, "sweep": _summarize_overlap, "scaling": _summarize_scaling,
            "isolation": _summarize_isolation, "occupancy": sm_busy}[kind]
     return _per_run(df, one)

@@ -25,6 +25,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from . import analysis as A
+from .validate import check_result
 from .schema import MODE_DESCRIPTIONS, MODES, SCENARIOS, layout_key, partition_key, sorted_partitions
 
 __all__ = [
@@ -156,6 +157,7 @@ def plot_sweep(df: pd.DataFrame, *, summary: pd.DataFrame | None = None,
         One Axes; lines carry gids ``"concurrent"``, ``"sequential"``, ``"streams"``,
         ``"lower_bound"``, ``"best"`` and the band ``"concurrent_band"``.
     """
+    check_result(df, "overlap", "plot_sweep")
     require_result(df, ["layout", "split_sm_count", "mode", "rep", "workload", "partition",
                   "makespan_ms"], "plot_sweep",
              "the DataFrame from gcexplore.sweep() or gcexplore.profile_overlap()")
@@ -242,6 +244,7 @@ def plot_throughput(df: pd.DataFrame, *, layout: str | None = None, metric: str 
     matplotlib.figure.Figure
         One Axes per workload; each bar (a Rectangle) has gid ``"bar:<workload>:<mode>"``.
     """
+    check_result(df, "overlap", "plot_throughput")
     require_result(df, ["layout", "mode", "workload", "partition", "sm_count", "duration_ms"],
              "plot_throughput",
              "the DataFrame from gcexplore.profile_overlap() or gcexplore.sweep()")
@@ -309,6 +312,7 @@ def plot_scaling(df: pd.DataFrame, *, metric: str = "auto", figsize=None) -> Fig
         One throughput Axes per unit in use, then the efficiency Axes. Lines carry gids
         ``"throughput:<workload>"`` and ``"efficiency:<workload>"``.
     """
+    check_result(df, "scaling", "plot_scaling")
     require_result(df, ["workload", "sm_count", "duration_ms"], "plot_scaling",
              "the DataFrame from gcexplore.scaling()")
     A.require_one_run(df, "plot_scaling")
@@ -412,6 +416,7 @@ def plot_occupancy(df: pd.DataFrame, *, order: str = "partition", figsize=(9.0, 
         ``"blocks:<workload>"`` (one path per block); partition separators are lines
         with gid ``"boundary"``.
     """
+    check_result(df, "occupancy", "plot_occupancy")
     require_result(df, ["partition", "workload", "sm_id", "start_ns", "end_ns"], "plot_occupancy",
              "the per-block DataFrame from gcexplore.occupancy()")
     rows = occupancy_rows(df, order)
@@ -499,6 +504,7 @@ def plot_isolation(df: pd.DataFrame, *, figsize=(9.0, 4.2)) -> Figure:
         (Rectangles) have gids ``"critical:<scenario>"`` / ``"background:<scenario>"``;
         the critical bars are annotated with their ratio to ``alone``.
     """
+    check_result(df, "isolation", "plot_isolation")
     require_result(df, ["scenario", "role", "sm_count", "duration_ms"], "plot_isolation",
              "the DataFrame from gcexplore.isolation()")
     A.require_one_run(df, "plot_isolation")

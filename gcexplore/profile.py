@@ -415,11 +415,13 @@ def sweep(workloads, sm_counts=None, *, others: Sequence[int] = (), repeats: int
     """
     opts = Options(repeats=repeats, warmup=warmup, modes=modes, l2_flush=l2_flush, graphs=graphs,
                    rounding=rounding)
+    fixed = _sizes("others", others)  # numbers checked before the driver is asked
+    if sm_counts is not None:
+        _sizes("sm_counts", sm_counts)
     plan: dict = {}
 
     def check(info, names):
-        sizes = _sweep_sizes(info, len(names), sm_counts, others, opts.rounding)
-        fixed = _sizes("others", others)
+        sizes = _sweep_sizes(info, len(names), sm_counts, fixed, opts.rounding)
         plan["layouts"] = [(plan_split(info, [k, *fixed], rounding=opts.rounding).label, [k, *fixed])
                            for k in sizes]
         if checkpoint is not None:

@@ -93,22 +93,25 @@ def _sidecar(path: Path) -> Path:
     return path.with_suffix(".json")
 
 
-def _atomic_write(path: Path, write) -> None:
-    """``write(tmp_path)`` to a temporary file beside ``path``, fsync it, rename it over ``path``.
-
-    A failure (disk full, a crash, Ctrl-C) leaves ``path`` as it was.
-    """
+def _temp_beside(path: Path, write) -> str:
+    """``write(tmp)`` to a temporary file beside ``path``, fsynced; its name (removed on failure)."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
         write(tmp)
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
-        os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    return tmp
+
+
+def _atomic_write(path: Path, write) -> None:
+    """Write ``path`` through a temporary file and a rename: a failure (disk full, a
+    crash, Ctrl-C) leaves ``path`` as it was."""
+    os.replace(_temp_beside(path, write), path)
 
 
 def _digest(path) -> str:
@@ -168,15 +171,22 @@ def save(df: pd.DataFrame, path, *, format: str | None = None, overwrite: bool =
         meta.pop(b"PANDAS_ATTRS", None)
         _atomic_write(path, lambda tmp: pq.write_table(table.replace_schema_metadata(meta), tmp))
         return path
-    # CSV: the new sidecar (naming the new CSV's digest) goes first; a crash between
-    # the two renames leaves a pair that load() reports as mismatched, never mixed.
     data = df.to_csv(index=False).encode("utf-8")
     side = {"attrs": _encode(dict(df.attrs)),
             "dtypes": {str(c): str(t) for c, t in df.dtypes.items()},
             "columns": [str(c) for c in df.columns],
             "rows": int(len(df)), "sha256": hashlib.sha256(data).hexdigest(), "csv": path.name}
-    _atomic_write(_sidecar(path), lambda tmp: Path(tmp).write_text(json.dumps(side, allow_nan=True, indent=1)))
-    _atomic_write(path, lambda tmp: Path(tmp).write_bytes(data))
+    # Both are written in full before either replaces its old file; a crash between the
+    # two renames leaves a pair that load() reports as mismatched, never mixed silently.
+    csv_tmp = _temp_beside(path, lambda tmp: Path(tmp).write_bytes(data))
+    try:
+        side_tmp = _temp_beside(_sidecar(path), lambda tmp: Path(tmp).write_text(
+            json.dumps(side, allow_nan=True, indent=1)))
+    except BaseException:
+        os.unlink(csv_tmp)
+        raise
+    os.replace(side_tmp, _sidecar(path))
+    os.replace(csv_tmp, path)
     return path
 
 
@@ -408,6 +418,30 @@ def _overlap_events(df: pd.DataFrame, reps: int | None) -> list[dict]:
     return events
 
 
+def _finite(v):
+    """``v`` with every non-finite float replaced by None (JSON null)."""
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, dict):
+        return {k: _finite(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_finite(x) for x in v]
+    return v
+
+
+def _refuse_sidecar(path: Path) -> None:
+    """ValueError when ``path`` is the metadata sidecar of a saved CSV result."""
+    if path.suffix.lower() != ".json" or not path.with_suffix(".csv").exists() or not path.exists():
+        return
+    try:
+        side = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    if isinstance(side, dict) and "dtypes" in side:
+        raise ValueError(f"{str(path)!r} is the metadata sidecar of {str(path.with_suffix('.csv'))!r}; "
+                         "writing a trace there would orphan that result — choose another name")
+
+
 def to_chrome_trace(df: pd.DataFrame, path, *, reps: int | None = 5) -> Path:
     """Write a timeline of a result for Perfetto (ui.perfetto.dev) or ``chrome://tracing``.
 
@@ -431,21 +465,22 @@ def to_chrome_trace(df: pd.DataFrame, path, *, reps: int | None = 5) -> Path:
     Raises
     ------
     ValueError
-        A DataFrame of another kind.
+        A DataFrame of another kind, ``reps`` below 1, or a ``path`` that is the
+        metadata sidecar of a saved CSV result.
     """
-    cols = set(df.columns)
-    if {"sm_id", "start_ns", "end_ns", "partition", "workload"} <= cols:
-        events = _occupancy_events(df)
-    elif {"layout", "mode", "rep", "partition", "workload", "start_ms", "duration_ms"} <= cols:
-        events = _overlap_events(df, reps)
-    else:
-        raise ValueError("to_chrome_trace needs an occupancy result (sm_id, start_ns, end_ns ...) or an "
-                         f"overlap/sweep result (layout, mode, start_ms ...); got columns {sorted(cols)}")
+    from ._checks import as_count
+    from .validate import check_result
+
+    if reps is not None:
+        reps = as_count("reps", reps)
+    kind = check_result(df, ("occupancy", "overlap"), "to_chrome_trace")
+    events = _occupancy_events(df) if kind == "occupancy" else _overlap_events(df, reps)
     path = Path(path)
+    _refuse_sidecar(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     trace = {"traceEvents": events, "displayTimeUnit": "ms",
              "otherData": {k: v for k, v in _encode(dict(df.attrs)).items()
                            if isinstance(v, (str, int, bool)) or (isinstance(v, float) and math.isfinite(v))}}
-    with open(path, "w") as f:
-        json.dump(trace, f)
+    text = json.dumps(_finite(trace), allow_nan=False)  # Perfetto refuses bare NaN
+    _atomic_write(path, lambda tmp: Path(tmp).write_text(text))
     return path

@@ -31,6 +31,7 @@ from . import analysis as A
 from . import plot as _plot
 from ._widget_base import CSS, Controller, catalog, load_result, unique_names, with_builtins
 from .schema import layout_key, parse_layout
+from .validate import check_result
 
 __all__ = [
     "Explorer",
@@ -183,7 +184,10 @@ class Explorer(Controller):
             shown when the chosen split is the one they were recorded at.
         """
         results = load_result(results)
+        check_result(results, "overlap", "Explorer.from_results")
         occupancy = load_result(occupancy) if occupancy is not None else None
+        if occupancy is not None:
+            check_result(occupancy, "occupancy", "Explorer.from_results(occupancy=...)")
         return cls(_offline=(results, occupancy))
 
     def _setup_live(self, workloads, repeats: int) -> None:
@@ -456,7 +460,11 @@ class SweepExplorer(Controller):
         _plot.require_result(results, ["layout", "split_sm_count", "mode", "rep", "workload",
                                  "partition", "makespan_ms"], "SweepExplorer.from_results",
                        "the DataFrame from gcexplore.sweep()")
-        return cls(_offline=(results, load_result(occupancy) if occupancy is not None else None))
+        check_result(results, "sweep", "SweepExplorer.from_results")
+        occupancy = load_result(occupancy) if occupancy is not None else None
+        if occupancy is not None:
+            check_result(occupancy, "occupancy", "SweepExplorer.from_results(occupancy=...)")
+        return cls(_offline=(results, occupancy))
 
     @property
     def layout(self) -> str | None:

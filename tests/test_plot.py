@@ -104,12 +104,12 @@ def test_sweep_lower_bound_uses_summarize_when_not_given():
 
 
 def test_sweep_refuses_frames_it_cannot_draw():
-    with pytest.raises(ValueError, match=r"lacks; pass the DataFrame from gcexplore.sweep"):
+    with pytest.raises(ValueError, match=r"plot_sweep needs an overlap result .*got a scaling result"):
         P.plot_sweep(S.scaling_df())
     df = S.sweep_df()
     with pytest.raises(ValueError, match="needs 'concurrent' rows"):
         P.plot_sweep(df[df["mode"] != "concurrent"], summary=gcexplore.summarize(df))
-    with pytest.raises(TypeError, match="expects a pandas DataFrame"):
+    with pytest.raises(TypeError, match="plot_sweep needs an overlap result .* as a pandas DataFrame, got list"):
         P.plot_sweep([1, 2, 3])
     with pytest.raises(ValueError, match="empty DataFrame"):
         P.plot_sweep(df.iloc[:0])

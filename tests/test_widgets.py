@@ -152,8 +152,11 @@ def test_offline_drawing_error_is_shown_not_raised(monkeypatch):
 
 
 def test_from_results_rejects_wrong_frames():
-    with pytest.raises(ValueError, match="Explorer.from_results needs the columns"):
+    with pytest.raises(ValueError, match=r"Explorer.from_results needs an overlap result "
+                                         r"\(gcexplore.profile_overlap\(\)\), got a scaling result"):
         GW.Explorer.from_results(S.scaling_df())
+    with pytest.raises(ValueError, match=r"occupancy=...\) needs an occupancy result .*got an isolation result"):
+        GW.Explorer.from_results(S.sweep_df(), occupancy=S.isolation_df())
     with pytest.raises(TypeError, match="expected a results DataFrame or a recorded name"):
         GW.Explorer.from_results(42)
 
