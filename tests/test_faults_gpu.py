@@ -140,3 +140,66 @@ def test_resumed_sweep_keeps_its_run_id(tmp_path, info):
                             modes=["concurrent"], checkpoint=path, progress=False)
     assert again["run_id"].nunique() == 1 and again["run_id"].iloc[0] == first["run_id"].iloc[0]
     assert (again["device_name"] == info.name).all()
+
+
+_GPU_SWEEP = """
+import sys
+import gcexplore
+from gcexplore import workloads as W
+path = sys.argv[1]
+class Loud:
+    # prints once per finished repetition so the parent knows where the sweep is
+    def __init__(self):
+        self.inner = W.spin(2000.0)
+    def __call__(self, *, stream):
+        print("call", flush=True)
+        self.inner(stream=stream)
+try:
+    gcexplore.sweep({"a": W.spin(20.0), "b": Loud()}, repeats=3, warmup=0, modes=["concurrent"],
+                    checkpoint=path, progress=False)
+except gcexplore.MeasurementInterrupted as e:
+    gcexplore.save(e.partial, path + ".partial.parquet")
+    print("saved", len(e.partial), flush=True)
+    sys.exit(130)
+"""
+
+
+def _gpu_child(path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    return subprocess.Popen([sys.executable, "-c", _GPU_SWEEP, str(path)], cwd=root, stdout=subprocess.PIPE,
+                            text=True, env={**os.environ, "PYTHONPATH": f"{root}:{os.environ.get('PYTHONPATH', '')}"})
+
+
+def test_kill_9_of_a_real_sweep_then_resume_measures_every_layout_once(tmp_path, info):
+    path = tmp_path / "ck.jsonl"
+    p = _gpu_child(path)
+    for _ in range(3 * 4 + 1):  # four layouts and the first call of the fifth
+        assert p.stdout.readline().startswith("call")
+    p.kill()
+    p.wait()
+    df = gcexplore.sweep({"a": W.spin(20.0), "b": W.spin(2000.0)}, repeats=3, warmup=0, modes=["concurrent"],
+                         checkpoint=path, progress=False)
+    sizes = [k for k in info.valid_sm_counts() if k < info.sm_count]
+    counts = df.groupby("split_sm_count").size()
+    assert sorted(counts.index) == sizes and (counts == 3 * 2).all()
+    assert len(df.attrs["resumed_layouts"]) >= 4
+
+
+def test_ctrl_c_of_a_real_sweep_keeps_every_measured_row(tmp_path):
+    import signal
+
+    path = tmp_path / "ck.jsonl"
+    p = _gpu_child(path)
+    for _ in range(3 * 2 + 2):  # two layouts and two repetitions of the third
+        assert p.stdout.readline().startswith("call")
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(timeout=60)
+    assert p.returncode == 130, out
+    part = gcexplore.load(f"{path}.partial.parquet")
+    assert len(part) >= 2 * 3 * 2 + 2  # every finished repetition, the third layout's first included
+    assert part.attrs["partial"] is True
