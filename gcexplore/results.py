@@ -239,7 +239,7 @@ def _read_csv(path: Path) -> tuple[pd.DataFrame, dict]:
     # a string); then every column gets back the dtype it was saved with.
     text = {c: str for c, t in dtypes.items() if t in ("object", "str", "string")}
     try:
-        df = pd.read_csv(path, dtype=text, keep_default_na=False,
+        df = pd.read_csv(path, dtype=text, keep_default_na=False, float_precision="round_trip",
                          na_values={c: ["", "NaN", "nan", "<NA>"] for c in dtypes if c not in text})
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as e:
         raise ResultFileError(f"{str(path)!r} is not a readable results CSV ({e})") from e
