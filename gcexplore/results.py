@@ -232,6 +232,11 @@ def _read_sidecar(path: Path, side_path: Path) -> dict:
     return side
 
 
+# pandas 2 parses CSV floats to the nearest ulp only with the round-trip parser; pandas 3
+# does by default and deprecates the option.
+_EXACT_FLOATS = {"float_precision": "round_trip"} if int(pd.__version__.split(".")[0]) < 3 else {}
+
+
 def _read_csv(path: Path) -> tuple[pd.DataFrame, dict]:
     side = _read_sidecar(path, _sidecar(path))
     dtypes = side.get("dtypes", {})
@@ -239,7 +244,7 @@ def _read_csv(path: Path) -> tuple[pd.DataFrame, dict]:
     # a string); then every column gets back the dtype it was saved with.
     text = {c: str for c, t in dtypes.items() if t in ("object", "str", "string")}
     try:
-        df = pd.read_csv(path, dtype=text, keep_default_na=False, float_precision="round_trip",
+        df = pd.read_csv(path, dtype=text, keep_default_na=False, **_EXACT_FLOATS,
                          na_values={c: ["", "NaN", "nan", "<NA>"] for c in dtypes if c not in text})
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as e:
         raise ResultFileError(f"{str(path)!r} is not a readable results CSV ({e})") from e
