@@ -203,3 +203,13 @@ def test_ctrl_c_of_a_real_sweep_keeps_every_measured_row(tmp_path):
     part = gcexplore.load(f"{path}.partial.parquet")
     assert len(part) >= 2 * 3 * 2 + 2  # every finished repetition, the third layout's first included
     assert part.attrs["partial"] is True
+
+
+@pytest.mark.multigpu
+def test_a_partitioning_of_another_device_is_refused_before_launch():
+    calls = []
+    with gcexplore.split([16], device=1) as parts:
+        with pytest.raises(ValueError, match=r"Partitioning of device 1 .* but device=0; pass device=1"):
+            gcexplore.profile_overlap({"a": lambda *, stream: calls.append(1), "b": W.spin(20.0, device=0)},
+                                      parts, device=0, repeats=1)
+    assert calls == []
