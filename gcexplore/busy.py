@@ -202,18 +202,19 @@ def tpc_map(trace: pd.DataFrame) -> pd.DataFrame:
     pandas.DataFrame
         One row per (context, TPC): ``layout``, ``partition``, ``context_id``,
         ``sm_count``, ``num_tpcs``, ``tpc`` (logical TPC index: bit ``i`` of word ``w``
-        of ``logical_tpc_mask`` is TPC ``64 * w + i``). Contexts without a mask (no
+        of ``logical_tpc_mask`` is TPC ``bits * w + i``, ``bits`` the record's
+        ``mask_word_bits``, 64 by default). Contexts without a mask (no
         GREEN_CONTEXT record) are left out.
     """
     rows = []
     for g in trace.attrs.get("green_contexts", []) or []:
-        words = g.get("logical_tpc_mask") or []
+        words, width = g.get("logical_tpc_mask") or [], int(g.get("mask_word_bits", 64) or 64)
         for w, word in enumerate(words):
             bits = int(word, 16) if isinstance(word, str) else int(word)
             rows.extend({"layout": g.get("layout", ""), "partition": g.get("partition", ""),
                          "context_id": int(g.get("context_id", 0)), "sm_count": int(g.get("sm_count", 0)),
-                         "num_tpcs": int(g.get("num_tpcs", 0) or 0), "tpc": 64 * w + i}
-                        for i in range(64) if bits >> i & 1)
+                         "num_tpcs": int(g.get("num_tpcs", 0) or 0), "tpc": width * w + i}
+                        for i in range(width) if bits >> i & 1)
     return pd.DataFrame(rows, columns=["layout", "partition", "context_id", "sm_count", "num_tpcs", "tpc"])
 
 

@@ -19,7 +19,7 @@ import pytest
 
 import _synthetic_trace as T
 import gcexplore
-from gcexplore import busy, results, tracing
+from gcexplore import busy, cupti_records, results, tracing
 from gcexplore import plot as P
 from gcexplore.schema import Options, columns, kind_of
 
@@ -57,12 +57,12 @@ def test_partition_comes_from_the_context_id_not_from_the_tag():
     """A kernel whose record names another context than the partition it was launched for is
     attributed to the context it ran in, and the mismatch is counted."""
     records = [{"activity": "kernel", "name": "k", "start": 10, "end": 20, "context_id": 2, "stream_id": 1,
-                "correlation_id": 5, **{f: 0 for f in tracing._KERNEL_INTS},
+                "correlation_id": 5, **{f: 0 for f in cupti_records.KERNEL_INTS},
                 "static_shared_bytes": 0, "dynamic_shared_bytes": 0, "bytes": math.nan},
                {"activity": "kernel", "name": "gate", "start": 1, "end": 5, "context_id": 1, "stream_id": 0,
-                "correlation_id": 4, **{f: 0 for f in tracing._KERNEL_INTS},
+                "correlation_id": 4, **{f: 0 for f in cupti_records.KERNEL_INTS},
                 "static_shared_bytes": 0, "dynamic_shared_bytes": 0, "bytes": math.nan}]
-    rows, diag = tracing.trace_rows(records, {5: 2, 4: 1}, {1: (0, "gate", "", "", 0), 2: (0, "workload", "w", "p0", 0)},
+    rows, diag = cupti_records.trace_rows(records, {5: 2, 4: 1}, {1: (0, "gate", "", "", 0), 2: (0, "workload", "w", "p0", 0)},
                                     {0: ("8+124", "concurrent", 0)}, {3: ("p0", 8), 2: ("remainder", 124)})
     assert rows[0]["partition"] == "remainder" and rows[0]["sm_count"] == 124
     assert rows[0]["start_ms"] == pytest.approx(5e-6)

@@ -78,8 +78,10 @@ def test_builtin_pair_every_mode_lands_in_its_partition():
     assert (tr["end_ms"] > tr["start_ms"]).all() and (tr["start_ms"] > 0).all()
     # the kernel runs inside its own event span (events add a launch gap of a few us)
     r = busy.trace_rates(df, tr)
-    assert (r["first_start_ms"] >= r["start_ms"] - 0.002).all(), r[["mode", "start_ms", "first_start_ms"]]
-    assert (r["busy_span_ms"] <= r["event_ms"] + 0.002).all(), r[["mode", "event_ms", "busy_span_ms"]]
+    print(r.groupby(["mode", "workload"])[["start_ms", "first_start_ms", "event_ms", "busy_span_ms",
+                                            "wait_ms"]].median().to_string())
+    assert (r["first_start_ms"] >= r["start_ms"] - 0.005).all(), r[["mode", "start_ms", "first_start_ms"]]
+    assert (r["busy_span_ms"] <= r["event_ms"] + 0.005).all(), r[["mode", "event_ms", "busy_span_ms"]]
 
 
 def test_16_32_84_cupy_cudacore_torch_all_land_in_their_partition():
@@ -160,6 +162,7 @@ def test_tpc_masks_are_disjoint_and_match_the_sm_counts():
 
     gcexplore.release_contexts()
     x = torch.randn(1 << 20, device="cuda")
+    torch.cuda.synchronize()
     with gcexplore.split([24]) as parts, gcexplore.kernel_trace(parts) as t:
         for p in parts.all:
             with torch.cuda.stream(p.torch_stream()), t.region(f"sigmoid on {p.name}"):
