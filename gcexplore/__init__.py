@@ -4,7 +4,7 @@ Split a GPU's SMs into partitions, run workloads on them through explicit stream
 measure what overlap buys, and look at it in Jupyter. Importing gcexplore touches
 no GPU and loads no heavy library: each public name below is imported from its
 module on first use (matplotlib with the plots, ipywidgets with the explorers,
-pyarrow with parquet files).
+pyarrow with parquet files, CUPTI with a kernel trace).
 """
 
 from __future__ import annotations
@@ -26,9 +26,11 @@ _WHERE = {
     "launch_gap": "engine",
     **dict.fromkeys(("isolation", "occupancy", "profile_overlap", "scaling", "sweep"), "profile"),
     **dict.fromkeys(("best_split", "layout_table", "sm_busy", "summarize"), "analysis"),
+    **dict.fromkeys(("TraceUnavailable", "TracedResult", "kernel_trace"), "tracing"),
+    **dict.fromkeys(("busy_time", "kernel_gaps", "tpc_map"), "busy"),
     **dict.fromkeys(("load", "load_recorded", "save", "to_chrome_trace"), "results"),
     **dict.fromkeys(("figure_stamp", "plot_isolation", "plot_occupancy", "plot_scaling", "plot_sweep",
-                     "plot_throughput"), "plot"),
+                     "plot_throughput", "plot_timeline"), "plot"),
     **dict.fromkeys(("Explorer", "SweepExplorer", "explore"), "widgets"),
 }
 

@@ -43,6 +43,13 @@ __all__ = [
 #: A configuration is flagged noisy when its IQR exceeds this fraction of its median.
 NOISY_FRACTION = 0.10
 
+#: Modes whose event span may include waiting for SMs: no rate is computed from it
+#: without a kernel trace (a summary says why in ``attrs["rate_notes"]``).
+SPAN_INCLUDES_WAIT = {
+    "streams": "no rate on plain streams from events: a workload's event span includes its wait for SMs "
+               "held by the other workload; trace=True measures its GPU-busy time",
+}
+
 STAT_COLUMNS = ["reps", "median_ms", "p10_ms", "p90_ms", "iqr_ms", "noisy"]
 OVERLAP_SUMMARY_COLUMNS = [
     "layout", "split_sm_count", "mode", "workload", "partition", "sm_count", "requested_sm_count",
@@ -164,7 +171,7 @@ def _makespan_medians(df: pd.DataFrame) -> dict[tuple[str, str], float]:
 # ------------------------------------------------------------------------ summarize
 
 
-def summarize(df: pd.DataFrame) -> pd.DataFrame:
+def summarize(df: pd.DataFrame, trace: pd.DataFrame | None = None) -> pd.DataFrame:
     """Medians and spread from the raw samples, with the derived comparisons.
 
     Dispatches on the result's kind (``df.attrs["kind"]``, else its columns). Rows of
@@ -191,12 +198,21 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
     Isolation results: one row per (scenario, role, workload) with the statistics,
     ``sm_count`` and ``slowdown_vs_alone`` (median / the same role's ``alone`` median).
 
-    Occupancy results: :func:`sm_busy`.
+    Occupancy results: :func:`sm_busy`. Traces: :func:`gcexplore.busy.busy_time`.
+
+    Rates (``throughput_tflops``, ``bandwidth_gbs``) of a mode in
+    :data:`SPAN_INCLUDES_WAIT` (plain streams) are NaN, with the reason in
+    ``attrs["rate_notes"]``. With ``trace`` (the kernel trace of the same run), every
+    mode's rates come from GPU-busy time instead and the columns of
+    :func:`gcexplore.busy.trace_summary` are added.
     """
+    from . import busy
+
     kind = check_result(df, KINDS, "summarize")
     one = {"overlap": _summarize_overlap, "sweep": _summarize_overlap, "scaling": _summarize_scaling,
-           "isolation": _summarize_isolation, "occupancy": sm_busy}[kind]
-    return _per_run(df, one)
+           "isolation": _summarize_isolation, "occupancy": sm_busy, "trace": busy.busy_time}[kind]
+    out = _per_run(df, one)
+    return out if trace is None or kind not in ("overlap", "sweep") else busy.with_trace(out, df, trace)
 
 
 def _summarize_overlap(df: pd.DataFrame) -> pd.DataFrame:
@@ -216,7 +232,7 @@ def _summarize_overlap(df: pd.DataFrame) -> pd.DataFrame:
         row.update(stats(g["duration_ms"]))
         row["makespan_median_ms"] = makespan.get((layout, mode), math.nan)
         for col in ("throughput_tflops", "bandwidth_gbs", "flops", "bytes"):
-            row[col] = _nanmedian(g[col]) if col in g else math.nan
+            row[col] = _nanmedian(g[col]) if col in g and mode not in SPAN_INCLUDES_WAIT else math.nan
         rows.append(row)
     s = pd.DataFrame(rows)
     seq = s[s["mode"] == "sequential"]
@@ -244,6 +260,7 @@ def _summarize_overlap(df: pd.DataFrame) -> pd.DataFrame:
                                        dtype="Int64")
     s.attrs.update(df.attrs)
     s.attrs["summary_of"] = df.attrs.get("kind", "overlap")
+    s.attrs["rate_notes"] = {m: note for m, note in SPAN_INCLUDES_WAIT.items() if m in set(s["mode"])}
     return s
 
 

@@ -2,13 +2,16 @@
 
 Interface (used by the experiments in :mod:`gcexplore.profile` and by ``bench/``):
 
-- :class:`Engine` ``(info, *, streams=2, l2_flush=False, graphs=False)``: the
+- :class:`Engine` ``(info, *, streams=2, l2_flush=False, graphs=False, trace=None)``: the
   measuring machinery of one device (a context manager). ``engine.run_group(slots,
   chain=False)`` runs one repetition of :class:`Slot` s and returns each launch's
   ``(start_ms, duration_ms)`` and the makespan; ``engine.runner(slot)`` is what
   launches a slot once (a direct call or its CUDA graph); ``engine.whole`` is the
   whole device as a partition; ``engine.nvml`` reads SM clock and power;
-  ``engine.metadata()`` is what a result records about the engine.
+  ``engine.metadata()`` is what a result records about the engine. With a
+  :class:`gcexplore.tracing.Collector` as ``trace``, every launch of a repetition
+  carries an external correlation id (gate, settling spin, workload launch) and
+  ``run_group(..., label=(layout, mode, rep))`` names the repetition for the trace.
 - :func:`launch_gap`: the event time a kernel does not see, measured once per device.
 - :func:`spin_samples`: event durations and in-kernel spans of a spin kernel.
 - :func:`nvtx_range`: a named range in Nsight Systems when nvtx is installed.
@@ -48,6 +51,12 @@ __all__ = ["Engine", "Nvml", "Slot", "launch_gap", "nvtx_available", "nvtx_range
 _GATE_US_START = 60.0
 _GATE_US_MAX = 20_000.0
 _SETTLE_NS = 1_000  # the tiny spin each stream runs after its waits, before its start event
+_UNTRACED = contextlib.nullcontext()
+
+
+def _tag(trace, role: str, slot=None, launch: int = 0):
+    """The trace's correlation scope of one launch, or nothing when not tracing."""
+    return _UNTRACED if trace is None else trace.tag(role, slot, launch)
 
 
 class Nvml:
@@ -133,13 +142,14 @@ class Engine:
     """Measuring machinery on one device: gate stream and kernel, L2 flush, NVML, graphs."""
 
     def __init__(self, info: DeviceInfo, *, streams: int = 2, l2_flush: bool = False,
-                 graphs: bool = False):
+                 graphs: bool = False, trace=None):
         from cuda.core import EventOptions
 
         from .kernels import builtin_kernel
 
         self.info = info
         self.graphs = graphs
+        self.trace = trace  # a tracing.Collector, or None
         self.gate_us = _GATE_US_START
         self.max_enqueue_us = 0.0
         self.event_options = EventOptions(timing_enabled=True)
@@ -163,6 +173,8 @@ class Engine:
                     size = 2 * max(int(dev.properties.l2_cache_size), 1 << 20)
                     self._l2 = (dev.allocate(size, stream=self.gate), size)
             self.nvml = Nvml(info.index)
+            if trace is not None:  # fails in one sentence now, not after a sweep
+                trace.probe(lambda: self.launch_spin(self.gate, 1_000), self.gate)
         except BaseException:
             self.whole.close()
             self._current.close()
@@ -213,21 +225,25 @@ class Engine:
                 driver.cuGraphDestroy(graph)
         self._graphs.clear()
 
-    def run_group(self, slots: Sequence[Slot], *, chain: bool = False):
+    def run_group(self, slots: Sequence[Slot], *, chain: bool = False, label: tuple | None = None):
         """One repetition: gate, common start, every slot's launches, one sync.
 
         Returns ``(per_slot, makespan_ms)``; ``per_slot[i]`` lists ``(start_ms,
         duration_ms)`` for each launch of slot ``i``. With ``chain`` each slot starts
-        after the previous one ended (``alone`` and ``sequential``).
+        after the previous one ended (``alone`` and ``sequential``). ``label``
+        ``(layout, mode, rep)`` names a measured repetition in the trace (None: warm-up).
         """
         from cuda.bindings import driver
 
-        gate = self.gate
-        if self._l2 is not None:
-            buf, size = self._l2
-            check(driver.cuMemsetD32Async(int(buf.handle), 0, size // 4, int(gate.handle)),
-                   "cuMemsetD32Async")
-        self.launch_spin(gate, int(self.gate_us * 1000))
+        gate, trace = self.gate, self.trace
+        if trace is not None:
+            trace.group(label)
+        with _tag(trace, "gate"):
+            if self._l2 is not None:
+                buf, size = self._l2
+                check(driver.cuMemsetD32Async(int(buf.handle), 0, size // 4, int(gate.handle)),
+                      "cuMemsetD32Async")
+            self.launch_spin(gate, int(self.gate_us * 1000))
         common = gate.record(options=self.event_options)
         t0 = time.perf_counter()
         events = []
@@ -241,7 +257,8 @@ class Engine:
             if slot.paced_by is None:
                 # A start event recorded right after a cross-stream wait jitters by
                 # 4-11 us (H200); after a kernel on its own stream, by under 1 us.
-                self.launch_spin(s, _SETTLE_NS)
+                with _tag(trace, "settle", slot):
+                    self.launch_spin(s, _SETTLE_NS)
             run = slot.run or self.runner(slot)
             pairs = []
             if nvtx is not None:
@@ -251,7 +268,8 @@ class Engine:
                     if slot.paced_by is not None:
                         s.wait(events[slot.paced_by][j][1])
                     e0 = s.record(options=self.event_options)
-                    run()
+                    with _tag(trace, "workload", slot, j):
+                        run()
                     e1 = s.record(options=self.event_options)
                     pairs.append((e0, e1))
             finally:

@@ -34,6 +34,7 @@ __all__ = [
     "plot_scaling",
     "plot_occupancy",
     "plot_isolation",
+    "plot_timeline",
     "figure_stamp",
     "occupancy_rows",
     "require_result",
@@ -216,7 +217,7 @@ def plot_sweep(df: pd.DataFrame, *, summary: pd.DataFrame | None = None,
 
 
 def plot_throughput(df: pd.DataFrame, *, layout: str | None = None, metric: str = "auto",
-                    figsize=None) -> Figure:
+                    figsize=None, trace: pd.DataFrame | None = None) -> Figure:
     """Throughput of each workload on its partition, one bar per mode.
 
     One panel per workload (workloads declare different units: TFLOP/s for FLOPs,
@@ -238,11 +239,16 @@ def plot_throughput(df: pd.DataFrame, *, layout: str | None = None, metric: str 
         ``"duration_ms"``.
     figsize : tuple of float, optional
         Figure size in inches; default scales with the number of workloads.
+    trace : pandas.DataFrame, optional
+        The kernel trace of the same run (``trace=True``): rates come from each
+        workload's GPU-busy time in every mode. Without it, a mode whose event span
+        may include waiting for SMs (plain streams) gets no rate bar but a note why.
 
     Returns
     -------
     matplotlib.figure.Figure
-        One Axes per workload; each bar (a Rectangle) has gid ``"bar:<workload>:<mode>"``.
+        One Axes per workload; each bar (a Rectangle) has gid ``"bar:<workload>:<mode>"``;
+        a withheld rate is a text with gid ``"withheld:<workload>:<mode>"``.
     """
     check_result(df, "overlap", "plot_throughput")
     require_result(df, ["layout", "mode", "workload", "partition", "sm_count", "duration_ms"],
@@ -256,6 +262,10 @@ def plot_throughput(df: pd.DataFrame, *, layout: str | None = None, metric: str 
         raise ValueError(f"layout {layout!r} was not measured; measured layouts: "
                          f"{sorted(layouts, key=layout_key)}")
     rows = df[df["layout"] == layout]
+    if trace is not None:
+        from .busy import trace_rates
+
+        rows = trace_rates(rows, trace)
     workloads = list(dict.fromkeys(rows["workload"]))
     if figsize is None:
         figsize = (max(4.0, 3.6 * len(workloads)), 4.2)
@@ -267,6 +277,12 @@ def plot_throughput(df: pd.DataFrame, *, layout: str | None = None, metric: str 
         labels = []
         for i, mode in enumerate(A.modes_in(wrows)):
             mrows = wrows[wrows["mode"] == mode]
+            part = mrows["partition"].iloc[0]
+            labels.append(f"{mode}\n{part}\n{int(mrows['sm_count'].iloc[0])} SMs")
+            if trace is None and mode in A.SPAN_INCLUDES_WAIT and metric_used != "duration_ms":
+                ax.text(i, 0, "no rate:\nspan includes\nwait for SMs", ha="center", va="bottom",
+                        fontsize=6, color=_mode_color(mode), gid=f"withheld:{workload}:{mode}")
+                continue
             values, _ = A.rates(mrows, metric_used)
             med, lo, hi = A.quantiles(values)
             cont = ax.bar([i], [med], yerr=[[med - lo], [hi - med]], capsize=4,
@@ -274,10 +290,8 @@ def plot_throughput(df: pd.DataFrame, *, layout: str | None = None, metric: str 
             cont.patches[0].set_gid(f"bar:{workload}:{mode}")
             ax.annotate(_fmt(med), (i, max(med, hi)), textcoords="offset points", xytext=(0, 3),
                         ha="center", va="bottom", fontsize=7)
-            part = mrows["partition"].iloc[0]
-            labels.append(f"{mode}\n{part}\n{int(mrows['sm_count'].iloc[0])} SMs")
         ax.set_xticks(range(len(labels)), labels, fontsize=7)
-        ax.set_ylabel(_metric_label(metric_used))
+        ax.set_ylabel(_metric_label(metric_used) + (", from GPU-busy time" if trace is not None else ""))
         ax.set_title(f"{workload} — layout {layout}", fontsize=10)
         ax.margins(y=0.1)
         ax.grid(True, axis="y", alpha=0.3)
@@ -562,4 +576,76 @@ def plot_isolation(df: pd.DataFrame, *, figsize=(9.0, 4.2)) -> Figure:
         axes[1].set_ylabel("background time (ms)")
         axes[1].set_title(f"background ({bname})", fontsize=10)
     _stamp(fig, df)
+    return fig
+
+
+# ------------------------------------------------------------------------ timeline
+
+
+def plot_timeline(trace: pd.DataFrame, *, layout: str | None = None, rep: int = 0,
+                  modes: Sequence[str] | None = None, figsize=None) -> Figure:
+    """Kernel timeline of one repetition: a lane per partition and stream, one panel per mode.
+
+    Each kernel (CUPTI's start and end, relative to the repetition's common start) is
+    a bar coloured by workload; the idle gaps inside a workload's busy span (launch
+    bubbles, :func:`gcexplore.busy.kernel_gaps`) are shaded red on its lane.
+
+    Parameters
+    ----------
+    trace : pandas.DataFrame
+        A kernel trace (``trace=True`` or :func:`gcexplore.kernel_trace`).
+    layout : str, optional
+        Default: the first layout in the trace.
+    rep : int, default 0
+        Which repetition.
+    modes : sequence of str, optional
+        Default: every mode of that layout.
+    figsize : tuple of float, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Kernel bars carry gid ``"kernel:<workload>"``, gaps ``"gap:<workload>"``.
+    """
+    from .busy import kernel_gaps
+
+    require_result(trace, ["layout", "mode", "rep", "workload", "partition", "stream_id", "start_ms",
+                           "end_ms", "name"], "plot_timeline",
+                   "a kernel trace from trace=True or gcexplore.kernel_trace()")
+    A.require_one_run(trace, "plot_timeline")
+    layout = str(trace["layout"].iloc[0]) if layout is None else layout
+    rows = trace[(trace["layout"] == layout) & (trace["rep"] == rep)]
+    if rows.empty:
+        raise ValueError(f"no kernels of layout {layout!r} repetition {rep} in this trace; layouts "
+                         f"{sorted(set(trace['layout']), key=layout_key)}, reps {sorted(set(trace['rep']))}")
+    modes = [m for m in (modes or A.modes_in(rows)) if (rows["mode"] == m).any()]
+    colors = {w: _WORKLOAD_COLORS[i % len(_WORKLOAD_COLORS)] for i, w in enumerate(dict.fromkeys(rows["workload"]))}
+    fig = _new_figure(figsize or (9.0, 1.2 + 1.1 * sum(len(set(zip(rows[rows["mode"] == m]["partition"],
+                                                                  rows[rows["mode"] == m]["stream_id"])))
+                                                       for m in modes)))
+    axes = fig.subplots(len(modes), 1, squeeze=False, sharex=True)[:, 0]
+    gaps = kernel_gaps(rows)
+    for ax, mode in zip(axes, modes):
+        m = rows[rows["mode"] == mode]
+        lanes = sorted(set(zip(m["partition"].astype(str), m["stream_id"].astype(int))),
+                       key=lambda t: (partition_key(t[0]), t[1]))
+        for y, (part, stream) in enumerate(lanes):
+            k = m[(m["partition"] == part) & (m["stream_id"] == stream)]
+            for wl, kw in k.groupby("workload", sort=False):
+                ax.broken_barh(list(zip(kw["start_ms"], kw["end_ms"] - kw["start_ms"])), (y - 0.35, 0.7),
+                               facecolors=colors[wl], edgecolors="white", linewidth=0.3, gid=f"kernel:{wl}")
+            for g in gaps[(gaps["mode"] == mode) & (gaps["partition"] == part)].itertuples():
+                if (k["workload"] == g.workload).any():
+                    ax.broken_barh([(g.gap_start_ms, g.gap_end_ms - g.gap_start_ms)], (y - 0.35, 0.7),
+                                   facecolors="#d62728", alpha=0.3, gid=f"gap:{g.workload}")
+        sms = {p: int(s) for p, s in zip(m["partition"], m["sm_count"])}
+        ax.set_yticks(range(len(lanes)), [f"{p} ({sms[p]} SMs)\nstream {s}" for p, s in lanes], fontsize=7)
+        ax.set_ylim(-0.6, len(lanes) - 0.4)
+        ax.set_title(f"{_mode_label(mode)} — layout {layout}, repetition {rep}", fontsize=9)
+        ax.grid(True, axis="x", alpha=0.3)
+    axes[-1].set_xlabel("time since the repetition's common start (ms, CUPTI kernel records)")
+    handles = [Patch(color=c, label=w) for w, c in colors.items()]
+    handles.append(Patch(color="#d62728", alpha=0.3, label="idle gap (launch bubble)"))
+    axes[0].legend(handles=handles, fontsize=7, loc="upper right")
+    _stamp(fig, trace)
     return fig

@@ -15,15 +15,11 @@ workloads made from names are closed at the end, and the timing engine
 (:mod:`gcexplore.engine`) is closed whatever happens. Derived numbers (statistics,
 speedups, bounds, the best split) live in :mod:`gcexplore.analysis`.
 
-Keeping data
-------------
-When a workload raises or the user interrupts (Ctrl-C), every repetition completed so
-far is kept: the call raises :class:`~gcexplore.runner.MeasurementFailed` (a
-:class:`GreenContextError`, chained ``from`` the workload's exception) or
-:class:`~gcexplore.runner.MeasurementInterrupted` (a ``KeyboardInterrupt``); both carry
-the rows as ``exc.partial`` (``attrs["partial"] = True``). ``sweep(...,
-checkpoint=path)`` also appends each finished layout to ``path`` (JSON lines) and a
-rerun with the same path skips the layouts already there.
+Keeping data: when a workload raises or the user interrupts (Ctrl-C), the call raises
+:class:`~gcexplore.runner.MeasurementFailed` or ``MeasurementInterrupted`` with every
+repetition so far in ``exc.partial`` (:mod:`gcexplore.runner`); ``sweep(...,
+checkpoint=path)`` also keeps each finished layout in a file. ``trace=True`` records
+every kernel with CUPTI as well (:mod:`gcexplore.tracing`) and returns ``(result, trace)``.
 """
 
 from __future__ import annotations
@@ -37,10 +33,12 @@ from ._checks import as_int, as_seconds_like
 from .analysis import best_split, sm_busy, summarize
 from .api import DeviceInfo, device_info, plan_split
 from .partitions import Partitioning
+from .sizes import as_sizes, check_partitioning, fit_workloads, scaling_sizes, sweep_sizes
 from .engine import Engine, Slot, launch_gap, nvtx_range
 from .runner import (Checkpoint, MeasurementAborted, MeasurementFailed, MeasurementInterrupted,
                      run_layouts)
 from .schema import MODES, Options, frame, new_run_id
+from .tracing import Collector, traced
 from .workloads import Workload, as_workloads, spin, workload_names
 
 __all__ = [
@@ -61,88 +59,6 @@ __all__ = [
 
 
 # ---------------------------------------------------------------------------
-# Checks made before anything is compiled or allocated (pure)
-# ---------------------------------------------------------------------------
-
-
-def _fit(plan, n_workloads: int) -> None:
-    """ValueError unless ``n_workloads`` fit the partitions of ``plan``.
-
-    Workloads go on the requested groups in order; the remainder takes the last one
-    when the split names one group fewer than there are workloads.
-    """
-    groups = len(plan.groups)
-    if n_workloads <= groups or (n_workloads == groups + 1 and plan.remainder > 0):
-        return
-    have = f"{groups} group(s) {plan.granted}" + (f" plus a remainder of {plan.remainder} SMs"
-                                                 if plan.remainder else " and no remainder")
-    raise ValueError(
-        f"{n_workloads} workloads but the split {plan.requested} on {plan.info.name} gives {have}; "
-        f"give {n_workloads - 1} or {n_workloads} SM counts (the remainder takes the last workload "
-        "when there is one fewer count than workloads)")
-
-
-def _given_partitioning(parts, info: DeviceInfo) -> None:
-    if parts.is_closed:
-        raise ValueError(f"the Partitioning {parts.label} is closed; make a new one with gcexplore.split()")
-    if parts.info.index != info.index:
-        raise ValueError(f"split is a Partitioning of device {parts.info.index} ({parts.info.name}) but "
-                         f"device={info.index}; pass device={parts.info.index}")
-
-
-def _sizes(name: str, values) -> list[int]:
-    if isinstance(values, bool) or not isinstance(values, (Sequence, int)) or isinstance(values, str):
-        if not hasattr(values, "__index__"):
-            raise TypeError(f"{name} must be an int or a sequence of ints, got {values!r}")
-    seq = [values] if hasattr(values, "__index__") and not isinstance(values, Sequence) else list(values)
-    return [as_int(f"{name} entry", v) for v in seq]
-
-
-def _sweep_sizes(info: DeviceInfo, n_workloads: int, sm_counts, others: Sequence[int],
-                 rounding: str = "up") -> list[int]:
-    """First-partition sizes a sweep measures; ValueError naming the valid sizes otherwise."""
-    if n_workloads < 2:
-        raise ValueError(f"a sweep needs at least two workloads (the first on k SMs, the last on "
-                         f"the rest), got {n_workloads}")
-    others = _sizes("others", others)
-    if len(others) != n_workloads - 2:
-        raise ValueError(
-            f"{n_workloads} workloads need {n_workloads - 2} fixed size(s) in others= for the "
-            f"middle workload(s) (the first is swept, the last takes the remainder), got {others}")
-    valid = []
-    for k in info.valid_sm_counts():
-        try:
-            plan = plan_split(info, [k, *others], rounding=rounding)
-        except ValueError:
-            continue
-        if plan.remainder > 0:
-            valid.append(k)
-    if not valid:
-        raise ValueError(f"no first-partition size leaves a remainder on {info.name} with others={others}")
-    if sm_counts is None:
-        return valid
-    sizes = _sizes("sm_counts", sm_counts)
-    bad = [k for k in sizes if k not in valid]
-    if bad or not sizes:
-        raise ValueError(
-            f"cannot sweep first-partition size(s) {bad or sizes} on {info.name} ({info.sm_count} SMs): "
-            f"valid sizes (leaving SMs for the last workload) are {', '.join(map(str, valid))}")
-    return list(dict.fromkeys(sizes))
-
-
-def _scaling_sizes(info: DeviceInfo, sm_counts) -> list[int]:
-    valid = info.valid_sm_counts()
-    if sm_counts is None:
-        return list(valid)
-    sizes = _sizes("sm_counts", sm_counts)
-    bad = [k for k in sizes if k not in valid]
-    if bad or not sizes:
-        raise ValueError(f"cannot time {bad or sizes} SMs on {info.name} ({info.sm_count} SMs); "
-                         f"valid partition sizes are {', '.join(map(str, valid))}")
-    return sizes
-
-
-# ---------------------------------------------------------------------------
 # Shared set-up and tear-down
 # ---------------------------------------------------------------------------
 
@@ -153,6 +69,7 @@ class _Run:
     def __init__(self, kind: str, info: DeviceInfo, options: Options, wls: list[Workload], run_id: str):
         self.kind, self.info, self.options, self.wls, self.run_id = kind, info, options, wls, run_id
         self.engine: Engine | None = None
+        self.trace: Collector | None = None
         self.gap = math.nan
         self.extra: dict = {}
         self._owned: list = []
@@ -191,8 +108,9 @@ def _run(kind: str, workloads, device, options: Options, *, check=None, streams:
             raise ValueError(f"workload(s) {', '.join(wrong)} hold memory of another device and cannot "
                              f"run on device {info.index} ({info.name}); build them with device={info.index}")
         run.gap = launch_gap(info.index)
+        run.trace = run.adopt(Collector().start()) if options.trace else None
         run.engine = Engine(info, streams=max(2, streams, len(wls)), l2_flush=options.l2_flush,
-                            graphs=options.graphs)
+                            graphs=options.graphs, trace=run.trace)
         try:
             yield run
         finally:
@@ -252,13 +170,13 @@ def _measure_mode(engine: Engine, groups, layout, split_k, mode, opts: Options, 
             s.run = engine.runner(s)
     for _ in range(opts.warmup):
         for gslots, chain in groups:
-            engine.run_group(gslots, chain=chain)
+            engine.run_group(gslots, chain=chain, label=(layout, mode, None))
     first = len(rows)
     clock0, power0 = engine.nvml.read()
     for rep in range(opts.repeats):
         rep_rows = []
         for gslots, chain in groups:
-            per_slot, makespan = engine.run_group(gslots, chain=chain)
+            per_slot, makespan = engine.run_group(gslots, chain=chain, label=(layout, mode, rep))
             for slot, launches in zip(gslots, per_slot):
                 start, dur = launches[0]
                 rep_rows.append(_overlap_row(layout, split_k, mode, rep, slot, start, dur, makespan))
@@ -285,7 +203,7 @@ def _measure_layout(run: _Run, parts, rows: list[dict]) -> None:
 
 def profile_overlap(workloads, split, *, repeats: int = 20, warmup: int = 3, device=0,
                     modes: Sequence[str] = MODES, l2_flush: bool = False, graphs: bool = False,
-                    rounding: str = "up"):
+                    rounding: str = "up", trace: bool = False):
     """Time workloads alone, concurrently on their partitions, one after another, and on plain streams.
 
     Parameters
@@ -307,6 +225,8 @@ def profile_overlap(workloads, split, *, repeats: int = 20, warmup: int = 3, dev
         at once on plain streams of the whole device); an L2 flush before every
         repetition (``alone`` then runs each workload in its own repetition); CUDA-graph
         launches; how requested counts become valid sizes.
+    trace : bool, default False
+        Also record every kernel with CUPTI: returns ``(result, trace)`` (:mod:`gcexplore.tracing`).
     device : int, default 0
 
     Returns
@@ -350,15 +270,15 @@ def profile_overlap(workloads, split, *, repeats: int = 20, warmup: int = 3, dev
         A workload raised or the user interrupted; ``exc.partial`` holds the rows so far.
     """
     opts = Options(repeats=repeats, warmup=warmup, modes=modes, l2_flush=l2_flush, graphs=graphs,
-                   rounding=rounding)
+                   rounding=rounding, trace=trace)
     given = isinstance(split, Partitioning)
     labels = []
 
     def check(info, names):
         if given:
-            _given_partitioning(split, info)
+            check_partitioning(split, info)
         plan = split.plan if given else plan_split(info, split, rounding=opts.rounding)
-        _fit(plan, len(names))
+        fit_workloads(plan, len(names))
         labels.append(plan.label)
 
     with _run("overlap", workloads, device, opts, check=check) as run:
@@ -367,12 +287,13 @@ def profile_overlap(workloads, split, *, repeats: int = 20, warmup: int = 3, dev
                 _measure_layout(run, parts, out)
 
         rows, _ = run_layouts([(labels[0], None)], measure, build=run.frame)
-        return run.frame(rows)
+        return traced(run.frame(rows), run.trace)
 
 
 def sweep(workloads, sm_counts=None, *, others: Sequence[int] = (), repeats: int = 20,
           warmup: int = 3, device=0, modes: Sequence[str] = MODES, l2_flush: bool = False,
-          graphs: bool = False, rounding: str = "up", checkpoint=None, progress: bool = True):
+          graphs: bool = False, rounding: str = "up", checkpoint=None, progress: bool = True,
+          trace: bool = False):
     """:func:`profile_overlap` over every valid size of the first partition.
 
     The first workload gets ``k`` SMs, the last the remainder (middle workloads, if
@@ -388,8 +309,8 @@ def sweep(workloads, sm_counts=None, *, others: Sequence[int] = (), repeats: int
         (8, 16, ..., 128 on the H100).
     others : sequence of int, default ()
         Fixed sizes of the middle workloads (``len(workloads) - 2`` of them).
-    repeats, warmup, device, modes, l2_flush, graphs, rounding
-        As for :func:`profile_overlap`.
+    repeats, warmup, device, modes, l2_flush, graphs, rounding, trace
+        As for :func:`profile_overlap` (layouts resumed from a checkpoint have no trace).
     checkpoint : str or path, optional
         JSON-lines file: each finished layout's rows are appended (flushed and fsynced)
         as soon as it is measured; rerunning with the same file (and the same
@@ -414,14 +335,14 @@ def sweep(workloads, sm_counts=None, *, others: Sequence[int] = (), repeats: int
         measured so far (finished layouts are also in the checkpoint).
     """
     opts = Options(repeats=repeats, warmup=warmup, modes=modes, l2_flush=l2_flush, graphs=graphs,
-                   rounding=rounding)
-    fixed = _sizes("others", others)  # numbers checked before the driver is asked
+                   rounding=rounding, trace=trace)
+    fixed = as_sizes("others", others)  # numbers checked before the driver is asked
     if sm_counts is not None:
-        _sizes("sm_counts", sm_counts)
+        as_sizes("sm_counts", sm_counts)
     plan: dict = {}
 
     def check(info, names):
-        sizes = _sweep_sizes(info, len(names), sm_counts, fixed, opts.rounding)
+        sizes = sweep_sizes(info, len(names), sm_counts, fixed, opts.rounding)
         plan["layouts"] = [(plan_split(info, [k, *fixed], rounding=opts.rounding).label, [k, *fixed])
                            for k in sizes]
         if checkpoint is not None:
@@ -441,7 +362,7 @@ def sweep(workloads, sm_counts=None, *, others: Sequence[int] = (), repeats: int
 
         rows, _ = run_layouts(plan["layouts"], measure, build=run.frame, checkpoint=plan.get("ckpt"),
                               progress=progress)
-        return run.frame(rows)
+        return traced(run.frame(rows), run.trace)
 
 
 # ---------------------------------------------------------------------------
@@ -451,7 +372,7 @@ def sweep(workloads, sm_counts=None, *, others: Sequence[int] = (), repeats: int
 
 def scaling(workload, sm_counts=None, *, repeats: int = 20, warmup: int = 3, device=0,
             whole_device_too: bool = True, l2_flush: bool = False, graphs: bool = False,
-            progress: bool = True):
+            progress: bool = True, trace: bool = False):
     """Time one workload alone on partitions of each size.
 
     Parameters
@@ -460,8 +381,8 @@ def scaling(workload, sm_counts=None, *, repeats: int = 20, warmup: int = 3, dev
         A :class:`~gcexplore.workloads.Workload`, a built-in name, or ``fn(*, stream)``.
     sm_counts : int or sequence of int, optional
         Partition sizes; default every valid size (8, 16, ..., 128 on the H100).
-    repeats, warmup, l2_flush, graphs
-        As for :func:`profile_overlap`.
+    repeats, warmup, l2_flush, graphs, trace
+        As for :func:`profile_overlap` (the trace's layout is the size, its mode "alone").
     device : int, default 0
     whole_device_too : bool, default True
         Also time it on the whole device (primary context; ``requested_sm_count`` NA).
@@ -484,23 +405,23 @@ def scaling(workload, sm_counts=None, *, repeats: int = 20, warmup: int = 3, dev
     MeasurementFailed, MeasurementInterrupted
         With the rows so far in ``exc.partial``.
     """
-    opts = Options(repeats=repeats, warmup=warmup, l2_flush=l2_flush, graphs=graphs)
+    opts = Options(repeats=repeats, warmup=warmup, l2_flush=l2_flush, graphs=graphs, trace=trace)
     sizes: list[int] = []
 
     def check(info, names):
-        sizes.extend(_scaling_sizes(info, sm_counts))
+        sizes.extend(scaling_sizes(info, sm_counts))
 
     with _run("scaling", [workload], device, opts, check=check) as run:
         engine, (wl,) = run.engine, run.wls
 
         def time_on(part, out):
-            slot = Slot(wl, part, part.stream)
+            slot, size = Slot(wl, part, part.stream), "device" if part is engine.whole else str(part.sm_count)
             slot.run = engine.runner(slot)
             try:
                 for _ in range(opts.warmup):
-                    engine.run_group([slot])
+                    engine.run_group([slot], label=(size, "alone", None))
                 for rep in range(opts.repeats):
-                    (launches,), makespan = engine.run_group([slot])
+                    (launches,), makespan = engine.run_group([slot], label=(size, "alone", rep))
                     row = _overlap_row("", 0, "alone", rep, slot, *launches[0], makespan)
                     out.append({k: row[k] for k in ("workload", "sm_count", "requested_sm_count", "rep",
                                                     "duration_ms", "flops", "bytes", "throughput_tflops",
@@ -518,7 +439,7 @@ def scaling(workload, sm_counts=None, *, repeats: int = 20, warmup: int = 3, dev
 
         layouts = [(str(k), k) for k in sizes] + ([("device", None)] if whole_device_too else [])
         rows, _ = run_layouts(layouts, measure, build=run.frame, progress=progress, desc=f"scaling {wl.name}")
-        return run.frame(rows)
+        return traced(run.frame(rows), run.trace)
 
 
 # ---------------------------------------------------------------------------
@@ -537,7 +458,7 @@ def _isolation_scenario(run: _Run, name, groups, pacer, crit, out, within) -> No
     inside = total = 0
     for rep in range(opts.repeats):
         for gslots in groups:
-            per_slot, _ = engine.run_group(gslots)
+            per_slot, _ = engine.run_group(gslots, label=(run.extra["layout"], name, rep))
             ends = [[st + d for st, d in lst] for lst in per_slot]
             for i, (slot, lst) in enumerate(zip(gslots, per_slot)):
                 if slot.workload is pacer:
@@ -556,7 +477,7 @@ def _isolation_scenario(run: _Run, name, groups, pacer, crit, out, within) -> No
 
 
 def isolation(critical, background, split=16, *, repeats: int = 20, warmup: int = 3, device=0,
-              launches: int = 20, pacer_us: float = 50.0):
+              launches: int = 20, pacer_us: float = 50.0, trace: bool = False):
     """Latency of a critical workload next to a background one: alone, plain streams, partitions.
 
     NVIDIA's green-context sample as a measurement. In each repetition the background
@@ -579,8 +500,8 @@ def isolation(critical, background, split=16, *, repeats: int = 20, warmup: int 
         E.g. ``"latency"`` and ``"compute"``; their names must differ.
     split : int, default 16
         SMs of the critical partition.
-    repeats, warmup : int, default 20, 3
-        As for :func:`profile_overlap`.
+    repeats, warmup, trace
+        As for :func:`profile_overlap` (20, 3, False; the trace's mode is the scenario).
     device : int, default 0
     launches : int, default 20
         Critical launches per repetition (1 to 10,000).
@@ -599,7 +520,7 @@ def isolation(critical, background, split=16, *, repeats: int = 20, warmup: int 
         ``attrs["critical_within_background"]``: per contended scenario, the fraction
         of critical launches that ended before the background's last launch did.
     """
-    opts = Options(repeats=repeats, warmup=warmup)
+    opts = Options(repeats=repeats, warmup=warmup, trace=trace)
     launches = as_int("launches", launches, minimum=1, maximum=10_000)
     pacer_us = as_seconds_like("pacer_us", pacer_us, unit="microseconds", maximum=1e6)
     plans = []
@@ -640,7 +561,7 @@ def isolation(critical, background, split=16, *, repeats: int = 20, warmup: int 
 
         with api.split(plans[0].requested, device=run.info.index) as parts:
             rows, _ = run_layouts([(parts.label, parts)], measure, build=run.frame, desc="isolation")
-        return run.frame(rows)
+        return traced(run.frame(rows), run.trace)
 
 
 # ---------------------------------------------------------------------------
@@ -693,8 +614,8 @@ def occupancy(workloads, split, *, device=0, warmup: int = 1):
 
     def check(info, names):
         if given:
-            _given_partitioning(split, info)
-        _fit(split.plan if given else plan_split(info, split), len(names))
+            check_partitioning(split, info)
+        fit_workloads(split.plan if given else plan_split(info, split), len(names))
 
     with _run("occupancy", workloads, device, opts, check=check) as run:
         with _partitions(run, split, given) as parts:

@@ -6,7 +6,8 @@
 - :func:`load_recorded`: results measured on the project's GPU that ship in
   ``gcexplore/data/``.
 - :func:`to_chrome_trace`: a JSON timeline that Perfetto (ui.perfetto.dev) and
-  ``chrome://tracing`` open, one track per partition.
+  ``chrome://tracing`` open, one track per partition (per partition and stream for a
+  kernel trace).
 
 Nothing here needs a GPU.
 """
@@ -25,12 +26,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .schema import sorted_partitions
+from .schema import partition_key, sorted_partitions
 
 __all__ = ["RECORDED", "ResultFileError", "load", "load_recorded", "recorded_names", "save", "to_chrome_trace"]
 
 #: Names of the recorded results shipped in gcexplore/data (see bench/record.py).
-RECORDED = ("sweep", "scaling", "occupancy", "isolation", "torch_sweep")
+RECORDED = ("sweep", "scaling", "occupancy", "isolation", "torch_sweep", "trace", "trace_overlap")
 
 _ATTRS_KEY = b"gcexplore.attrs"
 _FORMATS = ("parquet", "csv")
@@ -309,7 +310,10 @@ def load_recorded(name: str) -> pd.DataFrame:
 
     Parameters
     ----------
-    name : {"sweep", "scaling", "occupancy", "isolation", "torch_sweep"}
+    name : {"sweep", "scaling", "occupancy", "isolation", "torch_sweep", "trace", "trace_overlap"}
+        ``"trace"``: the CUPTI kernel trace of the PyTorch matmul + sigmoid pair at
+        24+108 in all four modes; ``"trace_overlap"``: the event rows of the same run
+        (``summarize(load_recorded("trace_overlap"), trace=load_recorded("trace"))``).
 
     Returns
     -------
@@ -423,17 +427,6 @@ def _overlap_events(df: pd.DataFrame, reps: int | None) -> list[dict]:
     return events
 
 
-def _finite(v):
-    """``v`` with every non-finite float replaced by None (JSON null)."""
-    if isinstance(v, float):
-        return v if math.isfinite(v) else None
-    if isinstance(v, dict):
-        return {k: _finite(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [_finite(x) for x in v]
-    return v
-
-
 def _refuse_sidecar(path: Path) -> None:
     """ValueError when ``path`` is the metadata sidecar of a saved CSV result."""
     if path.suffix.lower() != ".json" or not path.with_suffix(".csv").exists() or not path.exists():
@@ -447,6 +440,53 @@ def _refuse_sidecar(path: Path) -> None:
                          "writing a trace there would orphan that result — choose another name")
 
 
+_KERNEL_ARGS = ("workload", "rep", "launch", "sm_count", "grid_x", "grid_y", "grid_z", "block_x", "block_y",
+                "block_z", "cluster_x", "cluster_y", "cluster_z", "registers_per_thread", "static_shared_bytes",
+                "dynamic_shared_bytes", "max_active_clusters", "bytes", "graph_id", "context_id", "correlation_id")
+
+
+def _kernel_events(df: pd.DataFrame, reps: int | None) -> list[dict]:
+    """A kernel trace: one process per layout and mode, one track per partition and stream."""
+    events = []
+    for pid, ((layout, mode), g) in enumerate(df.groupby(["layout", "mode"], sort=False), start=1):
+        events.append(_meta("process_name", pid, f"{layout} {mode}".strip()))
+        events.append({"ph": "M", "pid": pid, "name": "process_sort_index", "args": {"sort_index": pid}})
+        tracks = sorted({(str(p), int(s)) for p, s in zip(g["partition"], g["stream_id"])},
+                        key=lambda t: (partition_key(t[0]), t[1]))
+        tids = {}
+        for key in tracks:
+            tids[key] = len(tids) * 8 + 1
+            events.append(_meta("thread_name", pid, f"{key[0]} · stream {key[1]}", tids[key]))
+        rep_ids = list(dict.fromkeys(g["rep"]))[:reps] if reps is not None else list(dict.fromkeys(g["rep"]))
+        offset = 0.0
+        for rep in rep_ids:
+            gr = g[g["rep"] == rep]
+            for key, gk in gr.groupby([gr["partition"].astype(str), gr["stream_id"].astype(int)], sort=False):
+                iv = list(zip(gk["start_ms"].astype(float), gk["end_ms"].astype(float)))
+                for (s, e), lane, r in zip(iv, _lanes(iv), gk.itertuples()):
+                    args = {c: getattr(r, c) for c in _KERNEL_ARGS if hasattr(r, c)}
+                    events.append({"ph": "X", "pid": pid, "tid": tids[key] + lane, "name": str(r.name),
+                                   "ts": (offset + s) * 1e3, "dur": max(e - s, 1e-6) * 1e3,
+                                   "cat": str(getattr(r, "activity", "kernel")), "args": args})
+            offset += float(gr["end_ms"].max()) * 1.1 + 0.01
+    return events
+
+
+def _json_clean(v: Any) -> Any:
+    """Plain JSON values: numpy scalars unwrapped, NaN and infinities as null."""
+    if isinstance(v, dict):
+        return {str(k): _json_clean(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_json_clean(x) for x in v]
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if v is pd.NA:
+        return None
+    return v
+
+
 def to_chrome_trace(df: pd.DataFrame, path, *, reps: int | None = 5) -> Path:
     """Write a timeline of a result for Perfetto (ui.perfetto.dev) or ``chrome://tracing``.
 
@@ -457,7 +497,10 @@ def to_chrome_trace(df: pd.DataFrame, path, *, reps: int | None = 5) -> Path:
         SM, one slice per block; blocks resident at the same time on one SM go to
         extra "slot" tracks) or a :func:`gcexplore.profile_overlap` /
         :func:`gcexplore.sweep` result (one process per layout and mode, one track per
-        partition, repetitions laid end to end).
+        partition, repetitions laid end to end), or a kernel trace (``trace=True`` or
+        :func:`gcexplore.kernel_trace`: one process per layout and mode, one track per
+        partition and stream, one slice per kernel with its grid, block, cluster,
+        registers and shared memory as arguments).
     path : str or path
         Output ``.json`` file.
     reps : int or None, default 5
@@ -478,14 +521,15 @@ def to_chrome_trace(df: pd.DataFrame, path, *, reps: int | None = 5) -> Path:
 
     if reps is not None:
         reps = as_count("reps", reps)
-    kind = check_result(df, ("occupancy", "overlap"), "to_chrome_trace")
-    events = _occupancy_events(df) if kind == "occupancy" else _overlap_events(df, reps)
+    kind = check_result(df, ("occupancy", "overlap", "trace"), "to_chrome_trace")
+    events = {"occupancy": lambda: _occupancy_events(df), "trace": lambda: _kernel_events(df, reps)}.get(
+        kind, lambda: _overlap_events(df, reps))()
     path = Path(path)
     _refuse_sidecar(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     trace = {"traceEvents": events, "displayTimeUnit": "ms",
              "otherData": {k: v for k, v in _encode(dict(df.attrs)).items()
                            if isinstance(v, (str, int, bool)) or (isinstance(v, float) and math.isfinite(v))}}
-    text = json.dumps(_finite(trace), allow_nan=False)  # Perfetto refuses bare NaN
+    text = json.dumps(_json_clean(trace), allow_nan=False)  # strict JSON: Perfetto refuses NaN
     _atomic_write(path, lambda tmp: Path(tmp).write_text(text))
     return path

@@ -85,6 +85,16 @@ _ISOLATION = {"scenario": "str", "role": "str", "workload": "str", "rep": "int64
               "duration_ms": "float64"}
 _OCCUPANCY = {"partition": "str", "workload": "str", "sm_id": "int64", "block": "int64",
               "start_ns": "int64", "end_ns": "int64"}
+# One row per kernel (or memcpy / memset) from CUPTI; see gcexplore.tracing.
+_TRACE = {
+    "layout": "str", "mode": "str", "rep": "int64", "workload": "str", "launch": "int64",
+    "partition": "str", "sm_count": "int64", "stream_id": "int64", "activity": "str", "name": "str",
+    "start_ms": "float64", "end_ms": "float64", "grid_x": "int64", "grid_y": "int64", "grid_z": "int64",
+    "block_x": "int64", "block_y": "int64", "block_z": "int64", "cluster_x": "int64", "cluster_y": "int64",
+    "cluster_z": "int64", "registers_per_thread": "int64", "static_shared_bytes": "int64",
+    "dynamic_shared_bytes": "int64", "max_active_clusters": "int64", "bytes": "float64",
+    "graph_id": "int64", "context_id": "int64", "correlation_id": "int64",
+}
 
 #: Columns (name -> dtype, in order) of each result kind.
 COLUMNS = {
@@ -93,12 +103,13 @@ COLUMNS = {
     "scaling": {**_SCALING, **IDENTITY_COLUMNS},
     "isolation": {**_ISOLATION, **IDENTITY_COLUMNS},
     "occupancy": {**_OCCUPANCY, **IDENTITY_COLUMNS},
+    "trace": {**_TRACE, **IDENTITY_COLUMNS},
 }
 KINDS = tuple(COLUMNS)
 
 # Columns that tell a kind apart when attrs["kind"] is gone (e.g. after pd.concat).
-_SIGNATURE = (("overlap", "mode"), ("isolation", "scenario"), ("occupancy", "sm_id"),
-              ("scaling", "sm_count"))
+_SIGNATURE = (("trace", "correlation_id"), ("overlap", "mode"), ("isolation", "scenario"),
+              ("occupancy", "sm_id"), ("scaling", "sm_count"))
 
 
 def columns(kind: str) -> list[str]:
@@ -128,7 +139,7 @@ def kind_of(df) -> str:
         if col in cols:
             return k
     raise ValueError(f"not a gcexplore result (attrs kind {kind!r}, columns {sorted(map(str, cols))}); "
-                     f"results come from profile_overlap, sweep, scaling, isolation or occupancy")
+                     f"results come from profile_overlap, sweep, scaling, isolation, occupancy or a trace")
 
 
 def new_run_id() -> str:
@@ -219,6 +230,9 @@ class Options:
         Time CUDA-graph launches of each workload (captured once per stream).
     rounding : {"up", "down", "exact"}, default "up"
         How requested SM counts become valid sizes (:func:`gcexplore.plan_split`).
+    trace : bool, default False
+        Also record every kernel with CUPTI (:mod:`gcexplore.tracing`): the experiment
+        returns ``(result, trace)``; needs cupti-python.
     """
 
     repeats: int = 20
@@ -227,12 +241,13 @@ class Options:
     l2_flush: bool = False
     graphs: bool = False
     rounding: str = "up"
+    trace: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "repeats", as_count("repeats", self.repeats, maximum=MAX_REPEATS))
         object.__setattr__(self, "warmup", as_int("warmup", self.warmup, minimum=0, maximum=MAX_WARMUP))
         object.__setattr__(self, "modes", check_modes(self.modes))
-        for flag in ("l2_flush", "graphs"):
+        for flag in ("l2_flush", "graphs", "trace"):
             if not isinstance(getattr(self, flag), bool):
                 raise TypeError(f"{flag} must be True or False, got {getattr(self, flag)!r}")
         if self.rounding not in ROUNDINGS:
@@ -241,11 +256,12 @@ class Options:
 
     #: Which options each experiment takes (and records in its metadata).
     APPLIES = {
-        "overlap": ("repeats", "warmup", "modes", "l2_flush", "graphs", "rounding"),
-        "sweep": ("repeats", "warmup", "modes", "l2_flush", "graphs", "rounding"),
-        "scaling": ("repeats", "warmup", "l2_flush", "graphs"),
-        "isolation": ("repeats", "warmup"),
+        "overlap": ("repeats", "warmup", "modes", "l2_flush", "graphs", "rounding", "trace"),
+        "sweep": ("repeats", "warmup", "modes", "l2_flush", "graphs", "rounding", "trace"),
+        "scaling": ("repeats", "warmup", "l2_flush", "graphs", "trace"),
+        "isolation": ("repeats", "warmup", "trace"),
         "occupancy": ("warmup",),
+        "trace": (),
     }
 
     def metadata(self, kind: str) -> dict:

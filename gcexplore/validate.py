@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .schema import KINDS, kind_of, parse_layout
+from .schema import kind_of, parse_layout
 
 __all__ = ["ResultError", "check_result"]
 
@@ -116,6 +116,6 @@ def check_result(df, kinds, where: str) -> str:
     accepted = set(kinds) | ({"overlap", "sweep"} if {"overlap", "sweep"} & set(kinds) else set())
     if kind not in accepted:
         raise ResultError(f"{where} needs {_kind_text(kinds)}, got {_a(kind)} result")
-    if kind in KINDS:
+    if kind in _CHECKS:
         _CHECKS[kind](df, where)
     return kind

@@ -12,6 +12,7 @@ import pytest
 import _synthetic as S
 import gcexplore
 from gcexplore import profile as P
+from gcexplore import sizes as SZ
 from gcexplore import analysis as A
 from gcexplore import runner as R
 from gcexplore.schema import check_modes, columns, frame
@@ -312,30 +313,30 @@ def test_bad_repeats_and_warmup():
 
 def test_more_workloads_than_partitions(h100_like):
     plan = gcexplore.plan_split(h100_like, [24])
-    P._fit(plan, 2)
-    P._fit(plan, 1)
+    SZ.fit_workloads(plan, 2)
+    SZ.fit_workloads(plan, 1)
     with pytest.raises(ValueError, match="3 workloads.*give 2 or 3 SM counts"):
-        P._fit(plan, 3)
+        SZ.fit_workloads(plan, 3)
     import dataclasses
 
     full = gcexplore.plan_split(dataclasses.replace(h100_like, sm_count=128), [64, 64])
     assert full.remainder == 0
     with pytest.raises(ValueError, match="no remainder"):
-        P._fit(full, 3)
+        SZ.fit_workloads(full, 3)
 
 
 def test_sweep_sizes_cover_every_valid_size_and_refuse_others(h100_like):
-    sizes = P._sweep_sizes(h100_like, 2, None, ())
+    sizes = SZ.sweep_sizes(h100_like, 2, None, ())
     assert sizes == [k for k in h100_like.valid_sm_counts() if k < 132]
     assert sizes[0] == 8 and sizes[-1] == 128
     with pytest.raises(ValueError, match=r"size\(s\) \[20, 200\].*valid sizes .* are 8, 16"):
-        P._sweep_sizes(h100_like, 2, [16, 20, 200], ())
-    assert P._sweep_sizes(h100_like, 2, [24, 24, 16], ()) == [24, 16]
+        SZ.sweep_sizes(h100_like, 2, [16, 20, 200], ())
+    assert SZ.sweep_sizes(h100_like, 2, [24, 24, 16], ()) == [24, 16]
     with pytest.raises(ValueError, match="at least two workloads"):
-        P._sweep_sizes(h100_like, 1, None, ())
+        SZ.sweep_sizes(h100_like, 1, None, ())
     with pytest.raises(ValueError, match="1 fixed size"):
-        P._sweep_sizes(h100_like, 3, None, ())
-    three = P._sweep_sizes(h100_like, 3, None, [16])
+        SZ.sweep_sizes(h100_like, 3, None, ())
+    three = SZ.sweep_sizes(h100_like, 3, None, [16])
     assert three[-1] == 112  # 112 + 16 leaves 4 SMs for the last workload
 
 

@@ -88,7 +88,7 @@ def test_options_are_checked_where_written():
         Options(l2_flush="yes")
     assert Options(repeats=np.int64(5)).repeats == 5
     assert Options(modes="alone,concurrent").modes == ("alone", "concurrent")
-    assert Options(repeats=7).metadata("scaling") == {"repeats": 7, "warmup": 3, "l2_flush": False,
+    assert Options(repeats=7).metadata("scaling") == {"repeats": 7, "warmup": 3, "l2_flush": False, "trace": False,
                                                       "graphs": False}
 
 
@@ -103,7 +103,7 @@ def test_one_number_rule_refuses_floats_for_counts(h100_like):
     with pytest.raises(TypeError, match="SM counts must be ints"):
         gcexplore.plan_split(h100_like, [24.9])
     with pytest.raises(TypeError, match="sm_counts entry must be an int"):
-        from gcexplore.profile import _sweep_sizes
+        from gcexplore.sizes import sweep_sizes as _sweep_sizes
 
         _sweep_sizes(h100_like, 2, [24.9], ())
     assert gcexplore.plan_split(h100_like, [np.int32(24)]).label == "24+108"
