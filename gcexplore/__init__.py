@@ -25,10 +25,11 @@ _WHERE = {
     **dict.fromkeys(("MeasurementAborted", "MeasurementFailed", "MeasurementInterrupted"), "runner"),
     "launch_gap": "engine",
     **dict.fromkeys(("isolation", "occupancy", "profile_overlap", "scaling", "sweep"), "profile"),
-    **dict.fromkeys(("best_split", "layout_table", "sm_busy", "summarize"), "analysis"),
+    **dict.fromkeys(("best_split", "layout_table", "sm_busy", "summarize", "tune_table"), "analysis"),
+    "tune": "tuner",
     **dict.fromkeys(("load", "load_recorded", "save", "to_chrome_trace"), "results"),
     **dict.fromkeys(("figure_stamp", "plot_isolation", "plot_occupancy", "plot_scaling", "plot_sweep",
-                     "plot_throughput"), "plot"),
+                     "plot_throughput", "plot_tune"), "plot"),
     **dict.fromkeys(("Explorer", "SweepExplorer", "explore"), "widgets"),
 }
 
