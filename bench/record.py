@@ -84,18 +84,10 @@ def main(argv=None) -> int:
     memory.close()
 
     if not args.skip_torch:
-        import torch
+        from torch_pair import matmul_sigmoid
 
         t0 = time.perf_counter()
-        n = 8192
-        a = torch.randn(n, n, device=f"cuda:{dev}", dtype=torch.bfloat16)
-        b = torch.randn(n, n, device=f"cuda:{dev}", dtype=torch.bfloat16)
-        c = torch.empty(n, n, device=f"cuda:{dev}", dtype=torch.bfloat16)
-        x = torch.randn(512 << 18, device=f"cuda:{dev}", dtype=torch.float32)
-        y = torch.empty_like(x)
-        torch.cuda.synchronize()
-        wls = {"matmul": W.from_torch(lambda: torch.matmul(a, b, out=c), name="matmul", flops=2.0 * n ** 3),
-               "sigmoid": W.from_torch(lambda: torch.sigmoid(x, out=y), name="sigmoid", bytes=2.0 * x.nbytes)}
+        _, wls = matmul_sigmoid(dev)
         ts = gcexplore.sweep(wls, repeats=reps, device=dev, progress=False)
         ts.attrs["workload_notes"] = "matmul: 8192^3 bf16 torch.matmul; sigmoid: torch.sigmoid over 512 MiB fp32"
         results.save(ts, out / ("torch_sweep" + ext))

@@ -36,27 +36,6 @@ from gcexplore import analysis as A
 from gcexplore import workloads as W
 
 
-def _torch_pair(device: int):
-    import torch
-
-    n = 8192
-    a = torch.randn(n, n, device=f"cuda:{device}", dtype=torch.bfloat16)
-    b = torch.randn(n, n, device=f"cuda:{device}", dtype=torch.bfloat16)
-    c = torch.empty(n, n, device=f"cuda:{device}", dtype=torch.bfloat16)
-    x = torch.randn(512 << 18, device=f"cuda:{device}", dtype=torch.float32)
-    y = torch.empty_like(x)
-    torch.cuda.synchronize()
-
-    def matmul():
-        torch.matmul(a, b, out=c)
-
-    def sigmoid():
-        torch.sigmoid(x, out=y)
-
-    return {"matmul": W.from_torch(matmul, name="matmul", flops=2.0 * n ** 3, device=device),
-            "sigmoid": W.from_torch(sigmoid, name="sigmoid", bytes=2.0 * x.nbytes, device=device)}
-
-
 def _pairs(device: int, sm_count: int, torch_too: bool) -> dict:
     pairs = {
         "compute+memory": {"compute": W.compute(device=device), "memory": W.memory(device=device)},
@@ -66,7 +45,9 @@ def _pairs(device: int, sm_count: int, torch_too: bool) -> dict:
                             "compute": W.compute(device=device)},
     }
     if torch_too:
-        pairs["matmul+sigmoid"] = _torch_pair(device)
+        from torch_pair import matmul_sigmoid
+
+        pairs["matmul+sigmoid"] = matmul_sigmoid(device)[1]
     return pairs
 
 
