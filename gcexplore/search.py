@@ -22,11 +22,13 @@ How it decides
   two minima is not taken for one.
 - **Neighbours always.** The answer's neighbours (one SM chunk moved between two
   workloads) are measured whatever the bounds say.
-- **Repetitions until decided.** Medians carry distribution-free confidence intervals
-  (order statistics, :func:`quantile_ci`). The answer is confirmed against a measured
-  rival when its interval's top is at most the rival's bottom times ``1 + tolerance``;
-  until then both get more repetitions (doubling), up to ``max_repeats``, after which
-  the pair is recorded as too close to call and the lower median wins.
+- **Repetitions until decided.** The answer is confirmed against a measured rival when
+  the lower confidence bound of rival / answer (Hodges-Lehmann with the exact
+  Mann-Whitney distribution, :func:`ratio_bound`) is at least ``1 / (1 + tolerance)``:
+  the rival is not faster by more than the tolerance. Until then both get more
+  repetitions (doubling), up to ``max_repeats``, after which the pair is recorded as
+  too close to call and the lower median wins. Medians are reported with
+  distribution-free intervals (order statistics, :func:`quantile_ci`).
 - **Latency targets.** With ``slo_ms`` the search looks for the smallest first
   partition whose ``percentile`` of the first workload's duration is at most the target:
   a layout *meets* when the interval's top is under the target, *fails* when its bottom
@@ -40,12 +42,13 @@ How it decides
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable, Sequence
 
 from ._checks import as_count, as_int, as_seconds_like
 
-__all__ = ["Outcome", "Settings", "label", "quantile", "quantile_ci", "search"]
+__all__ = ["Outcome", "Settings", "label", "quantile", "quantile_ci", "ratio_bound", "search"]
 
 Layout = tuple[int, ...]
 Rep = tuple[float, tuple[float, ...]]
@@ -99,6 +102,44 @@ def quantile_ci(values: Sequence[float], q: float = 0.5, confidence: float = 0.9
         else:
             break
     return (v[lo_idx - 1] if lo_idx >= 1 else -math.inf, v[hi_idx - 1] if hi_idx <= n else math.inf)
+
+
+@functools.lru_cache(maxsize=256)
+def _rank_sum_cdf(n: int, m: int) -> tuple[float, ...]:
+    """P(U <= u), u = 0..n*m, for the Mann-Whitney U of samples of sizes n and m under H0
+    (coefficients of the Gaussian binomial [n+m choose n]_q)."""
+    c = [1] + [0] * (n * m)
+    for i in range(1, n + 1):
+        for j in range(n * m, m + i - 1, -1):  # times (1 - q^(m+i))
+            c[j] -= c[j - m - i]
+        for j in range(i, n * m + 1):  # divided by (1 - q^i)
+            c[j] += c[j - i]
+    total, acc, out = math.comb(n + m, n), 0, []
+    for v in c:
+        acc += v
+        out.append(acc / total)
+    return tuple(out)
+
+
+def ratio_bound(base: Sequence[float], other: Sequence[float], confidence: float = 0.9) -> tuple[float, float]:
+    """How much larger ``other`` is than ``base``: (estimate, lower confidence bound) of the ratio.
+
+    Hodges-Lehmann on the logarithms: the estimate is the median of the pairwise ratios
+    ``other_j / base_i``; the bound is the ``k``-th smallest of them, ``k`` from the exact
+    Mann-Whitney distribution so that ``P(U < k) <= (1 - confidence) / 2``. Distribution-
+    free for a shift of one distribution against the other. The bound is 0 when the
+    samples are too few to give one (5 each at 90%: k = 5 of 25 ratios).
+    """
+    b = [math.log(x) for x in base if math.isfinite(x) and x > 0]
+    o = [math.log(x) for x in other if math.isfinite(x) and x > 0]
+    if not b or not o:
+        return math.nan, 0.0
+    d = sorted(y - x for x in b for y in o)
+    cdf, alpha = _rank_sum_cdf(len(b), len(o)), (1.0 - confidence) / 2.0
+    k = 0
+    while k < len(d) and cdf[k] <= alpha:
+        k += 1
+    return math.exp(quantile(d, 0.5)), (math.exp(d[k - 1]) if k >= 1 else 0.0)
 
 
 # ------------------------------------------------------------------------ settings
@@ -387,7 +428,8 @@ def _next_makespan(st: _State, best: Layout) -> Layout | None:
 
 
 def _confirmed(st: _State, best: Layout, rival: Layout) -> bool:
-    return st.ci(best)[1] <= st.ci(rival)[0] * (1.0 + st.s.tolerance)
+    """The rival is not faster than the answer by more than the tolerance (at the confidence)."""
+    return ratio_bound(st.samples(best), st.samples(rival), st.s.confidence)[1] * (1.0 + st.s.tolerance) >= 1.0
 
 
 def _makespan_search(st: _State) -> set:
@@ -418,15 +460,16 @@ def _makespan_outcome(st: _State, close: set) -> Outcome:
         if c == best:
             continue
         rv, rci = st.value(c), st.ci(c)
+        est, low = ratio_bound(st.samples(best), st.samples(c), st.s.confidence)
         if frozenset((best, c)) in close:
             decision = f"too close to call at {st.reps(c)} repetitions (median +{rv / v - 1:.2%})"
-        elif ci[1] < rci[0]:
-            decision = f"slower: intervals apart by {rci[0] / ci[1] - 1:.2%}"
+        elif low > 1.0:
+            decision = f"slower by at least {low - 1:.2%} (estimate {est - 1:.2%})"
         else:
-            decision = f"within the {tol:.1%} tolerance (median +{rv / v - 1:.2%})"
-        comps.append({"layout": label(c), "split_sm_count": c[0], "median_ms": rv, "ci_low_ms": rci[0], "ci_high_ms": rci[1],
-                      "reps": st.reps(c), "margin": rv / v - 1.0, "decision": decision,
-                      "neighbour": c in st.neighbours(best)})
+            decision = f"within the {tol:.1%} tolerance (estimate {est - 1:+.2%}, at least {low - 1:+.2%})"
+        comps.append({"layout": label(c), "split_sm_count": c[0], "median_ms": rv, "ci_low_ms": rci[0],
+                      "ci_high_ms": rci[1], "reps": st.reps(c), "margin": est - 1.0, "margin_low": low - 1.0,
+                      "decision": decision, "neighbour": c in st.neighbours(best)})
     nb = [d for d in comps if d["neighbour"]]
     if nb:
         reason.append("neighbours measured: " + "; ".join(f"{d['layout']} {d['decision']}" for d in nb))

@@ -97,6 +97,29 @@ def test_median_interval_covers_the_true_median():
         assert hits / 2000 >= level - 0.02, (n, level, hits)
 
 
+def test_rank_sum_distribution_is_exact():
+    import itertools
+
+    for n, m in ((1, 1), (2, 3), (4, 4), (3, 6)):
+        counts = np.zeros(n * m + 1)
+        for xs in itertools.combinations(range(n + m), n):  # ranks of the first sample
+            counts[sum(xs) - n * (n - 1) // 2] += 1
+        assert S._rank_sum_cdf(n, m) == pytest.approx(np.cumsum(counts) / counts.sum())
+
+
+def test_ratio_bound_is_right_and_rarely_says_slower_when_equal():
+    assert S.ratio_bound([1.0] * 5, [1.5] * 5, 0.9) == pytest.approx((1.5, 1.5))
+    assert S.ratio_bound([1.0] * 4, [1.5] * 4, 0.9)[1] == pytest.approx(1.5)  # 4+4 suffice: P(U=0)=1/70
+    assert S.ratio_bound([1.0] * 2, [1.5] * 2, 0.9)[1] == 0.0  # too few for a bound
+    rng = np.random.default_rng(4)
+    wrong = sum(S.ratio_bound(rng.lognormal(0, 0.01, 5), rng.lognormal(0, 0.01, 10), 0.9)[1] > 1.0
+                for _ in range(2000))
+    assert wrong / 2000 <= 0.06
+    slower = [S.ratio_bound(rng.lognormal(0, 0.01, 5), 1.03 * rng.lognormal(0, 0.01, 5), 0.9)[1]
+              for _ in range(200)]
+    assert np.mean(np.array(slower) > 1.0) > 0.95
+
+
 def test_settings_are_checked_where_written():
     with pytest.raises(ValueError, match="percentile must be in"):
         S.Settings(percentile=100)
