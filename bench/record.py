@@ -35,17 +35,9 @@ def _say(name: str, df: pd.DataFrame, t0: float) -> None:
 
 
 def _torch_pair(dev: int):
-    import torch
+    from torch_pair import matmul_sigmoid
 
-    n = 8192
-    a = torch.randn(n, n, device=f"cuda:{dev}", dtype=torch.bfloat16)
-    b = torch.randn(n, n, device=f"cuda:{dev}", dtype=torch.bfloat16)
-    c = torch.empty(n, n, device=f"cuda:{dev}", dtype=torch.bfloat16)
-    x = torch.randn(512 << 18, device=f"cuda:{dev}", dtype=torch.float32)
-    y = torch.empty_like(x)
-    torch.cuda.synchronize()
-    return {"matmul": W.from_torch(lambda: torch.matmul(a, b, out=c), name="matmul", flops=2.0 * n ** 3),
-            "sigmoid": W.from_torch(lambda: torch.sigmoid(x, out=y), name="sigmoid", bytes=2.0 * x.nbytes)}
+    return matmul_sigmoid(dev)[1]
 
 
 _TORCH_NOTES = "matmul: 8192^3 bf16 torch.matmul; sigmoid: torch.sigmoid over 512 MiB fp32"

@@ -27,7 +27,6 @@ import numpy as np
 import pandas as pd
 
 import gcexplore
-from gcexplore import workloads as W
 
 
 def _ck(result):
@@ -114,28 +113,14 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     import torch
+    from torch_pair import matmul_sigmoid
 
     device = 0
     info = gcexplore.device_info(device)
     n = args.n
-    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-    c = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
-    x = torch.randn(args.mib << 18, device="cuda", dtype=torch.float32)
-    y = torch.empty_like(x)
-    torch.cuda.synchronize()
-
-    def matmul():
-        torch.matmul(a, b, out=c)
-
-    def sigmoid():
-        torch.sigmoid(x, out=y)
-
-    work = {"matmul": matmul, "sigmoid": sigmoid}
+    work, wls = matmul_sigmoid(device, n=n, mib=args.mib)
     green, counts = _green_streams(torch, device, args.split)
     plain = [torch.cuda.Stream(), torch.cuda.Stream()]
-    wls = {"matmul": W.from_torch(matmul, name="matmul", flops=2.0 * n ** 3),
-           "sigmoid": W.from_torch(sigmoid, name="sigmoid", bytes=2.0 * x.nbytes)}
     sleep_cycles = 1_000_000  # ~0.5 ms at 2 GHz: longer than enqueueing one repetition
 
     ref, gcx = [], []

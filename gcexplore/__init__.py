@@ -25,12 +25,15 @@ _WHERE = {
     **dict.fromkeys(("MeasurementAborted", "MeasurementFailed", "MeasurementInterrupted"), "runner"),
     "launch_gap": "engine",
     **dict.fromkeys(("isolation", "occupancy", "profile_overlap", "scaling", "sweep"), "profile"),
-    **dict.fromkeys(("best_split", "layout_table", "sm_busy", "summarize"), "analysis"),
+    **dict.fromkeys(("best_split", "layout_table", "sm_busy", "summarize", "tune_table"), "analysis"),
+    "tune": "tuner",
     **dict.fromkeys(("TraceUnavailable", "TracedResult", "kernel_trace"), "tracing"),
     **dict.fromkeys(("busy_time", "kernel_gaps", "tpc_map"), "busy"),
     **dict.fromkeys(("load", "load_recorded", "save", "to_chrome_trace"), "results"),
     **dict.fromkeys(("figure_stamp", "plot_isolation", "plot_occupancy", "plot_scaling", "plot_sweep",
-                     "plot_throughput", "plot_timeline"), "plot"),
+                     "plot_throughput"), "plot"),
+    "plot_timeline": "timeline",
+    "plot_tune": "tune_plot",
     **dict.fromkeys(("Explorer", "SweepExplorer", "explore"), "widgets"),
 }
 

@@ -32,6 +32,7 @@ CSS = {
     "occupancy": "gcexplore-occupancy",
     "summary": "gcexplore-summary",
     "sweep": "gcexplore-sweep",
+    "tune": "gcexplore-tune",
 }
 
 # ------------------------------------------------------------------ output helpers

@@ -208,8 +208,6 @@ def _save_rows(cmd: str, df, out: Path, trace: str | None, partial: bool) -> int
 
 
 def _measure(args, cmd: str, measure) -> int:
-    from .runner import MeasurementAborted
-
     out = _writable_file(args.out, _RESULT_SUFFIXES, "--out")
     if args.trace:
         trace = _writable_file(args.trace, (".json",), "--trace")
@@ -220,8 +218,15 @@ def _measure(args, cmd: str, measure) -> int:
     Options(repeats=args.repeats, warmup=args.warmup, modes=args.modes, l2_flush=args.l2_flush,
             graphs=args.graphs)  # every option checked before the GPU is asked
     parsed = _workload_names(args.workloads)
+    return _run_and_save(cmd, parsed, args.device, measure, _print_overlap, out, args.trace)
+
+
+def _run_and_save(cmd: str, parsed, device: int, measure, show, out: Path, trace: str | None) -> int:
+    """Build the workloads, ``measure(wls)``, ``show(df)`` and save; keep rows of an aborted run."""
+    from .runner import MeasurementAborted
+
     code, partial = 0, False
-    wls = _build_workloads(parsed, args.device)
+    wls = _build_workloads(parsed, device)
     try:
         df = measure(wls)
     except MeasurementAborted as e:
@@ -234,8 +239,8 @@ def _measure(args, cmd: str, measure) -> int:
         for w in wls.values():
             w.close()
     if not partial:
-        _print_overlap(df)
-    return _save_rows(cmd, df, out, args.trace, partial) or code
+        show(df)
+    return _save_rows(cmd, df, out, trace, partial) or code
 
 
 def _cmd_profile(args) -> int:
@@ -253,6 +258,76 @@ def _cmd_sweep(args) -> int:
         wls, args.sizes, others=args.others or (), repeats=args.repeats, warmup=args.warmup,
         device=args.device, modes=args.modes, l2_flush=args.l2_flush, graphs=args.graphs,
         checkpoint=args.checkpoint, progress=not args.quiet))
+
+
+def _float_arg(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+
+
+def _print_tune(df) -> None:
+    import pandas as pd
+
+    from .analysis import summarize, tune_table
+
+    a = df.attrs
+    with pd.option_context("display.width", 200, "display.max_rows", 500, "display.float_format", "{:.4f}".format):
+        print(tune_table(df).to_string(index=False))
+        if a.get("answer"):
+            cols = ["workload", "partition", "sm_count", "median_ms", "throughput_tflops", "bandwidth_gbs"]
+            print(f"\nat {a['answer']}:")
+            print(summarize(df[df["layout"] == a["answer"]])[cols].to_string(index=False))
+    print()
+    for line in [*a.get("reason", []), *a.get("notes", [])]:
+        print(f"- {line}")
+
+
+def _cmd_tune(args) -> int:
+    from .schema import Options
+    from .search import Settings
+
+    out = _writable_file(args.out, _RESULT_SUFFIXES, "--out")
+    kw = dict(slo_ms=args.slo_ms, percentile=args.percentile, tolerance=args.tolerance,
+              repeats=args.repeats, max_repeats=args.max_repeats)
+    Settings(**kw)  # every setting checked before the GPU is asked
+    Options(repeats=args.repeats, warmup=args.warmup, modes=("concurrent",), l2_flush=args.l2_flush)
+    parsed = _workload_names(args.workloads)
+    if args.slo_ms is not None and len(parsed) > 2 and not args.others:
+        raise _Usage(f"--slo-ms with {len(parsed)} workloads needs --others (the middle workloads' sizes)")
+    from .tuner import tune
+
+    return _run_and_save("tune", parsed, args.device, lambda wls: tune(
+        wls, others=args.others, sm_counts=args.sizes, warmup=args.warmup, device=args.device,
+        l2_flush=args.l2_flush, progress=not args.quiet, **kw), _print_tune, out, None)
+
+
+def _add_tune(sub) -> None:
+    s = sub.add_parser("tune", help="find the split with the lowest concurrent makespan (or, with --slo-ms, the "
+                                    "smallest first partition meeting a latency target) measuring few layouts")
+    s.add_argument("workloads", nargs="+", metavar="WORKLOAD",
+                   help="built-in workloads in partition order (the first's size is searched, the last gets "
+                        "the rest), e.g. compute memory, or latency:blocks=528 compute")
+    s.add_argument("--slo-ms", type=_float_arg, help="latency target of the first workload in ms")
+    s.add_argument("--percentile", type=_float_arg, default=50.0,
+                   help="percentile of the first workload's latency that must meet --slo-ms (default: %(default)s)")
+    s.add_argument("--tolerance", type=_float_arg, default=0.01,
+                   help="the answer within this fraction of the best makespan (default: %(default)s)")
+    s.add_argument("--repeats", type=_int_arg(1), default=5,
+                   help="repetitions at a layout's first measurement (default: %(default)s)")
+    s.add_argument("--max-repeats", type=_int_arg(1), default=40,
+                   help="most repetitions of one layout (default: %(default)s)")
+    s.add_argument("--warmup", type=_int_arg(0), default=1,
+                   help="warm-up repetitions each time a layout is measured (default: %(default)s)")
+    s.add_argument("--sizes", type=_int_list, help="first-partition sizes to choose from (default: every valid size)")
+    s.add_argument("--others", type=_int_list, help="fixed sizes of middle workloads (default: searched too)")
+    s.add_argument("--device", type=_int_arg(0), default=0, help="GPU index (default: %(default)s)")
+    s.add_argument("--l2-flush", action="store_true", help="flush L2 before every repetition")
+    s.add_argument("--out", default="gcexplore-out/tune.parquet",
+                   help="results file, .parquet or .csv (default: %(default)s)")
+    s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.set_defaults(func=_cmd_tune)
 
 
 # -------------------------------------------------------------------------- parser
@@ -301,6 +376,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--device", type=_int_arg(0), help="only this GPU index")
     s.set_defaults(func=_cmd_info)
     _add_measuring(sub)
+    _add_tune(sub)
     s = sub.add_parser(
         "demo", help="sweep the built-in compute + memory pair (or, without a GPU, show the "
                      "recorded results): summary table, PNG plots and the results file")

@@ -34,20 +34,24 @@ __all__ = [
     "plot_scaling",
     "plot_occupancy",
     "plot_isolation",
-    "plot_timeline",
     "figure_stamp",
     "occupancy_rows",
     "require_result",
+    "mode_color",
+    "mode_label",
+    "new_figure",
+    "stamp",
+    "WORKLOAD_COLORS",
 ]
 
-_WORKLOAD_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2",
+WORKLOAD_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2",
                     "#17becf", "#bcbd22")
 _KNOWN_MODE_COLORS = {"alone": "#7f7f7f", "concurrent": "#1f77b4", "sequential": "#d62728",
                       "streams": "#ff7f0e"}
 _SPARE_COLORS = ("#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
 
 
-def _mode_color(mode: str) -> str:
+def mode_color(mode: str) -> str:
     """A mode's colour; a mode the schema gained later gets a spare colour, never dropped."""
     if mode in _KNOWN_MODE_COLORS:
         return _KNOWN_MODE_COLORS[mode]
@@ -55,7 +59,7 @@ def _mode_color(mode: str) -> str:
     return _SPARE_COLORS[extra.index(mode) % len(_SPARE_COLORS)]
 
 
-def _mode_label(mode: str) -> str:
+def mode_label(mode: str) -> str:
     return MODE_DESCRIPTIONS.get(mode, mode)
 
 
@@ -68,7 +72,7 @@ class _Figure(Figure):
         return buf.getvalue()
 
 
-def _new_figure(figsize=(8.0, 4.8), **kwargs) -> Figure:
+def new_figure(figsize=(8.0, 4.8), **kwargs) -> Figure:
     return _Figure(figsize=figsize, layout="constrained", **kwargs)
 
 
@@ -115,7 +119,7 @@ def figure_stamp(attrs: dict) -> str:
     return f"{device} · {how}{'' if date.startswith(',') else ' '}{date}"
 
 
-def _stamp(fig: Figure, df: pd.DataFrame) -> None:
+def stamp(fig: Figure, df: pd.DataFrame) -> None:
     fig.suptitle(figure_stamp(df.attrs), fontsize=9, color="0.3")
 
 
@@ -169,23 +173,23 @@ def plot_sweep(df: pd.DataFrame, *, summary: pd.DataFrame | None = None,
     if summary is None:
         summary = A.summarize(df)
 
-    fig = _new_figure(figsize)
+    fig = new_figure(figsize)
     ax = fig.add_subplot()
     per_layout = A.makespan_stats(df, "concurrent")
     x = per_layout["split_sm_count"].to_numpy()
     band = ax.fill_between(x, per_layout["p10_ms"], per_layout["p90_ms"],
-                           color=_mode_color("concurrent"), alpha=0.2, linewidth=0,
+                           color=mode_color("concurrent"), alpha=0.2, linewidth=0,
                            label="concurrent p10–p90")
     band.set_gid("concurrent_band")
-    ax.plot(x, per_layout["median_ms"], marker="o", ms=4, color=_mode_color("concurrent"),
-            label=_mode_label("concurrent") + " (median)", gid="concurrent")
+    ax.plot(x, per_layout["median_ms"], marker="o", ms=4, color=mode_color("concurrent"),
+            label=mode_label("concurrent") + " (median)", gid="concurrent")
 
     for mode in A.modes_in(df):
         if mode in ("alone", "concurrent"):
             continue  # alone is per partition, not a makespan of the pair
         med = A.baseline_ms(df, mode)
-        ax.axhline(med, color=_mode_color(mode), linestyle="--", linewidth=1.2,
-                   label=f"{_mode_label(mode)}: {med:.3g} ms", gid=mode)
+        ax.axhline(med, color=mode_color(mode), linestyle="--", linewidth=1.2,
+                   label=f"{mode_label(mode)}: {med:.3g} ms", gid=mode)
 
     if "lower_bound_ms" in summary.columns:
         lb = A.layout_table(summary)[["split_sm_count", "lower_bound_ms"]].dropna()
@@ -209,7 +213,7 @@ def plot_sweep(df: pd.DataFrame, *, summary: pd.DataFrame | None = None,
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, loc="best")
-    _stamp(fig, df)
+    stamp(fig, df)
     return fig
 
 
@@ -269,7 +273,7 @@ def plot_throughput(df: pd.DataFrame, *, layout: str | None = None, metric: str 
     workloads = list(dict.fromkeys(rows["workload"]))
     if figsize is None:
         figsize = (max(4.0, 3.6 * len(workloads)), 4.2)
-    fig = _new_figure(figsize)
+    fig = new_figure(figsize)
     axes = fig.subplots(1, len(workloads), squeeze=False)[0]
     for ax, workload in zip(axes, workloads):
         wrows = rows[rows["workload"] == workload]
@@ -281,12 +285,12 @@ def plot_throughput(df: pd.DataFrame, *, layout: str | None = None, metric: str 
             labels.append(f"{mode}\n{part}\n{int(mrows['sm_count'].iloc[0])} SMs")
             if trace is None and mode in A.SPAN_INCLUDES_WAIT and metric_used != "duration_ms":
                 ax.text(i, 0, "no rate:\nspan includes\nwait for SMs", ha="center", va="bottom",
-                        fontsize=6, color=_mode_color(mode), gid=f"withheld:{workload}:{mode}")
+                        fontsize=6, color=mode_color(mode), gid=f"withheld:{workload}:{mode}")
                 continue
             values, _ = A.rates(mrows, metric_used)
             med, lo, hi = A.quantiles(values)
             cont = ax.bar([i], [med], yerr=[[med - lo], [hi - med]], capsize=4,
-                          color=_mode_color(mode), label=_mode_label(mode))
+                          color=mode_color(mode), label=mode_label(mode))
             cont.patches[0].set_gid(f"bar:{workload}:{mode}")
             ax.annotate(_fmt(med), (i, max(med, hi)), textcoords="offset points", xytext=(0, 3),
                         ha="center", va="bottom", fontsize=7)
@@ -295,7 +299,7 @@ def plot_throughput(df: pd.DataFrame, *, layout: str | None = None, metric: str 
         ax.set_title(f"{workload} — layout {layout}", fontsize=10)
         ax.margins(y=0.1)
         ax.grid(True, axis="y", alpha=0.3)
-    _stamp(fig, df)
+    stamp(fig, df)
     return fig
 
 
@@ -331,13 +335,13 @@ def plot_scaling(df: pd.DataFrame, *, metric: str = "auto", figsize=None) -> Fig
              "the DataFrame from gcexplore.scaling()")
     A.require_one_run(df, "plot_scaling")
     workloads = list(dict.fromkeys(df["workload"]))
-    colors = {w: _WORKLOAD_COLORS[i % len(_WORKLOAD_COLORS)] for i, w in enumerate(workloads)}
+    colors = {w: WORKLOAD_COLORS[i % len(WORKLOAD_COLORS)] for i, w in enumerate(workloads)}
     by_unit: dict[str, list[str]] = {}
     for w in workloads:
         _, used = A.rates(df[df["workload"] == w], metric)
         by_unit.setdefault(used, []).append(w)
     n = len(by_unit) + 1
-    fig = _new_figure(figsize or (4.2 * n, 4.2))
+    fig = new_figure(figsize or (4.2 * n, 4.2))
     axes = fig.subplots(1, n, squeeze=False)[0]
     for ax, (unit, ws) in zip(axes, by_unit.items()):
         for w in ws:
@@ -364,7 +368,7 @@ def plot_scaling(df: pd.DataFrame, *, metric: str = "auto", figsize=None) -> Fig
     eff_ax.set_title("parallel efficiency", fontsize=10)
     eff_ax.grid(True, alpha=0.3)
     eff_ax.legend(fontsize=8)
-    _stamp(fig, df)
+    stamp(fig, df)
     return fig
 
 
@@ -440,7 +444,7 @@ def plot_occupancy(df: pd.DataFrame, *, order: str = "partition", figsize=(9.0, 
                                                        "#333333", "#dddddd", "#777777") * 4)}
     workloads = list(dict.fromkeys(df["workload"]))
 
-    fig = _new_figure(figsize)
+    fig = new_figure(figsize)
     strip, ax = fig.subplots(1, 2, sharey=True, width_ratios=[1, 30])
     t = df[["start_ns", "end_ns"]].to_numpy(dtype=float) / 1e3  # ns -> us
     y = df["sm_id"].map(row_of).to_numpy(dtype=float)
@@ -451,7 +455,7 @@ def plot_occupancy(df: pd.DataFrame, *, order: str = "partition", figsize=(9.0, 
         verts = np.stack([np.column_stack([x0, yy - 0.4]), np.column_stack([x0, yy + 0.4]),
                           np.column_stack([x1, yy + 0.4]), np.column_stack([x1, yy - 0.4])],
                          axis=1)
-        color = _WORKLOAD_COLORS[i % len(_WORKLOAD_COLORS)]
+        color = WORKLOAD_COLORS[i % len(WORKLOAD_COLORS)]
         coll = PolyCollection(verts, facecolors=color, edgecolors="none", alpha=0.85)
         coll.set_gid(f"blocks:{w}")
         ax.add_collection(coll)
@@ -492,7 +496,7 @@ def plot_occupancy(df: pd.DataFrame, *, order: str = "partition", figsize=(9.0, 
     sizes = ", ".join(f"{p}: {int((rows['partition'] == p).sum())}" for p in partitions)
     ax.set_title(f"SM occupancy ({sizes} SMs) — {verdict}", fontsize=10)
     fig.legend(handles=handles, fontsize=8, loc="outside lower center", ncol=len(handles))
-    _stamp(fig, df)
+    stamp(fig, df)
     return fig
 
 
@@ -528,12 +532,12 @@ def plot_isolation(df: pd.DataFrame, *, figsize=(9.0, 4.2)) -> Figure:
     summary = A.summarize(df)
     slowdown = {(r.role, r.scenario): r.slowdown_vs_alone for r in summary.itertuples()}
     bg = df[df["role"] == "background"]
-    fig = _new_figure(figsize)
+    fig = new_figure(figsize)
     axes = fig.subplots(1, 2 if not bg.empty else 1, squeeze=False)[0]
     captions = {"alone": "alone", "streams": "next to background\nplain streams",
                 "partitioned": "next to background\nown partition"}
-    colors = {"alone": "#7f7f7f", "streams": _mode_color("streams"),
-              "partitioned": _mode_color("concurrent")}
+    colors = {"alone": "#7f7f7f", "streams": mode_color("streams"),
+              "partitioned": mode_color("concurrent")}
 
     def bars(ax, rows, role, scale):
         scen = [s for s in SCENARIOS if s in set(rows["scenario"])]
@@ -575,77 +579,5 @@ def plot_isolation(df: pd.DataFrame, *, figsize=(9.0, 4.2)) -> Figure:
         bname = bg["workload"].iloc[0] if "workload" in bg else "background"
         axes[1].set_ylabel("background time (ms)")
         axes[1].set_title(f"background ({bname})", fontsize=10)
-    _stamp(fig, df)
-    return fig
-
-
-# ------------------------------------------------------------------------ timeline
-
-
-def plot_timeline(trace: pd.DataFrame, *, layout: str | None = None, rep: int = 0,
-                  modes: Sequence[str] | None = None, figsize=None) -> Figure:
-    """Kernel timeline of one repetition: a lane per partition and stream, one panel per mode.
-
-    Each kernel (CUPTI's start and end, relative to the repetition's common start) is
-    a bar coloured by workload; the idle gaps inside a workload's busy span (launch
-    bubbles, :func:`gcexplore.busy.kernel_gaps`) are shaded red on its lane.
-
-    Parameters
-    ----------
-    trace : pandas.DataFrame
-        A kernel trace (``trace=True`` or :func:`gcexplore.kernel_trace`).
-    layout : str, optional
-        Default: the first layout in the trace.
-    rep : int, default 0
-        Which repetition.
-    modes : sequence of str, optional
-        Default: every mode of that layout.
-    figsize : tuple of float, optional
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        Kernel bars carry gid ``"kernel:<workload>"``, gaps ``"gap:<workload>"``.
-    """
-    from .busy import kernel_gaps
-
-    require_result(trace, ["layout", "mode", "rep", "workload", "partition", "stream_id", "start_ms",
-                           "end_ms", "name"], "plot_timeline",
-                   "a kernel trace from trace=True or gcexplore.kernel_trace()")
-    A.require_one_run(trace, "plot_timeline")
-    layout = str(trace["layout"].iloc[0]) if layout is None else layout
-    rows = trace[(trace["layout"] == layout) & (trace["rep"] == rep)]
-    if rows.empty:
-        raise ValueError(f"no kernels of layout {layout!r} repetition {rep} in this trace; layouts "
-                         f"{sorted(set(trace['layout']), key=layout_key)}, reps {sorted(set(trace['rep']))}")
-    modes = [m for m in (modes or A.modes_in(rows)) if (rows["mode"] == m).any()]
-    colors = {w: _WORKLOAD_COLORS[i % len(_WORKLOAD_COLORS)] for i, w in enumerate(dict.fromkeys(rows["workload"]))}
-    fig = _new_figure(figsize or (9.0, 1.2 + 1.1 * sum(len(set(zip(rows[rows["mode"] == m]["partition"],
-                                                                  rows[rows["mode"] == m]["stream_id"])))
-                                                       for m in modes)))
-    axes = fig.subplots(len(modes), 1, squeeze=False, sharex=True)[:, 0]
-    gaps = kernel_gaps(rows)
-    for ax, mode in zip(axes, modes):
-        m = rows[rows["mode"] == mode]
-        lanes = sorted(set(zip(m["partition"].astype(str), m["stream_id"].astype(int))),
-                       key=lambda t: (partition_key(t[0]), t[1]))
-        for y, (part, stream) in enumerate(lanes):
-            k = m[(m["partition"] == part) & (m["stream_id"] == stream)]
-            for wl, kw in k.groupby("workload", sort=False):
-                ax.broken_barh(list(zip(kw["start_ms"], kw["end_ms"] - kw["start_ms"])), (y - 0.35, 0.7),
-                               facecolors=colors[wl], edgecolors="white", linewidth=0.3, gid=f"kernel:{wl}")
-            for g in gaps[(gaps["mode"] == mode) & (gaps["partition"] == part)].itertuples():
-                if (k["workload"] == g.workload).any():
-                    ax.broken_barh([(g.gap_start_ms, g.gap_end_ms - g.gap_start_ms)], (y - 0.35, 0.7),
-                                   facecolors="#d62728", alpha=0.3, gid=f"gap:{g.workload}")
-        sms = {p: int(s) for p, s in zip(m["partition"], m["sm_count"])}
-        ax.set_yticks(range(len(lanes)), [f"{p} ({sms[p]} SMs)\nstream {s}" for p, s in lanes], fontsize=7)
-        ax.set_ylim(-0.6, len(lanes) - 0.4)
-        ax.set_title(f"{_mode_label(mode)} — layout {layout}, repetition {rep}", fontsize=9)
-        ax.grid(True, axis="x", alpha=0.3)
-    axes[-1].set_xlabel("time since the repetition's common start (ms, CUPTI kernel records)")
-    handles = [Patch(color=c, label=w) for w, c in colors.items()]
-    handles.append(Patch(color="#d62728", alpha=0.3, label="idle gap (launch bubble)"))
-    axes[0].legend(handles=handles, fontsize=7, loc="upper right")
-    _stamp(fig, trace)
+    stamp(fig, df)
     return fig

@@ -638,3 +638,6 @@ def occupancy(workloads, split, *, device=0, warmup: int = 1):
             run.extra.update(repeats=1, layout=parts.label,
                              partition_sm_counts={p.name: p.sm_count for p in placed})
             return run.frame(rows)
+
+
+experiment, measure_layout = _run, _measure_layout  # public for experiments elsewhere (gcexplore.tune)

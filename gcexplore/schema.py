@@ -83,6 +83,9 @@ _SCALING = {
 }
 _ISOLATION = {"scenario": "str", "role": "str", "workload": "str", "rep": "int64", "sm_count": "int64",
               "duration_ms": "float64"}
+#: The tuner's rows: the overlap columns (mode always "concurrent") and the search step.
+_TUNE = {"layout": "str", "split_sm_count": "int64", "step": "int64",
+         **{k: v for k, v in _OVERLAP.items() if k not in ("layout", "split_sm_count")}}
 _OCCUPANCY = {"partition": "str", "workload": "str", "sm_id": "int64", "block": "int64",
               "start_ns": "int64", "end_ns": "int64"}
 # One row per kernel (or memcpy / memset) from CUPTI; see gcexplore.tracing.
@@ -104,11 +107,12 @@ COLUMNS = {
     "isolation": {**_ISOLATION, **IDENTITY_COLUMNS},
     "occupancy": {**_OCCUPANCY, **IDENTITY_COLUMNS},
     "trace": {**_TRACE, **IDENTITY_COLUMNS},
+    "tune": {**_TUNE, **IDENTITY_COLUMNS},
 }
 KINDS = tuple(COLUMNS)
 
 # Columns that tell a kind apart when attrs["kind"] is gone (e.g. after pd.concat).
-_SIGNATURE = (("trace", "correlation_id"), ("overlap", "mode"), ("isolation", "scenario"),
+_SIGNATURE = (("trace", "correlation_id"), ("tune", "step"), ("overlap", "mode"), ("isolation", "scenario"),
               ("occupancy", "sm_id"), ("scaling", "sm_count"))
 
 
@@ -139,7 +143,7 @@ def kind_of(df) -> str:
         if col in cols:
             return k
     raise ValueError(f"not a gcexplore result (attrs kind {kind!r}, columns {sorted(map(str, cols))}); "
-                     f"results come from profile_overlap, sweep, scaling, isolation, occupancy or a trace")
+                     f"results come from profile_overlap, sweep, scaling, isolation, occupancy, tune or a trace")
 
 
 def new_run_id() -> str:
@@ -262,6 +266,7 @@ class Options:
         "isolation": ("repeats", "warmup", "trace"),
         "occupancy": ("warmup",),
         "trace": (),
+        "tune": ("repeats", "warmup", "l2_flush", "graphs", "rounding"),
     }
 
     def metadata(self, kind: str) -> dict:

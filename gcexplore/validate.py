@@ -18,7 +18,7 @@ __all__ = ["ResultError", "check_result"]
 
 _MAKERS = {"overlap": "gcexplore.profile_overlap()", "sweep": "gcexplore.sweep()",
            "scaling": "gcexplore.scaling()", "isolation": "gcexplore.isolation()",
-           "occupancy": "gcexplore.occupancy()"}
+           "occupancy": "gcexplore.occupancy()", "tune": "gcexplore.tune()", "trace": "trace=True"}
 
 
 class ResultError(ValueError):
@@ -90,7 +90,7 @@ def _check_scaling(df: pd.DataFrame, where: str) -> None:
         raise ResultError(f"{where}: sizes above the device's {total} SMs; the rows and attrs disagree")
 
 
-_CHECKS = {"overlap": _check_overlap, "sweep": _check_overlap, "scaling": _check_scaling,
+_CHECKS = {"overlap": _check_overlap, "sweep": _check_overlap, "tune": _check_overlap, "scaling": _check_scaling,
            "isolation": lambda df, where: _check_positive(df, "duration_ms", where),
            "occupancy": _check_occupancy}
 
@@ -113,7 +113,8 @@ def check_result(df, kinds, where: str) -> str:
         kind = kind_of(df)
     except ValueError as e:
         raise ResultError(f"{where} needs {_kind_text(kinds)}; {e}") from None
-    accepted = set(kinds) | ({"overlap", "sweep"} if {"overlap", "sweep"} & set(kinds) else set())
+    overlap_like = {"overlap", "sweep", "tune"}  # a tune result holds concurrent overlap rows
+    accepted = set(kinds) | (overlap_like if overlap_like & set(kinds) else set())
     if kind not in accepted:
         raise ResultError(f"{where} needs {_kind_text(kinds)}, got {_a(kind)} result")
     if kind in _CHECKS:

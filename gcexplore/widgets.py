@@ -31,6 +31,7 @@ from . import analysis as A
 from . import plot as _plot
 from ._widget_base import CSS, Controller, catalog, load_result, unique_names, with_builtins
 from .schema import layout_key, parse_layout
+from .tune_plot import plot_tune
 from .validate import check_result
 
 __all__ = [
@@ -403,6 +404,8 @@ class SweepExplorer(Controller):
     ----------
     run_button : ipywidgets.Button
         "Run sweep" (live only; offline it is disabled).
+    tune_button : ipywidgets.Button
+        "Tune": :func:`gcexplore.tune` instead of a sweep (live only; offline disabled).
     split_slider : ipywidgets.SelectionSlider
         "split": the measured first-partition sizes; starts at the best split.
     sweep_output, plot_output, occupancy_output, table_output : ipywidgets.Output
@@ -432,18 +435,22 @@ class SweepExplorer(Controller):
         self.run_button = W.Button(description="Run sweep", button_style="primary",
                                    disabled=not self.live)
         self.run_button.add_class(CSS["run"])
+        self.tune_button = W.Button(description="Tune", disabled=not self.live,
+                                    tooltip="find the best split measuring only a few layouts")
+        self.tune_button.add_class(CSS["tune"])
         if self.live:
             from . import api  # lazy: touches the driver
 
             self.info = api.device_info(device)
             self.catalog = catalog(workloads)
             self.run_button.on_click(lambda _b: self.run())
+            self.tune_button.on_click(lambda _b: self.tune())
             self.status.value = (f"<i>{html.escape(self.info.name)}: press Run sweep to "
                                  f"measure {' + '.join(map(html.escape, self.catalog))} at "
                                  "every split.</i>")
         self.split_slider.observe(lambda _c: self._show_split(), names="value")
         self._root = W.VBox([
-            W.HBox([self.run_button, self.repeats, self.progress]), self.error_box,
+            W.HBox([self.run_button, self.tune_button, self.repeats, self.progress]), self.error_box,
             self.status, self.sweep_output, self.split_slider, self.plot_output,
             self.occupancy_output, self.table_output])
         self._root.add_class(self._root_class)
@@ -479,19 +486,42 @@ class SweepExplorer(Controller):
         """
         import gcexplore  # lazy: the profiler and the driver
 
-        self._clear_error()
         kwargs = dict(repeats=int(self.repeats.value), device=self.device)
         if self.sm_counts is not None:
             kwargs["sm_counts"] = list(self.sm_counts)
-        # The profiler's tqdm.auto bar counts layouts; shown inside sweep_output (a
-        # notebook bar there), replaced by the sweep plot when done.
-        self._progress_start(1, "sweeping")
+        results = self._live("sweeping", "the sweep", lambda: gcexplore.sweep(dict(self.catalog), **kwargs))
+        if results is not None:
+            self._set_results(results, None)
+
+    def tune(self) -> None:
+        """Run the tuner (live): the best split measuring few layouts; its plot replaces
+        the sweep plot and the split slider moves over the layouts it measured, starting at
+        its answer. Rows measured before an error or an interrupt are kept and drawn."""
+        import gcexplore  # lazy: the tuner and the driver
+
+        kwargs = {"device": self.device}
+        if self.sm_counts is not None:
+            kwargs["sm_counts"] = list(self.sm_counts)
+        results = self._live("tuning", "the tuner", lambda: gcexplore.tune(dict(self.catalog), **kwargs))
+        if results is not None and len(results):
+            answer = results.attrs.get("answer")
+            start = int(parse_layout(answer)[0]) if answer else None
+            self._set_results(results, None, draw=plot_tune, start=start)
+            if results.attrs.get("reason"):
+                self.status.value += "<br>" + html.escape(results.attrs["reason"][0])
+
+    def _live(self, doing: str, what: str, call):
+        """``call()`` with progress and errors shown; the partial rows of an aborted run."""
+        self._clear_error()
+        # The profiler's tqdm.auto bar is shown inside sweep_output (a notebook bar there),
+        # replaced by the plot when done.
+        self._progress_start(1, doing)
         results = None
         try:
             with self.sweep_output:
-                results = gcexplore.sweep(dict(self.catalog), **kwargs)
+                results = call()
         except BaseException as exc:  # noqa: BLE001 - Ctrl-C too: keep and draw the rows
-            self._show_error(exc, "the sweep")
+            self._show_error(exc, what)
             partial = getattr(exc, "partial", None)  # MeasurementFailed / ...Interrupted
             if isinstance(partial, pd.DataFrame) and not partial.empty:
                 results = partial
@@ -500,14 +530,15 @@ class SweepExplorer(Controller):
             self._progress_done()
         if results is not None:
             self.status.value = "<i>" + html.escape(_plot.figure_stamp(results.attrs)) + "</i>"
-            self._set_results(results, None)
+        return results
 
-    def _set_results(self, results: pd.DataFrame, occupancy: pd.DataFrame | None) -> None:
+    def _set_results(self, results: pd.DataFrame, occupancy: pd.DataFrame | None, *, draw=None,
+                     start: int | None = None) -> None:
         self.results, self.occupancy = results, occupancy
         per_split = results.drop_duplicates("split_sm_count")
         self._layouts = dict(zip(per_split["split_sm_count"].astype(int), per_split["layout"]))
-        best = int(parse_layout(A.best_layout(results))[0])
-        self._draw("sweep", self.sweep_output, lambda: render_sweep(results))
+        best = start if start is not None else int(parse_layout(A.best_layout(results))[0])
+        self._draw("sweep", self.sweep_output, lambda: (draw or render_sweep)(results))
         self._updating = True  # options then value: draw once, at the end
         try:
             self.split_slider.options = sorted(self._layouts)

@@ -228,3 +228,82 @@ def isolation_df(*, critical_sm: int = 16, total: int = 132, repeats: int = 20,
     df.attrs.update(attrs("isolation", sm_count=total, repeats=repeats))
     _identify(df, seed)
     return df
+
+
+# --------------------------------------------------------------------------- tuner
+
+
+class _FakeRun:
+    """What gcexplore.profile.experiment yields, without a GPU."""
+
+    def __init__(self, info, options, names, seed):
+        from types import SimpleNamespace
+
+        self.kind, self.info, self.options = "tune", info, options
+        self.wls = [SimpleNamespace(name=n) for n in names]
+        self.extra: dict = {}
+        self.rng = np.random.default_rng(seed)
+        self.fail_at: int | None = None  # raise on this measurement (0-based)
+        self.measurements = 0
+
+    def frame(self, rows):
+        from gcexplore.schema import frame
+
+        a = {**attrs("tune", repeats=self.options.repeats), "run_id": "synthetic-tune",
+             **self.options.metadata("tune"), **self.extra}
+        return frame(rows, "tune", a)
+
+
+class _FakeParts:
+    def __init__(self, counts, total):
+        self.counts = [int(c) for c in counts]
+        self.label = "+".join(map(str, [*self.counts, total - sum(self.counts)]))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _fake_measure_layout(run, parts, rows):
+    if run.fail_at is not None and run.measurements == run.fail_at:
+        raise RuntimeError("synthetic workload failure")
+    run.measurements += 1
+    sizes = [int(s) for s in parts.label.split("+")]
+    k = sizes[0]
+    for rep in range(run.options.repeats):
+        durs = [_MODEL.get(w.name, _compute_ms)(s, 132) * 1.1 * float(run.rng.lognormal(0, 0.01))
+                for w, s in zip(run.wls, sizes)]
+        span = max(durs) + 0.004
+        for i, (w, s, d) in enumerate(zip(run.wls, sizes, durs)):
+            part = "remainder" if i == len(sizes) - 1 else f"p{i}"
+            row = _row(parts.label, k, "concurrent", rep, w.name if w.name in _WORK else "compute", part, s,
+                       None if part == "remainder" else s, 0.004, d, span)
+            row["workload"] = w.name
+            rows.append(row)
+
+
+def fake_tune(workloads=("compute", "memory"), *, seed: int = 0, fail_at: int | None = None, **kwargs):
+    """gcexplore.tune over the toy model (no GPU): the real tuner glue, fake timing engine."""
+    import contextlib
+    from unittest import mock
+
+    import gcexplore
+    from gcexplore import profile, tuner as T
+
+    info = gcexplore.DeviceInfo(name=SYNTHETIC_DEVICE, index=0, compute_capability=(9, 0), sm_count=132,
+                                min_partition_size=8, alignment=8, driver_version=13000)
+
+    @contextlib.contextmanager
+    def experiment(kind, wls, device, options, *, check=None, streams=2):
+        names = list(wls)
+        check(info, names)
+        run = _FakeRun(info, options, names, seed)
+        run.fail_at = fail_at
+        yield run
+
+    with mock.patch.object(profile, "experiment", experiment), \
+            mock.patch.object(profile, "measure_layout", _fake_measure_layout), \
+            mock.patch.object(T.api, "split", lambda counts, **kw: _FakeParts(counts, 132)):
+        return T.tune(list(workloads), progress=False, **kwargs)

@@ -207,13 +207,13 @@ def test_perfetto_export_is_strict_json_with_a_track_per_partition_and_stream(tr
 
 def test_timeline_draws_kernels_by_workload_and_bubbles(traced):
     tr, _ = traced
-    fig = P.plot_timeline(tr)
+    fig = gcexplore.plot_timeline(tr)
     gids = [c.get_gid() for ax in fig.axes for c in ax.collections]
     assert {"kernel:matmul", "kernel:sigmoid", "gap:sigmoid"} <= set(gids)
     assert "gap:matmul" not in gids
     assert len(fig.axes) == 2  # concurrent and streams
     with pytest.raises(ValueError, match="no kernels of layout"):
-        P.plot_timeline(tr, rep=7)
+        gcexplore.plot_timeline(tr, rep=7)
 
 
 def test_throughput_plot_withholds_the_streams_rate_and_shows_it_from_a_trace(traced):

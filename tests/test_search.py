@@ -1,0 +1,294 @@
+"""The tuner's search and stopping rules on synthetic curves (no GPU).
+
+Each fake ``measure`` times a made-up pair (or trio) of workloads: a duration per
+workload from its SM count, multiplicative noise, and a makespan of the longest plus a
+small start offset. Nothing here is a measurement.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings as hsettings, strategies as st
+
+from gcexplore import search as S
+from gcexplore.schema import parse_layout
+
+TOTAL = 132
+PAIRS = [(k, TOTAL - k) for k in range(8, 129, 8)]
+
+
+class Fake:
+    """``measure(layout, n)`` over per-workload duration models ``fns[i](layout) -> ms``."""
+
+    def __init__(self, *fns, noise=0.003, offset=0.005, seed=0, slow=None):
+        self.fns, self.noise, self.offset = fns, noise, offset
+        self.rng = np.random.default_rng(seed)
+        self.slow = slow  # (probability, factor): a repetition now and then much slower
+        self.calls: list[tuple[tuple, int]] = []
+
+    def durations(self, layout):
+        return [f(layout) for f in self.fns]
+
+    def true(self, layout) -> float:
+        return max(self.durations(layout)) + self.offset
+
+    def __call__(self, layout, n):
+        self.calls.append((tuple(layout), n))
+        reps = []
+        for _ in range(n):
+            f = 1.0
+            if self.slow is not None and self.rng.random() < self.slow[0]:
+                f = self.slow[1]
+            d = [x * f * float(self.rng.lognormal(0.0, self.noise)) for x in self.durations(layout)]
+            reps.append((max(d) + self.offset, tuple(d)))
+        return reps
+
+    def measured(self):
+        return {c for c, _ in self.calls}
+
+    def best(self, cands):
+        return min(cands, key=self.true)
+
+
+def first(fn):
+    return lambda c: fn(c[0])
+
+
+def last(fn):
+    return lambda c: fn(c[-1])
+
+
+def _check_makespan(fake, out, cands, within=0.011):
+    best = fake.best(cands)
+    got = parse_layout(out.answer)
+    assert fake.true(got) <= fake.true(best) * (1 + within), (out.answer, S.label(best), out.reason)
+    assert set(out.unmeasured) == {S.label(c) for c in cands} - {S.label(c) for c in fake.measured()}
+    return got
+
+
+# ------------------------------------------------------------------------ statistics
+
+
+@given(st.lists(st.floats(0.01, 100.0), min_size=1, max_size=40), st.floats(0.0, 1.0))
+@hsettings(max_examples=200, deadline=None)
+def test_quantile_is_numpys_linear_percentile(values, q):
+    assert S.quantile(values, q) == pytest.approx(float(np.percentile(values, 100 * q)), rel=1e-12, abs=1e-12)
+
+
+def test_median_interval_needs_five_samples_at_ninety_percent():
+    assert S.quantile_ci([1, 2, 3, 4], 0.5, 0.9) == (-math.inf, math.inf)
+    assert S.quantile_ci([5, 1, 4, 2, 3], 0.5, 0.9) == (1.0, 5.0)
+    lo, hi = S.quantile_ci(list(range(40)), 0.5, 0.9)
+    assert 10 < lo < 19.5 < hi < 29
+    assert S.quantile_ci(list(range(5)), 0.9, 0.9)[1] == math.inf  # p90 needs 29 samples above
+    assert S.quantile_ci(list(range(29)), 0.9, 0.9)[1] == 28.0
+
+
+def test_median_interval_covers_the_true_median():
+    rng = np.random.default_rng(1)
+    for n, level in ((5, 0.9), (12, 0.9), (30, 0.95)):
+        hits = 0
+        for _ in range(2000):
+            lo, hi = S.quantile_ci(rng.exponential(1.0, n), 0.5, level)
+            hits += lo <= math.log(2) <= hi
+        assert hits / 2000 >= level - 0.02, (n, level, hits)
+
+
+def test_rank_sum_distribution_is_exact():
+    import itertools
+
+    for n, m in ((1, 1), (2, 3), (4, 4), (3, 6)):
+        counts = np.zeros(n * m + 1)
+        for xs in itertools.combinations(range(n + m), n):  # ranks of the first sample
+            counts[sum(xs) - n * (n - 1) // 2] += 1
+        assert S._rank_sum_cdf(n, m) == pytest.approx(np.cumsum(counts) / counts.sum())
+
+
+def test_ratio_bound_is_right_and_rarely_says_slower_when_equal():
+    assert S.ratio_bound([1.0] * 5, [1.5] * 5, 0.9) == pytest.approx((1.5, 1.5))
+    assert S.ratio_bound([1.0] * 4, [1.5] * 4, 0.9)[1] == pytest.approx(1.5)  # 4+4 suffice: P(U=0)=1/70
+    assert S.ratio_bound([1.0] * 2, [1.5] * 2, 0.9)[1] == 0.0  # too few for a bound
+    rng = np.random.default_rng(4)
+    wrong = sum(S.ratio_bound(rng.lognormal(0, 0.01, 5), rng.lognormal(0, 0.01, 10), 0.9)[1] > 1.0
+                for _ in range(2000))
+    assert wrong / 2000 <= 0.06
+    slower = [S.ratio_bound(rng.lognormal(0, 0.01, 5), 1.03 * rng.lognormal(0, 0.01, 5), 0.9)[1]
+              for _ in range(200)]
+    assert np.mean(np.array(slower) > 1.0) > 0.95
+
+
+def test_settings_are_checked_where_written():
+    with pytest.raises(ValueError, match="percentile must be in"):
+        S.Settings(percentile=100)
+    with pytest.raises(ValueError, match="tolerance must be a number in"):
+        S.Settings(tolerance=0)
+    with pytest.raises(ValueError, match=r"slo_ms must be a number of milliseconds"):
+        S.Settings(slo_ms=-1.0)
+    with pytest.raises(ValueError, match=r"max_repeats must be an int in \[10, 100000\]"):
+        S.Settings(repeats=10, max_repeats=5)
+    assert S.Settings().objective == "makespan" and S.Settings(slo_ms=1).objective == "slo"
+    assert S.Settings(slo_ms=2).metadata()["slo_ms"] == 2.0
+
+
+def test_a_measure_that_returns_the_wrong_count_is_refused():
+    with pytest.raises(ValueError, match=r"returned 1 repetitions, expected 5"):
+        S.search(PAIRS, lambda layout, n: [(1.0, (1.0, 1.0))])
+    with pytest.raises(ValueError, match="2 durations per repetition"):
+        S.search([(8, 8, 116)], lambda layout, n: [(1.0, (1.0, 1.0))] * n)
+
+
+# ------------------------------------------------------------------------ makespan
+
+
+def test_convex_curve_answer_in_few_layouts_with_neighbours_measured():
+    fake = Fake(first(lambda k: 100 / k), last(lambda r: 60 / r))
+    out = S.search(PAIRS, fake)
+    got = _check_makespan(fake, out, PAIRS, within=0.0)
+    assert len(fake.measured()) <= 7
+    assert {(got[0] - 8, got[1] + 8), (got[0] + 8, got[1] - 8)} <= fake.measured()
+    assert out.reason[0].startswith(f"{out.answer} has the lowest median concurrent makespan")
+    assert all(d["decision"].startswith("slower") for d in out.comparisons)
+    assert [v["step"] for v in out.visits] == list(range(len(out.visits)))
+
+
+def test_flat_curve_stops_early():
+    fake = Fake(first(lambda k: 2.0), last(lambda r: 2.0), noise=0.002)
+    out = S.search(PAIRS, fake)
+    _check_makespan(fake, out, PAIRS)
+    assert len(fake.measured()) <= 8
+
+
+def test_memory_pair_sharing_bandwidth_is_flat_in_the_middle():
+    def share(s, other):  # bandwidth shared in proportion to SMs, saturating at 26 SMs alone
+        return 1.0 * max(1.0, 26 / s) + 1.0 * min(1.0, other / max(s, 1)) * 0.5
+
+    fake = Fake(lambda c: share(c[0], c[1]), lambda c: share(c[1], c[0]))
+    out = S.search(PAIRS, fake)
+    _check_makespan(fake, out, PAIRS)
+
+
+def test_noisy_curve_adds_repetitions_and_stays_within_tolerance():
+    # 96+36 and 104+28 within 0.1% of each other: too close to decide at 5 repetitions
+    fake = Fake(first(lambda k: 100 / k), last(lambda r: 29.2 / r), noise=0.03, seed=3)
+    out = S.search(PAIRS, fake)
+    _check_makespan(fake, out, PAIRS, within=0.03)
+    assert max(sum(n for c, n in fake.calls if c == lay) for lay in fake.measured()) > 5
+
+
+def test_bimodal_samples_are_repeated_until_decided_or_called_too_close():
+    fake = Fake(first(lambda k: 100 / k), last(lambda r: 60 / r), slow=(0.4, 1.3), seed=5)
+    out = S.search(PAIRS, fake, S.Settings(max_repeats=40))
+    _check_makespan(fake, out, PAIRS, within=0.1)
+    reps = {c: sum(n for cc, n in fake.calls if cc == c) for c in fake.measured()}
+    assert max(reps.values()) > 5
+    for d in out.comparisons:
+        assert d["decision"].startswith(("slower", "within", "too close"))
+        if d["decision"].startswith("too close"):
+            assert d["reps"] == 40
+
+
+def test_two_minima_from_a_placement_penalty_are_not_taken_for_one():
+    # the first workload is 12% slower on the 96-SM layout (one of the probes): a local
+    # minimum at 88, the global one at 104, and a bound from 96 that is wrong
+    def a(k):
+        return 92 / k * (1.12 if k == 96 else 1.0)
+
+    fake = Fake(first(a), last(lambda r: 25.8 / r if r < 28 else 0.9), noise=0.001)
+    curve = {c: fake.true(c) for c in PAIRS}
+    assert curve[(80, 52)] > curve[(88, 44)] < curve[(96, 36)] > curve[(104, 28)] < curve[(88, 44)]
+    out = S.search(PAIRS, fake, names=["a", "b"])
+    assert out.answer == "104+28"
+    assert any(n.startswith("a sped up") and "more than linearly" in n for n in out.notes)
+
+
+def test_two_minima_behind_an_interference_bump_are_found_by_the_probes():
+    # the remainder's workload is 4x slower while the first has 56..72 SMs: a local
+    # minimum at 56 and the global one at 96, far from the balanced start (64)
+    fake = Fake(first(lambda k: 60 / k), lambda c: 20 / c[1] * (4.0 if 56 <= c[0] <= 72 else 1.0), noise=0.001)
+    curve = {c[0]: fake.true(c) for c in PAIRS}
+    assert curve[56] < curve[48] and curve[56] < curve[64] and curve[96] < curve[56]
+    out = S.search(PAIRS, fake)
+    assert out.answer == "96+36"
+
+
+def test_wave_quantised_staircase():
+    fake = Fake(first(lambda k: 0.3 * math.ceil(300 / k)), last(lambda r: 30 / r), noise=0.001)
+    out = S.search(PAIRS, fake)
+    _check_makespan(fake, out, PAIRS, within=0.0)
+
+
+@given(st.floats(20, 300), st.floats(5, 100), st.floats(0.3, 1.5), st.floats(0.2, 1.5), st.integers(0, 10_000))
+@hsettings(max_examples=60, deadline=None)
+def test_monotone_sublinear_curves_answer_within_tolerance(ca, cb, floor_a, floor_b, seed):
+    # each workload: linear scaling down to a saturation floor (a roofline)
+    fake = Fake(first(lambda k: max(floor_a, ca / k)), last(lambda r: max(floor_b, cb / r)),
+                noise=0.002, seed=seed)
+    out = S.search(PAIRS, fake)
+    _check_makespan(fake, out, PAIRS, within=0.015)
+
+
+def test_three_workloads_search_the_middle_size_too():
+    cands = [(k1, k2, TOTAL - k1 - k2) for k1 in range(8, 129, 8) for k2 in range(8, 129, 8) if k1 + k2 < TOTAL]
+    fake = Fake(lambda c: 60 / c[0], lambda c: 30 / c[1], lambda c: 40 / c[2])
+    out = S.search(cands, fake)
+    _check_makespan(fake, out, cands)
+    assert len(fake.measured()) < len(cands) / 4
+    assert len(out.answer.split("+")) == 3
+
+
+# ------------------------------------------------------------------------ latency target
+
+
+def latency_pair(c0=100.0, noise=0.003, seed=0):
+    return Fake(first(lambda k: c0 / k), last(lambda r: 50 / r), noise=noise, seed=seed)
+
+
+def test_target_met_in_the_middle_smallest_size_and_its_smaller_neighbour_fails():
+    fake = latency_pair()
+    out = S.search(PAIRS, fake, S.Settings(slo_ms=100 / 44))  # 48 SMs give 2.08 ms, 40 give 2.5 ms
+    assert out.answer == "48+84" and out.met
+    assert (40, 92) in fake.measured()
+    assert out.reason[1].startswith("the next smaller measured, 40+92, fails")
+    assert out.unmeasured["56+76"]["why"] == "larger than the answer"
+    assert len(fake.measured()) <= 5
+
+
+def test_target_never_met_is_an_answer_with_the_best_latency():
+    fake = latency_pair()
+    out = S.search(PAIRS, fake, S.Settings(slo_ms=0.5))
+    assert out.answer is None and not out.met
+    assert (128, 4) in fake.measured()  # said only after the largest partition was measured
+    assert out.best_measured == "128+4" and out.value_ms == pytest.approx(100 / 128, rel=0.02)
+    assert "not met" in out.reason[0] and "128+4" in out.reason[0]
+
+
+def test_target_met_only_on_the_largest_partition():
+    fake = latency_pair()
+    out = S.search(PAIRS, fake, S.Settings(slo_ms=100 / 126))
+    assert out.answer == "128+4" and out.met
+    assert (120, 12) in fake.measured()
+    assert len(fake.measured()) <= 4
+
+
+def test_target_close_to_a_layouts_latency_adds_repetitions():
+    fake = latency_pair(noise=0.02, seed=2)
+    out = S.search(PAIRS, fake, S.Settings(slo_ms=100 / 48 * 1.005))
+    assert out.answer in ("48+84", "56+76")
+    near = [d for d in out.comparisons if d["layout"] == "48+84"]
+    assert near and near[0]["reps"] > 5
+
+
+def test_ninetieth_percentile_needs_enough_samples_above():
+    fake = latency_pair(noise=0.01)
+    out = S.search(PAIRS, fake, S.Settings(slo_ms=100 / 60, percentile=90))
+    ans = [d for d in out.comparisons if d["layout"] == out.answer][0]
+    assert ans["reps"] >= 29 and ans["decided"] and ans["ci_high_ms"] <= 100 / 60
+
+
+def test_a_target_with_the_middle_sizes_searched_is_refused():
+    cands = [(8, 8, 116), (8, 16, 108)]
+    with pytest.raises(ValueError, match="one candidate per first-partition size"):
+        S.search(cands, Fake(*(lambda c: 1.0,) * 3), S.Settings(slo_ms=1.0))
