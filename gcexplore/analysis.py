@@ -272,7 +272,9 @@ def _summarize_overlap(df: pd.DataFrame) -> pd.DataFrame:
                                        dtype="Int64")
     s.attrs.update(df.attrs)
     s.attrs["summary_of"] = df.attrs.get("kind", "overlap")
-    s.attrs["lower_bound"] = {k: (v.item() if hasattr(v, "item") else v) for k, v in bound.items()}
+    # plain values (None for NaN), so the attrs survive a save and compare equal after it
+    s.attrs["lower_bound"] = {k: None if isinstance(v, float) and math.isnan(v) else (v.item() if hasattr(v, "item") else v)
+                              for k, v in bound.items()}
     return s
 
 

@@ -30,7 +30,8 @@ from .schema import sorted_partitions
 __all__ = ["RECORDED", "ResultFileError", "load", "load_recorded", "recorded_names", "save", "to_chrome_trace"]
 
 #: Names of the recorded results shipped in gcexplore/data (see bench/record.py).
-RECORDED = ("sweep", "scaling", "occupancy", "isolation", "torch_sweep")
+RECORDED = ("sweep", "scaling", "occupancy", "isolation", "torch_sweep", "occupancy_best", "primary_sms",
+            "bandwidth_sharing", "l2_sharing")
 
 _ATTRS_KEY = b"gcexplore.attrs"
 _FORMATS = ("parquet", "csv")

@@ -50,9 +50,14 @@ def test_offline_demo_says_so_and_renders_recorded(tmp_path, capsys, synthetic_r
     text = capsys.readouterr().out.splitlines()
     assert text[0] == ("gcexplore demo: no GPU for a live run (no CUDA driver found: test); "
                        "showing the recorded results instead")
-    assert text[1] == "compute + memory — " + gcexplore.figure_stamp(
+    # the synthetic occupancy was taken at 24+108, not at the best split: the demo says so
+    best = gcexplore.best_split(synthetic_recorded["sweep"])["layout"]
+    assert best != "24+108"
+    assert text[1].startswith(f"gcexplore demo: the SM occupancy shown was recorded at 24+108, "
+                              f"not at the best split {best}")
+    assert text[2] == "compute + memory — " + gcexplore.figure_stamp(
         synthetic_recorded["sweep"].attrs)
-    assert "recorded 2000-01-01" in text[1]
+    assert "recorded 2000-01-01" in text[2]
     assert set(written) == {"sweep", "throughput", "occupancy", "scaling", "isolation",
                             "results"}
     for key in ("sweep", "throughput", "occupancy", "scaling", "isolation"):
@@ -62,6 +67,18 @@ def test_offline_demo_says_so_and_renders_recorded(tmp_path, capsys, synthetic_r
                         f"isolation.png, sweep.parquet to {out}/")
     back = results.load(written["results"])
     assert len(back) == len(synthetic_recorded["sweep"])
+
+
+def test_offline_demo_draws_the_occupancy_recorded_at_the_best_split(tmp_path, capsys, synthetic_recorded,
+                                                                     monkeypatch):
+    best = gcexplore.best_split(synthetic_recorded["sweep"])
+    at_best = S.occupancy_df(recorded=True)
+    at_best.attrs["layout"] = best["layout"]
+    frames = {**synthetic_recorded, "occupancy_best": at_best}
+    monkeypatch.setattr(results, "load_recorded", lambda name: frames[name].copy())
+    monkeypatch.setattr(results, "recorded_names", lambda: sorted(frames))
+    _demo.run_demo(tmp_path / "o")
+    assert "SM occupancy shown was recorded at" not in capsys.readouterr().out
 
 
 def test_summary_table_marks_best_and_matches_summarize(synthetic_recorded):
