@@ -122,7 +122,7 @@ goes through the basics:
 4. PyTorch on a partition,
 5. the interactive explorer.
 
-On a machine with a GPU (driver 12.5 or newer) everything runs live. Without one, the
+On a machine with a GPU (NVIDIA driver 13.0, R580, or newer) everything runs live. Without one, the
 notebook shows results that gcexplore recorded on a real GPU, labelled with the card
 and the date.
 '''),
