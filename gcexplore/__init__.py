@@ -39,8 +39,14 @@ _WHERE = {
 
 __all__ = sorted([*_WHERE, "__version__"])
 
+# submodules reachable as attributes (``gcexplore.workloads.compute()``), imported on first use
+_SUBMODULES = ("analysis", "api", "partitions", "plot", "profile", "report", "results", "schema", "widgets",
+               "workloads")
+
 
 def __getattr__(name: str):
+    if name in _SUBMODULES:
+        return importlib.import_module(f".{name}", __name__)
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module 'gcexplore' has no attribute {name!r}")
@@ -50,4 +56,4 @@ def __getattr__(name: str):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_WHERE))
+    return sorted(set(globals()) | set(_WHERE) | set(_SUBMODULES))

@@ -38,6 +38,14 @@ __all__ = [
 ]
 
 # Driver versions (cuDriverGetVersion encoding: 1000 * major + 10 * minor).
+#: The oldest driver gcexplore runs on: it pins the CUDA 13 bindings and NVRTC 13, whose
+#: kernels (PTX ISA 9.0) a CUDA 12 driver cannot load; tested on 13.0 (R580) and newer.
+MIN_DRIVER = 13000
+#: What to do without a usable GPU, appended to every "no GPU" message.
+NO_GPU_HINT = ("without a GPU, `gcexplore demo` shows the recorded H100 results, "
+               "gcexplore.load_recorded(name) loads them for the plots and explorers, and "
+               "gcexplore.plan_split(gcexplore.DeviceInfo(...), [24]) plans splits for a described "
+               "device (docs/guide.md, 'Without a GPU')")
 FEATURES = {
     "green_contexts": 12040,
     "green_context_streams": 12050,
@@ -198,9 +206,9 @@ def _init() -> int:
                 check(driver.cuInit(0), "cuInit")
                 _initialized = True
         except GreenContextError as e:
-            raise UnsupportedError(f"no usable CUDA GPU: {e}") from e
+            raise UnsupportedError(f"no usable CUDA GPU: {str(e).rstrip('.')}; {NO_GPU_HINT}") from e
         except Exception as e:  # the driver library itself is missing
-            raise UnsupportedError(f"no CUDA driver found: {e}") from e
+            raise UnsupportedError(f"no CUDA driver found: {str(e).rstrip('.')}; {NO_GPU_HINT}") from e
         return version
 
 
@@ -211,9 +219,9 @@ def device_count() -> int:
 
 
 def gpu_available() -> bool:
-    """True when a CUDA device with green-context streams (driver >= 12.5) is present."""
+    """True when a CUDA device and a driver gcexplore runs on (>= :data:`MIN_DRIVER`) are present."""
     try:
-        return device_count() > 0 and _init() >= FEATURES["green_context_streams"]
+        return device_count() > 0 and _init() >= MIN_DRIVER
     except UnsupportedError:
         return False
 
@@ -259,7 +267,7 @@ def device_info(device=0) -> DeviceInfo:
     Raises
     ------
     UnsupportedError
-        No GPU or driver, or a driver older than 12.4 (green contexts).
+        No GPU or driver, or a driver older than :data:`MIN_DRIVER` (13.0).
     ValueError
         ``device`` is not a visible device.
     """
@@ -269,10 +277,11 @@ def device_info(device=0) -> DeviceInfo:
     version = _init()
     dev = _cuda_device(index)
     name = dev.name
-    if version < FEATURES["green_contexts"]:
+    if version < MIN_DRIVER:
         raise UnsupportedError(
-            f"green contexts require driver 12.4, found {_version_str(version)} on {name}; "
-            "update the NVIDIA driver"
+            f"gcexplore requires NVIDIA driver {_version_str(MIN_DRIVER)} (R580) or newer for its CUDA 13 "
+            f"bindings and NVRTC, found {_version_str(version)} on {name}; update the NVIDIA driver, or: "
+            f"{NO_GPU_HINT}"
         )
     import cuda.bindings
     import cuda.core
@@ -492,4 +501,14 @@ def require_stream(stream, where: str = "this call"):
 
 
 # Partitions live in their own module and are part of this layer's public surface.
-from .partitions import Partition, Partitioning, release_contexts, split, whole_device  # noqa: E402
+_PARTITION_NAMES = ("Partition", "Partitioning", "release_contexts", "split", "whole_device")
+
+
+def __getattr__(name: str):
+    # The partitions are re-exported lazily: partitions.py imports this module, so an
+    # import at the bottom here fails when partitions.py is the one imported first.
+    if name in _PARTITION_NAMES:
+        from . import partitions
+
+        return getattr(partitions, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -127,6 +127,17 @@ def _fmt(v: float) -> str:
     return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
 
 
+def _ratio_text(r: float) -> str:
+    """A ratio of two medians with the digits their spread supports: 48x, 1.9x, 1.01x."""
+    return f"{r:.0f}x" if r >= 10 else (f"{r:.1f}x" if r >= 1.95 else f"{r:.2f}x")
+
+
+def _panel_format(values) -> str:
+    """One number format for every label of a panel, from its largest value."""
+    top = max((abs(float(v)) for v in values if np.isfinite(v)), default=0.0)
+    return "{:,.0f}" if top >= 100 else ("{:.1f}" if top >= 10 else "{:.2f}")
+
+
 def _metric_label(metric: str) -> str:
     return A.RATES.get(metric, metric)
 
@@ -135,14 +146,19 @@ def _metric_label(metric: str) -> str:
 
 
 def plot_sweep(df: pd.DataFrame, *, summary: pd.DataFrame | None = None,
-               figsize=(8.0, 4.8)) -> Figure:
-    """Makespan against the first partition's SM count.
+               figsize=(8.0, 5.0)) -> Figure:
+    """Makespan against the first partition's SM count, on a log axis.
 
-    Draws the median concurrent makespan of every measured split with its p10/p90
-    band, the sequential and plain-streams baselines (medians over all layouts; both
-    run on the whole device, so the split does not change them), the lower bound of
-    :func:`gcexplore.summarize`, and marks the best split (lowest median concurrent
-    makespan, the rule of :func:`gcexplore.best_split`).
+    Draws the median concurrent makespan of every measured split with p10-p90 error
+    bars and band; the interference-free makespan of each split (the slowest workload
+    alone on its partition: what the split would give if partitions shared nothing);
+    the sequential and plain-streams baselines (medians over all layouts: both run on
+    the whole device, so the split does not change them; drawn in two styles so the
+    one on top never hides the other); the lower bound of
+    :func:`gcexplore.analysis.lower_bound`, with its value and the measurement that
+    sets it; and the best split (the rule of :func:`gcexplore.best_split`). The y axis
+    is logarithmic so that a slow split at one end does not squeeze the region near
+    the bound where the answer lies.
 
     Parameters
     ----------
@@ -151,16 +167,16 @@ def plot_sweep(df: pd.DataFrame, *, summary: pd.DataFrame | None = None,
         (columns ``layout``, ``split_sm_count``, ``mode``, ``rep``, ``workload``,
         ``partition``, ``makespan_ms``).
     summary : pandas.DataFrame, optional
-        ``gcexplore.summarize(df)`` if already computed; computed here otherwise. Its
-        ``lower_bound_ms`` column is drawn.
-    figsize : tuple of float, default (8.0, 4.8)
+        ``gcexplore.summarize(df)`` if already computed; computed here otherwise.
+    figsize : tuple of float, default (8.0, 5.0)
         Figure size in inches.
 
     Returns
     -------
     matplotlib.figure.Figure
-        One Axes; lines carry gids ``"concurrent"``, ``"sequential"``, ``"streams"``,
-        ``"lower_bound"``, ``"best"`` and the band ``"concurrent_band"``.
+        One Axes; lines carry gids ``"concurrent"``, ``"interference_free"``,
+        ``"sequential"``, ``"streams"``, ``"lower_bound"``, ``"best"`` and the band
+        ``"concurrent_band"``.
     """
     check_result(df, "overlap", "plot_sweep")
     require_result(df, ["layout", "split_sm_count", "mode", "rep", "workload", "partition",
@@ -175,31 +191,20 @@ def plot_sweep(df: pd.DataFrame, *, summary: pd.DataFrame | None = None,
 
     fig = new_figure(figsize)
     ax = fig.add_subplot()
-    per_layout = A.makespan_stats(df, "concurrent")
-    x = per_layout["split_sm_count"].to_numpy()
-    band = ax.fill_between(x, per_layout["p10_ms"], per_layout["p90_ms"],
-                           color=mode_color("concurrent"), alpha=0.2, linewidth=0,
-                           label="concurrent p10–p90")
-    band.set_gid("concurrent_band")
-    ax.plot(x, per_layout["median_ms"], marker="o", ms=4, color=mode_color("concurrent"),
-            label=mode_label("concurrent") + " (median)", gid="concurrent")
-
-    for mode in A.modes_in(df):
-        if mode in ("alone", "concurrent"):
-            continue  # alone is per partition, not a makespan of the pair
-        med = A.baseline_ms(df, mode)
-        ax.axhline(med, color=mode_color(mode), linestyle="--", linewidth=1.2,
-                   label=f"{mode_label(mode)}: {med:.3g} ms", gid=mode)
-
-    if "lower_bound_ms" in summary.columns:
-        lb = A.layout_table(summary)[["split_sm_count", "lower_bound_ms"]].dropna()
-        if not lb.empty:
-            ax.plot(lb["split_sm_count"], lb["lower_bound_ms"], color="0.2", linestyle=":",
-                    linewidth=1.5, label="lower bound", gid="lower_bound")
+    _sweep_concurrent(ax, df, summary)
+    _sweep_baselines(ax, df)
+    table = A.layout_table(summary)
+    bound = summary.attrs.get("lower_bound") or A.lower_bound(df).to_dict()
+    lb = table[["split_sm_count", "lower_bound_ms"]].dropna()
+    if not lb.empty:
+        where = ("whole device" if bound.get("mode") == "sequential" else f"{bound.get('sm_count')} SMs")
+        ax.plot(lb["split_sm_count"], lb["lower_bound_ms"], color="0.2", linestyle=":", linewidth=1.5,
+                label=f"lower bound: {lb['lower_bound_ms'].iloc[0]:.3f} ms ({bound.get('workload')} alone, {where})",
+                gid="lower_bound")
 
     best = A.best_split(summary)
     ax.plot([best["split_sm_count"]], [best["concurrent_ms"]], marker="*", ms=16, color="gold",
-            markeredgecolor="black", linestyle="none",
+            markeredgecolor="black", linestyle="none", zorder=5,
             label=(f"best split {best['layout']}: {best['concurrent_ms']:.3g} ms"
                    + (f", {best['speedup_vs_sequential']:.2f}x vs sequential"
                       if pd.notna(best["speedup_vs_sequential"]) else "")), gid="best")
@@ -208,13 +213,58 @@ def plot_sweep(df: pd.DataFrame, *, summary: pd.DataFrame | None = None,
     ax.set_xlabel(f"SMs of the first partition ({order[0]})")
     ax.set_ylabel("makespan (ms)")
     ax.set_title(f"Overlap sweep: {' + '.join(order)}")
-    ax.set_xticks(x)
+    ax.set_xticks(table["split_sm_count"])
     ax.tick_params(axis="x", labelsize=7)
-    ax.set_ylim(bottom=0)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8, loc="best")
+    _log_ms_axis(ax)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7.5, loc="upper center")
     stamp(fig, df)
     return fig
+
+
+def _sweep_concurrent(ax, df: pd.DataFrame, summary: pd.DataFrame) -> None:
+    per_layout = A.makespan_stats(df, "concurrent")
+    x = per_layout["split_sm_count"].to_numpy()
+    med, lo, hi = (per_layout[c].to_numpy(dtype=float) for c in ("median_ms", "p10_ms", "p90_ms"))
+    widest = float(np.nanmax((hi - lo) / med)) if len(med) else float("nan")
+    color = mode_color("concurrent")
+    band = ax.fill_between(x, lo, hi, color=color, alpha=0.25, linewidth=0)
+    band.set_gid("concurrent_band")
+    ax.errorbar(x, med, yerr=[med - lo, hi - med], fmt="none", ecolor=color, elinewidth=1, capsize=3)
+    ax.plot(x, med, marker="o", ms=4, color=color, gid="concurrent",
+            label=(f"{mode_label('concurrent')}: median, p10–p90 bars "
+                   f"(widest {widest:.1%} of the median)"))
+    table = A.layout_table(summary)
+    free = table[["split_sm_count", "interference_free_ms"]].dropna()
+    if not free.empty:
+        # hollow markers on top: visible also where the curve runs over them (no interference)
+        ax.plot(free["split_sm_count"], free["interference_free_ms"], color="black", linestyle="none",
+                marker="D", ms=7, markerfacecolor="none", markeredgewidth=0.9, zorder=4, gid="interference_free",
+                label="interference-free: slowest workload alone on its partition")
+
+
+def _sweep_baselines(ax, df: pd.DataFrame) -> None:
+    # Sequential underneath, wide and pale; plain streams on top, thin and dashed: two
+    # baselines a few percent apart stay distinguishable.
+    styles = {"sequential": {"linestyle": "-", "linewidth": 4.0, "alpha": 0.35, "zorder": 1},
+              "streams": {"linestyle": (0, (5, 3)), "linewidth": 1.4, "alpha": 1.0, "zorder": 3}}
+    for mode in A.modes_in(df):
+        if mode in ("alone", "concurrent"):
+            continue  # alone is per partition, not a makespan of the pair
+        med = A.baseline_ms(df, mode)
+        ax.axhline(med, color=mode_color(mode), label=f"{mode_label(mode)}: {med:.3g} ms", gid=mode,
+                   **styles.get(mode, {"linestyle": "-.", "linewidth": 1.2}))
+
+
+def _log_ms_axis(ax) -> None:
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 1.5, 2.0, 3.0, 5.0, 7.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    lo, hi = ax.get_ylim()
+    ax.set_ylim(lo * 0.9, hi * 1.6)  # room for the legend above the curve
 
 
 # ---------------------------------------------------------------------- throughput
@@ -278,7 +328,7 @@ def plot_throughput(df: pd.DataFrame, *, layout: str | None = None, metric: str 
     for ax, workload in zip(axes, workloads):
         wrows = rows[rows["workload"] == workload]
         _, metric_used = A.rates(wrows, metric)
-        labels = []
+        labels, drawn = [], []
         for i, mode in enumerate(A.modes_in(wrows)):
             mrows = wrows[wrows["mode"] == mode]
             part = mrows["partition"].iloc[0]
@@ -292,12 +342,17 @@ def plot_throughput(df: pd.DataFrame, *, layout: str | None = None, metric: str 
             cont = ax.bar([i], [med], yerr=[[med - lo], [hi - med]], capsize=4,
                           color=mode_color(mode), label=mode_label(mode))
             cont.patches[0].set_gid(f"bar:{workload}:{mode}")
-            ax.annotate(_fmt(med), (i, max(med, hi)), textcoords="offset points", xytext=(0, 3),
+            drawn.append((i, med, hi))
+        fmt = _panel_format([d[1] for d in drawn])
+        for i, med, hi in drawn:
+            ax.annotate(fmt.format(med), (i, max(med, hi)), textcoords="offset points", xytext=(0, 3),
                         ha="center", va="bottom", fontsize=7)
+        ax.text(0.99, 0.99, "median; bars: p10–p90", transform=ax.transAxes, ha="right", va="top",
+                fontsize=7, color="0.3")
         ax.set_xticks(range(len(labels)), labels, fontsize=7)
         ax.set_ylabel(_metric_label(metric_used) + (", from GPU-busy time" if trace is not None else ""))
         ax.set_title(f"{workload} — layout {layout}", fontsize=10)
-        ax.margins(y=0.1)
+        ax.set_ylim(0, max((d[2] for d in drawn if np.isfinite(d[2])), default=1.0) * 1.18)
         ax.grid(True, axis="y", alpha=0.3)
     stamp(fig, df)
     return fig
@@ -307,7 +362,9 @@ def plot_throughput(df: pd.DataFrame, *, layout: str | None = None, metric: str 
 
 
 def plot_scaling(df: pd.DataFrame, *, metric: str = "auto", figsize=None) -> Figure:
-    """Throughput and parallel efficiency of each workload against its SM count.
+    """Rate (TFLOP/s, GB/s or calls per second) and parallel efficiency against SM count.
+
+    One panel per unit in use, titled with that unit, then the efficiency panel.
 
     Parallel efficiency at ``s`` SMs (from :func:`gcexplore.summarize`) is the speedup
     over the smallest measured size ``s0`` divided by ``s / s0`` (1.0 = perfect
@@ -352,7 +409,8 @@ def plot_scaling(df: pd.DataFrame, *, metric: str = "auto", figsize=None) -> Fig
         ax.set_xlabel("SMs")
         ax.set_ylabel(_metric_label(unit))
         ax.set_ylim(bottom=0)
-        ax.set_title(f"{_metric_label(unit).split(' (')[0]} vs SMs", fontsize=10)
+        # the title names the quantity drawn (TFLOP/s, GB/s, calls/s), never a generic "throughput"
+        ax.set_title(f"{_metric_label(unit)} vs SMs\nmedian, p10–p90 band", fontsize=9)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
     eff_ax = axes[-1]
@@ -534,12 +592,15 @@ def plot_isolation(df: pd.DataFrame, *, figsize=(9.0, 4.2)) -> Figure:
     bg = df[df["role"] == "background"]
     fig = new_figure(figsize)
     axes = fig.subplots(1, 2 if not bg.empty else 1, squeeze=False)[0]
-    captions = {"alone": "alone", "streams": "next to background\nplain streams",
-                "partitioned": "next to background\nown partition"}
     colors = {"alone": "#7f7f7f", "streams": mode_color("streams"),
               "partitioned": mode_color("concurrent")}
 
     def bars(ax, rows, role, scale):
+        # each panel names the *other* role: the critical kernel runs next to the
+        # background, the background next to the critical launches
+        other = "background" if role == "critical" else "critical launches"
+        captions = {"alone": "alone", "streams": f"next to {other}\nplain streams",
+                    "partitioned": f"next to {other}\nown partition"}
         scen = [s for s in SCENARIOS if s in set(rows["scenario"])]
         scen += [s for s in dict.fromkeys(rows["scenario"]) if s not in scen]
         meds, tops, labels = {}, {}, []
@@ -553,31 +614,35 @@ def plot_isolation(df: pd.DataFrame, *, figsize=(9.0, 4.2)) -> Figure:
             tops[s] = max(med, hi)
             labels.append(f"{captions.get(s, s)}\n({int(srows['sm_count'].iloc[0])} SMs)")
         ax.set_xticks(range(len(scen)), labels, fontsize=7)
-        ax.set_ylim(bottom=0)
+        # headroom for two lines of annotation above the tallest bar, inside the axes
+        ax.set_ylim(0, max(tops.values()) * 1.28)
         ax.grid(True, axis="y", alpha=0.3)
-        ax.margins(y=0.12)
         return scen, meds, tops
 
     crit_ms = A.quantiles(crit["duration_ms"])[0]
     scale, unit = (1e3, "µs") if crit_ms < 1.0 else (1.0, "ms")
     scen, meds, tops = bars(axes[0], crit, "critical", scale)
     for i, s in enumerate(scen):
-        text = f"{meds[s]:.3g} {unit}"
+        text = f"{_fmt(meds[s])} {unit}"
         ratio = slowdown.get(("critical", s), np.nan)
         if s != "alone" and np.isfinite(ratio):
-            text += f"\n{ratio:.2f}x alone"
+            text += f"\n{_ratio_text(ratio)} alone"
         axes[0].annotate(text, (i, tops[s]), textcoords="offset points", xytext=(0, 3),
                          ha="center", va="bottom", fontsize=7)
     name = crit["workload"].iloc[0] if "workload" in crit else "critical"
     axes[0].set_ylabel(f"critical latency, launch to completion ({unit})")
-    axes[0].set_title(f"critical workload ({name}): median, p10–p90", fontsize=10)
+    axes[0].set_title(f"critical workload ({name}): median, p10–p90 bars", fontsize=10)
     if not bg.empty:
         bscen, bmeds, btops = bars(axes[1], bg, "background", 1.0)
         for i, s in enumerate(bscen):
-            axes[1].annotate(f"{bmeds[s]:.3g} ms", (i, btops[s]), textcoords="offset points",
+            text = f"{_fmt(bmeds[s])} ms"
+            ratio = slowdown.get(("background", s), np.nan)
+            if s != "alone" and np.isfinite(ratio):
+                text += f"\n{_ratio_text(ratio)} alone"
+            axes[1].annotate(text, (i, btops[s]), textcoords="offset points",
                              xytext=(0, 3), ha="center", va="bottom", fontsize=7)
         bname = bg["workload"].iloc[0] if "workload" in bg else "background"
-        axes[1].set_ylabel("background time (ms)")
-        axes[1].set_title(f"background ({bname})", fontsize=10)
+        axes[1].set_ylabel("background time per launch (ms)")
+        axes[1].set_title(f"background ({bname}): median, p10–p90 bars", fontsize=10)
     stamp(fig, df)
     return fig

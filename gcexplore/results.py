@@ -31,7 +31,8 @@ from .schema import partition_key, sorted_partitions
 __all__ = ["RECORDED", "ResultFileError", "load", "load_recorded", "recorded_names", "save", "to_chrome_trace"]
 
 #: Names of the recorded results shipped in gcexplore/data (see bench/record.py).
-RECORDED = ("sweep", "scaling", "occupancy", "isolation", "torch_sweep", "trace", "trace_overlap")
+RECORDED = ("sweep", "scaling", "occupancy", "isolation", "torch_sweep", "trace", "trace_overlap", "occupancy_best",
+            "primary_sms", "bandwidth_sharing", "l2_sharing")
 
 _ATTRS_KEY = b"gcexplore.attrs"
 _FORMATS = ("parquet", "csv")

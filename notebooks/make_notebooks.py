@@ -95,11 +95,13 @@ if HAVE_TORCH:
     b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)'''
 
 
-def _notebook(cells, recorded: list[str], title: str):
+def _notebook(cells, recorded: list[str], title: str, optional: list[str] = ()):
     nb = nbf.v4.new_notebook()
     nb.metadata["kernelspec"] = KERNELSPEC
     nb.metadata["language_info"] = {"name": "python"}
-    nb.metadata["gcexplore"] = {"recorded": recorded, "title": title}
+    # recorded: needed to run without a GPU; optional: shown when present, else the
+    # notebook says it is missing
+    nb.metadata["gcexplore"] = {"recorded": recorded, "optional": list(optional), "title": title}
     nb.cells = cells
     for i, cell in enumerate(nb.cells):
         cell.id = f"cell-{i:02d}"  # stable ids: regenerating gives a clean diff
@@ -122,7 +124,7 @@ goes through the basics:
 4. PyTorch on a partition,
 5. the interactive explorer.
 
-On a machine with a GPU (driver 12.5 or newer) everything runs live. Without one, the
+On a machine with a GPU (NVIDIA driver 13.0, R580, or newer) everything runs live. Without one, the
 notebook shows results that gcexplore recorded on a real GPU, labelled with the card
 and the date.
 '''),
@@ -169,14 +171,23 @@ print("driver features:", device.features)
     md('''
 `plan_split` computes, without touching the GPU, what a split will give. The driver
 rounds a request up to the granularity, so asking for 66 SMs gets 72; the SMs left over
-form the *remainder* partition.
+form the *remainder* partition. The largest partition one can ask for leaves a
+remainder *smaller than the minimum partition size*: the size rules apply to what is
+requested, and the remainder is simply every SM that is left, so it can hold fewer SMs
+than any partition one could request (the last cell line says how many on this device).
 '''),
     code('''
-for request in ([66], [24], [8, 16]):
+largest = device.valid_sm_counts()[-1]
+for request in ([66], [24], [8, 16], [largest]):
     plan = gcexplore.plan_split(device, request)
     granted = [(g.requested, g.granted) for g in plan.groups]
     print(f"request {request}: (requested, granted) {granted}, remainder {plan.remainder} "
           f"-> layout {plan.label}")
+tail = gcexplore.plan_split(device, [largest]).remainder
+print(f"{largest}+{tail}: the remainder of {tail} SMs is "
+      + (f"smaller than the minimum partition of {device.min_partition_size}: it is what is left "
+         "after the largest allowed request, not a size one could ask for"
+         if tail < device.min_partition_size else f"no smaller than the minimum partition ({device.min_partition_size})"))
 '''),
     md('''
 ## 2. A split: partitions with explicit streams
@@ -298,7 +309,7 @@ explorer
 # --------------------------------------------------------------------------- 02
 
 SWEEPING = [
-    md('''
+    md("""
 # Sweeping SM splits: where overlap pays, and where it does not
 
 Give workload A *k* SMs and workload B the rest, run them at once, and compare with
@@ -308,40 +319,39 @@ each partitioning once, and `best_split` picks the *k* with the lowest median
 makespan. Three cases:
 
 1. the built-in compute-bound / memory-bound pair;
-2. a PyTorch 8192³ bf16 matmul next to a sigmoid over 512 MiB, where overlap does
-   **not** pay;
-3. a DeepEP-style side partition of 24 SMs next to 108 SMs of compute.
+2. a PyTorch 8192³ bf16 matmul next to a sigmoid over 512 MiB: the matmul alone nearly
+   fills the whole run, so whether a split pays at all is for the sweep to say;
+3. a side partition of the size used for communication in DeepSeek-V3 and DeepEP, next
+   to compute on the rest.
 
-Every number below is measured, live or recorded by gcexplore on the card named
-above each table and figure.
-'''),
+Every number below is measured, live or recorded by gcexplore on the card named above
+each table and figure, and every sentence that states a result is printed by the code
+from that result: the text in between explains how to read them, never what they are.
+"""),
     PARAMETERS,
     DETECT,
-    code('''
-def layout_table(summary):
-    """One row per layout: the median makespans and the derived comparisons."""
-    conc = summary[summary["mode"] == "concurrent"].drop_duplicates("layout")
-    per = summary.drop_duplicates(["layout", "mode"]).pivot(
-        index="layout", columns="mode", values="makespan_median_ms")
-    out = conc.set_index("layout")[["split_sm_count", "speedup_vs_sequential",
-                                    "speedup_vs_streams", "lower_bound_ms", "efficiency"]]
-    out = out.join(per.add_suffix("_ms"))
-    return out.sort_values("split_sm_count")
+    code("""
+from gcexplore import report
 
 
 def sizes_for(n_quick=4):
-    """Every valid size (or a few, spread out, in quick mode) of the first partition."""
+    \"\"\"Every valid size (or a few, spread out, in quick mode) of the first partition.\"\"\"
     valid = [k for k in info.valid_sm_counts() if k < info.sm_count]
     return valid[:: max(1, len(valid) // n_quick)] if QUICK else None
-'''),
-    md('''
+"""),
+    md("""
 ## 1. The built-in pair
 
 `compute` is FMA chains: its time falls in proportion to the SMs it gets. `memory` is
 a STREAM triad: a few dozen SMs already saturate the memory system, so it barely
 slows down on fewer SMs. That asymmetry is what a split can exploit.
-'''),
-    code('''
+
+The table has one row per measured split. Its last row is the largest first partition
+the device allows; the remainder left beside it can be *smaller than the minimum
+partition size* (on a 132-SM Hopper, 128+4: partitions are requested in multiples of
+8, and the 4 SMs left over are all that remain, not a size one could ask for).
+"""),
+    code("""
 if LIVE:
     pair = {"compute": workloads.compute(iters=256 if QUICK else 1536),
             "memory": workloads.memory(n=(1 << 24) if QUICK else (1 << 28))}
@@ -352,51 +362,71 @@ else:
     sweep_df = recorded("sweep")
 
 summary = gcexplore.summarize(sweep_df)
-best = gcexplore.best_split(sweep_df)
-print(f"best split {best['layout']}: concurrent {best['concurrent_ms']:.3f} ms, "
-      f"sequential {best['sequential_ms']:.3f} ms, streams {best['streams_ms']:.3f} ms, "
-      f"lower bound {best['lower_bound_ms']:.3f} ms")
-print(f"speedup vs sequential {best['speedup_vs_sequential']:.2f}x, "
-      f"vs streams {best['speedup_vs_streams']:.2f}x, efficiency {best['efficiency']:.0%}")
-display(layout_table(summary).round(3))
+table = gcexplore.layout_table(summary)
+display(table.round(3))
+last = table.iloc[-1]
+rest = int(last["layout"].split("+")[-1])
+print(f"last layout {last['layout']}: the remainder holds {rest} SMs"
+      + (f", fewer than the smallest partition one can request ({int(table['split_sm_count'].min())})"
+         if rest < table["split_sm_count"].min() else ""))
+print(report.verdict(sweep_df))
 gcexplore.plot_sweep(sweep_df, summary=summary)
-'''),
-    md('''
-How to read it: the blue curve is the median makespan of the concurrent run at each
-split, with its p10/p90 band. The flat lines are the two baselines, which do not
-depend on the split because they run on the whole device. The **lower bound** is what
-no layout can beat: the slowest workload alone on the whole device, or the declared
-work at the device's best measured rates, whichever is larger. *Efficiency* is the
-lower bound over the concurrent makespan.
+"""),
+    md("""
+How to read it. The blue curve is the median concurrent makespan at each split, with
+p10-p90 bars. The flat lines are the two baselines, which do not depend on the split
+because they run on the whole device. Three derived quantities explain the curve
+(definitions in docs/guide.md):
 
-The throughput of each workload at the best split, per mode:
-'''),
-    code('''
+* the **interference-free makespan** of a split (diamonds): the slowest workload's time
+  *alone* on its own partition of that split, i.e. what the split would give if the
+  partitions shared nothing;
+* **interference** = concurrent makespan / interference-free makespan: what sharing
+  memory bandwidth, L2 and power costs at that split;
+* **split loss** = interference-free makespan / lower bound: what giving each workload
+  fewer SMs than its best costs;
+* the **lower bound**: the largest, over the workloads, of each one's fastest solo time
+  at any measured size (the whole device included). Every workload must finish, and a
+  neighbour never makes it faster, so no split of this run can beat it (up to the
+  spread of the repetitions). *Efficiency* = lower bound / concurrent makespan =
+  1 / (interference x split loss).
+
+Where the diamonds sit on the curve, the partitions cost each other nothing and all of
+the gap to the bound is split loss; where the curve rises above them, the workloads
+interfere through what they share. The numbers for this pair:
+"""),
+    code("""
+best = gcexplore.best_split(sweep_df)
+worst_interference = table.loc[table["interference"].idxmax()]
+print(f"interference ranges from {table['interference'].min():.3f}x to {table['interference'].max():.3f}x "
+      f"(largest at {worst_interference['layout']}); split loss from {table['split_loss'].min():.2f}x "
+      f"to {table['split_loss'].max():.2f}x")
+print(f"at the best split {best['layout']}: split loss {best['split_loss']:.3f}x, "
+      f"interference {best['interference']:.3f}x, efficiency {best['efficiency']:.0%}")
+print("the throughput of each workload at the best split, per mode:")
 gcexplore.plot_throughput(sweep_df, layout=best["layout"])
-'''),
-    md('''
+"""),
+    md("""
 The sweep view: choose a split to see its throughput and summary (over recorded
 results, or live after a sweep).
-'''),
-    code('''
+"""),
+    code("""
 from gcexplore.widgets import SweepExplorer
 
 SweepExplorer.from_results(sweep_df)
-'''),
-    md('''
+"""),
+    md("""
 ## 2. PyTorch: 8192³ bf16 matmul + sigmoid over 512 MiB
 
 A large bf16 matmul keeps every SM busy by itself, and the sigmoid is a short
 memory-bound pass. One after the other, the pair costs the matmul's time plus the
-sigmoid's; on two plain streams the hardware scheduler already lets the sigmoid's
-blocks take SMs as the matmul's blocks finish. A split instead takes SMs away from the
-matmul for the whole run, and a small partition cannot pull the sigmoid's bandwidth:
-give either workload too few SMs and the pair is many times *slower* than running one
-after the other, and even at the best split it only about matches the sequential
-time, because the matmul alone already nearly fills the whole run. Overlap is not
-free; the sweep shows where it pays and by how much.
-'''),
-    code(TORCH_SETUP + '''
+sigmoid's; on two plain streams the hardware scheduler lets the sigmoid's blocks take
+SMs as the matmul's blocks finish. A split instead takes SMs away from the matmul for
+the whole run, and a small partition cannot pull the sigmoid's bandwidth. Whether any
+split beats the two baselines, and by how much, is what the cell below prints from the
+measurement.
+"""),
+    code(TORCH_SETUP + """
     c = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
     x = torch.randn((16 if QUICK else 512) << 18, device="cuda")  # 512 MiB of fp32
     y = torch.empty_like(x)
@@ -412,39 +442,51 @@ else:
     torch_df = recorded("torch_sweep")
 
 torch_summary = gcexplore.summarize(torch_df)
-table = layout_table(torch_summary)
-worst = table["concurrent_ms"].idxmax()
-tbest = gcexplore.best_split(torch_df)
-print(f"sequential {tbest['sequential_ms']:.3f} ms, two plain streams {tbest['streams_ms']:.3f} ms")
-print(f"worst split {worst}: {table.loc[worst, 'concurrent_ms']:.3f} ms "
-      f"({table.loc[worst, 'speedup_vs_sequential']:.2f}x of sequential)")
-print(f"best split {tbest['layout']}: {tbest['concurrent_ms']:.3f} ms "
-      f"({tbest['speedup_vs_sequential']:.2f}x of sequential)")
-display(table.round(3))
+ttable = gcexplore.layout_table(torch_summary)
+facts = gcexplore.analysis.verdict_facts(torch_df)
+worst = facts["worst"]
+print(f"worst split {worst['layout']}: {worst['concurrent_ms']:.3f} ms, "
+      f"{worst['speedup_vs_sequential']:.2f}x of sequential")
+print(report.verdict(torch_df))
+seq = ttable["sequential_ms"]
+print(f"the sequential baseline itself ranges over {seq.min():.3f}-{seq.max():.3f} ms between layouts "
+      f"(it runs on the whole device, so that range is drift during the run); the speedups compare "
+      f"each split with the sequential run measured next to it")
+display(ttable.round(3))
 gcexplore.plot_sweep(torch_df, summary=torch_summary)
-'''),
-    md('''
+"""),
+    md("""
 Each workload's slowdown next to the other, against running alone on the same
-partition, tells *why*: a slowdown well above 1 means the partitions still compete
-for something they share (memory bandwidth, L2), not for SMs.
-'''),
-    code('''
+partition, tells *why*: a slowdown well above 1 means the partitions still compete for
+something they share (memory bandwidth, L2), not for SMs.
+"""),
+    code("""
 conc = torch_summary[torch_summary["mode"] == "concurrent"]
-display(conc.pivot(index="split_sm_count", columns="workload",
-                   values="slowdown_vs_alone").round(2))
-'''),
-    md('''
-## 3. A DeepEP-style side partition: 24 SMs next to 108
+slow = conc.pivot(index="split_sm_count", columns="workload", values="slowdown_vs_alone")
+display(slow.round(2))
+top = conc.loc[conc["slowdown_vs_alone"].idxmax()]
+print(f"largest slowdown next to the other workload: {top['workload']} at {top['layout']}, "
+      f"{top['slowdown_vs_alone']:.2f}x its time alone on the same {top['sm_count']} SMs")
+"""),
+    md("""
+## 3. A communication-sized side partition: 24 SMs next to 108
 
-DeepSeek-V3 runs its expert-parallel communication kernels on 24 of the H100's 132
-SMs and compute on the other 108, so communication never waits for compute to
-release SMs. Here a memory-bound kernel (communication is bandwidth-bound too) holds
-the small side partition and compute takes the remainder. Live we measure exactly
-24 + 108. The recorded sweep put compute on the first partition, whose sizes are
-multiples of 8, so the memory kernel's side there is 132 - k SMs: we take the
-recorded layout whose side is nearest to 24, and say which.
-'''),
-    code('''
+Two numbers circulate for DeepSeek-V3's communication SMs; they come from different
+places:
+
+* **20 of 132**: DeepSeek-V3's technical report dedicates 20 of the H800's 132 SMs to
+  cross-node communication (all-to-all dispatch and combine), compute runs on the rest;
+* **24**: the example setting in DeepEP's README (`Buffer.set_num_sms(24)`), the
+  library DeepSeek released for those kernels; it is a setting, tuned per cluster.
+
+Green contexts on this Hopper come in multiples of 8, so 20 is not a partition size
+(it rounds up to 24); we use 24 + 108. A memory-bound kernel (communication is
+bandwidth-bound too) holds the side partition and compute takes the rest. Live we
+measure exactly that. The recorded sweep put compute on the first partition, so the
+memory kernel's side there is 132 - k SMs: we take the recorded layout whose side is
+nearest to 24, and the cell says which.
+"""),
+    code("""
 if LIVE:
     pair = {"memory": workloads.memory(n=(1 << 24) if QUICK else (1 << 28)),
             "compute": workloads.compute(iters=256 if QUICK else 1536)}
@@ -464,57 +506,71 @@ print("layout", deepep["layout"].iloc[0], "|", ", ".join(
 dsum = gcexplore.summarize(deepep)
 display(dsum[["mode", "workload", "partition", "sm_count", "median_ms",
               "makespan_median_ms", "slowdown_vs_alone", "speedup_vs_sequential"]].round(3))
+med = dsum.set_index(["mode", "workload"])["median_ms"]
+sm = dsum.set_index(["mode", "workload"])["sm_count"]
+for w in ("memory", "compute"):
+    print(f"{w}: {med[('concurrent', w)]:.3f} ms on {sm[('concurrent', w)]} SMs next to the other, "
+          f"{med[('sequential', w)]:.3f} ms alone on all {sm[('sequential', w)]} SMs "
+          f"({med[('concurrent', w)] / med[('sequential', w)]:.2f}x)")
+print(report.verdict(deepep).splitlines()[-1])
 gcexplore.plot_throughput(deepep)
-'''),
-    md('''
-The memory-bound side keeps most of its whole-device speed on a small fraction of the
-SMs (compare its *concurrent* time with its *sequential* time on the whole device),
-while compute loses only the SMs it gave away. That is why a bandwidth-bound side job is the case where a
-fixed small partition pays.
-'''),
+"""),
+    md("""
+Read the two ratios printed above together: a workload whose time barely grows on a
+small fraction of the SMs (a bandwidth-bound one) is the kind a fixed small partition
+suits, while one whose time grows in proportion to the SMs it gave away pays for the
+split in full. The verdict line says which way it went for this pair, from the
+measurement.
+"""),
 ]
 
 
 # --------------------------------------------------------------------------- 03
 
 ISOLATION = [
-    md('''
+    md("""
 # SM isolation: what green contexts isolate, and what they do not
 
 A GPU is more than its SMs. A green context is a CUDA context bound to a **subset of
 the SMs**: the thread blocks of kernels launched on its streams are scheduled only on
-those SMs. That is the one resource it partitions. Everything the SMs share stays
-shared:
+those SMs. That is the one resource it partitions; what the SMs share stays shared:
 
-| resource | partitioned by green contexts? |
-|---|---|
-| SMs (and what lives in them: registers, shared memory, L1) | **yes**: each block runs on an SM of its partition |
-| L2 cache | no: one L2 for the whole GPU |
-| memory (HBM) bandwidth | no: one memory system, shared by all partitions |
-| device memory | no: allocations are visible from every context of the device |
-| power and clocks | no: one board power budget |
-| work in the primary context (ordinary streams) | no: it still runs on **every** SM |
+| resource | partitioned by green contexts? | shown in |
+|---|---|---|
+| SMs (and what lives in them: registers, shared memory, L1) | yes | section 1 |
+| work in the primary context (ordinary streams) | no: it still runs on every SM | section 2 |
+| memory (HBM) bandwidth | no: one memory system | section 4 |
+| L2 cache | no: one L2 for the whole GPU | section 5 |
+| device memory, power and clocks | no | (not measured here) |
 
-So a partition protects a kernel from being *crowded out of SMs* by another kernel:
-its latency no longer depends on when the other kernel's blocks release SMs. It does
-not protect it from a neighbour that saturates memory bandwidth or evicts its L2
-lines. This notebook shows each point on measurements.
-
-Facts measured on the project's H100 (132 SMs, driver 13.0): partitions come in
-multiples of 8 SMs; a 24-SM partition's blocks ran on exactly 24 distinct SMs,
-disjoint from the 108 of the remainder; while green contexts existed, a kernel on the
-primary context still ran on all 132 SMs.
-'''),
+Each row is a claim; each section below shows it with a measurement, live on a GPU or
+recorded by gcexplore on the project's GPU (labelled with card and date). Where a
+recording is not in this installation yet and no GPU is here, the section says so
+instead of asserting anything.
+"""),
     PARAMETERS,
     DETECT,
-    md('''
+    code("""
+def recorded_if_present(name):
+    \"\"\"A recorded result if this installation has it, else None and a line saying how to get it.\"\"\"
+    if name in gcexplore.results.recorded_names():
+        return recorded(name)
+    print(f"recorded result '{name}' is not in this installation yet; it is recorded on a GPU with "
+          f"python3 bench/record.py gcexplore/data --only {name}. Without it (and without a GPU) "
+          "this section shows no measurement.")
+    return None
+
+
+shown = {}  # claim -> the sentence printed from its measurement (for the summary)
+"""),
+    md("""
 ## 1. `%smid` maps: which SM ran each block
 
 The built-in kernels can record, per thread block, the SM it ran on (`%smid`) and its
-start and end (`%globaltimer`). Run concurrently on a 24-SM partition and the 108-SM
-remainder, every block lands inside its own partition, and no SM appears in both.
-'''),
-    code('''
+start and end (`%globaltimer`). Run concurrently on a 24-SM partition and the remainder;
+the cell counts the distinct SMs of each partition and the SMs that ran blocks of both.
+"""),
+    code("""
 if LIVE:
     pair = {"compute": workloads.compute(iters=256 if QUICK else 1536),
             "memory": workloads.memory(n=(1 << 24) if QUICK else (1 << 28))}
@@ -527,40 +583,49 @@ for name, ids in sm_sets.items():
     print(f"{name:>9}: {len(ids):3d} distinct SMs, blocks of "
           f"{', '.join(sorted(set(occ.loc[occ['partition'] == name, 'workload'])))}")
 names = list(sm_sets.index)
-shared = set().union(*(sm_sets[x] & sm_sets[y] for i, x in enumerate(names) for y in names[i + 1:]))
-print("SMs used by more than one partition:", sorted(shared) or "none")
+both = set().union(*(sm_sets[x] & sm_sets[y] for i, x in enumerate(names) for y in names[i + 1:]))
+shown["SMs"] = (f"{' and '.join(f'{len(sm_sets[n])} ({n})' for n in names)} distinct SMs; "
+                f"{len(both)} SMs ran blocks of more than one partition")
+print(shown["SMs"])
 gcexplore.plot_occupancy(occ)
-'''),
-    md('''
+"""),
+    md("""
 Each partition's SM ids need not be contiguous: the driver picks which physical SMs
 (grouped by the GPU's clusters) make up a partition. The busy fraction per SM shows
 how evenly each workload used its SMs:
-'''),
-    code('''
+"""),
+    code("""
 busy = gcexplore.sm_busy(occ)
 display(busy.groupby(["partition", "workload"])["busy_fraction"].describe()[["count", "mean", "min", "max"]].round(2))
-'''),
-    md('''
+"""),
+    md("""
 ## 2. The primary context still runs everywhere
 
-Creating green contexts does not fence off the rest of the GPU. A kernel launched on
-an ordinary stream of the primary context — which is what every library does unless
-told otherwise — still spreads over **all** SMs, including those of your partitions.
-Isolation needs *complementary* partitions: put the background work on the remainder
-partition, not on the default context.
-'''),
-    code('''
+Creating green contexts does not fence off the rest of the GPU. The cell probes the SM
+ids that a kernel on an ordinary stream of the primary context (what every library
+uses unless told otherwise) runs on *while* a 24-SM green context exists, and how many
+of them lie inside that partition.
+"""),
+    code("""
 if LIVE:
     with gcexplore.split([24]) as parts:
         with gcexplore.whole_device() as whole:
-            everywhere = whole.sm_ids()
-        print(f"a kernel on the primary context ran on {len(everywhere)} of {info.sm_count} SMs, "
-              f"{len(everywhere & parts[0].sm_ids())} of them inside the 24-SM partition")
+            probes = {"p0": parts[0].sm_ids(), "remainder": parts.remainder.sm_ids(), "device": whole.sm_ids()}
+    total = info.sm_count
 else:
-    print("This needs a live GPU (nothing recorded to show); on the project's H100 a probe "
-          "kernel on the primary context ran on all 132 SMs while a 24-SM green context existed.")
-'''),
-    md('''
+    prim = recorded_if_present("primary_sms")
+    probes = None if prim is None else prim.groupby("partition")["sm_id"].agg(frozenset).to_dict()
+    total = None if prim is None else int(prim.attrs["device_sm_count"])
+if probes is not None:
+    shown["primary"] = (f"a kernel on the primary context ran on {len(probes['device'])} of {total} SMs "
+                        f"while the split existed, {len(probes['device'] & probes['p0'])} of them inside the "
+                        f"{len(probes['p0'])}-SM partition")
+    print(shown["primary"])
+"""),
+    md("""
+So isolation needs *complementary* partitions: put the background work on the
+remainder partition, not on the default context.
+
 ## 3. A latency-critical kernel with and without its own partition
 
 NVIDIA's green-context sample, as a measurement: a short critical kernel is launched
@@ -568,13 +633,11 @@ repeatedly while a long background kernel runs. We time each critical launch fro
 launch to completion in three scenarios:
 
 * **alone**: the critical kernel by itself on the whole device;
-* **streams**: next to the background, both on ordinary streams of the whole device:
-  the background's blocks occupy every SM, and the critical blocks wait for SMs to
-  free up;
+* **streams**: next to the background, both on ordinary streams of the whole device;
 * **partitioned**: the critical kernel on its own small partition, the background on
   the complementary remainder.
-'''),
-    code('''
+"""),
+    code("""
 if LIVE:
     iso = gcexplore.isolation("latency", "compute", split=16, repeats=REPEATS,
                               launches=5 if QUICK else 20)
@@ -584,85 +647,140 @@ else:
 iso_summary = gcexplore.summarize(iso)
 display(iso_summary[["scenario", "role", "workload", "sm_count", "median_ms", "p10_ms",
                      "p90_ms", "slowdown_vs_alone"]].round(4))
-crit = iso_summary[iso_summary["role"] == "critical"].set_index("scenario")["slowdown_vs_alone"]
-print(f"critical latency next to the background: {crit['streams']:.2f}x of alone on plain streams, "
-      f"{crit['partitioned']:.2f}x in its own partition")
+by = iso_summary.set_index(["role", "scenario"])
+crit, bg = by.loc["critical"], by.loc["background"]
+shown["latency"] = (f"critical latency next to the background: {crit.loc['streams', 'slowdown_vs_alone']:.3g}x "
+                    f"of alone on plain streams, {crit.loc['partitioned', 'slowdown_vs_alone']:.3g}x on its own "
+                    f"{int(crit.loc['partitioned', 'sm_count'])}-SM partition")
+print(shown["latency"])
+print(f"the background pays: {bg.loc['partitioned', 'median_ms']:.3f} ms per launch on the "
+      f"{int(bg.loc['partitioned', 'sm_count'])} SMs left to it, against {bg.loc['alone', 'median_ms']:.3f} ms "
+      f"alone on all {int(bg.loc['alone', 'sm_count'])} ({bg.loc['partitioned', 'slowdown_vs_alone']:.2f}x)")
 gcexplore.plot_isolation(iso)
-'''),
-    md('''
-What the partition removes is the wait for SMs held by the background's blocks.
-Whatever stays between *partitioned* and *alone* comes from what it does not
-isolate: the background still shares the L2 cache and the memory system with the
-critical kernel, which also has fewer SMs than the whole device. The price is paid
-by the background: it runs on the SMs left over, so its *partitioned* time is longer
-than its time *alone* on the whole device.
+"""),
+    md("""
+What a partition removes is the wait for SMs held by the background's blocks. Whatever
+stays between *partitioned* and *alone* comes from what it does not isolate (L2, memory
+bandwidth) and from the critical kernel having fewer SMs than the whole device.
 
-## 4. Shared memory bandwidth and L2
+## 4. Memory bandwidth is shared
 
-SMs are partitioned, bandwidth is not. A memory-bound kernel reaches most of the
-device's memory bandwidth with a fraction of its SMs, so two memory-bound kernels on
-disjoint partitions still slow each other down: they split one memory system between
-them, whatever the split of SMs.
-'''),
-    code('''
+Two copies of the memory-bound STREAM triad run on *disjoint* partitions (64 and 68
+SMs): first each alone on its partition, then both at once. If partitions isolated
+bandwidth, each would keep its solo rate.
+"""),
+    code("""
 if LIVE:
     n = (1 << 24) if QUICK else (1 << 28)
     mem_pair = {"triad_a": workloads.memory(n=n, name="triad_a"),
                 "triad_b": workloads.memory(n=n, name="triad_b")}
     half = [k for k in info.valid_sm_counts() if k <= info.sm_count // 2][-1]
-    mem = gcexplore.profile_overlap(mem_pair, [half], repeats=REPEATS)
-    msum = gcexplore.summarize(mem)
-    conc = msum[msum["mode"].isin(["alone", "concurrent"])]
-    display(conc[["layout", "mode", "workload", "sm_count", "median_ms", "bandwidth_gbs",
-                  "slowdown_vs_alone"]].round(3))
-    for w in list(mem_pair.values()) + list(pair.values()):
+    bw = gcexplore.profile_overlap(mem_pair, [half], repeats=REPEATS,
+                                   modes=("alone", "concurrent", "sequential"))
+    for w in mem_pair.values():
         w.close()
-    gcexplore.plot_throughput(mem)
 else:
-    scal = recorded("scaling")
-    ssum = gcexplore.summarize(scal)
-    # The memory-bound built-ins (both kinds of built-in declare bytes, so go by name),
-    # else the workload with the highest bandwidth.
-    mem_names = [w for w in scal["workload"].unique() if w in ("memory", "copy")] or \\
-        [ssum.loc[ssum["bandwidth_gbs"].idxmax(), "workload"]]
-    for w in mem_names:
-        g = ssum[ssum["workload"] == w].sort_values("sm_count")
-        top = g["bandwidth_gbs"].max()
-        k = int(g.loc[g["bandwidth_gbs"] >= 0.9 * top, "sm_count"].min())
-        print(f"{w}: {top:.0f} GB/s at best; 90% of that already with {k} of "
-              f"{int(scal.attrs['device_sm_count'])} SMs")
-    display(gcexplore.plot_scaling(scal))
-'''),
-    md('''
-Read the scaling curve (recorded) or the two-triad run (live) the same way: the
-memory-bound kernel's bandwidth saturates long before it has all SMs, so giving two
-such kernels disjoint halves of the SMs does not give each the bandwidth it had
-alone. The same holds for the L2 cache: a neighbour streaming through gigabytes evicts
-the lines a small kernel would otherwise find in L2. Green contexts make SM
-placement predictable; they are not a quality-of-service guarantee for memory.
+    bw = recorded_if_present("bandwidth_sharing")
+if bw is not None:
+    bsum = gcexplore.summarize(bw)
+    display(bsum[bsum["mode"] != "sequential"][["layout", "mode", "workload", "sm_count", "median_ms",
+                                                 "bandwidth_gbs", "slowdown_vs_alone"]].round(3))
+    rate = bsum.set_index(["mode", "workload"])["bandwidth_gbs"]
+    ws = list(dict.fromkeys(bsum["workload"]))
+    solo = ", ".join(f"{rate[('alone', w)]:,.0f}" for w in ws)
+    both = ", ".join(f"{rate[('concurrent', w)]:,.0f}" for w in ws)
+    total = sum(rate[("concurrent", w)] for w in ws)
+    shown["bandwidth"] = (f"alone on their partitions the triads reach {solo} GB/s; side by side on "
+                          f"disjoint partitions {both} GB/s ({total:,.0f} GB/s together)")
+    print(shown["bandwidth"])
+    display(gcexplore.plot_throughput(bw))
+"""),
+    md("""
+## 5. The L2 cache is shared
 
-**Summary**
+The same triad, made to pass 50 times over a small working set without flushing L2
+between repetitions: a set that fits in L2 is served from it, faster than DRAM allows.
+Pairs of such triads, alone and side by side on disjoint partitions, at working sets
+from a few MiB up: a pair whose sets fit in L2 alone but not together loses the L2
+hits when it runs concurrently, though no SM is shared.
+"""),
+    code("""
+import pandas as pd
 
-* Green contexts partition SMs, exactly and disjointly (section 1).
-* They do nothing about work that stays in the primary context (section 2): isolate by
-  giving *every* workload a partition.
-* A partition protects a latency-critical kernel from waiting for SMs (section 3).
-* L2 and memory bandwidth remain shared (section 4): memory-bound neighbours still
-  interfere.
-'''),
+
+def l2_pair(mib, passes=50):
+    \"\"\"Two triads that each pass `passes` times over `mib` MiB per call.\"\"\"
+    n = max(8192, (mib << 20) // 12 // 8192 * 8192)
+    inner = {x: workloads.memory(n=n, name=f"triad_{x}_inner") for x in "ab"}
+
+    def wl(x):
+        def fn(*, stream):
+            for _ in range(passes):
+                inner[x](stream=stream)
+        return gcexplore.Workload(f"triad_{x}", fn, bytes=inner[x].bytes * passes, device=inner[x].device)
+    return {f"triad_{x}": wl(x) for x in "ab"}, inner, 12 * n / 2**20
+
+
+if LIVE:
+    runs, mib_of = [], {}
+    for mib in ((8, 48) if QUICK else (4, 8, 16, 24, 32, 48, 64)):
+        l2p, inner, actual = l2_pair(mib, passes=10 if QUICK else 50)
+        r = gcexplore.profile_overlap(l2p, [64], repeats=REPEATS, l2_flush=False,
+                                      modes=("alone", "concurrent", "sequential"))
+        for w in inner.values():
+            w.close()
+        mib_of[str(r["run_id"].iloc[0])] = actual
+        runs.append(r)
+    l2 = pd.concat(runs, ignore_index=True)
+    l2.attrs = dict(runs[0].attrs, working_set_mib=mib_of)
+else:
+    l2 = recorded_if_present("l2_sharing")
+if l2 is not None:
+    ls = gcexplore.summarize(l2)
+    ls["working_set_mib"] = ls["run_id"].map({k: float(v) for k, v in l2.attrs["working_set_mib"].items()})
+    per = (ls[ls["mode"].isin(["alone", "concurrent"])]
+           .groupby(["working_set_mib", "mode"])["bandwidth_gbs"].mean().unstack("mode"))
+    per["concurrent / alone"] = per["concurrent"] / per["alone"]
+    display(per.round(2))
+    dram = per["alone"].iloc[-1]  # the largest set: served from DRAM
+    fits = per[per["alone"] > 1.2 * dram]
+    if fits.empty:
+        shown["L2"] = f"no working set ran faster alone than the largest one ({dram:,.0f} GB/s): no L2 effect measured"
+    else:
+        w = fits["concurrent / alone"].idxmin()
+        shown["L2"] = (f"at {w:.1f} MiB each, a triad alone runs at {per.loc[w, 'alone']:,.0f} GB/s "
+                       f"({per.loc[w, 'alone'] / dram:.1f}x the {dram:,.0f} GB/s of the largest set: its data "
+                       f"stay in L2); side by side on disjoint SMs ({2 * w:.1f} MiB together) each gets "
+                       f"{per.loc[w, 'concurrent']:,.0f} GB/s ({per.loc[w, 'concurrent / alone']:.2f}x of alone)")
+    print(shown["L2"])
+"""),
+    md("""
+**Summary**, printed from the measurements above (a claim whose measurement is not
+here is listed as not shown):
+"""),
+    code("""
+claims = {"SMs": "Green contexts partition SMs (section 1)",
+          "primary": "They do nothing about work in the primary context (section 2)",
+          "latency": "A partition protects a latency-critical kernel from waiting for SMs (section 3)",
+          "bandwidth": "Memory bandwidth stays shared (section 4)",
+          "L2": "The L2 cache stays shared (section 5)"}
+for key, claim in claims.items():
+    print(f"* {claim}: {shown.get(key, 'not shown here: needs a GPU or the recorded result')}")
+"""),
 ]
 
 
 NOTEBOOKS = {
     "01_quickstart.ipynb": (QUICKSTART, ["sweep", "occupancy", "torch_sweep"], "gcexplore quickstart"),
     "02_sweeping_sm_splits.ipynb": (SWEEPING, ["sweep", "torch_sweep"], "Sweeping SM splits"),
-    "03_sm_isolation.ipynb": (ISOLATION, ["occupancy", "isolation", "scaling"], "SM isolation"),
+    "03_sm_isolation.ipynb": (ISOLATION, ["occupancy", "isolation"], "SM isolation",
+                              ["primary_sms", "bandwidth_sharing", "l2_sharing"]),
 }
 
 
 def main() -> None:
-    for filename, (cells, recorded, title) in NOTEBOOKS.items():
-        nb = _notebook(cells, recorded, title)
+    for filename, (cells, recorded, title, *optional) in NOTEBOOKS.items():
+        nb = _notebook(cells, recorded, title, *optional)
         nbf.validate(nb)
         path = HERE / filename
         nbf.write(nb, path)

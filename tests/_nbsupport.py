@@ -27,6 +27,11 @@ def recorded_names(nb) -> list[str]:
     return list(nb.metadata.get("gcexplore", {}).get("recorded", []))
 
 
+def optional_recorded(nb) -> list[str]:
+    """Recorded results the notebook shows when present and says are missing otherwise."""
+    return list(nb.metadata.get("gcexplore", {}).get("optional", []))
+
+
 def missing_recorded(nb) -> list[str]:
     """The recorded results (``gcexplore/data/<name>.parquet``) the notebook needs but lacks."""
     from gcexplore.results import recorded_names as present

@@ -11,7 +11,8 @@ import pytest
 
 import _synthetic as S
 import gcexplore
-from gcexplore import _demo, results
+from gcexplore import _demo, report, results
+from gcexplore import analysis as A
 
 ROOT = Path(__file__).resolve().parents[1]
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -49,9 +50,14 @@ def test_offline_demo_says_so_and_renders_recorded(tmp_path, capsys, synthetic_r
     text = capsys.readouterr().out.splitlines()
     assert text[0] == ("gcexplore demo: no GPU for a live run (no CUDA driver found: test); "
                        "showing the recorded results instead")
-    assert text[1] == "compute + memory — " + gcexplore.figure_stamp(
+    # the synthetic occupancy was taken at 24+108, not at the best split: the demo says so
+    best = gcexplore.best_split(synthetic_recorded["sweep"])["layout"]
+    assert best != "24+108"
+    assert text[1].startswith(f"gcexplore demo: the SM occupancy shown was recorded at 24+108, "
+                              f"not at the best split {best}")
+    assert text[2] == "compute + memory — " + gcexplore.figure_stamp(
         synthetic_recorded["sweep"].attrs)
-    assert "recorded 2000-01-01" in text[1]
+    assert "recorded 2000-01-01" in text[2]
     assert set(written) == {"sweep", "throughput", "occupancy", "scaling", "isolation",
                             "results"}
     for key in ("sweep", "throughput", "occupancy", "scaling", "isolation"):
@@ -63,32 +69,62 @@ def test_offline_demo_says_so_and_renders_recorded(tmp_path, capsys, synthetic_r
     assert len(back) == len(synthetic_recorded["sweep"])
 
 
+def test_offline_demo_draws_the_occupancy_recorded_at_the_best_split(tmp_path, capsys, synthetic_recorded,
+                                                                     monkeypatch):
+    best = gcexplore.best_split(synthetic_recorded["sweep"])
+    at_best = S.occupancy_df(recorded=True)
+    at_best.attrs["layout"] = best["layout"]
+    frames = {**synthetic_recorded, "occupancy_best": at_best}
+    monkeypatch.setattr(results, "load_recorded", lambda name: frames[name].copy())
+    monkeypatch.setattr(results, "recorded_names", lambda: sorted(frames))
+    _demo.run_demo(tmp_path / "o")
+    assert "SM occupancy shown was recorded at" not in capsys.readouterr().out
+
+
 def test_summary_table_marks_best_and_matches_summarize(synthetic_recorded):
     df = synthetic_recorded["sweep"]
     text = _demo.format_summary(df).splitlines()
     best = gcexplore.best_split(df)
     assert best["layout"] == _best_layout(df)
-    assert text[1].split() == ["best", "layout", "concurrent_ms", "sequential_ms", "streams_ms",
-                               "speedup_vs_sequential", "speedup_vs_streams", "lower_bound_ms", "efficiency"]
-    rows = text[2:-1]
-    assert [r.split()[-8] for r in rows] == [f"{k}+{132 - k}" for k in range(8, 121, 8)]
+    assert text[1].split() == ["best", *report.REPORT_COLUMNS]
+    rows = text[2:-3]
+    assert [r.split()[-10] for r in rows] == [f"{k}+{132 - k}" for k in range(8, 121, 8)]
     starred = [r for r in rows if r.split()[0] == "*"]
     assert len(starred) == 1 and starred[0].split()[1] == best["layout"]
     assert starred[0].split()[2] == f"{best['concurrent_ms']:.3f}"
-    assert text[-1].startswith(
-        f"best split {best['layout']}: concurrent {best['concurrent_ms']:.3f} ms, "
-        f"{best['speedup_vs_sequential']:.2f}x vs sequential")
-    assert f"lower bound {best['lower_bound_ms']:.3f} ms" in text[-1]
-    assert text[-1].endswith("overlap pays")  # the toy model beats sequential at its best
+    assert text[-3].startswith(
+        f"best split {best['layout']}: concurrent {best['concurrent_ms']:.3f} ms")
+    assert f"{best['speedup_vs_sequential']:.2f}x vs sequential" in text[-3]
+    assert f"no layout can beat {best['lower_bound_ms']:.3f} ms" in text[-2]
+    assert f"split loss {best['split_loss']:.2f}x" in text[-2]
+    assert f"interference {best['interference']:.2f}x" in text[-2]
+    assert text[-1].startswith("overlap pays")  # the toy model beats sequential at its best
+
+
+def _scaled(df, factor):
+    out = df.copy()
+    conc = out["mode"] == "concurrent"
+    out.loc[conc, "makespan_ms"] *= factor
+    out.attrs = df.attrs
+    return out
 
 
 def test_summary_says_when_overlap_does_not_pay(synthetic_recorded):
+    assert _demo.format_summary(_scaled(synthetic_recorded["sweep"], 3)).splitlines()[-1].startswith(
+        "overlap does not pay here")
+
+
+def test_verdict_follows_the_data_when_the_spreads_overlap(synthetic_recorded):
+    # Concurrent made exactly as slow as sequential at the best layout: the spreads
+    # overlap, and the sentence must say "about even", not "pays".
     df = synthetic_recorded["sweep"]
-    slow = df.copy()
-    conc = slow["mode"] == "concurrent"
-    slow.loc[conc, "makespan_ms"] *= 3
-    slow.attrs = df.attrs
-    assert _demo.format_summary(slow).endswith("overlap does not pay here")
+    facts = A.verdict_facts(df)
+    ratio = facts["sequential"]["median_ms"] / facts["concurrent"]["median_ms"]
+    even = _scaled(df, ratio)
+    facts = A.verdict_facts(even)
+    assert facts["vs_sequential"] == "even"
+    assert report.outcome_sentence(facts).startswith("overlap is about even")
+    assert _demo.format_summary(even).splitlines()[-1] == report.outcome_sentence(facts)
 
 
 def test_live_demo_sweeps_then_records_occupancy_of_best(tmp_path, capsys, monkeypatch):

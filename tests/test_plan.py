@@ -143,3 +143,31 @@ def test_no_gpu_errors_are_clear():
         gcexplore.split([16])
     r = subprocess.run([sys.executable, "-m", "gcexplore.cli", "info"], capture_output=True, text=True)
     assert r.returncode == 1 and "gcexplore info: no" in r.stderr
+
+
+@pytest.mark.skipif(gcexplore.gpu_available(), reason="checks the no-GPU path; a GPU is present")
+def test_no_gpu_error_says_what_works_instead():
+    with pytest.raises(gcexplore.UnsupportedError) as exc:
+        gcexplore.device_info(0)
+    for hint in ("gcexplore demo", "load_recorded", "plan_split", "docs/guide.md"):
+        assert hint in str(exc.value)
+
+
+def test_split_reachable_in_a_fresh_interpreter():
+    # gcexplore.split used to fail with a circular import when partitions loaded before api
+    for code in ("import gcexplore; gcexplore.split", "import gcexplore.partitions",
+                 "import gcexplore; gcexplore.workloads.compute"):
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert r.returncode == 0, (code, r.stderr[-400:])
+
+
+def test_driver_older_than_the_tested_minimum_is_refused(monkeypatch):
+    import gcexplore.api as api
+
+    monkeypatch.setattr(api, "_device_index", lambda device: 0)
+    monkeypatch.setattr(api, "_init", lambda: 12080)
+    monkeypatch.setattr(api, "_cuda_device", lambda index: type("D", (), {"name": "old card"})())
+    monkeypatch.setattr(api, "_info_cache", {})
+    with pytest.raises(gcexplore.UnsupportedError, match=r"requires NVIDIA driver 13\.0 \(R580\) or newer.*found 12\.8"):
+        api.device_info(0)
+    assert api.MIN_DRIVER == 13000

@@ -296,3 +296,54 @@ def test_auto_metric_follows_arithmetic_intensity():
     fma = triad.assign(flops=[1e12], throughput_tflops=[1.0])
     assert _metric_values(triad, "auto")[1] == "bandwidth_gbs"
     assert _metric_values(fma, "auto")[1] == "throughput_tflops"
+
+
+# ------------------------------------------------------- what the issue saw, checked
+
+
+def test_sweep_log_axis_bound_value_and_both_baselines_visible():
+    df = S.sweep_df()
+    fig = P.plot_sweep(df)
+    ax = fig.axes[0]
+    assert ax.get_yscale() == "log"
+    bound = gcexplore.analysis.lower_bound(df)
+    assert f"{bound['lower_bound_ms']:.3f} ms" in _one(fig, "lower_bound").get_label()
+    seq, streams = _one(fig, "sequential"), _one(fig, "streams")
+    # the one drawn on top is thinner and dashed, so the one beneath shows around it
+    assert seq.get_linewidth() > streams.get_linewidth() and streams.get_zorder() > seq.get_zorder()
+    assert "p10–p90" in _one(fig, "concurrent").get_label()
+    _one(fig, "interference_free")
+
+
+def test_isolation_annotations_stay_inside_their_axes_and_name_the_other_role():
+    df = S.isolation_df()
+    fig = P.plot_isolation(df)
+    fig.canvas.draw()
+    for ax in fig.axes:
+        top = ax.get_window_extent().y1
+        assert all(t.get_window_extent().y1 <= top + 1 for t in ax.texts), "annotation over the title"
+    crit_ax, bg_ax = fig.axes
+    assert "next to background" in crit_ax.get_xticklabels()[1].get_text()
+    assert all("next to background" not in t.get_text() for t in bg_ax.get_xticklabels())
+    assert "next to critical launches" in bg_ax.get_xticklabels()[1].get_text()
+
+
+@pytest.mark.parametrize("ratio, text", [(48.02, "48x"), (1.0134, "1.01x"), (2.345, "2.3x")])
+def test_ratios_carry_the_digits_the_data_support(ratio, text):
+    assert P._ratio_text(ratio) == text
+
+
+def test_throughput_labels_one_format_per_panel_and_says_p10_p90():
+    fig = P.plot_throughput(S.sweep_df(splits=[24]))
+    for ax in fig.axes:
+        labels = [t.get_text() for t in ax.texts if t.get_text() != "median; bars: p10–p90"
+                  and not (t.get_gid() or "").startswith("withheld:")]
+        decimals = {len(t.split(".")[1]) if "." in t else 0 for t in labels}
+        assert len(decimals) == 1, labels
+        assert any(t.get_text() == "median; bars: p10–p90" for t in ax.texts)
+
+
+def test_scaling_panel_titles_name_their_unit():
+    fig = P.plot_scaling(S.scaling_df())
+    for ax in fig.axes[:-1]:
+        assert ax.get_ylabel() in ax.get_title()

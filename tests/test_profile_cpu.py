@@ -79,6 +79,25 @@ def test_noisy_flag_at_ten_percent_of_the_median():
     assert s.loc["b", "noisy"]
 
 
+def test_noisy_flag_catches_two_clusters_that_the_iqr_misses():
+    # 16 samples at 1.95 ms and 4 at 1.17 ms: the IQR is zero, p10 and p90 lie 0.78 ms apart.
+    two = A.stats([1.95] * 16 + [1.17] * 4)
+    assert two["iqr_ms"] == pytest.approx(0.0, abs=1e-12)
+    assert two["noisy"]
+    assert not A.stats([1.95] * 19 + [1.96])["noisy"]
+
+
+def test_noisy_flag_on_the_recorded_bimodal_streams_samples():
+    if "sweep" not in gcexplore.results.recorded_names():
+        pytest.skip("no recorded sweep in gcexplore/data (bench/record.py writes it on a GPU)")
+    s = A.summarize(gcexplore.load_recorded("sweep"))
+    row = s[(s.layout == "104+28") & (s["mode"] == "streams") & (s.workload == "memory")].iloc[0]
+    assert row.p90_ms - row.p10_ms > 0.25 * row.median_ms  # 1.17 ms and 1.95 ms, as recorded
+    assert row.noisy
+    # the steady configurations of the same layout stay unflagged
+    assert not s[(s.layout == "104+28") & s["mode"].isin(["alone", "concurrent", "sequential"])]["noisy"].any()
+
+
 def test_speedups_and_slowdown_per_layout():
     s = P.summarize(_overlap(_pair()))
     row = s[(s["mode"] == "concurrent") & (s.workload == "a")].iloc[0]
@@ -92,33 +111,58 @@ def test_speedups_and_slowdown_per_layout():
     assert s["speedup_vs_sequential"].nunique() == 1
 
 
-def test_lower_bound_compute_plus_memory_is_the_slower_alone():
-    # a: 5e10 FLOPs in 1 ms (50 TFLOP/s); b: 3e9 B in 1 ms (3000 GB/s): they use different
-    # resources, so perfect overlap would take max(1, 1) = 1 ms.
+def test_lower_bound_is_the_slowest_workloads_fastest_solo_time():
+    # a: alone 2.0 on 24 SMs, 1.0 on the whole device; b: alone 1.0 on 108, 1.0 on the device.
     s = P.summarize(_overlap(_pair()))
     assert s["lower_bound_ms"].iloc[0] == pytest.approx(1.0)
     assert s["efficiency"].iloc[0] == pytest.approx(1.0 / 2.3)
+    assert s["interference_free_ms"].iloc[0] == pytest.approx(2.0)  # a alone on its 24 SMs
+    assert s["interference"].iloc[0] == pytest.approx(2.3 / 2.0)
+    assert s["split_loss"].iloc[0] == pytest.approx(2.0 / 1.0)
+    assert s["efficiency"].iloc[0] == pytest.approx(1 / (s["interference"].iloc[0] * s["split_loss"].iloc[0]))
 
 
-def test_lower_bound_two_compute_workloads_add_up():
-    # Both need the FLOP units: 2 x 5e10 FLOPs at the 50 TFLOP/s peak take 2 ms.
+def test_lower_bound_takes_the_fastest_size_not_the_whole_device():
+    # b is faster on its 108-SM partition (0.8) than on the whole device (1.5): a
+    # bandwidth-bound kernel can peak below all SMs. The bound must not exceed 0.8 for b.
+    rows = [r if not (r[0] == "alone" and r[2] == "b") else (*r[:5], 0.8, *r[6:]) for r in _pair(seq_a=0.5, seq_b=1.5)]
+    b = A.lower_bound(_overlap(rows))
+    assert b["lower_bound_ms"] == pytest.approx(0.8)
+    assert (b["workload"], b["mode"], b["sm_count"]) == ("b", "alone", 108)
+
+
+def test_resource_bound_needs_a_declared_peak():
+    # Two FLOP-bound workloads: without a declared peak, no resource term (a measured best is no ceiling).
     s = P.summarize(_overlap(_pair(flops_b=5e10, bytes_b=NAN)))
-    assert s["lower_bound_ms"].iloc[0] == pytest.approx(2.0)
+    assert s["lower_bound_ms"].iloc[0] == pytest.approx(1.0)
+    assert "no declared peak" in s.attrs["lower_bound"]["resource_note"]
+    # A declared 60 TFLOP/s peak, not exceeded (plain streams reached 1e11 FLOPs in 1.8 ms,
+    # 56 TFLOP/s): 1e11 FLOPs take at least 1.67 ms.
+    s = P.summarize(_overlap(_pair(flops_b=5e10, bytes_b=NAN), attrs={"peak_tflops": 60.0}))
+    assert s["lower_bound_ms"].iloc[0] == pytest.approx(1e11 / 60e12 * 1e3)
 
 
-def test_lower_bound_higher_peak_from_attrs_loosens_it_but_not_below_slowest_alone():
+def test_resource_bound_refuses_a_peak_the_run_exceeded():
+    # The run measured 56 TFLOP/s (plain streams); a declared 50 TFLOP/s is no peak and must not count.
+    b = A.lower_bound(_overlap(_pair(flops_b=5e10, bytes_b=NAN), attrs={"peak_tflops": 50.0}))
+    assert b["lower_bound_ms"] == pytest.approx(1.0)
+    assert math.isnan(b["resource_ms"])
+    assert "not used" in b["resource_note"]
+
+
+def test_resource_bound_loose_peak_does_not_lower_the_measured_bound():
     s = P.summarize(_overlap(_pair(flops_b=5e10, bytes_b=NAN), attrs={"peak_tflops": 200.0}))
-    # 1e11 FLOPs at 200 TFLOP/s = 0.5 ms < the slowest workload alone on the device (1 ms)
+    # 1e11 FLOPs at 200 TFLOP/s = 0.5 ms < the slowest workload's fastest solo time (1 ms)
     assert s["lower_bound_ms"].iloc[0] == pytest.approx(1.0)
 
 
-def test_lower_bound_undeclared_work_falls_back_to_the_slowest_alone():
+def test_lower_bound_undeclared_work_falls_back_to_the_solo_times():
     s = P.summarize(_overlap(_pair(seq_a=3.0, flops_a=NAN, bytes_b=NAN)))
-    assert s["lower_bound_ms"].iloc[0] == pytest.approx(3.0)
+    assert s["lower_bound_ms"].iloc[0] == pytest.approx(2.0)  # a alone on 24 SMs beats its 3.0 on the device
 
 
-def test_lower_bound_nan_without_sequential_rows():
-    rows = [r for r in _pair() if r[0] != "sequential"]
+def test_lower_bound_nan_without_solo_rows():
+    rows = [r for r in _pair() if r[0] not in ("sequential", "alone")]
     s = P.summarize(_overlap(rows))
     assert s["lower_bound_ms"].isna().all()
     assert s["speedup_vs_sequential"].isna().all()
@@ -129,6 +173,34 @@ def test_lower_bound_never_above_any_measured_makespan_on_synthetic_sweep():
     conc = s[s["mode"] == "concurrent"]
     assert (conc["lower_bound_ms"] <= conc["makespan_median_ms"]).all()
     assert ((conc["efficiency"] > 0) & (conc["efficiency"] <= 1)).all()
+
+
+@pytest.mark.parametrize("name", ["sweep", "torch_sweep"])
+def test_recorded_concurrent_makespans_respect_the_bound_within_the_spread(name):
+    if name not in gcexplore.results.recorded_names():
+        pytest.skip(f"no recorded {name} in gcexplore/data (bench/record.py writes it on a GPU)")
+    df = gcexplore.load_recorded(name)
+    bound = A.lower_bound(df)
+    slack = bound["lower_bound_ms"] - bound["p10_ms"]  # the spread of the measurement that sets it
+    per_rep = A.makespan_stats(df, "concurrent")
+    assert (per_rep["median_ms"] >= bound["lower_bound_ms"] - slack).all(), per_rep
+    table = A.layout_table(df)
+    assert (table["efficiency"] <= bound["lower_bound_ms"] / (bound["lower_bound_ms"] - slack)).all()
+    # every concurrent repetition, not only the medians
+    reps = df[df["mode"] == "concurrent"].groupby(["layout", "rep"])["makespan_ms"].max()
+    assert (reps >= bound["lower_bound_ms"] - slack).all()
+
+
+def test_recorded_sweep_bound_is_below_memory_on_its_best_size():
+    # The case: memory alone on 36 SMs (1.057 ms) beat the old whole-device bound (1.085 ms).
+    if "sweep" not in gcexplore.results.recorded_names():
+        pytest.skip("no recorded sweep in gcexplore/data")
+    df = gcexplore.load_recorded("sweep")
+    mem = df[(df["mode"] == "alone") & (df.workload == "memory")].groupby("sm_count")["duration_ms"].median()
+    bound = A.lower_bound(df)
+    assert bound["lower_bound_ms"] == pytest.approx(mem.min())
+    assert (bound["workload"], bound["sm_count"]) == ("memory", int(mem.idxmin()))
+    assert bound["lower_bound_ms"] < 1.06  # not the 1.085 ms of memory on the whole device
 
 
 # --- best_split ------------------------------------------------------------

@@ -46,7 +46,7 @@ def _imported_names(path: Path):
 
 
 def test_no_module_imports_another_modules_underscore_names():
-    bad = [f"{p.name}: from {n.module} import {name}" for p in PACKAGE.glob("*.py")
+    bad = [f"{p.name}: from {n.module} import {name}" for p in PACKAGE.rglob("*.py")
            for n, name in _imported_names(p)
            if name.startswith("_") and not name.startswith("__") and n.level > 0]
     assert bad == []
@@ -70,7 +70,7 @@ def test_bench_uses_no_underscore_name_of_the_package():
 
 
 def test_modules_stay_small():
-    sizes = {p.name: len(p.read_text().splitlines()) for p in PACKAGE.glob("*.py")}
+    sizes = {p.name: len(p.read_text().splitlines()) for p in PACKAGE.rglob("*.py")}
     assert {n: k for n, k in sizes.items() if k > 720} == {}
 
 

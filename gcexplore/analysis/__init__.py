@@ -2,8 +2,9 @@
 
 Statistics of raw samples (:func:`stats`), makespans per layout and mode, the summary
 of every result kind (:func:`summarize`), the per-layout table (:func:`layout_table`),
-the best split (:func:`best_split`), speedups, the lower bound and efficiency, parallel
-efficiency of scaling results, per-SM busy fractions (:func:`sm_busy`), and the small
+the best split (:func:`best_split`), speedups, the bounds (:func:`lower_bound`,
+:func:`resource_bound`), interference, split loss and efficiency, the verdict on the best
+split (:func:`verdict_facts`), parallel efficiency of scaling results, per-SM busy fractions (:func:`sm_busy`), and the small
 facts front ends need (which workload ran where, which rate a workload is shown in).
 Plots, widgets, the demo and the command line call these and compute none of them.
 
@@ -18,9 +19,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from .schema import KINDS, MODES, columns, sorted_partitions
-from .search import quantile, quantile_ci
-from .validate import check_result
+from ..schema import KINDS, MODES, columns, sorted_partitions
+from ..validate import check_result
 
 __all__ = [
     "NOISY_FRACTION",
@@ -29,6 +29,7 @@ __all__ = [
     "gpu_time_ms",
     "layout_table",
     "lower_bound",
+    "resource_bound",
     "makespan_stats",
     "occupancy_layout",
     "placement",
@@ -41,11 +42,16 @@ __all__ = [
     "stats",
     "summarize",
     "tune_table",
+    "verdict_facts",
     "workload_order",
 ]
 
-#: A configuration is flagged noisy when its IQR exceeds this fraction of its median.
+#: A configuration is flagged noisy when its IQR exceeds this fraction of its median ...
 NOISY_FRACTION = 0.10
+#: ... or when its p10-p90 range exceeds this fraction of its median. Two clusters of
+#: samples (say 14 repetitions at 1.95 ms and 6 at 1.17 ms: which stream reached the SMs
+#: first) can leave the IQR near zero; the p10-p90 range sees them.
+NOISY_RANGE_FRACTION = 0.25
 
 #: Modes whose event span may include waiting for SMs: no rate is computed from it
 #: without a kernel trace (a summary says why in ``attrs["rate_notes"]``).
@@ -58,11 +64,14 @@ STAT_COLUMNS = ["reps", "median_ms", "p10_ms", "p90_ms", "iqr_ms", "noisy"]
 OVERLAP_SUMMARY_COLUMNS = [
     "layout", "split_sm_count", "mode", "workload", "partition", "sm_count", "requested_sm_count",
     *STAT_COLUMNS, "makespan_median_ms", "throughput_tflops", "bandwidth_gbs", "speedup_vs_sequential",
-    "speedup_vs_streams", "slowdown_vs_alone", "lower_bound_ms", "efficiency", "device_name", "run_id",
+    "speedup_vs_streams", "slowdown_vs_alone", "interference_free_ms", "interference", "split_loss",
+    "lower_bound_ms", "efficiency", "device_name", "run_id",
 ]
+#: The per-layout columns of a summary (the same value on every row of a layout).
+PER_LAYOUT_COLUMNS = ["speedup_vs_sequential", "speedup_vs_streams", "interference_free_ms", "interference",
+                      "split_loss", "lower_bound_ms", "efficiency"]
 LAYOUT_TABLE_COLUMNS = [
-    "layout", "split_sm_count", *(f"{m}_ms" for m in MODES if m != "alone"),
-    "speedup_vs_sequential", "speedup_vs_streams", "lower_bound_ms", "efficiency",
+    "layout", "split_sm_count", *(f"{m}_ms" for m in MODES if m != "alone"), *PER_LAYOUT_COLUMNS,
 ]
 
 
@@ -75,7 +84,12 @@ def _finite(values) -> np.ndarray:
 
 
 def stats(values) -> dict:
-    """Count, median, p10, p90, IQR and the noisy flag of raw samples in ms (NaN ignored)."""
+    """Count, median, p10, p90, IQR and the noisy flag of raw samples in ms (NaN ignored).
+
+    ``noisy`` is True when the IQR exceeds :data:`NOISY_FRACTION` (10%) of the median or
+    the p10-p90 range exceeds :data:`NOISY_RANGE_FRACTION` (25%) of it; the second test
+    catches bimodal samples, whose IQR can be tiny while p10 and p90 lie far apart.
+    """
     v = _finite(values)
     if v.size == 0:
         return {"reps": 0, "median_ms": math.nan, "p10_ms": math.nan, "p90_ms": math.nan,
@@ -83,7 +97,7 @@ def stats(values) -> dict:
     q10, q25, q50, q75, q90 = np.percentile(v, [10, 25, 50, 75, 90])
     iqr = float(q75 - q25)
     return {"reps": int(v.size), "median_ms": float(q50), "p10_ms": float(q10), "p90_ms": float(q90),
-            "iqr_ms": iqr, "noisy": bool(iqr > NOISY_FRACTION * q50)}
+            "iqr_ms": iqr, "noisy": bool(iqr > NOISY_FRACTION * q50 or (q90 - q10) > NOISY_RANGE_FRACTION * q50)}
 
 
 def quantiles(values) -> tuple[float, float, float]:
@@ -133,7 +147,7 @@ def _identity(df: pd.DataFrame) -> dict:
     return {"device_name": str(df.attrs.get("device_name", "")), "run_id": str(df.attrs.get("run_id", ""))}
 
 
-def _require_columns(df: pd.DataFrame, needed, where: str) -> None:
+def require_columns(df: pd.DataFrame, needed, where: str) -> None:
     missing = [c for c in needed if c not in df.columns]
     if missing:
         raise ValueError(f"{where} needs columns {missing}, which this DataFrame lacks "
@@ -192,8 +206,17 @@ def summarize(df: pd.DataFrame, trace: pd.DataFrame | None = None) -> pd.DataFra
     - ``speedup_vs_streams``: streams makespan / concurrent makespan;
     - ``slowdown_vs_alone``: the workload's concurrent median / its alone median on
       the same partition (per workload);
-    - ``lower_bound_ms``: see :func:`lower_bound`; NaN without ``sequential`` rows;
-    - ``efficiency``: ``lower_bound_ms`` / concurrent makespan median (1.0 is ideal).
+    - ``interference_free_ms``: the makespan the layout would give if its partitions
+      shared nothing: the slowest workload's ``alone`` median on its own partition of
+      that layout (NaN without ``alone`` rows);
+    - ``interference``: concurrent makespan / ``interference_free_ms``, what sharing
+      memory bandwidth, L2 and power costs at this layout (1.0 = nothing);
+    - ``split_loss``: ``interference_free_ms`` / ``lower_bound_ms``, what giving each
+      workload fewer SMs than its best costs at this layout (1.0 = nothing);
+    - ``lower_bound_ms``: :func:`lower_bound`, one value for the whole run: no layout
+      of it can beat it (up to the measured spread);
+    - ``efficiency``: ``lower_bound_ms`` / concurrent makespan
+      (= 1 / (``interference`` x ``split_loss``)); at most 1 up to the spread.
 
     Scaling results: one row per (workload, sm_count) with the same statistics plus
     ``speedup`` (median at the smallest size / median here) and
@@ -213,7 +236,7 @@ def summarize(df: pd.DataFrame, trace: pd.DataFrame | None = None) -> pd.DataFra
     mode's rates come from GPU-busy time instead and the columns of
     :func:`gcexplore.busy.trace_summary` are added.
     """
-    from . import busy
+    from .. import busy
 
     kind = check_result(df, KINDS, "summarize")
     one = {"overlap": _summarize_overlap, "sweep": _summarize_overlap, "tune": _summarize_overlap,
@@ -224,7 +247,7 @@ def summarize(df: pd.DataFrame, trace: pd.DataFrame | None = None) -> pd.DataFra
 
 
 def _summarize_overlap(df: pd.DataFrame) -> pd.DataFrame:
-    _require_columns(df, ["layout", "split_sm_count", "mode", "rep", "workload", "partition",
+    require_columns(df, ["layout", "split_sm_count", "mode", "rep", "workload", "partition",
                           "sm_count", "duration_ms", "makespan_ms"], "summarize")
     if df.empty:
         out = pd.DataFrame(columns=OVERLAP_SUMMARY_COLUMNS)
@@ -243,20 +266,23 @@ def _summarize_overlap(df: pd.DataFrame) -> pd.DataFrame:
             row[col] = _nanmedian(g[col]) if col in g and mode not in SPAN_INCLUDES_WAIT else math.nan
         rows.append(row)
     s = pd.DataFrame(rows)
-    seq = s[s["mode"] == "sequential"]
-    peak_f = np.nanmax([*seq["throughput_tflops"].tolist(), _num(df.attrs.get("peak_tflops")), -1.0])
-    peak_b = np.nanmax([*seq["bandwidth_gbs"].tolist(), _num(df.attrs.get("peak_bandwidth_gbs")), -1.0])
+    bound = lower_bound(df)
+    lb = float(bound["lower_bound_ms"])
     per_layout = {}
     for layout, g in s.groupby("layout", sort=False):
         conc = makespan.get((layout, "concurrent"), math.nan)
-        lb = lower_bound(g[g["mode"] == "sequential"], peak_f, peak_b)
+        alone = g.loc[g["mode"] == "alone", "median_ms"]
+        free = float(alone.max()) if len(alone) and alone.notna().any() else math.nan
         per_layout[layout] = {
             "speedup_vs_sequential": _ratio(makespan.get((layout, "sequential"), math.nan), conc),
             "speedup_vs_streams": _ratio(makespan.get((layout, "streams"), math.nan), conc),
+            "interference_free_ms": free,
+            "interference": _ratio(conc, free),
+            "split_loss": _ratio(free, lb),
             "lower_bound_ms": lb,
             "efficiency": _ratio(lb, conc),
         }
-    for col in ("speedup_vs_sequential", "speedup_vs_streams", "lower_bound_ms", "efficiency"):
+    for col in PER_LAYOUT_COLUMNS:
         s[col] = [per_layout[lay][col] for lay in s["layout"]]
     med = {(r.layout, r.mode, r.workload): r.median_ms for r in s.itertuples()}
     s["slowdown_vs_alone"] = [_ratio(med.get((r.layout, "concurrent", r.workload), math.nan),
@@ -269,6 +295,9 @@ def _summarize_overlap(df: pd.DataFrame) -> pd.DataFrame:
     s.attrs.update(df.attrs)
     s.attrs["summary_of"] = df.attrs.get("kind", "overlap")
     s.attrs["rate_notes"] = {m: note for m, note in SPAN_INCLUDES_WAIT.items() if m in set(s["mode"])}
+    # plain values (None for NaN), so the attrs survive a save and compare equal after it
+    s.attrs["lower_bound"] = {k: None if isinstance(v, float) and math.isnan(v) else (v.item() if hasattr(v, "item") else v)
+                              for k, v in bound.items()}
     return s
 
 
@@ -279,25 +308,103 @@ def _num(v) -> float:
         return math.nan
 
 
-def lower_bound(seq_rows: pd.DataFrame, peak_tflops: float, peak_gbs: float) -> float:
-    """A makespan bound from the ``sequential`` summary rows of one layout, in ms.
+#: What :func:`lower_bound` returns, in order.
+BOUND_FIELDS = ["lower_bound_ms", "workload", "mode", "sm_count", "p10_ms", "p90_ms", "measured_ms",
+                "resource_ms", "resource_note"]
 
-    The largest of (a) the slowest workload alone on the whole device, (b) the
-    workloads' declared FLOPs together at the peak FLOP rate, (c) their declared bytes
-    together at the peak bandwidth. The peaks are the highest median rates any workload
-    reached on the whole device in the result (or ``attrs["peak_tflops"]`` /
-    ``attrs["peak_bandwidth_gbs"]`` if higher).
+
+def _fastest_alone(df: pd.DataFrame) -> pd.DataFrame:
+    """Per workload and size, its time with nothing beside it: ``alone`` rows (on a
+    partition) and ``sequential`` rows (the whole device), pooled over layouts."""
+    solo = df[df["mode"].isin(["alone", "sequential"])]
+    rows = []
+    for (wl, mode, sm), g in solo.groupby(["workload", "mode", "sm_count"], sort=False):
+        st = stats(g["duration_ms"])
+        rows.append({"workload": wl, "mode": mode, "sm_count": int(sm), "median_ms": st["median_ms"],
+                     "p10_ms": st["p10_ms"], "p90_ms": st["p90_ms"]})
+    return pd.DataFrame(rows, columns=["workload", "mode", "sm_count", "median_ms", "p10_ms", "p90_ms"])
+
+
+def lower_bound(df: pd.DataFrame) -> pd.Series:
+    """A makespan that no layout of this run can beat, built only from measurements.
+
+    Every workload of a pair must run to its end, and nothing beside it makes it faster,
+    so a concurrent makespan is at least each workload's time alone on its partition;
+    that time is at least the workload's fastest ``alone`` median at any measured size,
+    the whole device (``sequential``) included. The bound is the largest of these over
+    the workloads (the *measured* term). More SMs are not always faster (a
+    bandwidth-bound kernel can peak on a few dozen SMs), which is why the fastest size
+    is taken, not the whole device. Sizes that were not measured are not covered.
+
+    When ``df.attrs`` declares a peak (``peak_bandwidth_gbs``, ``peak_tflops``: the
+    card's datasheet numbers, say) and nothing in the run exceeded it, the
+    :func:`resource_bound` (all declared bytes or FLOPs at that peak) counts too.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        An overlap or sweep result (raw rows, one run).
+
+    Returns
+    -------
+    pandas.Series
+        ``lower_bound_ms`` (NaN without ``alone`` or ``sequential`` rows); ``workload``,
+        ``mode``, ``sm_count``, ``p10_ms``, ``p90_ms``: the measurement that sets the
+        measured term and its spread; ``measured_ms``; ``resource_ms`` (NaN when not
+        used) and ``resource_note`` (why or why not).
     """
-    if seq_rows.empty:
-        return math.nan
-    terms = [float(seq_rows["median_ms"].max())]
-    flops = seq_rows["flops"].dropna()
-    if len(flops) and peak_tflops > 0:
-        terms.append(float(flops.sum()) / (peak_tflops * 1e12) * 1e3)
-    nbytes = seq_rows["bytes"].dropna()
-    if len(nbytes) and peak_gbs > 0:
-        terms.append(float(nbytes.sum()) / (peak_gbs * 1e9) * 1e3)
-    return max(terms)
+    solo = _fastest_alone(df)
+    out = dict.fromkeys(BOUND_FIELDS, math.nan)
+    out.update(workload="", mode="", sm_count=0)
+    solo = solo[np.isfinite(solo["median_ms"].to_numpy(dtype=float))]
+    if not solo.empty:
+        fastest = solo.loc[solo.groupby("workload", sort=False)["median_ms"].idxmin()]
+        top = fastest.loc[fastest["median_ms"].idxmax()]
+        out.update(measured_ms=float(top["median_ms"]), workload=str(top["workload"]), mode=str(top["mode"]),
+                   sm_count=int(top["sm_count"]), p10_ms=float(top["p10_ms"]), p90_ms=float(top["p90_ms"]))
+    res_ms, note = resource_bound(df)
+    out.update(resource_ms=res_ms, resource_note=note)
+    terms = [v for v in (out["measured_ms"], res_ms) if math.isfinite(v)]
+    out["lower_bound_ms"] = max(terms) if terms and math.isfinite(out["measured_ms"]) else math.nan
+    return pd.Series(out, index=BOUND_FIELDS, name="lower_bound")
+
+
+_RESOURCES = (("bytes", "bandwidth_gbs", "peak_bandwidth_gbs", 1e9, "GB/s"),
+              ("flops", "throughput_tflops", "peak_tflops", 1e12, "TFLOP/s"))
+
+
+def resource_bound(df: pd.DataFrame) -> tuple[float, str]:
+    """(ms, note): all declared work of one call of each workload at a declared peak rate.
+
+    Two workloads that both move bytes through DRAM cannot finish before their bytes
+    together, at the card's peak bandwidth, have moved (the same for FLOPs). That holds
+    only for a true peak: one that no measurement of the run exceeded. The peak comes
+    from ``df.attrs["peak_bandwidth_gbs"]`` / ``df.attrs["peak_tflops"]``, never from the
+    rates measured here (a measured best is no ceiling: memory reached 3,052 GB/s on 32
+    SMs and 2,976 GB/s on the whole device). It is checked against every row's rate and
+    every repetition's combined rate (declared work / makespan); a peak that was exceeded
+    is not used, and the note says so. NaN and the reason when no term applies.
+    """
+    terms, notes = [], []
+    for work, rate, key, scale, unit in _RESOURCES:
+        peak = _num(df.attrs.get(key))
+        if work not in df.columns or not df[work].notna().any():
+            continue
+        if not (math.isfinite(peak) and peak > 0):
+            notes.append(f"no declared peak {unit} (attrs[{key!r}])")
+            continue
+        per_wl = df.groupby("workload", sort=False)[work].median().dropna()
+        combined = df.groupby(["layout", "mode", "rep"], sort=False).agg(w=(work, "sum"), m=("makespan_ms", "max"))
+        seen = [*_finite(df.get(rate, pd.Series(dtype=float))),
+                *_finite(combined["w"] / (combined["m"] * 1e-3) / scale)]
+        highest = max(seen, default=0.0)
+        if highest > peak:
+            notes.append(f"declared peak {peak:,.0f} {unit} not used: the run measured {highest:,.0f} {unit}")
+            continue
+        ms = float(per_wl.sum()) / (peak * scale) * 1e3
+        terms.append(ms)
+        notes.append(f"{float(per_wl.sum()):.3g} {work} at the declared peak {peak:,.0f} {unit}: {ms:.3f} ms")
+    return (max(terms) if terms else math.nan), "; ".join(notes)
 
 
 def _summary_of(df: pd.DataFrame) -> pd.DataFrame:
@@ -374,11 +481,61 @@ def best_layout(df: pd.DataFrame) -> str:
     return str(best_split(df)["layout"])
 
 
+def _outcome(conc: dict, base: dict) -> str:
+    """"pays" when the concurrent p90 is below the baseline's p10, "does not pay" when its
+    p10 is above the baseline's p90, else "even" (the spreads overlap)."""
+    if not all(math.isfinite(v) for v in (conc["p10_ms"], conc["p90_ms"], base["p10_ms"], base["p90_ms"])):
+        return "unknown"
+    if conc["p90_ms"] < base["p10_ms"]:
+        return "pays"
+    if conc["p10_ms"] > base["p90_ms"]:
+        return "does not pay"
+    return "even"
+
+
+def verdict_facts(df: pd.DataFrame) -> dict:
+    """Everything a sentence about the best split may say, computed from ``df``.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        A sweep or overlap result (raw rows, one run).
+
+    Returns
+    -------
+    dict
+        ``best``: the :func:`best_split` row as a dict; ``concurrent``, ``sequential``,
+        ``streams``: per mode at the best layout, ``median_ms``, ``p10_ms``, ``p90_ms`` of
+        the makespan (NaN when the mode was not run); ``vs_sequential``, ``vs_streams``:
+        ``"pays"`` (the concurrent p90 lies below the baseline's p10), ``"does not pay"``
+        (its p10 lies above the baseline's p90), ``"even"`` (the spreads overlap) or
+        ``"unknown"``; ``bound``: :func:`lower_bound` as a dict; ``worst``: the
+        :func:`layout_table` row with the highest concurrent makespan, as a dict;
+        ``noisy_configs``: how many (layout, mode, workload) samples :func:`stats` flags.
+    """
+    require_one_run(df, "verdict_facts")
+    best = best_split(df)
+    layout = best["layout"]
+    nan = {"median_ms": math.nan, "p10_ms": math.nan, "p90_ms": math.nan}
+    per_mode = {}
+    for mode in ("concurrent", "sequential", "streams"):
+        ms = makespan_stats(df, mode)
+        row = ms[ms["layout"] == layout]
+        per_mode[mode] = nan if row.empty else {k: float(row[k].iloc[0]) for k in nan}
+    table = layout_table(df)
+    worst = table.loc[table["concurrent_ms"].idxmax()]
+    noisy = int(summarize(df)["noisy"].sum())
+    return {"best": best.to_dict(), **per_mode,
+            "vs_sequential": _outcome(per_mode["concurrent"], per_mode["sequential"]),
+            "vs_streams": _outcome(per_mode["concurrent"], per_mode["streams"]),
+            "bound": lower_bound(df).to_dict(), "worst": worst.to_dict(), "noisy_configs": noisy}
+
+
 # ---------------------------------------------------------------- scaling, isolation
 
 
 def _summarize_scaling(df: pd.DataFrame) -> pd.DataFrame:
-    _require_columns(df, columns("scaling")[:5], "summarize (scaling)")
+    require_columns(df, columns("scaling")[:5], "summarize (scaling)")
     rows = []
     for (workload, sm), g in df.groupby(["workload", "sm_count"], sort=True):
         row = {"workload": workload, "sm_count": int(sm), "requested_sm_count": g["requested_sm_count"].iloc[0]}
@@ -404,7 +561,7 @@ def _summarize_scaling(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _summarize_isolation(df: pd.DataFrame) -> pd.DataFrame:
-    _require_columns(df, columns("isolation")[:6], "summarize (isolation)")
+    require_columns(df, columns("isolation")[:6], "summarize (isolation)")
     rows = []
     for (scenario, role, workload), g in df.groupby(["scenario", "role", "workload"], sort=False):
         row = {"scenario": scenario, "role": role, "workload": workload, "sm_count": int(g["sm_count"].iloc[0])}
@@ -418,62 +575,6 @@ def _summarize_isolation(df: pd.DataFrame) -> pd.DataFrame:
     s.attrs.update(df.attrs)
     s.attrs["summary_of"] = "isolation"
     return s
-
-
-# ------------------------------------------------------------------------ occupancy
-
-
-def _union_length(intervals) -> int:
-    busy, cur_s, cur_e = 0, None, None
-    for s0, e0 in sorted(intervals):
-        if cur_e is None or s0 > cur_e:
-            if cur_e is not None:
-                busy += cur_e - cur_s
-            cur_s, cur_e = s0, e0
-        else:
-            cur_e = max(cur_e, e0)
-    return busy + (cur_e - cur_s if cur_e is not None else 0)
-
-
-def sm_busy(df: pd.DataFrame) -> pd.DataFrame:
-    """Per-SM busy fractions from :func:`~gcexplore.occupancy` records.
-
-    Returns
-    -------
-    pandas.DataFrame
-        One row per (sm_id, partition, workload), sorted by ``sm_id``: ``sm_id`` (int),
-        ``partition`` (str), ``workload`` (str), ``blocks`` (int: blocks that ran there),
-        ``busy_ns`` (int: length of the union of those blocks' intervals),
-        ``busy_fraction`` (float: ``busy_ns`` over the run's span, earliest block start
-        to latest block end).
-    """
-    _require_columns(df, columns("occupancy")[:6], "sm_busy")
-    cols = ["sm_id", "partition", "workload", "blocks", "busy_ns", "busy_fraction"]
-    if df.empty:
-        return pd.DataFrame(columns=cols)
-    span = int(df["end_ns"].max() - df["start_ns"].min())
-    rows = []
-    for (sm, part, wl), g in df.groupby(["sm_id", "partition", "workload"], sort=True):
-        iv = list(zip(g["start_ns"].astype("int64"), g["end_ns"].astype("int64")))
-        busy = _union_length(iv)
-        rows.append({"sm_id": int(sm), "partition": part, "workload": wl, "blocks": len(iv),
-                     "busy_ns": int(busy), "busy_fraction": busy / span if span > 0 else math.nan})
-    out = pd.DataFrame(rows, columns=cols)
-    out.attrs.update(df.attrs)
-    out.attrs["summary_of"] = "occupancy"
-    return out
-
-
-def occupancy_layout(occupancy: pd.DataFrame) -> str:
-    """The layout label (e.g. ``"24+108"``) an occupancy run was measured at.
-
-    ``occupancy.attrs["layout"]`` when the profiler stored it, else the number of
-    distinct SMs each partition's blocks ran on (p0, p1, ..., remainder).
-    """
-    if occupancy.attrs.get("layout"):
-        return str(occupancy.attrs["layout"])
-    counts = occupancy.groupby("partition")["sm_id"].nunique()
-    return "+".join(str(int(counts[p])) for p in sorted_partitions(counts.index))
 
 
 # ---------------------------------------------------------------- facts for display
@@ -550,76 +651,7 @@ def modes_in(df: pd.DataFrame) -> list[str]:
     return [m for m in MODES if m in present] + [m for m in present if m not in MODES]
 
 
-# ------------------------------------------------------------------------ tuner
-
-
-TUNE_TABLE_COLUMNS = [
-    "layout", "split_sm_count", "first_step", "visits", "reps", "makespan_ms", "makespan_ci_low_ms",
-    "makespan_ci_high_ms", "latency_ms", "latency_ci_low_ms", "latency_ci_high_ms", "answer",
-]
-
-
-def tune_table(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per layout the tuner measured, in the order it first measured them.
-
-    Parameters
-    ----------
-    df : pandas.DataFrame
-        A :func:`gcexplore.tune` result (one run).
-
-    Returns
-    -------
-    pandas.DataFrame
-        ``layout``, ``split_sm_count``, ``first_step`` (search step of its first
-        measurement), ``visits`` (times measured), ``reps``, ``makespan_ms`` (median
-        concurrent makespan) with ``makespan_ci_low_ms`` / ``makespan_ci_high_ms``
-        (order-statistic interval at ``attrs["confidence"]``), ``latency_ms`` (the
-        first workload's ``attrs["percentile"]`` duration) with its interval, and
-        ``answer`` (True on the chosen layout).
-    """
-    require_one_run(df, "tune_table")
-    _require_columns(df, ["layout", "split_sm_count", "step", "rep", "workload", "partition", "duration_ms",
-                          "makespan_ms"], "tune_table")
-    level = float(df.attrs.get("confidence", 0.9))
-    q = float(df.attrs.get("percentile", 50.0)) / 100.0
-    first = placement(df)[0][1] if len(df) else None
-    rows = []
-    for layout, g in df.groupby("layout", sort=False):
-        spans = g.groupby("rep")["makespan_ms"].max()
-        lat = g[g["workload"] == first]["duration_ms"]
-        m_ci, l_ci = quantile_ci(spans, 0.5, level), quantile_ci(lat, q, level)
-        rows.append({"layout": layout, "split_sm_count": int(g["split_sm_count"].iloc[0]),
-                     "first_step": int(g["step"].min()), "visits": int(g["step"].nunique()), "reps": len(spans),
-                     "makespan_ms": quantile(spans, 0.5), "makespan_ci_low_ms": m_ci[0],
-                     "makespan_ci_high_ms": m_ci[1], "latency_ms": quantile(lat, q), "latency_ci_low_ms": l_ci[0],
-                     "latency_ci_high_ms": l_ci[1], "answer": layout == df.attrs.get("answer")})
-    out = pd.DataFrame(rows, columns=TUNE_TABLE_COLUMNS)
-    return out.sort_values("first_step", kind="stable").reset_index(drop=True)
-
-
-def slo_split(df: pd.DataFrame, slo_ms: float, percentile: float = 50.0) -> str | None:
-    """The layout with the smallest first partition whose first workload's concurrent
-    ``percentile`` duration is at most ``slo_ms`` (point estimates), or None.
-
-    For a sweep, what a full measurement says the latency-target tuner should find.
-    """
-    require_one_run(df, "slo_split")
-    conc = df[df["mode"] == "concurrent"]
-    first = placement(conc)[0][1]
-    lat = conc[conc["workload"] == first].groupby(["split_sm_count", "layout"])["duration_ms"].apply(
-        lambda v: quantile(v, percentile / 100.0))
-    ok = lat[lat <= slo_ms]
-    return None if ok.empty else str(ok.index[0][1])
-
-
-def gpu_time_ms(df: pd.DataFrame) -> float:
-    """GPU time a result cost: every measured repetition's makespan, plus the warm-up.
-
-    Warm-up repetitions are not recorded; each is counted at the median makespan of the
-    repetitions measured after it (``attrs["warmup"]`` of them per layout and mode, or
-    per tuner step).
-    """
-    keys = [c for c in ("layout", "mode", "step") if c in df.columns]
-    per_rep = df.groupby([*keys, "rep"], sort=False)["makespan_ms"].max()
-    warm = int(df.attrs.get("warmup", 0) or 0)
-    return float(per_rep.sum() + warm * per_rep.groupby(level=list(range(len(keys)))).median().sum())
+# Per-SM busy fractions and the tuner's table live beside this module; they are part of
+# this one analysis layer and are re-exported here.
+from .occupancy import occupancy_layout, sm_busy  # noqa: E402
+from .tuning import TUNE_TABLE_COLUMNS, gpu_time_ms, slo_split, tune_table  # noqa: E402
