@@ -234,20 +234,22 @@ def _read_sidecar(path: Path, side_path: Path) -> dict:
     return side
 
 
-# pandas 2 parses CSV floats to the nearest ulp only with the round-trip parser; pandas 3
-# does by default and deprecates the option.
-_EXACT_FLOATS = {"float_precision": "round_trip"} if int(pd.__version__.split(".")[0]) < 3 else {}
-
-
 def _read_csv(path: Path) -> tuple[pd.DataFrame, dict]:
     side = _read_sidecar(path, _sidecar(path))
     dtypes = side.get("dtypes", {})
     # Text columns are read as text, "NA" and "None" included (a layout "132" must stay
     # a string); then every column gets back the dtype it was saved with.
-    text = {c: str for c, t in dtypes.items() if t in ("object", "str", "string")}
+    # Floats are read as text and converted by numpy, which rounds correctly; pandas'
+    # own CSV float parser can miss the last ulp (seen with pandas 2 on the GPU machine).
+    text = {c: str for c, t in dtypes.items() if t in ("object", "str", "string", "float64")}
+    floats = [c for c, t in dtypes.items() if t == "float64"]
     try:
-        df = pd.read_csv(path, dtype=text, keep_default_na=False, **_EXACT_FLOATS,
+        df = pd.read_csv(path, dtype=text, keep_default_na=False,
                          na_values={c: ["", "NaN", "nan", "<NA>"] for c in dtypes if c not in text})
+        for c in floats:
+            if c in df.columns:
+                raw = df[c].to_numpy(dtype=str)
+                df[c] = np.where(np.isin(raw, ["", "<NA>"]), "nan", raw).astype(np.float64)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as e:
         raise ResultFileError(f"{str(path)!r} is not a readable results CSV ({e})") from e
     if "rows" in side and len(df) != side["rows"]:

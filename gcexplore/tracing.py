@@ -133,6 +133,17 @@ def _handle(ctx) -> int:
     return int(h)
 
 
+def _loaded_cupti() -> str:
+    """The libcupti file this process loaded: the first one loaded serves every caller, and
+    an older one (e.g. PyTorch's CUPTI 13.0 loaded first) has no green-context records."""
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {line.split()[-1] for line in f if "libcupti" in line}
+    except OSError:
+        return "unknown"
+    return ", ".join(sorted(paths)) or "not loaded yet"
+
+
 class Collector:
     """CUPTI activity records of one experiment or one :func:`kernel_trace` block.
 
@@ -197,7 +208,7 @@ class Collector:
                 except Exception as e:  # noqa: BLE001 - what CUPTI said goes into the message / diagnostics
                     if name in ("kernel", "external"):
                         raise
-                    self._diag[f"not enabled: {kind.name} ({e})"] += 1
+                    self._diag[f"not enabled: {kind.name} ({e}; CUPTI library {_loaded_cupti()})"] += 1
         except Exception as e:  # noqa: BLE001
             self.close()
             raise TraceUnavailable(

@@ -37,6 +37,6 @@ def test_the_no_gpu_example_runs_without_a_gpu(tmp_path):
     block = README.split("## Without a GPU", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
     r = subprocess.run([sys.executable, "-c", "import matplotlib; matplotlib.use('Agg')\n" + block],
                        cwd=tmp_path, capture_output=True, text=True,
-                       env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+                       env={**__import__("os").environ, "PYTHONPATH": f"{ROOT}:{__import__('os').environ.get('PYTHONPATH', '')}"})
     assert r.returncode == 0, r.stderr[-2000:]
     assert "72+60" in r.stdout
