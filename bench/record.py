@@ -28,6 +28,13 @@ just the trace).
 
 from __future__ import annotations
 
+import contextlib
+
+# PyTorch ships CUPTI 13.0; cupti-python's 13.4 must be loaded first to report green
+# contexts (the first libcupti a process loads serves it).
+with contextlib.suppress(ImportError):
+    import cupti.cupti  # noqa: F401
+
 import argparse
 import sys
 import time
