@@ -334,8 +334,10 @@ def plot_throughput(df: pd.DataFrame, *, layout: str | None = None, metric: str 
             part = mrows["partition"].iloc[0]
             labels.append(f"{mode}\n{part}\n{int(mrows['sm_count'].iloc[0])} SMs")
             if trace is None and mode in A.SPAN_INCLUDES_WAIT and metric_used != "duration_ms":
-                ax.text(i, 0, "no rate:\nspan includes\nwait for SMs", ha="center", va="bottom",
-                        fontsize=6, color=mode_color(mode), gid=f"withheld:{workload}:{mode}")
+                ax.text(i, 0.03, "no rate:\nspan includes\nwait for SMs", ha="center", va="bottom",
+                        transform=ax.get_xaxis_transform(), fontsize=6.5, color=mode_color(mode),
+                        bbox={"facecolor": "white", "edgecolor": "none", "pad": 1},
+                        gid=f"withheld:{workload}:{mode}")
                 continue
             values, _ = A.rates(mrows, metric_used)
             med, lo, hi = A.quantiles(values)
