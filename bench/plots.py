@@ -34,6 +34,7 @@ def main(argv=None) -> int:
         "occupancy": lambda: gcexplore.plot_occupancy(rec["occupancy_best"] if "occupancy_best" in rec
                                                       else rec["occupancy"]),
         "timeline": lambda: gcexplore.plot_timeline(rec["trace"]),
+        "sm-usage": lambda: gcexplore.plot_sm_usage(rec["trace"]),
         "throughput-traced": lambda: gcexplore.plot_throughput(rec["trace_overlap"], trace=rec["trace"]),
     }
     for name, make in figures.items():

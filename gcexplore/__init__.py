@@ -29,10 +29,11 @@ _WHERE = {
     "tune": "tuner",
     **dict.fromkeys(("TraceUnavailable", "TracedResult", "kernel_trace"), "tracing"),
     **dict.fromkeys(("busy_time", "kernel_gaps", "tpc_map"), "busy"),
+    **dict.fromkeys(("estimate_occupancy", "sm_usage"), "occupancy_estimate"),
     **dict.fromkeys(("load", "load_recorded", "save", "to_chrome_trace"), "results"),
     **dict.fromkeys(("figure_stamp", "plot_isolation", "plot_occupancy", "plot_scaling", "plot_sweep",
                      "plot_throughput"), "plot"),
-    "plot_timeline": "timeline",
+    **dict.fromkeys(("plot_sm_usage", "plot_timeline"), "timeline"),
     "plot_tune": "tune_plot",
     **dict.fromkeys(("Explorer", "SweepExplorer", "explore"), "widgets"),
 }

@@ -147,7 +147,7 @@ class Controller:
         except Exception as exc:  # shown in the widget; the traceback is in last_error
             self._show_error(exc, f"drawing the {key}")
             return False
-        show(out, obj)
+        show(out, *(obj if isinstance(obj, tuple) else (obj,)))  # a tuple: several figures
         self.figures[key] = obj
         self.redraws[key] += 1
         return True

@@ -194,10 +194,18 @@ def _print_overlap(df) -> None:
           f"{a.get('launch_gap_us', float('nan')):.1f} us (included in every duration)")
 
 
-def _save_rows(cmd: str, df, out: Path, trace: str | None, partial: bool) -> int:
+def _save_rows(cmd: str, df, out: Path, trace: str | None, partial: bool, kernels=None) -> int:
     from .results import save, to_chrome_trace
+    from .tracing import TracedResult
 
+    if isinstance(df, TracedResult):  # --kernel-trace: the kernel trace goes to its own file
+        df, (kernel_df, kernel_path) = df.result, (df.trace, kernels)
+    else:
+        kernel_df = kernel_path = None
     try:
+        if kernel_path is not None:
+            save(kernel_df, kernel_path, overwrite=True)
+            print(f"wrote {kernel_path} ({len(kernel_df)} kernel records)")
         save(df, out, overwrite=True)
         print(f"wrote {out}" + (" (partial: the rows measured before the failure)" if partial else ""))
         if trace:
@@ -207,21 +215,45 @@ def _save_rows(cmd: str, df, out: Path, trace: str | None, partial: bool) -> int
     return 0
 
 
+def _kernel_trace_file(args, out: Path) -> Path | None:
+    """The --kernel-trace file, checked: suffix, folder, no collision with --out, --trace or a sidecar."""
+    if not args.kernel_trace:
+        return None
+    kt = _writable_file(args.kernel_trace, _RESULT_SUFFIXES, "--kernel-trace")
+    mine = {kt.resolve(), kt.with_suffix(".json").resolve()}  # the file and its sidecar
+    if {out.resolve(), out.with_suffix(".json").resolve()} & mine:
+        raise _Usage(f"--kernel-trace {args.kernel_trace!r} and --out {args.out!r} would overwrite each "
+                     "other or share a metadata sidecar; give them different names")
+    if args.trace and Path(args.trace).resolve() in mine:
+        raise _Usage(f"--trace {args.trace!r} would overwrite --kernel-trace {args.kernel_trace!r} or its "
+                     "metadata sidecar")
+    return kt
+
+
 def _measure(args, cmd: str, measure) -> int:
     out = _writable_file(args.out, _RESULT_SUFFIXES, "--out")
     if args.trace:
         trace = _writable_file(args.trace, (".json",), "--trace")
         if trace.resolve() == out.with_suffix(".json").resolve():
             raise _Usage(f"--trace {args.trace!r} would overwrite the metadata sidecar of --out {args.out!r}")
+    kernels = _kernel_trace_file(args, out)
     from .schema import Options
 
     Options(repeats=args.repeats, warmup=args.warmup, modes=args.modes, l2_flush=args.l2_flush,
             graphs=args.graphs)  # every option checked before the GPU is asked
     parsed = _workload_names(args.workloads)
-    return _run_and_save(cmd, parsed, args.device, measure, _print_overlap, out, args.trace)
+    if kernels is not None:
+        from .tracing import TraceUnavailable, require_cupti
+
+        try:
+            require_cupti()
+        except TraceUnavailable as e:
+            return _fail(cmd, f"--kernel-trace: {e}", 1)
+    return _run_and_save(cmd, parsed, args.device, measure, _print_overlap, out, args.trace, kernels)
 
 
-def _run_and_save(cmd: str, parsed, device: int, measure, show, out: Path, trace: str | None) -> int:
+def _run_and_save(cmd: str, parsed, device: int, measure, show, out: Path, trace: str | None,
+                  kernels: Path | None = None) -> int:
     """Build the workloads, ``measure(wls)``, ``show(df)`` and save; keep rows of an aborted run."""
     from .runner import MeasurementAborted
 
@@ -239,8 +271,8 @@ def _run_and_save(cmd: str, parsed, device: int, measure, show, out: Path, trace
         for w in wls.values():
             w.close()
     if not partial:
-        show(df)
-    return _save_rows(cmd, df, out, trace, partial) or code
+        show(getattr(df, "result", df))
+    return _save_rows(cmd, df, out, trace, partial, kernels) or code
 
 
 def _cmd_profile(args) -> int:
@@ -248,7 +280,11 @@ def _cmd_profile(args) -> int:
 
     return _measure(args, "profile", lambda wls: profile_overlap(
         wls, args.split, repeats=args.repeats, warmup=args.warmup, device=args.device, modes=args.modes,
-        l2_flush=args.l2_flush, graphs=args.graphs))
+        l2_flush=args.l2_flush, graphs=args.graphs, **_trace_kw(args)))
+
+
+def _trace_kw(args) -> dict:
+    return {"trace": True} if args.kernel_trace else {}
 
 
 def _cmd_sweep(args) -> int:
@@ -257,7 +293,7 @@ def _cmd_sweep(args) -> int:
     return _measure(args, "sweep", lambda wls: sweep(
         wls, args.sizes, others=args.others or (), repeats=args.repeats, warmup=args.warmup,
         device=args.device, modes=args.modes, l2_flush=args.l2_flush, graphs=args.graphs,
-        checkpoint=args.checkpoint, progress=not args.quiet))
+        checkpoint=args.checkpoint, progress=not args.quiet, **_trace_kw(args)))
 
 
 def _float_arg(text: str) -> float:
@@ -350,6 +386,9 @@ def _add_measuring(sub) -> None:
         s.add_argument("--graphs", action="store_true", help="time CUDA-graph launches of each workload")
         s.add_argument("--out", default=default_out, help="results file, .parquet or .csv (default: %(default)s)")
         s.add_argument("--trace", help="also write a Perfetto / chrome://tracing timeline to this .json file")
+        s.add_argument("--kernel-trace", metavar="FILE",
+                       help="also record every kernel with CUPTI (trace=True) and save that kernel trace "
+                            "to this .parquet or .csv file (needs cupti-python)")
 
     s = sub.add_parser("profile", help="time built-in workloads on one split in every mode; "
                                        "print a summary and write the results file")

@@ -42,6 +42,7 @@ __all__ = [
     "render_summary",
     "render_sweep",
     "render_throughput",
+    "render_trace",
 ]
 
 # Columns of gcexplore.summarize shown in the table, in this order, when present.
@@ -63,6 +64,43 @@ def render_throughput(results: pd.DataFrame, layout: str | None = None) -> Figur
 def render_occupancy(occupancy: pd.DataFrame) -> Figure:
     """SM occupancy figure of per-block records (see :func:`gcexplore.plot_occupancy`)."""
     return _plot.plot_occupancy(occupancy)
+
+
+def render_trace(trace: pd.DataFrame, layout: str | None = None) -> tuple[Figure, Figure]:
+    """Kernel timeline and estimated SMs in use of one layout of a kernel trace
+    (see :func:`gcexplore.plot_timeline` and :func:`gcexplore.plot_sm_usage`)."""
+    from .timeline import plot_sm_usage, plot_timeline
+
+    return plot_timeline(trace, layout=layout), plot_sm_usage(trace, layout=layout)
+
+
+def _load_trace(trace, where: str) -> pd.DataFrame | None:
+    if trace is None:
+        return None
+    trace = load_result(trace)
+    check_result(trace, "trace", where)
+    return trace
+
+
+class _TraceView:
+    """The kernel timeline in the occupancy output, where a trace covers the layout."""
+
+    trace: pd.DataFrame | None = None
+    _trace_note: str | None = None
+
+    def _draw_with_trace(self, layout: str, occupancy: pd.DataFrame | None, measured_layout: str | None,
+                         note: str | None = None) -> None:
+        """Occupancy as before; with a trace of ``layout``, its timeline and estimated SM use
+        (after the measured occupancy when that was recorded at ``layout``)."""
+        trace = self.trace
+        if trace is None or not (trace["layout"] == layout).any():
+            if self._trace_note and occupancy is None:
+                note = f"{note or 'no SM occupancy records for this split'}; {self._trace_note}"
+            self._draw_occupancy(occupancy, measured_layout, note)
+            return
+        measured = occupancy is not None and A.occupancy_layout(occupancy) == layout
+        self._draw("occupancy", self.occupancy_output, lambda: (
+            *((_plot.plot_occupancy(occupancy),) if measured else ()), *render_trace(trace, layout)))
 
 
 def render_sweep(results: pd.DataFrame) -> Figure:
@@ -96,7 +134,7 @@ def render_summary(results: pd.DataFrame, layout: str | None = None) -> pd.DataF
 # ========================================================================= Explorer
 
 
-class Explorer(Controller):
+class Explorer(_TraceView, Controller):
     """Choose a split and workloads, run them, and see throughput, occupancy and summary.
 
     Live (a GPU is present), build it with :func:`explore` or ``Explorer(workloads)``;
@@ -114,6 +152,11 @@ class Explorer(Controller):
         The GPU to measure on.
     repeats : int, default 10
         Initial value of the repetitions control.
+    trace : bool, default False
+        Also record a CUPTI kernel trace of each run (``profile_overlap(trace=True)``)
+        and show its kernel timeline and estimated SMs in use. Where CUPTI cannot run
+        (:class:`gcexplore.TraceUnavailable`), the run goes on without it and the
+        occupancy output says why in one line.
 
     Attributes
     ----------
@@ -135,14 +178,15 @@ class Explorer(Controller):
         The last error, one line, hidden when there is none.
     plot_output, occupancy_output, table_output : ipywidgets.Output
         Throughput plot, SM occupancy plot, summary table.
-    results, occupancy : pandas.DataFrame or None
-        The rows shown (the last measurement, or the saved results).
+    results, occupancy, trace : pandas.DataFrame or None
+        The rows shown (the last measurement, or the saved results); ``occupancy_output``
+        shows the kernel timeline and estimated SMs in use where ``trace`` covers the split.
     """
 
-    def __init__(self, workloads=None, device: int = 0, *, repeats: int = 10,
-                 _offline: tuple[pd.DataFrame, pd.DataFrame | None] | None = None):
+    def __init__(self, workloads=None, device: int = 0, *, repeats: int = 10, trace: bool = False,
+                 _offline: tuple | None = None):
         super().__init__()
-        self.device = device
+        self.device, self.want_trace = device, bool(trace)
         self.results: pd.DataFrame | None = None
         self.occupancy: pd.DataFrame | None = None
         self.live = _offline is None
@@ -171,7 +215,7 @@ class Explorer(Controller):
     # -- construction -------------------------------------------------------------
 
     @classmethod
-    def from_results(cls, results, occupancy: pd.DataFrame | None = None) -> "Explorer":
+    def from_results(cls, results, occupancy: pd.DataFrame | None = None, trace=None) -> "Explorer":
         """An explorer over saved results: the sliders move over the measured splits.
 
         Parameters
@@ -183,13 +227,17 @@ class Explorer(Controller):
         occupancy : pandas.DataFrame or str, optional
             Per-block records of :func:`gcexplore.occupancy` (or a recorded name),
             shown when the chosen split is the one they were recorded at.
+        trace : pandas.DataFrame or str, optional
+            A kernel trace of the same runs (``trace=True``, or ``"trace"`` for the
+            recorded one): for the splits it covers, the occupancy output shows its
+            kernel timeline and the SMs in use estimated from grid, block and resources.
         """
         results = load_result(results)
         check_result(results, "overlap", "Explorer.from_results")
         occupancy = load_result(occupancy) if occupancy is not None else None
         if occupancy is not None:
             check_result(occupancy, "occupancy", "Explorer.from_results(occupancy=...)")
-        return cls(_offline=(results, occupancy))
+        return cls(_offline=(results, occupancy, _load_trace(trace, "Explorer.from_results(trace=...)")))
 
     def _setup_live(self, workloads, repeats: int) -> None:
         from . import api  # lazy: touches the driver
@@ -224,7 +272,9 @@ class Explorer(Controller):
         self.remainder_label = W.HTML()
         self.remainder_label.add_class(CSS["remainder"])
 
-    def _setup_offline(self, results: pd.DataFrame, occupancy: pd.DataFrame | None) -> None:
+    def _setup_offline(self, results: pd.DataFrame, occupancy: pd.DataFrame | None,
+                       trace: pd.DataFrame | None = None) -> None:
+        self.trace = trace
         _plot.require_result(results, ["layout", "mode", "workload", "partition", "sm_count",
                                  "duration_ms"], "Explorer.from_results",
                        "the DataFrame from gcexplore.profile_overlap() or gcexplore.sweep()")
@@ -334,9 +384,7 @@ class Explorer(Controller):
         self._progress_start(2, "measuring")
         try:
             try:
-                results = gcexplore.profile_overlap(workloads, self.split,
-                                                    repeats=int(self.repeats.value),
-                                                    device=self.device)
+                results, trace = self._profile(gcexplore, workloads)
             except Exception as exc:
                 self._show_error(exc, f"measuring {self.layout}")
                 return False
@@ -349,28 +397,39 @@ class Explorer(Controller):
             self._progress_step()
         finally:
             self._progress_done()
-        self.results, self.occupancy = results, occupancy
+        self.results, self.occupancy, self.trace = results, occupancy, trace
         self._shown_layout = str(results["layout"].iloc[0])
         self.status.value = "<i>" + html.escape(_plot.figure_stamp(results.attrs)) + "</i>"
         return True
+
+    def _profile(self, gcexplore, workloads):
+        """``(results, trace)``: the trace None when off or when CUPTI cannot run (then a note)."""
+        kwargs = dict(repeats=int(self.repeats.value), device=self.device)
+        self._trace_note = None
+        if self.want_trace:
+            try:
+                return tuple(gcexplore.profile_overlap(workloads, self.split, trace=True, **kwargs))
+            except gcexplore.TraceUnavailable as exc:
+                self._trace_note = f"no kernel trace: {exc}".splitlines()[0]
+        return gcexplore.profile_overlap(workloads, self.split, **kwargs), None
 
     def _redraw(self) -> None:
         layout = self._shown_layout
         self._draw("throughput", self.plot_output,
                    lambda: render_throughput(self.results, layout))
-        self._draw_occupancy(self.occupancy, None if self.live else layout,
-                             getattr(self, "_occupancy_note", None))
+        self._draw_with_trace(layout, self.occupancy, None if self.live else layout,
+                              getattr(self, "_occupancy_note", None))
         self._draw("summary", self.table_output, lambda: render_summary(self.results, layout))
 
 
-def explore(workloads=None, device: int = 0, *, repeats: int = 10) -> Explorer:
+def explore(workloads=None, device: int = 0, *, repeats: int = 10, trace: bool = False) -> Explorer:
     """A live :class:`Explorer` on ``device`` (display it, or let the cell show it).
 
     Raises :class:`gcexplore.UnsupportedError` without a GPU; over saved results use
     ``Explorer.from_results(gcexplore.results.load_recorded("sweep"))``.
     """
     try:
-        return Explorer(workloads, device, repeats=repeats)
+        return Explorer(workloads, device, repeats=repeats, trace=trace)
     except Exception as exc:
         from .api import UnsupportedError
 
@@ -385,7 +444,7 @@ def explore(workloads=None, device: int = 0, *, repeats: int = 10) -> Explorer:
 # ==================================================================== SweepExplorer
 
 
-class SweepExplorer(Controller):
+class SweepExplorer(_TraceView, Controller):
     """Sweep every split, see the makespan curve with the best split marked, and pick a
     split to see its throughput, SM occupancy and summary.
 
@@ -416,8 +475,7 @@ class SweepExplorer(Controller):
     _root_class = CSS["sweep_root"]
 
     def __init__(self, workloads=None, device: int = 0, *, repeats: int = 5,
-                 sm_counts: Sequence[int] | None = None,
-                 _offline: tuple[pd.DataFrame, pd.DataFrame | None] | None = None):
+                 sm_counts: Sequence[int] | None = None, _offline: tuple | None = None):
         super().__init__()
         self.device, self.sm_counts = device, sm_counts
         self.live = _offline is None
@@ -455,14 +513,15 @@ class SweepExplorer(Controller):
             self.occupancy_output, self.table_output])
         self._root.add_class(self._root_class)
         if not self.live:
-            results, occupancy = _offline
+            results, occupancy, self.trace = _offline
             self.status.value = ("<i>Recorded results: " + html.escape(
                 _plot.figure_stamp(results.attrs)) + ". Choose a split to see it.</i>")
             self._set_results(results, occupancy)
 
     @classmethod
-    def from_results(cls, results, occupancy: pd.DataFrame | None = None) -> "SweepExplorer":
-        """A sweep view over saved sweep results (a DataFrame or a recorded name)."""
+    def from_results(cls, results, occupancy: pd.DataFrame | None = None, trace=None) -> "SweepExplorer":
+        """A sweep view over saved sweep results (a DataFrame or a recorded name); ``occupancy``
+        and ``trace`` (a kernel trace or a recorded name) as in :meth:`Explorer.from_results`."""
         results = load_result(results)
         _plot.require_result(results, ["layout", "split_sm_count", "mode", "rep", "workload",
                                  "partition", "makespan_ms"], "SweepExplorer.from_results",
@@ -471,7 +530,7 @@ class SweepExplorer(Controller):
         occupancy = load_result(occupancy) if occupancy is not None else None
         if occupancy is not None:
             check_result(occupancy, "occupancy", "SweepExplorer.from_results(occupancy=...)")
-        return cls(_offline=(results, occupancy))
+        return cls(_offline=(results, occupancy, _load_trace(trace, "SweepExplorer.from_results(trace=...)")))
 
     @property
     def layout(self) -> str | None:
@@ -557,7 +616,7 @@ class SweepExplorer(Controller):
         if self.live:
             self._live_occupancy(layout)
         else:
-            self._draw_occupancy(self.occupancy, layout)
+            self._draw_with_trace(layout, self.occupancy, layout)
         self._draw("summary", self.table_output, lambda: render_summary(self.results, layout))
 
     def _live_occupancy(self, layout: str) -> None:

@@ -522,6 +522,46 @@ suits, while one whose time grows in proportion to the SMs it gave away pays for
 split in full. The verdict line says which way it went for this pair, from the
 measurement.
 """),
+    md("""
+## 4. What events cannot see: a kernel trace of the PyTorch pair at 24+108
+
+CUDA events time a stream, not a kernel's time on the SMs. On plain streams a
+workload's event span starts when its stream reaches it, so it includes any wait for
+SMs held by the other workload. A CUPTI kernel trace (`trace=True`) has each kernel's
+start and end on the GPU's clock and the green context it ran in. The recorded trace
+below (matmul + sigmoid at 24+108, all four modes) gives per workload the event span,
+the busy span (first kernel start to last kernel end) and the wait between them.
+"""),
+    code("""
+traced_df, trace = recorded("trace_overlap"), recorded("trace")
+tsum = gcexplore.summarize(traced_df, trace=trace)
+display(tsum[["mode", "workload", "sm_count", "event_median_ms", "busy_span_median_ms",
+              "wait_median_ms", "kernels_per_rep"]].round(3))
+for r in tsum[tsum["mode"] == "streams"].itertuples():
+    print(f"plain streams, {r.workload}: event span {r.event_median_ms:.3f} ms, busy span "
+          f"{r.busy_span_median_ms:.3f} ms, waited {r.wait_median_ms:.3f} ms before its first kernel ran "
+          f"({r.wait_median_ms / r.event_median_ms:.0%} of its event span)")
+gcexplore.plot_timeline(trace)
+"""),
+    md("""
+Why a small partition slows the matmul so much: cuBLAS sizes its grid for the whole
+device. The SMs each kernel can keep busy follow from its grid, block, registers and
+shared memory (the occupancy calculator's rules); these are estimates, not
+measurements, and the figure says so.
+"""),
+    code("""
+est = gcexplore.estimate_occupancy(trace)
+mm = est[(est["workload"] == "matmul") & (est["mode"] == "concurrent")].iloc[0]
+k = trace[(trace["name"] == mm["name"]) & (trace["mode"] == "concurrent")].iloc[0]
+print(f"{mm['name']}: grid {k['grid_x']} x {k['grid_y']} = {mm['blocks']} blocks in clusters of "
+      f"{mm['cluster_size']}, {mm['threads_per_block']} threads and {k['registers_per_thread']} registers "
+      f"each, {k['dynamic_shared_bytes'] / 1024:.0f} KiB of shared memory: {mm['blocks_per_sm']} block per SM "
+      f"(limited by {mm['limited_by']})")
+print(f"CUPTI's max_active_clusters is {k['max_active_clusters']}: {k['max_active_clusters'] * mm['cluster_size']} "
+      f"blocks at once on the whole device ({trace.attrs['device_sm_count']} SMs), so the grid is one wave there; "
+      f"on the {mm['sm_count']}-SM partition it takes {mm['waves']:.0f} waves")
+gcexplore.plot_sm_usage(trace)
+"""),
 ]
 
 
@@ -772,7 +812,8 @@ for key, claim in claims.items():
 
 NOTEBOOKS = {
     "01_quickstart.ipynb": (QUICKSTART, ["sweep", "occupancy", "torch_sweep"], "gcexplore quickstart"),
-    "02_sweeping_sm_splits.ipynb": (SWEEPING, ["sweep", "torch_sweep"], "Sweeping SM splits"),
+    "02_sweeping_sm_splits.ipynb": (SWEEPING, ["sweep", "torch_sweep", "trace_overlap", "trace"],
+                                    "Sweeping SM splits"),
     "03_sm_isolation.ipynb": (ISOLATION, ["occupancy", "isolation"], "SM isolation",
                               ["primary_sms", "bandwidth_sharing", "l2_sharing"]),
 }
