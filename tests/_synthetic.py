@@ -307,3 +307,14 @@ def fake_tune(workloads=("compute", "memory"), *, seed: int = 0, fail_at: int | 
             mock.patch.object(profile, "measure_layout", _fake_measure_layout), \
             mock.patch.object(T.api, "split", lambda counts, **kw: _FakeParts(counts, 132)):
         return T.tune(list(workloads), progress=False, **kwargs)
+
+
+def layout_row(k: int, rep: int, *, total: int = 132) -> dict:
+    """One concurrent row of workload "w" on the first partition of a k + rest layout (for
+    tests of the layout loop and its checkpoint, which only carry rows)."""
+    nan = float("nan")
+    return {"layout": f"{k}+{total - k}", "split_sm_count": k, "mode": "concurrent", "rep": rep,
+            "workload": "w", "partition": "p0", "sm_count": k, "requested_sm_count": k,
+            "start_ms": 0.0, "duration_ms": 1.0 + k / 100, "makespan_ms": 1.0 + k / 100,
+            "flops": nan, "bytes": nan, "throughput_tflops": nan, "bandwidth_gbs": nan,
+            "sm_clock_mhz_before": nan, "power_w_before": nan, "sm_clock_mhz": nan, "power_w": nan}

@@ -27,21 +27,13 @@ ROOT = Path(__file__).resolve().parents[1]
 NAN = float("nan")
 
 
-def _row(k, rep):
-    return {"layout": f"{k}+{132 - k}", "split_sm_count": k, "mode": "concurrent", "rep": rep,
-            "workload": "w", "partition": "p0", "sm_count": k, "requested_sm_count": k,
-            "start_ms": 0.0, "duration_ms": 1.0 + k / 100, "makespan_ms": 1.0 + k / 100,
-            "flops": NAN, "bytes": NAN, "throughput_tflops": NAN, "bandwidth_gbs": NAN,
-            "sm_clock_mhz_before": NAN, "power_w_before": NAN, "sm_clock_mhz": NAN, "power_w": NAN}
-
-
 LAYOUTS = [(f"{k}+{132 - k}", k) for k in range(8, 72, 8)]
 
 
 def _measure(calls):
     def measure(k, out):
         calls.append(k)
-        out.extend(_row(k, rep) for rep in range(2))
+        out.extend(S.layout_row(k, rep) for rep in range(2))
     return measure
 
 
@@ -81,9 +73,9 @@ def test_a_record_left_without_its_newline_is_not_glued_to_the_next(tmp_path):
     path = tmp_path / "ck.jsonl"
     ck = runner.Checkpoint(path, {"w": 1})
     ck.load()
-    ck.append("8+124", [_row(8, 0)])
+    ck.append("8+124", [S.layout_row(8, 0)])
     path.write_bytes(path.read_bytes()[:-1])  # a crash before the newline was written
-    ck.append("16+116", [_row(16, 0)])
+    ck.append("16+116", [S.layout_row(16, 0)])
     done = runner.Checkpoint(path, {"w": 1}).load()
     assert list(done) == ["8+124", "16+116"]
 
@@ -118,7 +110,7 @@ def test_a_failing_partial_frame_does_not_replace_the_original_error():
         raise RuntimeError("the frame cannot be built")
 
     def measure(k, out):
-        out.append(_row(k, 0))
+        out.append(S.layout_row(k, 0))
         if k == 24:
             raise ZeroDivisionError("the workload failed")
 
@@ -256,7 +248,7 @@ def test_kill_9_mid_sweep_then_resume_returns_every_layout_once(tmp_path, kill_a
     calls = []
     layouts = [(f"{k}+{132 - k}", k) for k in range(8, 132, 8)]
     rows, resumed = runner.run_layouts(layouts, lambda k, out: (calls.append(k), out.extend(
-        {**_row(k, rep)} for rep in range(3))), build=_build, checkpoint=runner.Checkpoint(path, {"w": 1}))
+        {**S.layout_row(k, rep)} for rep in range(3))), build=_build, checkpoint=runner.Checkpoint(path, {"w": 1}))
     df = _build(rows)
     counts = df.groupby("layout").size()
     assert sorted(counts.index) == sorted(lab for lab, _ in layouts)

@@ -280,19 +280,11 @@ def _fake_measure(calls, fail_at=None, interrupt_at=None):
         if fail_at is not None and len(calls) == fail_at:
             raise RuntimeError("workload exploded")
         if interrupt_at is not None and len(calls) == interrupt_at:
-            out.append(_fake_row(k, 0))  # half a layout measured, then Ctrl-C
+            out.append(S.layout_row(k, 0))  # half a layout measured, then Ctrl-C
             raise KeyboardInterrupt
         for rep in range(2):
-            out.append(_fake_row(k, rep))
+            out.append(S.layout_row(k, rep))
     return measure
-
-
-def _fake_row(k, rep):
-    return {"layout": f"{k}+{132 - k}", "split_sm_count": k, "mode": "concurrent", "rep": rep,
-            "workload": "w", "partition": "p0", "sm_count": k, "requested_sm_count": k,
-            "start_ms": 0.0, "duration_ms": 1.0 + k / 100, "makespan_ms": 1.0 + k / 100,
-            "flops": NAN, "bytes": NAN, "throughput_tflops": NAN, "bandwidth_gbs": NAN,
-            "sm_clock_mhz_before": NAN, "power_w_before": NAN, "sm_clock_mhz": NAN, "power_w": NAN}
 
 
 def _build(rows):
@@ -347,7 +339,7 @@ def test_checkpoint_ignores_a_torn_last_line(tmp_path):
     path = tmp_path / "ck.jsonl"
     ck = R.Checkpoint(path, {"workloads": ["w"]})
     ck.load()
-    ck.append("8+124", [_fake_row(8, 0)])
+    ck.append("8+124", [S.layout_row(8, 0)])
     with open(path, "a") as f:
         f.write('{"layout": "16+116", "rows": [{"lay')
     done = R.Checkpoint(path, {"workloads": ["w"]}).load()
