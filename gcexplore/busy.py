@@ -218,6 +218,13 @@ def tpc_map(trace: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["layout", "partition", "context_id", "sm_count", "num_tpcs", "tpc"])
 
 
+# Measured on the H100 (bench/trace_truth.py): a kernel's CUPTI start can come before its
+# first block runs while the other workload's blocks hold the SMs, so on plain streams the
+# CUPTI span still holds part of the wait.
+_CONTENDED = {"streams": "; on plain streams a kernel's CUPTI start can precede its first block while "
+                         "the other workload holds the SMs, so these rates are lower bounds"}
+
+
 def with_trace(summary: pd.DataFrame, df: pd.DataFrame, trace: pd.DataFrame) -> pd.DataFrame:
     """An overlap summary with rates from GPU-busy time and the traced medians added.
 
@@ -232,5 +239,6 @@ def with_trace(summary: pd.DataFrame, df: pd.DataFrame, trace: pd.DataFrame) -> 
         out[col] = out[col].where(out["reps_traced"].notna(), out.pop(f"{col}_events"))
     out.attrs.update(summary.attrs)
     traced_modes = sorted(set(t["mode"]))
-    out.attrs["rate_notes"] = {m: "rates from GPU-busy time (CUPTI kernel records)" for m in traced_modes}
+    out.attrs["rate_notes"] = {m: "rates from GPU-busy time (CUPTI kernel records)" + _CONTENDED.get(m, "")
+                               for m in traced_modes}
     return out
