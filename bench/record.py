@@ -9,6 +9,9 @@ Writes, with :func:`gcexplore.results.save`, into the folder given on the comman
 - ``torch_sweep.parquet``: an 8192^3 bf16 PyTorch matmul + sigmoid over 512 MiB, every split;
 - ``trace.parquet`` and ``trace_overlap.parquet``: that pair at 24+108 in all four modes with
   the CUPTI kernel trace on (needs cupti-python): the trace, and the event rows of the same run.
+- ``pm.parquet`` and ``pm_trace.parquet``: two memory kernels on 24 SMs and the 108-SM
+  remainder, alone and together, with CUPTI PM sampling every 20 us (DRAM % of peak, SMs
+  active) and the kernel trace of the same run (``gcexplore.dram_timeline``).
 - ``occupancy_best.parquet``: per-block SM ids and times of the pair at the sweep's best
   split (what ``gcexplore demo`` draws next to the sweep);
 - ``primary_sms.parquet``: the SM ids (``Partition.sm_ids()``) of a 24-SM partition, its
@@ -28,12 +31,11 @@ just the trace).
 
 from __future__ import annotations
 
-import contextlib
+from gcexplore.tracing import preload_cupti
 
 # PyTorch ships CUPTI 13.0; cupti-python's 13.4 must be loaded first to report green
 # contexts (the first libcupti a process loads serves it).
-with contextlib.suppress(ImportError):
-    import cupti.cupti  # noqa: F401
+preload_cupti()
 
 import argparse
 import sys
@@ -77,6 +79,16 @@ def _record_trace(out: Path, ext: str, dev: int, reps: int) -> None:
     k = tr.drop_duplicates(["mode", "workload", "name"])
     print(k[["mode", "workload", "partition", "name", "grid_x", "grid_y", "block_x", "cluster_x",
              "max_active_clusters", "registers_per_thread"]].to_string(index=False, max_colwidth=70))
+
+
+def _record_pm(out: Path, ext: str, dev: int) -> None:
+    """Two memory kernels on 24 SMs and the 108-SM remainder, alone and together, PM-sampled."""
+    t0 = time.perf_counter()
+    t = gcexplore.dram_timeline({"m24": "memory", "m108": "memory"}, [24], repeats=3, device=dev)
+    results.save(t.samples, out / ("pm" + ext))
+    results.save(t.trace, out / ("pm_trace" + ext))
+    _say("pm", t.samples, t0)
+    print(gcexplore.dram_summary(t.samples, t.trace).to_string(index=False))
 
 
 def _record_primary_sms(path: Path, dev: int) -> None:
@@ -234,6 +246,8 @@ def main(argv=None) -> int:
         print(gcexplore.best_split(ts).to_string())
     if not args.skip_torch and want("trace"):
         _record_trace(out, ext, dev, reps)
+    if want("pm"):
+        _record_pm(out, ext, dev)
     print(f"\nwrote {', '.join(sorted(p.name for p in out.glob('*' + ext)))} to {out}")
     return 0
 

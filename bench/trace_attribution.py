@@ -20,6 +20,9 @@ import pandas as pd
 
 import gcexplore
 from gcexplore import workloads as W
+from gcexplore.tracing import preload_cupti
+
+preload_cupti()  # CUPTI 13.4 before PyTorch's 13.0: green-context records
 
 
 def main(argv=None) -> int:

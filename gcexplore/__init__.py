@@ -4,7 +4,7 @@ Split a GPU's SMs into partitions, run workloads on them through explicit stream
 measure what overlap buys, and look at it in Jupyter. Importing gcexplore touches
 no GPU and loads no heavy library: each public name below is imported from its
 module on first use (matplotlib with the plots, ipywidgets with the explorers,
-pyarrow with parquet files, CUPTI with a kernel trace).
+pyarrow with parquet files, CUPTI with a kernel trace; PM sampling runs in a child process).
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ _WHERE = {
                      "plot_throughput"), "plot"),
     **dict.fromkeys(("plot_sm_usage", "plot_timeline"), "timeline"),
     "plot_tune": "tune_plot",
+    **dict.fromkeys(("DramTimeline", "PmSamplingError", "dram_summary", "dram_timeline"), "pm"),
+    "plot_dram_timeline": "pm_plot",
     **dict.fromkeys(("Explorer", "SweepExplorer", "explore"), "widgets"),
 }
 

@@ -32,7 +32,7 @@ __all__ = ["RECORDED", "ResultFileError", "load", "load_recorded", "recorded_nam
 
 #: Names of the recorded results shipped in gcexplore/data (see bench/record.py).
 RECORDED = ("sweep", "scaling", "occupancy", "isolation", "torch_sweep", "trace", "trace_overlap", "occupancy_best",
-            "primary_sms", "bandwidth_sharing", "l2_sharing")
+            "primary_sms", "bandwidth_sharing", "l2_sharing", "pm", "pm_trace")
 
 _ATTRS_KEY = b"gcexplore.attrs"
 _FORMATS = ("parquet", "csv")
@@ -313,10 +313,13 @@ def load_recorded(name: str) -> pd.DataFrame:
 
     Parameters
     ----------
-    name : {"sweep", "scaling", "occupancy", "isolation", "torch_sweep", "trace", "trace_overlap"}
+    name : {"sweep", "scaling", "occupancy", "isolation", "torch_sweep", "trace", "trace_overlap", "pm", "pm_trace", ...}
         ``"trace"``: the CUPTI kernel trace of the PyTorch matmul + sigmoid pair at
         24+108 in all four modes; ``"trace_overlap"``: the event rows of the same run
-        (``summarize(load_recorded("trace_overlap"), trace=load_recorded("trace"))``).
+        (``summarize(load_recorded("trace_overlap"), trace=load_recorded("trace"))``);
+        ``"pm"``: PM samples (DRAM % of peak, SMs active) of two memory kernels on 24 and
+        108 SMs, alone and together, with ``"pm_trace"`` their kernel trace
+        (``plot_dram_timeline(load_recorded("pm"), load_recorded("pm_trace"))``).
 
     Returns
     -------

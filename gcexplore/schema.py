@@ -99,6 +99,13 @@ _TRACE = {
     "graph_id": "int64", "context_id": "int64", "correlation_id": "int64",
 }
 
+# One row per PM sample (CUPTI PM sampling) inside a repetition; see gcexplore.pm.
+_PM = {
+    "layout": "str", "mode": "str", "rep": "int64", "workloads": "str", "start_ms": "float64",
+    "end_ms": "float64", "dram_pct": "float64", "dram_read_gbs": "float64", "dram_write_gbs": "float64",
+    "sm_active_pct": "float64",
+}
+
 #: Columns (name -> dtype, in order) of each result kind.
 COLUMNS = {
     "overlap": {**_OVERLAP, **IDENTITY_COLUMNS},
@@ -108,12 +115,13 @@ COLUMNS = {
     "occupancy": {**_OCCUPANCY, **IDENTITY_COLUMNS},
     "trace": {**_TRACE, **IDENTITY_COLUMNS},
     "tune": {**_TUNE, **IDENTITY_COLUMNS},
+    "pm": {**_PM, **IDENTITY_COLUMNS},
 }
 KINDS = tuple(COLUMNS)
 
 # Columns that tell a kind apart when attrs["kind"] is gone (e.g. after pd.concat).
-_SIGNATURE = (("trace", "correlation_id"), ("tune", "step"), ("overlap", "mode"), ("isolation", "scenario"),
-              ("occupancy", "sm_id"), ("scaling", "sm_count"))
+_SIGNATURE = (("trace", "correlation_id"), ("tune", "step"), ("pm", "dram_pct"), ("overlap", "mode"),
+              ("isolation", "scenario"), ("occupancy", "sm_id"), ("scaling", "sm_count"))
 
 
 def columns(kind: str) -> list[str]:
@@ -143,7 +151,8 @@ def kind_of(df) -> str:
         if col in cols:
             return k
     raise ValueError(f"not a gcexplore result (attrs kind {kind!r}, columns {sorted(map(str, cols))}); "
-                     f"results come from profile_overlap, sweep, scaling, isolation, occupancy, tune or a trace")
+                     f"results come from profile_overlap, sweep, scaling, isolation, occupancy, tune, "
+                     "dram_timeline or a trace")
 
 
 def new_run_id() -> str:
@@ -267,6 +276,7 @@ class Options:
         "occupancy": ("warmup",),
         "trace": (),
         "tune": ("repeats", "warmup", "l2_flush", "graphs", "rounding"),
+        "pm": ("repeats", "warmup", "modes", "rounding"),
     }
 
     def metadata(self, kind: str) -> dict:

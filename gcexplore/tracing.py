@@ -48,6 +48,7 @@ __all__ = [
     "TraceUnavailable",
     "TracedResult",
     "kernel_trace",
+    "preload_cupti",
     "require_cupti",
     "traced",
 ]
@@ -80,8 +81,47 @@ def traced(df, collector: Collector | None):
     return df if collector is None else TracedResult(df, collector.frame(df.attrs))
 
 
+def _version_key(text: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else 0 for p in text.split(".")[:4])
+
+
+def preload_cupti() -> str | None:
+    """Load the newest pip-installed libcupti (and its nvperf libraries) by path; the path.
+
+    cupti-python finds libcupti by scanning site-packages, and a process keeps the first
+    libcupti it loads; where PyTorch's older CUPTI sits in site-packages too, the scan
+    can pick it (no green-context records, no PM sampling). Loading the newest
+    ``nvidia-cuda-cupti`` by path first makes it the one every caller gets. Does
+    nothing (returns None) where a libcupti is already loaded or none is installed.
+    Call it before importing torch.
+    """
+    import ctypes
+    from importlib import metadata
+
+    if _loaded_cupti_paths():
+        return None
+    found = []
+    for dist in metadata.distributions(name="nvidia-cuda-cupti"):
+        for f in dist.files or ():
+            if f.name.startswith("libcupti.so"):
+                found.append((_version_key(dist.version), str(dist.locate_file(f))))
+    if not found:
+        return None
+    path = max(found)[1]
+    folder = path.rsplit("/", 1)[0]
+    with contextlib.suppress(OSError):  # PM sampling needs them; tracing does not
+        for lib in ("libnvperf_host.so", "libnvperf_target.so"):
+            ctypes.CDLL(f"{folder}/{lib}", mode=ctypes.RTLD_GLOBAL)
+    try:
+        ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+    except OSError:
+        return None
+    return path
+
+
 def require_cupti():
     """The ``cupti.cupti`` module; :class:`TraceUnavailable` in one sentence when it cannot load."""
+    preload_cupti()
     try:
         from cupti import cupti
     except (ImportError, OSError) as e:
@@ -133,15 +173,18 @@ def _handle(ctx) -> int:
     return int(h)
 
 
+def _loaded_cupti_paths() -> set[str]:
+    try:
+        with open("/proc/self/maps") as f:
+            return {line.split()[-1] for line in f if "libcupti" in line}
+    except OSError:
+        return set()
+
+
 def _loaded_cupti() -> str:
     """The libcupti file this process loaded: the first one loaded serves every caller, and
     an older one (e.g. PyTorch's CUPTI 13.0 loaded first) has no green-context records."""
-    try:
-        with open("/proc/self/maps") as f:
-            paths = {line.split()[-1] for line in f if "libcupti" in line}
-    except OSError:
-        return "unknown"
-    return ", ".join(sorted(paths)) or "not loaded yet"
+    return ", ".join(sorted(_loaded_cupti_paths())) or "not loaded yet"
 
 
 class Collector:
@@ -361,6 +404,19 @@ class Collector:
             out.append(rec)
         return out
 
+    def rep_origins(self) -> list[dict]:
+        """``{layout, mode, rep, origin_ns, workloads}`` of every measured repetition (group) so far.
+
+        ``alone`` runs one group per workload and repetition, hence ``workloads``.
+        """
+        names: dict[int, set] = {}
+        for group, role, workload, _, _ in self._tags.values():
+            if role == "workload":
+                names.setdefault(group, set()).add(workload)
+        return [{"layout": lab[0], "mode": lab[1], "rep": int(lab[2]), "origin_ns": int(self._gates[g]),
+                 "workloads": sorted(names.get(g, ()))}
+                for g, lab in self._groups.items() if lab is not None and lab[2] is not None and g in self._gates]
+
     def diagnostics(self) -> dict[str, int]:
         """Counts of the records CUPTI delivered and of what became rows or was left out."""
         with self._lock:
@@ -376,14 +432,17 @@ class Collector:
 
         ``attrs`` (the experiment's metadata) are copied; added: ``trace_of`` (the
         experiment's kind), ``green_contexts`` (:meth:`green_contexts`),
-        ``trace_diagnostics`` (:meth:`diagnostics`), ``cupti_version``.
+        ``trace_diagnostics`` (:meth:`diagnostics`), ``cupti_version`` and
+        ``rep_origins`` (each repetition's time zero on the GPU clock, ns: what lines
+        up other GPU-timestamped data such as PM samples with the rows).
         """
         from .schema import frame
 
         self.flush()
         a = dict(attrs or {})
         a.update(kind="trace", trace_of=a.get("kind", ""), green_contexts=self.green_contexts(),
-                 trace_diagnostics=self.diagnostics(), cupti_version=_cupti_version())
+                 trace_diagnostics=self.diagnostics(), cupti_version=_cupti_version(),
+                 rep_origins=self.rep_origins())
         return frame(self._rows, "trace", a)
 
 
@@ -421,7 +480,7 @@ class KernelTrace:
 
     Use :meth:`region` to name the workload of the launches inside it; after the
     block, :meth:`frame` is the trace (kind ``"trace"``, mode ``"user"``, times from
-    the block's first kernel).
+    the block's first kernel, whose CUPTI start is ``attrs["origin_ns"]``).
     """
 
     def __init__(self, collector: _UserCollector):
@@ -516,5 +575,6 @@ def kernel_trace(partitions=None, *, device=0, copies: bool = True):
         _sync_all(info, parts)
         attrs = {**info.metadata(), "run_id": new_run_id(), "recorded": False, "kind": "user"}
         t._frame = collector.frame(attrs)
+        t._frame.attrs["origin_ns"] = int(collector._origin or 0)
     finally:
         collector.close()

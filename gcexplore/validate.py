@@ -18,7 +18,8 @@ __all__ = ["ResultError", "check_result"]
 
 _MAKERS = {"overlap": "gcexplore.profile_overlap()", "sweep": "gcexplore.sweep()",
            "scaling": "gcexplore.scaling()", "isolation": "gcexplore.isolation()",
-           "occupancy": "gcexplore.occupancy()", "tune": "gcexplore.tune()", "trace": "trace=True"}
+           "occupancy": "gcexplore.occupancy()", "tune": "gcexplore.tune()", "trace": "trace=True",
+           "pm": "gcexplore.dram_timeline()"}
 
 
 class ResultError(ValueError):

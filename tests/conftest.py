@@ -10,7 +10,9 @@ import pytest
 # The GPU image carries two CUPTI libraries (PyTorch's 13.0 and cupti-python's 13.4); the
 # first one a process loads serves it, and only 13.4 reports green contexts. Load it first.
 with contextlib.suppress(Exception):
-    import cupti.cupti  # noqa: F401
+    from gcexplore.tracing import preload_cupti
+
+    preload_cupti()
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,0 +1,97 @@
+"""DRAM throughput and SM activity over time (PM samples) under each repetition's kernels."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from . import analysis as A
+from .plot import WORKLOAD_COLORS, figure_stamp, mode_label, new_figure
+from .validate import check_result
+
+__all__ = ["plot_dram_timeline"]
+
+
+def plot_dram_timeline(samples: pd.DataFrame, trace: pd.DataFrame, *, rep: int = 0, figsize=None) -> Figure:
+    """One panel per repetition group (each workload alone, then together): counters over time.
+
+    DRAM throughput (% of peak) is a solid step line, the share of SMs active (where
+    the metric set has it) a dashed one; under them, each workload's kernels (CUPTI
+    spans) as bars. Counters are device-wide: with two partitions busy they add up
+    both. The title of each panel gives the means while its kernels ran
+    (:func:`gcexplore.pm.dram_summary`).
+
+    Parameters
+    ----------
+    samples : pandas.DataFrame
+        Kind ``"pm"`` from :func:`gcexplore.dram_timeline`.
+    trace : pandas.DataFrame
+        The trace of the same run.
+    rep : int, default 0
+        Which repetition.
+    figsize : tuple of float, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        DRAM lines carry gid ``"dram:<mode>:<workloads>"``, SM lines ``"sm_active:..."``,
+        kernel bars ``"kernel:<workload>"``.
+    """
+    from .pm import dram_summary
+
+    check_result(samples, "pm", "plot_dram_timeline")
+    A.require_one_run(samples, "plot_dram_timeline")
+    summary = dram_summary(samples, trace)
+    groups = summary[summary["rep"] == rep]
+    if groups.empty:
+        raise ValueError(f"no repetition {rep} in these samples; repetitions are {sorted(set(summary['rep']))}")
+    wls = list(dict.fromkeys(trace["workload"]))
+    colors = {w: WORKLOAD_COLORS[i % len(WORKLOAD_COLORS)] for i, w in enumerate(wls)}
+    fig = new_figure(figsize or (9.0, 0.9 + 2.2 * len(groups)))
+    axes = fig.subplots(len(groups), 1, squeeze=False, sharex=True)[:, 0]
+    for ax, g in zip(axes, groups.itertuples()):
+        s = samples[(samples["mode"] == g.mode) & (samples["rep"] == rep) & (samples["workloads"] == g.workloads)
+                    & (samples["layout"] == g.layout)].sort_values("start_ms")
+        ax.step([*s["start_ms"], s["end_ms"].iloc[-1]], [*s["dram_pct"], s["dram_pct"].iloc[-1]], where="post",
+                color="#1f3b73", linewidth=1.4, label="DRAM throughput, % of peak", gid=f"dram:{g.mode}:{g.workloads}")
+        if s["sm_active_pct"].notna().any():
+            ax.step([*s["start_ms"], s["end_ms"].iloc[-1]], [*s["sm_active_pct"], s["sm_active_pct"].iloc[-1]],
+                    where="post", color="#2ca02c", linestyle="--", linewidth=1.2, label="SMs active, % of all SMs",
+                    gid=f"sm_active:{g.mode}:{g.workloads}")
+        names = g.workloads.split("+")
+        k = trace[(trace["layout"] == g.layout) & (trace["mode"] == g.mode) & (trace["rep"] == rep)
+                  & trace["workload"].isin(names)]
+        for i, (wl, kw) in enumerate(k.groupby("workload", sort=False)):
+            part = f"{kw['partition'].iloc[0]}, {int(kw['sm_count'].iloc[0])} SMs"
+            ax.broken_barh(list(zip(kw["start_ms"], kw["end_ms"] - kw["start_ms"])), (-9 - 9 * i, 7),
+                           facecolors=colors[wl], gid=f"kernel:{wl}")
+            ax.text(float(kw["start_ms"].min()), -5.5 - 9 * i, f" {wl} ({part})", fontsize=7, va="center")
+        ax.set_ylim(-2 - 9 * max(len(names), 1), 105)
+        ax.set_yticks([0, 25, 50, 75, 100])
+        ax.set_ylabel("% (device-wide)", fontsize=8)
+        ax.grid(True, alpha=0.3)
+        sm_text = "" if math.isnan(g.sm_active_pct) else f", SMs active {g.sm_active_pct:.0f}%"
+        ax.set_title(f"{mode_label(g.mode)} — {g.workloads}: DRAM {g.dram_pct:.0f}% of peak{sm_text} "
+                     f"(means over {g.samples} samples while the kernels ran)", fontsize=8.5)
+    axes[0].legend(handles=[*axes[0].get_legend_handles_labels()[0],
+                            *[Patch(color=c, label=w) for w, c in colors.items()]], fontsize=7, loc="upper right")
+    axes[-1].set_xlabel("time since the repetition's common start (ms; PM samples and CUPTI kernel records)")
+    fig.suptitle(f"{figure_stamp(samples.attrs)}\nPM sampling every {samples.attrs.get('interval_us', '?')} us, "
+                 f"layout {groups['layout'].iloc[0]}, repetition {rep}{_verdict(groups)}", fontsize=9, color="0.2")
+    return fig
+
+
+def _verdict(groups: pd.DataFrame) -> str:
+    """What the means say about sharing DRAM, when the groups hold each workload alone and all together."""
+    alone = groups[groups["mode"] == "alone"]
+    together = groups[groups["mode"] == "concurrent"]
+    if len(alone) < 2 or len(together) != 1 or alone["dram_pct"].isna().any():
+        return ""
+    a, c = float(alone["dram_pct"].sum()), float(together["dram_pct"].iloc[0])
+    parts = " + ".join(f"{v:.0f}%" for v in alone["dram_pct"])
+    if a > c + 5:
+        return f": alone {parts} of DRAM peak, together {c:.0f}%, so they shared the bandwidth"
+    return f": alone {parts} of DRAM peak, together {c:.0f}%"
