@@ -295,10 +295,22 @@ def samples_frame(starts, ends, values, metrics: list[str], trace):
 
 
 _METRIC_COLUMNS = ("dram_pct", "dram_read_gbs", "dram_write_gbs", "sm_active_pct")
+SUMMARY_COLUMNS = ["layout", "mode", "rep", "workloads", "workload", "from_ms", "to_ms", "samples", *_METRIC_COLUMNS]
+
+
+def _spans(kernels) -> list[tuple[str, float, float]]:
+    """Each workload's first start and last end, then, where several overlap, their common stretch."""
+    spans = [(str(w), float(k["start_ms"].min()), float(k["end_ms"].max()))
+             for w, k in kernels.groupby("workload", sort=True)]
+    if len(spans) > 1:
+        a, b = max(s[1] for s in spans), min(s[2] for s in spans)
+        if b > a:
+            spans.append(("+".join(s[0] for s in spans), a, b))
+    return spans
 
 
 def dram_summary(samples, trace):
-    """Mean of each counter while a repetition's kernels ran, per repetition group.
+    """Mean of each counter while each workload ran, and while all of a repetition's ran together.
 
     Parameters
     ----------
@@ -310,9 +322,12 @@ def dram_summary(samples, trace):
     Returns
     -------
     pandas.DataFrame
-        ``layout``, ``mode``, ``rep``, ``workloads``, ``kernels_ms`` (first kernel start to
-        last kernel end), ``samples`` (samples wholly inside that window) and the mean
-        ``dram_pct``, ``dram_read_gbs``, ``dram_write_gbs``, ``sm_active_pct`` over them.
+        One row per repetition group (``layout``, ``mode``, ``rep``, ``workloads``) and
+        ``workload``: a workload's window runs from its first kernel's start to its last
+        kernel's end; where the group's workloads overlap, one more row (``workload``
+        their names joined by "+") covers the stretch where all of them ran. ``from_ms``
+        / ``to_ms`` bound the window, ``samples`` counts the samples wholly inside it, and
+        ``dram_pct``, ``dram_read_gbs``, ``dram_write_gbs``, ``sm_active_pct`` are their means.
     """
     import pandas as pd
 
@@ -321,15 +336,15 @@ def dram_summary(samples, trace):
     check_result(samples, "pm", "dram_summary")
     check_result(trace, "trace", "dram_summary")
     rows = []
-    for o, last_ms in _windows(trace):
+    for o, _ in _windows(trace):
+        group = "+".join(o["workloads"])
         k = trace[(trace["layout"] == o["layout"]) & (trace["mode"] == o["mode"]) & (trace["rep"] == o["rep"])
                   & trace["workload"].isin(o["workloads"])]
-        first_ms = float(k["start_ms"].min())
-        s = samples[(samples["layout"] == o["layout"]) & (samples["mode"] == o["mode"])
-                    & (samples["rep"] == o["rep"]) & (samples["workloads"] == "+".join(o["workloads"]))
-                    & (samples["start_ms"] >= first_ms) & (samples["end_ms"] <= last_ms)]
-        rows.append({"layout": o["layout"], "mode": o["mode"], "rep": o["rep"], "workloads": "+".join(o["workloads"]),
-                     "kernels_ms": last_ms - first_ms, "samples": len(s),
-                     **{c: float(s[c].mean()) if len(s) else math.nan for c in _METRIC_COLUMNS}})
-    return pd.DataFrame(rows, columns=["layout", "mode", "rep", "workloads", "kernels_ms", "samples",
-                                       *_METRIC_COLUMNS])
+        mine = samples[(samples["layout"] == o["layout"]) & (samples["mode"] == o["mode"])
+                       & (samples["rep"] == o["rep"]) & (samples["workloads"] == group)]
+        for w, a, b in _spans(k):
+            s = mine[(mine["start_ms"] >= a) & (mine["end_ms"] <= b)]
+            rows.append({"layout": o["layout"], "mode": o["mode"], "rep": o["rep"], "workloads": group,
+                         "workload": w, "from_ms": a, "to_ms": b, "samples": len(s),
+                         **{c: float(s[c].mean()) if len(s) else math.nan for c in _METRIC_COLUMNS}})
+    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)

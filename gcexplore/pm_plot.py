@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import textwrap
 
 import pandas as pd
 from matplotlib.figure import Figure
@@ -16,13 +17,14 @@ __all__ = ["plot_dram_timeline"]
 
 
 def plot_dram_timeline(samples: pd.DataFrame, trace: pd.DataFrame, *, rep: int = 0, figsize=None) -> Figure:
-    """One panel per repetition group (each workload alone, then together): counters over time.
+    """One panel per mode (its repetition group): device-wide counters over time above the kernels.
 
     DRAM throughput (% of peak) is a solid step line, the share of SMs active (where
     the metric set has it) a dashed one; under them, each workload's kernels (CUPTI
-    spans) as bars. Counters are device-wide: with two partitions busy they add up
-    both. The title of each panel gives the means while its kernels ran
-    (:func:`gcexplore.pm.dram_summary`).
+    spans) as bars. Counters are device-wide: with two partitions busy they count
+    both. Each panel's title gives the means while each workload ran and while all
+    ran together (:func:`gcexplore.pm.dram_summary`); the figure's title compares
+    them when the run has each workload alone and all of them concurrently.
 
     Parameters
     ----------
@@ -45,21 +47,23 @@ def plot_dram_timeline(samples: pd.DataFrame, trace: pd.DataFrame, *, rep: int =
     check_result(samples, "pm", "plot_dram_timeline")
     A.require_one_run(samples, "plot_dram_timeline")
     summary = dram_summary(samples, trace)
-    groups = summary[summary["rep"] == rep]
-    if groups.empty:
-        raise ValueError(f"no repetition {rep} in these samples; repetitions are {sorted(set(summary['rep']))}")
+    summary = summary[summary["rep"] == rep]
+    if summary.empty:
+        raise ValueError(f"no repetition {rep} in these samples; repetitions are {sorted(set(samples['rep']))}")
+    groups = summary.drop_duplicates(["layout", "mode", "workloads"])
     wls = list(dict.fromkeys(trace["workload"]))
     colors = {w: WORKLOAD_COLORS[i % len(WORKLOAD_COLORS)] for i, w in enumerate(wls)}
-    fig = new_figure(figsize or (9.0, 0.9 + 2.2 * len(groups)))
+    fig = new_figure(figsize or (11.0, 1.2 + 2.4 * len(groups)))
     axes = fig.subplots(len(groups), 1, squeeze=False, sharex=True)[:, 0]
     for ax, g in zip(axes, groups.itertuples()):
         s = samples[(samples["mode"] == g.mode) & (samples["rep"] == rep) & (samples["workloads"] == g.workloads)
                     & (samples["layout"] == g.layout)].sort_values("start_ms")
-        ax.step([*s["start_ms"], s["end_ms"].iloc[-1]], [*s["dram_pct"], s["dram_pct"].iloc[-1]], where="post",
-                color="#1f3b73", linewidth=1.4, label="DRAM throughput, % of peak", gid=f"dram:{g.mode}:{g.workloads}")
+        x = [*s["start_ms"], s["end_ms"].iloc[-1]]
+        ax.step(x, [*s["dram_pct"], s["dram_pct"].iloc[-1]], where="post", color="#1f3b73", linewidth=1.4,
+                label="DRAM throughput, % of peak", gid=f"dram:{g.mode}:{g.workloads}")
         if s["sm_active_pct"].notna().any():
-            ax.step([*s["start_ms"], s["end_ms"].iloc[-1]], [*s["sm_active_pct"], s["sm_active_pct"].iloc[-1]],
-                    where="post", color="#2ca02c", linestyle="--", linewidth=1.2, label="SMs active, % of all SMs",
+            ax.step(x, [*s["sm_active_pct"], s["sm_active_pct"].iloc[-1]], where="post", color="#2ca02c",
+                    linestyle="--", linewidth=1.2, label="SMs active, % of all SMs",
                     gid=f"sm_active:{g.mode}:{g.workloads}")
         names = g.workloads.split("+")
         k = trace[(trace["layout"] == g.layout) & (trace["mode"] == g.mode) & (trace["rep"] == rep)
@@ -73,25 +77,34 @@ def plot_dram_timeline(samples: pd.DataFrame, trace: pd.DataFrame, *, rep: int =
         ax.set_yticks([0, 25, 50, 75, 100])
         ax.set_ylabel("% (device-wide)", fontsize=8)
         ax.grid(True, alpha=0.3)
-        sm_text = "" if math.isnan(g.sm_active_pct) else f", SMs active {g.sm_active_pct:.0f}%"
-        ax.set_title(f"{mode_label(g.mode)} — {g.workloads}: DRAM {g.dram_pct:.0f}% of peak{sm_text} "
-                     f"(means over {g.samples} samples while the kernels ran)", fontsize=8.5)
+        rows = summary[(summary["mode"] == g.mode) & (summary["workloads"] == g.workloads)
+                       & (summary["layout"] == g.layout)]
+        ax.set_title("\n".join(textwrap.wrap(f"{mode_label(g.mode)} — " + "; ".join(
+            _means_text(r) for r in rows.itertuples()), 110)), fontsize=8.5)
     axes[0].legend(handles=[*axes[0].get_legend_handles_labels()[0],
-                            *[Patch(color=c, label=w) for w, c in colors.items()]], fontsize=7, loc="upper right")
+                            *[Patch(color=c, label=w) for w, c in colors.items()]], fontsize=7,
+                   loc="upper left", bbox_to_anchor=(1.01, 1.0))
     axes[-1].set_xlabel("time since the repetition's common start (ms; PM samples and CUPTI kernel records)")
     fig.suptitle(f"{figure_stamp(samples.attrs)}\nPM sampling every {samples.attrs.get('interval_us', '?')} us, "
-                 f"layout {groups['layout'].iloc[0]}, repetition {rep}{_verdict(groups)}", fontsize=9, color="0.2")
+                 f"layout {groups['layout'].iloc[0]}, repetition {rep}{_verdict(summary)}", fontsize=9, color="0.2")
     return fig
 
 
-def _verdict(groups: pd.DataFrame) -> str:
-    """What the means say about sharing DRAM, when the groups hold each workload alone and all together."""
-    alone = groups[groups["mode"] == "alone"]
-    together = groups[groups["mode"] == "concurrent"]
+def _means_text(r) -> str:
+    who = f"{r.workload.replace('+', ' and ')} together" if "+" in r.workload else r.workload
+    sm = "" if math.isnan(r.sm_active_pct) else f", SMs active {r.sm_active_pct:.0f}%"
+    return f"{who}: DRAM {r.dram_pct:.0f}% of peak{sm}"
+
+
+def _verdict(summary: pd.DataFrame) -> str:
+    """What the means say about sharing DRAM: each workload alone against all of them together."""
+    alone = summary[(summary["mode"] == "alone") & ~summary["workload"].str.contains("+", regex=False)]
+    together = summary[(summary["mode"] == "concurrent") & summary["workload"].str.contains("+", regex=False)]
     if len(alone) < 2 or len(together) != 1 or alone["dram_pct"].isna().any():
         return ""
     a, c = float(alone["dram_pct"].sum()), float(together["dram_pct"].iloc[0])
-    parts = " + ".join(f"{v:.0f}%" for v in alone["dram_pct"])
+    parts = " and ".join(f"{r.workload} {r.dram_pct:.0f}%" for r in alone.itertuples())
+    text = f":\nalone {parts} of DRAM peak; together {c:.0f}%"
     if a > c + 5:
-        return f": alone {parts} of DRAM peak, together {c:.0f}%, so they shared the bandwidth"
-    return f": alone {parts} of DRAM peak, together {c:.0f}%"
+        text += ", less than the sum: the SMs were split, the bandwidth was shared"
+    return text

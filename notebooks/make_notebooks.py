@@ -736,6 +736,37 @@ if bw is not None:
     display(gcexplore.plot_throughput(bw))
 """),
     md("""
+The same sharing, sample by sample: CUPTI's PM sampler reads device-wide counters
+every 20 µs while two memory kernels run, one on 24 SMs and one on the 108-SM
+remainder, first each alone, then together. The SM counter follows the partitions; the
+DRAM counter does not add up.
+"""),
+    code("""
+pm_run = None
+if LIVE:
+    try:
+        pm_run = gcexplore.dram_timeline({"m24": "memory", "m108": "memory"}, [24], repeats=2 if QUICK else 3)
+    except (gcexplore.UnsupportedError, gcexplore.PmSamplingError) as e:
+        print(f"PM sampling is not available here ({e}); showing the recorded run if present")
+if pm_run is not None:
+    pm_samples, pm_trace = pm_run.samples, pm_run.trace
+else:
+    pm_samples = recorded_if_present("pm")
+    pm_trace = recorded_if_present("pm_trace") if pm_samples is not None else None
+if pm_samples is not None and pm_trace is not None:
+    pm_sum = gcexplore.dram_summary(pm_samples, pm_trace)
+    med = pm_sum.groupby(["mode", "workload"])[["dram_pct", "sm_active_pct"]].median()
+    alone = med.loc["alone"]
+    together = med.loc["concurrent"].loc[[w for w in med.loc["concurrent"].index if "+" in w][0]]
+    solo = " and ".join(f"{w} {r.dram_pct:.0f}% (SMs active {r.sm_active_pct:.0f}%)"
+                        for w, r in alone.iterrows() if "+" not in w)
+    shown["bandwidth over time"] = (f"sampled every {pm_samples.attrs.get('interval_us', 20):g} us, each memory "
+                                    f"kernel alone drew {solo} of DRAM peak; together {together.dram_pct:.0f}% "
+                                    f"with {together.sm_active_pct:.0f}% of the SMs active")
+    print(shown["bandwidth over time"])
+    display(gcexplore.plot_dram_timeline(pm_samples, pm_trace))
+"""),
+    md("""
 ## 5. The L2 cache is shared
 
 The same triad, made to pass 50 times over a small working set without flushing L2
@@ -803,6 +834,7 @@ claims = {"SMs": "Green contexts partition SMs (section 1)",
           "primary": "They do nothing about work in the primary context (section 2)",
           "latency": "A partition protects a latency-critical kernel from waiting for SMs (section 3)",
           "bandwidth": "Memory bandwidth stays shared (section 4)",
+          "bandwidth over time": "DRAM counters do not add up across partitions; SM counters do (section 4)",
           "L2": "The L2 cache stays shared (section 5)"}
 for key, claim in claims.items():
     print(f"* {claim}: {shown.get(key, 'not shown here: needs a GPU or the recorded result')}")
@@ -815,7 +847,7 @@ NOTEBOOKS = {
     "02_sweeping_sm_splits.ipynb": (SWEEPING, ["sweep", "torch_sweep", "trace_overlap", "trace"],
                                     "Sweeping SM splits"),
     "03_sm_isolation.ipynb": (ISOLATION, ["occupancy", "isolation"], "SM isolation",
-                              ["primary_sms", "bandwidth_sharing", "l2_sharing"]),
+                              ["primary_sms", "bandwidth_sharing", "l2_sharing", "pm", "pm_trace"]),
 }
 
 

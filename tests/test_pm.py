@@ -19,37 +19,40 @@ from gcexplore.pm_plot import plot_dram_timeline
 from gcexplore.schema import columns, frame, kind_of
 from gcexplore.validate import ResultError
 
-T0 = {("alone", 0, "a"): 1_000_000_000, ("alone", 0, "b"): 1_010_000_000, ("concurrent", 0, None): 1_020_000_000}
+T0 = {"alone": 1_000_000_000, "concurrent": 1_010_000_000}
 STEP = 20_000  # ns between samples
+# (mode, workload) -> kernel start and end, ms after the repetition's origin: alone runs the
+# two one after the other in one repetition, concurrent runs them side by side
+KERNELS = {("alone", "a"): (0.1, 1.1), ("alone", "b"): (1.2, 2.2),
+           ("concurrent", "a"): (0.1, 1.1), ("concurrent", "b"): (0.1, 1.6)}
+DRAM = {"a": 70.0, "b": 80.0, "a+b": 85.0}
+SHARE = {"a": 24 / 132, "b": 108 / 132, "a+b": 1.0}
 
 
 def _trace():
-    """Workload a on p0 (24 SMs) and b on the remainder (108), alone then together, 1 ms kernels."""
-    rows, origins = [], []
-    for (mode, rep, only), t0 in T0.items():
-        names = [only] if only else ["a", "b"]
-        origins.append({"layout": "24+108", "mode": mode, "rep": rep, "origin_ns": t0, "workloads": names})
-        for n in names:
-            rows.append({**dict.fromkeys(columns("trace"), 0), "layout": "24+108", "mode": mode, "rep": rep, "workload": n, "launch": 0,
-                         "partition": "p0" if n == "a" else "remainder", "sm_count": 24 if n == "a" else 108,
-                         "stream_id": 7, "activity": "kernel", "name": "k", "start_ms": 0.1, "end_ms": 1.1,
-                         "correlation_id": len(rows) + 1})
+    """Workload a on p0 (24 SMs) and b on the remainder (108 SMs), alone and together."""
+    rows = []
+    for (mode, n), (a, b) in KERNELS.items():
+        rows.append({**dict.fromkeys(columns("trace"), 0), "layout": "24+108", "mode": mode, "rep": 0,
+                     "workload": n, "partition": "p0" if n == "a" else "remainder", "sm_count": 24 if n == "a" else 108,
+                     "stream_id": 7, "activity": "kernel", "name": "k", "start_ms": a, "end_ms": b,
+                     "correlation_id": len(rows) + 1})
+    origins = [{"layout": "24+108", "mode": m, "rep": 0, "origin_ns": t0, "workloads": ["a", "b"]}
+               for m, t0 in T0.items()]
     return frame(rows, "trace", {"device_name": "Test GPU", "run_id": "r1", "rep_origins": origins})
 
 
 def _samples():
-    """Every 20 us from 0.5 ms before the first origin to 3 ms after the last: DRAM 80% while a kernel
-    runs, 0 otherwise; SM cycles 24/132 or 108/132 of the elapsed ones (both: all)."""
-    starts = np.arange(T0[("alone", 0, "a")] - 500_000, T0[("concurrent", 0, None)] + 3_000_000, STEP)
+    """Every 20 us from 0.5 ms before the first origin to 3 ms after the last: what runs decides
+    DRAM (% of peak) and SM cycles (the running partitions' share of the elapsed ones)."""
+    starts = np.arange(T0["alone"] - 500_000, T0["concurrent"] + 3_000_000, STEP)
     ends = starts + STEP
     vals = []
     for s in starts:
-        share, dram = 0.0, 0.0
-        for (mode, _, only), t0 in T0.items():
-            if t0 + 100_000 <= s and s + STEP <= t0 + 1_100_000:
-                share = {"a": 24 / 132, "b": 108 / 132, None: 1.0}[only]
-                dram = {"a": 70.0, "b": 80.0, None: 85.0}[only]
-        vals.append([dram, share * 39_600.0, 39_600.0])
+        running = [n for (mode, n), (a, b) in KERNELS.items()
+                   if T0[mode] + a * 1e6 <= s and s + STEP <= T0[mode] + b * 1e6]
+        key = "+".join(sorted(running))
+        vals.append([DRAM.get(key, 0.0), SHARE.get(key, 0.0) * 39_600.0, 39_600.0])
     starts[0] = 0  # CUPTI's first sample has no start
     return starts, ends, np.array(vals), list(pm.METRIC_SETS["dram_sm"])
 
@@ -58,18 +61,16 @@ def test_samples_land_in_their_repetition_on_the_trace_time_axis():
     tr = _trace()
     s = pm.samples_frame(*_samples(), tr)
     assert kind_of(s) == "pm" and list(s.columns) == columns("pm")
-    groups = s.groupby(["mode", "workloads"]).size()
-    # midpoints from two intervals before the origin to two after the last kernel end (1.1 ms):
-    # -30, -10, ..., 1130 us -> 59 samples
-    assert set(groups.index) == {("alone", "a"), ("alone", "b"), ("concurrent", "a+b")}
-    assert (groups == 59).all()
-    a = s[s["workloads"] == "a"]
-    assert a["start_ms"].min() == pytest.approx(-0.04) and a["end_ms"].max() == pytest.approx(1.14)
-    inside = a[(a["start_ms"] >= 0.1) & (a["end_ms"] <= 1.1)]
-    assert (inside["dram_pct"] == 70).all() and inside["sm_active_pct"].to_numpy() == pytest.approx(100 * 24 / 132)
-    assert (a[a["end_ms"] <= 0.1]["dram_pct"] == 0).all()
+    # midpoints from two intervals before the origin to two after the last kernel end:
+    # alone -30 ... 2230 us (114 samples), concurrent -30 ... 1630 us (84)
+    assert s.groupby(["mode", "workloads"]).size().to_dict() == {("alone", "a+b"): 114, ("concurrent", "a+b"): 84}
+    al = s[s["mode"] == "alone"]
+    assert al["start_ms"].min() == pytest.approx(-0.04) and al["end_ms"].max() == pytest.approx(2.24)
+    a = al[(al["start_ms"] >= 0.1) & (al["end_ms"] <= 1.1)]
+    assert (a["dram_pct"] == 70).all() and a["sm_active_pct"].to_numpy() == pytest.approx(100 * 24 / 132)
+    assert (al[al["end_ms"] <= 0.1]["dram_pct"] == 0).all()
     assert s["dram_read_gbs"].isna().all()  # not in this metric set
-    assert s.attrs["samples_kept"] == 3 * 59 and s.attrs["samples_total"] == len(_samples()[0]) - 1
+    assert s.attrs["samples_kept"] == 114 + 84 and s.attrs["samples_total"] == len(_samples()[0]) - 1
 
 
 def test_read_and_write_bytes_become_gb_per_second():
@@ -82,14 +83,19 @@ def test_read_and_write_bytes_become_gb_per_second():
     assert s["sm_active_pct"].isna().all()
 
 
-def test_summary_means_only_the_samples_inside_the_kernels():
+def test_summary_means_each_workload_and_all_together_over_the_samples_inside():
     tr = _trace()
-    summ = pm.dram_summary(pm.samples_frame(*_samples(), tr), tr).set_index(["mode", "workloads"])
-    assert summ.loc[("alone", "a"), "dram_pct"] == pytest.approx(70.0)
-    assert summ.loc[("alone", "b"), "sm_active_pct"] == pytest.approx(100 * 108 / 132)
-    assert summ.loc[("concurrent", "a+b"), "dram_pct"] == pytest.approx(85.0)
-    assert summ.loc[("concurrent", "a+b"), "kernels_ms"] == pytest.approx(1.0)
-    assert (summ["samples"] == 50).all()
+    summ = pm.dram_summary(pm.samples_frame(*_samples(), tr), tr)
+    assert list(summ.columns) == pm.SUMMARY_COLUMNS
+    by = summ.set_index(["mode", "workload"])
+    assert by.loc[("alone", "a"), "dram_pct"] == pytest.approx(70.0)
+    assert by.loc[("alone", "b"), "sm_active_pct"] == pytest.approx(100 * 108 / 132)
+    assert ("alone", "a+b") not in by.index  # one after the other: never together
+    assert by.loc[("concurrent", "a+b"), "dram_pct"] == pytest.approx(85.0)
+    assert (by.loc[("concurrent", "a+b"), ["from_ms", "to_ms"]].to_list()) == pytest.approx([0.1, 1.1])
+    assert by.loc[("concurrent", "b"), "dram_pct"] == pytest.approx((50 * 85 + 25 * 80) / 75)
+    assert by["samples"].to_dict() == {("alone", "a"): 50, ("alone", "b"): 50, ("concurrent", "a"): 50,
+                                       ("concurrent", "b"): 75, ("concurrent", "a+b"): 50}
 
 
 def test_plot_states_the_means_it_draws(tmp_path):
@@ -97,13 +103,13 @@ def test_plot_states_the_means_it_draws(tmp_path):
     s = pm.samples_frame(*_samples(), tr)
     s.attrs["interval_us"] = 20.0
     fig = plot_dram_timeline(s, tr)
-    titles = [ax.get_title() for ax in fig.axes]
-    assert any("a: DRAM 70% of peak, SMs active 18%" in t for t in titles)
-    assert any("a+b: DRAM 85% of peak, SMs active 100%" in t for t in titles)
-    sup = fig._suptitle.get_text()
-    assert "alone 70% + 80% of DRAM peak, together 85%, so they shared the bandwidth" in sup
+    titles = [" ".join(ax.get_title().split()) for ax in fig.axes]
+    assert any("a: DRAM 70% of peak, SMs active 18%; b: DRAM 80% of peak, SMs active 82%" in t for t in titles)
+    assert any("a and b together: DRAM 85% of peak, SMs active 100%" in t for t in titles)
+    sup = " ".join(fig._suptitle.get_text().split())
+    assert "alone a 70% and b 80% of DRAM peak; together 85%, less than the sum" in sup
     gids = {a.get_gid() for ax in fig.axes for a in [*ax.lines, *ax.collections]}
-    assert {"dram:concurrent:a+b", "sm_active:alone:a", "kernel:a", "kernel:b"} <= gids
+    assert {"dram:concurrent:a+b", "sm_active:alone:a+b", "kernel:a", "kernel:b"} <= gids
     fig.savefig(tmp_path / "pm.png")
     with pytest.raises(ValueError, match="no repetition 5"):
         plot_dram_timeline(s, tr, rep=5)
@@ -181,3 +187,19 @@ def test_factory_spec_reaches_the_child(monkeypatch):
     with pytest.raises(TypeError, match="factory mypkg.pairs:make metrics dram__throughput"):
         gcexplore.dram_timeline("mypkg.pairs:make", [24])
     assert json.dumps(pm.METRIC_SETS)  # plain data, passed to the child as JSON
+
+
+def test_the_guide_states_what_the_recorded_run_shows():
+    from pathlib import Path
+
+    if not {"pm", "pm_trace"} <= set(results.recorded_names()):
+        pytest.skip("no recorded PM sampling run in gcexplore/data")
+    s, tr = gcexplore.load_recorded("pm"), gcexplore.load_recorded("pm_trace")
+    summ = pm.dram_summary(s, tr)
+    summ["ms"] = summ["to_ms"] - summ["from_ms"]
+    med = summ.groupby(["mode", "workload"])[["dram_pct", "sm_active_pct", "ms"]].median()
+    a24, a108, both = med.loc[("alone", "m24")], med.loc[("alone", "m108")], med.loc[("concurrent", "m108+m24")]
+    guide = " ".join((Path(__file__).resolve().parents[1] / "docs" / "guide.md").read_text().split())
+    assert (f"alone on 24 SMs drew {a24.dram_pct:.0f}% of DRAM's peak with {a24.sm_active_pct:.0f}% of the SMs "
+            f"active; alone on the 108-SM remainder, {a108.dram_pct:.0f}%; both together, {both.dram_pct:.0f}%, "
+            f"so the 24-SM kernel took {med.loc[('concurrent', 'm24'), 'ms']:.1f} ms instead of {a24.ms:.1f} ms") in guide

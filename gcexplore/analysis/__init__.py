@@ -228,7 +228,9 @@ def summarize(df: pd.DataFrame, trace: pd.DataFrame | None = None) -> pd.DataFra
     Occupancy results: :func:`sm_busy`. Traces: :func:`gcexplore.busy.busy_time`.
 
     Tune results: as overlap results (their rows are concurrent ones); see also
-    :func:`tune_table`.
+    :func:`tune_table`. PM samples (kind ``"pm"``): per repetition group, ``samples``
+    and the means of the counters over its whole window, ``dram_pct_max``; per workload
+    with the trace: :func:`gcexplore.pm.dram_summary`.
 
     Rates (``throughput_tflops``, ``bandwidth_gbs``) of a mode in
     :data:`SPAN_INCLUDES_WAIT` (plain streams) are NaN, with the reason in
@@ -241,9 +243,20 @@ def summarize(df: pd.DataFrame, trace: pd.DataFrame | None = None) -> pd.DataFra
     kind = check_result(df, KINDS, "summarize")
     one = {"overlap": _summarize_overlap, "sweep": _summarize_overlap, "tune": _summarize_overlap,
            "scaling": _summarize_scaling, "isolation": _summarize_isolation, "occupancy": sm_busy,
-           "trace": busy.busy_time}[kind]
+           "trace": busy.busy_time, "pm": _summarize_pm}[kind]
     out = _per_run(df, one)
     return out if trace is None or kind not in ("overlap", "sweep") else busy.with_trace(out, df, trace)
+
+
+def _summarize_pm(df: pd.DataFrame) -> pd.DataFrame:
+    """PM samples per repetition group over its whole window (``pm.dram_summary`` splits it per workload)."""
+    keys = ["layout", "mode", "rep", "workloads"]
+    g = df.groupby(keys, sort=False)
+    out = g.size().rename("samples").to_frame()
+    for c in ("dram_pct", "sm_active_pct", "dram_read_gbs", "dram_write_gbs"):
+        out[f"{c}_mean"] = g[c].mean()
+    out["dram_pct_max"] = g["dram_pct"].max()
+    return out.reset_index()
 
 
 def _summarize_overlap(df: pd.DataFrame) -> pd.DataFrame:
