@@ -24,9 +24,7 @@ def _workloads(spec: dict):
 
     if "factory" in spec:
         module, _, func = spec["factory"].partition(":")
-        made = getattr(importlib.import_module(module), func)()
-        items, owned = as_workloads(made, device=spec["device"])
-        return items, owned
+        return as_workloads(getattr(importlib.import_module(module), func)(), device=spec["device"])
     return as_workloads(spec["names"], device=spec["device"])
 
 
@@ -58,6 +56,7 @@ def run(spec: dict, out: Path) -> None:
             finally:
                 col.stop()
             data = col.decode(max_samples=MAX_SAMPLES)
+            populated = data.num_populated_samples
             samples = [(s.start_timestamp, s.end_timestamp, list(s.metric_values)) for s in data]
         finally:
             col.disable()
@@ -69,7 +68,7 @@ def run(spec: dict, out: Path) -> None:
     np.savez(out / "samples.npz", start=np.array([s[0] for s in samples], dtype=np.int64),
              end=np.array([s[1] for s in samples], dtype=np.int64),
              values=np.array([s[2] for s in samples], dtype=float).reshape(len(samples), len(spec["metrics"])),
-             metrics=np.array(spec["metrics"]))
+             metrics=np.array(spec["metrics"]), populated=np.array(populated))
 
 
 def main(argv: list[str]) -> int:

@@ -29,6 +29,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -149,17 +150,22 @@ def _relay_error(out_dir: Path, proc: subprocess.CompletedProcess | None, timeou
         cls = {"ValueError": ValueError, "TypeError": TypeError}.get(e.get("type"))
         if cls is not None:
             return cls(e["message"])
-        if e.get("type") in ("TraceUnavailable", "UnsupportedError"):
+        if e.get("type") == "TraceUnavailable":
+            from .tracing import TraceUnavailable
+
+            return TraceUnavailable(e["message"])
+        if e.get("type") == "UnsupportedError":
             return UnsupportedError(e["message"])
         return PmSamplingError(f"PM sampling failed in its child process ({e.get('type')}: {e.get('message')})")
     if proc is None:
         return PmSamplingError(f"the PM sampling child process ran past timeout_s={timeout_s:g} s and was "
                                "stopped; pass a larger timeout_s, fewer repeats or a longer interval_us")
     rc = proc.returncode
-    how = f"died from signal {signal.Signals(-rc).name}" if rc < 0 else f"exited with status {rc}"
+    how = (f"died from signal {signal.Signals(-rc).name} (a crash, as inside CUPTI's profiler)" if rc < 0
+           else f"exited with status {rc} before writing its results")
     return PmSamplingError(
-        f"the PM sampling child process {how} (a crash inside CUPTI's profiler); your process is unaffected "
-        f"and event timing and trace=True still work" + (f"; its last output: {tail}" if tail else ""))
+        f"the PM sampling child process {how}; your process is unaffected and event timing and trace=True "
+        "still work" + (f"; its last output: {tail}" if tail else ""))
 
 
 def dram_timeline(workloads, split, *, modes: Sequence[str] = ("alone", "concurrent"), repeats: int = 3,
@@ -229,6 +235,9 @@ def dram_timeline(workloads, split, *, modes: Sequence[str] = ("alone", "concurr
         result, trace = load(out / "result.parquet"), load(out / "trace.parquet")
         raw = np.load(out / "samples.npz")
         samples = samples_frame(raw["start"], raw["end"], raw["values"], list(raw["metrics"]), trace)
+        if int(raw["populated"]) >= MAX_SAMPLES:
+            warnings.warn(f"PM sampling kept its first {MAX_SAMPLES:,} samples ({MAX_SAMPLES * interval_ns / 1e9:.1f} s); "
+                          "later repetitions have none: use fewer repeats or a longer interval_us", stacklevel=2)
     for df in (result, trace, samples):
         df.attrs["recorded"] = False
     samples.attrs.update(metric_set=metrics, interval_us=interval_ns / 1000)
@@ -240,14 +249,14 @@ def dram_timeline(workloads, split, *, modes: Sequence[str] = ("alone", "concurr
 # ---------------------------------------------------------------------------
 
 
-def _windows(trace) -> list[tuple[dict, float]]:
-    """Each repetition group of the trace with the end of its last kernel (ms after its origin)."""
+def _groups(trace) -> list[tuple[dict, object]]:
+    """Each repetition group of the trace (its ``rep_origins`` entry) with its rows."""
     out = []
     for o in trace.attrs.get("rep_origins", []):
         rows = trace[(trace["layout"] == o["layout"]) & (trace["mode"] == o["mode"]) & (trace["rep"] == o["rep"])
                      & trace["workload"].isin(o["workloads"])]
         if len(rows):
-            out.append((o, float(rows["end_ms"].max())))
+            out.append((o, rows))
     return out
 
 
@@ -280,8 +289,8 @@ def samples_frame(starts, ends, values, metrics: list[str], trace):
     interval = float(np.median(ends - starts)) if len(starts) else 0.0
     mid = (starts + ends) / 2
     rows = []
-    for o, last_ms in _windows(trace):
-        t0 = o["origin_ns"]
+    for o, kernels in _groups(trace):
+        t0, last_ms = o["origin_ns"], float(kernels["end_ms"].max())
         inside = np.flatnonzero((mid >= t0 - 2 * interval) & (mid <= t0 + last_ms * 1e6 + 2 * interval))
         for i in inside:
             rows.append({"layout": o["layout"], "mode": o["mode"], "rep": o["rep"],
@@ -336,10 +345,8 @@ def dram_summary(samples, trace):
     check_result(samples, "pm", "dram_summary")
     check_result(trace, "trace", "dram_summary")
     rows = []
-    for o, _ in _windows(trace):
+    for o, k in _groups(trace):
         group = "+".join(o["workloads"])
-        k = trace[(trace["layout"] == o["layout"]) & (trace["mode"] == o["mode"]) & (trace["rep"] == o["rep"])
-                  & trace["workload"].isin(o["workloads"])]
         mine = samples[(samples["layout"] == o["layout"]) & (samples["mode"] == o["mode"])
                        & (samples["rep"] == o["rep"]) & (samples["workloads"] == group)]
         for w, a, b in _spans(k):

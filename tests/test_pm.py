@@ -203,3 +203,38 @@ def test_the_guide_states_what_the_recorded_run_shows():
     assert (f"alone on 24 SMs drew {a24.dram_pct:.0f}% of DRAM's peak with {a24.sm_active_pct:.0f}% of the SMs "
             f"active; alone on the 108-SM remainder, {a108.dram_pct:.0f}%; both together, {both.dram_pct:.0f}%, "
             f"so the 24-SM kernel took {med.loc[('concurrent', 'm24'), 'ms']:.1f} ms instead of {a24.ms:.1f} ms") in guide
+
+
+def _child_that_writes(monkeypatch, tmp_path, populated: int):
+    """A stand-in child that writes what a real one does, from the synthetic trace and samples."""
+    src = tmp_path / "src"
+    src.mkdir()
+    tr = _trace()
+    results.save(tr, src / "trace.parquet")
+    results.save(tr, src / "result.parquet")
+    starts, ends, values, metrics = _samples()
+    np.savez(src / "samples.npz", start=starts, end=ends, values=values, metrics=np.array(metrics),
+             populated=np.array(populated))
+    _fake_child(monkeypatch, f"import glob, shutil, sys\nfor f in glob.glob({str(src)!r} + '/*'):\n"
+                             "    shutil.copy(f, sys.argv[2])")
+
+
+def test_what_the_child_writes_comes_back_as_samples_result_and_trace(monkeypatch, tmp_path, recwarn):
+    _child_that_writes(monkeypatch, tmp_path, populated=300)
+    t = gcexplore.dram_timeline(["memory", "compute"], [24])
+    assert isinstance(t, pm.DramTimeline) and kind_of(t.samples) == "pm" and kind_of(t.trace) == "trace"
+    assert len(t.samples) == 114 + 84 and t.samples.attrs["metric_set"] == "dram_sm"
+    assert t.samples.attrs["interval_us"] == 20 and not t.samples.attrs["recorded"]
+    assert not [w for w in recwarn if "PM sampling kept" in str(w.message)]
+
+
+def test_samples_past_the_decode_capacity_are_reported(monkeypatch, tmp_path):
+    _child_that_writes(monkeypatch, tmp_path, populated=pm.MAX_SAMPLES)
+    with pytest.warns(UserWarning, match=r"kept its first 200,000 samples \(4.0 s\); later repetitions have none"):
+        gcexplore.dram_timeline(["memory", "compute"], [24])
+
+
+def test_a_child_that_exits_without_results_says_so(monkeypatch):
+    _fake_child(monkeypatch, "import sys; print('out of memory', file=sys.stderr); sys.exit(1)")
+    with pytest.raises(pm.PmSamplingError, match="exited with status 1 before writing its results.*out of memory"):
+        gcexplore.dram_timeline(["memory", "compute"], [24])
