@@ -20,7 +20,7 @@ import sys
 import pandas as pd
 
 import gcexplore
-from gcexplore import pm
+from gcexplore.experiments import pm
 
 
 def _makespan(df: pd.DataFrame) -> float:
@@ -56,7 +56,7 @@ def main(argv=None) -> int:
         for r in range(args.rounds):
             try:
                 t = gcexplore.dram_timeline(pair, [24], repeats=3, modes=("alone",), metrics=name)
-                s = pm.dram_summary(t.samples, t.trace)
+                s = gcexplore.dram_summary(t.samples, t.trace)
                 m = s[(s["mode"] == "alone") & (s["workload"] == "memory")].median(numeric_only=True)
                 sets.append({"set": name, "round": r, "finished": True, "dram_pct": m["dram_pct"],
                              "sm_active_pct": m["sm_active_pct"], "read_gbs": m["dram_read_gbs"],

@@ -31,7 +31,7 @@ just the trace).
 
 from __future__ import annotations
 
-from gcexplore.tracing import preload_cupti
+from gcexplore.trace.collector import preload_cupti
 
 # PyTorch ships CUPTI 13.0; cupti-python's 13.4 must be loaded first to report green
 # contexts (the first libcupti a process loads serves it).
@@ -45,7 +45,7 @@ from pathlib import Path
 import pandas as pd
 
 import gcexplore
-from gcexplore import results
+from gcexplore.results import io as results
 from gcexplore import workloads as W
 
 

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 import gcexplore
-from gcexplore.engine import Engine, spin_samples
+from gcexplore.experiments.engine import Engine, spin_samples
 
 
 def _own_stream_gate(engine, part, us: float, repeats: int, warmup: int = 3):

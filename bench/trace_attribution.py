@@ -20,7 +20,7 @@ import pandas as pd
 
 import gcexplore
 from gcexplore import workloads as W
-from gcexplore.tracing import preload_cupti
+from gcexplore.trace.collector import preload_cupti
 
 preload_cupti()  # CUPTI 13.4 before PyTorch's 13.0: green-context records
 

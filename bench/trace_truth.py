@@ -22,9 +22,9 @@ import pandas as pd
 
 import gcexplore
 from gcexplore import workloads as W
-from gcexplore.busy import busy_time
-from gcexplore.engine import Engine, Slot
-from gcexplore.tracing import Collector
+from gcexplore.analysis.trace import busy_time
+from gcexplore.experiments.engine import Engine, Slot
+from gcexplore.trace.collector import Collector
 
 
 def _measure(info, names, recs, repeats):

@@ -2,54 +2,50 @@
 
 Split a GPU's SMs into partitions, run workloads on them through explicit streams,
 measure what overlap buys, and look at it in Jupyter. Importing gcexplore touches
-no GPU and loads no heavy library: each public name below is imported from its
-module on first use (matplotlib with the plots, ipywidgets with the explorers,
-pyarrow with parquet files, CUPTI with a kernel trace; PM sampling runs in a child process).
+no GPU and loads no heavy library: each public name is imported from its layer on
+first use (matplotlib with the plots, ipywidgets with the explorers, pyarrow with
+parquet files, CUPTI with a kernel trace; PM sampling runs in a child process).
+
+The layers, bottom-up (each imports only the ones below it): ``schema`` and the checks;
+``device`` -> ``workloads``, ``trace`` -> ``experiments`` (the measuring wing); ``results`` ->
+``analysis`` -> ``views`` (the understanding wing); ``explorers`` and ``cli`` on top. ``api``,
+``profile`` and ``widgets`` are the public faces of the device layer, the experiments and the
+explorers. The public names are the union of the subpackages' ``__all__``.
 """
 
 from __future__ import annotations
 
 import importlib
 
-__version__ = "0.1.0"
+from . import analysis, device, experiments, explorers, results, trace, views, workloads
+from ._version import __version__
+
+_LAYERS = (device, workloads, trace, experiments, results, analysis, views, explorers)
+_GROUND = {"schema": ("MODES", "SCENARIOS", "Options")}
 
 # public name -> the module that defines it
-_WHERE = {
-    **dict.fromkeys((
-        "DeviceInfo", "GreenContextError", "PlannedGroup", "SplitPlan", "UnsupportedError",
-        "device_count", "device_info", "gpu_available", "plan_split", "require_stream", "use",
-    ), "api"),
-    **dict.fromkeys(("Partition", "Partitioning", "release_contexts", "split", "whole_device"), "partitions"),
-    **dict.fromkeys(("Workload", "builtin", "from_cupy", "from_kernel", "from_torch"), "workloads"),
-    **dict.fromkeys(("MODES", "SCENARIOS", "Options"), "schema"),
-    **dict.fromkeys(("MeasurementAborted", "MeasurementFailed", "MeasurementInterrupted"), "runner"),
-    "launch_gap": "engine",
-    **dict.fromkeys(("isolation", "occupancy", "profile_overlap", "scaling", "sweep"), "profile"),
-    **dict.fromkeys(("best_split", "layout_table", "sm_busy", "summarize", "tune_table"), "analysis"),
-    "tune": "tuner",
-    **dict.fromkeys(("TraceUnavailable", "TracedResult", "kernel_trace"), "tracing"),
-    **dict.fromkeys(("busy_time", "kernel_gaps", "tpc_map"), "busy"),
-    **dict.fromkeys(("estimate_occupancy", "sm_usage"), "occupancy_estimate"),
-    **dict.fromkeys(("load", "load_recorded", "save", "to_chrome_trace"), "results"),
-    **dict.fromkeys(("figure_stamp", "plot_isolation", "plot_occupancy", "plot_scaling", "plot_sweep",
-                     "plot_throughput"), "plot"),
-    **dict.fromkeys(("plot_sm_usage", "plot_timeline"), "timeline"),
-    "plot_tune": "tune_plot",
-    **dict.fromkeys(("DramTimeline", "PmSamplingError", "dram_summary", "dram_timeline"), "pm"),
-    "plot_dram_timeline": "pm_plot",
-    **dict.fromkeys(("Explorer", "SweepExplorer", "explore"), "widgets"),
-}
+_WHERE = {name: f"{layer.__name__.split('.', 1)[1]}.{module}"
+          for layer in _LAYERS for name, module in layer.WHERE.items() if name in layer.__all__}
+_WHERE.update({name: module for module, names in _GROUND.items() for name in names})
 
 __all__ = sorted([*_WHERE, "__version__"])
 
-# submodules reachable as attributes (``gcexplore.workloads.compute()``), imported on first use
-_SUBMODULES = ("analysis", "api", "partitions", "plot", "profile", "report", "results", "schema", "widgets",
-               "workloads")
+# Modules reachable as attributes (``gcexplore.plot.plot_sweep``): the faces, the layers,
+# and the names the flat modules of earlier versions had, kept so old code still runs.
+_MODULES = {
+    "api": "api", "profile": "profile", "widgets": "widgets", "schema": "schema", "cli": "cli",
+    "partitions": "device.partitions", "kernels": "device.kernels", "tracing": "trace.collector",
+    "cupti_records": "trace.records", "engine": "experiments.engine", "runner": "experiments.runner",
+    "tuner": "experiments.tuner", "search": "experiments.search", "pm": "experiments.pm",
+    "sizes": "experiments.request", "validate": "results.validate", "busy": "analysis.trace",
+    "occupancy_estimate": "analysis.occupancy_estimate", "plot": "views.plot", "timeline": "views.timeline",
+    "tune_plot": "views.tune", "pm_plot": "views.pm", "report": "views.report",
+}
 
 
 def __getattr__(name: str):
-    if name in _SUBMODULES:
-        return importlib.import_module(f".{name}", __name__)
+    if name in _MODULES:
+        return importlib.import_module(f".{_MODULES[name]}", __name__)
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module 'gcexplore' has no attribute {name!r}")
@@ -59,4 +55,4 @@ def __getattr__(name: str):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_WHERE) | set(_SUBMODULES))
+    return sorted(set(globals()) | set(_WHERE) | set(_MODULES))

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from ._checks import as_count, as_int
 
 __all__ = [
+    "trace_groups",
     "COLUMNS",
     "IDENTITY_COLUMNS",
     "KINDS",
@@ -314,3 +315,15 @@ def parse_layout(label: str) -> tuple[int, ...]:
 def sorted_partitions(names: Sequence[str]) -> list[str]:
     """Partition names in :func:`partition_key` order, each once."""
     return sorted(dict.fromkeys(map(str, names)), key=partition_key)
+
+
+
+def trace_groups(trace) -> list[tuple[dict, object]]:
+    """Each repetition group of the trace (its ``rep_origins`` entry) with its rows."""
+    out = []
+    for o in trace.attrs.get("rep_origins", []):
+        rows = trace[(trace["layout"] == o["layout"]) & (trace["mode"] == o["mode"]) & (trace["rep"] == o["rep"])
+                     & trace["workload"].isin(o["workloads"])]
+        if len(rows):
+            out.append((o, rows))
+    return out

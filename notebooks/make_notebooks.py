@@ -331,7 +331,7 @@ from that result: the text in between explains how to read them, never what they
     PARAMETERS,
     DETECT,
     code("""
-from gcexplore import report
+from gcexplore.views import report
 
 
 def sizes_for(n_quick=4):

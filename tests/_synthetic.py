@@ -290,7 +290,8 @@ def fake_tune(workloads=("compute", "memory"), *, seed: int = 0, fail_at: int | 
     from unittest import mock
 
     import gcexplore
-    from gcexplore import profile, tuner as T
+    from gcexplore.experiments import overlap as profile
+    from gcexplore.experiments import tuner as T
 
     info = gcexplore.DeviceInfo(name=SYNTHETIC_DEVICE, index=0, compute_capability=(9, 0), sm_count=132,
                                 min_partition_size=8, alignment=8, driver_version=13000)
@@ -305,7 +306,7 @@ def fake_tune(workloads=("compute", "memory"), *, seed: int = 0, fail_at: int | 
 
     with mock.patch.object(profile, "experiment", experiment), \
             mock.patch.object(profile, "measure_layout", _fake_measure_layout), \
-            mock.patch.object(T.api, "split", lambda counts, **kw: _FakeParts(counts, 132)):
+            mock.patch.object(T.partitions, "split", lambda counts, **kw: _FakeParts(counts, 132)):
         return T.tune(list(workloads), progress=False, **kwargs)
 
 

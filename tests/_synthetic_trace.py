@@ -17,7 +17,7 @@ import enum
 from types import SimpleNamespace as NS
 
 import _synthetic as S
-from gcexplore.tracing import Collector
+from gcexplore.trace.collector import Collector
 
 DEVICE_CTX, P0_CTX, REM_CTX = 1, 3, 2
 

@@ -10,7 +10,7 @@ import pytest
 # The GPU image carries two CUPTI libraries (PyTorch's 13.0 and cupti-python's 13.4); the
 # first one a process loads serves it, and only 13.4 reports green contexts. Load it first.
 with contextlib.suppress(Exception):
-    from gcexplore.tracing import preload_cupti
+    from gcexplore.trace.collector import preload_cupti
 
     preload_cupti()
 

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 import gcexplore
-from gcexplore import api
+from gcexplore.device import driver as api
 
 pytestmark = pytest.mark.gpu
 

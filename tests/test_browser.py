@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from gcexplore.widgets import CSS
+from gcexplore.explorers._base import CSS
 
 from _nbsupport import NOTEBOOK_DIR, REPO_ROOT, missing_recorded, read_notebook
 

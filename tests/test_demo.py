@@ -11,7 +11,9 @@ import pytest
 
 import _synthetic as S
 import gcexplore
-from gcexplore import _demo, report, results
+from gcexplore.cli import demo as _demo
+from gcexplore.views import report
+from gcexplore.results import io as results
 from gcexplore import analysis as A
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,7 +29,7 @@ def _best_layout(df):
 def synthetic_recorded(monkeypatch):
     """load_recorded() serving synthetic frames labelled recorded (never written to
     gcexplore/data), and no GPU."""
-    import gcexplore.api as api
+    import gcexplore.device.driver as api
 
     frames = {"sweep": S.sweep_df(recorded=True),
               "occupancy": S.occupancy_df(recorded=True),
@@ -128,7 +130,7 @@ def test_verdict_follows_the_data_when_the_spreads_overlap(synthetic_recorded):
 
 
 def test_live_demo_sweeps_then_records_occupancy_of_best(tmp_path, capsys, monkeypatch):
-    import gcexplore.profile as prof
+    import gcexplore.experiments.overlap as prof
 
     calls = []
     df = S.sweep_df()

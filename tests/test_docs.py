@@ -22,7 +22,7 @@ def test_readme_keeps_two_setup_commands_and_links_the_guide():
 
 
 def test_the_driver_in_the_text_is_the_one_checked():
-    from gcexplore.api import MIN_DRIVER
+    from gcexplore.device.driver import MIN_DRIVER
 
     version = f"{MIN_DRIVER // 1000}.{(MIN_DRIVER % 1000) // 10}"
     guide = (ROOT / "docs" / "guide.md").read_text()

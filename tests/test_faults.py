@@ -18,9 +18,9 @@ import pytest
 
 import _synthetic as S
 import gcexplore
-from gcexplore import cli
-from gcexplore import results as R
-from gcexplore import runner
+from gcexplore.cli import commands as cli
+from gcexplore.results import io as R
+from gcexplore.experiments import runner
 from gcexplore.schema import frame
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -144,7 +144,7 @@ def test_disk_full_during_an_overwrite_keeps_the_old_result(tmp_path, suffix):
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
     code = """
         import sys, _synthetic as S
-        from gcexplore import results as R
+        from gcexplore.results import io as R
         big = S.sweep_df(repeats=200)
         try:
             R.save(big, sys.argv[1])
@@ -164,7 +164,7 @@ def test_disk_full_during_a_checkpoint_append_keeps_every_row(tmp_path):
     path = tmp_path / "ck.jsonl"
     code = """
         import sys
-        from gcexplore import runner
+        from gcexplore.experiments import runner
         from gcexplore.schema import frame
         def measure(k, out):
             out.extend({"layout": f"{k}+{132-k}", "split_sm_count": k, "mode": "concurrent", "rep": r,
@@ -211,7 +211,7 @@ def test_save_into_a_read_only_folder_keeps_what_is_there(tmp_path):
 
 _SWEEP_CHILD = """
 import sys, time
-from gcexplore import runner
+from gcexplore.experiments import runner
 from gcexplore.schema import frame
 path, delay = sys.argv[1], float(sys.argv[2])
 def measure(k, out):
@@ -225,7 +225,7 @@ try:
     runner.run_layouts([(f"{k}+{132-k}", k) for k in range(8, 136, 8) if k < 132], measure, build=build,
                        checkpoint=runner.Checkpoint(path, {"w": 1}))
 except runner.MeasurementInterrupted as e:
-    from gcexplore import results
+    from gcexplore.results import io as results
     results.save(e.partial, path + ".partial.parquet")
     print("saved", len(e.partial), flush=True)
     sys.exit(130)
@@ -286,7 +286,7 @@ def test_cli_writes_what_was_measured_when_the_sweep_fails(tmp_path, monkeypatch
         raise runner.MeasurementFailed("RuntimeError while measuring (boom)", partial)
 
     monkeypatch.setattr(cli, "_build_workloads", lambda parsed, device: {})
-    monkeypatch.setattr("gcexplore.profile.sweep", failing_sweep)
+    monkeypatch.setattr("gcexplore.experiments.overlap.sweep", failing_sweep)
     out = tmp_path / "sub" / "r.parquet"
     code = cli.main(["sweep", "compute", "memory", "--out", str(out), "--quiet"])
     assert code == 1
@@ -296,7 +296,7 @@ def test_cli_writes_what_was_measured_when_the_sweep_fails(tmp_path, monkeypatch
 
 
 def test_demo_never_overwrites_an_earlier_result(tmp_path, capsys):
-    from gcexplore._demo import run_demo
+    from gcexplore.cli.demo import run_demo
 
     first = run_demo(tmp_path, recorded=True)["results"]
     marker = first.read_bytes()

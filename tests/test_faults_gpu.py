@@ -9,7 +9,8 @@ import gc
 import pytest
 
 import gcexplore
-from gcexplore import api, partitions
+from gcexplore.device import driver as api
+from gcexplore.device import partitions
 from gcexplore import profile as P
 from gcexplore import workloads as W
 

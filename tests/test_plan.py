@@ -126,7 +126,7 @@ def test_handles_come_from_factories():
 
 def test_import_touches_no_gpu():
     code = ("import sys, gcexplore, gcexplore.api; "
-            "sys.exit(1 if gcexplore.api._initialized else 0)")
+            "sys.exit(1 if gcexplore.device.driver._initialized else 0)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 
@@ -155,14 +155,14 @@ def test_no_gpu_error_says_what_works_instead():
 
 def test_split_reachable_in_a_fresh_interpreter():
     # gcexplore.split used to fail with a circular import when partitions loaded before api
-    for code in ("import gcexplore; gcexplore.split", "import gcexplore.partitions",
+    for code in ("import gcexplore; gcexplore.split", "import gcexplore.device.partitions",
                  "import gcexplore; gcexplore.workloads.compute"):
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
         assert r.returncode == 0, (code, r.stderr[-400:])
 
 
 def test_driver_older_than_the_tested_minimum_is_refused(monkeypatch):
-    import gcexplore.api as api
+    import gcexplore.device.driver as api
 
     monkeypatch.setattr(api, "_device_index", lambda device: 0)
     monkeypatch.setattr(api, "_init", lambda: 12080)

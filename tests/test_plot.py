@@ -12,7 +12,7 @@ from matplotlib.collections import PolyCollection
 
 import _synthetic as S
 import gcexplore
-from gcexplore import plot as P
+from gcexplore.views import plot as P
 
 
 def _by_gid(fig, gid):
@@ -94,7 +94,7 @@ def test_sweep_draws_curve_baselines_bound_and_best():
 
 
 def test_sweep_lower_bound_uses_summarize_when_not_given():
-    summarize = pytest.importorskip("gcexplore.profile").summarize
+    summarize = gcexplore.summarize
     df = S.sweep_df()
     fig = P.plot_sweep(df)
     lb = summarize(df).groupby("layout")["lower_bound_ms"].first()

@@ -14,10 +14,11 @@ import pandas as pd
 import pytest
 
 import gcexplore
-from gcexplore import pm, results
-from gcexplore.pm_plot import plot_dram_timeline
+from gcexplore.experiments import pm
+from gcexplore.results import io as results
+from gcexplore.views.pm import plot_dram_timeline
 from gcexplore.schema import columns, frame, kind_of
-from gcexplore.validate import ResultError
+from gcexplore.results.validate import ResultError
 
 T0 = {"alone": 1_000_000_000, "concurrent": 1_010_000_000}
 STEP = 20_000  # ns between samples
@@ -85,7 +86,7 @@ def test_read_and_write_bytes_become_gb_per_second():
 
 def test_summary_means_each_workload_and_all_together_over_the_samples_inside():
     tr = _trace()
-    summ = pm.dram_summary(pm.samples_frame(*_samples(), tr), tr)
+    summ = gcexplore.dram_summary(pm.samples_frame(*_samples(), tr), tr)
     assert list(summ.columns) == pm.SUMMARY_COLUMNS
     by = summ.set_index(["mode", "workload"])
     assert by.loc[("alone", "a"), "dram_pct"] == pytest.approx(70.0)
@@ -195,7 +196,7 @@ def test_the_guide_states_what_the_recorded_run_shows():
     if not {"pm", "pm_trace"} <= set(results.recorded_names()):
         pytest.skip("no recorded PM sampling run in gcexplore/data")
     s, tr = gcexplore.load_recorded("pm"), gcexplore.load_recorded("pm_trace")
-    summ = pm.dram_summary(s, tr)
+    summ = gcexplore.dram_summary(s, tr)
     summ["ms"] = summ["to_ms"] - summ["from_ms"]
     med = summ.groupby(["mode", "workload"])[["dram_pct", "sm_active_pct", "ms"]].median()
     a24, a108, both = med.loc[("alone", "m24")], med.loc[("alone", "m108")], med.loc[("concurrent", "m108+m24")]

@@ -12,14 +12,14 @@ import pandas as pd
 import pytest
 
 import gcexplore
-from gcexplore import pm
+from gcexplore.experiments import pm
 
 pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture(scope="module")
 def timeline():
-    from gcexplore import tracing
+    from gcexplore.trace import collector as tracing
 
     try:
         tracing.require_cupti()
@@ -27,12 +27,12 @@ def timeline():
         pytest.skip(str(e))
     t = gcexplore.dram_timeline({"m24": "memory", "m108": "memory"}, [24], repeats=2, warmup=1)
     pd.set_option("display.width", 200)
-    print("\n", pm.dram_summary(t.samples, t.trace).to_string(), "\n", t.samples.attrs)
+    print("\n", gcexplore.dram_summary(t.samples, t.trace).to_string(), "\n", t.samples.attrs)
     return t
 
 
 def test_samples_count_the_sms_each_kernel_had(timeline):
-    summ = pm.dram_summary(timeline.samples, timeline.trace)
+    summ = gcexplore.dram_summary(timeline.samples, timeline.trace)
     assert (summ["samples"] >= 20).all()  # kernels of 1 ms or more, 20 us samples
     by = summ.groupby(["mode", "workload"])["sm_active_pct"].median()
     total = gcexplore.device_info(0).sm_count
@@ -43,7 +43,7 @@ def test_samples_count_the_sms_each_kernel_had(timeline):
 
 def test_dram_is_busy_inside_the_kernels_and_idle_before_them(timeline):
     s, tr = timeline.samples, timeline.trace
-    summ = pm.dram_summary(s, tr)
+    summ = gcexplore.dram_summary(s, tr)
     assert (summ["dram_pct"] > 50).all()  # a streaming kernel draws most of the bandwidth even on 24 SMs
     first = tr.groupby(["mode", "rep"])["start_ms"].min()
     before = pd.concat([s[(s["mode"] == m) & (s["rep"] == r) & (s["end_ms"] <= t)] for (m, r), t in first.items()])

@@ -11,10 +11,10 @@ import pytest
 
 import _synthetic as S
 import gcexplore
-from gcexplore import profile as P
-from gcexplore import sizes as SZ
+import gcexplore as P
+from gcexplore.experiments import request as SZ
 from gcexplore import analysis as A
-from gcexplore import runner as R
+from gcexplore.experiments import runner as R
 from gcexplore.schema import check_modes, columns, frame
 from gcexplore import workloads as W
 
@@ -81,10 +81,10 @@ def test_noisy_flag_at_ten_percent_of_the_median():
 
 def test_noisy_flag_catches_two_clusters_that_the_iqr_misses():
     # 16 samples at 1.95 ms and 4 at 1.17 ms: the IQR is zero, p10 and p90 lie 0.78 ms apart.
-    two = A.stats([1.95] * 16 + [1.17] * 4)
+    two = A.stats.stats([1.95] * 16 + [1.17] * 4)
     assert two["iqr_ms"] == pytest.approx(0.0, abs=1e-12)
     assert two["noisy"]
-    assert not A.stats([1.95] * 19 + [1.96])["noisy"]
+    assert not A.stats.stats([1.95] * 19 + [1.96])["noisy"]
 
 
 def test_noisy_flag_on_the_recorded_bimodal_streams_samples():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import gcexplore
-from gcexplore import api
+from gcexplore.device import driver as api
 from gcexplore import profile as P
 from gcexplore import workloads as W
 from gcexplore.schema import columns

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import _synthetic as S
 import gcexplore
-from gcexplore import results as R
+from gcexplore.results import io as R
 from gcexplore.schema import parse_layout
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

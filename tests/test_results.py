@@ -9,9 +9,9 @@ import pytest
 
 import _synthetic as S
 import gcexplore
-from gcexplore import profile as P
+import gcexplore as P
 from gcexplore.schema import columns
-from gcexplore import results as R
+from gcexplore.results import io as R
 
 FRAMES = {
     "sweep": lambda: S.sweep_df(),

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from gcexplore import search as S
+from gcexplore.analysis import stats as ST
+from gcexplore.experiments import search as S
 from gcexplore.schema import parse_layout
 
 TOTAL = 132
@@ -75,16 +76,16 @@ def _check_makespan(fake, out, cands, within=0.011):
 @given(st.lists(st.floats(0.01, 100.0), min_size=1, max_size=40), st.floats(0.0, 1.0))
 @hsettings(max_examples=200, deadline=None)
 def test_quantile_is_numpys_linear_percentile(values, q):
-    assert S.quantile(values, q) == pytest.approx(float(np.percentile(values, 100 * q)), rel=1e-12, abs=1e-12)
+    assert ST.quantile(values, q) == pytest.approx(float(np.percentile(values, 100 * q)), rel=1e-12, abs=1e-12)
 
 
 def test_median_interval_needs_five_samples_at_ninety_percent():
-    assert S.quantile_ci([1, 2, 3, 4], 0.5, 0.9) == (-math.inf, math.inf)
-    assert S.quantile_ci([5, 1, 4, 2, 3], 0.5, 0.9) == (1.0, 5.0)
-    lo, hi = S.quantile_ci(list(range(40)), 0.5, 0.9)
+    assert ST.quantile_ci([1, 2, 3, 4], 0.5, 0.9) == (-math.inf, math.inf)
+    assert ST.quantile_ci([5, 1, 4, 2, 3], 0.5, 0.9) == (1.0, 5.0)
+    lo, hi = ST.quantile_ci(list(range(40)), 0.5, 0.9)
     assert 10 < lo < 19.5 < hi < 29
-    assert S.quantile_ci(list(range(5)), 0.9, 0.9)[1] == math.inf  # p90 needs 29 samples above
-    assert S.quantile_ci(list(range(29)), 0.9, 0.9)[1] == 28.0
+    assert ST.quantile_ci(list(range(5)), 0.9, 0.9)[1] == math.inf  # p90 needs 29 samples above
+    assert ST.quantile_ci(list(range(29)), 0.9, 0.9)[1] == 28.0
 
 
 def test_median_interval_covers_the_true_median():
@@ -92,7 +93,7 @@ def test_median_interval_covers_the_true_median():
     for n, level in ((5, 0.9), (12, 0.9), (30, 0.95)):
         hits = 0
         for _ in range(2000):
-            lo, hi = S.quantile_ci(rng.exponential(1.0, n), 0.5, level)
+            lo, hi = ST.quantile_ci(rng.exponential(1.0, n), 0.5, level)
             hits += lo <= math.log(2) <= hi
         assert hits / 2000 >= level - 0.02, (n, level, hits)
 
@@ -104,18 +105,18 @@ def test_rank_sum_distribution_is_exact():
         counts = np.zeros(n * m + 1)
         for xs in itertools.combinations(range(n + m), n):  # ranks of the first sample
             counts[sum(xs) - n * (n - 1) // 2] += 1
-        assert S._rank_sum_cdf(n, m) == pytest.approx(np.cumsum(counts) / counts.sum())
+        assert ST._rank_sum_cdf(n, m) == pytest.approx(np.cumsum(counts) / counts.sum())
 
 
 def test_ratio_bound_is_right_and_rarely_says_slower_when_equal():
-    assert S.ratio_bound([1.0] * 5, [1.5] * 5, 0.9) == pytest.approx((1.5, 1.5))
-    assert S.ratio_bound([1.0] * 4, [1.5] * 4, 0.9)[1] == pytest.approx(1.5)  # 4+4 suffice: P(U=0)=1/70
-    assert S.ratio_bound([1.0] * 2, [1.5] * 2, 0.9)[1] == 0.0  # too few for a bound
+    assert ST.ratio_bound([1.0] * 5, [1.5] * 5, 0.9) == pytest.approx((1.5, 1.5))
+    assert ST.ratio_bound([1.0] * 4, [1.5] * 4, 0.9)[1] == pytest.approx(1.5)  # 4+4 suffice: P(U=0)=1/70
+    assert ST.ratio_bound([1.0] * 2, [1.5] * 2, 0.9)[1] == 0.0  # too few for a bound
     rng = np.random.default_rng(4)
-    wrong = sum(S.ratio_bound(rng.lognormal(0, 0.01, 5), rng.lognormal(0, 0.01, 10), 0.9)[1] > 1.0
+    wrong = sum(ST.ratio_bound(rng.lognormal(0, 0.01, 5), rng.lognormal(0, 0.01, 10), 0.9)[1] > 1.0
                 for _ in range(2000))
     assert wrong / 2000 <= 0.06
-    slower = [S.ratio_bound(rng.lognormal(0, 0.01, 5), 1.03 * rng.lognormal(0, 0.01, 5), 0.9)[1]
+    slower = [ST.ratio_bound(rng.lognormal(0, 0.01, 5), 1.03 * rng.lognormal(0, 0.01, 5), 0.9)[1]
               for _ in range(200)]
     assert np.mean(np.array(slower) > 1.0) > 0.95
 

@@ -15,8 +15,8 @@ import pytest
 import _synthetic as S
 import gcexplore
 from gcexplore import analysis as A
-from gcexplore import plot as P
-from gcexplore import results as R
+from gcexplore.views import plot as P
+from gcexplore.results import io as R
 from gcexplore.schema import MODES, Options, columns
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,7 +103,7 @@ def test_one_number_rule_refuses_floats_for_counts(h100_like):
     with pytest.raises(TypeError, match="SM counts must be ints"):
         gcexplore.plan_split(h100_like, [24.9])
     with pytest.raises(TypeError, match="sm_counts entry must be an int"):
-        from gcexplore.sizes import sweep_sizes as _sweep_sizes
+        from gcexplore.experiments.request import sweep_sizes as _sweep_sizes
 
         _sweep_sizes(h100_like, 2, [24.9], ())
     assert gcexplore.plan_split(h100_like, [np.int32(24)]).label == "24+108"
@@ -164,8 +164,8 @@ def test_a_mode_outside_the_list_is_drawn_not_dropped():
 
 
 def test_demo_and_cli_print_the_same_layout_table():
-    from gcexplore import _demo
-    from gcexplore.report import layout_report
+    from gcexplore.cli import demo as _demo
+    from gcexplore.views.report import layout_report
 
     df = S.sweep_df()
     assert _demo.format_summary(df) == layout_report(df)

@@ -19,8 +19,11 @@ import pytest
 
 import _synthetic_trace as T
 import gcexplore
-from gcexplore import busy, cupti_records, results, tracing
-from gcexplore import plot as P
+from gcexplore.analysis import trace as busy
+from gcexplore.trace import records as cupti_records
+from gcexplore.results import io as results
+from gcexplore.trace import collector as tracing
+from gcexplore.views import plot as P
 from gcexplore.schema import Options, columns, kind_of
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 
 import gcexplore
-from gcexplore import busy
+from gcexplore.analysis import trace as busy
 from gcexplore import workloads as W
-from gcexplore.engine import Engine, Slot
+from gcexplore.experiments.engine import Engine, Slot
 from gcexplore.schema import columns
 
 pytestmark = pytest.mark.gpu
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.gpu
 
 @pytest.fixture(autouse=True)
 def _cupti():
-    from gcexplore import tracing
+    from gcexplore.trace import collector as tracing
 
     try:
         tracing.require_cupti()
@@ -117,7 +117,7 @@ def test_16_32_84_cupy_cudacore_torch_all_land_in_their_partition():
 def test_builtin_kernel_spans_match_globaltimer_within_2us(info):
     """Each built-in kernel's CUPTI span against its own %globaltimer span (first block
     start to last block end), alone on a partition, concurrent, and on plain streams."""
-    from gcexplore.tracing import Collector
+    from gcexplore.trace.collector import Collector
 
     spin, compute = W.spin(200.0, blocks=8), W.compute(iters=256)
     recs = {"spin": spin.instrumented(), "compute": compute.instrumented()}

@@ -9,8 +9,9 @@ import pytest
 import _synthetic as S
 import _synthetic_trace as T
 import gcexplore
-from gcexplore import cli, tracing
-from gcexplore import occupancy_estimate as E
+from gcexplore.cli import commands as cli
+from gcexplore.trace import collector as tracing
+from gcexplore.analysis import occupancy_estimate as E
 from gcexplore import widgets as GW
 
 H100 = E.LIMITS["9.0"]
@@ -161,7 +162,7 @@ def test_from_results_refuses_a_trace_that_is_not_one():
 
 @pytest.fixture
 def fake_traced_gpu(monkeypatch, h100_like):
-    import gcexplore.api as api
+    import gcexplore.device.driver as api
 
     calls = []
     monkeypatch.setattr(api, "device_info", lambda device=0: h100_like)
@@ -245,7 +246,7 @@ def test_kernel_trace_is_saved_beside_the_results(tmp_path, monkeypatch, capsys)
         seen.update(kw)
         return tracing.TracedResult(df, tr)
 
-    import gcexplore.profile as prof
+    import gcexplore.experiments.overlap as prof
     monkeypatch.setattr(prof, "profile_overlap", profile_overlap)
     out, kt = tmp_path / "r.parquet", tmp_path / "k.parquet"
     assert cli.main(["profile", "compute", "memory", "--split", "24", "--out", str(out),

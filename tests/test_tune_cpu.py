@@ -14,8 +14,8 @@ import pytest
 import _synthetic as S
 import gcexplore
 from gcexplore import analysis as A
-from gcexplore import results as R
-from gcexplore import tuner as T
+from gcexplore.results import io as R
+from gcexplore.experiments import tuner as T
 from gcexplore.schema import columns, kind_of
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -150,7 +150,8 @@ def test_cli_checks_tune_arguments_before_the_gpu(tmp_path, args, message):
 
 
 def test_cli_prints_the_table_answer_and_reason(monkeypatch, capsys, tmp_path):
-    from gcexplore import cli, workloads
+    from gcexplore.workloads import core as workloads
+    from gcexplore.cli import commands as cli
 
     class Dummy:
         def close(self):
@@ -171,7 +172,7 @@ def test_cli_prints_the_table_answer_and_reason(monkeypatch, capsys, tmp_path):
 
 def test_sweep_explorer_tune_button(monkeypatch):
     import gcexplore.widgets as GW
-    from gcexplore import api
+    from gcexplore.device import driver as api
 
     monkeypatch.setattr(api, "device_info", lambda device=0: gcexplore.DeviceInfo(
         name=S.SYNTHETIC_DEVICE, index=0, compute_capability=(9, 0), sm_count=132, min_partition_size=8,
@@ -179,7 +180,7 @@ def test_sweep_explorer_tune_button(monkeypatch):
     monkeypatch.setattr(gcexplore, "tune", lambda wls, **kw: S.fake_tune(list(wls)), raising=False)
     monkeypatch.setattr(gcexplore, "occupancy", lambda *a, **k: S.occupancy_df(), raising=False)
     sx = GW.SweepExplorer()
-    assert not sx.tune_button.disabled and GW.CSS["tune"] in sx.tune_button._dom_classes
+    assert not sx.tune_button.disabled and __import__("gcexplore.explorers._base", fromlist=["CSS"]).CSS["tune"] in sx.tune_button._dom_classes
     sx.tune_button.click()
     assert sx.error_box.layout.display == "none", sx.error_box.value
     assert sx.split_slider.value == 104 and sx.layout == "104+28"
@@ -192,7 +193,7 @@ def test_sweep_explorer_tune_button(monkeypatch):
 
 def test_sweep_explorer_tune_keeps_partial_rows(monkeypatch):
     import gcexplore.widgets as GW
-    from gcexplore import api
+    from gcexplore.device import driver as api
 
     monkeypatch.setattr(api, "device_info", lambda device=0: gcexplore.DeviceInfo(
         name=S.SYNTHETIC_DEVICE, index=0, compute_capability=(9, 0), sm_count=132, min_partition_size=8,

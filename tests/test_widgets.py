@@ -14,8 +14,8 @@ import pytest
 
 import _synthetic as S
 import gcexplore
-from gcexplore import _widget_base as WB
-from gcexplore import widgets as GW
+from gcexplore.explorers import _base as WB
+from gcexplore.explorers import explorer as GW
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -43,13 +43,13 @@ def test_importing_widgets_touches_no_gpu():
     explorer calls no device function and imports no CUDA binding."""
     code = (
         "import sys; sys.path.insert(0, 'tests')\n"
-        "import gcexplore.api as api\n"
+        "import gcexplore.device.driver as api\n"
         "called = []\n"
         "for n in ('device_info', 'device_count', 'gpu_available', 'split', 'whole_device',"
         " '_init', '_cuda_device'):\n"
         "    def trap(*a, _n=n, **k): called.append(_n); raise AssertionError(_n)\n"
         "    setattr(api, n, trap)\n"
-        "import gcexplore.widgets as W\n"
+        "import gcexplore.explorers.explorer as W\n"
         "import _synthetic as S\n"
         "assert not any(m == 'cuda' or m.startswith('cuda.') for m in sys.modules), "
         "sorted(m for m in sys.modules if m.startswith('cuda'))\n"
@@ -163,11 +163,11 @@ def test_from_results_rejects_wrong_frames():
 
 def test_widgets_carry_css_classes_and_stable_descriptions():
     ex = GW.Explorer.from_results(S.sweep_df())
-    assert GW.CSS["root"] in ex.widget._dom_classes
-    assert GW.CSS["split"] in ex.sliders[0]._dom_classes
-    assert GW.CSS["run"] in ex.run_button._dom_classes
-    assert GW.CSS["throughput"] in ex.plot_output._dom_classes
-    assert GW.CSS["error"] in ex.error_box._dom_classes
+    assert WB.CSS["root"] in ex.widget._dom_classes
+    assert WB.CSS["split"] in ex.sliders[0]._dom_classes
+    assert WB.CSS["run"] in ex.run_button._dom_classes
+    assert WB.CSS["throughput"] in ex.plot_output._dom_classes
+    assert WB.CSS["error"] in ex.error_box._dom_classes
     assert ex.run_button.description == "Run"
     assert ex.repeats.description == "repeats"
     # the split slider comes first, so a browser finds it as the first slider
@@ -184,7 +184,7 @@ def test_widgets_carry_css_classes_and_stable_descriptions():
 def fake_gpu(monkeypatch, h100_like):
     """The GPU seams replaced: device_info gives the H100's facts, profile_overlap and
     occupancy return synthetic rows for the split asked and record their calls."""
-    import gcexplore.api as api
+    import gcexplore.device.driver as api
 
     calls = []
     monkeypatch.setattr(api, "device_info", lambda device=0: h100_like)
@@ -303,7 +303,7 @@ def test_sweep_explorer_offline_marks_best_and_follows_the_split():
     sx.split_slider.value = 24
     assert sx.layout == "24+108"
     assert sx.redraws["throughput"] == 2 and len(_pngs(sx.occupancy_output)) == 1
-    assert GW.CSS["sweep_root"] in sx.widget._dom_classes
+    assert WB.CSS["sweep_root"] in sx.widget._dom_classes
 
 
 def test_sweep_explorer_live_keeps_partial_rows_on_error(fake_gpu, monkeypatch):

@@ -7,7 +7,7 @@ import math
 import pandas as pd
 
 from ..schema import columns, sorted_partitions
-from . import require_columns
+from ..results.validate import require_columns
 
 __all__ = ["occupancy_layout", "sm_busy"]
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..search import quantile, quantile_ci
-from . import placement, require_columns, require_one_run
+from ..results.provenance import require_one_run
+from ..results.validate import require_columns
+from .display import placement
+from .stats import quantile, quantile_ci
 
 __all__ = ["TUNE_TABLE_COLUMNS", "gpu_time_ms", "slo_split", "tune_table"]
 

@@ -1,0 +1,44 @@
+"""Lazy faces: a package names its public parts and imports a part only when first used.
+
+Each subpackage's ``__init__`` calls :func:`face` with ``{module: names}``; ``import gcexplore``
+then reads those tables (cheap) and never loads matplotlib, ipywidgets, pyarrow, CUPTI or Dask
+until a name that needs them is used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping, Sequence
+
+
+def face(package: str, public: Mapping[str, Sequence[str]], extra: Mapping[str, Sequence[str]] = {}):
+    """Return ``(__all__, __getattr__, __dir__, where)`` for ``package``.
+
+    ``public`` maps a module of the package to the names it contributes to ``__all__`` (and so to
+    ``gcexplore.<name>``); ``extra`` to names reachable as package attributes only
+    (``gcexplore.workloads.compute``). ``where`` maps every such name to its module.
+    """
+    where: dict[str, str] = {}
+    for table in (public, extra):
+        for module, names in table.items():
+            for name in names:
+                if name in where:
+                    raise RuntimeError(f"{package}: {name!r} is named by {where[name]} and {module}")
+                where[name] = module
+    all_ = sorted(n for names in public.values() for n in names)
+
+    def __getattr__(name: str):
+        module = where.get(name)
+        if module is None:
+            try:  # a submodule of the package (gcexplore.views.overlap)
+                return importlib.import_module(f"{package}.{name}")
+            except ModuleNotFoundError as e:
+                if e.name != f"{package}.{name}":
+                    raise
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(f"{package}.{module}"), name)
+
+    def __dir__():
+        return sorted(set(where) | set(all_))
+
+    return all_, __getattr__, __dir__, where

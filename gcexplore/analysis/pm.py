@@ -1,0 +1,93 @@
+"""PM-sample numbers: counter means per workload window and all together, the summary of a sample
+frame per repetition group, and what the means say about sharing DRAM."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from ..results.validate import check_result
+from ..schema import trace_groups
+
+__all__ = ["SUMMARY_COLUMNS", "dram_summary", "dram_verdict", "summarize_pm"]
+
+
+
+_METRIC_COLUMNS = ("dram_pct", "dram_read_gbs", "dram_write_gbs", "sm_active_pct")
+
+
+SUMMARY_COLUMNS = ["layout", "mode", "rep", "workloads", "workload", "from_ms", "to_ms", "samples", *_METRIC_COLUMNS]
+
+
+def _spans(kernels) -> list[tuple[str, float, float]]:
+    """Each workload's first start and last end, then, where several overlap, their common stretch."""
+    spans = [(str(w), float(k["start_ms"].min()), float(k["end_ms"].max()))
+             for w, k in kernels.groupby("workload", sort=True)]
+    if len(spans) > 1:
+        a, b = max(s[1] for s in spans), min(s[2] for s in spans)
+        if b > a:
+            spans.append(("+".join(s[0] for s in spans), a, b))
+    return spans
+
+
+def dram_summary(samples, trace):
+    """Mean of each counter while each workload ran, and while all of a repetition's ran together.
+
+    Parameters
+    ----------
+    samples : pandas.DataFrame
+        Kind ``"pm"`` (:func:`dram_timeline`).
+    trace : pandas.DataFrame
+        The trace of the same run (its kernels bound each window).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per repetition group (``layout``, ``mode``, ``rep``, ``workloads``) and
+        ``workload``: a workload's window runs from its first kernel's start to its last
+        kernel's end; where the group's workloads overlap, one more row (``workload``
+        their names joined by "+") covers the stretch where all of them ran. ``from_ms``
+        / ``to_ms`` bound the window, ``samples`` counts the samples wholly inside it, and
+        ``dram_pct``, ``dram_read_gbs``, ``dram_write_gbs``, ``sm_active_pct`` are their means.
+    """
+    check_result(samples, "pm", "dram_summary")
+    check_result(trace, "trace", "dram_summary")
+    rows = []
+    for o, k in trace_groups(trace):
+        group = "+".join(o["workloads"])
+        mine = samples[(samples["layout"] == o["layout"]) & (samples["mode"] == o["mode"])
+                       & (samples["rep"] == o["rep"]) & (samples["workloads"] == group)]
+        for w, a, b in _spans(k):
+            s = mine[(mine["start_ms"] >= a) & (mine["end_ms"] <= b)]
+            rows.append({"layout": o["layout"], "mode": o["mode"], "rep": o["rep"], "workloads": group,
+                         "workload": w, "from_ms": a, "to_ms": b, "samples": len(s),
+                         **{c: float(s[c].mean()) if len(s) else math.nan for c in _METRIC_COLUMNS}})
+    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+
+
+
+def dram_verdict(summary: pd.DataFrame) -> str:
+    """What the means say about sharing DRAM: each workload alone against all of them together."""
+    alone = summary[(summary["mode"] == "alone") & ~summary["workload"].str.contains("+", regex=False)]
+    together = summary[(summary["mode"] == "concurrent") & summary["workload"].str.contains("+", regex=False)]
+    if len(alone) < 2 or len(together) != 1 or alone["dram_pct"].isna().any():
+        return ""
+    a, c = float(alone["dram_pct"].sum()), float(together["dram_pct"].iloc[0])
+    parts = " and ".join(f"{r.workload} {r.dram_pct:.0f}%" for r in alone.itertuples())
+    text = f":\nalone {parts} of DRAM peak; together {c:.0f}%"
+    if a > c + 5:
+        text += ", less than the sum: the SMs were split, the bandwidth was shared"
+    return text
+
+
+
+def summarize_pm(df: pd.DataFrame) -> pd.DataFrame:
+    """PM samples per repetition group over its whole window (``pm.dram_summary`` splits it per workload)."""
+    keys = ["layout", "mode", "rep", "workloads"]
+    g = df.groupby(keys, sort=False)
+    out = g.size().rename("samples").to_frame()
+    for c in ("dram_pct", "sm_active_pct", "dram_read_gbs", "dram_write_gbs"):
+        out[f"{c}_mean"] = g[c].mean()
+    out["dram_pct_max"] = g["dram_pct"].max()
+    return out.reset_index()

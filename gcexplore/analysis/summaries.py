@@ -1,0 +1,119 @@
+"""Summaries of every result kind: dispatch on the kind, overlap and sweep summaries come from
+:mod:`.overlap`, scaling, isolation and PM summaries are here."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from ..results.provenance import identity, per_run
+from ..results.validate import check_result, require_columns
+from ..schema import KINDS, columns
+from . import trace as busy
+from .occupancy import sm_busy
+from .overlap import summarize_overlap
+from .pm import summarize_pm
+from .stats import nanmedian, ratio, stats
+
+__all__ = ["summarize"]
+
+
+def summarize(df: pd.DataFrame, trace: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Medians and spread from the raw samples, with the derived comparisons.
+
+    Dispatches on the result's kind (``df.attrs["kind"]``, else its columns). Rows of
+    several runs are summarized per run (``device_name`` and ``run_id`` columns).
+
+    Overlap and sweep results: one row per (layout, mode, workload), columns
+    ``layout``, ``split_sm_count``, ``mode``, ``workload``, ``partition``, ``sm_count``,
+    ``requested_sm_count``, ``reps``, ``median_ms``, ``p10_ms``, ``p90_ms``, ``iqr_ms``
+    (of ``duration_ms``), ``noisy`` (IQR > 10% of the median), ``makespan_median_ms``
+    (median over repetitions of the mode's makespan), ``throughput_tflops`` and
+    ``bandwidth_gbs`` (medians), and per layout (the same on all its rows):
+
+    - ``speedup_vs_sequential``: sequential makespan / concurrent makespan (medians);
+    - ``speedup_vs_streams``: streams makespan / concurrent makespan;
+    - ``slowdown_vs_alone``: the workload's concurrent median / its alone median on
+      the same partition (per workload);
+    - ``interference_free_ms``: the makespan the layout would give if its partitions
+      shared nothing: the slowest workload's ``alone`` median on its own partition of
+      that layout (NaN without ``alone`` rows);
+    - ``interference``: concurrent makespan / ``interference_free_ms``, what sharing
+      memory bandwidth, L2 and power costs at this layout (1.0 = nothing);
+    - ``split_loss``: ``interference_free_ms`` / ``lower_bound_ms``, what giving each
+      workload fewer SMs than its best costs at this layout (1.0 = nothing);
+    - ``lower_bound_ms``: :func:`lower_bound`, one value for the whole run: no layout
+      of it can beat it (up to the measured spread);
+    - ``efficiency``: ``lower_bound_ms`` / concurrent makespan
+      (= 1 / (``interference`` x ``split_loss``)); at most 1 up to the spread.
+
+    Scaling results: one row per (workload, sm_count) with the same statistics plus
+    ``speedup`` (median at the smallest size / median here) and
+    ``parallel_efficiency`` (speedup / (sm_count / smallest sm_count)).
+
+    Isolation results: one row per (scenario, role, workload) with the statistics,
+    ``sm_count`` and ``slowdown_vs_alone`` (median / the same role's ``alone`` median).
+
+    Occupancy results: :func:`sm_busy`. Traces: :func:`gcexplore.busy.busy_time`.
+
+    Tune results: as overlap results (their rows are concurrent ones); see also
+    :func:`tune_table`. PM samples (kind ``"pm"``): per repetition group, ``samples``
+    and the means of the counters over its whole window, ``dram_pct_max``; per workload
+    with the trace: :func:`gcexplore.dram_summary`.
+
+    Rates (``throughput_tflops``, ``bandwidth_gbs``) of a mode in
+    :data:`SPAN_INCLUDES_WAIT` (plain streams) are NaN, with the reason in
+    ``attrs["rate_notes"]``. With ``trace`` (the kernel trace of the same run), every
+    mode's rates come from GPU-busy time instead and the columns of
+    :func:`gcexplore.busy.trace_summary` are added.
+    """
+    kind = check_result(df, KINDS, "summarize")
+    one = {"overlap": summarize_overlap, "sweep": summarize_overlap, "tune": summarize_overlap,
+           "scaling": _summarize_scaling, "isolation": _summarize_isolation, "occupancy": sm_busy,
+           "trace": busy.busy_time, "pm": summarize_pm}[kind]
+    out = per_run(df, one)
+    return out if trace is None or kind not in ("overlap", "sweep") else busy.with_trace(out, df, trace)
+
+
+def _summarize_scaling(df: pd.DataFrame) -> pd.DataFrame:
+    require_columns(df, columns("scaling")[:5], "summarize (scaling)")
+    rows = []
+    for (workload, sm), g in df.groupby(["workload", "sm_count"], sort=True):
+        row = {"workload": workload, "sm_count": int(sm), "requested_sm_count": g["requested_sm_count"].iloc[0]}
+        row.update(stats(g["duration_ms"]))
+        for col in ("throughput_tflops", "bandwidth_gbs"):
+            row[col] = nanmedian(g[col]) if col in g else math.nan
+        rows.append(row)
+    s = pd.DataFrame(rows)
+    sp, eff = [], []
+    for r in s.itertuples():
+        g = s[s["workload"] == r.workload]
+        base = g.loc[g["sm_count"].idxmin()]
+        sp.append(ratio(base["median_ms"], r.median_ms))
+        eff.append(sp[-1] / (r.sm_count / base["sm_count"]))
+    s["speedup"] = sp
+    s["parallel_efficiency"] = eff
+    s["requested_sm_count"] = pd.array([None if pd.isna(v) else int(v) for v in s["requested_sm_count"]],
+                                       dtype="Int64")
+    s = s.assign(**identity(df))
+    s.attrs.update(df.attrs)
+    s.attrs["summary_of"] = "scaling"
+    return s
+
+
+def _summarize_isolation(df: pd.DataFrame) -> pd.DataFrame:
+    require_columns(df, columns("isolation")[:6], "summarize (isolation)")
+    rows = []
+    for (scenario, role, workload), g in df.groupby(["scenario", "role", "workload"], sort=False):
+        row = {"scenario": scenario, "role": role, "workload": workload, "sm_count": int(g["sm_count"].iloc[0])}
+        row.update(stats(g["duration_ms"]))
+        rows.append(row)
+    s = pd.DataFrame(rows)
+    alone = {(r.role, r.workload): r.median_ms for r in s.itertuples() if r.scenario == "alone"}
+    s["slowdown_vs_alone"] = [ratio(r.median_ms, alone.get((r.role, r.workload), math.nan))
+                              for r in s.itertuples()]
+    s = s.assign(**identity(df))
+    s.attrs.update(df.attrs)
+    s.attrs["summary_of"] = "isolation"
+    return s

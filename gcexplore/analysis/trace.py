@@ -1,0 +1,244 @@
+"""Numbers derived from kernel traces: busy span, GPU-busy time, launch bubbles, truthful rates.
+
+Part of the analysis layer (pure pandas, no GPU); :mod:`gcexplore.analysis` calls it
+when a trace is given. A trace (kind ``"trace"``, :mod:`gcexplore.tracing`) has one row
+per kernel with its start and end relative to the repetition's common start.
+
+Per (layout, mode, rep, workload):
+
+- **busy span**: first kernel start to last kernel end;
+- **GPU-busy time**: the length of the union of its kernels' intervals (kernels of
+  one workload on several streams may overlap);
+- **idle gaps** (launch bubbles): the holes in that union, between its first start
+  and last end;
+- **wait**: from the workload's start event (overlap result) to its first kernel's
+  start: time its stream had reached it but its kernels had no SMs (plain streams)
+  or had not been launched yet;
+- **truthful rates**: declared FLOPs or bytes over GPU-busy time, never over a span
+  that includes waiting.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .stats import stats
+from ..schema import sorted_partitions
+
+__all__ = [
+    "BUSY_COLUMNS",
+    "busy_time",
+    "kernel_gaps",
+    "tpc_map",
+    "trace_rates",
+    "trace_summary",
+    "with_trace",
+]
+
+KEYS = ["layout", "mode", "rep", "workload"]
+BUSY_COLUMNS = [*KEYS, "partition", "sm_count", "kernels", "first_start_ms", "last_end_ms", "busy_span_ms",
+                "gpu_busy_ms", "idle_ms", "gaps", "largest_gap_ms", "device_name", "run_id"]
+GAP_COLUMNS = [*KEYS, "partition", "gap_start_ms", "gap_end_ms", "gap_us", "before", "after",
+               "device_name", "run_id"]
+
+
+def _require_trace(trace: pd.DataFrame, where: str) -> None:
+    need = [*KEYS, "partition", "start_ms", "end_ms", "name"]
+    if not isinstance(trace, pd.DataFrame) or any(c not in trace.columns for c in need):
+        got = list(trace.columns) if isinstance(trace, pd.DataFrame) else type(trace).__name__
+        raise ValueError(f"{where} needs a kernel trace (columns {need}) from trace=True or "
+                         f"gcexplore.kernel_trace(); got {got}")
+
+
+def _merge(starts: np.ndarray, ends: np.ndarray) -> list[list]:
+    """The union of intervals as [start, end, index of its first, index of its last] (sorted)."""
+    order = np.argsort(starts, kind="stable")
+    out: list[list] = []
+    for i in order:
+        s, e = float(starts[i]), float(ends[i])
+        if out and s <= out[-1][1]:
+            if e > out[-1][1]:
+                out[-1][1], out[-1][3] = e, int(i)
+        else:
+            out.append([s, e, int(i), int(i)])
+    return out
+
+
+def _groups(trace: pd.DataFrame):
+    keys = ["run_id", *KEYS] if "run_id" in trace.columns else KEYS
+    return trace.groupby(keys, sort=False, dropna=False)
+
+
+def _ident(g: pd.DataFrame) -> dict:
+    first = g.iloc[0]
+    return {"device_name": str(first.get("device_name", "")), "run_id": str(first.get("run_id", ""))}
+
+
+def busy_time(trace: pd.DataFrame) -> pd.DataFrame:
+    """Busy span, GPU-busy time and idle gaps of every workload in every repetition.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (layout, mode, rep, workload): ``partition`` (the partitions its
+        kernels ran in, joined by "+"), ``sm_count``, ``kernels`` (records),
+        ``first_start_ms``, ``last_end_ms``, ``busy_span_ms`` (their difference),
+        ``gpu_busy_ms`` (length of the union of its intervals), ``idle_ms`` (span minus
+        busy), ``gaps`` (holes in the union), ``largest_gap_ms``, ``device_name``,
+        ``run_id``.
+    """
+    _require_trace(trace, "busy_time")
+    rows = []
+    for _, g in _groups(trace):
+        merged = _merge(g["start_ms"].to_numpy(float), g["end_ms"].to_numpy(float))
+        busy = sum(e - s for s, e, *_ in merged)
+        holes = [b[0] - a[1] for a, b in zip(merged, merged[1:])]
+        first = g.iloc[0]
+        span = merged[-1][1] - merged[0][0]
+        rows.append({**{k: first[k] for k in KEYS},
+                     "partition": "+".join(sorted_partitions(g["partition"])),
+                     "sm_count": int(first["sm_count"]), "kernels": len(g),
+                     "first_start_ms": merged[0][0], "last_end_ms": merged[-1][1], "busy_span_ms": span,
+                     "gpu_busy_ms": busy, "idle_ms": max(span - busy, 0.0), "gaps": len(holes),
+                     "largest_gap_ms": max(holes, default=0.0), **_ident(g)})
+    out = pd.DataFrame(rows, columns=BUSY_COLUMNS)
+    out.attrs.update(trace.attrs)
+    out.attrs["summary_of"] = "trace"
+    return out
+
+
+def kernel_gaps(trace: pd.DataFrame, *, min_gap_us: float = 0.0) -> pd.DataFrame:
+    """Every idle gap (launch bubble) inside a workload's busy span.
+
+    Parameters
+    ----------
+    trace : pandas.DataFrame
+    min_gap_us : float, default 0
+        Leave out gaps shorter than this.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per gap: the (layout, mode, rep, workload) keys, ``partition``,
+        ``gap_start_ms``, ``gap_end_ms``, ``gap_us``, ``before`` (the kernel whose end
+        opened it), ``after`` (the kernel whose start closed it), ``device_name``,
+        ``run_id``.
+    """
+    _require_trace(trace, "kernel_gaps")
+    rows = []
+    for _, g in _groups(trace):
+        names = g["name"].astype(str).to_numpy()
+        merged = _merge(g["start_ms"].to_numpy(float), g["end_ms"].to_numpy(float))
+        first = g.iloc[0]
+        for a, b in zip(merged, merged[1:]):
+            gap_us = (b[0] - a[1]) * 1e3
+            if gap_us >= min_gap_us:
+                rows.append({**{k: first[k] for k in KEYS}, "partition": str(first["partition"]),
+                             "gap_start_ms": a[1], "gap_end_ms": b[0], "gap_us": gap_us,
+                             "before": names[a[3]], "after": names[b[2]], **_ident(g)})
+    return pd.DataFrame(rows, columns=GAP_COLUMNS)
+
+
+def trace_rates(df: pd.DataFrame, trace: pd.DataFrame) -> pd.DataFrame:
+    """An overlap result's rows with their rates taken from the trace's GPU-busy time.
+
+    Returns ``df``'s rows that the trace covers (same layout, mode, rep, workload),
+    with ``event_ms`` (the event span, formerly ``duration_ms``), ``duration_ms``
+    replaced by the GPU-busy time, ``busy_span_ms``, ``first_start_ms``, ``wait_ms``
+    (first kernel start minus the start event), ``idle_ms``, ``gaps``, and
+    ``throughput_tflops`` / ``bandwidth_gbs`` recomputed from the GPU-busy time.
+    Rows without kernels in the trace are left out.
+    """
+    busy = busy_time(trace)
+    cols = ["busy_span_ms", "gpu_busy_ms", "first_start_ms", "idle_ms", "gaps", "kernels"]
+    on = [*KEYS, "run_id"] if "run_id" in df.columns and "run_id" in busy.columns else KEYS
+    merged = df.merge(busy[[*on, *cols]], on=on, how="inner", validate="one_to_one")
+    merged = merged.rename(columns={"duration_ms": "event_ms"})
+    merged["duration_ms"] = merged["gpu_busy_ms"]
+    merged["wait_ms"] = merged["first_start_ms"] - merged["start_ms"]
+    secs = merged["gpu_busy_ms"].where(merged["gpu_busy_ms"] > 0) * 1e-3
+    merged["throughput_tflops"] = merged["flops"] / secs / 1e12
+    merged["bandwidth_gbs"] = merged["bytes"] / secs / 1e9
+    merged.attrs.update(df.attrs)
+    merged.attrs["rate_basis"] = "GPU-busy time from CUPTI kernel records"
+    return merged
+
+
+#: Per (layout, mode, workload) medians :func:`trace_summary` adds to a summary.
+TRACE_SUMMARY_COLUMNS = ["event_median_ms", "busy_span_median_ms", "gpu_busy_median_ms", "wait_median_ms",
+                         "idle_median_ms", "kernels_per_rep", "throughput_tflops", "bandwidth_gbs"]
+
+
+def _median(values) -> float:
+    return stats(values)["median_ms"]
+
+
+def trace_summary(df: pd.DataFrame, trace: pd.DataFrame) -> pd.DataFrame:
+    """Per (layout, mode, workload): medians over repetitions of the traced numbers.
+
+    Columns ``layout``, ``mode``, ``workload``, ``reps_traced``, ``event_median_ms``
+    (event span), ``busy_span_median_ms``, ``gpu_busy_median_ms``, ``wait_median_ms``,
+    ``idle_median_ms``, ``kernels_per_rep``, ``throughput_tflops`` and
+    ``bandwidth_gbs`` (medians of the per-repetition rates from GPU-busy time).
+    """
+    r = trace_rates(df, trace)
+    rows = []
+    for (layout, mode, workload), g in r.groupby(["layout", "mode", "workload"], sort=False):
+        rows.append({"layout": layout, "mode": mode, "workload": workload, "reps_traced": len(g),
+                     "event_median_ms": _median(g["event_ms"]), "busy_span_median_ms": _median(g["busy_span_ms"]),
+                     "gpu_busy_median_ms": _median(g["gpu_busy_ms"]), "wait_median_ms": _median(g["wait_ms"]),
+                     "idle_median_ms": _median(g["idle_ms"]), "kernels_per_rep": _median(g["kernels"]),
+                     "throughput_tflops": _median(g["throughput_tflops"]),
+                     "bandwidth_gbs": _median(g["bandwidth_gbs"])})
+    return pd.DataFrame(rows, columns=["layout", "mode", "workload", "reps_traced", *TRACE_SUMMARY_COLUMNS])
+
+
+def tpc_map(trace: pd.DataFrame) -> pd.DataFrame:
+    """Which logical TPCs each green context held, from the trace's green-context records.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (context, TPC): ``layout``, ``partition``, ``context_id``,
+        ``sm_count``, ``num_tpcs``, ``tpc`` (logical TPC index: bit ``i`` of word ``w``
+        of ``logical_tpc_mask`` is TPC ``bits * w + i``, ``bits`` the record's
+        ``mask_word_bits``, 64 by default). Contexts without a mask (no
+        GREEN_CONTEXT record) are left out.
+    """
+    rows = []
+    for g in trace.attrs.get("green_contexts", []) or []:
+        words, width = g.get("logical_tpc_mask") or [], int(g.get("mask_word_bits", 64) or 64)
+        for w, word in enumerate(words):
+            bits = int(word, 16) if isinstance(word, str) else int(word)
+            rows.extend({"layout": g.get("layout", ""), "partition": g.get("partition", ""),
+                         "context_id": int(g.get("context_id", 0)), "sm_count": int(g.get("sm_count", 0)),
+                         "num_tpcs": int(g.get("num_tpcs", 0) or 0), "tpc": width * w + i}
+                        for i in range(width) if bits >> i & 1)
+    return pd.DataFrame(rows, columns=["layout", "partition", "context_id", "sm_count", "num_tpcs", "tpc"])
+
+
+# Measured on the H100 (bench/trace_truth.py): a kernel's CUPTI start can come before its
+# first block runs while the other workload's blocks hold the SMs, so on plain streams the
+# CUPTI span still holds part of the wait.
+_CONTENDED = {"streams": "; on plain streams a kernel's CUPTI start can precede its first block while "
+                         "the other workload holds the SMs, so these rates are lower bounds"}
+
+
+def with_trace(summary: pd.DataFrame, df: pd.DataFrame, trace: pd.DataFrame) -> pd.DataFrame:
+    """An overlap summary with rates from GPU-busy time and the traced medians added.
+
+    Rows the trace does not cover keep their event-based rates (NaN on plain
+    streams); ``attrs["rate_notes"]`` names the modes whose rates came from the trace.
+    """
+    t = trace_summary(df, trace)
+    out = summary.drop(columns=[c for c in TRACE_SUMMARY_COLUMNS if c in summary.columns
+                                and c not in ("throughput_tflops", "bandwidth_gbs")])
+    out = out.merge(t, on=["layout", "mode", "workload"], how="left", suffixes=("_events", ""))
+    for col in ("throughput_tflops", "bandwidth_gbs"):
+        out[col] = out[col].where(out["reps_traced"].notna(), out.pop(f"{col}_events"))
+    out.attrs.update(summary.attrs)
+    traced_modes = sorted(set(t["mode"]))
+    out.attrs["rate_notes"] = {m: "rates from GPU-busy time (CUPTI kernel records)" + _CONTENDED.get(m, "")
+                               for m in traced_modes}
+    return out

@@ -1,0 +1,5 @@
+"""The ``gcexplore`` command (``info``, ``profile``, ``sweep``, ``tune``, ``demo``)."""
+
+from .commands import main
+
+__all__: list[str] = []  # the command is not part of the Python API

@@ -1,0 +1,453 @@
+"""The ``gcexplore`` command line.
+
+Each subcommand is one ``_cmd_<name>(args) -> int`` function registered in
+:func:`_parser`. Every argument is checked before the GPU is touched; every failure
+is one line on stderr and a non-zero exit (2: bad arguments, 1: no GPU or a failed
+measurement, 130: interrupted), never a traceback. A measurement that fails or is
+interrupted still writes the rows it measured to ``--out``.
+
+Importing this module loads nothing heavy, so ``gcexplore --help`` answers at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from .._version import __version__
+
+_RESULT_SUFFIXES = (".parquet", ".csv")
+
+
+class _Usage(Exception):
+    """A bad argument found by our own checks (exit 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (the usage block is one ``--help`` away)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def _fail(cmd: str, message: str, code: int) -> int:
+    print(f"gcexplore {cmd}: {message}", file=sys.stderr)
+    return code
+
+
+# ------------------------------------------------------------------ argument types
+
+
+def _int_arg(minimum: int):
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if v < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {v}")
+        return v
+
+    return parse
+
+
+def _int_list(text: str) -> list[int]:
+    parts = [x.strip() for x in text.replace("+", ",").split(",") if x.strip()]
+    try:
+        counts = [int(x) for x in parts]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated SM counts such as 24 or 8,16, got {text!r}")
+    if not counts or any(c <= 0 for c in counts):
+        raise argparse.ArgumentTypeError(f"SM counts must be positive integers, got {text!r}")
+    return counts
+
+
+def _modes(text: str) -> tuple[str, ...]:
+    from ..schema import check_modes
+
+    try:
+        return check_modes([m.strip() for m in text.split(",") if m.strip()])
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _writable_file(path: str, suffixes: tuple[str, ...], what: str) -> Path:
+    """``path`` if it has a valid suffix and its folder can be written; else _Usage."""
+    p = Path(path)
+    if p.suffix.lower() not in suffixes:
+        raise _Usage(f"{what} {path!r} must end in {' or '.join(suffixes)}")
+    if p.is_dir():
+        raise _Usage(f"{what} {path!r} is a folder; give a file name ending in {' or '.join(suffixes)}")
+    folder = p.parent if str(p.parent) else Path(".")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise _Usage(f"cannot create the folder of {what} {path!r}: {e.strerror or e}") from None
+    if not os.access(folder, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise _Usage(f"{what} {path!r} cannot be written (no write permission in {str(folder)!r})")
+    return p
+
+
+# ------------------------------------------------------------------------ commands
+
+
+def _cmd_info(args) -> int:
+    from ..device.driver import UnsupportedError, device_count, device_info
+
+    try:
+        n = device_count()
+    except UnsupportedError as e:
+        return _fail("info", f"{e}; without a GPU, `gcexplore demo` shows results recorded on an H100", 1)
+    if n == 0:
+        return _fail("info", "the driver sees no CUDA device", 1)
+    indices = range(n) if args.device is None else [args.device]
+    if args.device is not None and args.device >= n:
+        return _fail("info", f"device {args.device} does not exist: this machine has {n} CUDA device(s) "
+                             f"(0..{n - 1})", 2)
+    for i in indices:
+        try:
+            info = device_info(i)
+        except UnsupportedError as e:
+            print(f"device {i}: {e}")
+            continue
+        feats = ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in info.features.items())
+        print(f"device {info.index}: {info.name}")
+        print(f"  compute capability  {info.compute_capability[0]}.{info.compute_capability[1]}")
+        print(f"  SMs                 {info.sm_count}")
+        print(f"  min partition size  {info.min_partition_size}")
+        print(f"  alignment           {info.alignment}")
+        print(f"  valid sizes         {', '.join(map(str, info.valid_sm_counts()))}")
+        print(f"  driver              {info.driver_version_str} ({info.driver_version})")
+        print(f"  cuda.core           {info.cuda_core_version}")
+        print(f"  cuda.bindings       {info.cuda_bindings_version}")
+        print(f"  features            {feats}")
+    return 0
+
+
+def _cmd_demo(args) -> int:
+    from .demo import run_demo
+
+    run_demo(args.out, device=args.device, repeats=args.repeats, recorded=args.recorded,
+             overwrite=args.overwrite)
+    return 0
+
+
+def _parse_workload(spec: str) -> tuple[str, dict]:
+    """``name`` or ``name:key=value,...`` (e.g. ``spin:us=100``) -> (name, options); no GPU."""
+    from ..workloads.core import BUILTINS
+
+    name, _, params = spec.partition(":")
+    if name not in BUILTINS:
+        raise _Usage(f"unknown built-in workload {name!r}; built-ins are {', '.join(BUILTINS)}")
+    kwargs = {}
+    for item in filter(None, params.split(",")):
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise _Usage(f"bad workload option {item!r} in {spec!r}; write name:key=value,...")
+        for conv in (int, float):
+            try:
+                kwargs[key] = conv(value)
+                break
+            except ValueError:
+                continue
+        else:
+            kwargs[key] = value
+    return name, kwargs
+
+
+def _workload_names(specs) -> list[tuple[str, str, dict]]:
+    out, seen = [], set()
+    for spec in specs:
+        name, kwargs = _parse_workload(spec)
+        key, i = name, 2
+        while key in seen:
+            key, i = f"{name}_{i}", i + 1
+        seen.add(key)
+        out.append((key, name, kwargs))
+    return out
+
+
+def _build_workloads(parsed, device: int) -> dict:
+    from ..workloads.core import builtin
+
+    return {key: builtin(name, device=device, **kwargs) for key, name, kwargs in parsed}
+
+
+def _print_overlap(df) -> None:
+    import pandas as pd
+
+    from ..analysis import summarize
+    from ..views.report import layout_report
+
+    if df["layout"].nunique() == 1:
+        cols = ["mode", "workload", "partition", "sm_count", "median_ms", "p10_ms", "p90_ms", "noisy",
+                "makespan_median_ms"]
+        with pd.option_context("display.width", 200, "display.max_rows", 500,
+                               "display.float_format", "{:.4f}".format):
+            print(summarize(df)[cols].to_string(index=False))
+        print()
+    print(layout_report(df))
+    a = df.attrs
+    print(f"{a.get('repeats')} repetitions after {a.get('warmup')} warm-up, launch gap "
+          f"{a.get('launch_gap_us', float('nan')):.1f} us (included in every duration)")
+
+
+def _save_rows(cmd: str, df, out: Path, trace: str | None, partial: bool, kernels=None) -> int:
+    from ..results.io import save, to_chrome_trace
+    from ..trace.collector import TracedResult
+
+    if isinstance(df, TracedResult):  # --kernel-trace: the kernel trace goes to its own file
+        df, (kernel_df, kernel_path) = df.result, (df.trace, kernels)
+    else:
+        kernel_df = kernel_path = None
+    try:
+        if kernel_path is not None:
+            save(kernel_df, kernel_path, overwrite=True)
+            print(f"wrote {kernel_path} ({len(kernel_df)} kernel records)")
+        save(df, out, overwrite=True)
+        print(f"wrote {out}" + (" (partial: the rows measured before the failure)" if partial else ""))
+        if trace:
+            print(f"wrote {to_chrome_trace(df, trace)}")
+    except (OSError, ValueError) as e:
+        return _fail(cmd, f"measured {len(df)} rows but could not write them: {e}", 1)
+    return 0
+
+
+def _kernel_trace_file(args, out: Path) -> Path | None:
+    """The --kernel-trace file, checked: suffix, folder, no collision with --out, --trace or a sidecar."""
+    if not args.kernel_trace:
+        return None
+    kt = _writable_file(args.kernel_trace, _RESULT_SUFFIXES, "--kernel-trace")
+    mine = {kt.resolve(), kt.with_suffix(".json").resolve()}  # the file and its sidecar
+    if {out.resolve(), out.with_suffix(".json").resolve()} & mine:
+        raise _Usage(f"--kernel-trace {args.kernel_trace!r} and --out {args.out!r} would overwrite each "
+                     "other or share a metadata sidecar; give them different names")
+    if args.trace and Path(args.trace).resolve() in mine:
+        raise _Usage(f"--trace {args.trace!r} would overwrite --kernel-trace {args.kernel_trace!r} or its "
+                     "metadata sidecar")
+    return kt
+
+
+def _measure(args, cmd: str, measure) -> int:
+    out = _writable_file(args.out, _RESULT_SUFFIXES, "--out")
+    if args.trace:
+        trace = _writable_file(args.trace, (".json",), "--trace")
+        if trace.resolve() == out.with_suffix(".json").resolve():
+            raise _Usage(f"--trace {args.trace!r} would overwrite the metadata sidecar of --out {args.out!r}")
+    kernels = _kernel_trace_file(args, out)
+    from ..schema import Options
+
+    Options(repeats=args.repeats, warmup=args.warmup, modes=args.modes, l2_flush=args.l2_flush,
+            graphs=args.graphs)  # every option checked before the GPU is asked
+    parsed = _workload_names(args.workloads)
+    if kernels is not None:
+        from ..trace.collector import TraceUnavailable, require_cupti
+
+        try:
+            require_cupti()
+        except TraceUnavailable as e:
+            return _fail(cmd, f"--kernel-trace: {e}", 1)
+    return _run_and_save(cmd, parsed, args.device, measure, _print_overlap, out, args.trace, kernels)
+
+
+def _run_and_save(cmd: str, parsed, device: int, measure, show, out: Path, trace: str | None,
+                  kernels: Path | None = None) -> int:
+    """Build the workloads, ``measure(wls)``, ``show(df)`` and save; keep rows of an aborted run."""
+    from ..experiments.runner import MeasurementAborted
+
+    code, partial = 0, False
+    wls = _build_workloads(parsed, device)
+    try:
+        df = measure(wls)
+    except MeasurementAborted as e:
+        df, partial = e.partial, True
+        code = 130 if isinstance(e, KeyboardInterrupt) else 1
+        print(f"gcexplore {cmd}: {e}", file=sys.stderr)
+        if df is None or df.empty:
+            return code
+    finally:
+        for w in wls.values():
+            w.close()
+    if not partial:
+        show(getattr(df, "result", df))
+    return _save_rows(cmd, df, out, trace, partial, kernels) or code
+
+
+def _cmd_profile(args) -> int:
+    from ..experiments.overlap import profile_overlap
+
+    return _measure(args, "profile", lambda wls: profile_overlap(
+        wls, args.split, repeats=args.repeats, warmup=args.warmup, device=args.device, modes=args.modes,
+        l2_flush=args.l2_flush, graphs=args.graphs, **_trace_kw(args)))
+
+
+def _trace_kw(args) -> dict:
+    return {"trace": True} if args.kernel_trace else {}
+
+
+def _cmd_sweep(args) -> int:
+    from ..experiments.overlap import sweep
+
+    return _measure(args, "sweep", lambda wls: sweep(
+        wls, args.sizes, others=args.others or (), repeats=args.repeats, warmup=args.warmup,
+        device=args.device, modes=args.modes, l2_flush=args.l2_flush, graphs=args.graphs,
+        checkpoint=args.checkpoint, progress=not args.quiet, **_trace_kw(args)))
+
+
+def _float_arg(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+
+
+def _print_tune(df) -> None:
+    import pandas as pd
+
+    from ..analysis import summarize, tune_table
+
+    a = df.attrs
+    with pd.option_context("display.width", 200, "display.max_rows", 500, "display.float_format", "{:.4f}".format):
+        print(tune_table(df).to_string(index=False))
+        if a.get("answer"):
+            cols = ["workload", "partition", "sm_count", "median_ms", "throughput_tflops", "bandwidth_gbs"]
+            print(f"\nat {a['answer']}:")
+            print(summarize(df[df["layout"] == a["answer"]])[cols].to_string(index=False))
+    print()
+    for line in [*a.get("reason", []), *a.get("notes", [])]:
+        print(f"- {line}")
+
+
+def _cmd_tune(args) -> int:
+    from ..schema import Options
+    from ..experiments.search import Settings
+
+    out = _writable_file(args.out, _RESULT_SUFFIXES, "--out")
+    kw = dict(slo_ms=args.slo_ms, percentile=args.percentile, tolerance=args.tolerance,
+              repeats=args.repeats, max_repeats=args.max_repeats)
+    Settings(**kw)  # every setting checked before the GPU is asked
+    Options(repeats=args.repeats, warmup=args.warmup, modes=("concurrent",), l2_flush=args.l2_flush)
+    parsed = _workload_names(args.workloads)
+    if args.slo_ms is not None and len(parsed) > 2 and not args.others:
+        raise _Usage(f"--slo-ms with {len(parsed)} workloads needs --others (the middle workloads' sizes)")
+    from ..experiments.tuner import tune
+
+    return _run_and_save("tune", parsed, args.device, lambda wls: tune(
+        wls, others=args.others, sm_counts=args.sizes, warmup=args.warmup, device=args.device,
+        l2_flush=args.l2_flush, progress=not args.quiet, **kw), _print_tune, out, None)
+
+
+def _add_tune(sub) -> None:
+    s = sub.add_parser("tune", help="find the split with the lowest concurrent makespan (or, with --slo-ms, the "
+                                    "smallest first partition meeting a latency target) measuring few layouts")
+    s.add_argument("workloads", nargs="+", metavar="WORKLOAD",
+                   help="built-in workloads in partition order (the first's size is searched, the last gets "
+                        "the rest), e.g. compute memory, or latency:blocks=528 compute")
+    s.add_argument("--slo-ms", type=_float_arg, help="latency target of the first workload in ms")
+    s.add_argument("--percentile", type=_float_arg, default=50.0,
+                   help="percentile of the first workload's latency that must meet --slo-ms (default: %(default)s)")
+    s.add_argument("--tolerance", type=_float_arg, default=0.01,
+                   help="the answer within this fraction of the best makespan (default: %(default)s)")
+    s.add_argument("--repeats", type=_int_arg(1), default=5,
+                   help="repetitions at a layout's first measurement (default: %(default)s)")
+    s.add_argument("--max-repeats", type=_int_arg(1), default=40,
+                   help="most repetitions of one layout (default: %(default)s)")
+    s.add_argument("--warmup", type=_int_arg(0), default=1,
+                   help="warm-up repetitions each time a layout is measured (default: %(default)s)")
+    s.add_argument("--sizes", type=_int_list, help="first-partition sizes to choose from (default: every valid size)")
+    s.add_argument("--others", type=_int_list, help="fixed sizes of middle workloads (default: searched too)")
+    s.add_argument("--device", type=_int_arg(0), default=0, help="GPU index (default: %(default)s)")
+    s.add_argument("--l2-flush", action="store_true", help="flush L2 before every repetition")
+    s.add_argument("--out", default="gcexplore-out/tune.parquet",
+                   help="results file, .parquet or .csv (default: %(default)s)")
+    s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.set_defaults(func=_cmd_tune)
+
+
+# -------------------------------------------------------------------------- parser
+
+
+def _add_measuring(sub) -> None:
+    from ..schema import MAX_REPEATS, MODES
+
+    def common(s, default_out):
+        s.add_argument("workloads", nargs="+", metavar="WORKLOAD",
+                       help="built-in workloads in partition order: compute, memory, copy, spin, latency, "
+                            "optionally with options, e.g. spin:us=100 or memory:n=67108864")
+        s.add_argument("--repeats", type=_int_arg(1), default=20,
+                       help=f"measured repetitions per mode, 1..{MAX_REPEATS} (default: %(default)s)")
+        s.add_argument("--warmup", type=_int_arg(0), default=3, help="warm-up repetitions (default: %(default)s)")
+        s.add_argument("--device", type=_int_arg(0), default=0, help="GPU index (default: %(default)s)")
+        s.add_argument("--modes", type=_modes, default=MODES,
+                       help=f"comma-separated modes (default: {','.join(MODES)})")
+        s.add_argument("--l2-flush", action="store_true", help="flush L2 before every repetition")
+        s.add_argument("--graphs", action="store_true", help="time CUDA-graph launches of each workload")
+        s.add_argument("--out", default=default_out, help="results file, .parquet or .csv (default: %(default)s)")
+        s.add_argument("--trace", help="also write a Perfetto / chrome://tracing timeline to this .json file")
+        s.add_argument("--kernel-trace", metavar="FILE",
+                       help="also record every kernel with CUPTI (trace=True) and save that kernel trace "
+                            "to this .parquet or .csv file (needs cupti-python)")
+
+    s = sub.add_parser("profile", help="time built-in workloads on one split in every mode; "
+                                       "print a summary and write the results file")
+    common(s, "gcexplore-out/profile.parquet")
+    s.add_argument("--split", type=_int_list, required=True,
+                   help="SM counts of the partitions, e.g. 24 (the remainder takes the last workload)")
+    s.set_defaults(func=_cmd_profile)
+
+    s = sub.add_parser("sweep", help="profile the first workload on every valid partition size, the last on "
+                                     "the rest; print the layouts and the best split, write the results file")
+    common(s, "gcexplore-out/sweep.parquet")
+    s.add_argument("--sizes", type=_int_list, help="first-partition sizes (default: every valid size)")
+    s.add_argument("--others", type=_int_list, help="fixed sizes of middle workloads (3 or more workloads)")
+    s.add_argument("--checkpoint", help="JSON-lines file: rows appended per layout; a rerun skips finished layouts")
+    s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.set_defaults(func=_cmd_sweep)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="gcexplore", description="Explore and profile CUDA green contexts.")
+    p.add_argument("--version", action="version", version=f"gcexplore {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("info", help="print what each visible GPU allows for green contexts")
+    s.add_argument("--device", type=_int_arg(0), help="only this GPU index")
+    s.set_defaults(func=_cmd_info)
+    _add_measuring(sub)
+    _add_tune(sub)
+    s = sub.add_parser(
+        "demo", help="sweep the built-in compute + memory pair (or, without a GPU, show the "
+                     "recorded results): summary table, PNG plots and the results file")
+    s.add_argument("--out", default="gcexplore-out",
+                   help="folder for the plots and the results file (default: %(default)s)")
+    s.add_argument("--device", type=_int_arg(0), default=0, help="GPU index (default: %(default)s)")
+    s.add_argument("--repeats", type=_int_arg(1), default=5,
+                   help="repetitions per mode and split of the live sweep (default: %(default)s)")
+    s.add_argument("--recorded", action="store_true",
+                   help="show the recorded results even when a GPU is present")
+    s.add_argument("--overwrite", action="store_true",
+                   help="replace a results file already in --out (default: keep it, write a new name)")
+    s.set_defaults(func=_cmd_demo)
+    return p
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    cmd = args.command
+    try:
+        return args.func(args)
+    except _Usage as e:
+        return _fail(cmd, str(e), 2)
+    except KeyboardInterrupt:
+        return _fail(cmd, "interrupted", 130)
+    except (ValueError, TypeError) as e:
+        return _fail(cmd, str(e), 2)
+    except (FileNotFoundError, PermissionError) as e:
+        return _fail(cmd, str(e), 1)
+    except Exception as e:  # GreenContextError, UnsupportedError, driver errors: one line
+        return _fail(cmd, f"{type(e).__name__}: {e}", 1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

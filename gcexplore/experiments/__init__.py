@@ -1,0 +1,14 @@
+"""The measuring experiments: overlap profiles and sweeps, scaling, isolation, occupancy, the split
+tuner, DRAM sampling; and what they share (the timing engine, the layout loop, the checks of a
+request made before any GPU work). ``gcexplore.profile`` is the profiler's public face."""
+
+from .._lazy import face
+
+PUBLIC = {
+    "overlap": ("isolation", "occupancy", "profile_overlap", "scaling", "sweep"),
+    "runner": ("MeasurementAborted", "MeasurementFailed", "MeasurementInterrupted"),
+    "engine": ("launch_gap",),
+    "tuner": ("tune",),
+    "pm": ("DramTimeline", "PmSamplingError", "dram_timeline"),
+}
+__all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC)

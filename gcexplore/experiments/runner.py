@@ -1,0 +1,257 @@
+"""Keeping what was measured: the layout loop, its checkpoint file and the aborting exceptions.
+
+- :func:`run_layouts` measures layout after layout and keeps every row: when a
+  workload raises or the user interrupts, it raises :class:`MeasurementFailed` or
+  :class:`MeasurementInterrupted` with all rows so far in ``exc.partial``.
+- :class:`Checkpoint` appends each finished layout to a JSON-lines file (flushed and
+  fsynced per layout); a rerun with the same file skips the layouts already there. A
+  torn last line (a crash mid-write) is cut off before anything is appended, so a
+  finished layout is never glued to a fragment and lost.
+
+Pure Python and pandas; nothing here touches the GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..device.driver import GreenContextError
+
+__all__ = [
+    "Checkpoint",
+    "MeasurementAborted",
+    "MeasurementFailed",
+    "MeasurementInterrupted",
+    "run_layouts",
+]
+
+
+class MeasurementAborted(BaseException):
+    """Base of the two ways a measurement stops early; ``.partial`` holds the rows so far.
+
+    Not raised itself: see :class:`MeasurementFailed` and :class:`MeasurementInterrupted`.
+    """
+
+    def __init__(self, message: str, partial):
+        super().__init__(message)
+        self.partial = partial
+
+
+class MeasurementFailed(MeasurementAborted, GreenContextError):
+    """A workload (or the driver) raised during a measurement.
+
+    The original exception is ``__cause__``; the rows measured before it are
+    ``.partial``.
+    """
+
+
+class MeasurementInterrupted(MeasurementAborted, KeyboardInterrupt):
+    """The user interrupted a measurement (Ctrl-C); ``.partial`` holds the rows so far."""
+
+
+def _jsonable(v):
+    if v is None or str(v) == "<NA>":
+        return None
+    if hasattr(v, "item") and not isinstance(v, (list, dict, str)):
+        v = v.item()  # numpy scalars
+    if isinstance(v, float) and not math.isfinite(v):
+        return None if math.isnan(v) else ("inf" if v > 0 else "-inf")
+    return v
+
+
+def _restore(v):
+    return {"inf": math.inf, "-inf": -math.inf}.get(v, v) if isinstance(v, str) else v
+
+
+class Checkpoint:
+    """Rows of finished layouts in a JSON-lines file, for resuming a sweep.
+
+    Line 1 is a header describing the run (``gcexplore_checkpoint``: the format
+    version, the options, the workloads, the run id); each further line is
+    ``{"layout": label, "rows": [...]}``. Values that JSON cannot hold (NaN,
+    infinities) are stored as null / "inf".
+
+    Parameters
+    ----------
+    path : str or path
+        The file; its folder is created if needed.
+    header : dict
+        What must match for a resume (the ``run_id`` key is taken from the file).
+    """
+
+    VERSION = 1
+    #: Header keys that differ between a run and its resume.
+    _PER_PROCESS = ("run_id",)
+
+    def __init__(self, path, header: dict):
+        self.path = os.fspath(path)
+        self.header = {"gcexplore_checkpoint": self.VERSION, **header}
+
+    def _fail(self, what: str) -> ValueError:
+        return ValueError(f"{self.path} is not a usable gcexplore checkpoint: {what}; "
+                          "pass another checkpoint path or delete the file")
+
+    def load(self) -> dict[str, list[dict]]:
+        """The finished layouts in the file (creating it with the header if new).
+
+        A torn last line is cut off the file. Raises ValueError naming the file for a
+        header that is not a checkpoint header or belongs to another run, and for a
+        damaged line that is not the last.
+        """
+        folder = os.path.dirname(os.path.abspath(self.path))
+        os.makedirs(folder, exist_ok=True)
+        if not os.path.exists(self.path) or os.path.getsize(self.path) == 0:
+            self._write_new()
+            return {}
+        with open(self.path, "rb") as f:
+            data = f.read()
+        lines = data.split(b"\n")
+        torn = lines[-1] != b""  # the last record lacks its newline
+        complete = lines[:-1]
+        if not complete:
+            raise self._fail("its header line is incomplete")
+        header = self._parse_header(complete[0])
+        self.header["run_id"] = header.get("run_id", self.header.get("run_id"))
+        done: dict[str, list[dict]] = {}
+        for number, raw in enumerate(complete[1:], start=2):
+            entry = self._parse_entry(raw, number)
+            if entry is None:  # only the last line may be damaged
+                if number != len(complete):
+                    raise self._fail(f"line {number} is damaged and is not the last line")
+                torn = True
+                complete = complete[:-1]
+                break
+            done[entry["layout"]] = [{k: _restore(v) for k, v in r.items()} for r in entry["rows"]]
+        if torn:
+            self._truncate(sum(len(line) + 1 for line in complete))
+        return done
+
+    def _parse_header(self, raw: bytes) -> dict:
+        try:
+            header = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise self._fail(f"its first line is not JSON ({e})") from e
+        if not isinstance(header, dict) or "gcexplore_checkpoint" not in header:
+            raise self._fail(f"its first line is {type(header).__name__} {str(header)[:60]!r}, "
+                             "not a checkpoint header")
+        diff = {k: (header.get(k), v) for k, v in self.header.items()
+                if k not in self._PER_PROCESS and header.get(k) != v}
+        if diff:
+            what = "; ".join(f"{k}: file has {a!r}, this run {b!r}" for k, (a, b) in diff.items())
+            raise ValueError(f"checkpoint {self.path} was written by a different run ({what}); "
+                             "pass another checkpoint path or delete the file")
+        return header
+
+    def _parse_entry(self, raw: bytes, number: int) -> dict | None:
+        try:
+            entry = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return None
+        if (not isinstance(entry, dict) or not isinstance(entry.get("layout"), str)
+                or not isinstance(entry.get("rows"), list)
+                or not all(isinstance(r, dict) for r in entry["rows"])):
+            raise self._fail(f"line {number} is not a layout record "
+                             "({'layout': str, 'rows': [dict, ...]})")
+        return entry
+
+    def _write_new(self) -> None:
+        tmp = f"{self.path}.tmp{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(json.dumps(self.header) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+
+    def _truncate(self, size: int) -> None:
+        with open(self.path, "r+b") as f:
+            f.truncate(size)
+            f.flush()
+            os.fsync(f.fileno())
+
+    def append(self, label: str, rows: list[dict]) -> None:
+        """Append one finished layout as one line, flushed and fsynced."""
+        clean = [{k: _jsonable(v) for k, v in r.items()} for r in rows]
+        line = (json.dumps({"layout": label, "rows": clean}, allow_nan=False) + "\n").encode()
+        with open(self.path, "ab") as f:
+            if f.tell() > 0:
+                with open(self.path, "rb") as r:
+                    r.seek(-1, os.SEEK_END)
+                    if r.read(1) != b"\n":  # never glue a record to a fragment
+                        line = b"\n" + line
+            f.write(line)
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def _progress(total: int, desc: str, enabled: bool, initial: int = 0):
+    if not enabled:
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, initial=initial, desc=desc, unit="layout")
+
+
+def _partial(build: Callable[[list[dict]], Any], rows: list[dict]):
+    """The rows as a result frame marked partial; the raw rows if even that fails."""
+    try:
+        df = build(rows)
+        df.attrs["partial"] = True
+        return df
+    except Exception:  # never let this replace the original error
+        import pandas as pd
+
+        df = pd.DataFrame.from_records(rows)
+        df.attrs["partial"] = True
+        return df
+
+
+def run_layouts(layouts: Sequence[tuple[str, Any]], measure: Callable[[Any, list], None], *,
+                build: Callable[[list[dict]], Any], checkpoint: Checkpoint | None = None,
+                progress: bool = False, desc: str = "sweep") -> tuple[list[dict], list[str]]:
+    """Measure each layout with ``measure(arg, rows_out)``, keeping every row.
+
+    Returns ``(rows, resumed_labels)``. On an exception raises
+    :class:`MeasurementFailed` / :class:`MeasurementInterrupted` with all rows so far
+    (including those of a half-measured layout) as ``.partial``.
+    """
+    done = checkpoint.load() if checkpoint is not None else {}
+    rows: list[dict] = []
+    resumed = [label for label, _ in layouts if label in done]
+    for label in resumed:
+        rows.extend(done[label])
+    bar = _progress(len(layouts), desc, progress, initial=len(resumed))
+    finished = len(resumed)
+    try:
+        for label, arg in layouts:
+            if label in done:
+                continue
+            if bar is not None:
+                bar.set_postfix_str(label)
+            layout_rows: list[dict] = []
+            try:
+                measure(arg, layout_rows)
+            finally:
+                rows.extend(layout_rows)
+            if checkpoint is not None:
+                checkpoint.append(label, layout_rows)
+            finished += 1
+            if bar is not None:
+                bar.update(1)
+    except KeyboardInterrupt as e:
+        raise MeasurementInterrupted(
+            f"interrupted after {finished} of {len(layouts)} layout(s); the {len(rows)} rows measured "
+            "so far are in exc.partial", _partial(build, rows)) from e
+    except Exception as e:
+        raise MeasurementFailed(
+            f"{type(e).__name__} while measuring ({e}); {finished} of {len(layouts)} layout(s) finished, "
+            f"the {len(rows)} rows measured so far are in exc.partial", _partial(build, rows)) from e
+    finally:
+        if bar is not None:
+            bar.close()
+    return rows, resumed

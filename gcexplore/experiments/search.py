@@ -1,0 +1,543 @@
+"""The split tuner's search and stopping rules, in pure Python (no GPU, no pandas).
+
+:func:`search` finds, among candidate layouts (the SM count of each workload, the
+remainder's last), either the layout with the lowest median concurrent makespan or the
+smallest first partition whose latency percentile meets a target, by calling
+``measure(layout, n) -> [(makespan_ms, (duration_ms of each workload, ...)), ...]`` for
+``n`` more repetitions of the layouts it chooses. :mod:`gcexplore.tune` gives it a
+measure that runs on the GPU; the tests give it synthetic curves.
+
+How it decides
+--------------
+- **Bounds instead of a curve model.** Every concurrent repetition times each workload,
+  and two mild facts about one workload's duration bound it at layouts not measured:
+  it is no shorter on fewer SMs (``placement_slack`` allowed) and at most linearly
+  faster on more (``slack`` allowed). The makespan of an unmeasured layout is then at
+  least the largest workload bound plus the smallest start offset measured. The search
+  measures the unmeasured layout with the lowest bound next (a prediction that is
+  optimistic by construction) and stops when no unmeasured layout can beat the answer
+  by more than ``tolerance``. Where the measurements break a fact (a workload faster on
+  fewer SMs, or more than linearly faster), that workload's slack grows to 1.5 times the
+  largest breach seen, so the bounds loosen and more layouts are measured: a curve with
+  two minima is not taken for one.
+- **Neighbours always.** The answer's neighbours (one SM chunk moved between two
+  workloads) are measured whatever the bounds say.
+- **Repetitions until decided.** The answer is confirmed against a measured rival when
+  the lower confidence bound of rival / answer (Hodges-Lehmann with the exact
+  Mann-Whitney distribution, :func:`ratio_bound`) is at least ``1 / (1 + tolerance)``:
+  the rival is not faster by more than the tolerance. Until then both get more
+  repetitions (doubling), up to ``max_repeats``, after which the pair is recorded as
+  too close to call and the lower median wins. Medians are reported with
+  distribution-free intervals (order statistics, :func:`quantile_ci`).
+- **Latency targets.** With ``slo_ms`` the search looks for the smallest first
+  partition whose ``percentile`` of the first workload's duration is at most the target:
+  a layout *meets* when the interval's top is under the target, *fails* when its bottom
+  is over it; repetitions are added until one holds. Probes alternate between the size
+  predicted by interpolating the measured latencies and bisection; sizes whose latency
+  bound exceeds the target are not measured; the answer's smaller neighbour is always
+  measured and must fail. A target not met even on the largest partition is an answer
+  (``met=False``) with the best latency measured.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+
+from .._checks import as_count, as_int, as_seconds_like
+from ..analysis.stats import quantile, quantile_ci, ratio_bound
+
+__all__ = ["Outcome", "Settings", "label", "search"]
+
+Layout = tuple[int, ...]
+Rep = tuple[float, tuple[float, ...]]
+
+
+def label(layout: Sequence[int]) -> str:
+    """``(24, 108)`` -> ``"24+108"`` (the layout labels of every result)."""
+    return "+".join(str(int(s)) for s in layout)
+
+
+# ------------------------------------------------------------------------ statistics
+
+
+# ------------------------------------------------------------------------ settings
+
+
+def _fraction(name: str, value, lo: float, hi: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= float(value) <= hi:
+        raise ValueError(f"{name} must be a number in [{lo:g}, {hi:g}], got {value!r}")
+    return float(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """What the tuner looks for and how sure it must be; checked when built.
+
+    Parameters
+    ----------
+    slo_ms : float, optional
+        Latency target of the first workload in ms; None (default) minimises the makespan.
+    percentile : float, default 50
+        Which percentile of the first workload's duration must meet ``slo_ms`` (0 < p < 100).
+    tolerance : float, default 0.01
+        The answer's median makespan may exceed the best by this fraction (0.001 to 0.5).
+    confidence : float, default 0.9
+        Level of the confidence intervals (0.5 to 0.999).
+    repeats : int, default 5
+        Repetitions at a layout's first measurement.
+    max_repeats : int, default 40
+        Most repetitions of one layout (at least ``repeats``).
+    slack : float, default 0.05
+        How much faster than linear scaling a workload may get before a bound is wrong.
+    placement_slack : float, default 0.01
+        How much faster a workload may be on fewer SMs (different SMs, noise).
+    """
+
+    slo_ms: float | None = None
+    percentile: float = 50.0
+    tolerance: float = 0.01
+    confidence: float = 0.9
+    repeats: int = 5
+    max_repeats: int = 40
+    slack: float = 0.05
+    placement_slack: float = 0.01
+
+    def __post_init__(self):
+        if self.slo_ms is not None:
+            object.__setattr__(self, "slo_ms", as_seconds_like("slo_ms", self.slo_ms, unit="milliseconds",
+                                                               maximum=1e6))
+        p = _fraction("percentile", self.percentile, 0.0, 100.0)
+        if not 0.0 < p < 100.0:
+            raise ValueError(f"percentile must be in (0, 100), got {self.percentile!r}")
+        object.__setattr__(self, "percentile", p)
+        for name, lo, hi in (("tolerance", 0.001, 0.5), ("confidence", 0.5, 0.999), ("slack", 0.0, 1.0),
+                             ("placement_slack", 0.0, 1.0)):
+            object.__setattr__(self, name, _fraction(name, getattr(self, name), lo, hi))
+        object.__setattr__(self, "repeats", as_count("repeats", self.repeats, maximum=100_000))
+        object.__setattr__(self, "max_repeats", as_int("max_repeats", self.max_repeats, minimum=self.repeats,
+                                                       maximum=100_000))
+
+    @property
+    def objective(self) -> str:
+        """``"makespan"`` or ``"slo"``."""
+        return "makespan" if self.slo_ms is None else "slo"
+
+    def metadata(self) -> dict:
+        """The settings as plain values (for ``df.attrs``)."""
+        return {"objective": self.objective, **dataclasses.asdict(self)}
+
+
+# ------------------------------------------------------------------------ outcome
+
+
+@dataclasses.dataclass
+class Outcome:
+    """What :func:`search` found and why (plain values, ready for ``df.attrs``).
+
+    Attributes
+    ----------
+    answer : str or None
+        Label of the chosen layout; None for an unreachable target.
+    met : bool
+        The latency target was met (always True for the makespan objective).
+    value_ms : float
+        Median makespan (makespan) or the latency percentile (slo) at the answer; for an
+        unreachable target, the best (lowest) latency percentile measured.
+    best_measured : str or None
+        Where ``value_ms`` was measured.
+    reason : list of str
+        Sentences, each computed from the measurements: why this layout.
+    comparisons : list of dict
+        The answer against each measured rival (makespan) or each measured layout's
+        verdict against the target (slo), with medians, intervals and margins.
+    unmeasured : dict of str to dict
+        Layouts not measured: ``{"bound_ms": the bound that ruled it out (NaN if none
+        was needed), "why": a sentence}``.
+    visits : list of dict
+        ``{"step", "layout", "reps"}`` in search order.
+    notes : list of str
+        Assumptions the measurements broke, and the slack used instead.
+    """
+
+    objective: str
+    answer: str | None
+    met: bool
+    value_ms: float
+    best_measured: str | None
+    reason: list[str]
+    comparisons: list[dict]
+    unmeasured: dict[str, str]
+    visits: list[dict]
+    notes: list[str]
+
+    def metadata(self) -> dict:
+        return {"answer": self.answer, "met": self.met, "value_ms": self.value_ms,
+                "best_measured": self.best_measured, "reason": list(self.reason),
+                "comparisons": list(self.comparisons), "unmeasured": dict(self.unmeasured),
+                "visits": list(self.visits), "notes": list(self.notes)}
+
+
+# ------------------------------------------------------------------------ search state
+
+
+class _State:
+    """Candidates, measurements so far, and the bounds they imply."""
+
+    def __init__(self, candidates: Sequence[Sequence[int]], measure, settings: Settings,
+                 names: Sequence[str] = ()):
+        cands = [tuple(int(s) for s in c) for c in candidates]
+        if not cands:
+            raise ValueError("no candidate layouts to search")
+        widths = {len(c) for c in cands}
+        if len(widths) != 1 or min(widths) < 2:
+            raise ValueError(f"candidate layouts need one SM count per workload (2 or more), got {cands[:3]}...")
+        self.cands = list(dict.fromkeys(cands))
+        self.n = widths.pop()
+        self.measure, self.s, self.names = measure, settings, [str(n) for n in names]
+        self.data: dict[Layout, list[Rep]] = {}
+        self.visits: list[dict] = []
+        values = [sorted({c[i] for c in self.cands}) for i in range(self.n)]
+        self.rank = {c: tuple(values[i].index(c[i]) for i in range(self.n)) for c in self.cands}
+        self.q = settings.percentile / 100.0
+
+    # -- measuring --------------------------------------------------------------
+    def visit(self, layout: Layout, n: int) -> None:
+        n = min(n, self.s.max_repeats - len(self.data.get(layout, [])))
+        if n <= 0:
+            return
+        reps = [self._rep(r, layout) for r in self.measure(layout, n)]
+        if len(reps) != n:
+            raise ValueError(f"measure({label(layout)}, {n}) returned {len(reps)} repetitions, expected {n}")
+        self.visits.append({"step": len(self.visits), "layout": label(layout), "reps": n})
+        self.data.setdefault(layout, []).extend(reps)
+
+    def _rep(self, r, layout) -> Rep:
+        makespan, durations = r
+        durations = tuple(float(d) for d in durations)
+        if len(durations) != self.n:
+            raise ValueError(f"measure({label(layout)}, ...) gave {len(durations)} durations per repetition, "
+                             f"expected one per workload ({self.n})")
+        return float(makespan), durations
+
+    def reps(self, layout: Layout) -> int:
+        return len(self.data.get(layout, []))
+
+    def more(self, layout: Layout) -> bool:
+        """Add repetitions (doubling); False when the layout is at ``max_repeats``."""
+        have = self.reps(layout)
+        if have >= self.s.max_repeats:
+            return False
+        self.visit(layout, max(have, self.s.repeats))
+        return True
+
+    # -- values -----------------------------------------------------------------
+    def samples(self, layout: Layout) -> list[float]:
+        """The objective's samples: makespans, or the first workload's durations (slo)."""
+        if self.s.objective == "makespan":
+            return [m for m, _ in self.data[layout]]
+        return [d[0] for _, d in self.data[layout]]
+
+    def value(self, layout: Layout) -> float:
+        return quantile(self.samples(layout), 0.5 if self.s.objective == "makespan" else self.q)
+
+    def ci(self, layout: Layout) -> tuple[float, float]:
+        q = 0.5 if self.s.objective == "makespan" else self.q
+        return quantile_ci(self.samples(layout), q, self.s.confidence)
+
+    def median_duration(self, layout: Layout, i: int) -> float:
+        return quantile([d[i] for _, d in self.data[layout]], 0.5)
+
+    def measured(self) -> list[Layout]:
+        return [c for c in self.cands if c in self.data]
+
+    def neighbours(self, layout: Layout) -> list[Layout]:
+        """Layouts one SM chunk away: two workloads' sizes each one step apart, the rest equal."""
+        r = self.rank[layout]
+        return [c for c in self.cands
+                if c != layout and sum(abs(a - b) for a, b in zip(self.rank[c], r)) == 2
+                and sum(a != b for a, b in zip(self.rank[c], r)) == 2]
+
+    # -- bounds -----------------------------------------------------------------
+    def slacks(self) -> list[tuple[float, float]]:
+        """Per workload (placement slack, linear slack), grown where measurements break them."""
+        out = []
+        for i in range(self.n):
+            pts = sorted((c[i], self.median_duration(c, i)) for c in self.measured())
+            mono = lin = 0.0
+            for a, (s1, d1) in enumerate(pts):
+                for s2, d2 in pts[a + 1:]:
+                    if s1 < s2 and d1 > 0 and d2 > 0:
+                        mono = max(mono, 1.0 - d1 / d2)            # faster on fewer SMs
+                        lin = max(lin, 1.0 - (d2 * s2) / (d1 * s1))  # more than linearly faster
+            out.append((min(1.0, max(self.s.placement_slack, 1.5 * mono)),
+                        min(1.0, max(self.s.slack, 1.5 * lin))))
+        return out
+
+    def workload_bound(self, i: int, sms: int, slacks) -> float:
+        """Lowest duration workload ``i`` can have on ``sms`` SMs, given the measurements."""
+        mono, lin = slacks[i]
+        lb = 0.0
+        for c in self.measured():
+            d = self.median_duration(c, i)
+            if c[i] >= sms:
+                lb = max(lb, d * (1.0 - mono))
+            else:
+                lb = max(lb, d * c[i] / sms * (1.0 - lin))
+        return lb
+
+    def offset(self) -> float:
+        """Smallest median (makespan - longest workload) over the measured layouts, >= 0."""
+        offs = [quantile([m - max(d) for m, d in self.data[c]], 0.5) for c in self.measured()]
+        return max(0.0, min(offs)) if offs else 0.0
+
+    def makespan_bound(self, layout: Layout, slacks, offset: float) -> float:
+        return max(self.workload_bound(i, layout[i], slacks) for i in range(self.n)) + offset
+
+    def notes(self) -> list[str]:
+        out = []
+        for i, (mono, lin) in enumerate(self.slacks()):
+            name = self.names[i] if i < len(self.names) else f"workload {i}"
+            if mono > self.s.placement_slack:
+                out.append(f"{name} ran up to {mono / 1.5:.1%} faster on fewer SMs in these measurements; "
+                           f"its bounds allow {mono:.1%}")
+            if lin > self.s.slack:
+                out.append(f"{name} sped up up to {lin / 1.5:.1%} more than linearly in these measurements; "
+                           f"its bounds allow {lin:.1%}")
+        return out
+
+    def nearest(self, shares: Sequence[float]) -> Layout:
+        """The candidate closest to the given SM shares (fractions of the device)."""
+        total = sum(self.cands[0])
+        return min(self.cands, key=lambda c: (sum(abs(s - f * total) for s, f in zip(c, shares)), c))
+
+    def start(self) -> Layout:
+        """The most balanced layout (closest to equal shares)."""
+        return self.nearest([1.0 / self.n] * self.n)
+
+    def probes(self) -> list[Layout]:
+        """The balanced layout, then each workload on half its balanced share (the others
+        sharing the rest): a coarse look at both sides before the bounds are trusted."""
+        out = [self.start()]
+        for i in range(self.n):
+            half = 0.5 / self.n
+            out.append(self.nearest([half if j == i else (1.0 - half) / (self.n - 1) for j in range(self.n)]))
+        return list(dict.fromkeys(out))
+
+
+# ------------------------------------------------------------------------ makespan
+
+
+def _fmt_ci(ci: tuple[float, float]) -> str:
+    return f"[{ci[0]:.4g}, {ci[1]:.4g}]"
+
+
+def _next_makespan(st: _State, best: Layout) -> Layout | None:
+    """The unmeasured layout to measure next: the lowest bound, else a neighbour of the answer."""
+    slacks, off = st.slacks(), st.offset()
+    limit = st.value(best) * (1.0 - st.s.tolerance)
+    open_ = [(st.makespan_bound(c, slacks, off), c) for c in st.cands if c not in st.data]
+    open_ = [(b, c) for b, c in open_ if b < limit]
+    if open_:
+        low = min(b for b, _ in open_)
+        near = [c for b, c in open_ if b <= low * 1.01]
+        return min(near, key=lambda c: (sum(abs(a - b) for a, b in zip(st.rank[c], st.rank[best])), c))
+    todo = [c for c in st.neighbours(best) if c not in st.data]
+    return todo[0] if todo else None
+
+
+def _confirmed(st: _State, best: Layout, rival: Layout) -> bool:
+    """The rival is not faster than the answer by more than the tolerance (at the confidence)."""
+    return ratio_bound(st.samples(best), st.samples(rival), st.s.confidence)[1] * (1.0 + st.s.tolerance) >= 1.0
+
+
+def _makespan_search(st: _State) -> set:
+    for c in st.probes():
+        st.visit(c, st.s.repeats)
+    close: set = set()  # pairs at max_repeats still too close to call
+    while True:
+        best = min(st.measured(), key=lambda c: (st.value(c), c))
+        nxt = _next_makespan(st, best)
+        if nxt is not None:
+            st.visit(nxt, st.s.repeats)
+            continue
+        rivals = sorted((c for c in st.measured() if c != best and not _confirmed(st, best, c)
+                         and frozenset((best, c)) not in close), key=st.value)
+        if not rivals:
+            return close
+        grown = [st.more(c) for c in (best, rivals[0])]
+        if not any(grown):
+            close.add(frozenset((best, rivals[0])))
+
+
+def _makespan_outcome(st: _State, close: set) -> Outcome:
+    best = min(st.measured(), key=lambda c: (st.value(c), c))
+    v, ci, tol = st.value(best), st.ci(best), st.s.tolerance
+    comps, reason = [], [f"{label(best)} has the lowest median concurrent makespan measured: {v:.4g} ms, "
+                         f"{st.s.confidence:.0%} interval {_fmt_ci(ci)} over {st.reps(best)} repetitions"]
+    for c in sorted(st.measured(), key=st.value):
+        if c == best:
+            continue
+        rv, rci = st.value(c), st.ci(c)
+        est, low = ratio_bound(st.samples(best), st.samples(c), st.s.confidence)
+        if frozenset((best, c)) in close:
+            decision = f"too close to call at {st.reps(c)} repetitions (median +{rv / v - 1:.2%})"
+        elif low > 1.0:
+            decision = f"slower by at least {low - 1:.2%} (estimate {est - 1:.2%})"
+        else:
+            decision = f"within the {tol:.1%} tolerance (estimate {est - 1:+.2%}, at least {low - 1:+.2%})"
+        comps.append({"layout": label(c), "split_sm_count": c[0], "median_ms": rv, "ci_low_ms": rci[0],
+                      "ci_high_ms": rci[1], "reps": st.reps(c), "margin": est - 1.0, "margin_low": low - 1.0,
+                      "decision": decision, "neighbour": c in st.neighbours(best)})
+    nb = [d for d in comps if d["neighbour"]]
+    if nb:
+        reason.append("neighbours measured: " + "; ".join(f"{d['layout']} {d['decision']}" for d in nb))
+    slacks, off = st.slacks(), st.offset()
+    unmeasured = {}
+    for c in st.cands:
+        if c not in st.data:
+            b = st.makespan_bound(c, slacks, off)
+            unmeasured[label(c)] = {"bound_ms": b, "why": f"makespan bound {b:.4g} ms >= {v * (1 - tol):.4g} ms "
+                                                          f"(the answer less {tol:.1%})"}
+    if unmeasured:
+        reason.append(f"{len(unmeasured)} layout(s) not measured: no workload is faster on fewer SMs or more "
+                      f"than linearly faster on more (within the slack), so none can beat {v:.4g} ms by more "
+                      f"than {tol:.1%}")
+    for d in comps:
+        if d["decision"].startswith("too close"):
+            reason.append(f"{d['layout']} is {d['decision']}; the lower median wins")
+    return Outcome("makespan", label(best), True, v, label(best), reason, comps, unmeasured,
+                   st.visits, st.notes())
+
+
+# ------------------------------------------------------------------------ latency target
+
+
+def _verdict(st: _State, layout: Layout) -> tuple[bool, bool]:
+    """(meets, decided): add repetitions until the interval is on one side of the target."""
+    slo = st.s.slo_ms
+    while True:
+        lo, hi = st.ci(layout)
+        if hi <= slo or lo > slo:
+            return hi <= slo, True
+        if not st.more(layout):
+            return st.value(layout) <= slo, False
+
+
+def _pick_slo(st: _State, open_: list[Layout], verdicts: dict, turn: int) -> Layout:
+    """Alternately the size the measured latencies predict, and bisection of what is open."""
+    if turn % 2 == 1:
+        return open_[len(open_) // 2]
+    slo, pts = st.s.slo_ms, sorted((c[0], st.value(c)) for c in verdicts if st.value(c) > 0)
+    fails = [p for p in pts if p[1] > slo]
+    meets = [p for p in pts if p[1] <= slo]
+    a = max(fails) if fails else None
+    b = min(meets) if meets else None
+    if a and b and b[1] < a[1]:  # log-log interpolation between the bracket's ends
+        k = math.exp(math.log(a[0]) + (math.log(slo) - math.log(a[1])) * math.log(b[0] / a[0])
+                     / math.log(b[1] / a[1]))
+    else:  # perfect scaling from the point nearest the target
+        k0, v0 = min(pts, key=lambda p: abs(math.log(p[1] / slo)))
+        k = k0 * v0 / slo
+    above = [c for c in open_ if c[0] >= k]
+    return above[0] if above else open_[-1]
+
+
+def _slo_search(st: _State) -> dict:
+    order = sorted(st.cands, key=lambda c: (c[0], c))
+    if len({c[0] for c in order}) != len(order):
+        raise ValueError("a latency target needs one candidate per first-partition size "
+                         "(fix the middle workloads' sizes)")
+    verdicts: dict[Layout, tuple[bool, bool]] = {}
+
+    def probe(c):
+        st.visit(c, st.s.repeats)
+        verdicts[c] = _verdict(st, c)
+
+    probe(st.start())
+    turn = 0
+    while True:
+        meeting = [c for c in order if c in verdicts and verdicts[c][0]]
+        m = meeting[0] if meeting else None
+        slacks = st.slacks()
+        region = order[:order.index(m)] if m else order
+        open_ = [c for c in region if c not in st.data and st.workload_bound(0, c[0], slacks) <= st.s.slo_ms]
+        if open_:
+            probe(_pick_slo(st, open_, verdicts, turn))
+            turn += 1
+        elif m is None and order[-1] not in st.data:
+            probe(order[-1])  # "not met" is said only after the largest partition was measured
+        elif m is not None and order.index(m) > 0 and order[order.index(m) - 1] not in st.data:
+            probe(order[order.index(m) - 1])  # the answer's smaller neighbour, whatever the bound
+        else:
+            return verdicts
+
+
+def _slo_outcome(st: _State, verdicts: dict) -> Outcome:
+    s, pct = st.s, f"p{st.s.percentile:g}"
+    meeting = sorted((c for c in verdicts if verdicts[c][0]), key=lambda c: c[0])
+    comps = []
+    for c in sorted(verdicts, key=lambda c: c[0]):
+        meets, decided = verdicts[c]
+        lo, hi = st.ci(c)
+        comps.append({"layout": label(c), "split_sm_count": c[0], "latency_ms": st.value(c), "ci_low_ms": lo, "ci_high_ms": hi,
+                      "reps": st.reps(c), "margin": st.value(c) / s.slo_ms - 1.0, "meets": meets,
+                      "decided": decided})
+    slacks = st.slacks()
+    if not meeting:
+        best = min(verdicts, key=lambda c: (st.value(c), c))
+        reason = [f"target {s.slo_ms:.4g} ms not met: the lowest {pct} latency of the first workload measured "
+                  f"is {st.value(best):.4g} ms at {label(best)}, including the largest partition "
+                  f"({label(max(st.cands, key=lambda c: c[0]))})"]
+        unmeasured = {label(c): _latency_bound(st, c, slacks) for c in st.cands if c not in st.data}
+        return Outcome("slo", None, False, st.value(best), label(best), reason, comps, unmeasured,
+                       st.visits, st.notes())
+    m = meeting[0]
+    lo, hi = st.ci(m)
+    how = "" if verdicts[m][1] else f" (undecided at {st.reps(m)} repetitions; by the point estimate)"
+    reason = [f"{label(m)} is the smallest first partition measured whose {pct} latency meets "
+              f"{s.slo_ms:.4g} ms: {st.value(m):.4g} ms, interval {_fmt_ci((lo, hi))}{how}"]
+    below = [d for d in comps if d["split_sm_count"] < m[0]]
+    if below:
+        d = max(below, key=lambda d: d["split_sm_count"])
+        reason.append(f"the next smaller measured, {d['layout']}, fails: {d['latency_ms']:.4g} ms "
+                      f"({d['margin']:+.1%} over the target)")
+    unmeasured = {label(c): ({"bound_ms": math.nan, "why": "larger than the answer"} if c[0] > m[0]
+                             else _latency_bound(st, c, slacks)) for c in st.cands if c not in st.data}
+    return Outcome("slo", label(m), True, st.value(m), label(m), reason, comps, unmeasured,
+                   st.visits, st.notes())
+
+
+def _latency_bound(st: _State, c: Layout, slacks) -> dict:
+    b = st.workload_bound(0, c[0], slacks)
+    return {"bound_ms": b, "why": f"latency bound {b:.4g} ms > the target {st.s.slo_ms:.4g} ms"}
+
+
+# ------------------------------------------------------------------------ entry point
+
+
+def search(candidates: Sequence[Sequence[int]], measure: Callable[[Layout, int], list],
+           settings: Settings | None = None, *, names: Sequence[str] = ()) -> Outcome:
+    """Find the best layout (or the smallest meeting a latency target) by measuring few.
+
+    Parameters
+    ----------
+    candidates : sequence of tuple of int
+        Layouts to choose from: each workload's SM count in order, the remainder last.
+    measure : callable
+        ``measure(layout, n)`` runs ``n`` more concurrent repetitions of ``layout`` and
+        returns one ``(makespan_ms, (duration_ms per workload))`` per repetition.
+    settings : Settings, optional
+    names : sequence of str, optional
+        Workload names, for the notes.
+
+    Returns
+    -------
+    Outcome
+    """
+    settings = settings or Settings()
+    st = _State(candidates, measure, settings, names)
+    if settings.objective == "makespan":
+        return _makespan_outcome(st, _makespan_search(st))
+    return _slo_outcome(st, _slo_search(st))

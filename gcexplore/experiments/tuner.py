@@ -1,0 +1,205 @@
+"""The split tuner: the best split, or the smallest partition that meets a latency target.
+
+:func:`tune` measures only the concurrent mode, only at the layouts the search in
+:mod:`gcexplore.search` asks for, with only as many repetitions as its decisions need,
+over the profiler's shared set-up (:func:`gcexplore.profile.experiment`): the same
+checks before the GPU is touched, the same timing engine, the same rows as a sweep's
+concurrent rows plus the search step. Rows measured before a failure or an interrupt
+are kept (``exc.partial``), as in :func:`gcexplore.sweep`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Sequence
+
+from ..device import partitions
+from . import overlap as profile
+from .._checks import as_int
+from ..device.driver import DeviceInfo, GreenContextError, plan_split
+from .runner import run_layouts
+from ..schema import Options
+from .search import Settings, label, search
+
+__all__ = ["candidates", "tune"]
+
+
+def _sizes(name: str, values) -> list[int]:
+    seq = [values] if hasattr(values, "__index__") else list(values)
+    return [as_int(f"{name} entry", v) for v in seq]
+
+
+def candidates(info: DeviceInfo, n_workloads: int, *, others: Sequence[int] | None = None,
+               sm_counts=None, rounding: str = "up") -> list[tuple[int, ...]]:
+    """Layouts the tuner may choose: each workload's granted SMs, the remainder's last.
+
+    The first workload takes each valid size (or each of ``sm_counts``); the middle
+    ones take ``others`` when given, else every combination of valid sizes; the last
+    takes what is left, which must be at least one SM.
+
+    Raises
+    ------
+    ValueError
+        Fewer than two workloads, ``others`` of the wrong length, sizes the device
+        cannot give (the message lists the valid ones), or no layout at all.
+    """
+    if n_workloads < 2:
+        raise ValueError(f"tune needs at least two workloads (the first searched, the last on the rest), "
+                         f"got {n_workloads}")
+    valid = info.valid_sm_counts()
+    firsts = valid if sm_counts is None else _sizes("sm_counts", sm_counts)
+    bad = [k for k in firsts if k not in valid]
+    if bad or not firsts:
+        raise ValueError(f"cannot tune over first-partition size(s) {bad or firsts} on {info.name} "
+                         f"({info.sm_count} SMs); valid sizes are {', '.join(map(str, valid))}")
+    if others is not None:
+        others = _sizes("others", others)
+        if len(others) != n_workloads - 2:
+            raise ValueError(f"{n_workloads} workloads need {n_workloads - 2} fixed size(s) in others= for the "
+                             f"middle workload(s), got {others}")
+    middles = [tuple(others)] if others is not None else itertools.product(valid, repeat=n_workloads - 2)
+    out = []
+    for mid in middles:
+        for k in firsts:
+            try:
+                plan = plan_split(info, [k, *mid], rounding=rounding)
+            except ValueError:
+                continue
+            if plan.remainder > 0:
+                out.append((*plan.granted, plan.remainder))
+    if not out:
+        raise ValueError(f"no layout of {n_workloads} workloads leaves a remainder on {info.name} "
+                         f"(first sizes {firsts}, others {others})")
+    return sorted(set(out))
+
+
+def _progress(enabled: bool):
+    if not enabled:
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return None
+    return tqdm(desc="tune", unit="visit")
+
+
+def _gpu_measure(run, rows: list[dict], visits: list[dict], bar):
+    """``measure(layout, n)`` for the search: ``n`` concurrent repetitions on the GPU."""
+    done: dict[tuple, int] = {}
+    base = run.options
+    width = len(run.wls)
+
+    def measure(layout, n):
+        run.options = dataclasses.replace(base, repeats=n)
+        first = len(rows)
+        try:
+            with partitions.split(list(layout[:-1]), device=run.info.index, rounding=base.rounding) as parts:
+                if parts.label != label(layout):
+                    raise GreenContextError(f"asked for layout {label(layout)}, the driver gave {parts.label}")
+                profile.measure_layout(run, parts, rows)
+        finally:
+            run.options = base
+            new = rows[first:]
+            for r in new:  # search order, and repetitions counted across visits of a layout
+                r["step"] = len(visits)
+                r["rep"] += done.get(layout, 0)
+            got = len(new) // width
+            done[layout] = done.get(layout, 0) + got
+            visits.append({"step": len(visits), "layout": label(layout), "reps": got})
+            if bar is not None:
+                bar.set_postfix_str(f"{label(layout)} x{got}")
+                bar.update(1)
+        return [(new[i * width]["makespan_ms"], tuple(r["duration_ms"] for r in new[i * width:(i + 1) * width]))
+                for i in range(got)]
+
+    return measure
+
+
+def tune(workloads, *, slo_ms: float | None = None, percentile: float = 50.0, others: Sequence[int] | None = None,
+         sm_counts=None, tolerance: float = 0.01, confidence: float = 0.9, repeats: int = 5,
+         max_repeats: int = 40, warmup: int = 1, device=0, l2_flush: bool = False, graphs: bool = False,
+         rounding: str = "up", progress: bool = True):
+    """The split with the lowest concurrent makespan, or the smallest first partition meeting a latency target.
+
+    Measures only the concurrent mode, at the layouts the search picks (see
+    :mod:`gcexplore.search` for the rules), adding repetitions until each comparison is
+    decided or ``max_repeats`` is reached.
+
+    Parameters
+    ----------
+    workloads : mapping or sequence
+        Two or more workloads (as for :func:`gcexplore.sweep`): the first's partition
+        size is searched, the last runs on the remainder; middle ones take ``others``
+        or, without it, have their sizes searched too (makespan objective only).
+    slo_ms : float, optional
+        Latency target of the first workload, in ms: find the smallest first partition
+        whose ``percentile`` latency (its event span, the rest running concurrently on
+        the remainder) is at most this. Default: minimise the makespan.
+    percentile : float, default 50
+    others : sequence of int, optional
+        Fixed sizes of the middle workloads (needed with ``slo_ms`` for three or more).
+    sm_counts : sequence of int, optional
+        First-partition sizes to choose from; default every valid size.
+    tolerance, confidence, repeats, max_repeats
+        See :class:`gcexplore.search.Settings`: the answer within ``tolerance`` (1%) of
+        the best, 90% intervals, 5 repetitions per layout at first, at most 40.
+    warmup : int, default 1
+        Discarded repetitions each time a layout is measured.
+    device, l2_flush, graphs, rounding
+        As for :func:`gcexplore.sweep`.
+    progress : bool, default True
+        A progress bar (tqdm.auto) counting measurements.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``attrs["kind"] = "tune"``; one row per measured repetition x workload, with the
+        columns of a sweep (``mode`` is ``"concurrent"``) and ``step`` (the search step
+        that measured it; ``rep`` counts on across a layout's steps). ``attrs`` adds the
+        settings (``objective``, ``slo_ms``, ``percentile``, ``tolerance``, ...),
+        ``answer`` (the layout label, None for a target not met), ``met``, ``value_ms``,
+        ``best_measured``, ``reason`` (sentences), ``comparisons``, ``unmeasured``
+        (layout -> bound and why), ``visits``, ``notes``, ``workloads`` and
+        ``candidates``. :func:`gcexplore.analysis.tune_table` summarises it,
+        :func:`gcexplore.plot_tune` draws it.
+
+    Raises
+    ------
+    ValueError, TypeError
+        Before measuring: bad settings or sizes, fewer than two workloads, a latency
+        target with the middle sizes unfixed.
+    MeasurementFailed, MeasurementInterrupted
+        ``exc.partial`` holds every repetition measured so far.
+    """
+    settings = Settings(slo_ms=slo_ms, percentile=percentile, tolerance=tolerance, confidence=confidence,
+                        repeats=repeats, max_repeats=max_repeats)
+    opts = Options(repeats=repeats, warmup=warmup, modes=("concurrent",), l2_flush=l2_flush, graphs=graphs,
+                   rounding=rounding)
+    plan: dict = {}
+
+    def check(info, names):
+        if slo_ms is not None and len(names) > 2 and others is None:
+            raise ValueError(f"a latency target with {len(names)} workloads needs others= (the middle "
+                             "workloads' fixed sizes); only the first partition's size is searched")
+        plan.update(names=names, cands=candidates(info, len(names), others=others, sm_counts=sm_counts,
+                                                  rounding=opts.rounding))
+
+    with profile.experiment("tune", workloads, device, opts, check=check) as run:
+        visits: list[dict] = []
+        run.extra.update(settings.metadata(), workloads=plan["names"], visits=visits,
+                         candidates=[label(c) for c in plan["cands"]])
+        found = {}
+
+        def measure_all(_, out):
+            bar = _progress(progress)
+            try:
+                found["o"] = search(plan["cands"], _gpu_measure(run, out, visits, bar), settings,
+                                    names=plan["names"])
+            finally:
+                if bar is not None:
+                    bar.close()
+
+        rows, _ = run_layouts([("tune", None)], measure_all, build=run.frame)
+        run.extra.update(found["o"].metadata())
+        return run.frame(rows)

@@ -1,0 +1,6 @@
+"""The ipywidgets explorers, live or over saved results. ``gcexplore.widgets`` is their public face."""
+
+from .._lazy import face
+
+PUBLIC = {"explorer": ("Explorer", "SweepExplorer", "explore")}
+__all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC)

@@ -1,0 +1,223 @@
+"""What both explorers of :mod:`gcexplore.widgets` share: controls' CSS classes, output
+helpers, the controller base class, and turning user input into a workload catalog."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from typing import Any, Callable, Mapping, Sequence
+
+import ipywidgets as W
+import pandas as pd
+from matplotlib.figure import Figure
+
+from .. import analysis as A
+from ..views.plot import plot_occupancy
+
+__all__ = ["CSS", "Controller", "catalog", "load_result", "show", "unique_names", "with_builtins"]
+
+#: CSS classes on the main widgets, for browser tests and custom styling.
+CSS = {
+    "root": "gcexplore-explorer",
+    "sweep_root": "gcexplore-sweep-explorer",
+    "split": "gcexplore-split",
+    "remainder": "gcexplore-remainder",
+    "workload": "gcexplore-workload",
+    "repeats": "gcexplore-repeats",
+    "run": "gcexplore-run",
+    "progress": "gcexplore-progress",
+    "error": "gcexplore-error",
+    "throughput": "gcexplore-throughput",
+    "occupancy": "gcexplore-occupancy",
+    "summary": "gcexplore-summary",
+    "sweep": "gcexplore-sweep",
+    "tune": "gcexplore-tune",
+}
+
+# ------------------------------------------------------------------ output helpers
+
+
+def display_data(obj) -> dict:
+    """An output message for ``Output.outputs`` (PNG for figures, HTML for tables)."""
+    if isinstance(obj, Figure):
+        buf = io.BytesIO()
+        obj.savefig(buf, format="png", dpi=90)
+        title = obj.get_suptitle()
+        data = {"image/png": base64.b64encode(buf.getvalue()).decode("ascii"),
+                "text/plain": f"<Figure: {title}>"}
+    elif isinstance(obj, pd.DataFrame):
+        data = {"text/html": obj.to_html(index=False, float_format=lambda v: f"{v:.4g}",
+                                         classes="gcexplore-table"),
+                "text/plain": obj.to_string(index=False)}
+    else:
+        text = str(obj)
+        data = {"text/html": f"<p>{html.escape(text)}</p>", "text/plain": text}
+    return {"output_type": "display_data", "data": data, "metadata": {}}
+
+
+def show(out: W.Output, *objs) -> None:
+    """Replace what ``out`` shows with ``objs`` in one update.
+
+    Assigning ``outputs`` once swaps the old content for the new in a single message,
+    the effect of ``clear_output(wait=True)`` + ``display`` (no flicker, nothing
+    stacked), and it also works without a kernel, so tests can read what was drawn.
+    """
+    out.outputs = tuple(display_data(o) for o in objs)
+
+
+def name_of(fn) -> str:
+    name = getattr(fn, "name", None) or getattr(fn, "__name__", None)
+    if not name or name == "<lambda>":
+        raise ValueError(f"give the workload {fn!r} a name: pass workloads as a mapping "
+                         "{name: callable}")
+    return str(name)
+
+
+class Controller:
+    """What both explorers share: status line, progress bar, outputs, error display."""
+
+    _root_class = CSS["root"]
+
+    def __init__(self):
+        self.error_box = W.HTML(value="", layout=W.Layout(display="none"))
+        self.error_box.add_class(CSS["error"])
+        self.progress = W.IntProgress(value=0, min=0, max=1, description="measuring",
+                                      layout=W.Layout(visibility="hidden"))
+        self.progress.add_class(CSS["progress"])
+        self.status = W.HTML(value="")
+        self.plot_output = W.Output()
+        self.plot_output.add_class(CSS["throughput"])
+        self.occupancy_output = W.Output()
+        self.occupancy_output.add_class(CSS["occupancy"])
+        self.table_output = W.Output()
+        self.table_output.add_class(CSS["summary"])
+        #: The last exception shown in the widget (its traceback stays here).
+        self.last_error: BaseException | None = None
+        #: How many times each output was redrawn (for tests and curiosity).
+        self.redraws = {"throughput": 0, "occupancy": 0, "summary": 0, "sweep": 0}
+        #: The figure or table each output shows now (e.g. to save it).
+        self.figures: dict[str, Any] = {}
+
+    # -- display ------------------------------------------------------------------
+
+    @property
+    def widget(self) -> W.Widget:
+        """The root widget (a VBox); display the controller or this."""
+        return self._root
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self._root._repr_mimebundle_(**kwargs)
+
+    # -- errors and progress ------------------------------------------------------
+
+    def _show_error(self, exc: BaseException, what: str) -> None:
+        """One readable line (type, message, what was being done) instead of a traceback."""
+        self.last_error = exc
+        self.error_box.value = (
+            f"<div style='color:#b00020'><b>{html.escape(what)} failed</b> — "
+            f"{html.escape(type(exc).__name__)}: {html.escape(str(exc))}</div>")
+        self.error_box.layout.display = None
+
+    def _clear_error(self) -> None:
+        self.last_error = None
+        self.error_box.value = ""
+        self.error_box.layout.display = "none"
+
+    def _progress_start(self, steps: int, what: str) -> None:
+        self.progress.max = max(1, steps)
+        self.progress.value = 0
+        self.progress.description = what
+        self.progress.layout.visibility = "visible"
+
+    def _progress_step(self, what: str | None = None) -> None:
+        self.progress.value = min(self.progress.value + 1, self.progress.max)
+        if what:
+            self.progress.description = what
+
+    def _progress_done(self) -> None:
+        self.progress.layout.visibility = "hidden"
+
+    # -- drawing ------------------------------------------------------------------
+
+    def _draw(self, key: str, out: W.Output, make: Callable[[], Any]) -> bool:
+        """Redraw ``out`` with ``make()``; on failure show the error, keep the old view."""
+        try:
+            obj = make()
+        except Exception as exc:  # shown in the widget; the traceback is in last_error
+            self._show_error(exc, f"drawing the {key}")
+            return False
+        show(out, *(obj if isinstance(obj, tuple) else (obj,)))  # a tuple: several figures
+        self.figures[key] = obj
+        self.redraws[key] += 1
+        return True
+
+    def _draw_occupancy(self, occupancy: pd.DataFrame | None, layout: str | None,
+                        note: str | None = None) -> None:
+        if occupancy is None:
+            self._draw("occupancy", self.occupancy_output,
+                       lambda: note or "no SM occupancy records for this split")
+            return
+        measured = A.occupancy_layout(occupancy)
+        if layout is not None and measured != layout:
+            self._draw("occupancy", self.occupancy_output,
+                       lambda: f"SM occupancy was recorded at {measured}, not at {layout}; "
+                               f"choose {measured} to see it")
+            return
+        self._draw("occupancy", self.occupancy_output, lambda: plot_occupancy(occupancy))
+
+
+# ------------------------------------------------------------------------- helpers
+
+
+def load_result(obj):
+    """A DataFrame as given, or a recorded result by name."""
+    if isinstance(obj, pd.DataFrame):
+        return obj
+    if isinstance(obj, str):
+        from ..results.io import load_recorded
+
+        return load_recorded(obj)
+    raise TypeError(f"expected a results DataFrame or a recorded name, got {type(obj).__name__}")
+
+
+def with_builtins(catalog: dict[str, Any]) -> list[str]:
+    """The names a workload picker offers: the user's, then the built-ins (added to
+    ``catalog`` by name, which the profiler resolves)."""
+    from ..workloads.core import BUILTINS  # lazy, though it only imports the api module
+
+    for b in BUILTINS:
+        catalog.setdefault(b, b)
+    return list(catalog)
+
+
+def catalog(workloads) -> dict[str, Any]:
+    """Name -> workload (a callable or a built-in name), in the order given."""
+    if workloads is None:
+        workloads = ["compute", "memory"]  # the built-in pair
+    if isinstance(workloads, Mapping):
+        items = list(workloads.items())
+    elif isinstance(workloads, (str, bytes)) or not isinstance(workloads, Sequence):
+        raise TypeError("workloads must be a mapping {name: workload} or a sequence of "
+                        f"built-in names and named callables, got {workloads!r}")
+    else:
+        items = [(w, w) if isinstance(w, str) else (name_of(w), w) for w in workloads]
+    catalog: dict[str, Any] = {}
+    for name, w in items:
+        if not (callable(w) or isinstance(w, str)):
+            raise TypeError(f"workload {name!r} must be callable as fn(stream=...) or a "
+                            f"built-in name, got {type(w).__name__}")
+        if name in catalog:
+            raise ValueError(f"two workloads are named {name!r}; names must be unique")
+        catalog[str(name)] = w
+    return catalog
+
+
+def unique_names(names: list[str], catalog: dict) -> dict:
+    """The chosen workloads in partition order; one workload on two partitions gets a
+    suffix (``"compute#2"``) so every row stays distinguishable."""
+    out, seen = {}, {}
+    for n in names:
+        seen[n] = seen.get(n, 0) + 1
+        out[n if seen[n] == 1 else f"{n}#{seen[n]}"] = catalog[n]
+    return out

@@ -1,0 +1,8 @@
+"""Results on disk and their checks: save / load with metadata (atomic writes), the recorded
+results, Chrome-trace export, and the validation every analysis runs first."""
+
+from .._lazy import face
+
+PUBLIC = {"io": ("load", "load_recorded", "save", "to_chrome_trace")}
+EXTRA = {"io": ("recorded_names",)}
+__all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC, EXTRA)

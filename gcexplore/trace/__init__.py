@@ -1,0 +1,8 @@
+"""Kernel traces with CUPTI: the collector behind ``trace=True`` (each kernel's start and end on
+the GPU's clock and the green context it ran in), ``kernel_trace`` for your own code, and the pure
+conversion of CUPTI records to rows."""
+
+from .._lazy import face
+
+PUBLIC = {"collector": ("TraceUnavailable", "TracedResult", "kernel_trace")}
+__all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC)

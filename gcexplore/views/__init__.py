@@ -1,0 +1,13 @@
+"""Views: figures and text reports, one file per result kind. They draw what ``analysis``
+computed and compute no number themselves."""
+
+from .._lazy import face
+
+PUBLIC = {
+    "plot": ("figure_stamp", "plot_isolation", "plot_occupancy", "plot_scaling", "plot_sweep",
+             "plot_throughput"),
+    "timeline": ("plot_sm_usage", "plot_timeline"),
+    "tune": ("plot_tune",),
+    "pm": ("plot_dram_timeline",),
+}
+__all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC)
