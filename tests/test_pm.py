@@ -87,7 +87,7 @@ def test_read_and_write_bytes_become_gb_per_second():
 def test_summary_means_each_workload_and_all_together_over_the_samples_inside():
     tr = _trace()
     summ = gcexplore.dram_summary(pm.samples_frame(*_samples(), tr), tr)
-    assert list(summ.columns) == pm.SUMMARY_COLUMNS
+    assert list(summ.columns) == gcexplore.analysis.pm.SUMMARY_COLUMNS
     by = summ.set_index(["mode", "workload"])
     assert by.loc[("alone", "a"), "dram_pct"] == pytest.approx(70.0)
     assert by.loc[("alone", "b"), "sm_active_pct"] == pytest.approx(100 * 108 / 132)
