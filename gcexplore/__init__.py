@@ -38,6 +38,9 @@ _WHERE = {
     **dict.fromkeys(("DramTimeline", "PmSamplingError", "dram_summary", "dram_timeline"), "pm"),
     "plot_dram_timeline": "pm_plot",
     **dict.fromkeys(("Explorer", "SweepExplorer", "explore"), "widgets"),
+    **dict.fromkeys(("card_bandwidth", "load_profiles", "save_profiles", "solo_profile"), "experiments.solo"),
+    **dict.fromkeys(("predict", "predict_error", "prediction_facts"), "analysis.predict"),
+    "plot_predict": "views.predict",
 }
 
 __all__ = sorted([*_WHERE, "__version__"])
