@@ -79,8 +79,12 @@ def solo_profile(workload, *, device=0, repeats: int = 5, warmup: int = 1, sm_co
     wl = as_workload(workload, device=device)
     name = wl.name
     twin = {name: wl, name + _COPY: wl}
-    df = gx.sweep(twin, sm_counts=sm_counts, modes=("alone",), repeats=repeats, warmup=warmup, device=device,
-                  progress=progress)
+    try:
+        df = gx.sweep(twin, sm_counts=sm_counts, modes=("alone",), repeats=repeats, warmup=warmup, device=device,
+                      progress=progress)
+    finally:
+        if isinstance(workload, str):  # a built-in made here from its name holds device memory
+            wl.close()
     peak = shared_bandwidth_gbs if shared_bandwidth_gbs is not None else card_bandwidth(device)
     df.attrs["sm_alignment"] = min(int(k) for k in df["split_sm_count"])  # the smallest valid size
     prof = model.profile_from(df, bytes={name: bytes} if bytes is not None else None,
