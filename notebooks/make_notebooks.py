@@ -562,6 +562,32 @@ print(f"CUPTI's max_active_clusters is {k['max_active_clusters']}: {k['max_activ
       f"on the {mm['sm_count']}-SM partition it takes {mm['waves']:.0f} waves")
 gcexplore.plot_sm_usage(trace)
 """),
+    md("""
+## 5. Predicting the curve before measuring the pair
+
+Each workload's solo profile (`gcexplore.solo_profile`: its time alone on every
+partition size, its declared DRAM bytes, the card's shared bandwidth) is measured once and
+serves every pair it joins. `gcexplore.predict` puts two profiles together: each
+workload's solo time at its partition size (split loss), slowed where the two together
+ask DRAM for more than the card gives (interference). Here the profiles come from the
+recorded scaling run, and the prediction is checked against the recorded sweep.
+"""),
+    code("""
+from gcexplore.analysis.prediction import profile_from
+
+scal = recorded("scaling")
+peak = float(gcexplore.summarize(scal).query("workload == 'memory'")["bandwidth_gbs"].max())
+profiles = profile_from(scal, shared_bandwidth_gbs=peak)
+pred = gcexplore.predict(profiles, ["compute", "memory"])
+measured = recorded("sweep")
+f = gcexplore.prediction_facts(pred, measured)
+print(f"predicted from solo profiles: median |error| {f['median_abs_error']:.1%} over {f['layouts']} layouts "
+      f"(worst {f['max_abs_error']:.1%} at {f['worst_layout']}); {f['inside']:.0%} of the measured medians "
+      f"inside the predicted intervals")
+print(f"predicted best {f['predicted_best']} measured {f['predicted_best_measured_ms']:.3f} ms, "
+      f"{f['best_gap']:+.1%} against the measured best {f['measured_best']} ({f['measured_best_ms']:.3f} ms)")
+gcexplore.plot_predict(pred, measured)
+"""),
 ]
 
 
@@ -844,7 +870,7 @@ for key, claim in claims.items():
 
 NOTEBOOKS = {
     "01_quickstart.ipynb": (QUICKSTART, ["sweep", "occupancy", "torch_sweep"], "gcexplore quickstart"),
-    "02_sweeping_sm_splits.ipynb": (SWEEPING, ["sweep", "torch_sweep", "trace_overlap", "trace"],
+    "02_sweeping_sm_splits.ipynb": (SWEEPING, ["sweep", "torch_sweep", "trace_overlap", "trace", "scaling"],
                                     "Sweeping SM splits"),
     "03_sm_isolation.ipynb": (ISOLATION, ["occupancy", "isolation"], "SM isolation",
                               ["primary_sms", "bandwidth_sharing", "l2_sharing", "pm", "pm_trace"]),

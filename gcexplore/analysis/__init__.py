@@ -13,6 +13,7 @@ PUBLIC = {
     "trace": ("busy_time", "kernel_gaps", "tpc_map"),
     "occupancy_estimate": ("estimate_occupancy", "sm_usage"),
     "pm": ("dram_summary",),
+    "prediction": ("predict", "predict_error", "prediction_facts"),
 }
 EXTRA = {
     "stats": ("NOISY_FRACTION", "STAT_COLUMNS", "quantiles"),

@@ -10,5 +10,6 @@ PUBLIC = {
     "engine": ("launch_gap",),
     "tuner": ("tune",),
     "pm": ("DramTimeline", "PmSamplingError", "dram_timeline"),
+    "solo": ("card_bandwidth", "load_profiles", "save_profiles", "solo_profile"),
 }
 __all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC)

@@ -186,7 +186,7 @@ class _State:
     """Candidates, measurements so far, and the bounds they imply."""
 
     def __init__(self, candidates: Sequence[Sequence[int]], measure, settings: Settings,
-                 names: Sequence[str] = ()):
+                 names: Sequence[str] = (), prior=None):
         cands = [tuple(int(s) for s in c) for c in candidates]
         if not cands:
             raise ValueError("no candidate layouts to search")
@@ -201,6 +201,13 @@ class _State:
         values = [sorted({c[i] for c in self.cands}) for i in range(self.n)]
         self.rank = {c: tuple(values[i].index(c[i]) for i in range(self.n)) for c in self.cands}
         self.q = settings.percentile / 100.0
+        # predictions: layout -> {"makespan": (point, low), "first": (point, low)}
+        self.prior = {tuple(int(x) for x in k): v for k, v in (prior or {}).items()}
+
+    def prior_low(self, layout: Layout, what: str) -> float:
+        """The predicted interval's bottom (0 without a prediction): no layout is measured that
+        its prediction says cannot beat the answer."""
+        return float(self.prior.get(layout, {}).get(what, (0.0, 0.0))[1])
 
     # -- measuring --------------------------------------------------------------
     def visit(self, layout: Layout, n: int) -> None:
@@ -293,7 +300,8 @@ class _State:
         return max(0.0, min(offs)) if offs else 0.0
 
     def makespan_bound(self, layout: Layout, slacks, offset: float) -> float:
-        return max(self.workload_bound(i, layout[i], slacks) for i in range(self.n)) + offset
+        measured = max(self.workload_bound(i, layout[i], slacks) for i in range(self.n)) + offset
+        return max(measured, self.prior_low(layout, "makespan"))
 
     def notes(self) -> list[str]:
         out = []
@@ -318,7 +326,11 @@ class _State:
 
     def probes(self) -> list[Layout]:
         """The balanced layout, then each workload on half its balanced share (the others
-        sharing the rest): a coarse look at both sides before the bounds are trusted."""
+        sharing the rest): a coarse look at both sides before the bounds are trusted. With
+        predictions: the predicted best only (its neighbours are measured anyway)."""
+        ranked = [c for c in self.cands if "makespan" in self.prior.get(c, {})]
+        if ranked:
+            return [min(ranked, key=lambda c: (self.prior[c]["makespan"][0], c))]
         out = [self.start()]
         for i in range(self.n):
             half = 0.5 / self.n
@@ -398,12 +410,13 @@ def _makespan_outcome(st: _State, close: set) -> Outcome:
     for c in st.cands:
         if c not in st.data:
             b = st.makespan_bound(c, slacks, off)
-            unmeasured[label(c)] = {"bound_ms": b, "why": f"makespan bound {b:.4g} ms >= {v * (1 - tol):.4g} ms "
+            what = "predicted at least" if b == st.prior_low(c, "makespan") > 0 else "makespan bound"
+            unmeasured[label(c)] = {"bound_ms": b, "why": f"{what} {b:.4g} ms >= {v * (1 - tol):.4g} ms "
                                                           f"(the answer less {tol:.1%})"}
     if unmeasured:
         reason.append(f"{len(unmeasured)} layout(s) not measured: no workload is faster on fewer SMs or more "
-                      f"than linearly faster on more (within the slack), so none can beat {v:.4g} ms by more "
-                      f"than {tol:.1%}")
+                      f"than linearly faster on more (within the slack){' and none is predicted to' if st.prior else ''}"
+                      f", so none can beat {v:.4g} ms by more than {tol:.1%}")
     for d in comps:
         if d["decision"].startswith("too close"):
             reason.append(f"{d['layout']} is {d['decision']}; the lower median wins")
@@ -455,14 +468,16 @@ def _slo_search(st: _State) -> dict:
         st.visit(c, st.s.repeats)
         verdicts[c] = _verdict(st, c)
 
-    probe(st.start())
+    guess = [c for c in order if "first" in st.prior.get(c, {}) and st.prior[c]["first"][0] <= st.s.slo_ms]
+    probe(guess[0] if guess else st.start())  # the smallest size predicted to meet the target
     turn = 0
     while True:
         meeting = [c for c in order if c in verdicts and verdicts[c][0]]
         m = meeting[0] if meeting else None
         slacks = st.slacks()
         region = order[:order.index(m)] if m else order
-        open_ = [c for c in region if c not in st.data and st.workload_bound(0, c[0], slacks) <= st.s.slo_ms]
+        open_ = [c for c in region if c not in st.data and st.workload_bound(0, c[0], slacks) <= st.s.slo_ms
+                 and st.prior_low(c, "first") <= st.s.slo_ms]
         if open_:
             probe(_pick_slo(st, open_, verdicts, turn))
             turn += 1
@@ -518,7 +533,7 @@ def _latency_bound(st: _State, c: Layout, slacks) -> dict:
 
 
 def search(candidates: Sequence[Sequence[int]], measure: Callable[[Layout, int], list],
-           settings: Settings | None = None, *, names: Sequence[str] = ()) -> Outcome:
+           settings: Settings | None = None, *, names: Sequence[str] = (), prior=None) -> Outcome:
     """Find the best layout (or the smallest meeting a latency target) by measuring few.
 
     Parameters
@@ -531,13 +546,19 @@ def search(candidates: Sequence[Sequence[int]], measure: Callable[[Layout, int],
     settings : Settings, optional
     names : sequence of str, optional
         Workload names, for the notes.
+    prior : mapping, optional
+        Predictions per layout: ``{layout: {"makespan": (point, low), "first": (point,
+        low)}}`` (the first workload's duration, for a latency target). The search starts
+        at the predicted best (or the smallest size predicted to meet the target) and does
+        not measure layouts whose predicted low end cannot beat the answer; the answer is
+        still confirmed against its measured neighbours.
 
     Returns
     -------
     Outcome
     """
     settings = settings or Settings()
-    st = _State(candidates, measure, settings, names)
+    st = _State(candidates, measure, settings, names, prior)
     if settings.objective == "makespan":
         return _makespan_outcome(st, _makespan_search(st))
     return _slo_outcome(st, _slo_search(st))

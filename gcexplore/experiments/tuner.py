@@ -1,7 +1,7 @@
 """The split tuner: the best split, or the smallest partition that meets a latency target.
 
 :func:`tune` measures only the concurrent mode, only at the layouts the search in
-:mod:`gcexplore.search` asks for, with only as many repetitions as its decisions need,
+:mod:`gcexplore.experiments.search` asks for, with only as many repetitions as its decisions need,
 over the profiler's shared set-up (:func:`gcexplore.profile.experiment`): the same
 checks before the GPU is touched, the same timing engine, the same rows as a sweep's
 concurrent rows plus the search step. Rows measured before a failure or an interrupt
@@ -116,14 +116,35 @@ def _gpu_measure(run, rows: list[dict], visits: list[dict], bar):
     return measure
 
 
+def _prior(predict, names: list[str]) -> dict | None:
+    """The search's predictions from a :func:`gcexplore.predict` result or from solo profiles."""
+    if predict is None:
+        return None
+    if not (hasattr(predict, "attrs") and predict.attrs.get("kind") == "prediction"):
+        from ..analysis.prediction import predict as model  # profiles: predict this pair now (pure)
+
+        predict = model(predict, names)
+    got = list(predict.attrs.get("workloads", []))
+    if got != names:
+        raise ValueError(f"the prediction is for workloads {got}, the tuner runs {names} (same names, same order); "
+                         "predict with workloads=[...] naming them, e.g. 'memory_a=memory'")
+    prior: dict = {}
+    for lab, g in predict.groupby("layout", sort=False):
+        first = g[g["workload"] == names[0]].iloc[0]
+        prior[tuple(int(x) for x in lab.split("+"))] = {
+            "makespan": (float(first["makespan_ms"]), float(first["makespan_low_ms"])),
+            "first": (float(first["duration_ms"]), float(first["duration_low_ms"]))}
+    return prior
+
+
 def tune(workloads, *, slo_ms: float | None = None, percentile: float = 50.0, others: Sequence[int] | None = None,
          sm_counts=None, tolerance: float = 0.01, confidence: float = 0.9, repeats: int = 5,
          max_repeats: int = 40, warmup: int = 1, device=0, l2_flush: bool = False, graphs: bool = False,
-         rounding: str = "up", progress: bool = True):
+         rounding: str = "up", progress: bool = True, predict=None):
     """The split with the lowest concurrent makespan, or the smallest first partition meeting a latency target.
 
     Measures only the concurrent mode, at the layouts the search picks (see
-    :mod:`gcexplore.search` for the rules), adding repetitions until each comparison is
+    :mod:`gcexplore.experiments.search` for the rules), adding repetitions until each comparison is
     decided or ``max_repeats`` is reached.
 
     Parameters
@@ -142,7 +163,7 @@ def tune(workloads, *, slo_ms: float | None = None, percentile: float = 50.0, ot
     sm_counts : sequence of int, optional
         First-partition sizes to choose from; default every valid size.
     tolerance, confidence, repeats, max_repeats
-        See :class:`gcexplore.search.Settings`: the answer within ``tolerance`` (1%) of
+        See :class:`gcexplore.experiments.search.Settings`: the answer within ``tolerance`` (1%) of
         the best, 90% intervals, 5 repetitions per layout at first, at most 40.
     warmup : int, default 1
         Discarded repetitions each time a layout is measured.
@@ -150,6 +171,11 @@ def tune(workloads, *, slo_ms: float | None = None, percentile: float = 50.0, ot
         As for :func:`gcexplore.sweep`.
     progress : bool, default True
         A progress bar (tqdm.auto) counting measurements.
+    predict : DataFrame, optional
+        A :func:`gcexplore.predict` result for these workloads (same names, same order),
+        or their solo profiles: the search starts at the predicted best and skips layouts
+        whose predicted interval cannot beat the answer; the answer is still measured and
+        confirmed against its neighbours.
 
     Returns
     -------
@@ -183,19 +209,19 @@ def tune(workloads, *, slo_ms: float | None = None, percentile: float = 50.0, ot
             raise ValueError(f"a latency target with {len(names)} workloads needs others= (the middle "
                              "workloads' fixed sizes); only the first partition's size is searched")
         plan.update(names=names, cands=candidates(info, len(names), others=others, sm_counts=sm_counts,
-                                                  rounding=opts.rounding))
+                                                  rounding=opts.rounding), prior=_prior(predict, names))
 
     with profile.experiment("tune", workloads, device, opts, check=check) as run:
         visits: list[dict] = []
         run.extra.update(settings.metadata(), workloads=plan["names"], visits=visits,
-                         candidates=[label(c) for c in plan["cands"]])
+                         candidates=[label(c) for c in plan["cands"]], predicted=plan["prior"] is not None)
         found = {}
 
         def measure_all(_, out):
             bar = _progress(progress)
             try:
                 found["o"] = search(plan["cands"], _gpu_measure(run, out, visits, bar), settings,
-                                    names=plan["names"])
+                                    names=plan["names"], prior=plan["prior"])
             finally:
                 if bar is not None:
                     bar.close()

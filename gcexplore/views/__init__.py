@@ -9,5 +9,6 @@ PUBLIC = {
     "timeline": ("plot_sm_usage", "plot_timeline"),
     "tune": ("plot_tune",),
     "pm": ("plot_dram_timeline",),
+    "predict": ("plot_predict",),
 }
 __all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC)

@@ -1,0 +1,586 @@
+"""Predict a concurrent makespan from each workload's solo profile (pure pandas/numpy, no GPU).
+
+A *solo profile* holds one workload's alone times on partitions of every size, as the
+first partition (``position`` "first": 8, 16, ..., 128 SMs on an H100) and as the
+remainder ("last": 124, 116, ..., 4), with the DRAM bytes it declares per call, its L2
+working set where declared, and the card's shared DRAM bandwidth and L2 size. One
+profile serves every pair the workload is in. :func:`profile_from` makes profile rows
+from a scaling result or the ``alone`` rows of a sweep; :func:`check_profiles` refuses
+bad ones with the reason.
+
+The model (:func:`predict`), per layout:
+
+1. **Split loss**: each workload's solo time at its partition size, read off its
+   profile (between measured sizes, the rate 1/T is interpolated linearly in SMs; the
+   interval then spans what "no faster on fewer SMs, at most linearly faster on more"
+   allows, so it widens where data is missing).
+2. **Shared DRAM bandwidth**: a fluid model. While workloads run together, each asks
+   for the bandwidth it drew alone (declared DRAM bytes / solo time). When the
+   demands exceed the card's shared bandwidth, it is divided among them (``sharing``:
+   in proportion to their outstanding requests, ~ SMs x per-SM rate, by default) and
+   a workload given less than it drew alone progresses at that fraction of its solo
+   rate (it is memory-bound at that point). When one finishes, the others get its share.
+3. **L2**: workloads that declare a working set that fits in L2 alone pull only that
+   from DRAM; when the working sets of the workloads running together exceed the
+   usable L2, their re-reads go to DRAM (a ramp between :data:`L2_FIT_FRACTION` and
+   :data:`L2_SPILL_FRACTION` of the L2 size).
+4. A small start offset (the gate to the first kernel) from the profiles.
+
+Workloads that declare no bytes are assumed to draw no DRAM bandwidth in the point
+estimate; the interval's top assumes they saturate it. The interval also carries the
+profile's p10-p90 spread and ``model_error`` (fitted on measured pairs, :func:`fit_model`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .overlap import makespan_stats
+from .summaries import summarize
+
+__all__ = [
+    "L2_FIT_FRACTION",
+    "L2_SPILL_FRACTION",
+    "MODEL_ERROR",
+    "PREDICTION_COLUMNS",
+    "PROFILE_COLUMNS",
+    "SHARING",
+    "ProfileError",
+    "check_profiles",
+    "fit_model",
+    "predict",
+    "predict_error",
+    "predicted_layouts",
+    "prediction_facts",
+    "profile_from",
+]
+
+#: Columns of a solo profile (one row per workload x position x size x repetition).
+PROFILE_COLUMNS = ["workload", "position", "sm_count", "rep", "duration_ms", "start_ms", "bytes", "flops",
+                   "working_set_bytes", "shared_bandwidth_gbs", "l2_bytes", "device_sm_count",
+                   "sm_alignment", "device_name", "run_id"]
+#: How a saturated DRAM is divided: by outstanding requests (SMs x per-SM rate), by the
+#: bandwidth each drew alone, or equally (max-min fair).
+SHARING = ("pressure", "demand", "equal")
+#: Relative model error put around every prediction unless fitted (:func:`fit_model`): the
+#: p90 of |error| of the point prediction on the recorded H100 sweeps it was built on.
+MODEL_ERROR = 0.05
+#: Working sets together below this fraction of the L2 size stay in L2; above
+#: :data:`L2_SPILL_FRACTION` every re-read goes to DRAM (recorded H100 ``l2_sharing``: two
+#: triads of 16 MiB each (32 of 50 MiB) slowed 1.26x, of 24 MiB each 2.78x).
+L2_FIT_FRACTION = 0.4
+L2_SPILL_FRACTION = 0.8
+POSITIONS = ("first", "last")
+
+PREDICTION_COLUMNS = [
+    "layout", "split_sm_count", "workload", "partition", "sm_count", "alone_ms", "alone_low_ms", "alone_high_ms",
+    "alone_measured", "duration_ms", "duration_low_ms", "duration_high_ms", "makespan_ms", "makespan_low_ms",
+    "makespan_high_ms", "interference_free_ms", "interference", "split_loss", "lower_bound_ms",
+]
+LAYOUT_COLUMNS = ["layout", "split_sm_count", "makespan_ms", "makespan_low_ms", "makespan_high_ms",
+                  "interference_free_ms", "interference", "split_loss", "lower_bound_ms", "all_measured"]
+
+
+class ProfileError(ValueError):
+    """A solo profile the model cannot use; the message says what is wrong and what is valid."""
+
+
+# ------------------------------------------------------------------------ profiles
+
+
+def _scalar(df: pd.DataFrame, col: str, given) -> float:
+    if given is not None:
+        return float(given)
+    v = df[col].dropna() if col in df.columns else pd.Series(dtype=float)
+    return float(v.iloc[0]) if len(v) else math.nan
+
+
+def profile_from(result: pd.DataFrame, *, bytes: Mapping[str, float] | None = None,  # noqa: A002
+                 working_set_bytes: Mapping[str, float] | None = None, shared_bandwidth_gbs: float | None = None,
+                 l2_bytes: float | None = None, rename: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """Solo-profile rows from a scaling result or the ``alone`` rows of a sweep / overlap.
+
+    Parameters
+    ----------
+    result : pandas.DataFrame
+        Kind ``scaling`` (every size counts as both positions: a partition of k SMs is the
+        same size whether split first or left over), or ``sweep`` / ``overlap`` (``alone``
+        rows; p0 and middle partitions are "first", the remainder "last").
+    bytes, working_set_bytes : mapping of workload name to bytes, optional
+        DRAM bytes per call (default: the declared ``bytes`` column) and the L2 working set.
+    shared_bandwidth_gbs, l2_bytes : float, optional
+        The card's shared DRAM bandwidth and L2 size (default: ``result.attrs``' values).
+    rename : mapping, optional
+        New workload names (``{"memory~": "memory"}`` after profiling a workload beside itself).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns :data:`PROFILE_COLUMNS`; ``attrs["kind"] = "solo_profile"``.
+    """
+    kind = result.attrs.get("kind") or ("scaling" if "mode" not in result.columns else "sweep")
+    need = ["workload", "sm_count", "rep", "duration_ms"] + ([] if kind == "scaling" else ["mode", "partition"])
+    missing = [c for c in need if c not in result.columns]
+    if missing:
+        raise ProfileError(f"profile_from needs a scaling result or a sweep with 'alone' rows; this frame lacks "
+                           f"{missing}")
+    a = result.attrs
+    rename = dict(rename or {})
+    if kind == "scaling":
+        base = result[result["requested_sm_count"].notna()] if "requested_sm_count" in result else result
+        parts = [base.assign(position=p) for p in POSITIONS]
+        parts.append(result.drop(base.index).assign(position="last"))  # the whole device: a remainder of all
+        rows = pd.concat(parts, ignore_index=True)
+        rows["start_ms"] = math.nan
+    else:
+        rows = result[result["mode"] == "alone"].copy()
+        if rows.empty:
+            raise ProfileError("profile_from: this sweep has no 'alone' rows; sweep with modes including 'alone'")
+        rows["position"] = np.where(rows["partition"] == "remainder", "last", "first")
+    rows["workload"] = rows["workload"].map(lambda w: rename.get(w, w))
+    out = pd.DataFrame({c: rows[c].to_numpy() for c in ("workload", "position", "sm_count", "rep", "duration_ms",
+                                                          "start_ms")})
+    for col, given in (("bytes", bytes), ("working_set_bytes", working_set_bytes)):
+        declared = rows.groupby("workload")[col].first() if col in rows.columns else pd.Series(dtype=float)
+        out[col] = [float((given or {}).get(w, declared.get(w, math.nan))) for w in out["workload"]]
+    out["flops"] = rows["flops"].to_numpy(dtype=float) if "flops" in rows else math.nan
+    out["shared_bandwidth_gbs"] = float(shared_bandwidth_gbs if shared_bandwidth_gbs is not None
+                                        else a.get("shared_bandwidth_gbs", math.nan) or math.nan)
+    out["l2_bytes"] = float(l2_bytes if l2_bytes is not None else a.get("l2_bytes", math.nan) or math.nan)
+    out["device_sm_count"] = int(a.get("device_sm_count", 0) or 0)
+    out["sm_alignment"] = int(a.get("sm_alignment", 0) or np.gcd.reduce(
+        rows.loc[rows["position"] == "first", "sm_count"].astype(int).to_numpy()))
+    out["device_name"] = rows["device_name"].to_numpy() if "device_name" in rows else str(a.get("device_name", ""))
+    out["run_id"] = rows["run_id"].to_numpy() if "run_id" in rows else str(a.get("run_id", ""))
+    out = out[PROFILE_COLUMNS]
+    out.attrs.update({k: v for k, v in a.items() if k in ("device_name", "device_sm_count", "date", "recorded")})
+    out.attrs["kind"] = "solo_profile"
+    return check_profiles(out)
+
+
+def _bad(what: str) -> ProfileError:
+    return ProfileError(f"not a usable solo profile: {what} (make one with gcexplore.solo_profile, or "
+                        "gcexplore.analysis.prediction.profile_from(scaling or sweep result))")
+
+
+def check_profiles(profiles) -> pd.DataFrame:
+    """One profile frame from a frame, a sequence or a mapping of them; :class:`ProfileError` if unusable.
+
+    Checks: the columns of :data:`PROFILE_COLUMNS`; positive finite durations; positive
+    sizes; one card (device name, SM count, shared bandwidth) for all workloads; each
+    workload with at least one measured size; bytes and working sets >= 0 or missing.
+    """
+    if isinstance(profiles, Mapping):
+        profiles = list(profiles.values())
+    if isinstance(profiles, (list, tuple)):
+        if not profiles:
+            raise _bad("no profiles given")
+        frames = [check_profiles(p) for p in profiles]
+        df = pd.concat(frames, ignore_index=True)
+        df.attrs.update(frames[0].attrs)
+    elif isinstance(profiles, pd.DataFrame):
+        df = profiles
+    else:
+        raise _bad(f"expected a DataFrame, a list or a dict of them, got {type(profiles).__name__}")
+    missing = [c for c in PROFILE_COLUMNS if c not in df.columns]
+    if missing:
+        raise _bad(f"columns {missing} are missing")
+    if df.empty:
+        raise _bad("it has no rows")
+    d = df["duration_ms"].to_numpy(dtype=float)
+    if not np.all(np.isfinite(d) & (d > 0)):
+        raise _bad(f"{int(np.sum(~(np.isfinite(d) & (d > 0))))} duration(s) are not positive finite ms")
+    if not np.all(df["sm_count"].to_numpy(dtype=float) > 0):
+        raise _bad("sm_count must be positive")
+    if not set(df["position"]) <= set(POSITIONS):
+        raise _bad(f"position must be one of {POSITIONS}, found {sorted(set(df['position']) - set(POSITIONS))}")
+    for col in ("bytes", "working_set_bytes"):
+        v = df[col].to_numpy(dtype=float)
+        if np.any(v[np.isfinite(v)] < 0):
+            raise _bad(f"{col} must be >= 0 or missing")
+    for col in ("device_name", "device_sm_count"):
+        if df[col].nunique() > 1:
+            raise _bad(f"profiles of different cards ({col}: {sorted(map(str, df[col].unique()))}); "
+                       "predict pairs from profiles measured on one card")
+    out = df[PROFILE_COLUMNS].reset_index(drop=True)
+    out.attrs.update(df.attrs)
+    out.attrs["kind"] = "solo_profile"
+    return out
+
+
+# ------------------------------------------------------------------------ solo curve
+
+
+class _Curve:
+    """One workload's alone time at any size: median, p10, p90 where measured; bounds between."""
+
+    def __init__(self, rows: pd.DataFrame):
+        self.name = str(rows["workload"].iloc[0])
+        self.pts = {}
+        for pos in POSITIONS:
+            g = rows[rows["position"] == pos].groupby("sm_count")["duration_ms"]
+            self.pts[pos] = {int(k): (float(v.median()), float(v.quantile(0.1)), float(v.quantile(0.9)))
+                             for k, v in g}
+        self.any = {**self.pts["last"], **self.pts["first"]}
+        b = rows["bytes"].to_numpy(dtype=float)
+        self.bytes = float(b[0]) if np.isfinite(b[0]) else math.nan
+        w = rows["working_set_bytes"].to_numpy(dtype=float)
+        self.working_set = float(w[0]) if np.isfinite(w[0]) else math.nan
+        starts = rows.loc[rows["position"] == "first", "start_ms"].to_numpy(dtype=float)
+        self.offset = float(np.nanmedian(starts)) if np.isfinite(starts).any() else 0.0
+
+    def at(self, n: int, position: str) -> tuple[float, float, float, bool]:
+        """(point, low, high, measured) alone time on ``n`` SMs as ``position``."""
+        for table in (self.pts[position], self.any):
+            if n in table:
+                return (*table[n], True)
+        sizes = sorted(self.any)
+        below = [k for k in sizes if k < n]
+        above = [k for k in sizes if k > n]
+        if below and above:
+            a, b = below[-1], above[0]
+            ta, tb = self.any[a][0], self.any[b][0]
+            rate = 1 / ta + (1 / tb - 1 / ta) * (n - a) / (b - a)
+            if tb <= ta:  # no faster on fewer SMs, at most linearly faster on more
+                lo, hi = max(tb, ta * a / n), min(ta, tb * b / n)
+            else:  # a curve that rises with SMs: anywhere between its neighbours
+                lo, hi = ta, tb
+            point = min(max(1 / rate, lo), hi)
+            return point, min(lo, point), max(hi, point), False
+        if above:  # fewer SMs than any measured: at most linearly slower, no faster
+            b = above[0]
+            tb = self.any[b][0]
+            return tb * b / n, tb, tb * b / n, False
+        a = below[-1]  # more SMs than any measured: no slower, at most linearly faster
+        ta = self.any[a][0]
+        return ta, ta * a / n, ta, False
+
+    def fastest(self) -> float:
+        return min(v[0] for v in self.any.values())
+
+    def ceiling_gbs(self) -> float:
+        """The highest DRAM GB/s it drew alone at any size (NaN without bytes): its access
+        pattern's share of the card's bandwidth."""
+        if not math.isfinite(self.bytes):
+            return math.nan
+        return max(self.bytes / (t[0] * 1e6) for t in self.any.values())
+
+    def per_sm_gbs(self) -> float:
+        """DRAM GB/s per SM at the least saturated measured size (NaN without bytes)."""
+        if not math.isfinite(self.bytes):
+            return math.nan
+        return max(self.bytes / (t[0] * 1e6) / k for k, t in self.any.items())
+
+
+def _curves(profiles: pd.DataFrame) -> dict[str, _Curve]:
+    return {str(w): _Curve(g) for w, g in profiles.groupby("workload", sort=False)}
+
+
+# ------------------------------------------------------------------------ fluid model
+
+
+def _waterfill(total: float, caps: list[float], weights: list[float]) -> list[float]:
+    """Divide ``total`` in proportion to ``weights``, nobody above its cap, leftovers passed on."""
+    share = [0.0] * len(caps)
+    open_ = [i for i in range(len(caps)) if caps[i] > 0]
+    left = total
+    while open_ and left > 1e-12:
+        wsum = sum(max(weights[i], 1e-12) for i in open_)
+        offer = {i: left * max(weights[i], 1e-12) / wsum for i in open_}
+        full = [i for i in open_ if share[i] + offer[i] >= caps[i]]
+        if not full:
+            for i in open_:
+                share[i] += offer[i]
+            break
+        for i in full:
+            left -= caps[i] - share[i]
+            share[i] = caps[i]
+        open_ = [i for i in open_ if i not in full]
+    return share
+
+
+def _dram_bytes(c: _Curve, spill: float, worst: bool, peak: float, t: float) -> float:
+    """Bytes the workload pulls from DRAM per call (``spill``: share of L2 re-reads that miss)."""
+    if not math.isfinite(c.bytes):
+        return peak * t * 1e6 if worst else 0.0  # unknown: as if it saturated DRAM alone (worst case)
+    if math.isfinite(c.working_set) and c.working_set < c.bytes:
+        return c.working_set + spill * (c.bytes - c.working_set)
+    return c.bytes
+
+
+def _spill(curves: list[_Curve], l2: float) -> float:
+    if not (math.isfinite(l2) and l2 > 0) or len(curves) < 2:
+        return 0.0
+    feet = sum(c.working_set if math.isfinite(c.working_set) else (c.bytes if math.isfinite(c.bytes) else 0.0)
+               for c in curves)
+    lo, hi = L2_FIT_FRACTION * l2, L2_SPILL_FRACTION * l2
+    return float(np.clip((feet - lo) / (hi - lo), 0.0, 1.0))
+
+
+def _fluid(curves: list[_Curve], times: list[float], sms: list[int], peak: float, l2: float, sharing: str,
+           worst: bool) -> list[float]:
+    """Finish time (ms) of each workload started together, sharing ``peak`` GB/s of DRAM."""
+    n = len(curves)
+    left, end, now = [1.0] * n, [math.nan] * n, 0.0
+    while any(math.isnan(e) for e in end):
+        act = [i for i in range(n) if math.isnan(end[i])]
+        spill = _spill([curves[i] for i in act], l2)
+        demand = [_dram_bytes(curves[i], spill, worst, peak, times[i]) / (times[i] * 1e6) for i in act]
+        speed = [1.0] * len(act)
+        # a bandwidth-bound workload's best pattern present sets what DRAM gives (48 MiB triads
+        # reached 2.63 TB/s alone and 2.67 together); workloads far below the peak say nothing of it
+        ceilings = [c for c in (curves[i].ceiling_gbs() for i in act) if math.isfinite(c) and c >= 0.5 * peak]
+        cap = min(peak, max(ceilings)) if ceilings else peak
+        if math.isfinite(cap) and sum(demand) > cap:
+            if sharing == "equal":
+                weights = [1.0] * len(act)
+            elif sharing == "demand":
+                weights = demand
+            else:
+                per_sm = [curves[i].per_sm_gbs() for i in act]
+                weights = [sms[i] * (p if math.isfinite(p) else 4 * peak / max(sms)) for i, p in zip(act, per_sm)]
+            got = _waterfill(cap, demand, weights)
+            # a workload drawing a share m of the bandwidth alone is memory-bound to that degree
+            bound = [min(1.0, d / cap) for d in demand]
+            speed = [1.0 / ((1.0 - m) + m * d / g) if d > 0 and g > 0 else (1.0 if d <= 0 else 0.0)
+                     for g, d, m in zip(got, demand, bound)]
+        rates = [s / times[i] for s, i in zip(speed, act)]
+        dt = min(left[i] / r for i, r in zip(act, rates))
+        now += dt
+        for i, r in zip(act, rates):
+            left[i] -= r * dt
+            if left[i] <= 1e-9:
+                end[i] = now
+    return end
+
+
+# ------------------------------------------------------------------------ layouts
+
+
+def _layouts(profiles: pd.DataFrame, n: int) -> list[tuple[int, ...]]:
+    total = int(profiles["device_sm_count"].iloc[0])
+    step = int(profiles["sm_alignment"].iloc[0])
+    if total <= 0 or step <= 0:
+        raise _bad("device_sm_count and sm_alignment are unknown; pass layouts= explicitly")
+    valid = range(step, total, step)
+    out = [(*c, total - sum(c)) for c in itertools.product(valid, repeat=n - 1) if total - sum(c) > 0]
+    return sorted(out)
+
+
+def _as_layouts(layouts, n: int, profiles: pd.DataFrame) -> list[tuple[int, ...]]:
+    if layouts is None:
+        return _layouts(profiles, n)
+    out = []
+    for lay in layouts:
+        t = tuple(int(x) for x in (lay.split("+") if isinstance(lay, str) else lay))
+        if len(t) != n or min(t) <= 0:
+            raise ValueError(f"layout {lay!r} must give {n} positive SM counts (one per workload, remainder "
+                             f"last), e.g. '24+108'")
+        out.append(t)
+    return out
+
+
+def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, sharing: str = "pressure",
+            model_error: float = MODEL_ERROR, shared_bandwidth_gbs: float | None = None,
+            l2_bytes: float | None = None) -> pd.DataFrame:
+    """Predicted concurrent makespan and per-workload durations at every layout, with intervals.
+
+    Parameters
+    ----------
+    profiles : DataFrame, sequence or mapping of DataFrames
+        Solo profiles (:func:`gcexplore.solo_profile`, :func:`profile_from`).
+    workloads : sequence of str, optional
+        Which profiled workloads, in partition order (first on p0, last on the remainder);
+        ``"name=profiled"`` runs a profiled workload under another name
+        (``["memory_a=memory", "memory_b=memory"]``). Default: the profiles' order.
+    layouts : sequence of str or tuple, optional
+        SM counts per workload, remainder last (``"24+108"``). Default: every valid layout.
+    sharing : {"pressure", "demand", "equal"}
+        How saturated DRAM is divided (:data:`SHARING`).
+    model_error : float, default :data:`MODEL_ERROR`
+        Relative error added to both ends of every interval.
+    shared_bandwidth_gbs, l2_bytes : float, optional
+        Override the card's values in the profiles.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per layout x workload, columns :data:`PREDICTION_COLUMNS`:
+        ``alone_*`` (solo time on its partition; ``alone_measured`` False where
+        interpolated), ``duration_*`` (predicted concurrent duration and interval),
+        ``makespan_*`` (predicted concurrent makespan and interval), and the decomposition
+        as in :func:`gcexplore.summarize`: ``interference_free_ms`` (slowest alone time),
+        ``interference`` (makespan / that), ``split_loss`` (that / ``lower_bound_ms``),
+        ``lower_bound_ms`` (the slowest workload's fastest solo time).
+        ``attrs["kind"] = "prediction"`` with the settings.
+    """
+    prof = check_profiles(profiles)
+    if sharing not in SHARING:
+        raise ValueError(f"sharing must be one of {SHARING}, got {sharing!r}")
+    if not (isinstance(model_error, (int, float)) and 0 <= model_error < 1):
+        raise ValueError(f"model_error must be a fraction in [0, 1), got {model_error!r}")
+    curves = _curves(prof)
+    names, sources = [], []
+    for w in (workloads or list(curves)):
+        name, _, src = str(w).partition("=")
+        src = src or name
+        if src not in curves:
+            raise ValueError(f"no profile for workload {src!r}; profiled: {', '.join(curves)}")
+        names.append(name)
+        sources.append(curves[src])
+    if len(names) < 2 or len(set(names)) != len(names):
+        raise ValueError(f"predict needs two or more distinct workload names, got {names}")
+    peak = float(shared_bandwidth_gbs if shared_bandwidth_gbs is not None else prof["shared_bandwidth_gbs"].max())
+    l2 = float(l2_bytes if l2_bytes is not None else prof["l2_bytes"].max())
+    bound = max(c.fastest() for c in sources)
+    rows = []
+    for lay in _as_layouts(layouts, len(names), prof):
+        rows.extend(_predict_layout(lay, names, sources, peak, l2, sharing, model_error, bound))
+    out = pd.DataFrame(rows, columns=PREDICTION_COLUMNS)
+    out.attrs.update(kind="prediction", workloads=names, sharing=sharing, model_error=float(model_error),
+                     shared_bandwidth_gbs=peak, l2_bytes=l2, device_name=str(prof["device_name"].iloc[0]),
+                     unknown_bytes=[n for n, c in zip(names, sources) if not math.isfinite(c.bytes)])
+    return out
+
+
+def _predict_layout(lay, names, curves, peak, l2, sharing, err, bound) -> list[dict]:
+    last = len(lay) - 1
+    alone = [c.at(k, "last" if i == last else "first") for i, (c, k) in enumerate(zip(curves, lay))]
+    offset = max(c.offset for c in curves)
+    mid = _fluid(curves, [a[0] for a in alone], list(lay), peak, l2, sharing, worst=False)
+    low = _fluid(curves, [a[1] for a in alone], list(lay), peak, l2, sharing, worst=False)
+    high = _fluid(curves, [a[2] for a in alone], list(lay), peak, l2, sharing, worst=True)
+    low = [min(a, b) for a, b in zip(low, mid)]  # shorter solo times can mean more contention
+    high = [max(a, b) for a, b in zip(high, mid)]
+    make, make_lo, make_hi = max(mid) + offset, max(low) + offset, max(high) + offset
+    free = max(a[0] for a in alone)
+    label = "+".join(map(str, lay))
+    per_layout = {"makespan_ms": make, "makespan_low_ms": make_lo * (1 - err),
+                  "makespan_high_ms": make_hi * (1 + err), "interference_free_ms": free,
+                  "interference": make / free, "split_loss": free / bound, "lower_bound_ms": bound}
+    return [{"layout": label, "split_sm_count": lay[0], "workload": name,
+             "partition": "remainder" if i == last else f"p{i}", "sm_count": lay[i], "alone_ms": a[0],
+             "alone_low_ms": a[1], "alone_high_ms": a[2], "alone_measured": a[3], "duration_ms": mid[i],
+             "duration_low_ms": low[i] * (1 - err), "duration_high_ms": high[i] * (1 + err), **per_layout}
+            for i, (name, a) in enumerate(zip(names, alone))]
+
+
+def predicted_layouts(prediction: pd.DataFrame) -> pd.DataFrame:
+    """One row per layout of a :func:`predict` result (columns ``LAYOUT_COLUMNS``), by first size."""
+    _require_prediction(prediction, "predicted_layouts")
+    g = prediction.groupby("layout", sort=False)
+    out = g.first()[LAYOUT_COLUMNS[1:-1]].assign(all_measured=g["alone_measured"].all()).reset_index()
+    return out.sort_values("split_sm_count", kind="stable").reset_index(drop=True)[LAYOUT_COLUMNS]
+
+
+def _require_prediction(df, where: str) -> None:
+    if not isinstance(df, pd.DataFrame) or df.attrs.get("kind") != "prediction":
+        raise ValueError(f"{where} needs the result of gcexplore.predict(profiles) "
+                         f"(attrs kind 'prediction'), got {getattr(df, 'attrs', {}).get('kind', type(df).__name__)!r}")
+
+
+# ------------------------------------------------------------------------ against a measurement
+
+
+ERROR_COLUMNS = ["layout", "split_sm_count", "predicted_ms", "predicted_low_ms", "predicted_high_ms",
+                 "measured_ms", "error", "inside", "predicted_interference", "measured_interference"]
+
+
+def predict_error(prediction: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFrame:
+    """Per layout measured in both: the predicted against the measured median concurrent makespan.
+
+    Parameters
+    ----------
+    prediction : pandas.DataFrame
+        :func:`predict`'s result.
+    measured : pandas.DataFrame
+        A sweep, overlap or tune result with ``concurrent`` rows (one run).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``layout``, ``split_sm_count``, ``predicted_ms`` (and ``_low_ms``,
+        ``_high_ms``), ``measured_ms`` (median over repetitions), ``error`` (predicted /
+        measured - 1), ``inside`` (the measured median lies in the interval),
+        ``predicted_interference`` and ``measured_interference`` (NaN without ``alone``
+        rows); sorted by ``split_sm_count``.
+    """
+    _require_prediction(prediction, "predict_error")
+    if "mode" not in measured.columns or not (measured["mode"] == "concurrent").any():
+        raise ValueError("predict_error needs a measured result with 'concurrent' rows (sweep, overlap or tune)")
+    ms = makespan_stats(measured, "concurrent").set_index("layout")["median_ms"]
+    inter = pd.Series(dtype=float)
+    if (measured["mode"] == "alone").any():
+        inter = summarize(measured).drop_duplicates("layout").set_index("layout")["interference"]
+    lay = predicted_layouts(prediction)
+    lay = lay[lay["layout"].isin(ms.index)]
+    m = lay["layout"].map(ms).to_numpy(dtype=float)
+    out = pd.DataFrame({
+        "layout": lay["layout"], "split_sm_count": lay["split_sm_count"], "predicted_ms": lay["makespan_ms"],
+        "predicted_low_ms": lay["makespan_low_ms"], "predicted_high_ms": lay["makespan_high_ms"],
+        "measured_ms": m, "error": lay["makespan_ms"].to_numpy() / m - 1.0,
+        "inside": (lay["makespan_low_ms"].to_numpy() <= m) & (m <= lay["makespan_high_ms"].to_numpy()),
+        "predicted_interference": lay["interference"],
+        "measured_interference": lay["layout"].map(inter).to_numpy(dtype=float),
+    }, columns=ERROR_COLUMNS).reset_index(drop=True)
+    if out.empty:
+        raise ValueError(f"no layout is both predicted and measured (predicted {list(prediction['layout'].unique())[:4]}"
+                         f"..., measured {list(ms.index)[:4]}...)")
+    return out
+
+
+def prediction_facts(prediction: pd.DataFrame, measured: pd.DataFrame) -> dict:
+    """Everything a sentence about a prediction against a measured sweep may say.
+
+    Returns
+    -------
+    dict
+        ``layouts`` (compared), ``median_abs_error``, ``max_abs_error`` (fractions),
+        ``worst_layout``, ``inside`` (fraction of measured medians inside the intervals),
+        ``predicted_best`` (layout), ``predicted_best_measured_ms`` (its measured median),
+        ``measured_best``, ``measured_best_ms``, ``best_gap`` (predicted best's measured /
+        measured best - 1).
+    """
+    e = predict_error(prediction, measured)
+    a = e["error"].abs()
+    pb = e.loc[e["predicted_ms"].idxmin()]
+    mb = e.loc[e["measured_ms"].idxmin()]
+    return {"layouts": int(len(e)), "median_abs_error": float(a.median()), "max_abs_error": float(a.max()),
+            "worst_layout": str(e.loc[a.idxmax(), "layout"]), "inside": float(e["inside"].mean()),
+            "predicted_best": str(pb["layout"]), "predicted_best_measured_ms": float(pb["measured_ms"]),
+            "measured_best": str(mb["layout"]), "measured_best_ms": float(mb["measured_ms"]),
+            "best_gap": float(pb["measured_ms"] / mb["measured_ms"] - 1.0)}
+
+
+def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9) -> dict:
+    """The sharing rule and model error that the measured pairs demand.
+
+    Parameters
+    ----------
+    cases : sequence of (profiles, workloads, measured)
+        Each: the profiles, the workload names as for :func:`predict`, and a measured
+        sweep of that pair (concurrent rows).
+    quantile : float, default 0.9
+        The model error is this quantile of |error| of the best rule over all layouts.
+
+    Returns
+    -------
+    dict
+        ``sharing`` (the rule of :data:`SHARING` with the lowest median |error|),
+        ``model_error``, and ``median_abs_error`` per rule.
+    """
+    if not cases:
+        raise ValueError("fit_model needs at least one (profiles, workloads, measured sweep) case")
+    errs = {}
+    for rule in SHARING:
+        parts = [predict_error(predict(p, w, sharing=rule, model_error=0.0), m)["error"].abs()
+                 for p, w, m in cases]
+        errs[rule] = pd.concat(parts, ignore_index=True)
+    best = min(SHARING, key=lambda r: (float(errs[r].median()), float(errs[r].mean())))
+    return {"sharing": best, "model_error": float(errs[best].quantile(quantile)),
+            "median_abs_error": {r: float(e.median()) for r, e in errs.items()}}
