@@ -1,0 +1,133 @@
+"""Generic statistics of raw repetitions (pure numpy, vectorised): quantiles, their
+distribution-free intervals, and the Hodges-Lehmann shift / ratio interval from the
+Mann-Whitney distribution.
+
+Costs: :func:`quantile_ci` is O(n log n); :func:`shift_ci` sorts the n*m pairwise
+differences (O(nm log nm)); the exact Mann-Whitney null distribution is built with
+O(n) vectorised polynomial steps (O(n^2 m) operations) up to :data:`EXACT_MAX_PAIRS`
+pairs, the normal approximation (continuity-corrected) beyond.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from statistics import NormalDist
+
+import numpy as np
+
+__all__ = ["EXACT_MAX_PAIRS", "finite_positive", "mann_whitney_cdf", "mann_whitney_k", "quantile", "quantile_ci",
+           "ratio_ci", "shift_ci"]
+
+#: Largest n*m for which the exact Mann-Whitney distribution is built (200 x 200 reps).
+EXACT_MAX_PAIRS = 40_000
+
+
+def _finite(values) -> np.ndarray:
+    v = np.asarray(values, dtype=float).ravel()
+    return v[np.isfinite(v)]
+
+
+def finite_positive(values) -> np.ndarray:
+    """The finite, positive values (times that may be logged)."""
+    v = _finite(values)
+    return v[v > 0]
+
+
+def quantile(values, q: float) -> float:
+    """The ``q`` quantile (0..1), linear interpolation (numpy's default); NaN if empty."""
+    v = _finite(values)
+    return float(np.quantile(v, q)) if v.size else math.nan
+
+
+def _binom_cdf(n: int, p: float) -> np.ndarray:
+    """P(B <= j), j = 0..n, B ~ Binomial(n, p) (log-space pmf, one cumulative sum)."""
+    j = np.arange(n + 1)
+    if p <= 0.0 or p >= 1.0:
+        return np.ones(n + 1) if p <= 0.0 else (j >= n).astype(float)
+    lg = np.vectorize(math.lgamma, otypes=[float])
+    logpmf = lg(n + 1.0) - lg(j + 1.0) - lg(n - j + 1.0) + j * math.log(p) + (n - j) * math.log1p(-p)
+    return np.minimum(1.0, np.cumsum(np.exp(logpmf)))
+
+
+def quantile_ci(values, q: float = 0.5, confidence: float = 0.9) -> tuple[float, float]:
+    """Distribution-free interval of the ``q`` quantile from order statistics.
+
+    ``(x_(l), x_(u))`` of the sorted samples, ``l`` and ``u`` chosen so that each tail has
+    probability at most ``(1 - confidence) / 2`` under Binomial(n, q). A side that ``n``
+    samples cannot bound is infinite (at 90%, the median needs 5 samples).
+    """
+    v = np.sort(_finite(values))
+    n, alpha = v.size, (1.0 - confidence) / 2.0
+    if n == 0:
+        return -math.inf, math.inf
+    cdf = _binom_cdf(n, q)  # cdf[j] = P(B <= j)
+    # lower: the largest l (1-based) with P(B <= l - 1) <= alpha
+    lo = int(np.searchsorted(cdf, alpha, side="right"))
+    # upper: the smallest u with P(B >= u) = 1 - P(B <= u - 1) <= alpha (u = n + 1: none)
+    hi = int(np.searchsorted(cdf, 1.0 - alpha - 1e-12, side="left")) + 1
+    return (float(v[lo - 1]) if lo >= 1 else -math.inf, float(v[hi - 1]) if hi <= n else math.inf)
+
+
+@functools.lru_cache(maxsize=512)
+def mann_whitney_cdf(n: int, m: int) -> np.ndarray:
+    """P(U <= u), u = 0..n*m, of the Mann-Whitney U of samples of sizes n and m under H0.
+
+    The counts are the coefficients of the Gaussian binomial [n+m choose n]_q, built by
+    multiplying by (1 - q^(m+i)) and dividing by (1 - q^i) for i = 1..n, each step one
+    vectorised shift (the division is a strided cumulative sum).
+    """
+    n, m = min(n, m), max(n, m)
+    size = n * m + 1
+    c = np.zeros(size)
+    c[0] = 1.0
+    for i in range(1, n + 1):
+        s = m + i
+        if s < size:
+            c[s:] -= c[:-s].copy()
+        pad = (-size) % i
+        c = np.cumsum(np.concatenate([c, np.zeros(pad)]).reshape(-1, i), axis=0).ravel()[:size]
+    c = np.maximum(c, 0.0)
+    return np.minimum(1.0, np.cumsum(c) / c.sum())
+
+
+def mann_whitney_k(n: int, m: int, alpha: float) -> int:
+    """The largest ``k`` with P(U <= k - 1) <= ``alpha`` under H0 (0: no bound possible).
+
+    ``[d_(k), d_(nm+1-k)]`` of the sorted pairwise differences is then a two-sided
+    interval at level at least ``1 - 2 alpha``. Exact up to :data:`EXACT_MAX_PAIRS`
+    pairs, the normal approximation with continuity correction beyond.
+    """
+    if n < 1 or m < 1:
+        return 0
+    if n * m <= EXACT_MAX_PAIRS:
+        return int(np.searchsorted(mann_whitney_cdf(n, m), alpha, side="right"))
+    sd = math.sqrt(n * m * (n + m + 1) / 12.0)
+    return max(0, int(math.floor(n * m / 2.0 + 0.5 + NormalDist().inv_cdf(alpha) * sd)))
+
+
+def shift_ci(base, other, confidence: float = 0.95) -> tuple[float, float, float]:
+    """Hodges-Lehmann shift of ``other`` against ``base`` with its interval.
+
+    Returns ``(estimate, low, high)``: the median of the pairwise differences
+    ``other_j - base_i`` and the ``k``-th smallest and largest of them, ``k`` from the
+    Mann-Whitney distribution (:func:`mann_whitney_k` at ``(1 - confidence) / 2``). The
+    interval is distribution-free for a shift of one continuous distribution against
+    the other; ``(-inf, inf)`` when the samples are too few to bound it.
+    """
+    x, y = _finite(base), _finite(other)
+    if x.size == 0 or y.size == 0:
+        return math.nan, -math.inf, math.inf
+    d = np.sort((y[:, None] - x[None, :]).ravel())
+    k = mann_whitney_k(x.size, y.size, (1.0 - confidence) / 2.0)
+    est = float(np.median(d))
+    if k < 1:
+        return est, -math.inf, math.inf
+    return est, float(d[k - 1]), float(d[d.size - k])
+
+
+def ratio_ci(base, other, confidence: float = 0.95) -> tuple[float, float, float]:
+    """How many times larger ``other`` is than ``base``: :func:`shift_ci` on the logarithms,
+    exponentiated: ``(estimate, low, high)``; ``(nan, 0, inf)`` without positive samples."""
+    est, lo, hi = shift_ci(np.log(finite_positive(base)), np.log(finite_positive(other)), confidence)
+    return (math.exp(est) if math.isfinite(est) else math.nan), math.exp(lo), math.exp(hi)
