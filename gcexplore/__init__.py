@@ -35,6 +35,8 @@ _WHERE = {
                      "plot_throughput"), "plot"),
     **dict.fromkeys(("plot_sm_usage", "plot_timeline"), "timeline"),
     "plot_tune": "tune_plot",
+    "compare": "analysis.compare",
+    "plot_compare": "views.compare",
     **dict.fromkeys(("DramTimeline", "PmSamplingError", "dram_summary", "dram_timeline"), "pm"),
     "plot_dram_timeline": "pm_plot",
     **dict.fromkeys(("Explorer", "SweepExplorer", "explore"), "widgets"),

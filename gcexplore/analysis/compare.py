@@ -90,6 +90,8 @@ class Comparison:
         :func:`identity_diff` of the two sides.
     settings : dict
         ``min_effect``, ``confidence``, ``compared`` (m), ``level`` (of each interval).
+    attrs : tuple of dict
+        Each side's ``df.attrs`` (for provenance stamps).
     """
 
     kind: str
@@ -100,6 +102,7 @@ class Comparison:
     slo: dict | None
     identity: pd.DataFrame
     settings: dict
+    attrs: tuple = ({}, {})
 
     def counts(self) -> dict[str, int]:
         """How many compared rows got each verdict (and how many rows are one-sided)."""
@@ -361,9 +364,10 @@ def _curves(sa: pd.DataFrame, sb: pd.DataFrame) -> pd.DataFrame:
     for side, s in (("a", sa), ("b", sb)):
         for (group, lay), g in s.groupby(["group", "layout"], sort=False):
             v = g["value"].to_numpy(float)
+            p10, med, p90 = np.quantile(v, [0.1, 0.5, 0.9])
             rows.append({"side": side, "group": group, "layout": lay, "sm": int(g["sm"].iloc[0]),
-                         "fraction": float(g["fractions"].iloc[0][0]), "reps": len(v), "median_ms": quantile(v, 0.5),
-                         "p10_ms": quantile(v, 0.1), "p90_ms": quantile(v, 0.9)})
+                         "fraction": float(g["fractions"].iloc[0][0]), "reps": len(v), "median_ms": float(med),
+                         "p10_ms": float(p10), "p90_ms": float(p90)})
     out = pd.DataFrame(rows, columns=CURVE_COLUMNS)
     return out.sort_values(["side", "group", "fraction"], kind="stable").reset_index(drop=True)
 
@@ -520,5 +524,6 @@ def compare(a, b=None, *, by: str | None = None, labels=None, min_effect: float 
     if by is not None:  # the column that made the two sides differs by construction
         ident = pd.concat([pd.DataFrame([{"field": by, "a": labels[0], "b": labels[1], "same": False}]), ident],
                           ignore_index=True)
-    return Comparison(family, tuple(labels), table, _curves(sa, sb), best, slo, ident, settings)
+    return Comparison(family, tuple(labels), table, _curves(sa, sb), best, slo, ident, settings,
+                      (dict(fa.attrs), dict(fb.attrs)))
 
