@@ -39,7 +39,7 @@ _WHERE = {
     "plot_compare": "views.compare",
     **dict.fromkeys(("DramTimeline", "PmSamplingError", "dram_summary", "dram_timeline"), "pm"),
     "plot_dram_timeline": "pm_plot",
-    **dict.fromkeys(("Explorer", "SweepExplorer", "explore"), "widgets"),
+    **dict.fromkeys(("CompareExplorer", "Explorer", "SweepExplorer", "explore"), "widgets"),
 }
 
 __all__ = sorted([*_WHERE, "__version__"])

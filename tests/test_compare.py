@@ -229,3 +229,40 @@ def test_the_same_sweep_twice_on_one_card_is_same_or_flagged_noisy(info):
     t = compare(runs[0], runs[1]).table
     bad = t[(t["verdict"] != "SAME") & ~(t["noisy_a"] | t["noisy_b"])]
     assert bad.empty, bad[["group", "layout_a", "ratio", "ratio_low", "ratio_high", "verdict", "reason"]].to_string()
+
+
+# ------------------------------------------------------------------ views and explorer
+
+
+def test_plot_compare_draws_the_comparison_and_escapes_dollars():
+    from gcexplore.views.compare import describe
+
+    a = sweep(1, curve=lambda f: 1.0 + 4.0 * (f - 0.3) ** 2)
+    b = sweep(2, total=144, curve=lambda f: 1.0 + 4.0 * (f - 0.7) ** 2, device_name="a $5 card")
+    c = compare(a, b)
+    fig = gcexplore.plot_compare(c)
+    ax = fig.axes[0]
+    gids = {a.get_gid() for a in [*ax.lines, *ax.collections, *ax.texts]}
+    assert {"a", "b", "a_band", "b_band", "best_a", "best_b"} <= gids
+    best_b = next(line for line in ax.lines if line.get_gid() == "best_b")
+    assert best_b.get_xdata()[0] == pytest.approx(100 * c.best["b"]["fraction"])
+    marks = {t.get_gid(): t.get_text() for t in ax.texts}
+    conc = c.table[(c.table["group"] == "concurrent") & (c.table["present"] == "both")]
+    for r in conc.itertuples():
+        assert marks[f"verdict_{r.layout_a}"][0] == {"FAST": "F", "SLOW": "S", "SAME": "=", "UNCLEAR": "?"}[r.verdict]
+    assert r"\$5 card" in fig._suptitle.get_text()
+    lines = describe(c)
+    assert any(f"best split on A: {c.best['a']['layout']}" in s for s in lines)
+    assert any("the best split moved" in s for s in lines)
+
+
+def test_compare_explorer_redraws_when_the_band_changes():
+    from gcexplore.widgets import CompareExplorer
+
+    ex = CompareExplorer(sweep(1), sweep(2, shift=1.02))
+    assert ex.comparison.counts()["SLOW"] == 64 and ex.redraws["sweep"] == 1
+    ex.band.value = 5.0  # a 2% shift is within ±5%
+    assert ex.comparison.settings["min_effect"] == pytest.approx(0.05)
+    assert ex.comparison.counts()["SAME"] == 64 and ex.redraws["sweep"] == 2
+    ex.group.value = "sequential"
+    assert ex.redraws["sweep"] == 3 and "SAME" in ex.words.value

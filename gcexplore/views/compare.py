@@ -136,26 +136,25 @@ def plot_compare(c, b=None, *, group: str | None = None, figsize=(8.5, 5.0), **k
                     markeredgecolor="black", ls="none", gid=f"best_{side}",
                     label=plain(f"best on {label}: {best['layout']}"))
     _verdict_marks(ax, c.table[c.table["group"] == group])
-    ax.set_xlabel("first partition's share of the SMs (%)")
+    ax.set_xlabel("first partition's share of the SMs (%)\nletters above: B vs A per layout: F faster, "
+                  "S slower, = same, ? unclear, c clock difference; A / B measured on that side only", fontsize=8)
     ax.set_ylabel("makespan (ms)" if c.kind != "scaling" else "duration (ms)")
-    ax.set_title(plain(f"{group}: {c.labels[1]} against {c.labels[0]}"), fontsize=10)
+    ax.set_title(plain(f"{group}: {c.labels[1]} against {c.labels[0]}"), fontsize=10, pad=16)
     ax.legend(fontsize=8, loc="best")
     stamps = [figure_stamp(attrs) for attrs in c.attrs]
-    fig.suptitle(plain(" vs ".join(dict.fromkeys(stamps))), fontsize=8, color="0.3")
+    fig.suptitle(plain("\n".join(f"{side}: {st}" for side, st in zip(c.labels, stamps))), fontsize=8, color="0.3")
     return fig
 
 
 def _verdict_marks(ax, rows: pd.DataFrame) -> None:
-    """One letter per aligned layout along the top: F (B faster), S (slower), = (same), ? (unclear)."""
+    """One letter per aligned layout above the axes: F (B faster), S (slower), = (same), ? (unclear)."""
     trans = ax.get_xaxis_transform()
     for r in rows.itertuples():
         f = r.fraction_a if math.isfinite(r.fraction_a) else r.fraction_b
         if r.present != "both":
-            ax.text(f * 100, 0.97, "A" if r.present == "A only" else "B", transform=trans, ha="center", va="top",
+            ax.text(f * 100, 1.01, "A" if r.present == "A only" else "B", transform=trans, ha="center", va="bottom",
                     fontsize=8, color="0.5", gid=f"verdict_{r.layout_a or r.layout_b}")
             continue
         color, letter = _VERDICT_STYLE[r.verdict]
-        ax.text(f * 100, 0.97, letter + ("c" if r.clock_difference else ""), transform=trans, ha="center",
-                va="top", fontsize=9, fontweight="bold", color=color, gid=f"verdict_{r.layout_a}")
-    ax.text(0.0, 1.0, "top: F faster, S slower, = same, ? unclear (B vs A); c: clock difference",
-            transform=ax.transAxes, fontsize=7, color="0.4", va="bottom")
+        ax.text(f * 100, 1.01, letter + ("c" if r.clock_difference else ""), transform=trans, ha="center",
+                va="bottom", fontsize=9, fontweight="bold", color=color, gid=f"verdict_{r.layout_a}")
