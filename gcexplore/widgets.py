@@ -2,8 +2,9 @@
 split), ``explore`` and the pure ``render_*`` functions behind them. Defined in
 :mod:`gcexplore.explorers`; importing this touches no GPU."""
 
+from .explorers.compare_explorer import CompareExplorer
 from .explorers.explorer import (Explorer, SweepExplorer, explore, render_occupancy, render_summary,
                                  render_sweep, render_throughput, render_trace)
 
-__all__ = ["Explorer", "SweepExplorer", "explore", "render_occupancy", "render_summary", "render_sweep",
+__all__ = ["CompareExplorer", "Explorer", "SweepExplorer", "explore", "render_occupancy", "render_summary", "render_sweep",
            "render_throughput", "render_trace"]

@@ -868,10 +868,48 @@ for key, claim in claims.items():
 ]
 
 
+# Section 5 of notebook 02: two results compared (issue 18).
+SWEEPING += [
+    md("""
+## 6. Comparing two results: which differences are real, and does the best split move
+
+`gcexplore.compare(a, b)` puts two results side by side layout by layout: both medians,
+their ratio with an interval from the raw repetitions, and a verdict that is FAST or SLOW
+only when the whole interval lies beyond ±1%, SAME when it lies within, UNCLEAR otherwise
+(the method and its error rates are in docs/guide.md). It also says where each side's best
+split is and what one side's best costs on the other. The second side here is a sweep
+recorded under another condition where this installation has one (`sweep_second`);
+otherwise the two halves of this sweep's own repetitions, which should agree.
+"""),
+    code("""
+from gcexplore.views.compare import describe
+
+second = None  # a second side recorded under another condition, when this installation has one
+if "sweep_second" in gcexplore.results.recorded_names():
+    second = recorded("sweep_second")
+else:
+    print("recorded result 'sweep_second' is not in this installation yet; it is recorded on a GPU with "
+          "python3 bench/record_second_side.py --out DIR (then copied to gcexplore/data). Without it "
+          "this section compares the two halves of the sweep above.")
+if second is not None:
+    cmp = gcexplore.compare(sweep_df, second, labels=("sweep above", f"sweep_second ({second.attrs.get('condition', 'recorded')})"))
+else:
+    cut = sweep_df["rep"].max() / 2
+    halves = sweep_df.assign(half=["first half" if r <= cut else "second half" for r in sweep_df["rep"]])
+    cmp = gcexplore.compare(halves, by="half", labels=("first half", "second half"))
+for line in describe(cmp):
+    print(line)
+display(cmp.table[cmp.table["group"] == "concurrent"][
+    ["layout_a", "layout_b", "median_a_ms", "median_b_ms", "ratio", "ratio_low", "ratio_high", "verdict"]].round(4))
+gcexplore.plot_compare(cmp)
+"""),
+]
+
+
 NOTEBOOKS = {
     "01_quickstart.ipynb": (QUICKSTART, ["sweep", "occupancy", "torch_sweep"], "gcexplore quickstart"),
     "02_sweeping_sm_splits.ipynb": (SWEEPING, ["sweep", "torch_sweep", "trace_overlap", "trace", "scaling"],
-                                    "Sweeping SM splits"),
+                                    "Sweeping SM splits", ["sweep_second"]),
     "03_sm_isolation.ipynb": (ISOLATION, ["occupancy", "isolation"], "SM isolation",
                               ["primary_sms", "bandwidth_sharing", "l2_sharing", "pm", "pm_trace"]),
 }

@@ -14,6 +14,7 @@ PUBLIC = {
     "occupancy_estimate": ("estimate_occupancy", "sm_usage"),
     "pm": ("dram_summary",),
     "prediction": ("predict", "predict_error", "prediction_facts"),
+    "comparison": ("compare",),
 }
 EXTRA = {
     "stats": ("NOISY_FRACTION", "STAT_COLUMNS", "quantiles"),

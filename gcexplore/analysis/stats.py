@@ -1,18 +1,137 @@
-"""Statistics of raw samples, shared by every analysis and by the tuner's search (pure numpy):
-medians and spread with the noisy flag, quantiles and their distribution-free intervals, the
-Hodges-Lehmann ratio bound, and the union of time intervals."""
+"""Statistics of raw repetitions, shared by every analysis and by the tuner's search (pure numpy,
+vectorised): medians and spread with the noisy flag, quantiles and their distribution-free
+intervals, and the Hodges-Lehmann shift / ratio interval from the Mann-Whitney distribution.
+
+Costs: :func:`quantile_ci` is O(n log n); :func:`shift_ci` sorts the n*m pairwise
+differences (O(nm log nm)); the exact Mann-Whitney null distribution is built with
+O(n) vectorised polynomial steps (O(n^2 m) operations) up to :data:`EXACT_MAX_PAIRS`
+pairs, the normal approximation (continuity-corrected) beyond.
+"""
 
 from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from statistics import NormalDist
 
 import numpy as np
 
-__all__ = ["NOISY_FRACTION", "NOISY_RANGE_FRACTION", "STAT_COLUMNS", "finite", "nanmedian", "quantile",
-           "quantile_ci", "quantiles", "ratio", "ratio_bound", "stats"]
+__all__ = ["EXACT_MAX_PAIRS", "NOISY_FRACTION", "NOISY_RANGE_FRACTION", "STAT_COLUMNS", "finite", "finite_positive",
+           "mann_whitney_cdf", "mann_whitney_k", "nanmedian", "quantile", "quantile_ci", "quantiles", "ratio",
+           "ratio_bound", "ratio_ci", "shift_ci", "stats"]
 
+#: Largest n*m for which the exact Mann-Whitney distribution is built (200 x 200 reps).
+EXACT_MAX_PAIRS = 40_000
+
+
+def finite(values) -> np.ndarray:
+    v = np.asarray(values, dtype=float).ravel()
+    return v[np.isfinite(v)]
+
+
+def finite_positive(values) -> np.ndarray:
+    """The finite, positive values (times that may be logged)."""
+    v = finite(values)
+    return v[v > 0]
+
+
+def quantile(values, q: float) -> float:
+    """The ``q`` quantile (0..1), linear interpolation (numpy's default); NaN if empty."""
+    v = finite(values)
+    return float(np.quantile(v, q)) if v.size else math.nan
+
+
+def _binom_cdf(n: int, p: float) -> np.ndarray:
+    """P(B <= j), j = 0..n, B ~ Binomial(n, p) (log-space pmf, one cumulative sum)."""
+    j = np.arange(n + 1)
+    if p <= 0.0 or p >= 1.0:
+        return np.ones(n + 1) if p <= 0.0 else (j >= n).astype(float)
+    lg = np.vectorize(math.lgamma, otypes=[float])
+    logpmf = lg(n + 1.0) - lg(j + 1.0) - lg(n - j + 1.0) + j * math.log(p) + (n - j) * math.log1p(-p)
+    return np.minimum(1.0, np.cumsum(np.exp(logpmf)))
+
+
+def quantile_ci(values, q: float = 0.5, confidence: float = 0.9) -> tuple[float, float]:
+    """Distribution-free interval of the ``q`` quantile from order statistics.
+
+    ``(x_(l), x_(u))`` of the sorted samples, ``l`` and ``u`` chosen so that each tail has
+    probability at most ``(1 - confidence) / 2`` under Binomial(n, q). A side that ``n``
+    samples cannot bound is infinite (at 90%, the median needs 5 samples).
+    """
+    v = np.sort(finite(values))
+    n, alpha = v.size, (1.0 - confidence) / 2.0
+    if n == 0:
+        return -math.inf, math.inf
+    cdf = _binom_cdf(n, q)  # cdf[j] = P(B <= j)
+    # lower: the largest l (1-based) with P(B <= l - 1) <= alpha
+    lo = int(np.searchsorted(cdf, alpha, side="right"))
+    # upper: the smallest u with P(B >= u) = 1 - P(B <= u - 1) <= alpha (u = n + 1: none)
+    hi = int(np.searchsorted(cdf, 1.0 - alpha - 1e-12, side="left")) + 1
+    return (float(v[lo - 1]) if lo >= 1 else -math.inf, float(v[hi - 1]) if hi <= n else math.inf)
+
+
+@functools.lru_cache(maxsize=512)
+def mann_whitney_cdf(n: int, m: int) -> np.ndarray:
+    """P(U <= u), u = 0..n*m, of the Mann-Whitney U of samples of sizes n and m under H0.
+
+    The counts are the coefficients of the Gaussian binomial [n+m choose n]_q, built by
+    multiplying by (1 - q^(m+i)) and dividing by (1 - q^i) for i = 1..n, each step one
+    vectorised shift (the division is a strided cumulative sum).
+    """
+    n, m = min(n, m), max(n, m)
+    size = n * m + 1
+    c = np.zeros(size)
+    c[0] = 1.0
+    for i in range(1, n + 1):
+        s = m + i
+        if s < size:
+            c[s:] -= c[:-s].copy()
+        pad = (-size) % i
+        c = np.cumsum(np.concatenate([c, np.zeros(pad)]).reshape(-1, i), axis=0).ravel()[:size]
+    c = np.maximum(c, 0.0)
+    return np.minimum(1.0, np.cumsum(c) / c.sum())
+
+
+def mann_whitney_k(n: int, m: int, alpha: float) -> int:
+    """The largest ``k`` with P(U <= k - 1) <= ``alpha`` under H0 (0: no bound possible).
+
+    ``[d_(k), d_(nm+1-k)]`` of the sorted pairwise differences is then a two-sided
+    interval at level at least ``1 - 2 alpha``. Exact up to :data:`EXACT_MAX_PAIRS`
+    pairs, the normal approximation with continuity correction beyond.
+    """
+    if n < 1 or m < 1:
+        return 0
+    if n * m <= EXACT_MAX_PAIRS:
+        return int(np.searchsorted(mann_whitney_cdf(n, m), alpha, side="right"))
+    sd = math.sqrt(n * m * (n + m + 1) / 12.0)
+    return max(0, int(math.floor(n * m / 2.0 + 0.5 + NormalDist().inv_cdf(alpha) * sd)))
+
+
+def shift_ci(base, other, confidence: float = 0.95) -> tuple[float, float, float]:
+    """Hodges-Lehmann shift of ``other`` against ``base`` with its interval.
+
+    Returns ``(estimate, low, high)``: the median of the pairwise differences
+    ``other_j - base_i`` and the ``k``-th smallest and largest of them, ``k`` from the
+    Mann-Whitney distribution (:func:`mann_whitney_k` at ``(1 - confidence) / 2``). The
+    interval is distribution-free for a shift of one continuous distribution against
+    the other; ``(-inf, inf)`` when the samples are too few to bound it.
+    """
+    x, y = finite(base), finite(other)
+    if x.size == 0 or y.size == 0:
+        return math.nan, -math.inf, math.inf
+    d = np.sort((y[:, None] - x[None, :]).ravel())
+    k = mann_whitney_k(x.size, y.size, (1.0 - confidence) / 2.0)
+    est = float(np.median(d))
+    if k < 1:
+        return est, -math.inf, math.inf
+    return est, float(d[k - 1]), float(d[d.size - k])
+
+
+def ratio_ci(base, other, confidence: float = 0.95) -> tuple[float, float, float]:
+    """How many times larger ``other`` is than ``base``: :func:`shift_ci` on the logarithms,
+    exponentiated: ``(estimate, low, high)``; ``(nan, 0, inf)`` without positive samples."""
+    est, lo, hi = shift_ci(np.log(finite_positive(base)), np.log(finite_positive(other)), confidence)
+    return (math.exp(est) if math.isfinite(est) else math.nan), math.exp(lo), math.exp(hi)
 
 
 #: A configuration is flagged noisy when its IQR exceeds this fraction of its median ...
@@ -26,11 +145,6 @@ NOISY_RANGE_FRACTION = 0.25
 
 
 STAT_COLUMNS = ["reps", "median_ms", "p10_ms", "p90_ms", "iqr_ms", "noisy"]
-
-
-def finite(values) -> np.ndarray:
-    v = np.asarray(values, dtype=float)
-    return v[np.isfinite(v)]
 
 
 def stats(values) -> dict:
@@ -65,82 +179,9 @@ def ratio(a: float, b: float) -> float:
     return a / b if (b > 0 and math.isfinite(a)) else math.nan
 
 
-
-def quantile(values: Sequence[float], q: float) -> float:
-    """The ``q`` quantile (0..1) with linear interpolation (numpy's default); NaN if empty."""
-    v = sorted(float(x) for x in values if math.isfinite(x))
-    if not v:
-        return math.nan
-    h = (len(v) - 1) * q
-    lo = math.floor(h)
-    return v[lo] + (h - lo) * (v[min(lo + 1, len(v) - 1)] - v[lo])
-
-
-def _binom_cdf(k: int, n: int, p: float) -> float:
-    """P(B <= k) for B ~ Binomial(n, p)."""
-    if k < 0:
-        return 0.0
-    return min(1.0, sum(math.comb(n, j) * p ** j * (1 - p) ** (n - j) for j in range(min(k, n) + 1)))
-
-
-def quantile_ci(values: Sequence[float], q: float = 0.5, confidence: float = 0.9) -> tuple[float, float]:
-    """Distribution-free confidence interval of the ``q`` quantile from order statistics.
-
-    ``(x_(l), x_(u))`` of the sorted samples, with ``l`` and ``u`` chosen so that each
-    tail has probability at most ``(1 - confidence) / 2`` under Binomial(n, q). A side
-    that ``n`` samples cannot bound is infinite (at 90%, the median needs 5 samples;
-    the 90th percentile's upper side needs 29).
-    """
-    v = sorted(float(x) for x in values if math.isfinite(x))
-    n, alpha = len(v), (1.0 - confidence) / 2.0
-    lo_idx = 0  # 1-based order statistic; 0 means unbounded
-    for j in range(1, n + 1):
-        if _binom_cdf(j - 1, n, q) <= alpha:
-            lo_idx = j
-        else:
-            break
-    hi_idx = n + 1
-    for j in range(n, 0, -1):
-        if 1.0 - _binom_cdf(j - 1, n, q) <= alpha:
-            hi_idx = j
-        else:
-            break
-    return (v[lo_idx - 1] if lo_idx >= 1 else -math.inf, v[hi_idx - 1] if hi_idx <= n else math.inf)
-
-
-@functools.lru_cache(maxsize=256)
-def _rank_sum_cdf(n: int, m: int) -> tuple[float, ...]:
-    """P(U <= u), u = 0..n*m, for the Mann-Whitney U of samples of sizes n and m under H0
-    (coefficients of the Gaussian binomial [n+m choose n]_q)."""
-    c = [1] + [0] * (n * m)
-    for i in range(1, n + 1):
-        for j in range(n * m, m + i - 1, -1):  # times (1 - q^(m+i))
-            c[j] -= c[j - m - i]
-        for j in range(i, n * m + 1):  # divided by (1 - q^i)
-            c[j] += c[j - i]
-    total, acc, out = math.comb(n + m, n), 0, []
-    for v in c:
-        acc += v
-        out.append(acc / total)
-    return tuple(out)
-
-
-def ratio_bound(base: Sequence[float], other: Sequence[float], confidence: float = 0.9) -> tuple[float, float]:
-    """How much larger ``other`` is than ``base``: (estimate, lower confidence bound) of the ratio.
-
-    Hodges-Lehmann on the logarithms: the estimate is the median of the pairwise ratios
-    ``other_j / base_i``; the bound is the ``k``-th smallest of them, ``k`` from the exact
-    Mann-Whitney distribution so that ``P(U < k) <= (1 - confidence) / 2``. Distribution-
-    free for a shift of one distribution against the other. The bound is 0 when the
-    samples are too few to give one (5 each at 90%: k = 5 of 25 ratios).
-    """
-    b = [math.log(x) for x in base if math.isfinite(x) and x > 0]
-    o = [math.log(x) for x in other if math.isfinite(x) and x > 0]
-    if not b or not o:
-        return math.nan, 0.0
-    d = sorted(y - x for x in b for y in o)
-    cdf, alpha = _rank_sum_cdf(len(b), len(o)), (1.0 - confidence) / 2.0
-    k = 0
-    while k < len(d) and cdf[k] <= alpha:
-        k += 1
-    return math.exp(quantile(d, 0.5)), (math.exp(d[k - 1]) if k >= 1 else 0.0)
+def ratio_bound(base, other, confidence: float = 0.9) -> tuple[float, float]:
+    """How much larger ``other`` is than ``base``: (estimate, lower confidence bound) of the ratio,
+    one side of :func:`ratio_ci` at ``confidence``; the bound is 0 when the samples are too few
+    to give one (5 each at 90%: k = 5 of 25 ratios)."""
+    est, low, _ = ratio_ci(base, other, confidence)
+    return est, low

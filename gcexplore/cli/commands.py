@@ -366,6 +366,56 @@ def _add_tune(sub) -> None:
     s.set_defaults(func=_cmd_tune)
 
 
+def _cmd_compare(args) -> int:
+    import pandas as pd
+
+    from ..analysis.comparison import compare
+    from ..views.compare import describe
+
+    for path in filter(None, (args.a, args.b)):
+        if not Path(path).exists():
+            raise _Usage(f"{path!r} does not exist; give two saved results (.parquet or .csv)")
+    c = compare(args.a, args.b, by=args.by, min_effect=args.threshold / 100.0, confidence=args.confidence,
+                slo_ms=args.slo_ms)
+    cols = ["group", "layout_a", "layout_b", "median_a_ms", "median_b_ms", "ratio", "ratio_low", "ratio_high",
+            "verdict", "cycles_verdict", "reason"]
+    with pd.option_context("display.width", 220, "display.max_rows", 1000, "display.max_colwidth", 90,
+                           "display.float_format", "{:.4f}".format):
+        print(c.table[cols].to_string(index=False))
+    print()
+    for line in describe(c):
+        print(f"- {line}")
+    if args.plot:
+        from ..views.compare import plot_compare
+
+        plot_compare(c).savefig(_writable_file(args.plot, (".png", ".svg", ".pdf"), "--plot"))
+    if args.fail_on_regression is not None:
+        bad = c.regressions(args.fail_on_regression / 100.0)
+        if len(bad):
+            worst = bad.loc[bad["ratio_low"].idxmax()]
+            return _fail("compare", f"regression: {len(bad)} layout x mode pair(s) SLOW by more than "
+                                    f"{args.fail_on_regression:g}% (at least {worst['ratio_low'] - 1:+.1%} at "
+                                    f"{worst['group']} {worst['layout_b']})", 1)
+    return 0
+
+
+def _add_compare(sub) -> None:
+    s = sub.add_parser("compare", help="compare two results layout by layout: which differences are beyond the "
+                                       "noise (FAST/SLOW/SAME/UNCLEAR) and whether the best split moved")
+    s.add_argument("a", metavar="A", help="reference result file (.parquet or .csv)")
+    s.add_argument("b", metavar="B", nargs="?", help="the result compared with it (or use --by)")
+    s.add_argument("--by", help="a column that splits A into two sides (run_id, device_uuid, driver, ...)")
+    s.add_argument("--threshold", type=_float_arg, default=1.0,
+                   help="differences within this many percent count as SAME (default: %(default)s)")
+    s.add_argument("--confidence", type=_float_arg, default=0.95,
+                   help="joint level of the intervals over all layouts (default: %(default)s)")
+    s.add_argument("--slo-ms", type=_float_arg, help="also compare the latency-target answer for this target")
+    s.add_argument("--fail-on-regression", type=_float_arg, metavar="PCT",
+                   help="exit 1 when B is SLOW by more than PCT percent (interval's low end) anywhere")
+    s.add_argument("--plot", help="also save plot_compare to this .png/.svg/.pdf")
+    s.set_defaults(func=_cmd_compare)
+
+
 # -------------------------------------------------------------------------- parser
 
 
@@ -416,6 +466,7 @@ def _parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_cmd_info)
     _add_measuring(sub)
     _add_tune(sub)
+    _add_compare(sub)
     s = sub.add_parser(
         "demo", help="sweep the built-in compute + memory pair (or, without a GPU, show the "
                      "recorded results): summary table, PNG plots and the results file")

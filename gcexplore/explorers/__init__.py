@@ -2,5 +2,5 @@
 
 from .._lazy import face
 
-PUBLIC = {"explorer": ("Explorer", "SweepExplorer", "explore")}
+PUBLIC = {"explorer": ("Explorer", "SweepExplorer", "explore"), "compare_explorer": ("CompareExplorer",)}
 __all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC)

@@ -10,5 +10,6 @@ PUBLIC = {
     "tune": ("plot_tune",),
     "pm": ("plot_dram_timeline",),
     "predict": ("plot_predict",),
+    "compare": ("plot_compare",),
 }
 __all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC)

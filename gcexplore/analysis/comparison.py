@@ -1,0 +1,528 @@
+"""Compare two results: which differences are beyond the noise, and does the best split move.
+
+:func:`compare` takes two sweeps, overlaps, tuner results or scaling curves (frames,
+files, or one frame split in two by a column such as ``run_id``, ``device_uuid`` or
+``driver``) and returns a :class:`Comparison`, the one owner of every number a
+comparison shows (the CLI, :func:`gcexplore.plot_compare` and the explorer draw it).
+
+How it decides (docs/guide.md, "Comparing two results")
+--------------------------------------------------------
+Per layout and mode, the ratio B / A of the median times with a confidence interval
+from the raw repetitions: Hodges-Lehmann on the logarithms, the interval's ends taken
+from the exact Mann-Whitney distribution (:func:`gcexplore.analysis.stats.ratio_ci`).
+Every interval is at level ``1 - min(1%, (1 - confidence) / m)`` for ``m`` layout x mode
+pairs compared (Bonferroni), so all of them hold together with probability at least
+``confidence``. The verdict is FAST (B faster) or SLOW (B slower) only when the whole
+interval lies beyond the practical-equivalence band ``±min_effect``, SAME when it lies
+inside it, UNCLEAR otherwise, with the reason (too few repetitions, the interval
+straddles the band's edge, a side flagged noisy). Where both sides recorded the SM
+clock, the same test on time x clock (cycles) confirms it; a FAST / SLOW that is SAME
+in cycles is labelled a clock difference.
+
+Cards with different SM counts are aligned by the fraction of SMs of each partition
+(nearest within half a partition step); sizes stay absolute in the table, and layouts
+measured on one side only are kept as such.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..results.io import load
+from ..results.validate import check_result
+from ..schema import kind_of, parse_layout
+from .display import placement
+from .identity import identity_diff
+from .stats import quantile, quantile_ci, ratio_ci
+from .stats import stats as sample_stats
+
+__all__ = ["COMPARE_COLUMNS", "Comparison", "VERDICTS", "compare", "identity_diff"]
+
+VERDICTS = ("FAST", "SLOW", "SAME", "UNCLEAR")
+#: No single interval is wider than this error rate, however few pairs are compared.
+MAX_ALPHA_EACH = 0.01
+
+COMPARE_COLUMNS = [
+    "group", "present", "layout_a", "layout_b", "sm_a", "sm_b", "fraction_a", "fraction_b", "reps_a", "reps_b",
+    "median_a_ms", "median_b_ms", "ratio", "ratio_low", "ratio_high", "noisy_a", "noisy_b", "verdict",
+    "clock_a_mhz", "clock_b_mhz", "cycles_ratio", "cycles_low", "cycles_high", "cycles_verdict",
+    "clock_difference", "reason",
+]
+CURVE_COLUMNS = ["side", "group", "layout", "sm", "fraction", "reps", "median_ms", "p10_ms", "p90_ms"]
+
+# which kinds can be compared with which
+_FAMILY = {"overlap": "overlap", "sweep": "overlap", "tune": "tune", "scaling": "scaling"}
+_VALID = "two sweep/overlap results, two tune results or two scaling results"
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    """What :func:`compare` found; every front end draws these fields.
+
+    Attributes
+    ----------
+    kind : str
+        ``"overlap"`` (sweeps and overlaps), ``"tune"`` or ``"scaling"``.
+    labels : tuple of str
+        Names of side A (the reference) and side B.
+    table : pandas.DataFrame
+        One row per aligned layout and group (mode; workload for scaling), columns
+        :data:`COMPARE_COLUMNS`: ``present`` is ``"both"``, ``"A only"`` or ``"B only"``;
+        ``ratio`` is median B / median A, ``ratio_low`` / ``ratio_high`` its interval;
+        ``verdict`` one of :data:`VERDICTS` (empty for one-sided rows); ``cycles_*`` the
+        same in clock-normalised time where the SM clock was recorded on both sides;
+        ``reason`` says why.
+    curves : pandas.DataFrame
+        Per side, group and layout: median, p10 and p90 in ms (:data:`CURVE_COLUMNS`).
+    best : dict
+        Per side (``"a"``, ``"b"``): the best split (lowest median concurrent makespan) with
+        its interval; ``moved``; ``a_best_on_b`` / ``b_best_on_a``: what one side's best
+        costs on the other (ratio to that side's best, interval, verdict). Empty for
+        scaling results.
+    slo : dict or None
+        The latency-target answer per side when ``slo_ms`` was given (see :func:`compare`).
+    identity : pandas.DataFrame
+        :func:`identity_diff` of the two sides.
+    settings : dict
+        ``min_effect``, ``confidence``, ``compared`` (m), ``level`` (of each interval).
+    attrs : tuple of dict
+        Each side's ``df.attrs`` (for provenance stamps).
+    """
+
+    kind: str
+    labels: tuple[str, str]
+    table: pd.DataFrame
+    curves: pd.DataFrame
+    best: dict
+    slo: dict | None
+    identity: pd.DataFrame
+    settings: dict
+    attrs: tuple = ({}, {})
+
+    def counts(self) -> dict[str, int]:
+        """How many compared rows got each verdict (and how many rows are one-sided)."""
+        both = self.table[self.table["present"] == "both"]
+        out = {v: int((both["verdict"] == v).sum()) for v in VERDICTS}
+        out["one-sided"] = int((self.table["present"] != "both").sum())
+        out["clock differences"] = int(both["clock_difference"].sum())
+        return out
+
+    def regressions(self, threshold: float = 0.0) -> pd.DataFrame:
+        """Rows where B is SLOW and even the interval's low end exceeds ``1 + threshold``."""
+        t = self.table
+        return t[(t["verdict"] == "SLOW") & (t["ratio_low"] > 1.0 + threshold)]
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def _load(x, name: str) -> tuple[pd.DataFrame, str | None]:
+    if isinstance(x, pd.DataFrame):
+        return x, None
+    if isinstance(x, (str, Path)):
+
+        p = Path(x)
+        if not p.exists():
+            raise FileNotFoundError(f"compare: {name} file {str(p)!r} does not exist")
+        return load(p), p.stem
+    raise TypeError(f"compare: {name} must be a result DataFrame or a path to a saved result, "
+                    f"got {type(x).__name__}")
+
+
+def _split_by(df: pd.DataFrame, by: str, labels) -> tuple[pd.DataFrame, pd.DataFrame, tuple[str, str]]:
+    if by not in df.columns:
+        raise ValueError(f"compare: by={by!r} is not a column of this result; columns that tell runs apart "
+                         f"here: {[c for c in df.columns if c in ('run_id', 'device_name', 'device_uuid', 'host', 'driver', 'campaign_id')]}")
+    values = list(dict.fromkeys(df[by].astype(str)))
+    if labels is None and len(values) != 2:
+        raise ValueError(f"compare: by={by!r} must split the rows into two groups, it gives {len(values)}: "
+                         f"{values[:8]}; pass labels=(first, second) to pick two of them")
+    picked = tuple(map(str, labels)) if labels is not None else tuple(values)
+    missing = [v for v in picked if v not in values]
+    if len(picked) != 2 or missing:
+        raise ValueError(f"compare: labels must name two values of {by!r} ({values[:8]}), got {list(picked)}")
+    sides = []
+    for v in picked:
+        part = df[df[by].astype(str) == v].reset_index(drop=True)
+        part.attrs = dict(df.attrs)
+        sides.append(part)
+    return sides[0], sides[1], picked
+
+
+def _workloads(df: pd.DataFrame, family: str) -> tuple:
+    if family == "scaling":
+        return tuple(sorted(set(df["workload"])))
+    try:
+        return tuple(w for _, w in placement(df))
+    except ValueError:
+        return tuple(sorted(set(df["workload"])))
+
+
+def _sides(a, b, by, labels) -> tuple[pd.DataFrame, pd.DataFrame, tuple[str, str], str]:
+    fa, na = _load(a, "A")
+    if b is None:
+        if by is None:
+            raise ValueError("compare needs two results, or one result and by= a column that splits it in two "
+                             "(run_id, device_uuid, driver, ...)")
+        fa, fb, labels = _split_by(fa, by, labels)
+    else:
+        if by is not None:
+            raise ValueError("compare: pass either two results or one result with by=, not both")
+        fb, nb = _load(b, "B")
+        labels = tuple(map(str, labels)) if labels is not None else (na or "A", nb or "B")
+        if labels[0] == labels[1]:
+            labels = (f"A ({labels[0]})", f"B ({labels[1]})")
+    for df, side in ((fa, "A"), (fb, "B")):
+        if len(df) == 0:
+            raise ValueError(f"compare: side {side} ({labels['AB'.index(side)]}) has no rows; {_VALID} are "
+                             "compared, each with measured rows")
+    kinds = []
+    for df, side in ((fa, "A"), (fb, "B")):
+        try:
+            kinds.append(kind_of(df))
+        except ValueError as e:
+            raise ValueError(f"compare: side {side} is not a gcexplore result ({e})") from None
+    fams = [_FAMILY.get(k) for k in kinds]
+    if None in fams:
+        bad = kinds[fams.index(None)]
+        raise ValueError(f"compare: side {'AB'[fams.index(None)]} is {'an' if bad[0] in 'aeiou' else 'a'} {bad} "
+                         f"result; compare takes {_VALID}")
+    if fams[0] != fams[1]:
+        raise ValueError(f"compare: side A is a {kinds[0]} result and side B a {kinds[1]} result; compare takes "
+                         f"{_VALID}")
+    for df, side in ((fa, "A"), (fb, "B")):
+        check_result(df, kinds["AB".index(side)], f"compare (side {side})")
+    wa, wb = _workloads(fa, fams[0]), _workloads(fb, fams[0])
+    if wa != wb:
+        what = "in partition order " if fams[0] != "scaling" and set(wa) == set(wb) else ""
+        raise ValueError(f"compare: the two sides time different workloads {what}(A: {', '.join(wa)}; "
+                         f"B: {', '.join(wb)}); compare results of the same workloads in the same placement")
+    return fa, fb, labels, fams[0]
+
+
+# ------------------------------------------------------------------------- samples
+
+
+def _clock(df: pd.DataFrame) -> pd.Series:
+    cols = [c for c in ("sm_clock_mhz_before", "sm_clock_mhz") if c in df.columns]
+    if not cols:
+        return pd.Series(np.nan, index=df.index)
+    return df[cols].astype(float).mean(axis=1, skipna=True)
+
+
+def _samples(df: pd.DataFrame, family: str) -> pd.DataFrame:
+    """One row per repetition: group, layout, sm, fractions, value (ms), clock (MHz)."""
+    run = ["run_id"] if "run_id" in df.columns else []
+    d = df.assign(_clock=_clock(df))
+    if family == "scaling":
+        keys = [*run, "workload", "sm_count", "rep"]
+        per = d.groupby(keys, sort=False).agg(value=("duration_ms", "max"), clock=("_clock", "mean")).reset_index()
+        total = float(per["sm_count"].max())
+        per["group"], per["layout"], per["sm"] = per["workload"], per["sm_count"].astype(str), per["sm_count"]
+        per["fractions"] = [(s / total,) for s in per["sm_count"]]
+    else:
+        keys = [*run, "layout", "mode", *(["step"] if "step" in df.columns else []), "rep"]
+        per = d.groupby(keys, sort=False).agg(value=("makespan_ms", "max"), clock=("_clock", "mean")).reset_index()
+        sizes = {lay: parse_layout(lay) for lay in dict.fromkeys(per["layout"])}
+        per["group"] = per["mode"]
+        per["sm"] = [sizes[lay][0] for lay in per["layout"]]
+        per["fractions"] = [tuple(s / sum(sizes[lay]) for s in sizes[lay]) for lay in per["layout"]]
+    return per[["group", "layout", "sm", "fractions", "value", "clock"]]
+
+
+def _step(fracs) -> float:
+    first = np.unique([f[0] for f in fracs])
+    gaps = np.diff(first)
+    return float(gaps[gaps > 0].min()) if (gaps > 0).any() else math.inf
+
+
+def _align(sa: pd.DataFrame, sb: pd.DataFrame) -> list[tuple[str, str | None, str | None]]:
+    """(group, layout A, layout B) pairs: nearest SM fractions within half a step, one to one."""
+    la = sa.drop_duplicates(["group", "layout"])
+    lb = sb.drop_duplicates(["group", "layout"])
+    steps = [s for s in (_step(la["fractions"]), _step(lb["fractions"])) if math.isfinite(s)]
+    tol = 0.5 * min(steps) if steps else 0.05
+    out = []
+    for group in dict.fromkeys([*la["group"], *lb["group"]]):
+        ga, gb = la[la["group"] == group], lb[lb["group"] == group]
+        cand = sorted((max(abs(x - y) for x, y in zip(fa, fb)), i, j)
+                      for i, fa in enumerate(ga["fractions"]) for j, fb in enumerate(gb["fractions"])
+                      if len(fa) == len(fb))
+        used_a, used_b, pairs = set(), set(), {}
+        for dist, i, j in cand:
+            if dist <= tol + 1e-12 and i not in used_a and j not in used_b:
+                used_a.add(i), used_b.add(j)
+                pairs[i] = j
+        for i, lay in enumerate(ga["layout"]):
+            out.append((group, lay, gb["layout"].iloc[pairs[i]] if i in pairs else None))
+        out.extend((group, None, lay) for j, lay in enumerate(gb["layout"]) if j not in used_b)
+    return out
+
+
+# ------------------------------------------------------------------------- verdicts
+
+
+def _pct(r: float) -> str:
+    return f"{r - 1:+.2%}"
+
+
+def decide(low: float, high: float, min_effect: float) -> tuple[str, str]:
+    """(verdict, reason) of a ratio interval against the band ``[1/(1+e), 1+e]``."""
+    if not (math.isfinite(low) and math.isfinite(high)) or low <= 0:
+        return "UNCLEAR", "too few repetitions to bound the ratio at this level"
+    up, down = 1.0 + min_effect, 1.0 / (1.0 + min_effect)
+    span = f"interval [{_pct(low)}, {_pct(high)}]"
+    if high < down:
+        return "FAST", f"{span} lies below -{min_effect:.1%}"
+    if low > up:
+        return "SLOW", f"{span} lies above +{min_effect:.1%}"
+    if low >= down and high <= up:
+        return "SAME", f"{span} lies within ±{min_effect:.1%}"
+    return "UNCLEAR", f"{span} straddles the ±{min_effect:.1%} band's edge"
+
+
+def _noise(v: np.ndarray, side: str) -> str:
+    s = sample_stats(v)
+    if not s["noisy"]:
+        return ""
+    return (f"{side} flagged noisy (IQR {s['iqr_ms'] / s['median_ms']:.0%}, p10-p90 "
+            f"{(s['p90_ms'] - s['p10_ms']) / s['median_ms']:.0%} of its median)")
+
+
+def _row(group, lay_a, lay_b, va, vb, ca, cb, info_a, info_b, level, min_effect) -> dict:
+    row = dict.fromkeys(COMPARE_COLUMNS, math.nan)
+    row.update(group=group, layout_a=lay_a or "", layout_b=lay_b or "", verdict="", reason="",
+               clock_difference=False, cycles_verdict="", noisy_a=False, noisy_b=False)
+    for side, lay, v, info in (("a", lay_a, va, info_a), ("b", lay_b, vb, info_b)):
+        if lay is not None:
+            row.update({f"sm_{side}": info[lay][0], f"fraction_{side}": info[lay][1][0], f"reps_{side}": len(v),
+                        f"median_{side}_ms": float(np.median(v))})
+    if lay_a is None or lay_b is None:
+        row["present"] = "A only" if lay_b is None else "B only"
+        row["reason"] = f"measured on {row['present'].split()[0]} only"
+        return row
+    row["present"] = "both"
+    row["ratio"] = row["median_b_ms"] / row["median_a_ms"]
+    _, row["ratio_low"], row["ratio_high"] = ratio_ci(va, vb, level)
+    verdict, reason = decide(row["ratio_low"], row["ratio_high"], min_effect)
+    noisy = [n for n in (_noise(va, "A"), _noise(vb, "B")) if n]
+    row["noisy_a"], row["noisy_b"] = bool(_noise(va, "A")), bool(_noise(vb, "B"))
+    if noisy:
+        verdict, reason = "UNCLEAR", f"{'; '.join(noisy)}; {reason}"
+    row["verdict"], row["reason"] = verdict, reason
+    if np.isfinite(ca).all() and np.isfinite(cb).all() and len(ca) and len(cb):
+        row["clock_a_mhz"], row["clock_b_mhz"] = float(np.median(ca)), float(np.median(cb))
+        _, row["cycles_low"], row["cycles_high"] = ratio_ci(va * ca, vb * cb, level)
+        row["cycles_ratio"] = float(np.median(vb * cb) / np.median(va * ca))
+        row["cycles_verdict"] = decide(row["cycles_low"], row["cycles_high"], min_effect)[0]
+        if verdict in ("FAST", "SLOW"):
+            if row["cycles_verdict"] == "SAME":
+                row["clock_difference"] = True
+                row["reason"] += (f"; SAME in clock-normalised time (SM clock {row['clock_a_mhz']:.0f} -> "
+                                  f"{row['clock_b_mhz']:.0f} MHz): a clock difference")
+            elif row["cycles_verdict"] == verdict:
+                row["reason"] += "; confirmed in clock-normalised time"
+    return row
+
+
+def _table(sa, sb, pairs, min_effect, confidence) -> tuple[pd.DataFrame, dict]:
+    m = sum(1 for _, x, y in pairs if x is not None and y is not None)
+    alpha_each = min(MAX_ALPHA_EACH, (1.0 - confidence) / max(1, m))
+    level = 1.0 - alpha_each
+    ga = {k: g for k, g in sa.groupby(["group", "layout"], sort=False)}
+    gb = {k: g for k, g in sb.groupby(["group", "layout"], sort=False)}
+    info_a = {r.layout: (r.sm, r.fractions) for r in sa.drop_duplicates("layout").itertuples()}
+    info_b = {r.layout: (r.sm, r.fractions) for r in sb.drop_duplicates("layout").itertuples()}
+    empty = np.array([])
+    rows = []
+    for group, la, lb in pairs:
+        a = ga.get((group, la))
+        b = gb.get((group, lb))
+        rows.append(_row(group, la, lb,
+                         a["value"].to_numpy(float) if a is not None else empty,
+                         b["value"].to_numpy(float) if b is not None else empty,
+                         a["clock"].to_numpy(float) if a is not None else empty,
+                         b["clock"].to_numpy(float) if b is not None else empty,
+                         info_a, info_b, level, min_effect))
+    t = pd.DataFrame(rows, columns=COMPARE_COLUMNS)
+    t["_f"] = t["fraction_a"].fillna(t["fraction_b"])
+    order = {g: i for i, g in enumerate(dict.fromkeys(t["group"]))}
+    t = t.sort_values(["group", "_f"], key=lambda s: s.map(order) if s.name == "group" else s, kind="stable")
+    t = t.drop(columns="_f").reset_index(drop=True)
+    return t, {"min_effect": min_effect, "confidence": confidence, "compared": m, "alpha_each": alpha_each,
+               "level": level}
+
+
+def _curves(sa: pd.DataFrame, sb: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for side, s in (("a", sa), ("b", sb)):
+        for (group, lay), g in s.groupby(["group", "layout"], sort=False):
+            v = g["value"].to_numpy(float)
+            p10, med, p90 = np.quantile(v, [0.1, 0.5, 0.9])
+            rows.append({"side": side, "group": group, "layout": lay, "sm": int(g["sm"].iloc[0]),
+                         "fraction": float(g["fractions"].iloc[0][0]), "reps": len(v), "median_ms": float(med),
+                         "p10_ms": float(p10), "p90_ms": float(p90)})
+    out = pd.DataFrame(rows, columns=CURVE_COLUMNS)
+    return out.sort_values(["side", "group", "fraction"], kind="stable").reset_index(drop=True)
+
+
+# --------------------------------------------------------------------- best splits
+
+
+def _by_layout(s: pd.DataFrame, group: str) -> dict[str, np.ndarray]:
+    g = s[s["group"] == group]
+    return {lay: x["value"].to_numpy(float) for lay, x in g.groupby("layout", sort=False)}
+
+
+def _best_of(s: pd.DataFrame, confidence: float) -> dict | None:
+    per = _by_layout(s, "concurrent")
+    if not per:
+        return None
+    frac = {r.layout: r.fractions[0] for r in s.drop_duplicates("layout").itertuples()}
+    lay = min(per, key=lambda k: (float(np.median(per[k])), frac[k]))
+    lo, hi = quantile_ci(per[lay], 0.5, confidence)
+    return {"layout": lay, "fraction": frac[lay], "median_ms": float(np.median(per[lay])), "ci_low_ms": lo,
+            "ci_high_ms": hi, "reps": len(per[lay])}
+
+
+def _cost(s: pd.DataFrame, best: str, other: str | None, confidence: float, min_effect: float) -> dict:
+    """What running ``other`` instead of this side's ``best`` costs on this side."""
+    if other is None:
+        return {"layout": None, "ratio": math.nan, "low": math.nan, "high": math.nan, "verdict": "",
+                "reason": "that layout was not measured on this side"}
+    per = _by_layout(s, "concurrent")
+    if other == best:
+        return {"layout": other, "ratio": 1.0, "low": 1.0, "high": 1.0, "verdict": "SAME",
+                "reason": "the same layout is best here"}
+    ratio = float(np.median(per[other]) / np.median(per[best]))
+    _, lo, hi = ratio_ci(per[best], per[other], confidence)
+    verdict, reason = decide(lo, hi, min_effect)
+    return {"layout": other, "ratio": ratio, "low": lo, "high": hi, "verdict": verdict, "reason": reason}
+
+
+def _best(sa, sb, pairs, settings) -> dict:
+    a, b = _best_of(sa, settings["confidence"]), _best_of(sb, settings["confidence"])
+    if a is None or b is None:
+        return {}
+    a_to_b = {x: y for g, x, y in pairs if g == "concurrent" and x is not None}
+    b_to_a = {y: x for g, x, y in pairs if g == "concurrent" and y is not None}
+    conf, eff = settings["confidence"], settings["min_effect"]
+    return {"a": a, "b": b, "moved": a_to_b.get(a["layout"]) != b["layout"],
+            "a_best_on_b": _cost(sb, b["layout"], a_to_b.get(a["layout"]), conf, eff),
+            "b_best_on_a": _cost(sa, a["layout"], b_to_a.get(b["layout"]), conf, eff)}
+
+
+# ------------------------------------------------------------------ latency target
+
+
+def _latencies(df: pd.DataFrame, slo_ms: float, q: float, confidence: float) -> pd.DataFrame:
+    first = placement(df)[0][1]
+    conc = df[(df["mode"] == "concurrent") & (df["workload"] == first)]
+    rows = []
+    for lay, g in conc.groupby("layout", sort=False):
+        v = g["duration_ms"].to_numpy(float)
+        lo, hi = quantile_ci(v, q, confidence)
+        sizes = parse_layout(lay)
+        status = "meets" if hi <= slo_ms else ("fails" if lo > slo_ms else "undecided")
+        rows.append({"layout": lay, "sm": sizes[0], "fraction": sizes[0] / sum(sizes), "latency_ms": quantile(v, q),
+                     "ci_low_ms": lo, "ci_high_ms": hi, "status": status})
+    return pd.DataFrame(rows).sort_values("fraction", kind="stable").reset_index(drop=True)
+
+
+def _slo_answer(lat: pd.DataFrame, slo_ms: float) -> tuple[str | None, str]:
+    meets = lat[lat["status"] == "meets"]
+    if len(meets):
+        return str(meets["layout"].iloc[0]), "meets"
+    ok = lat[(lat["latency_ms"] <= slo_ms) & (lat["status"] != "fails")]
+    return (str(ok["layout"].iloc[0]), "undecided") if len(ok) else (None, "not met")
+
+
+def _slo(fa, fb, pairs, slo_ms, percentile, confidence) -> dict:
+    q = percentile / 100.0
+    la, lb = _latencies(fa, slo_ms, q, confidence), _latencies(fb, slo_ms, q, confidence)
+    (ans_a, how_a), (ans_b, how_b) = _slo_answer(la, slo_ms), _slo_answer(lb, slo_ms)
+    a_to_b = {x: y for g, x, y in pairs if g == "concurrent" and x is not None}
+    b_to_a = {y: x for g, x, y in pairs if g == "concurrent" and y is not None}
+
+    def status(lat, lay):
+        row = lat[lat["layout"] == lay]
+        return "not measured" if lay is None or row.empty else str(row["status"].iloc[0])
+
+    return {"slo_ms": slo_ms, "percentile": percentile, "workload": placement(fa)[0][1],
+            "a": {"layout": ans_a, "how": how_a}, "b": {"layout": ans_b, "how": how_b},
+            "moved": a_to_b.get(ans_a) != ans_b,
+            "a_answer_on_b": {"layout": a_to_b.get(ans_a), "status": status(lb, a_to_b.get(ans_a))},
+            "b_answer_on_a": {"layout": b_to_a.get(ans_b), "status": status(la, b_to_a.get(ans_b))},
+            "latencies": pd.concat([la.assign(side="a"), lb.assign(side="b")], ignore_index=True)}
+
+
+# ------------------------------------------------------------------------ entry
+
+
+def _check_settings(min_effect, confidence, slo_ms, percentile) -> None:
+    for name, v, lo, hi in (("min_effect", min_effect, 0.0, 1.0), ("confidence", confidence, 0.5, 0.9999),
+                            ("percentile", percentile, 0.0, 100.0)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo < float(v) < hi:
+            raise ValueError(f"compare: {name} must be a number in ({lo:g}, {hi:g}), got {v!r}")
+    if slo_ms is not None and (isinstance(slo_ms, bool) or not isinstance(slo_ms, (int, float))
+                               or not 0 < slo_ms < math.inf):
+        raise ValueError(f"compare: slo_ms must be a positive number of milliseconds, got {slo_ms!r}")
+
+
+def compare(a, b=None, *, by: str | None = None, labels=None, min_effect: float = 0.01,
+            confidence: float = 0.95, slo_ms: float | None = None, percentile: float = 50.0) -> Comparison:
+    """Compare two results layout by layout; say which differences are real and whether the best split moved.
+
+    Parameters
+    ----------
+    a, b : pandas.DataFrame or path
+        Side A (the reference) and side B: sweep / overlap, tune or scaling results of
+        the same workloads, as frames or saved files. Omit ``b`` and pass ``by``.
+    by : str, optional
+        A column (``run_id``, ``device_uuid``, ``driver``, ...) that splits ``a`` into two sides.
+    labels : tuple of str, optional
+        Names of the sides (with ``by``: which two values of the column, in order).
+    min_effect : float, default 0.01
+        The practical-equivalence band: differences within ±1% count as the same.
+    confidence : float, default 0.95
+        Joint level of all the layout intervals (Bonferroni over the pairs compared;
+        no single interval is below 99%).
+    slo_ms : float, optional
+        A latency target of the first workload: each side's smallest first partition
+        whose ``percentile`` duration meets it (sweeps and overlaps; a tune result's
+        own ``slo_ms`` when it has one).
+    percentile : float, default 50
+
+    Returns
+    -------
+    Comparison
+
+    Raises
+    ------
+    ValueError
+        Different kinds or workloads, an empty side, a bad ``by``, a kind that cannot be
+        compared; the message names what is valid.
+    """
+    _check_settings(min_effect, confidence, slo_ms, percentile)
+    fa, fb, labels, family = _sides(a, b, by, labels)
+    sa, sb = _samples(fa, family), _samples(fb, family)
+    pairs = _align(sa, sb)
+    table, settings = _table(sa, sb, pairs, float(min_effect), float(confidence))
+    best = _best(sa, sb, pairs, settings) if family != "scaling" else {}
+    if slo_ms is None and family == "tune":
+        slo_ms = fa.attrs.get("slo_ms") or None
+    slo = None
+    if slo_ms is not None and family != "scaling":
+        slo = _slo(fa, fb, pairs, float(slo_ms), float(percentile), float(confidence))
+    ident = identity_diff(fa, fb)
+    if by is not None:  # the column that made the two sides differs by construction
+        ident = pd.concat([pd.DataFrame([{"field": by, "a": labels[0], "b": labels[1], "same": False}]), ident],
+                          ignore_index=True)
+    return Comparison(family, tuple(labels), table, _curves(sa, sb), best, slo, ident, settings,
+                      (dict(fa.attrs), dict(fb.attrs)))
+

@@ -1,0 +1,107 @@
+"""What differs between two results and what is the same: card, UUID, SM count, driver and
+library versions, measured clocks and power, measurement options, declared work."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["IDENTITY_FIELDS", "identity_diff"]
+
+#: Fields compared first, in this order: (name, attrs key, row column).
+IDENTITY_FIELDS = (
+    ("card", "device_name", "device_name"),
+    ("device UUID", "device_uuid", "device_uuid"),
+    ("device index", "device_index", "device_index"),
+    ("host", "host", "host"),
+    ("SM count", "device_sm_count", None),
+    ("compute capability", "compute_capability", None),
+    ("driver", "driver_version", "driver"),
+    ("cuda-core", "cuda_core_version", "cuda_core"),
+    ("cuda-bindings", "cuda_bindings_version", None),
+    ("CUPTI", "cupti_version", "cupti"),
+    ("PyTorch", "torch_version", None),
+    ("CuPy", "cupy_version", None),
+    ("gcexplore", "gcexplore_version", None),
+    ("run", "run_id", "run_id"),
+    ("campaign", "campaign_id", "campaign_id"),
+    ("date", "date", None),
+)
+# attrs that are results or bookkeeping, not identity or options
+_SKIP = {"recorded", "lower_bound", "rate_notes", "summary_of", "resumed_layouts", "reason", "notes",
+         "comparisons", "unmeasured", "visits", "answer", "trace_diagnostics", "rep_origins", "max_enqueue_us"}
+_MEASURED = (("SM clock (MHz, median)", "sm_clock_mhz"), ("board power (W, median)", "power_w"))
+
+
+def _text(v) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    if isinstance(v, (list, tuple)):
+        return ", ".join(map(_text, v))
+    return str(v)
+
+
+def _value(df: pd.DataFrame, key: str, col: str | None) -> str:
+    if col and col in df.columns:  # rows carry identity where concat dropped differing attrs
+        vals = [v for v in dict.fromkeys(df[col].astype(str)) if v not in ("", "nan", "<NA>", "None")]
+        if vals:
+            return ", ".join(vals[:4]) + (f" (+{len(vals) - 4} more)" if len(vals) > 4 else "")
+    return _text(df.attrs.get(key))
+
+
+def _sm_total(df: pd.DataFrame) -> str:
+    if "layout" in df.columns and len(df):
+        totals = sorted({sum(int(p) for p in str(lay).split("+")) for lay in dict.fromkeys(df["layout"])})
+        return ", ".join(map(str, totals))
+    if "sm_count" in df.columns and len(df):
+        return str(int(df["sm_count"].max()))
+    return _text(df.attrs.get("device_sm_count"))
+
+
+def _declared(df: pd.DataFrame) -> dict[str, str]:
+    out = {}
+    for col, unit in (("flops", "FLOP"), ("bytes", "bytes")):
+        if col in df.columns:
+            for wl, v in df.groupby("workload", sort=True)[col].median().items():
+                if np.isfinite(v):
+                    out[f"{wl}: declared {unit} per call"] = f"{v:.4g}"
+    return out
+
+
+def _fields(df: pd.DataFrame) -> dict[str, str]:
+    out = {name: (_sm_total(df) if key == "device_sm_count" else _value(df, key, col))
+           for name, key, col in IDENTITY_FIELDS}
+    for name, col in _MEASURED:
+        if col in df.columns and df[col].notna().any():
+            out[name] = f"{float(df[col].median()):.0f}"
+    out.update(_declared(df))
+    known = {k for _, k, _ in IDENTITY_FIELDS}
+    for key in sorted(df.attrs):
+        v = df.attrs[key]
+        if key in known or key in _SKIP or isinstance(v, dict):
+            continue
+        out[key] = _text(v)
+    return out
+
+
+def identity_diff(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """What differs between two results and what is the same.
+
+    Reads each side's identity columns (``device_name``, ``device_uuid``, ``host``,
+    ``driver``, ``run_id`` ...) where the rows carry them, else ``df.attrs``; the SM count
+    from the layouts; the median SM clock and power measured; the declared work of each
+    workload; and every other plain attrs entry (options such as ``repeats``,
+    ``l2_flush``, ``graphs``, ``workload_notes``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``field``, ``a``, ``b``, ``same`` (bool); fields known on neither side are left out;
+        the identity fields first, then the others by name.
+    """
+    fa, fb = _fields(a), _fields(b)
+    rows = [{"field": k, "a": fa.get(k, ""), "b": fb.get(k, ""), "same": fa.get(k, "") == fb.get(k, "")}
+            for k in dict.fromkeys([*fa, *fb]) if fa.get(k, "") or fb.get(k, "")]
+    return pd.DataFrame(rows, columns=["field", "a", "b", "same"])

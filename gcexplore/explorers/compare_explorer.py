@@ -1,0 +1,63 @@
+"""Two results side by side in the explorer: thin over :func:`gcexplore.compare` and
+:func:`gcexplore.plot_compare`."""
+
+from __future__ import annotations
+
+import html
+
+import ipywidgets as W
+
+from ..analysis.comparison import compare
+from ..views.compare import describe, plot_compare
+from ._base import Controller, load_result
+
+__all__ = ["CompareExplorer"]
+
+
+class CompareExplorer(Controller):
+    """Two results side by side: :func:`gcexplore.plot_compare` for the chosen mode, the
+    verdict in words and the per-layout table. Thin: every number comes from
+    :func:`gcexplore.compare`, recomputed when the equivalence band changes.
+
+    Parameters
+    ----------
+    a, b : DataFrame, path or recorded name
+        The two results (or ``a`` and ``by=``), as :func:`gcexplore.compare` takes them.
+    **kwargs
+        Passed to :func:`gcexplore.compare` (``by``, ``labels``, ``confidence``, ``slo_ms``).
+    """
+
+    def __init__(self, a, b=None, *, min_effect: float = 0.01, **kwargs):
+        super().__init__()
+        self._inputs = (load_result(a), None if b is None else load_result(b), kwargs)
+        self.comparison = compare(self._inputs[0], self._inputs[1], min_effect=min_effect, **kwargs)
+        groups = list(dict.fromkeys(self.comparison.curves["group"]))
+        self.group = W.Dropdown(options=groups, value="concurrent" if "concurrent" in groups else groups[0],
+                                description="mode")
+        self.band = W.BoundedFloatText(value=100 * min_effect, min=0.1, max=50.0, step=0.5,
+                                       description="same within ±%")
+        self.words = W.HTML()
+        self.group.observe(lambda _c: self._redraw(), names="value")
+        self.band.observe(lambda _c: self._recompute(), names="value")
+        self._root = W.VBox([W.HBox([self.group, self.band]), self.error_box, self.words, self.plot_output,
+                             self.table_output])
+        self._root.add_class(self._root_class)
+        self._redraw()
+
+    def _recompute(self) -> None:
+        a, b, kwargs = self._inputs
+        try:
+            self.comparison = compare(a, b, min_effect=self.band.value / 100.0, **kwargs)
+        except ValueError as exc:
+            self._show_error(exc, "comparing")
+            return
+        self._redraw()
+
+    def _redraw(self) -> None:
+        self._clear_error()
+        c = self.comparison
+        self.words.value = "<ul>" + "".join(f"<li>{html.escape(s)}</li>" for s in describe(c)) + "</ul>"
+        self._draw("sweep", self.plot_output, lambda: plot_compare(c, group=self.group.value))
+        cols = ["group", "layout_a", "layout_b", "median_a_ms", "median_b_ms", "ratio", "ratio_low", "ratio_high",
+                "verdict", "reason"]
+        self._draw("summary", self.table_output, lambda: c.table[c.table["group"] == self.group.value][cols])
