@@ -27,6 +27,8 @@ _WHERE = {
     **dict.fromkeys(("isolation", "occupancy", "profile_overlap", "scaling", "sweep"), "profile"),
     **dict.fromkeys(("best_split", "layout_table", "sm_busy", "summarize", "tune_table"), "analysis"),
     "tune": "tuner",
+    **dict.fromkeys(("Campaign", "campaign", "register_experiment"), "experiments.campaign"),
+    **dict.fromkeys(("campaign_status", "load_campaign"), "results.campaign_store"),
     **dict.fromkeys(("TraceUnavailable", "TracedResult", "kernel_trace"), "tracing"),
     **dict.fromkeys(("busy_time", "kernel_gaps", "tpc_map"), "busy"),
     **dict.fromkeys(("estimate_occupancy", "sm_usage"), "occupancy_estimate"),
