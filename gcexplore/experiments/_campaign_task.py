@@ -255,8 +255,9 @@ def run_task(task: dict, folder: str, campaign_id: str, experiment: Experiment, 
     """Run one task and write its shard (or its failure record); return what happened.
 
     Returns a dict with ``key``, ``status`` ("done" or "failed"), ``rows``,
-    ``started_s``, ``experiment_s`` (the experiment's own time), ``write_s`` (the
-    shard write), ``host`` and, for a failure, ``error``.
+    ``started_s`` and ``ended_s`` (Unix seconds), ``experiment_s`` (the experiment's
+    own time), ``write_s`` (the shard write), ``host``, ``pid`` and, for a failure,
+    ``error``.
     """
     store = CampaignFolder(folder)
     key, started = task["key"], time.time()
@@ -289,4 +290,4 @@ def run_task(task: dict, folder: str, campaign_id: str, experiment: Experiment, 
                                                            if len(df) else time.time())),
                  store.root / "traces" / f"{key}.parquet")
     store.write_shard(key, df)
-    return {**report, "status": "done", "rows": len(df), "write_s": time.perf_counter() - t1}
+    return {**report, "status": "done", "rows": len(df), "write_s": time.perf_counter() - t1, "ended_s": time.time()}

@@ -187,6 +187,15 @@ def visible_gpus() -> list[str]:
         return []
 
 
+def _distributed():
+    try:
+        import distributed
+    except ImportError:
+        raise ImportError("campaigns run on Dask distributed, which is not installed: "
+                          "pip install 'gcexplore[campaign]' (or pip install distributed)") from None
+    return distributed
+
+
 def local_cluster(devices: Sequence | None = None, *, dashboard_address: str = ":0", **scheduler_options):
     """A Dask cluster on this machine: one worker process per GPU, one thread each.
 
@@ -204,8 +213,8 @@ def local_cluster(devices: Sequence | None = None, *, dashboard_address: str = "
     RuntimeError
         No GPU is visible (pass ``client=`` or ``scheduler=`` to use a cluster elsewhere).
     """
-    from distributed import Nanny, Scheduler, SpecCluster
-
+    d = _distributed()
+    Nanny, Scheduler, SpecCluster = d.Nanny, d.Scheduler, d.SpecCluster
     devs = [str(d) for d in (visible_gpus() if devices is None else devices)]
     if not devs:
         raise RuntimeError("no GPU is visible here, so a local campaign cluster has no workers; pass client= "
@@ -325,8 +334,7 @@ class Campaign:
 def _connect(client, scheduler, devices):
     if client is not None and scheduler is not None:
         raise ValueError("pass client= or scheduler=, not both")
-    from distributed import Client
-
+    Client = _distributed().Client
     if client is not None:
         return client, None
     if scheduler is not None:
