@@ -28,8 +28,8 @@ import pandas as pd
 from .. import __version__
 from ..results.campaign_store import CampaignFolder, campaign_status, load_campaign
 from ..schema import new_run_id
-from . import _campaign_task as task_mod
-from ._campaign_task import EXPERIMENTS, Experiment, parse_builtin, register_experiment, resolve_factory
+
+from ._campaign_task import EXPERIMENTS, Experiment, parse_builtin, register_experiment, resolve_factory, run_task
 
 __all__ = ["Campaign", "campaign", "local_cluster", "plan_tasks", "register_experiment"]
 
@@ -422,7 +422,7 @@ def campaign(workloads, splits=None, *, experiment="sweep", options=None, folder
         for key, t in tasks.items():
             if key in done:
                 continue
-            futures[key] = client_.submit(task_mod.run_task, t, str(store.root), spec["campaign_id"],
+            futures[key] = client_.submit(run_task, t, str(store.root), spec["campaign_id"],
                                           lookup_experiment(t["experiment"]), factories.get(key), key=key,
                                           workers=pinned[t["card"]] or None, allow_other_workers=False)
     except BaseException:
