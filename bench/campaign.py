@@ -16,8 +16,9 @@ DIR/campaign_bench.json:
   task's rows of the one-GPU campaign (also GPU 0): per layout, mode and workload, the
   medians differ by at most the wider p10-p90 spread of the two (gcexplore.summarize).
 
-DIR/campaign-2gpu is the two-GPU campaign folder (gcexplore.load_campaign reads it; it can
-serve as the recorded campaign of notebook 04), DIR/campaign-1gpu the one-GPU one.
+DIR/campaign-2gpu is the two-GPU campaign folder (gcexplore.load_campaign reads it),
+DIR/campaign-1gpu the one-GPU one; DIR/campaign.parquet is the two-GPU result as one file,
+the recorded campaign of notebook 04 (copy it to gcexplore/data/campaign.parquet).
 """
 
 from __future__ import annotations
@@ -108,6 +109,7 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=20)
     p.add_argument("--step", type=int, default=16)
     args = p.parse_args()
+    import gcexplore as gx
     from gcexplore.experiments.campaign import visible_gpus
 
     gpus = visible_gpus()
@@ -124,6 +126,7 @@ def main() -> int:
            "wall_2gpu_s": wall2, "speedup": wall1 / wall2, "overhead_1gpu": _overhead(one, gather1),
            "overhead_2gpu": _overhead(two, gather2), "agreement": _agreement(df1, out / "campaign-1gpu", splits, args.repeats),
            "failed": {**df1.attrs["failed"], **df2.attrs["failed"]}}
+    gx.save(df2, out / "campaign.parquet")  # the recorded campaign of notebook 04 (gcexplore/data/campaign.parquet)
     (out / "campaign_bench.json").write_text(json.dumps(res, indent=1, default=str))
     o1, o2, ag = res["overhead_1gpu"], res["overhead_2gpu"], res["agreement"]
     lines = [

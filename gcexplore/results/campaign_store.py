@@ -259,7 +259,8 @@ def load_campaign(folder, *, repair: bool = True) -> pd.DataFrame:
         ``cuda_core_version``, ``cupti_version`` (empty when not traced),
         ``task_started_s`` and ``task_finished_s`` (Unix seconds on the worker).
         ``attrs``: ``campaign_id``, ``tasks``, ``done``, ``failed`` (key -> error),
-        ``pending`` (keys), ``torn`` (notes), ``recorded`` True.
+        ``pending`` (keys), ``torn`` (notes), ``recorded`` True, ``device_name`` (the
+        cards' names) and ``date`` (when the last task finished).
 
     Raises
     ------
@@ -275,4 +276,7 @@ def load_campaign(folder, *, repair: bool = True) -> pd.DataFrame:
                     failed=dict(zip(failed["task_key"], failed["error"])),
                     pending=status.loc[status["status"].isin(["pending", "started"]), "task_key"].tolist(),
                     torn=status.attrs["torn"], recorded=True, folder=str(CampaignFolder(folder).root))
+    if len(df):  # what a figure's stamp reads: the cards and the last task's date
+        df.attrs["device_name"] = ", ".join(sorted(set(df["device_name"].astype(str))))
+        df.attrs["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(float(df["task_finished_s"].max())))
     return df
