@@ -867,6 +867,61 @@ for key, claim in claims.items():
 """),
 ]
 
+# --------------------------------------------------------------------------- 04
+
+CAMPAIGN = [
+    md('''
+# Campaigns: many pairs x splits x GPUs
+
+`gcexplore.campaign` runs a grid of experiments as Dask tasks: one worker process per GPU,
+one shard per task in a campaign folder, resumable (run it again on the same folder and
+finished tasks are skipped). Every row carries the card it was measured on (UUID, index,
+host, driver), so results from several GPUs stay apart.
+
+With a GPU this notebook runs a small campaign on every visible GPU; without one it reads
+a campaign recorded by `bench/campaign.py` on the project's two-GPU machine.
+'''),
+    PARAMETERS,
+    DETECT,
+    code('''
+import tempfile
+
+import pandas as pd
+
+if LIVE:
+    folder = tempfile.mkdtemp(prefix="gcexplore-campaign-")
+    c = gcexplore.campaign([["compute", "memory"], ["compute", "copy"]], [[16, 32], [48, 64]] if QUICK else [None],
+                           options={"repeats": REPEATS}, folder=folder)
+    df = c.result()
+    display(c.status())
+else:
+    df = recorded("campaign")
+a = df.attrs
+print(f"campaign {a['campaign_id']}: {a['done']} of {a['tasks']} tasks done, {len(a['failed'])} failed, "
+      f"{len(a['pending'])} pending")
+'''),
+    md('''
+Each task is one sweep of one pair over one split set on one card. Per task, the split with
+the lowest concurrent makespan (`gcexplore.best_split`), grouped by card and pair:
+'''),
+    code('''
+best = pd.DataFrame([{"card": f"{g['device_name'].iloc[0]} #{g['device_index'].iloc[0]} ({g['device_uuid'].iloc[0][:8]})",
+                      "pair": g["pair"].iloc[0], "split_set": g["split_set"].iloc[0],
+                      "best_split": gcexplore.best_split(g).name, "rows": len(g)}
+                     for _, g in df.groupby("task_key")]).sort_values(["card", "pair", "split_set"])
+display(best)
+'''),
+    md('''
+One task's sweep, as `gcexplore.plot_sweep` draws any sweep:
+'''),
+    code('''
+key = sorted(df["task_key"].unique())[0]
+one = df[df["task_key"] == key].copy()
+one.attrs = {**a, "kind": "sweep"}
+display(gcexplore.plot_sweep(one))
+'''),
+]
+
 
 # Section 5 of notebook 02: two results compared (issue 18).
 SWEEPING += [
@@ -912,6 +967,7 @@ NOTEBOOKS = {
                                     "Sweeping SM splits", ["sweep_second"]),
     "03_sm_isolation.ipynb": (ISOLATION, ["occupancy", "isolation"], "SM isolation",
                               ["primary_sms", "bandwidth_sharing", "l2_sharing", "pm", "pm_trace"]),
+    "04_campaigns.ipynb": (CAMPAIGN, ["campaign"], "Campaigns"),
 }
 
 

@@ -136,25 +136,12 @@ def _cmd_demo(args) -> int:
 
 def _parse_workload(spec: str) -> tuple[str, dict]:
     """``name`` or ``name:key=value,...`` (e.g. ``spin:us=100``) -> (name, options); no GPU."""
-    from ..workloads.core import BUILTINS
+    from ..workloads.core import parse_builtin
 
-    name, _, params = spec.partition(":")
-    if name not in BUILTINS:
-        raise _Usage(f"unknown built-in workload {name!r}; built-ins are {', '.join(BUILTINS)}")
-    kwargs = {}
-    for item in filter(None, params.split(",")):
-        key, eq, value = item.partition("=")
-        if not eq or not key:
-            raise _Usage(f"bad workload option {item!r} in {spec!r}; write name:key=value,...")
-        for conv in (int, float):
-            try:
-                kwargs[key] = conv(value)
-                break
-            except ValueError:
-                continue
-        else:
-            kwargs[key] = value
-    return name, kwargs
+    try:
+        return parse_builtin(spec)
+    except ValueError as e:
+        raise _Usage(str(e)) from None
 
 
 def _workload_names(specs) -> list[tuple[str, str, dict]]:
@@ -457,6 +444,78 @@ def _add_measuring(sub) -> None:
     s.set_defaults(func=_cmd_sweep)
 
 
+def _read_spec(path: str) -> dict:
+    """A campaign spec from TOML (tomllib) or YAML (when PyYAML is installed)."""
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"no campaign spec {path!r} (a .toml or .yaml file, or `campaign status DIR`)")
+    if p.suffix.lower() in (".yaml", ".yml"):
+        try:
+            import yaml
+        except ImportError:
+            raise _Usage(f"{path!r} is YAML but PyYAML is not installed; pip install pyyaml or write TOML") from None
+        spec = yaml.safe_load(p.read_text())
+    else:
+        try:
+            import tomllib
+        except ImportError:  # Python 3.10
+            import tomli as tomllib
+        try:
+            spec = tomllib.loads(p.read_text())
+        except tomllib.TOMLDecodeError as e:
+            raise _Usage(f"{path!r} is not valid TOML ({e})") from None
+    known = {"experiment", "workloads", "splits", "options", "cards", "folder", "devices"}
+    if not isinstance(spec, dict) or set(spec) - known or "workloads" not in spec:
+        raise _Usage(f"{path!r} must be a table with workloads and optionally {', '.join(sorted(known - {'workloads'}))}"
+                     + (f"; unknown keys: {', '.join(sorted(set(spec) - known))}" if isinstance(spec, dict) else ""))
+    return spec
+
+
+def _print_campaign(status) -> None:
+    n = status.attrs["counts"]
+    print(f"campaign {status.attrs['campaign_id']} in {status.attrs['folder']}: {n['done']} of {len(status)} tasks "
+          f"done, {n['failed']} failed, {n['started']} started, {n['pending']} pending")
+    for note in status.attrs["torn"]:
+        print(f"  torn shard moved aside: {note}")
+    for r in status[status["status"] == "failed"].itertuples():
+        print(f"  failed {r.task_key}: {r.error.splitlines()[0] if r.error else '?'}")
+
+
+def _cmd_campaign(args) -> int:
+    from ..results.campaign_store import campaign_status
+
+    if args.target == "status":
+        if not args.folder:
+            raise _Usage("campaign status needs the campaign folder: gcexplore campaign status DIR")
+        _print_campaign(campaign_status(args.folder))
+        return 0
+    if args.folder:
+        raise _Usage(f"unexpected {args.folder!r}: run `gcexplore campaign SPEC` or `gcexplore campaign status DIR`")
+    spec = _read_spec(args.target)
+    from ..experiments.campaign import campaign
+
+    folder = args.out or spec.get("folder") or "gcexplore-out/campaign"
+    c = campaign(spec["workloads"], spec.get("splits"), experiment=spec.get("experiment", "sweep"),
+                 options=spec.get("options"), cards=spec.get("cards", "any"), folder=folder,
+                 scheduler=args.scheduler, devices=spec.get("devices"), progress=not args.quiet)
+    status = c.status()
+    _print_campaign(status)
+    return 1 if status.attrs["counts"]["failed"] else 0
+
+
+def _add_campaign(sub) -> None:
+    s = sub.add_parser("campaign", help="run a grid of experiments (a TOML or YAML spec) as Dask tasks, resumable; "
+                                        "`campaign status DIR` shows a campaign folder")
+    s.add_argument("target", metavar="SPEC|status", help="the spec file, or 'status'")
+    s.add_argument("folder", nargs="?", metavar="DIR", help="with 'status': the campaign folder")
+    s.add_argument("--scheduler", metavar="ADDR", help="a running Dask scheduler (tcp://host:8786); default: a local "
+                                                        "cluster with one worker per visible GPU")
+    s.add_argument("--out", metavar="DIR", help="the campaign folder (default: the spec's folder, else "
+                                                "gcexplore-out/campaign); rerunning on it resumes")
+    s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.set_defaults(func=_cmd_campaign)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="gcexplore", description="Explore and profile CUDA green contexts.")
     p.add_argument("--version", action="version", version=f"gcexplore {__version__}")
@@ -467,6 +526,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_measuring(sub)
     _add_tune(sub)
     _add_compare(sub)
+    _add_campaign(sub)
     s = sub.add_parser(
         "demo", help="sweep the built-in compute + memory pair (or, without a GPU, show the "
                      "recorded results): summary table, PNG plots and the results file")

@@ -28,6 +28,8 @@ import pandas as pd
 
 from ..schema import partition_key, sorted_partitions
 
+# Until results/ becomes a package (the layers restructure), this module serves as one
+
 __all__ = ["RECORDED", "ResultFileError", "load", "load_recorded", "recorded_names", "save", "to_chrome_trace"]
 
 #: Names of the recorded results shipped in gcexplore/data (see bench/record.py).

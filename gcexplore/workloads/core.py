@@ -41,6 +41,7 @@ __all__ = [
     "from_torch",
     "latency",
     "memory",
+    "parse_builtin",
     "spin",
 ]
 
@@ -635,3 +636,28 @@ def as_workloads(workloads, *, device=0) -> tuple[list[Workload], list[Workload]
             w.close()
         raise
     return items, made
+
+
+def parse_builtin(spec: str) -> tuple[str, dict]:
+    """``"name"`` or ``"name:key=value,..."`` (``"memory:n=1048576"``) -> (name, options).
+
+    Values are ints, floats, or else strings. ValueError for an unknown name or a
+    malformed option (nothing is built).
+    """
+    name, _, params = str(spec).partition(":")
+    if name not in BUILTINS:
+        raise ValueError(f"unknown built-in workload {name!r}; built-ins are {', '.join(BUILTINS)}")
+    kwargs: dict = {}
+    for item in filter(None, params.split(",")):
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise ValueError(f"bad workload option {item!r} in {spec!r}; write name:key=value,...")
+        for conv in (int, float):
+            try:
+                kwargs[key] = conv(value)
+                break
+            except ValueError:
+                continue
+        else:
+            kwargs[key] = value
+    return name, kwargs

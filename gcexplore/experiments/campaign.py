@@ -1,0 +1,438 @@
+"""Campaigns: a grid of experiments over workload sets x split sets x options x cards, on Dask.
+
+:func:`campaign` turns the grid into tasks with keys derived from what they measure,
+skips the keys whose shard is already in the campaign folder, and submits the rest to
+a Dask cluster: an existing one (``client=`` or ``scheduler="tcp://..."``), or a local
+one started here with one worker process per visible GPU, one thread each, each
+worker pinned to its GPU by ``CUDA_VISIBLE_DEVICES`` (:func:`local_cluster`). The
+returned :class:`Campaign` shows progress (tqdm.auto: a widget in Jupyter, a bar in a
+terminal) and reads the folder back as one tidy DataFrame.
+
+Dask distributes, retries tasks lost with a worker and keeps the dashboard; what runs
+on a worker is :mod:`gcexplore.experiments._campaign_task`; the folder is
+:mod:`gcexplore.results.campaign_store`. Dask is imported only when a campaign starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import json
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+
+import pandas as pd
+
+from .._version import __version__
+from ..results.campaign_store import CampaignFolder, campaign_status, load_campaign
+from ..device.driver import UnsupportedError, device_count, device_info
+from ..schema import new_run_id
+
+from ._campaign_task import EXPERIMENTS, Experiment, parse_builtin, register_experiment, resolve_factory, run_task
+
+__all__ = ["Campaign", "campaign", "local_cluster", "plan_tasks", "register_experiment"]
+
+CARDS = ("any", "each")
+
+
+# ------------------------------------------------------------------ the grid, checked before any work
+
+
+def _recipe(obj) -> tuple[dict, str, Callable | None]:
+    """(JSON description, pair label, factory function or None) of one workload recipe."""
+    if isinstance(obj, str) and ":" in obj and obj.split(":", 1)[0] not in _builtin_names():
+        return {"factory": obj, "kwargs": {}}, obj.rsplit(":", 1)[1], None
+    if isinstance(obj, Mapping) and "factory" in obj:
+        extra = set(obj) - {"factory", "kwargs", "name"}
+        if extra:
+            raise ValueError(f"a factory recipe has keys factory, kwargs, name; got also {sorted(extra)}")
+        desc, label, fn = _recipe(obj["factory"])
+        kwargs = dict(obj.get("kwargs") or {})
+        json.dumps(kwargs)  # TypeError here, on the client, for arguments that cannot be recorded
+        return {**desc, "kwargs": kwargs}, str(obj.get("name") or label), fn
+    if callable(obj) and not isinstance(obj, str):
+        ref = f"{getattr(obj, '__module__', '?')}:{getattr(obj, '__qualname__', getattr(obj, '__name__', '?'))}"
+        return {"factory": ref, "kwargs": {}}, getattr(obj, "__name__", "factory"), obj
+    if isinstance(obj, str):
+        obj = [obj]
+    items = list(obj.items()) if isinstance(obj, Mapping) else [(None, s) for s in obj]
+    named: dict[str, str] = {}
+    for name, spec in items:
+        if not isinstance(spec, str):
+            raise TypeError(f"a workload recipe is a built-in name ('memory:n=1048576'), a factory "
+                            f"'module:function', a function, or a list of built-in names; got {spec!r}")
+        base, _ = parse_builtin(spec)
+        key = name or base
+        i = 2
+        while key in named:
+            key, i = f"{base}_{i}", i + 1
+        named[key] = spec
+    if not named:
+        raise ValueError("a workload recipe names no workloads")
+    return {"builtins": named}, "+".join(named), None
+
+
+def _builtin_names():
+    from ..workloads import BUILTINS
+
+    return BUILTINS
+
+
+def _split_label(splits) -> str:
+    if splits is None:
+        return "all"
+    seq = [splits] if isinstance(splits, int) else list(splits)
+    return ",".join(str(int(k)) for k in seq)
+
+
+def _as_splits(splits) -> int | list[int] | None:
+    if splits is None or isinstance(splits, int):
+        return splits
+    try:
+        return [int(k) for k in splits]
+    except (TypeError, ValueError):
+        raise TypeError(f"a split set is None (every valid size), an int or a list of ints, got {splits!r}") from None
+
+
+def _key(desc: dict) -> str:
+    digest = hashlib.sha256(json.dumps(desc, sort_keys=True).encode()).hexdigest()[:12]
+    label = re.sub(r"[^A-Za-z0-9_.+-]", "_", f"{desc['experiment'].rsplit(':', 1)[-1]}-{desc['pair']}")[:60]
+    return f"{label}-{digest}"
+
+
+#: The public function behind each built-in experiment, whose signature checks the options.
+_TARGETS = {"sweep": "sweep", "profile_overlap": "profile_overlap", "scaling": "scaling",
+            "isolation": "isolation", "tune": "tune"}
+_PASSED = {"device", "checkpoint", "progress", "workloads", "workload", "critical", "background",
+           "sm_counts", "split"}
+
+
+def lookup_experiment(name: str) -> Experiment:
+    """A registered experiment, or ``"module:function"`` imported here (it must import on the workers too)."""
+    if name in EXPERIMENTS:
+        return EXPERIMENTS[name]
+    if ":" in str(name):
+        return Experiment(resolve_factory(name))
+    raise ValueError(f"unknown experiment {name!r}; campaign experiments are {', '.join(sorted(EXPERIMENTS))}, "
+                     "or a 'module:function' (register_experiment adds one by name)")
+
+
+def _check_options(experiment: str, options: dict) -> None:
+    """Unknown option names and bad values of the built-in experiments, on the client."""
+    if experiment not in _TARGETS:
+        return
+    import inspect
+
+    from ..schema import Options
+
+    from . import overlap, tuner
+
+    target = tuner if _TARGETS[experiment] == "tune" else overlap
+    params = inspect.signature(getattr(target, _TARGETS[experiment])).parameters
+    bad = sorted(k for k in options if k not in params or k in _PASSED)
+    if bad:
+        valid = sorted(k for k, p in params.items() if p.kind is p.KEYWORD_ONLY and k not in _PASSED)
+        raise ValueError(f"{experiment} has no option(s) {', '.join(bad)} in a campaign; valid: {', '.join(valid)}")
+    fields = {f.name for f in dataclasses.fields(Options)}
+    Options(**{k: v for k, v in options.items() if k in fields})
+
+
+def plan_tasks(experiment="sweep", workloads=(), splits=(None,), options=({},), cards: Sequence[str] = ("any",)):
+    """The campaign's tasks (key -> task) and the factories of function recipes; checks everything.
+
+    The key of a task is derived from its experiment, workload recipe, split set,
+    options and card only, so the same grid gives the same keys in every process and
+    on every run.
+
+    Raises
+    ------
+    ValueError, TypeError
+        An unknown experiment, a bad recipe, split set or option value (before any work).
+    """
+    exps = [experiment] if isinstance(experiment, str) else list(experiment)
+    for e in exps:
+        lookup_experiment(e)
+    recipes = [_recipe(w) for w in (workloads if isinstance(workloads, (list, tuple)) else [workloads])]
+    if not recipes:
+        raise ValueError("a campaign needs at least one workload recipe, e.g. workloads=[['compute', 'memory']]")
+    split_sets = [_as_splits(s) for s in (splits if isinstance(splits, (list, tuple)) else [splits])]
+    opts = [dict(o) for o in ([options] if isinstance(options, Mapping) else options)] or [{}]
+    for o in opts:
+        json.dumps(o)  # options must be recordable in the spec
+        for e in exps:
+            _check_options(e, o)
+    tasks, factories = {}, {}
+    for exp, (desc, pair, fn), sp, opt, card in itertools.product(exps, recipes, split_sets, opts, cards):
+        t = {"experiment": exp, "workloads": desc, "pair": pair, "splits": sp, "split_set": _split_label(sp),
+             "options": opt, "card": str(card)}
+        t["key"] = _key(t)
+        tasks[t["key"]] = t
+        if fn is not None:
+            factories[t["key"]] = fn
+    return tasks, factories
+
+
+# ------------------------------------------------------------------ the cluster
+
+
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use: CUDA_VISIBLE_DEVICES entries, else 0..device_count-1."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return [v.strip() for v in env.split(",") if v.strip()]
+
+    try:
+        return [str(i) for i in range(device_count())]
+    except UnsupportedError:
+        return []
+
+
+def _distributed():
+    try:
+        import distributed
+    except ImportError:
+        raise ImportError("campaigns run on Dask distributed, which is not installed: "
+                          "pip install 'gcexplore[campaign]' (or pip install distributed)") from None
+    return distributed
+
+
+def local_cluster(devices: Sequence | None = None, *, dashboard_address: str = ":0", **scheduler_options):
+    """A Dask cluster on this machine: one worker process per GPU, one thread each.
+
+    Each worker is a Nanny-managed process with ``CUDA_VISIBLE_DEVICES`` set to its one
+    GPU before it starts, so a worker's device 0 is its own card.
+
+    Parameters
+    ----------
+    devices : sequence of int or str, optional
+        GPU indices or UUIDs; default every visible GPU.
+    dashboard_address : str, default ":0" (a free port)
+
+    Raises
+    ------
+    RuntimeError
+        No GPU is visible (pass ``client=`` or ``scheduler=`` to use a cluster elsewhere).
+    """
+    d = _distributed()
+    Nanny, Scheduler, SpecCluster = d.Nanny, d.Scheduler, d.SpecCluster
+    devs = [str(d) for d in (visible_gpus() if devices is None else devices)]
+    if not devs:
+        raise RuntimeError("no GPU is visible here, so a local campaign cluster has no workers; pass client= "
+                           "or scheduler='tcp://host:8786' to use a cluster whose workers have GPUs")
+    workers = {f"gpu{d}": {"cls": Nanny, "options": {"nthreads": 1, "name": f"gpu{d}", "silence_logs": 40,
+                                                     "env": {"CUDA_VISIBLE_DEVICES": d}}} for d in devs}
+    scheduler = {"cls": Scheduler, "options": {"dashboard_address": dashboard_address, **scheduler_options}}
+    return SpecCluster(workers=workers, scheduler=scheduler, name="gcexplore-campaign", silence_logs=40)
+
+
+def _worker_card() -> str:
+    """On a worker: the UUID of its GPU (the key of tasks pinned to it)."""
+
+    info = device_info(0)
+    from cuda.core import Device
+
+    return f"{info.name} {Device(0).uuid}"
+
+
+# ------------------------------------------------------------------ the handle
+
+
+class Campaign:
+    """A submitted campaign: progress, status and the result. Made by :func:`campaign`.
+
+    Attributes
+    ----------
+    folder : pathlib.Path
+    campaign_id : str
+    tasks : dict
+        key -> task of the whole grid.
+    skipped : list of str
+        Keys already finished in the folder when this run started (not run again).
+    submitted : list of str
+        Keys this run submitted.
+    futures : dict
+        key -> Dask future of each submitted task not yet reported (released once
+        reported: the folder, not Dask's memory, says what is done).
+    """
+
+    def __init__(self, folder, spec: dict, tasks: dict, skipped: list[str], futures: dict, client, cluster):
+        self.folder = CampaignFolder(folder).root
+        self.campaign_id, self.tasks, self.skipped = spec["campaign_id"], tasks, skipped
+        self.futures, self.client, self._cluster = futures, client, cluster
+        self.submitted = sorted(futures)
+        self.reports: dict[str, dict] = {}
+
+    def __repr__(self) -> str:
+        return (f"<Campaign {self.campaign_id} in {str(self.folder)!r}: {len(self.tasks)} tasks, "
+                f"{len(self.skipped)} already finished, {len(self.reports)}/{len(self.submitted)} submitted reported>")
+
+    def wait(self, *, progress: bool = True) -> dict[str, dict]:
+        """Wait for every submitted task; key -> its report. A task Dask could not run
+        (e.g. its worker died more often than Dask allows) is recorded as failed."""
+        from distributed import as_completed
+
+        bar = None
+        if progress and self.futures:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(self.tasks), initial=len(self.skipped), desc="campaign", unit="task")
+        by_future = {f: k for k, f in self.futures.items()}
+        try:
+            for fut in as_completed(list(self.futures.values())):
+                key = by_future[fut]
+                self.reports[key] = self._report(key, fut)
+                # Forget the result in Dask: a later run of this key (after its shard was
+                # damaged, say) must run the task again, not return this cached report.
+                del self.futures[key]
+                fut.release()
+                if bar is not None:
+                    bar.set_postfix_str(f"{self.reports[key]['status']} {key[:40]}")
+                    bar.update(1)
+        finally:
+            if bar is not None:
+                bar.close()
+        self.close()  # every task has reported: a local cluster started for this campaign is done
+        return self.reports
+
+    def _report(self, key: str, fut) -> dict:
+        if fut.status == "finished":
+            return fut.result()
+        try:
+            err = fut.exception()
+        except Exception as e:  # cancelled
+            err = e
+        record = {**{k: self.tasks[key][k] for k in ("key", "experiment", "pair", "split_set", "card")},
+                  "error": f"{type(err).__name__}: {err}", "traceback": "(raised by Dask, not by the task)"}
+        CampaignFolder(self.folder).write_failure(key, record)
+        return {"key": key, "status": "failed", "error": record["error"]}
+
+    def status(self) -> pd.DataFrame:
+        """One row per task: see :func:`gcexplore.campaign_status`."""
+        return campaign_status(self.folder)
+
+    def result(self, *, progress: bool = True) -> pd.DataFrame:
+        """Wait, then every finished task's rows (:func:`gcexplore.load_campaign`), each task once."""
+        self.wait(progress=progress)
+        return load_campaign(self.folder)
+
+    def close(self) -> None:
+        """Close the client (and the local cluster) this campaign started, if it did (idempotent)."""
+        if self._cluster is not None:
+            self.client.close()
+            if self._cluster is not True:  # True: a client made for scheduler=, no cluster of ours
+                self._cluster.close()
+            self._cluster = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _connect(client, scheduler, devices):
+    if client is not None and scheduler is not None:
+        raise ValueError("pass client= or scheduler=, not both")
+    Client = _distributed().Client
+    if client is not None:
+        return client, None
+    if scheduler is not None:
+        return Client(scheduler), True  # ours to close, the cluster is not
+    cluster = local_cluster(devices)
+    return Client(cluster), cluster
+
+
+def _pin(client, tasks: dict, cards: Sequence[str]) -> dict[str, list[str]]:
+    """card -> worker addresses; 'each' becomes one card per distinct GPU of the cluster."""
+    if list(cards) == ["any"]:
+        return {"any": []}
+    seen: dict[str, list[str]] = {}
+    for addr, card in client.run(_worker_card).items():
+        seen.setdefault(card, []).append(addr)
+    return seen
+
+
+def campaign(workloads, splits=None, *, experiment="sweep", options=None, folder, cards: str = "any",
+             client=None, scheduler: str | None = None, devices=None, campaign_id: str | None = None,
+             progress: bool = True, wait: bool = True) -> Campaign:
+    """Run a grid of experiments as Dask tasks, one shard per task, resumable.
+
+    Parameters
+    ----------
+    workloads : list of recipes
+        Each recipe builds one workload set on the worker's GPU: a list of built-in names
+        with options (``["compute", "memory:n=1048576"]``, or a dict name -> spec), a
+        factory ``"module:function"`` or ``{"factory": ..., "kwargs": {...}, "name": ...}``,
+        or a function (a notebook's own is pickled by value); a factory is called as
+        ``fn(device=0, **kwargs)`` and returns workloads (a mapping or a sequence).
+    splits : list of split sets, default [None]
+        Each entry is one task per recipe: None (every valid size), an int or a list of
+        ints (``sm_counts`` of a sweep, ``split`` of profile_overlap / isolation).
+    experiment : str or list of str, default "sweep"
+        ``"sweep"``, ``"profile_overlap"``, ``"scaling"``, ``"isolation"``, ``"tune"``, or
+        one added with :func:`register_experiment`.
+    options : dict or list of dicts, default [{}]
+        Keyword options of the experiment (``{"repeats": 20, "modes": ["concurrent"]}``).
+    folder : str or path
+        The campaign folder (shared by every worker when they run on several nodes).
+        Running the same campaign on the same folder resumes it.
+    cards : {"any", "each"}, default "any"
+        ``"any"``: each task runs once on whichever GPU is free; ``"each"``: once on
+        every distinct GPU of the cluster (to compare cards).
+    client : distributed.Client, optional
+    scheduler : str, optional
+        Address of a running scheduler (``"tcp://host:8786"``).
+    devices : sequence, optional
+        GPUs of the local cluster (default all visible); ignored with a client or scheduler.
+    campaign_id : str, optional
+        Default: the folder's, or a new one.
+    progress : bool, default True
+    wait : bool, default True
+        False: return at once (call ``.wait()`` / ``.result()`` later).
+
+    Returns
+    -------
+    Campaign
+        ``.result()`` is one DataFrame (see :func:`gcexplore.load_campaign`).
+
+    Raises
+    ------
+    ValueError, TypeError
+        A bad grid (before anything is submitted or measured), or a folder of a newer format.
+    """
+    if cards not in CARDS:
+        raise ValueError(f"cards must be one of {', '.join(map(repr, CARDS))}, got {cards!r}")
+    tasks, factories = plan_tasks(experiment, workloads, [None] if splits is None else splits,
+                                  [{}] if options is None else options)
+    store = CampaignFolder(folder)
+    if store.spec_path.exists():
+        store.read_spec()  # a newer format is refused before a cluster starts
+    client_, cluster = _connect(client, scheduler, devices)
+    try:
+        if cards == "each":
+            pinned = _pin(client_, tasks, ["each"])
+            tasks, factories = plan_tasks(experiment, workloads, [None] if splits is None else splits,
+                                          [{}] if options is None else options, cards=sorted(pinned))
+        else:
+            pinned = {"any": []}
+        spec = store.write_spec(campaign_id or new_run_id(), tasks, __version__)
+        done = store.finished_keys()
+        futures = {}
+        for key, t in tasks.items():
+            if key in done:
+                continue
+            futures[key] = client_.submit(run_task, t, str(store.root), spec["campaign_id"],
+                                          lookup_experiment(t["experiment"]), factories.get(key), key=key,
+                                          workers=pinned[t["card"]] or None, allow_other_workers=False)
+    except BaseException:
+        if cluster is not None:
+            client_.close()
+            if cluster is not True:
+                cluster.close()
+        raise
+    handle = Campaign(store.root, spec, tasks, sorted(done & set(tasks)), futures, client_, cluster)
+    if wait:
+        handle.wait(progress=progress)
+    return handle

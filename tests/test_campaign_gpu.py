@@ -1,0 +1,115 @@
+"""Campaigns on two real GPUs: both cards in parallel, a killed worker, a scheduler and workers started by hand.
+
+Run on the 2-GPU machine (markers gpu and multigpu); skipped elsewhere with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.gpu, pytest.mark.multigpu]
+distributed = pytest.importorskip("distributed", reason="Dask distributed is not installed (pip install .[campaign])")
+
+import gcexplore as gx  # noqa: E402
+from gcexplore.results.campaign_store import CampaignFolder  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+PAIRS = [["compute", "memory"], ["compute", "copy"]]
+OPTS = {"repeats": 3, "warmup": 1}
+
+
+def _each_task_once(df, c, reps=OPTS["repeats"]):
+    assert set(df["task_key"]) == set(c.tasks) and df.attrs["failed"] == {}
+    per = df.groupby(["task_key", "layout", "mode", "workload"]).size()
+    assert (per == reps).all(), per[per != reps]
+
+
+def test_two_gpus_measure_in_parallel_with_identity(tmp_path):
+    c = gx.campaign(PAIRS, [[16, 32], [48, 64]], options=OPTS, folder=tmp_path / "c", devices=["0", "1"],
+                    progress=False)
+    df = c.result(progress=False)
+    _each_task_once(df, c)
+    cards = df.groupby("device_uuid").agg(index=("device_index", "first"), sm=("device_sm_count", "first"))
+    assert len(cards) == 2, "both GPUs should have run tasks"
+    assert sorted(cards["index"]) == [0, 1]
+    assert (cards["sm"] == gx.device_info(0).sm_count).all()
+    for col in ("device_uuid", "host", "driver_version", "cuda_core_version", "device_name", "run_id"):
+        assert (df[col] != "").all(), col
+    # interleaved in time: some task on one card ran while a task on the other did
+    spans = df.groupby(["device_uuid", "task_key"])[["task_started_s", "task_finished_s"]].first().reset_index()
+    a, b = (spans[spans["device_uuid"] == u] for u in cards.index)
+    assert any(x.task_started_s < y.task_finished_s and y.task_started_s < x.task_finished_s
+               for x in a.itertuples() for y in b.itertuples()), spans
+
+
+def test_worker_killed_mid_campaign(tmp_path):
+    from distributed import Client
+
+    from gcexplore.experiments.campaign import local_cluster
+
+    cluster = local_cluster(["0", "1"])
+    client = Client(cluster)
+    try:
+        c = gx.campaign(PAIRS, [[16, 32, 48, 64, 80]], options={"repeats": 10}, folder=tmp_path / "c",
+                        client=client, progress=False, wait=False)
+        store, deadline = CampaignFolder(tmp_path / "c"), time.monotonic() + 120
+        victim = None
+        while victim is None:
+            assert time.monotonic() < deadline, "no task checkpointed a layout"
+            for addr, keys in client.processing().items():
+                for key in keys:
+                    if store.checkpointed_layouts(key) >= 1:
+                        victim = key, client.run(os.getpid, workers=[addr])[addr]
+            time.sleep(0.05)
+        os.kill(victim[1], signal.SIGKILL)
+        df = c.result(progress=False)
+    finally:
+        client.close()
+        cluster.close()
+    _each_task_once(df, c, reps=10)
+    assert df.attrs["done"] == len(c.tasks)
+
+
+def _spawn(args, env, log):
+    return subprocess.Popen([sys.executable, "-m", *args], env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def test_scheduler_and_workers_started_by_hand(tmp_path):
+    sched_file = tmp_path / "scheduler.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    procs = []
+    with open(tmp_path / "dask.log", "wb") as log:
+        try:
+            procs.append(_spawn(["distributed.cli.dask_scheduler", "--scheduler-file", str(sched_file), "--port", "0",
+                                 "--dashboard-address", ":0"], env, log))
+            deadline = time.monotonic() + 60
+            while not sched_file.exists():
+                assert time.monotonic() < deadline, (tmp_path / "dask.log").read_text()[-3000:]
+                time.sleep(0.1)
+            for gpu in ("0", "1"):
+                procs.append(_spawn(["distributed.cli.dask_worker", "--scheduler-file", str(sched_file),
+                                     "--nthreads", "1", "--nworkers", "1", "--name", f"gpu{gpu}"],
+                                    {**env, "CUDA_VISIBLE_DEVICES": gpu}, log))
+            import json
+
+            address = json.loads(sched_file.read_text())["address"]
+            with distributed.Client(address) as probe:
+                probe.wait_for_workers(2, timeout=120)
+            c = gx.campaign(PAIRS[:1], [[16, 32]], options=OPTS, folder=tmp_path / "c", scheduler=address,
+                            cards="each", progress=False)
+            df = c.result(progress=False)
+        finally:
+            for p in reversed(procs):
+                os.killpg(p.pid, signal.SIGTERM)
+            for p in procs:
+                p.wait(timeout=30)
+    _each_task_once(df, c)
+    assert len(c.tasks) == 2 and df["device_uuid"].nunique() == 2, "cards='each' runs the task once on each GPU"
