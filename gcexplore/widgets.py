@@ -24,8 +24,13 @@ import html
 from typing import Sequence
 
 import pandas as pd
-import ipywidgets as W
 from matplotlib.figure import Figure
+
+try:
+    import ipywidgets as W
+except ImportError as e:  # an extra since the core install left it out (it brings IPython and jedi)
+    raise ImportError("the explorers need ipywidgets, which the core install leaves out: "
+                      "pip install 'gcexplore[jupyter]' (or pip install ipywidgets)") from e
 
 from . import analysis as A
 from . import plot as _plot
