@@ -25,20 +25,21 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gcexplore.tracing import preload_cupti  # noqa: E402
+from gcexplore.tracing import preload_cupti
 
 preload_cupti()  # the newest CUPTI in the environment, before PyTorch loads its own
 
-import gcexplore  # noqa: E402
-from gcexplore import busy  # noqa: E402
-from gcexplore.trace import features as F  # noqa: E402
+import gcexplore
+from gcexplore import busy
+from gcexplore.trace import features as F
 
 
 def attribution(df: pd.DataFrame, trace: pd.DataFrame) -> pd.DataFrame:
     """Per mode and workload: kernels, % in the placed partition, the partition and its SM
     counts (gcexplore's and CUPTI's context record)."""
     placed = {(r.layout, r.mode, r.workload): (r.partition, int(r.sm_count)) for r in df.itertuples()}
-    records = {g["partition"]: g.get("num_multiprocessors") for g in trace.attrs.get("green_contexts", [])}
+    records = {g["partition"]: g.get("num_multiprocessors") for g in trace.attrs.get("green_contexts", [])
+               if g.get("source") in ("CONTEXT", "GREEN_CONTEXT")}  # CUPTI's, not gcexplore's own count
     rows = []
     for (mode, workload), g in trace.groupby(["mode", "workload"], sort=True):
         want = {placed[(r.layout, r.mode, r.workload)] for r in g.itertuples()}

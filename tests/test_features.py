@@ -3,9 +3,9 @@ stand-in CUPTI modules of each version: what is offered, what is refused and wit
 
 from __future__ import annotations
 
+import _synthetic_trace as T
 import pytest
 
-import _synthetic_trace as T
 import gcexplore
 from gcexplore import busy, tracing
 from gcexplore.trace import features as F
@@ -123,7 +123,7 @@ def _trace_on(fake):
 
 def test_trace_on_cupti_13_0_attributes_every_kernel_and_tpc_map_says_why_not():
     fake = T.FakeCupti(api=130001, package="13.0.1", green=False, pm=False)
-    collector, tr = _trace_on(fake)
+    _, tr = _trace_on(fake)
     assert 59 not in fake.enabled  # not asked for: CUPTI 13.0 has no GREEN_CONTEXT kind
     conc = tr[tr["mode"] == "concurrent"]
     assert len(conc) and set(zip(conc["workload"], conc["partition"], conc["sm_count"])) == {
@@ -151,7 +151,7 @@ def test_a_refused_green_context_kind_becomes_the_tpc_map_sentence():
 
 
 def test_trace_on_cupti_13_4_keeps_the_tpc_map():
-    collector, fake, _ = T.traced_pair()
+    collector, _, _ = T.traced_pair()
     tr = collector.frame(T.S.attrs("overlap"))
     collector.close()
     assert tr.attrs["cupti_refused"] == {}

@@ -188,7 +188,7 @@ def _api_version(cupti, path: str, driver_loaded: bool) -> int | None:
 def describe(cupti, *, maps: str = "/proc/self/maps") -> LoadedCupti:
     """What the ``cupti.cupti`` module ``cupti`` runs over in this process."""
     libs, driver = loaded_libraries(maps)
-    path = sorted(libs)[0] if libs else ""
+    path = min(libs) if libs else ""
     api = _api_version(cupti, path, driver)
     owner = _owner_version(path) if path else None
     version, how = None, "unknown"
