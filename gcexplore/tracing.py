@@ -49,6 +49,7 @@ __all__ = [
     "TraceUnavailable",
     "TracedResult",
     "kernel_trace",
+    "newest_pip_cupti",
     "preload_cupti",
     "require_cupti",
     "traced",
