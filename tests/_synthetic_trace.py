@@ -33,17 +33,28 @@ class _Kind(enum.IntEnum):
     GREEN_CONTEXT = 59
 
 
+#: CUPTI 13.0's kinds: no GREEN_CONTEXT (cupti-python 13.0.1)
+_Kind130 = enum.IntEnum("_Kind130", {k.name: int(k) for k in _Kind if k.name != "GREEN_CONTEXT"})
+
+
 class _Ext(enum.IntEnum):
     UNKNOWN = 1
     CUSTOM1 = 5
 
 
 class FakeCupti:
-    ActivityKind = _Kind
+    """A stand-in ``cupti.cupti``; ``api`` is what cuptiGetVersion of the loaded CUPTI returns
+    (130401: CUPTI 13.4), ``package`` the cupti-python version, ``green`` whether it has the
+    GREEN_CONTEXT kind, ``refuse_kinds`` kinds whose enabling fails as an older CUPTI's did."""
+
     ExternalCorrelationKind = _Ext
 
-    def __init__(self, *, refuse: bool = False, deliver: bool = True, correlate: bool = True):
+    def __init__(self, *, refuse: bool = False, deliver: bool = True, correlate: bool = True, api: int = 130401,
+                 package: str = "13.4.0", green: bool = True, pm: bool = True, refuse_kinds=()):
         self.refuse, self.deliver, self.correlate = refuse, deliver, correlate
+        self.api, self.package_version, self.pm_sampling_available = api, package, pm
+        self.ActivityKind = _Kind if green else _Kind130
+        self.refuse_kinds = set(refuse_kinds)
         self.stack: list[int] = []
         self.pending: list = []
         self.corr = 100
@@ -55,9 +66,14 @@ class FakeCupti:
     def activity_register_callbacks(self, requested, completed):
         self.done = completed
 
+    def get_version(self):
+        return self.api
+
     def activity_enable(self, kind):
         if self.refuse:
             raise RuntimeError("CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED")
+        if int(kind) in self.refuse_kinds:
+            raise RuntimeError("CUPTI_ERROR_NOT_COMPATIBLE")
         self.enabled.add(int(kind))
 
     def activity_disable(self, kind):
@@ -90,6 +106,11 @@ class FakeCupti:
                                    block_x=256, block_y=1, block_z=1, cluster_x=dims.get("cluster", 0),
                                    cluster_y=1, cluster_z=1, registers_per_thread=32, static_shared_memory=0,
                                    dynamic_shared_memory=1024, max_active_clusters=0, graph_id=0))
+
+    def context(self, ctx: int, sms: int):
+        """A CONTEXT record of a green context (what every CUPTI 13.x sends)."""
+        self.pending.append(NS(kind=9, context_id=ctx, parent_context_id=DEVICE_CTX, device_id=0,
+                               num_multiprocessors=sms, is_green_context=1))
 
     def green(self, ctx: int, sms: int, mask_words):
         self.pending.append(NS(kind=59, context_id=ctx, parent_context_id=DEVICE_CTX, device_id=0,

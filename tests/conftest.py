@@ -7,8 +7,9 @@ import functools
 
 import pytest
 
-# The GPU image carries two CUPTI libraries (PyTorch's 13.0 and cupti-python's 13.4); the
-# first one a process loads serves it, and only 13.4 reports green contexts. Load it first.
+# The GPU image may carry two CUPTI libraries (PyTorch's 13.0 and a newer one brought for
+# cupti-python 13.4); the first one a process loads serves it, and only 13.2+ reports
+# green-context records. Load the newest first, as gcexplore does.
 with contextlib.suppress(Exception):
     from gcexplore.trace.collector import preload_cupti
 

@@ -111,7 +111,9 @@ def test_16_32_84_cupy_cudacore_torch_all_land_in_their_partition():
     greens = {g["partition"]: g for g in tr.attrs["green_contexts"] if g["partition"] != "device"}
     print({p: (g["source"], g["num_multiprocessors"], g.get("num_tpcs")) for p, g in greens.items()})
     assert {p: g["num_multiprocessors"] for p, g in greens.items()} == {"p0": 16, "p1": 32, "remainder": 84}
-    assert {g["source"] for g in greens.values()} == {"GREEN_CONTEXT"}, greens
+    # GREEN_CONTEXT records where the loaded CUPTI has them (13.2+), CONTEXT records before
+    want = "CONTEXT" if "tpc_map" in tr.attrs["cupti_refused"] else "GREEN_CONTEXT"
+    assert {g["source"] for g in greens.values()} == {want}, (tr.attrs["cupti_version"], greens)
 
 
 def test_builtin_kernel_spans_match_globaltimer_within_2us(info):
@@ -175,6 +177,8 @@ def test_tpc_masks_are_disjoint_and_match_the_sm_counts():
     df, tr = gcexplore.profile_overlap({"a": sig, "b": W.spin(20.0)}, [24], repeats=1, warmup=0,
                                        modes=["concurrent"], trace=True)
     _show(tr, "24+108 traced")
+    if "tpc_map" in tr.attrs["cupti_refused"]:  # tests/test_cupti_features_gpu.py checks the sentence
+        pytest.skip(tr.attrs["cupti_refused"]["tpc_map"])
     with gcexplore.split([24]) as parts:  # the same layout's contexts, kept for reuse
         sm_ids = {p.name: set(p.sm_ids()) for p in parts.all}
     tpcs = busy.tpc_map(tr)

@@ -23,8 +23,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .stats import stats
+from ..results.validate import ResultError
 from ..schema import sorted_partitions
+from .stats import stats
 
 __all__ = [
     "BUSY_COLUMNS",
@@ -205,7 +206,16 @@ def tpc_map(trace: pd.DataFrame) -> pd.DataFrame:
         of ``logical_tpc_mask`` is TPC ``bits * w + i``, ``bits`` the record's
         ``mask_word_bits``, 64 by default). Contexts without a mask (no
         GREEN_CONTEXT record) are left out.
+
+    Raises
+    ------
+    ResultError
+        The trace was taken with a CUPTI that has no GREEN_CONTEXT records: the
+        sentence recorded in ``attrs["cupti_refused"]`` (which CUPTI adds them, how to get it).
     """
+    refused = (trace.attrs.get("cupti_refused") or {}).get("tpc_map")
+    if refused:
+        raise ResultError(refused)
     rows = []
     for g in trace.attrs.get("green_contexts", []) or []:
         words, width = g.get("logical_tpc_mask") or [], int(g.get("mask_word_bits", 64) or 64)

@@ -29,10 +29,17 @@ def _workloads(spec: dict):
 
 
 def run(spec: dict, out: Path) -> None:
-    from ..trace.collector import preload_cupti, require_cupti
+    from ..trace.collector import TraceUnavailable, preload_cupti, require_cupti
 
     preload_cupti()
-    require_cupti()
+    cupti = require_cupti()
+    from ..device.driver import device_count
+    from ..trace.features import describe, refusal
+
+    device_count()  # the driver loaded, so the loaded CUPTI can be asked its version
+    refused = refusal("pm_sampling", describe(cupti))
+    if refused:
+        raise TraceUnavailable(refused)  # before CUPTI's profiler is touched: it gave ERROR_INVALID_PARAMETER
     from cupti import pm_sampling
 
     from .pm import MAX_SAMPLES

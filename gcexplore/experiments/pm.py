@@ -115,12 +115,22 @@ def _check_request(split, metrics, interval_us, timeout_s) -> tuple[list[int], s
 
 
 def _cupti_present() -> None:
-    from ..trace.collector import TraceUnavailable
+    """Refuse before the child starts where the installed cupti-python has no PM sampling."""
+    from ..trace.collector import TraceUnavailable, newest_pip_cupti
+    from ..trace.features import LoadedCupti, refusal
 
     if importlib.util.find_spec("cupti") is None:
         raise TraceUnavailable(
-            "dram_timeline needs cupti-python 13.4 (pip install 'cupti-python==13.4.*' "
-            "'nvidia-cuda-cupti==13.4.*', Linux x86_64 and aarch64); event timing works without it")
+            "dram_timeline needs cupti-python 13.3 or newer with a CUPTI of at least its version (pip install "
+            "'cupti-python>=13.4' 'nvidia-cuda-cupti>=13.4', Linux x86_64 and aarch64); event timing works without it")
+    if importlib.util.find_spec("cupti.pm_sampling") is None:
+        from importlib import metadata
+
+        version, path = newest_pip_cupti() or ("", "")
+        parts = tuple(int(p) for p in version.split(".")[:3] if p.isdigit())
+        info = LoadedCupti(library=path, version=parts if len(parts) == 3 else None, how="newest pip CUPTI",
+                           package=metadata.version("cupti-python"), pm_module=False)
+        raise TraceUnavailable(refusal("pm_sampling", info))
 
 
 # ---------------------------------------------------------------------------

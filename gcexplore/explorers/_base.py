@@ -8,7 +8,11 @@ import html
 import io
 from typing import Any, Callable, Mapping, Sequence
 
-import ipywidgets as W
+try:
+    import ipywidgets as W
+except ImportError as e:  # an extra: the core install leaves it out (it brings IPython and jedi)
+    raise ImportError("the explorers need ipywidgets, which the core install leaves out: "
+                      "pip install 'gcexplore[jupyter]' (or pip install ipywidgets)") from e
 import pandas as pd
 from matplotlib.figure import Figure
 

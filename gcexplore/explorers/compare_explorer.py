@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import html
 
-import ipywidgets as W
+from ._base import W
 
 from ..analysis.comparison import compare
 from ..views.compare import describe, plot_compare

@@ -24,12 +24,11 @@ import html
 from typing import Sequence
 
 import pandas as pd
-import ipywidgets as W
 from matplotlib.figure import Figure
 
 from .. import analysis as A
 from ..views import plot as _plot
-from ._base import CSS, Controller, catalog, load_result, unique_names, with_builtins
+from ._base import CSS, Controller, W, catalog, load_result, unique_names, with_builtins
 from ..schema import layout_key, parse_layout
 from ..views.tune import plot_tune
 from ..results.validate import check_result

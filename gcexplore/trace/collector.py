@@ -40,6 +40,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from ..device.driver import UnsupportedError
+from .features import FEATURES, GET_NEWER, describe, offers
 from .records import context_record, copy_record, gate_ends, kernel_record, trace_rows
 
 __all__ = [
@@ -48,15 +49,17 @@ __all__ = [
     "TraceUnavailable",
     "TracedResult",
     "kernel_trace",
+    "newest_pip_cupti",
     "preload_cupti",
     "require_cupti",
     "traced",
 ]
 
-#: The combination measured on the project's GPU machine (driver 580 = CUDA 13.0).
-TESTED = "cupti-python 13.4.0 with nvidia-cuda-cupti 13.4.92"
-_INSTALL = ("pip install 'cupti-python==13.4.*' 'nvidia-cuda-cupti==13.4.*' "
-            "(wheels exist for Linux x86_64 and aarch64)")
+#: The combinations measured on the project's GPU machine (driver 580 = CUDA 13.0).
+TESTED = ("cupti-python 13.4.0 with nvidia-cuda-cupti 13.4.92 (every feature); cupti-python 13.0.1 with "
+          "PyTorch's nvidia-cuda-cupti 13.0.85 (kernel traces)")
+_INSTALL = ("pip install 'cupti-python>=13.0.1,<14' (it brings the nvidia-cuda-cupti it needs, or matches the "
+            "framework's; wheels exist for Linux x86_64 and aarch64)")
 _BUFFER_BYTES = 16 << 20  # per CUPTI buffer: about 60,000 kernel records
 _SPIN_NS = 1_000  # the probe kernel's length
 
@@ -96,18 +99,13 @@ def preload_cupti() -> str | None:
     Call it before importing torch.
     """
     import ctypes
-    from importlib import metadata
 
     if _loaded_cupti_paths():
         return None
-    found = []
-    for dist in metadata.distributions(name="nvidia-cuda-cupti"):
-        for f in dist.files or ():
-            if f.name.startswith("libcupti.so"):
-                found.append((_version_key(dist.version), str(dist.locate_file(f))))
-    if not found:
+    newest = newest_pip_cupti()
+    if newest is None:
         return None
-    path = max(found)[1]
+    path = newest[1]
     folder = path.rsplit("/", 1)[0]
     with contextlib.suppress(OSError):  # PM sampling needs them; tracing does not
         for lib in ("libnvperf_host.so", "libnvperf_target.so"):
@@ -117,6 +115,18 @@ def preload_cupti() -> str | None:
     except OSError:
         return None
     return path
+
+
+def newest_pip_cupti() -> tuple[str, str] | None:
+    """``(version, libcupti path)`` of the newest pip-installed nvidia-cuda-cupti, or None."""
+    from importlib import metadata
+
+    found = []
+    for dist in metadata.distributions(name="nvidia-cuda-cupti"):
+        for f in dist.files or ():
+            if f.name.startswith("libcupti.so"):
+                found.append((_version_key(dist.version), dist.version, str(dist.locate_file(f))))
+    return max(found)[1:] if found else None
 
 
 def require_cupti():
@@ -205,6 +215,11 @@ class Collector:
 
     def __init__(self, *, copies: bool = True, cupti=None):
         self._cupti = cupti if cupti is not None else require_cupti()
+        #: the loaded libcupti and, per feature it lacks, the sentence that says so
+        self.cupti_info = describe(self._cupti)
+        self.refused = {k: v for k, v in offers(self.cupti_info).items() if v}
+        if "kernel_trace" in self.refused:
+            raise TraceUnavailable(self.refused["kernel_trace"])
         self.copies = copies
         self._lock = threading.Lock()
         self._raw: list[dict] = []
@@ -226,6 +241,8 @@ class Collector:
                            ("EXTERNAL_CORRELATION", "external"), ("CONTEXT", "context"),
                            ("GREEN_CONTEXT", "green"), ("RUNTIME", "api"), ("DRIVER", "api")):
             kind = getattr(cupti.ActivityKind, attr, None)
+            if name == "green" and "tpc_map" in self.refused:
+                continue  # the loaded CUPTI lacks them: CONTEXT records still give each partition's SMs
             if kind is not None and (copies or name not in ("memcpy", "memset")):
                 self._kinds[int(kind)] = (kind, name)
 
@@ -251,6 +268,10 @@ class Collector:
                 except Exception as e:  # noqa: BLE001 - what CUPTI said goes into the message / diagnostics
                     if name in ("kernel", "external"):
                         raise
+                    if name == "green":
+                        self.refused["tpc_map"] = (
+                            f"{FEATURES['tpc_map'].what} is not available: {self.cupti_info.label} refused "
+                            f"GREEN_CONTEXT records ({e}): {GET_NEWER}.")
                     self._diag[f"not enabled: {kind.name} ({e}; CUPTI library {_loaded_cupti()})"] += 1
         except Exception as e:  # noqa: BLE001
             self.close()
@@ -432,8 +453,10 @@ class Collector:
 
         ``attrs`` (the experiment's metadata) are copied; added: ``trace_of`` (the
         experiment's kind), ``green_contexts`` (:meth:`green_contexts`),
-        ``trace_diagnostics`` (:meth:`diagnostics`), ``cupti_version`` and
-        ``rep_origins`` (each repetition's time zero on the GPU clock, ns: what lines
+        ``trace_diagnostics`` (:meth:`diagnostics`), ``cupti_version`` (the loaded
+        libcupti's version and file, and the cupti-python package), ``cupti`` (the same
+        as fields), ``cupti_refused`` (feature -> the sentence saying what the loaded
+        CUPTI lacks: ``tpc_map`` raises it) and ``rep_origins`` (each repetition's time zero on the GPU clock, ns: what lines
         up other GPU-timestamped data such as PM samples with the rows).
         """
         from ..schema import frame
@@ -441,18 +464,15 @@ class Collector:
         self.flush()
         a = dict(attrs or {})
         a.update(kind="trace", trace_of=a.get("kind", ""), green_contexts=self.green_contexts(),
-                 trace_diagnostics=self.diagnostics(), cupti_version=_cupti_version(),
+                 trace_diagnostics=self.diagnostics(), cupti_version=self.cupti_version(),
+                 cupti=self.cupti_info.as_dict(), cupti_refused=dict(self.refused),
                  rep_origins=self.rep_origins())
         return frame(self._rows, "trace", a)
 
-
-def _cupti_version() -> str:
-    from importlib import metadata
-
-    try:
-        return f"cupti-python {metadata.version('cupti-python')}"
-    except metadata.PackageNotFoundError:
-        return "unknown"
+    def cupti_version(self) -> str:
+        """``CUPTI 13.0.85 (path; nvidia-cuda-cupti 13.0.85 owns the file), cupti-python 13.0.1``."""
+        i = self.cupti_info
+        return f"{i.label} ({i.library or 'no libcupti file seen'}; {i.how}), cupti-python {i.package or 'unknown'}"
 
 
 # ---------------------------------------------------------------------------
