@@ -319,9 +319,21 @@ def sorted_partitions(names: Sequence[str]) -> list[str]:
 
 
 def trace_groups(trace) -> list[tuple[dict, object]]:
-    """Each repetition group of the trace (its ``rep_origins`` entry) with its rows."""
+    """Each repetition group of the trace (its ``rep_origins`` entry) with its rows.
+
+    Raises
+    ------
+    ValueError
+        The trace has no ``attrs["rep_origins"]`` (dropped by ``pd.concat`` of traces with
+        different attrs, or a CSV read without its sidecar): nothing places its rows in time.
+    """
+    if "rep_origins" not in trace.attrs:
+        raise ValueError("this trace has no repetition origins (attrs['rep_origins'], each repetition's time "
+                         "zero on the GPU clock, written by the trace collector and kept by gcexplore.save and "
+                         "load; pd.concat of traces or a CSV read without its sidecar drops it); use the trace "
+                         "as returned by the run, or as gcexplore.load reads it back")
     out = []
-    for o in trace.attrs.get("rep_origins", []):
+    for o in trace.attrs["rep_origins"] or []:
         rows = trace[(trace["layout"] == o["layout"]) & (trace["mode"] == o["mode"]) & (trace["rep"] == o["rep"])
                      & trace["workload"].isin(o["workloads"])]
         if len(rows):

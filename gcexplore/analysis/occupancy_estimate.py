@@ -29,6 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..results.validate import check_trace_rows
+
 __all__ = ["ESTIMATE_COLUMNS", "LIMITS", "SM_USAGE_COLUMNS", "SmLimits", "blocks_per_sm",
            "estimate_occupancy", "sm_usage"]
 
@@ -111,6 +113,9 @@ def blocks_per_sm(threads: int, registers: int, shared_bytes: int, limits: SmLim
         "shared memory"; ties joined by "+"). ValueError when one block cannot fit.
     """
     lim = limits
+    if registers < 0 or shared_bytes < 0:
+        raise ValueError(f"registers ({registers}) and shared memory ({shared_bytes} bytes) per block cannot be "
+                         "negative; CUPTI reports both as counts >= 0")
     if threads <= 0 or threads > lim.max_threads_per_block:
         raise ValueError(f"a block of {threads} threads cannot run on {lim.name} "
                          f"(1 to {lim.max_threads_per_block} threads per block)")
@@ -142,6 +147,7 @@ def _kernels(trace: pd.DataFrame) -> pd.DataFrame:
         got = list(trace.columns) if isinstance(trace, pd.DataFrame) else type(trace).__name__
         raise ValueError(f"estimate_occupancy needs a kernel trace (columns {need}) from trace=True or "
                          f"gcexplore.kernel_trace(); got {got}")
+    check_trace_rows(trace, "estimate_occupancy")
     k = trace[trace["activity"] == "kernel"] if "activity" in trace.columns else trace
     return k[(k["grid_x"] > 0) & (k["block_x"] > 0)]
 

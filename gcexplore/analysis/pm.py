@@ -7,7 +7,7 @@ import math
 
 import pandas as pd
 
-from ..results.validate import check_result
+from ..results.validate import check_pm_matches
 from ..schema import trace_groups
 
 __all__ = ["SUMMARY_COLUMNS", "dram_summary", "dram_verdict", "summarize_pm"]
@@ -51,8 +51,7 @@ def dram_summary(samples, trace):
         / ``to_ms`` bound the window, ``samples`` counts the samples wholly inside it, and
         ``dram_pct``, ``dram_read_gbs``, ``dram_write_gbs``, ``sm_active_pct`` are their means.
     """
-    check_result(samples, "pm", "dram_summary")
-    check_result(trace, "trace", "dram_summary")
+    check_pm_matches(samples, trace, "dram_summary")  # one run, valid rows
     rows = []
     for o, k in trace_groups(trace):
         group = "+".join(o["workloads"])

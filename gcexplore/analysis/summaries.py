@@ -8,7 +8,7 @@ import math
 import pandas as pd
 
 from ..results.provenance import identity, per_run
-from ..results.validate import check_result, require_columns
+from ..results.validate import check_result, check_trace_matches, require_columns
 from ..schema import KINDS, columns
 from . import trace as busy
 from .occupancy import sm_busy
@@ -72,8 +72,10 @@ def summarize(df: pd.DataFrame, trace: pd.DataFrame | None = None) -> pd.DataFra
     one = {"overlap": summarize_overlap, "sweep": summarize_overlap, "tune": summarize_overlap,
            "scaling": _summarize_scaling, "isolation": _summarize_isolation, "occupancy": sm_busy,
            "trace": busy.busy_time, "pm": summarize_pm}[kind]
+    if trace is not None:
+        check_trace_matches(df, trace, "summarize", kind)
     out = per_run(df, one)
-    return out if trace is None or kind not in ("overlap", "sweep") else busy.with_trace(out, df, trace)
+    return out if trace is None else busy.with_trace(out, df, trace)
 
 
 def _summarize_scaling(df: pd.DataFrame) -> pd.DataFrame:

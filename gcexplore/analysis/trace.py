@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..results.validate import ResultError
+from ..results.validate import ResultError, check_trace_rows
 from ..schema import sorted_partitions
 from .stats import stats
 
@@ -50,6 +50,7 @@ def _require_trace(trace: pd.DataFrame, where: str) -> None:
         got = list(trace.columns) if isinstance(trace, pd.DataFrame) else type(trace).__name__
         raise ValueError(f"{where} needs a kernel trace (columns {need}) from trace=True or "
                          f"gcexplore.kernel_trace(); got {got}")
+    check_trace_rows(trace, where)  # finite times in order, no negative counts
 
 
 def _merge(starts: np.ndarray, ends: np.ndarray) -> list[list]:

@@ -1,37 +1,118 @@
 """Which run a row belongs to: run identity, one-run checks, per-run application, and the stamp
-text that says where a figure's numbers were measured."""
+text that says where a figure's numbers were measured.
+
+A **run** is defined once, here: the rows that share the identity columns a result carries
+(:data:`RUN_COLUMNS` present in it: ``run_id`` and the device's ``device_uuid``,
+``device_index`` and ``device_name``). Two cards that share a run id are two runs. A result
+without identity columns (an older file) is one run only if no repetition appears twice in it
+(:func:`repeated_rows`): several such runs concatenated cannot be told apart, and are refused.
+"""
 
 from __future__ import annotations
 
 import pandas as pd
 
-__all__ = ["identity", "per_run", "require_one_run", "runs"]
+from ..schema import kind_of
 
+__all__ = ["RUN_COLUMNS", "identity", "per_run", "repeated_rows", "require_one_run", "run_columns", "runs"]
+
+#: The columns that together name a run, where a result has them.
+RUN_COLUMNS = ("run_id", "device_uuid", "device_index", "device_name")
+
+# The columns one repetition's row is unique by, within one run, per result kind.
+_ROW_KEYS = {
+    "overlap": ("layout", "mode", "rep", "workload"),
+    "sweep": ("layout", "mode", "rep", "workload"),
+    "tune": ("layout", "mode", "rep", "workload"),
+    "scaling": ("workload", "sm_count", "rep"),
+    "trace": ("layout", "mode", "rep", "correlation_id"),
+}
+
+
+def run_columns(df: pd.DataFrame) -> list[str]:
+    """The identity columns of :data:`RUN_COLUMNS` that ``df`` has."""
+    return [c for c in RUN_COLUMNS if c in df.columns]
+
+
+def _run_groups(df: pd.DataFrame):
+    cols = run_columns(df)
+    if not cols or not len(df):
+        return cols, None
+    return cols, df.groupby(cols, sort=False, dropna=False)
+
+
+def _label(cols: list[str], values) -> str:
+    values = dict(zip(cols, values))
+    head = values.pop("run_id", None)
+    rest = ", ".join(v for v in values.values() if v not in ("", "nan", "<NA>", "None"))
+    if head is None:
+        return rest
+    return f"{head} ({rest})" if rest else str(head)
 
 
 def runs(df: pd.DataFrame) -> list[str]:
-    """The run ids in a result (one for a single run; none for frames without identity)."""
-    return list(dict.fromkeys(df["run_id"])) if "run_id" in df.columns else []
+    """The runs in a result, each as its run id with its device (one for a single run; none for
+    frames without identity columns)."""
+    cols, groups = _run_groups(df)
+    if groups is None:
+        return []
+    return [_label(cols, map(str, k if isinstance(k, tuple) else (k,))) for k in groups.indices]
 
 
 def require_one_run(df: pd.DataFrame, where: str) -> None:
-    """ValueError when ``df`` holds rows of several runs (pick one first)."""
+    """ValueError when ``df`` holds rows of several runs (pick one first), or repeats a
+    repetition (:func:`repeated_rows`)."""
     ids = runs(df)
     if len(ids) > 1:
-        cards = df.drop_duplicates("run_id")
-        what = ", ".join(f"{r} ({d})" for r, d in zip(cards["run_id"], cards.get("device_name", cards["run_id"])))
-        raise ValueError(f"{where} draws one run, but these rows hold {len(ids)} runs: {what}; "
+        raise ValueError(f"{where} draws one run, but these rows hold {len(ids)} runs: {', '.join(ids)}; "
                          "select one, e.g. df[df.run_id == ...], or summarize(df) to compare them")
+    found = repeated_rows(df)
+    if found:
+        raise ValueError(f"{where}: {found}")
 
 
 def per_run(df: pd.DataFrame, one) -> pd.DataFrame:
-    ids = runs(df)
-    if len(ids) <= 1:
+    """``one`` applied to each run's rows (:func:`runs`), the outputs concatenated; identity
+    columns that tell runs apart and that ``one`` dropped are put back on its rows."""
+    cols, groups = _run_groups(df)
+    if groups is None or groups.ngroups <= 1:
         return one(df)
-    parts = [one(df[df["run_id"] == r]) for r in ids]
+    parts = []
+    for idx in groups.indices.values():
+        rows = df.iloc[idx]
+        out = one(rows)
+        for c in cols:
+            if c not in out.columns:
+                out[c] = rows[c].iloc[0]
+        parts.append(out)
     out = pd.concat(parts, ignore_index=True)
     out.attrs.update(parts[0].attrs)
     return out
+
+
+def repeated_rows(df: pd.DataFrame) -> str:
+    """Why ``df``'s rows are not one measurement each ("" when they are): a repetition that
+    appears twice within a run (the same run concatenated twice), or, without identity
+    columns, twice at all (several runs that cannot be told apart)."""
+    try:
+        keys = _ROW_KEYS.get(kind_of(df))
+    except ValueError:
+        return ""
+    if not keys or not set(keys) <= set(df.columns) or not len(df):
+        return ""
+    cols = run_columns(df)
+    dup = df.duplicated([*cols, *keys], keep=False)
+    if not dup.any():
+        return ""
+    first = df.loc[dup, list(keys)].iloc[0].to_dict()
+    where = ", ".join(f"{k} {v!r}" for k, v in first.items())
+    if not cols:
+        return (f"{int(dup.sum())} rows repeat a repetition ({where}) and carry no run identity (run_id, "
+                "device_name columns): several runs pooled cannot be told apart; summarize each file on its "
+                "own, or give each its run_id column before concatenating")
+    return (f"{int(dup.sum())} rows repeat a repetition within one run ({where}, run {runs(df.loc[dup])[0]}): "
+            "the same run concatenated twice would count its repetitions twice; drop the copy "
+            "(df.drop_duplicates()) or keep each run once")
 
 
 def identity(df: pd.DataFrame) -> dict:

@@ -2,9 +2,13 @@
 
 :func:`check_result` raises :class:`ResultError` (a ValueError) naming what is wrong
 and what would be valid: the wrong kind of result, durations that are not finite
-positive numbers, blocks that end before they start, split sizes that are missing,
-metadata that contradicts the rows, one workload name on two partitions. Summaries,
-plots and explorers call it, so a bad frame never reaches pandas or matplotlib.
+positive numbers, blocks, kernels or PM samples that end before they start or whose
+times are not finite, negative kernel resources (registers, shared memory, grid),
+split sizes that are missing, metadata that contradicts the rows, one workload name on
+two partitions, rows that repeat within a run (one run concatenated twice, or several
+runs without identity columns). Summaries, plots and explorers call it, so a bad
+frame never reaches pandas or matplotlib. :func:`check_trace_matches` checks that a
+kernel trace belongs to the result it is joined with.
 """
 
 from __future__ import annotations
@@ -13,8 +17,10 @@ import numpy as np
 import pandas as pd
 
 from ..schema import kind_of, parse_layout
+from .provenance import repeated_rows, require_one_run, runs
 
-__all__ = ["ResultError", "check_result", "require_columns"]
+__all__ = ["ResultError", "check_pm_matches", "check_pm_rows", "check_result", "check_trace_matches", "check_trace_rows",
+           "require_columns"]
 
 _MAKERS = {"overlap": "gcexplore.profile_overlap()", "sweep": "gcexplore.sweep()",
            "scaling": "gcexplore.scaling()", "isolation": "gcexplore.isolation()",
@@ -56,6 +62,9 @@ def _check_positive(df: pd.DataFrame, col: str, where: str) -> None:
 def _check_overlap(df: pd.DataFrame, where: str) -> None:
     _check_positive(df, "duration_ms", where)
     _check_positive(df, "makespan_ms", where)
+    if "start_ms" in df.columns and _bad_values(df["start_ms"], positive=False).any():
+        raise ResultError(f"{where}: some rows have a start_ms that is not a finite number; a start event's "
+                          "time after the repetition's start is finite — drop or re-measure those rows")
     if "split_sm_count" in df.columns and _bad_values(df["split_sm_count"], positive=True).any():
         raise ResultError(f"{where}: some rows have no split size (split_sm_count is missing or not positive)")
     if {"layout", "mode", "rep", "workload", "partition"} <= set(df.columns):
@@ -91,9 +100,64 @@ def _check_scaling(df: pd.DataFrame, where: str) -> None:
         raise ResultError(f"{where}: sizes above the device's {total} SMs; the rows and attrs disagree")
 
 
+def _check_times(df: pd.DataFrame, start: str, end: str, where: str, what: str) -> None:
+    """Finite start and end times, the end not before the start (what CUPTI reports)."""
+    if not {start, end} <= set(df.columns):
+        return
+    s = pd.to_numeric(df[start], errors="coerce").to_numpy(dtype=float)
+    e = pd.to_numeric(df[end], errors="coerce").to_numpy(dtype=float)
+    bad = ~(np.isfinite(s) & np.isfinite(e))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ResultError(f"{where}: {int(bad.sum())} of {len(df)} {what} have a {start} or {end} that is not a "
+                          f"finite number (e.g. row {i}: {start} {s[i]!r}, {end} {e[i]!r}); recorded times are "
+                          "finite — drop those rows or record again")
+    back = e < s
+    if back.any():
+        i = int(np.flatnonzero(back)[0])
+        raise ResultError(f"{where}: {int(back.sum())} of {len(df)} {what} end before they start (e.g. row {i}: "
+                          f"{start} {s[i]:.6g}, {end} {e[i]:.6g}); recorded intervals have {end} >= {start}")
+
+
+def _check_not_negative(df: pd.DataFrame, cols, where: str, what: str, *, allow_nan: bool = False) -> None:
+    for col in (c for c in cols if c in df.columns):
+        v = pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=float)
+        bad = (np.isnan(v) & (not allow_nan)) | np.isinf(v) | (np.nan_to_num(v) < 0)
+        if bad.any():
+            examples = ", ".join(map(repr, df.loc[bad, col].head(3).tolist()))
+            raise ResultError(f"{where}: {int(bad.sum())} of {len(df)} {what} have a {col} that is not a "
+                              f"non-negative number ({examples}); {col} is a count or size >= 0")
+
+
+#: Kernel-record columns that are counts or sizes (never negative).
+_TRACE_COUNTS = ("sm_count", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "cluster_x",
+                 "cluster_y", "cluster_z", "registers_per_thread", "static_shared_bytes", "dynamic_shared_bytes")
+
+
+def check_trace_rows(trace: pd.DataFrame, where: str) -> None:
+    """ResultError unless every kernel record has finite times, ends at or after its start, and
+    non-negative counts and sizes (grid, block, registers, shared memory, SMs)."""
+    _check_times(trace, "start_ms", "end_ms", where, "kernel records")
+    _check_not_negative(trace, _TRACE_COUNTS, where, "kernel records")
+
+
+def check_pm_rows(samples: pd.DataFrame, where: str) -> None:
+    """ResultError unless every PM sample has finite times in order and no negative or infinite
+    counter value (NaN marks a counter not in the sample's metric set)."""
+    _check_times(samples, "start_ms", "end_ms", where, "PM samples")
+    _check_not_negative(samples, ("dram_pct", "dram_read_gbs", "dram_write_gbs", "sm_active_pct"), where,
+                        "PM samples", allow_nan=True)
+
+
+def _check_unique(df: pd.DataFrame, where: str) -> None:
+    found = repeated_rows(df)
+    if found:
+        raise ResultError(f"{where}: {found}")
+
+
 _CHECKS = {"overlap": _check_overlap, "sweep": _check_overlap, "tune": _check_overlap, "scaling": _check_scaling,
            "isolation": lambda df, where: _check_positive(df, "duration_ms", where),
-           "occupancy": _check_occupancy}
+           "occupancy": _check_occupancy, "trace": check_trace_rows, "pm": check_pm_rows}
 
 
 def check_result(df, kinds, where: str) -> str:
@@ -120,7 +184,47 @@ def check_result(df, kinds, where: str) -> str:
         raise ResultError(f"{where} needs {_kind_text(kinds)}, got {_a(kind)} result")
     if kind in _CHECKS:
         _CHECKS[kind](df, where)
+    _check_unique(df, where)
     return kind
+
+
+def _same_run(df: pd.DataFrame, trace: pd.DataFrame, where: str, what: str) -> None:
+    require_one_run(df, f"{where} with a trace")
+    require_one_run(trace, f"{where}(trace=...)")
+    mine, theirs = runs(df), runs(trace)
+    if mine and theirs and mine != theirs:
+        raise ResultError(f"{where}: the trace is of run {theirs[0]}, the {what} of run {mine[0]}; pass the trace "
+                          f"recorded with these {what}s (the run returns both)")
+
+
+def check_pm_matches(samples: pd.DataFrame, trace: pd.DataFrame, where: str) -> None:
+    """ResultError unless ``samples`` (kind ``"pm"``) and ``trace`` are usable and of one and
+    the same run: the samples of two runs are never averaged together."""
+    check_result(samples, "pm", where)
+    check_result(trace, "trace", f"{where}(trace=...)")
+    _same_run(samples, trace, where, "PM sample")
+
+
+def check_trace_matches(df: pd.DataFrame, trace: pd.DataFrame, where: str, kind: str = "overlap") -> None:
+    """ResultError unless ``trace`` is the kernel trace of ``df`` (a result of ``kind``): an
+    overlap or sweep result, one run each, the same run (identity columns, where both have
+    them), and the trace's workloads and repetitions among ``df``'s."""
+    if kind not in ("overlap", "sweep"):
+        raise ResultError(f"{where} takes trace= with an overlap or sweep result (its rates come from the "
+                          f"trace's GPU-busy time), not with {_a(kind)} result; summarize the trace on its own")
+    check_result(trace, "trace", f"{where}(trace=...)")
+    _same_run(df, trace, where, "result")
+    extra = sorted(set(map(str, trace["workload"])) - set(map(str, df["workload"])))
+    if extra:
+        raise ResultError(f"{where}: the trace holds workloads {extra} that the result does not "
+                          f"({sorted(set(map(str, df['workload'])))}); pass the trace recorded with this result")
+    keys = ["layout", "mode", "rep", "workload"]
+    common = trace[keys].drop_duplicates().merge(df[keys].drop_duplicates(), on=keys)
+    if trace.shape[0] and common.empty:
+        raise ResultError(f"{where}: the trace covers none of the result's repetitions (trace layouts "
+                          f"{sorted(set(map(str, trace['layout'])))}, modes {sorted(set(map(str, trace['mode'])))}; "
+                          f"result layouts {sorted(set(map(str, df['layout'])))}); pass the trace recorded with "
+                          "this result")
 
 
 

@@ -1,0 +1,150 @@
+"""Attacks on the analysis surfaces (issue 20): bad kernel-trace and PM numbers, runs pooled,
+the same run twice, labels that contradict the rows, a tuner fed impossible measurements.
+
+Each test names what a user would get without the check: a NaN, a negative time, a summary of
+two runs as one, or a silent wrong answer; each asserts the clear refusal instead.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import _synthetic as S
+import _synthetic_trace as T
+import gcexplore as gx
+from gcexplore.analysis.occupancy_estimate import LIMITS, blocks_per_sm
+from gcexplore.experiments import pm
+from gcexplore.results.validate import ResultError
+from test_pm import _samples, _trace
+
+
+def _traced():
+    trace, df = T.trace_df()
+    return trace.copy(), df  # copy: attrs and rows are the test's own
+
+
+# --------------------------------------------------------------------- kernel-trace numbers
+
+BAD_TIMES = {
+    "nan start": ("start_ms", math.nan, "not a finite number"),
+    "infinite end": ("end_ms", math.inf, "not a finite number"),
+    "end before start": ("end_ms", -5.0, "end before they start"),
+}
+
+
+def _spoiled(col, value):
+    trace, df = _traced()
+    trace.loc[trace.index[1], col] = value
+    return trace, df
+
+
+@pytest.mark.parametrize("case", list(BAD_TIMES))
+@pytest.mark.parametrize("call", ["summarize", "busy_time", "kernel_gaps", "summarize with trace",
+                                  "estimate_occupancy", "to_chrome_trace"])
+def test_kernel_times_that_are_not_finite_or_run_backwards_are_refused(case, call, tmp_path):
+    col, value, text = BAD_TIMES[case]
+    trace, df = _spoiled(col, value)
+    run = {"summarize": lambda: gx.summarize(trace), "busy_time": lambda: gx.busy_time(trace),
+           "kernel_gaps": lambda: gx.kernel_gaps(trace),
+           "summarize with trace": lambda: gx.summarize(df, trace=trace),
+           "estimate_occupancy": lambda: gx.estimate_occupancy(trace),
+           "to_chrome_trace": lambda: gx.to_chrome_trace(trace, tmp_path / "t.json")}[call]
+    with pytest.raises(ResultError, match=text):
+        run()
+    assert not (tmp_path / "t.json").exists()  # no Perfetto file with "ts": null
+
+
+def test_a_valid_trace_still_gives_finite_busy_times():
+    trace, _ = _traced()
+    busy = gx.busy_time(trace)
+    assert len(busy) and np.isfinite(busy["gpu_busy_ms"]).all() and (busy["gpu_busy_ms"] > 0).all()
+
+
+@pytest.mark.parametrize("col", ["registers_per_thread", "static_shared_bytes", "dynamic_shared_bytes", "grid_x"])
+def test_negative_kernel_resources_are_refused_before_the_occupancy_estimate(col):
+    trace, _ = _traced()
+    trace.loc[trace.index[0], col] = -2048
+    with pytest.raises(ResultError, match=f"{col} that is not a non-negative number"):
+        gx.estimate_occupancy(trace)
+    with pytest.raises(ResultError, match=col):
+        gx.sm_usage(trace)
+
+
+@pytest.mark.parametrize("registers, shared", [(-32, 0), (32, -1024), (0, -4096)])
+def test_blocks_per_sm_refuses_negative_resources_instead_of_dividing_by_zero(registers, shared):
+    with pytest.raises(ValueError, match="cannot be negative"):
+        blocks_per_sm(256, registers, shared, LIMITS["9.0"])
+
+
+# --------------------------------------------------------------------- PM samples
+
+def _pm():
+    tr = _trace()
+    return pm.samples_frame(*_samples(), tr), tr
+
+
+@pytest.mark.parametrize("col, value, text", [("start_ms", math.nan, "not a finite number"),
+                                              ("end_ms", -1.0, "end before they start"),
+                                              ("dram_pct", -3.0, "dram_pct that is not a non-negative"),
+                                              ("sm_active_pct", math.inf, "sm_active_pct")])
+def test_pm_samples_with_impossible_numbers_are_refused(col, value, text):
+    samples, tr = _pm()
+    samples.loc[samples.index[5], col] = value
+    with pytest.raises(ResultError, match=text):
+        gx.dram_summary(samples, tr)
+    with pytest.raises(ResultError, match=text):
+        gx.summarize(samples)
+
+
+def test_dram_summary_never_averages_the_samples_of_two_runs():
+    samples, tr = _pm()
+    other = samples.copy()
+    other["run_id"] = "r2"
+    other["dram_pct"] = 5.0
+    with pytest.raises(ValueError, match="2 runs: r1 .*, r2"):
+        gx.dram_summary(pd.concat([samples, other], ignore_index=True), tr)
+    with pytest.raises(ResultError, match="the trace is of run r1 .*PM sample of run r2"):
+        gx.dram_summary(other, tr)
+    assert gx.dram_summary(samples, tr)["dram_pct"].max() > 5.0  # its own run still works
+
+
+def test_a_trace_without_its_repetition_origins_says_so():
+    samples, tr = _pm()
+    del tr.attrs["rep_origins"]
+    with pytest.raises(ValueError, match="no repetition origins"):
+        gx.dram_summary(samples, tr)
+
+
+# --------------------------------------------------------------------- a trace of another run
+
+def test_summarize_refuses_the_trace_of_another_run():
+    trace, df = _traced()
+    trace["run_id"] = "another-run"
+    with pytest.raises(ResultError, match="the trace is of run another-run"):
+        gx.summarize(df, trace=trace)
+
+
+def test_summarize_refuses_a_trace_of_other_workloads_or_repetitions():
+    trace, df = _traced()
+    renamed = trace.assign(workload=trace["workload"].replace({"matmul": "gemm"}))
+    with pytest.raises(ResultError, match=r"workloads \['gemm'\]"):
+        gx.summarize(df, trace=renamed)
+    moved = trace.assign(layout="64+68")
+    with pytest.raises(ResultError, match="covers none of the result's repetitions"):
+        gx.summarize(df, trace=moved)
+
+
+def test_summarize_refuses_a_trace_with_a_result_it_cannot_use():
+    trace, _ = _traced()
+    with pytest.raises(ResultError, match="trace= with an overlap or sweep result"):
+        gx.summarize(S.scaling_df(), trace=trace)
+
+
+def test_summarize_with_its_own_trace_takes_rates_from_it():
+    trace, df = _traced()
+    s = gx.summarize(df, trace=trace)
+    assert s["reps_traced"].notna().all() and set(s.attrs["rate_notes"]) == {"concurrent", "streams"}
