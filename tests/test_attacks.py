@@ -148,3 +148,83 @@ def test_summarize_with_its_own_trace_takes_rates_from_it():
     trace, df = _traced()
     s = gx.summarize(df, trace=trace)
     assert s["reps_traced"].notna().all() and set(s.attrs["rate_notes"]) == {"concurrent", "streams"}
+
+
+# --------------------------------------------------------------------- runs pooled
+
+def _second_card(df, **identity):
+    """The same run id measured on another card: slower, so pooling would show."""
+    b = df.copy()
+    b["duration_ms"] *= 2.0
+    b["makespan_ms"] *= 2.0
+    return b.assign(**identity)
+
+
+def _reps(summary):
+    return set(summary["reps"])
+
+
+@pytest.mark.parametrize("how", ["device_name", "device_uuid"])
+def test_two_cards_sharing_a_run_id_are_two_runs(how):
+    a = S.sweep_df(repeats=5)
+    if how == "device_name":
+        both = pd.concat([a, _second_card(a, device_name="another card")], ignore_index=True)
+    else:
+        both = pd.concat([a.assign(device_uuid="GPU-aaaa"), _second_card(a, device_uuid="GPU-bbbb")],
+                         ignore_index=True)
+    s = gx.summarize(both)
+    assert _reps(s) == {5}  # not 10: each card's repetitions stay its own
+    assert s[how].nunique() == 2
+    one = gx.summarize(a)
+    mine = s[s[how] == both[how].iloc[0]].reset_index(drop=True)
+    assert mine["median_ms"].to_numpy() == pytest.approx(one["median_ms"].to_numpy())
+    with pytest.raises(ValueError, match="2 runs: synthetic-0"):
+        gx.best_split(both)
+
+
+def test_runs_without_identity_columns_are_not_pooled():
+    a = S.sweep_df(seed=1).drop(columns=["device_name", "run_id"])
+    b = _second_card(S.sweep_df(seed=2).drop(columns=["device_name", "run_id"]))
+    assert _reps(gx.summarize(a)) == {5}  # one older file on its own is one run
+    pooled = pd.concat([a, b], ignore_index=True)
+    with pytest.raises(ResultError, match="carry no run identity"):
+        gx.summarize(pooled)
+    with pytest.raises(ValueError, match="carry no run identity"):
+        gx.best_split(pooled)
+
+
+@pytest.mark.parametrize("make", [S.sweep_df, S.scaling_df], ids=["sweep", "scaling"])
+def test_the_same_run_concatenated_twice_is_refused_not_counted_twice(make):
+    df = make()
+    twice = pd.concat([df, df], ignore_index=True)
+    with pytest.raises(ResultError, match="within one run .* concatenated twice"):
+        gx.summarize(twice)
+
+
+def test_the_same_trace_concatenated_twice_is_refused():
+    trace, _ = _traced()
+    with pytest.raises(ResultError, match="concatenated twice"):
+        gx.summarize(pd.concat([trace, trace], ignore_index=True))
+
+
+def _two_runs():
+    a = S.sweep_df(seed=1)
+    return pd.concat([a, _second_card(S.sweep_df(seed=2))], ignore_index=True)
+
+
+def test_layout_table_refuses_several_runs_and_names_them():
+    both = _two_runs()
+    for given in (both, gx.summarize(both)):
+        with pytest.raises(ValueError, match="layout_table .* 2 runs: synthetic-1 .*, synthetic-2"):
+            gx.layout_table(given)
+    assert len(gx.layout_table(both[both["run_id"] == "synthetic-1"]))
+
+
+def test_to_chrome_trace_refuses_several_runs(tmp_path):
+    with pytest.raises(ValueError, match="to_chrome_trace .* 2 runs"):
+        gx.to_chrome_trace(_two_runs(), tmp_path / "both.json")
+    trace, _ = _traced()
+    other = trace.assign(run_id="another-run")
+    with pytest.raises(ValueError, match="to_chrome_trace .* 2 runs"):
+        gx.to_chrome_trace(pd.concat([trace, other], ignore_index=True), tmp_path / "t.json")
+    assert not list(tmp_path.iterdir())

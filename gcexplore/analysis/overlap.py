@@ -265,6 +265,7 @@ def layout_table(df: pd.DataFrame) -> pd.DataFrame:
         ``speedup_vs_streams``, ``lower_bound_ms``, ``efficiency``; sorted by
         ``split_sm_count``.
     """
+    require_one_run(df, "layout_table")  # a table of two runs would mix their makespans
     s = _summary_of(df)
     rows = []
     for layout, g in s.groupby("layout", sort=False):

@@ -525,11 +525,13 @@ def to_chrome_trace(df: pd.DataFrame, path, *, reps: int | None = 5) -> Path:
         metadata sidecar of a saved CSV result.
     """
     from .._checks import as_count
+    from .provenance import require_one_run
     from .validate import check_result
 
     if reps is not None:
         reps = as_count("reps", reps)
     kind = check_result(df, ("occupancy", "overlap", "trace"), "to_chrome_trace")
+    require_one_run(df, "to_chrome_trace")  # one timeline: two runs' repetitions would interleave
     events = {"occupancy": lambda: _occupancy_events(df), "trace": lambda: _kernel_events(df, reps)}.get(
         kind, lambda: _overlap_events(df, reps))()
     path = Path(path)
