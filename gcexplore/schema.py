@@ -137,23 +137,40 @@ def _columns_of(kind: str) -> dict[str, str]:
 
 
 def kind_of(df) -> str:
-    """The kind of a result: ``df.attrs["kind"]``, else told from its columns.
+    """The kind of a result: ``df.attrs["kind"]`` where the columns fit it, else told from its columns.
 
     Raises
     ------
     ValueError
-        Neither names a kind this package produces.
+        Neither names a kind this package produces, or ``attrs["kind"]`` contradicts the
+        columns (sweep rows labelled "scaling"): the label and the rows come apart.
     """
     kind = df.attrs.get("kind")
-    if kind in COLUMNS:
-        return kind
     cols = set(df.columns)
-    for k, col in _SIGNATURE:
-        if col in cols:
-            return k
+    told = next((k for k, col in _SIGNATURE if col in cols), None)
+    if kind in COLUMNS:
+        if told is None and not cols or _same_family(kind, told):
+            return kind
+        sig = dict(_SIGNATURE)
+        has = f"its {sig[told]!r} column is that of {told} results" if told else \
+            f"it has none of the columns that tell a kind apart ({', '.join(sorted(set(sig.values())))})"
+        raise ValueError(f"attrs['kind'] says {kind!r} but the columns do not fit: {has}, and {kind} results "
+                         f"have the columns {', '.join(list(COLUMNS[kind])[:6])}, ...; the label and the rows "
+                         "disagree: pass the rows of that kind, or set df.attrs['kind'] to what the rows are")
+    if told:
+        return told
     raise ValueError(f"not a gcexplore result (attrs kind {kind!r}, columns {sorted(map(str, cols))}); "
                      f"results come from profile_overlap, sweep, scaling, isolation, occupancy, tune, "
                      "dram_timeline or a trace")
+
+
+# Kinds whose rows share one layout: overlap and sweep rows are the same; a tune result holds overlap
+# rows plus the search step.
+_FAMILIES = ({"overlap", "sweep", "tune"},)
+
+
+def _same_family(declared: str, told: str | None) -> bool:
+    return declared == told or any({declared, told} <= f for f in _FAMILIES)
 
 
 def new_run_id() -> str:

@@ -19,6 +19,7 @@ import gcexplore as gx
 from gcexplore.analysis.occupancy_estimate import LIMITS, blocks_per_sm
 from gcexplore.experiments import pm
 from gcexplore.results.validate import ResultError
+from gcexplore.schema import kind_of
 from test_pm import _samples, _trace
 
 
@@ -228,3 +229,74 @@ def test_to_chrome_trace_refuses_several_runs(tmp_path):
     with pytest.raises(ValueError, match="to_chrome_trace .* 2 runs"):
         gx.to_chrome_trace(pd.concat([trace, other], ignore_index=True), tmp_path / "t.json")
     assert not list(tmp_path.iterdir())
+
+
+# --------------------------------------------------------------------- regressions: kind labels
+
+@pytest.mark.parametrize("make, label", [(S.sweep_df, "scaling"), (S.scaling_df, "sweep"),
+                                         (S.sweep_df, "isolation"), (S.isolation_df, "occupancy")])
+def test_a_kind_label_that_contradicts_the_columns_is_refused(make, label):
+    df = make()
+    df.attrs["kind"] = label
+    with pytest.raises(ResultError, match=f"attrs\\['kind'\\] says '{label}' but the columns do not fit"):
+        gx.summarize(df)
+    with pytest.raises(ValueError, match="the label and the rows disagree"):
+        kind_of(df)
+
+
+def test_labels_that_fit_their_columns_still_decide():
+    sweep = S.sweep_df()
+    for label in ("overlap", "sweep"):  # the same rows, either name
+        sweep.attrs["kind"] = label
+        assert kind_of(sweep) == label
+    bare = S.sweep_df()
+    bare.attrs.pop("kind")
+    assert kind_of(bare) == "overlap"  # no label: told from the columns
+
+
+# --------------------------------------------------------------------- regressions: the tuner
+
+from gcexplore.experiments import search as SE  # noqa: E402
+
+PAIRS = [(k, 132 - k) for k in range(8, 129, 8)]
+
+
+def _curve(bad=None, where="makespan", every=False):
+    """A convex makespan curve; with ``bad``, the first repetition of every layout (or, with
+    ``every``, all of them) has that makespan (or first workload's duration)."""
+    def measure(layout, n):
+        durs = (100.0 / layout[0], 60.0 / layout[1])
+        out = [(max(durs) + 0.005, durs)] * n
+        for i in range(n if every else min(n, 1) if bad is not None else 0):
+            m, d = out[i]
+            out[i] = (bad, d) if where == "makespan" else (m, (bad, d[1]))
+        return out
+    return measure
+
+
+@pytest.mark.parametrize("every", [False, True], ids=["one repetition", "every repetition"])
+@pytest.mark.parametrize("bad", [math.nan, -1.0, math.inf, 0.0])
+def test_the_tuner_refuses_impossible_makespans_instead_of_answering(bad, every):
+    # without the check: every-repetition NaN answered met=True with value_ms NaN; one bad
+    # repetition was hidden by the median
+    with pytest.raises(ValueError, match="decides only on finite times"):
+        SE.search(PAIRS, _curve(bad, every=every))
+
+
+@pytest.mark.parametrize("bad", [math.nan, -0.5])
+def test_a_latency_target_refuses_impossible_durations(bad):
+    with pytest.raises(ValueError, match="decides only on finite times"):
+        SE.search(PAIRS, _curve(bad, where="first"), SE.Settings(slo_ms=3.0))
+
+
+def test_the_tuner_on_sound_measurements_still_answers():
+    out = SE.search(PAIRS, _curve())
+    assert out.met and math.isfinite(out.value_ms) and out.value_ms > 0
+
+
+def test_tune_fed_a_nan_timing_fails_with_every_row_kept(monkeypatch):
+    monkeypatch.setitem(S._MODEL, "broken", lambda sm, total: math.nan)
+    with pytest.raises(gx.MeasurementFailed, match="finite times") as info:
+        S.fake_tune(("compute", "broken"))
+    part = info.value.partial
+    assert len(part) == 5 * 2 and part["duration_ms"].isna().any()  # the first layout's rows, as measured

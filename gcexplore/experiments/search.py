@@ -222,11 +222,17 @@ class _State:
 
     def _rep(self, r, layout) -> Rep:
         makespan, durations = r
-        durations = tuple(float(d) for d in durations)
+        makespan, durations = float(makespan), tuple(float(d) for d in durations)
         if len(durations) != self.n:
             raise ValueError(f"measure({label(layout)}, ...) gave {len(durations)} durations per repetition, "
                              f"expected one per workload ({self.n})")
-        return float(makespan), durations
+        # A NaN sorts anywhere and a negative time beats every real one: either would pick the answer.
+        if not (math.isfinite(makespan) and makespan > 0 and all(math.isfinite(d) and d >= 0 for d in durations)):
+            raise ValueError(f"measure({label(layout)}, ...) gave makespan {makespan!r} ms and durations "
+                             f"{list(durations)!r} ms in one repetition; the search decides only on finite "
+                             "times (makespan > 0, durations >= 0): a timing failed, so no answer is given "
+                             "from it (the rows measured so far are kept)")
+        return makespan, durations
 
     def reps(self, layout: Layout) -> int:
         return len(self.data.get(layout, []))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..schema import kind_of, parse_layout
+from ..schema import KINDS, kind_of, parse_layout
 from .provenance import repeated_rows, require_one_run, runs
 
 __all__ = ["ResultError", "check_pm_matches", "check_pm_rows", "check_result", "check_trace_matches", "check_trace_rows",
@@ -177,6 +177,8 @@ def check_result(df, kinds, where: str) -> str:
     try:
         kind = kind_of(df)
     except ValueError as e:
+        if df.attrs.get("kind") in KINDS:  # a label that contradicts the rows: the message says which
+            raise ResultError(f"{where}: {e}") from None
         raise ResultError(f"{where} needs {_kind_text(kinds)}; {e}") from None
     overlap_like = {"overlap", "sweep", "tune"}  # a tune result holds concurrent overlap rows
     accepted = set(kinds) | (overlap_like if overlap_like & set(kinds) else set())
