@@ -349,8 +349,15 @@ def trace_groups(trace) -> list[tuple[dict, object]]:
                          "zero on the GPU clock, written by the trace collector and kept by gcexplore.save and "
                          "load; pd.concat of traces or a CSV read without its sidecar drops it); use the trace "
                          "as returned by the run, or as gcexplore.load reads it back")
+    origins = trace.attrs["rep_origins"] or []
+    need = ("layout", "mode", "rep", "workloads")
+    bad = [i for i, o in enumerate(origins) if not isinstance(o, dict) or any(k not in o for k in need)
+           or isinstance(o["workloads"], str)] if isinstance(origins, list) else [0]
+    if bad:
+        raise ValueError(f"attrs['rep_origins'] of this trace is damaged (entry {bad[0]} is not a mapping with "
+                         f"{', '.join(need)}, workloads a list of names); use the trace as the run returned it")
     out = []
-    for o in trace.attrs["rep_origins"] or []:
+    for o in origins:
         rows = trace[(trace["layout"] == o["layout"]) & (trace["mode"] == o["mode"]) & (trace["rep"] == o["rep"])
                      & trace["workload"].isin(o["workloads"])]
         if len(rows):

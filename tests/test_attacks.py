@@ -300,3 +300,18 @@ def test_tune_fed_a_nan_timing_fails_with_every_row_kept(monkeypatch):
         S.fake_tune(("compute", "broken"))
     part = info.value.partial
     assert len(part) == 5 * 2 and part["duration_ms"].isna().any()  # the first layout's rows, as measured
+
+
+@pytest.mark.parametrize("origins", [[{"layout": "24+108"}], "nope", [{"layout": "24+108", "mode": "alone",
+                                                                        "rep": 0, "workloads": "ab"}]])
+def test_damaged_repetition_origins_are_refused_by_name(origins):
+    samples, tr = _pm()
+    tr.attrs["rep_origins"] = origins
+    with pytest.raises(ValueError, match="rep_origins'\\] of this trace is damaged"):
+        gx.dram_summary(samples, tr)
+
+
+def test_busy_time_of_a_trace_concatenated_twice_is_refused():
+    trace, _ = _traced()
+    with pytest.raises(ResultError, match="concatenated twice"):
+        gx.busy_time(pd.concat([trace, trace], ignore_index=True))

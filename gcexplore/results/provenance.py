@@ -64,7 +64,7 @@ def require_one_run(df: pd.DataFrame, where: str) -> None:
     repetition (:func:`repeated_rows`)."""
     ids = runs(df)
     if len(ids) > 1:
-        raise ValueError(f"{where} draws one run, but these rows hold {len(ids)} runs: {', '.join(ids)}; "
+        raise ValueError(f"{where} takes one run, but these rows hold {len(ids)} runs: {', '.join(ids)}; "
                          "select one, e.g. df[df.run_id == ...], or summarize(df) to compare them")
     found = repeated_rows(df)
     if found:
@@ -90,12 +90,13 @@ def per_run(df: pd.DataFrame, one) -> pd.DataFrame:
     return out
 
 
-def repeated_rows(df: pd.DataFrame) -> str:
+def repeated_rows(df: pd.DataFrame, kind: str | None = None) -> str:
     """Why ``df``'s rows are not one measurement each ("" when they are): a repetition that
     appears twice within a run (the same run concatenated twice), or, without identity
-    columns, twice at all (several runs that cannot be told apart)."""
+    columns, twice at all (several runs that cannot be told apart). ``kind``: default
+    :func:`~gcexplore.schema.kind_of`."""
     try:
-        keys = _ROW_KEYS.get(kind_of(df))
+        keys = _ROW_KEYS.get(kind or kind_of(df))
     except ValueError:
         return ""
     if not keys or not set(keys) <= set(df.columns) or not len(df):

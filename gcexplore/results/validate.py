@@ -135,10 +135,12 @@ _TRACE_COUNTS = ("sm_count", "grid_x", "grid_y", "grid_z", "block_x", "block_y",
 
 
 def check_trace_rows(trace: pd.DataFrame, where: str) -> None:
-    """ResultError unless every kernel record has finite times, ends at or after its start, and
-    non-negative counts and sizes (grid, block, registers, shared memory, SMs)."""
+    """ResultError unless every kernel record has finite times, ends at or after its start, has
+    non-negative counts and sizes (grid, block, registers, shared memory, SMs), and appears
+    once in its run."""
     _check_times(trace, "start_ms", "end_ms", where, "kernel records")
     _check_not_negative(trace, _TRACE_COUNTS, where, "kernel records")
+    _check_unique(trace, where, "trace")
 
 
 def check_pm_rows(samples: pd.DataFrame, where: str) -> None:
@@ -149,8 +151,8 @@ def check_pm_rows(samples: pd.DataFrame, where: str) -> None:
                         "PM samples", allow_nan=True)
 
 
-def _check_unique(df: pd.DataFrame, where: str) -> None:
-    found = repeated_rows(df)
+def _check_unique(df: pd.DataFrame, where: str, kind: str | None = None) -> None:
+    found = repeated_rows(df, kind)
     if found:
         raise ResultError(f"{where}: {found}")
 
@@ -186,7 +188,8 @@ def check_result(df, kinds, where: str) -> str:
         raise ResultError(f"{where} needs {_kind_text(kinds)}, got {_a(kind)} result")
     if kind in _CHECKS:
         _CHECKS[kind](df, where)
-    _check_unique(df, where)
+    if kind != "trace":  # check_trace_rows did
+        _check_unique(df, where, kind)
     return kind
 
 
