@@ -19,8 +19,8 @@ import pandas as pd
 from ..schema import KINDS, kind_of, parse_layout
 from .provenance import repeated_rows, require_one_run, runs
 
-__all__ = ["ResultError", "check_pm_matches", "check_pm_rows", "check_result", "check_trace_matches", "check_trace_rows",
-           "require_columns"]
+__all__ = ["ResultError", "check_pm_matches", "check_pm_rows", "check_result", "check_trace_matches",
+           "check_trace_rows", "require_columns"]
 
 _MAKERS = {"overlap": "gcexplore.profile_overlap()", "sweep": "gcexplore.sweep()",
            "scaling": "gcexplore.scaling()", "isolation": "gcexplore.isolation()",
