@@ -36,6 +36,7 @@ __all__ = [
     "ROUNDINGS",
     "SCENARIOS",
     "SCENARIO_DESCRIPTIONS",
+    "UNTAGGED",
     "check_modes",
     "columns",
     "conform",
@@ -89,6 +90,8 @@ _TUNE = {"layout": "str", "split_sm_count": "int64", "step": "int64",
          **{k: v for k, v in _OVERLAP.items() if k not in ("layout", "split_sm_count")}}
 _OCCUPANCY = {"partition": "str", "workload": "str", "sm_id": "int64", "block": "int64",
               "start_ns": "int64", "end_ns": "int64"}
+#: The workload of a user trace's kernels launched outside any region.
+UNTAGGED = "(untagged)"
 # One row per kernel (or memcpy / memset) from CUPTI; see gcexplore.tracing.
 _TRACE = {
     "layout": "str", "mode": "str", "rep": "int64", "workload": "str", "launch": "int64",

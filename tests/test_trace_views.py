@@ -145,9 +145,16 @@ def test_offline_explorer_over_the_recorded_trace():
     assert ex.last_error is None and len(_pngs(ex.occupancy_output)) == 2
 
 
-def test_sweep_explorer_shows_the_trace_only_where_it_was_recorded():
+def _trace_of_sweep(sweep):
+    """The synthetic trace (at 24+108) relabelled as a trace of ``sweep``: its workloads, its run."""
     tr, _ = T.trace_df()
-    sx = GW.SweepExplorer.from_results(S.sweep_df(), occupancy=S.occupancy_df(), trace=tr)
+    return tr.assign(workload=tr["workload"].map({"matmul": "compute", "sigmoid": "memory"}),
+                     run_id=sweep["run_id"].iloc[0])
+
+
+def test_sweep_explorer_shows_the_trace_only_where_it_was_recorded():
+    df = S.sweep_df()
+    sx = GW.SweepExplorer.from_results(df, occupancy=S.occupancy_df(), trace=_trace_of_sweep(df))
     sx.split_slider.value = 24
     assert len(_pngs(sx.occupancy_output)) == 3  # measured %smid map, timeline, estimate
     sx.split_slider.value = 40

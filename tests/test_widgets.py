@@ -141,7 +141,7 @@ def test_offline_unmeasured_split_is_an_error_in_the_widget():
 def test_offline_drawing_error_is_shown_not_raised(monkeypatch):
     ex = GW.Explorer.from_results(S.sweep_df())
 
-    def broken(df, layout=None):
+    def broken(df, layout=None, *, trace=None):
         raise RuntimeError("boom <b>")
 
     monkeypatch.setattr(GW, "render_throughput", broken)
@@ -336,3 +336,44 @@ def test_sweep_explorer_live_keeps_partial_rows_on_error(fake_gpu, monkeypatch):
     sx.split_slider.value = 8
     assert occ_splits() == best + [[8], [24]]
     assert sx.redraws["occupancy"] == 4 and len(_pngs(sx.occupancy_output)) == 1
+
+
+# ------------------------------------------------------- one summary for plot and table
+
+
+@pytest.mark.parametrize("cls", ["Explorer", "SweepExplorer"])
+def test_table_shows_the_runs_bound_and_efficiency_like_best_split(cls):
+    """At 104+28 on the recorded sweep the explorer's table shows the run's lower bound and
+    the layout's efficiency: best_split's (and the sweep plot's), not a bound of 104+28 alone."""
+    df = gcexplore.load_recorded("sweep")
+    best = gcexplore.best_split(df)
+    assert best["layout"] == "104+28"
+    ex = getattr(GW, cls).from_results(df)
+    assert ex.layout == "104+28" and ex.last_error is None
+    table = ex.figures["summary"]
+    conc = table[table["mode"] == "concurrent"]
+    assert len(conc) == 2
+    assert (conc["lower_bound_ms"] == best["lower_bound_ms"]).all()
+    assert (conc["efficiency"] == best["efficiency"]).all()
+    # the bound of 104+28's rows alone is another number: the table must not be that one
+    alone_bound = gcexplore.analysis.lower_bound(df[df["layout"] == "104+28"])["lower_bound_ms"]
+    assert alone_bound != pytest.approx(best["lower_bound_ms"], rel=1e-3)
+
+
+def test_sweep_plot_and_table_come_from_one_summary(monkeypatch):
+    """The sweep figure and every split's table draw one summarize() of the whole run."""
+    from gcexplore.explorers import render as R
+
+    calls = []
+    real = R.A.summarize
+
+    def counting(df, trace=None):
+        calls.append(len(df))
+        return real(df, trace=trace)
+
+    monkeypatch.setattr(R.A, "summarize", counting)
+    df = S.sweep_df(recorded=True)
+    sx = GW.SweepExplorer.from_results(df)
+    sx.split_slider.value = 24
+    sx.split_slider.value = 40
+    assert calls == [len(df)] and sx.redraws["summary"] == 3

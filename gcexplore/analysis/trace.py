@@ -24,13 +24,14 @@ import numpy as np
 import pandas as pd
 
 from ..results.validate import ResultError
-from ..schema import sorted_partitions
+from ..schema import UNTAGGED, sorted_partitions
 from .stats import stats
 
 __all__ = [
     "BUSY_COLUMNS",
     "busy_time",
     "kernel_gaps",
+    "require_trace_of",
     "tpc_map",
     "trace_rates",
     "trace_summary",
@@ -50,6 +51,32 @@ def _require_trace(trace: pd.DataFrame, where: str) -> None:
         got = list(trace.columns) if isinstance(trace, pd.DataFrame) else type(trace).__name__
         raise ValueError(f"{where} needs a kernel trace (columns {need}) from trace=True or "
                          f"gcexplore.kernel_trace(); got {got}")
+
+
+def _named(values) -> list[str]:
+    return sorted({str(v) for v in values} - {UNTAGGED})
+
+
+def require_trace_of(results: pd.DataFrame, trace: pd.DataFrame, where: str, *, layouts: bool = True) -> None:
+    """Refuse a kernel trace that is not of ``results``: workloads (and, with ``layouts``,
+    layouts) it has that ``results`` lacks, or another run (``run_id``). A ValueError saying
+    both sides and what fits."""
+    _require_trace(trace, where)
+    wl_r, wl_t = _named(results["workload"]), _named(trace["workload"])
+    extra = sorted(set(wl_t) - set(wl_r))
+    if extra:
+        raise ValueError(f"{where}: the kernel trace is of workloads {wl_t}, but the results are of {wl_r}; "
+                         "give the trace recorded with these results (trace=True on the same run)")
+    runs_r = set(results["run_id"].astype(str)) if "run_id" in results.columns else set()
+    runs_t = set(trace["run_id"].astype(str)) if "run_id" in trace.columns else set()
+    if runs_r and runs_t and not runs_r & runs_t:
+        raise ValueError(f"{where}: the kernel trace is of run {sorted(runs_t)}, the results of run {sorted(runs_r)}; "
+                         "give the trace recorded with these results (trace=True on the same run)")
+    lay_t = sorted(set(trace["layout"].astype(str)) - set(results["layout"].astype(str)))
+    if layouts and lay_t:
+        raise ValueError(f"{where}: the kernel trace covers layouts {lay_t} that the results did not measure "
+                         f"(measured: {sorted(set(results['layout'].astype(str)))}); give the trace of "
+                         "these results")
 
 
 def _merge(starts: np.ndarray, ends: np.ndarray) -> list[list]:
@@ -151,6 +178,7 @@ def trace_rates(df: pd.DataFrame, trace: pd.DataFrame) -> pd.DataFrame:
     ``throughput_tflops`` / ``bandwidth_gbs`` recomputed from the GPU-busy time.
     Rows without kernels in the trace are left out.
     """
+    require_trace_of(df, trace, "trace_rates", layouts=False)
     busy = busy_time(trace)
     cols = ["busy_span_ms", "gpu_busy_ms", "first_start_ms", "idle_ms", "gaps", "kernels"]
     on = [*KEYS, "run_id"] if "run_id" in df.columns and "run_id" in busy.columns else KEYS

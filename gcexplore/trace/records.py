@@ -17,10 +17,10 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
+from ..schema import UNTAGGED
+
 __all__ = ["KERNEL_INTS", "UNTAGGED", "context_record", "copy_record", "demangle", "gate_ends",
            "kernel_record", "trace_rows"]
-
-UNTAGGED = "(untagged)"
 
 
 # ---------------------------------------------------------------------------
