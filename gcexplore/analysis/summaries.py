@@ -30,7 +30,10 @@ def summarize(df: pd.DataFrame, trace: pd.DataFrame | None = None) -> pd.DataFra
     ``requested_sm_count``, ``reps``, ``median_ms``, ``p10_ms``, ``p90_ms``, ``iqr_ms``
     (of ``duration_ms``), ``noisy`` (IQR > 10% of the median), ``makespan_median_ms``
     (median over repetitions of the mode's makespan), ``throughput_tflops`` and
-    ``bandwidth_gbs`` (medians), and per layout (the same on all its rows):
+    ``bandwidth_gbs`` (medians), ``lower_bound_ms`` (one value for the run, on every row),
+    and on the concurrent rows only (NaN on the alone, sequential and streams rows, which
+    they do not describe) the layout's comparisons (the same on both its concurrent rows;
+    one row per layout in :func:`layout_table`):
 
     - ``speedup_vs_sequential``: sequential makespan / concurrent makespan (medians);
     - ``speedup_vs_streams``: streams makespan / concurrent makespan;
