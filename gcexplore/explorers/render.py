@@ -21,7 +21,7 @@ __all__ = ["SUMMARY_COLUMNS", "render_occupancy", "render_summary", "render_swee
 #: Columns of gcexplore.summarize shown in the table, in this order, when present.
 SUMMARY_COLUMNS = (
     "mode", "workload", "partition", "sm_count", "median_ms", "p10_ms", "p90_ms", "noisy", "makespan_median_ms",
-    "slowdown_vs_alone", "speedup_vs_sequential", "speedup_vs_streams", "lower_bound_ms",
+    "throughput_tflops", "bandwidth_gbs", "slowdown_vs_alone", "speedup_vs_sequential", "speedup_vs_streams", "lower_bound_ms",
     "efficiency",
 )
 
