@@ -12,6 +12,7 @@ import math
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace as NS
 
 import numpy as np
 import pandas as pd
@@ -27,6 +28,12 @@ from gcexplore.views import plot as P
 from gcexplore.schema import Options, columns, kind_of
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_context_records(monkeypatch):
+    """Each test sees only the context records it made (the collector keeps them per process)."""
+    monkeypatch.setattr(tracing, "_CONTEXTS_SEEN", {})
 
 
 @pytest.fixture
@@ -82,6 +89,39 @@ def test_green_context_records_give_sms_tpcs_and_the_tpc_map(traced):
     per = tpcs.groupby("partition")["tpc"].apply(set)
     assert len(per["p0"]) == 12 and len(per["remainder"]) == 54
     assert not per["p0"] & per["remainder"]
+
+
+def _user_trace_in_contexts_of_cuptis_own(parts):
+    """A kernel_trace block given ``parts`` whose kernels CUPTI reports under green-context ids
+    of its own (70, 80: not the ids get_context_id gave for the partitions), with their masks."""
+    fake = T.FakeCupti()
+    c = tracing._UserCollector("24+108", cupti=fake).start()
+    kt = tracing.KernelTrace(c)
+    for p in parts:
+        c.watch(p)
+    fake.green(70, 24, [0xFFF])
+    fake.green(80, 108, [~0xFFF & (1 << 64) - 1, 0x3])
+    with kt.region("mine"):
+        fake.launch(70, 3, "k", 2_000, 5_000)
+        fake.launch(80, 4, "k", 2_000, 6_000)
+    try:
+        return c.frame({"device_name": "synthetic", "run_id": "u"})
+    finally:
+        c.close()
+
+
+def test_user_trace_tpc_map_names_the_partitions_it_was_given():
+    df = _user_trace_in_contexts_of_cuptis_own([T.PARTS["p0"], T.PARTS["remainder"]])
+    assert set(df["partition"]) == {"context 70", "context 80"}  # rows: CUPTI's ids, as recorded
+    per = busy.tpc_map(df).groupby("partition")["tpc"].apply(set)
+    assert set(per.index) == {"p0", "remainder"}  # named by their SM counts
+    assert len(per["p0"]) == 12 and len(per["remainder"]) == 54 and not per["p0"] & per["remainder"]
+
+
+def test_user_trace_tpc_map_keeps_context_ids_where_sm_counts_do_not_decide():
+    twin = NS(name="twin", sm_count=24, context=NS(handle=5))  # two partitions of 24 SMs: no way to tell which record is which
+    df = _user_trace_in_contexts_of_cuptis_own([T.PARTS["p0"], twin])
+    assert set(busy.tpc_map(df)["partition"]) == {"context 70", "context 80"}
 
 
 # ----------------------------------------------------------------------------- failures

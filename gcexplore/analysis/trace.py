@@ -226,6 +226,10 @@ def trace_summary(df: pd.DataFrame, trace: pd.DataFrame) -> pd.DataFrame:
 def tpc_map(trace: pd.DataFrame) -> pd.DataFrame:
     """Which logical TPCs each green context held, from the trace's green-context records.
 
+    A record without a partition name (a green context a :func:`gcexplore.kernel_trace` block's
+    kernels ran in, under a CUPTI id no partition given to the trace had) is named after the one
+    partition given with its SM count that has no mask of its own, else ``"context <id>"``.
+
     Returns
     -------
     pandas.DataFrame
@@ -244,16 +248,27 @@ def tpc_map(trace: pd.DataFrame) -> pd.DataFrame:
     refused = (trace.attrs.get("cupti_refused") or {}).get("tpc_map")
     if refused:
         raise ResultError(refused)
+    greens = list(trace.attrs.get("green_contexts", []) or [])
     rows = []
-    for g in trace.attrs.get("green_contexts", []) or []:
+    for g in greens:
         words, width = g.get("logical_tpc_mask") or [], int(g.get("mask_word_bits", 64) or 64)
+        name = g.get("partition") or _context_name(g, greens)
         for w, word in enumerate(words):
             bits = int(word, 16) if isinstance(word, str) else int(word)
-            rows.extend({"layout": g.get("layout", ""), "partition": g.get("partition", ""),
+            rows.extend({"layout": g.get("layout", ""), "partition": name,
                          "context_id": int(g.get("context_id", 0)), "sm_count": int(g.get("sm_count", 0)),
                          "num_tpcs": int(g.get("num_tpcs", 0) or 0), "tpc": width * w + i}
                         for i in range(width) if bits >> i & 1)
     return pd.DataFrame(rows, columns=["layout", "partition", "context_id", "sm_count", "num_tpcs", "tpc"])
+
+
+def _context_name(record: dict, greens: list[dict]) -> str:
+    """The partition of an unnamed green-context record: the one partition given to the trace
+    with its SM count and no mask of its own, else ``"context <id>"``."""
+    sms = int(record.get("num_multiprocessors") or record.get("sm_count") or 0)
+    given = {g["partition"] for g in greens if g.get("partition") and not g.get("logical_tpc_mask")
+             and int(g.get("sm_count") or 0) == sms}
+    return given.pop() if len(given) == 1 else f"context {int(record.get('context_id', 0))}"
 
 
 # Measured on the H100 (bench/trace_truth.py): a kernel's CUPTI start can come before its

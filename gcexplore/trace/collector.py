@@ -423,6 +423,13 @@ class Collector:
                                                     "num_multiprocessors": sm_count})
             rec.update(partition=name, layout=layouts.get(cid, ""), sm_count=sm_count)
             out.append(rec)
+        # green contexts the kernels ran in but nobody watched (a user's code): their masks, unnamed
+        # (analysis.trace.tpc_map names them from the partitions given)
+        for cid in layouts.keys() - self._contexts.keys():
+            rec = _CONTEXTS_SEEN.get(cid)
+            if rec is not None and rec.get("source") == "GREEN_CONTEXT":
+                out.append({**rec, "partition": "", "layout": layouts[cid],
+                            "sm_count": int(rec.get("num_multiprocessors", 0))})
         return out
 
     def rep_origins(self) -> list[dict]:
