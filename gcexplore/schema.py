@@ -94,7 +94,7 @@ _OCCUPANCY = {"partition": "str", "workload": "str", "sm_id": "int64", "block": 
 UNTAGGED = "(untagged)"
 # One row per kernel (or memcpy / memset) from CUPTI; see gcexplore.tracing.
 _TRACE = {
-    "layout": "str", "mode": "str", "rep": "int64", "workload": "str", "launch": "int64",
+    "layout": "str", "mode": "str", "rep": "int64", "group": "int64", "workload": "str", "launch": "int64",
     "partition": "str", "sm_count": "int64", "stream_id": "int64", "activity": "str", "name": "str",
     "start_ms": "float64", "end_ms": "float64", "grid_x": "int64", "grid_y": "int64", "grid_z": "int64",
     "block_x": "int64", "block_y": "int64", "block_z": "int64", "cluster_x": "int64", "cluster_y": "int64",
@@ -182,6 +182,8 @@ def conform(df, kind: str | None = None):
     Identity columns missing from an older result are filled from its attrs.
     """
     kind = kind or kind_of(df)
+    if kind == "trace" and "group" not in df.columns and len(df.columns):
+        _derive_groups(df)
     if "device_name" not in df.columns and len(df.columns):
         df["device_name"] = str(df.attrs.get("device_name") or "unknown device")
     if "run_id" not in df.columns and len(df.columns):
@@ -322,11 +324,33 @@ def sorted_partitions(names: Sequence[str]) -> list[str]:
 
 
 def trace_groups(trace) -> list[tuple[dict, object]]:
-    """Each repetition group of the trace (its ``rep_origins`` entry) with its rows."""
+    """Each repetition group of a trace (its rows' ``group`` column) with its rows.
+
+    The dict holds the group's ``layout``, ``mode``, ``rep``, ``group``, ``workloads`` and, where
+    the trace recorded it (``attrs["rep_origins"]``), its time zero on the GPU clock ``origin_ns``.
+    """
+    origins = {o["group"]: o for o in trace.attrs.get("rep_origins", []) or [] if "group" in o}
     out = []
-    for o in trace.attrs.get("rep_origins", []):
-        rows = trace[(trace["layout"] == o["layout"]) & (trace["mode"] == o["mode"]) & (trace["rep"] == o["rep"])
-                     & trace["workload"].isin(o["workloads"])]
-        if len(rows):
-            out.append((o, rows))
+    for g, rows in trace.groupby("group", sort=False):
+        first, o = rows.iloc[0], origins.get(int(g), {})
+        info = {"layout": first["layout"], "mode": first["mode"], "rep": int(first["rep"]), "group": int(g),
+                "workloads": list(o.get("workloads") or sorted(set(rows["workload"])))}
+        if "origin_ns" in o:
+            info["origin_ns"] = int(o["origin_ns"])
+        out.append((info, rows))
     return out
+
+
+def _derive_groups(df) -> None:
+    """The ``group`` column of a trace saved before rows carried it: from its ``rep_origins``
+    (one entry per group with its workloads; alone with an L2 flush runs one group per
+    workload), written into them too; rows of no entry, one group per layout, mode and rep."""
+    keys = ["layout", "mode", "rep"]
+    origins = df.attrs.get("rep_origins") or []
+    df["group"] = df.groupby(keys, sort=False).ngroup().astype("int64") + len(origins)
+    for i, o in enumerate(origins):
+        hit = ((df["layout"] == o["layout"]) & (df["mode"] == o["mode"]) & (df["rep"] == o["rep"])
+               & df["workload"].isin(o["workloads"]))
+        df.loc[hit, "group"] = i
+    if origins:
+        df.attrs["rep_origins"] = [{**o, "group": i} for i, o in enumerate(origins)]

@@ -25,6 +25,7 @@ from gcexplore.trace import records as cupti_records
 from gcexplore.results import io as results
 from gcexplore.trace import collector as tracing
 from gcexplore.views import plot as P
+from gcexplore import schema
 from gcexplore.schema import Options, columns, kind_of
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -122,6 +123,55 @@ def test_user_trace_tpc_map_keeps_context_ids_where_sm_counts_do_not_decide():
     twin = NS(name="twin", sm_count=24, context=NS(handle=5))  # two partitions of 24 SMs: no way to tell which record is which
     df = _user_trace_in_contexts_of_cuptis_own([T.PARTS["p0"], twin])
     assert set(busy.tpc_map(df)["partition"]) == {"context 70", "context 80"}
+
+
+def test_rows_carry_their_repetition_group(traced):
+    tr, _ = traced
+    assert tr["group"].dtype == "int64"
+    per_label = tr.groupby(["mode", "rep"])["group"].nunique()
+    assert (per_label == 1).all()  # one group per repetition here
+    assert tr.groupby("group")[["mode", "rep"]].nunique().eq(1).all().all()
+    origins = {(o["mode"], o["rep"]): o["group"] for o in tr.attrs["rep_origins"]}
+    assert {(r.mode, r.rep): r.group for r in tr.itertuples()} == origins  # warm-up groups have no rows
+
+
+def test_trace_groups_keep_two_groups_of_one_label_apart():
+    """alone with an L2 flush runs each workload in its own repetition group under one label:
+    the group column keeps them apart, each with its own time zero."""
+    fake = T.FakeCupti()
+    c = tracing.Collector(cupti=fake).start()
+    for wl, part in (("matmul", "p0"), ("sigmoid", "remainder")):
+        c.group(("24+108", "alone", 0))
+        t0 = fake.clock
+        with c.tag("gate"):
+            fake.launch(T.DEVICE_CTX, 7, "gcx_spin", t0 - 60_000, t0)
+        slot = NS(workload=NS(name=wl), partition=T.PARTS[part])
+        with c.tag("workload", slot, 0):
+            fake.launch(T.PARTS[part].context.handle, 10, "k", t0 + 5_000, t0 + 50_000)
+        fake.clock += 10_000_000
+    tr = c.frame(T.overlap_df().attrs)
+    c.close()
+    groups = schema.trace_groups(tr)
+    assert [(o["workloads"], len(rows)) for o, rows in groups] == [(["matmul"], 1), (["sigmoid"], 1)]
+    assert groups[1][0]["origin_ns"] - groups[0][0]["origin_ns"] == 10_000_000
+    assert tr["start_ms"].tolist() == pytest.approx([0.005, 0.005])  # each from its own group's gate
+
+
+@pytest.mark.parametrize("name", ["trace", "pm_trace"])
+def test_recorded_traces_without_the_group_column_load_with_it(name):
+    """Traces saved before rows carried their group get it at load, from rep_origins where
+    recorded (the rows each entry names), else one group per layout, mode and repetition."""
+    tr = gcexplore.load_recorded(name)
+    assert tr["group"].dtype == "int64" and (tr["group"] >= 0).all()
+    groups = schema.trace_groups(tr)
+    assert sum(len(rows) for _, rows in groups) == len(tr)
+    origins = tr.attrs.get("rep_origins")
+    if origins:
+        assert [o["group"] for o in origins] == list(range(len(origins)))
+        for o, rows in groups:
+            assert set(rows["workload"]) <= set(o["workloads"]) and "origin_ns" in o
+    else:
+        assert len(groups) == tr.groupby(["layout", "mode", "rep"]).ngroups
 
 
 # ----------------------------------------------------------------------------- failures

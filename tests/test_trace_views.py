@@ -17,6 +17,12 @@ from gcexplore import widgets as GW
 H100 = E.LIMITS["9.0"]
 
 
+@pytest.fixture(autouse=True)
+def _fresh_context_records(monkeypatch):
+    """Each test sees only the context records it made (the collector keeps them per process)."""
+    monkeypatch.setattr(tracing, "_CONTEXTS_SEEN", {})
+
+
 # ------------------------------------------------------------------- blocks per SM
 
 

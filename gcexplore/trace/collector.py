@@ -433,16 +433,14 @@ class Collector:
         return out
 
     def rep_origins(self) -> list[dict]:
-        """``{layout, mode, rep, origin_ns, workloads}`` of every measured repetition (group) so far.
-
-        ``alone`` runs one group per workload and repetition, hence ``workloads``.
-        """
+        """``{layout, mode, rep, group, origin_ns, workloads}`` of every measured repetition so far;
+        ``group`` is the rows' ``group`` column (what joins them, :func:`gcexplore.schema.trace_groups`)."""
         names: dict[int, set] = {}
         for group, role, workload, _, _ in self._tags.values():
             if role == "workload":
                 names.setdefault(group, set()).add(workload)
-        return [{"layout": lab[0], "mode": lab[1], "rep": int(lab[2]), "origin_ns": int(self._gates[g]),
-                 "workloads": sorted(names.get(g, ()))}
+        return [{"layout": lab[0], "mode": lab[1], "rep": int(lab[2]), "group": int(g),
+                 "origin_ns": int(self._gates[g]), "workloads": sorted(names.get(g, ()))}
                 for g, lab in self._groups.items() if lab is not None and lab[2] is not None and g in self._gates]
 
     def diagnostics(self) -> dict[str, int]:
