@@ -283,8 +283,9 @@ def test_workload_catalog_checks_its_input():
         WB.catalog("compute")
     with pytest.raises(TypeError, match="must be callable as fn"):
         WB.catalog({"a": 3})
-    assert WB.unique_names(["compute", "compute"], {"compute": "compute"}) == {
-        "compute": "compute", "compute#2": "compute"}
+    # the CLI's scheme (gcexplore/cli/commands.py): a repeated name gets _2, _3, ...
+    assert WB.unique_names(["compute", "compute", "memory", "compute"], {"compute": "c", "memory": "m"}) == {
+        "compute": "c", "compute_2": "c", "memory": "m", "compute_3": "c"}
 
 
 # ------------------------------------------------------------------------- sweep
@@ -377,3 +378,11 @@ def test_sweep_plot_and_table_come_from_one_summary(monkeypatch):
     sx.split_slider.value = 24
     sx.split_slider.value = 40
     assert calls == [len(df)] and sx.redraws["summary"] == 3
+
+
+def test_live_one_workload_on_two_partitions_is_named_as_the_cli_names_it(fake_gpu):
+    ex = GW.Explorer()
+    ex.workload_pickers[1].value = "compute"
+    ex.run_button.click()
+    assert fake_gpu[0][:2] == ("profile_overlap", ["compute", "compute_2"])
+    assert ex.error_box.layout.display == "none"

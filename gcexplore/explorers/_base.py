@@ -281,9 +281,11 @@ def catalog(workloads) -> dict[str, Any]:
 
 def unique_names(names: list[str], catalog: dict) -> dict:
     """The chosen workloads in partition order; one workload on two partitions gets a
-    suffix (``"compute#2"``) so every row stays distinguishable."""
-    out, seen = {}, {}
+    suffix (``"compute_2"``, as the CLI names it) so every row stays distinguishable."""
+    out: dict = {}
     for n in names:
-        seen[n] = seen.get(n, 0) + 1
-        out[n if seen[n] == 1 else f"{n}#{seen[n]}"] = catalog[n]
+        key, i = n, 2
+        while key in out:
+            key, i = f"{n}_{i}", i + 1
+        out[key] = catalog[n]
     return out
