@@ -335,3 +335,10 @@ def test_user_trace_keeps_untagged_kernels_and_names_regions():
     assert df["name"].tolist() == ["foo(int)", "bar"]
     assert df["start_ms"].tolist() == pytest.approx([0.0, 0.004])
     assert (df["partition"] == "p0").all() and (df["mode"] == "user").all()
+
+
+def test_summarize_refuses_a_trace_of_other_workloads(traced):
+    tr, df = traced
+    with pytest.raises(ValueError, match=r"summarize\(trace=...\): the kernel trace is of workloads \['a', 'b'\], but the "
+                                         r"results are of \['matmul', 'sigmoid'\]"):
+        gcexplore.summarize(df, trace=tr.assign(workload=tr["workload"].map({"matmul": "a", "sigmoid": "b"})))

@@ -69,7 +69,8 @@ def summarize(df: pd.DataFrame, trace: pd.DataFrame | None = None) -> pd.DataFra
     :data:`SPAN_INCLUDES_WAIT` (plain streams) are NaN, with the reason in
     ``attrs["rate_notes"]``. With ``trace`` (the kernel trace of the same run), every
     mode's rates come from GPU-busy time instead and the columns of
-    :func:`gcexplore.busy.trace_summary` are added.
+    :func:`gcexplore.busy.trace_summary` are added; a trace of other workloads or of
+    another run is refused (ValueError, :func:`gcexplore.analysis.trace.require_trace_of`).
     """
     kind = check_result(df, KINDS, "summarize")
     one = {"overlap": summarize_overlap, "sweep": summarize_overlap, "tune": summarize_overlap,

@@ -168,7 +168,7 @@ def kernel_gaps(trace: pd.DataFrame, *, min_gap_us: float = 0.0) -> pd.DataFrame
     return pd.DataFrame(rows, columns=GAP_COLUMNS)
 
 
-def trace_rates(df: pd.DataFrame, trace: pd.DataFrame) -> pd.DataFrame:
+def trace_rates(df: pd.DataFrame, trace: pd.DataFrame, *, where: str = "trace_rates") -> pd.DataFrame:
     """An overlap result's rows with their rates taken from the trace's GPU-busy time.
 
     Returns ``df``'s rows that the trace covers (same layout, mode, rep, workload),
@@ -178,7 +178,7 @@ def trace_rates(df: pd.DataFrame, trace: pd.DataFrame) -> pd.DataFrame:
     ``throughput_tflops`` / ``bandwidth_gbs`` recomputed from the GPU-busy time.
     Rows without kernels in the trace are left out.
     """
-    require_trace_of(df, trace, "trace_rates", layouts=False)
+    require_trace_of(df, trace, where, layouts=False)
     busy = busy_time(trace)
     cols = ["busy_span_ms", "gpu_busy_ms", "first_start_ms", "idle_ms", "gaps", "kernels"]
     on = [*KEYS, "run_id"] if "run_id" in df.columns and "run_id" in busy.columns else KEYS
@@ -203,7 +203,7 @@ def _median(values) -> float:
     return stats(values)["median_ms"]
 
 
-def trace_summary(df: pd.DataFrame, trace: pd.DataFrame) -> pd.DataFrame:
+def trace_summary(df: pd.DataFrame, trace: pd.DataFrame, *, where: str = "trace_summary") -> pd.DataFrame:
     """Per (layout, mode, workload): medians over repetitions of the traced numbers.
 
     Columns ``layout``, ``mode``, ``workload``, ``reps_traced``, ``event_median_ms``
@@ -211,7 +211,7 @@ def trace_summary(df: pd.DataFrame, trace: pd.DataFrame) -> pd.DataFrame:
     ``idle_median_ms``, ``kernels_per_rep``, ``throughput_tflops`` and
     ``bandwidth_gbs`` (medians of the per-repetition rates from GPU-busy time).
     """
-    r = trace_rates(df, trace)
+    r = trace_rates(df, trace, where=where)
     rows = []
     for (layout, mode, workload), g in r.groupby(["layout", "mode", "workload"], sort=False):
         rows.append({"layout": layout, "mode": mode, "workload": workload, "reps_traced": len(g),
@@ -284,7 +284,7 @@ def with_trace(summary: pd.DataFrame, df: pd.DataFrame, trace: pd.DataFrame) -> 
     Rows the trace does not cover keep their event-based rates (NaN on plain
     streams); ``attrs["rate_notes"]`` names the modes whose rates came from the trace.
     """
-    t = trace_summary(df, trace)
+    t = trace_summary(df, trace, where="summarize(trace=...)")
     out = summary.drop(columns=[c for c in TRACE_SUMMARY_COLUMNS if c in summary.columns
                                 and c not in ("throughput_tflops", "bandwidth_gbs")])
     out = out.merge(t, on=["layout", "mode", "workload"], how="left", suffixes=("_events", ""))
