@@ -1,4 +1,4 @@
-"""The package's shape: a light import, no reaching into underscore names, one schema,
+"""The package's shape: a light import, bench reaching into no underscore name, one schema,
 results of several runs kept apart, and a mode never dropped from a plot."""
 
 from __future__ import annotations
@@ -37,21 +37,6 @@ def test_public_names_load_their_module_on_first_use():
     assert r.returncode == 0, r.stderr
 
 
-def _imported_names(path: Path):
-    tree = ast.parse(path.read_text())
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module != "__future__":
-            for alias in node.names:
-                yield node, alias.name
-
-
-def test_no_module_imports_another_modules_underscore_names():
-    bad = [f"{p.name}: from {n.module} import {name}" for p in PACKAGE.rglob("*.py")
-           for n, name in _imported_names(p)
-           if name.startswith("_") and not name.startswith("__") and n.level > 0]
-    assert bad == []
-
-
 def test_bench_uses_no_underscore_name_of_the_package():
     bad = []
     for p in (ROOT / "bench").glob("*.py"):
@@ -67,11 +52,6 @@ def test_bench_uses_no_underscore_name_of_the_package():
                 if isinstance(base, ast.Name) and base.id in ("gcexplore", "engine", "P"):
                     bad.append(f"{p.name}: {base.id}.{node.attr}")
     assert bad == []
-
-
-def test_modules_stay_small():
-    sizes = {p.name: len(p.read_text().splitlines()) for p in PACKAGE.rglob("*.py")}
-    assert {n: k for n, k in sizes.items() if k > 720} == {}
 
 
 def test_options_are_checked_where_written():
