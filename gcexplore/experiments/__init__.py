@@ -5,7 +5,10 @@ request made before any GPU work). ``gcexplore.profile`` is the profiler's publi
 from .._lazy import face
 
 PUBLIC = {
-    "overlap": ("isolation", "occupancy", "profile_overlap", "scaling", "sweep"),
+    "overlap": ("profile_overlap", "sweep"),
+    "measure_scaling": ("scaling",),
+    "measure_isolation": ("isolation",),
+    "measure_occupancy": ("occupancy",),
     "runner": ("MeasurementAborted", "MeasurementFailed", "MeasurementInterrupted"),
     "engine": ("launch_gap",),
     "tuner": ("tune",),
