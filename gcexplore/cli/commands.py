@@ -492,7 +492,7 @@ def _cmd_campaign(args) -> int:
     if args.folder:
         raise _Usage(f"unexpected {args.folder!r}: run `gcexplore campaign SPEC` or `gcexplore campaign status DIR`")
     spec = _read_spec(args.target)
-    from ..experiments.campaign import campaign
+    from ..experiments.campaigns import campaign
 
     folder = args.out or spec.get("folder") or "gcexplore-out/campaign"
     c = campaign(spec["workloads"], spec.get("splits"), experiment=spec.get("experiment", "sweep"),

@@ -14,6 +14,6 @@ PUBLIC = {
     "tuner": ("tune",),
     "pm": ("DramTimeline", "PmSamplingError", "dram_timeline"),
     "solo": ("card_bandwidth", "load_profiles", "save_profiles", "solo_profile"),
-    "campaign": ("Campaign", "campaign", "register_experiment"),
+    "campaigns": ("Campaign", "campaign", "register_experiment"),
 }
 __all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC)
