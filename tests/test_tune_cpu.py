@@ -50,6 +50,18 @@ def test_tune_rows_are_concurrent_rows_with_the_search_step():
     assert a["reason"][0].startswith("104+28 has the lowest median concurrent makespan")
 
 
+def test_the_tuner_measures_with_its_own_options_and_leaves_the_runs_alone():
+    runs: list = []
+    df = S.fake_tune(runs=runs, repeats=5)
+    (run,) = runs
+    assert run.options.repeats == 5 and run.options.modes == ("concurrent",)
+    assert len(run.measured_with) == len(df.attrs["visits"])
+    for during, given in run.measured_with:
+        assert during is run.options  # the run's options were never swapped, even while measuring
+        assert given is not run.options and given.modes == ("concurrent",) and given.warmup == run.options.warmup
+    assert [g.repeats for _, g in run.measured_with] == [v["reps"] for v in df.attrs["visits"]]
+
+
 def test_tune_table_and_gpu_time():
     df = S.fake_tune()
     t = A.tune_table(df)
@@ -150,7 +162,7 @@ def test_cli_checks_tune_arguments_before_the_gpu(tmp_path, args, message):
 
 
 def test_cli_prints_the_table_answer_and_reason(monkeypatch, capsys, tmp_path):
-    from gcexplore.workloads import core as workloads
+    from gcexplore.workloads import builtins as workloads
     from gcexplore.cli import commands as cli
 
     class Dummy:

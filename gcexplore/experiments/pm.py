@@ -79,7 +79,8 @@ class DramTimeline(NamedTuple):
 
 
 def _workload_spec(workloads) -> dict:
-    from ..workloads.core import BUILTINS, workload_names
+    from ..workloads.builtins import BUILTINS
+    from ..workloads.spec import workload_names
 
     if isinstance(workloads, str) and ":" in workloads:
         module, _, func = workloads.partition(":")

@@ -250,7 +250,7 @@ def load_result(obj):
 def with_builtins(catalog: dict[str, Any]) -> list[str]:
     """The names a workload picker offers: the user's, then the built-ins (added to
     ``catalog`` by name, which the profiler resolves)."""
-    from ..workloads.core import BUILTINS  # lazy, though it only imports the api module
+    from ..workloads.builtins import BUILTINS  # lazy, though it only imports the api module
 
     for b in BUILTINS:
         catalog.setdefault(b, b)

@@ -280,7 +280,8 @@ class Campaign:
             bar = tqdm(total=len(self.tasks), initial=len(self.skipped), desc="campaign", unit="task")
         by_future = {f: k for k, f in self.futures.items()}
         try:
-            for fut in as_completed(list(self.futures.values())):
+            # as_completed([]) looks for a default client, which a finished campaign may not have
+            for fut in (as_completed(list(self.futures.values())) if self.futures else ()):
                 key = by_future[fut]
                 self.reports[key] = self._report(key, fut)
                 # Forget the result in Dask: a later run of this key (after its shard was
