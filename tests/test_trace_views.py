@@ -13,6 +13,7 @@ from gcexplore.cli import commands as cli
 from gcexplore.trace import collector as tracing
 from gcexplore.analysis import occupancy_estimate as E
 from gcexplore import widgets as GW
+from gcexplore import experiments as X
 
 H100 = E.LIMITS["9.0"]
 
@@ -193,8 +194,8 @@ def fake_traced_gpu(monkeypatch, h100_like):
     def occupancy(workloads, split, *, device):
         raise ValueError("workload 'mine' cannot be instrumented")
 
-    monkeypatch.setattr(gcexplore, "profile_overlap", profile_overlap, raising=False)
-    monkeypatch.setattr(gcexplore, "occupancy", occupancy, raising=False)
+    monkeypatch.setattr(X, "profile_overlap", profile_overlap)
+    monkeypatch.setattr(X, "occupancy", occupancy)
     return calls, state
 
 

@@ -16,6 +16,7 @@ import gcexplore
 from gcexplore import analysis as A
 from gcexplore.results import io as R
 from gcexplore.experiments import tuner as T
+from gcexplore import experiments as X
 from gcexplore.schema import columns, kind_of
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -189,8 +190,8 @@ def test_sweep_explorer_tune_button(monkeypatch):
     monkeypatch.setattr(api, "device_info", lambda device=0: gcexplore.DeviceInfo(
         name=S.SYNTHETIC_DEVICE, index=0, compute_capability=(9, 0), sm_count=132, min_partition_size=8,
         alignment=8, driver_version=13000))
-    monkeypatch.setattr(gcexplore, "tune", lambda wls, **kw: S.fake_tune(list(wls)), raising=False)
-    monkeypatch.setattr(gcexplore, "occupancy", lambda *a, **k: S.occupancy_df(), raising=False)
+    monkeypatch.setattr(X, "tune", lambda wls, **kw: S.fake_tune(list(wls)))
+    monkeypatch.setattr(X, "occupancy", lambda *a, **k: S.occupancy_df())
     sx = GW.SweepExplorer()
     assert not sx.tune_button.disabled and __import__("gcexplore.explorers._base", fromlist=["CSS"]).CSS["tune"] in sx.tune_button._dom_classes
     sx.tune_button.click()
@@ -210,8 +211,8 @@ def test_sweep_explorer_tune_keeps_partial_rows(monkeypatch):
     monkeypatch.setattr(api, "device_info", lambda device=0: gcexplore.DeviceInfo(
         name=S.SYNTHETIC_DEVICE, index=0, compute_capability=(9, 0), sm_count=132, min_partition_size=8,
         alignment=8, driver_version=13000))
-    monkeypatch.setattr(gcexplore, "tune", lambda wls, **kw: S.fake_tune(list(wls), fail_at=2), raising=False)
-    monkeypatch.setattr(gcexplore, "occupancy", lambda *a, **k: S.occupancy_df(), raising=False)
+    monkeypatch.setattr(X, "tune", lambda wls, **kw: S.fake_tune(list(wls), fail_at=2))
+    monkeypatch.setattr(X, "occupancy", lambda *a, **k: S.occupancy_df())
     sx = GW.SweepExplorer()
     sx.tune()
     assert "the tuner failed" in sx.error_box.value

@@ -16,6 +16,7 @@ import _synthetic as S
 import gcexplore
 from gcexplore.explorers import _base as WB
 from gcexplore.explorers import explorer as GW
+from gcexplore import experiments as X
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -203,8 +204,8 @@ def fake_gpu(monkeypatch, h100_like):
         p0 = list(range(split[0]))
         return S.occupancy_df(p0_sms=p0)
 
-    monkeypatch.setattr(gcexplore, "profile_overlap", profile_overlap, raising=False)
-    monkeypatch.setattr(gcexplore, "occupancy", occupancy, raising=False)
+    monkeypatch.setattr(X, "profile_overlap", profile_overlap)
+    monkeypatch.setattr(X, "occupancy", occupancy)
     return calls
 
 
@@ -254,7 +255,7 @@ def test_live_measurement_error_is_shown_in_the_widget(fake_gpu, monkeypatch):
     def fail(*a, **k):
         raise gcexplore.GreenContextError("cuGreenCtxCreate failed: CUDA_ERROR_INVALID_VALUE")
 
-    monkeypatch.setattr(gcexplore, "profile_overlap", fail, raising=False)
+    monkeypatch.setattr(X, "profile_overlap", fail)
     ex = GW.Explorer()
     ex.run_button.click()
     assert "measuring 24+108 failed" in ex.error_box.value
@@ -317,7 +318,7 @@ def test_sweep_explorer_live_keeps_partial_rows_on_error(fake_gpu, monkeypatch):
         raise gcexplore.MeasurementFailed("RuntimeError while measuring (layout 40+92); 4 of "
                                           "15 layout(s) finished", partial)
 
-    monkeypatch.setattr(gcexplore, "sweep", sweep, raising=False)
+    monkeypatch.setattr(X, "sweep", sweep)
     sx = GW.SweepExplorer(repeats=2)
     sx.run_button.click()
     assert seen == {"workloads": ["compute", "memory"], "repeats": 2}

@@ -137,9 +137,9 @@ class Explorer(TraceView, Controller):
         return cls(_offline=(results, occupancy, load_trace(trace, results, "Explorer.from_results(trace=...)")))
 
     def _setup_live(self, workloads, repeats: int) -> None:
-        from .. import api  # lazy: touches the driver
+        from ..device import driver  # lazy: touches the driver
 
-        self.info = api.device_info(self.device)
+        self.info = driver.device_info(self.device)
         self.catalog = catalog(workloads)
         names = list(self.catalog)  # the user's, one per partition
         options = with_builtins(self.catalog)
@@ -274,21 +274,21 @@ class Explorer(TraceView, Controller):
         self._redraw()
 
     def _measure(self) -> bool:
-        import gcexplore  # lazy: the profiler and the driver
+        from .. import experiments  # lazy: the profiler and the driver
 
         names = [p.value for p in self.workload_pickers]
         workloads = unique_names(names, self.catalog)
         self._progress_start(2, "measuring")
         try:
             try:
-                results, trace = self._profile(gcexplore, workloads)
+                results, trace = self._profile(workloads)
             except Exception as exc:
                 self._show_error(exc, f"measuring {self.layout}")
                 return False
             self._progress_step("occupancy")
             occupancy, self._occupancy_note = None, None
             try:
-                occupancy = gcexplore.occupancy(workloads, self.split, device=self.device)
+                occupancy = experiments.occupancy(workloads, self.split, device=self.device)
             except Exception as exc:  # e.g. a user callable cannot record %smid
                 self._occupancy_note = f"no SM occupancy: {type(exc).__name__}: {exc}"
             self._progress_step()
@@ -299,16 +299,19 @@ class Explorer(TraceView, Controller):
         self.status.value = "<i>" + html.escape(_plot.figure_stamp(results.attrs)) + "</i>"
         return True
 
-    def _profile(self, gcexplore, workloads):
+    def _profile(self, workloads):
         """``(results, trace)``: the trace None when off or when CUPTI cannot run (then a note)."""
+        from .. import experiments  # lazy: the profiler and the driver
+        from ..trace.collector import TraceUnavailable
+
         kwargs = dict(repeats=int(self.repeats.value), device=self.device)
         self._trace_note = None
         if self.want_trace:
             try:
-                return tuple(gcexplore.profile_overlap(workloads, self.split, trace=True, **kwargs))
-            except gcexplore.TraceUnavailable as exc:
+                return tuple(experiments.profile_overlap(workloads, self.split, trace=True, **kwargs))
+            except TraceUnavailable as exc:
                 self._trace_note = f"no kernel trace: {exc}".splitlines()[0]
-        return gcexplore.profile_overlap(workloads, self.split, **kwargs), None
+        return experiments.profile_overlap(workloads, self.split, **kwargs), None
 
     def _redraw(self) -> None:
         layout = self._shown_layout

@@ -77,9 +77,9 @@ class SweepExplorer(TraceView, Controller):
                                     tooltip="find the best split measuring only a few layouts")
         self.tune_button.add_class(CSS["tune"])
         if self.live:
-            from .. import api  # lazy: touches the driver
+            from ..device import driver  # lazy: touches the driver
 
-            self.info = api.device_info(device)
+            self.info = driver.device_info(device)
             self.catalog = catalog(workloads)
             self.run_button.on_click(lambda _b: self.run())
             self.tune_button.on_click(lambda _b: self.tune())
@@ -124,12 +124,12 @@ class SweepExplorer(TraceView, Controller):
         Rows measured before an error or an interrupt are kept and drawn (the
         profiler hands them over on the exception, see :func:`gcexplore.sweep`).
         """
-        import gcexplore  # lazy: the profiler and the driver
+        from .. import experiments  # lazy: the profiler and the driver
 
         kwargs = dict(repeats=int(self.repeats.value), device=self.device)
         if self.sm_counts is not None:
             kwargs["sm_counts"] = list(self.sm_counts)
-        results = self._live("sweeping", "the sweep", lambda: gcexplore.sweep(dict(self.catalog), **kwargs))
+        results = self._live("sweeping", "the sweep", lambda: experiments.sweep(dict(self.catalog), **kwargs))
         if results is not None:
             self._set_results(results, None)
 
@@ -137,12 +137,12 @@ class SweepExplorer(TraceView, Controller):
         """Run the tuner (live): the best split measuring few layouts; its plot replaces
         the sweep plot and the split slider moves over the layouts it measured, starting at
         its answer. Rows measured before an error or an interrupt are kept and drawn."""
-        import gcexplore  # lazy: the tuner and the driver
+        from .. import experiments  # lazy: the tuner and the driver
 
         kwargs = {"device": self.device}
         if self.sm_counts is not None:
             kwargs["sm_counts"] = list(self.sm_counts)
-        results = self._live("tuning", "the tuner", lambda: gcexplore.tune(dict(self.catalog), **kwargs))
+        results = self._live("tuning", "the tuner", lambda: experiments.tune(dict(self.catalog), **kwargs))
         if results is not None and len(results):
             answer = results.attrs.get("answer")
             start = int(parse_layout(answer)[0]) if answer else None
@@ -204,12 +204,12 @@ class SweepExplorer(TraceView, Controller):
 
     def _live_occupancy(self, layout: str) -> None:
         """Occupancy of the chosen split, measured once per split and kept."""
-        import gcexplore
+        from .. import experiments  # lazy: touches the driver
 
         if layout not in self._occupancy_cache:
             counts = list(parse_layout(layout)[:len(self.catalog) - 1])
             try:
-                self._occupancy_cache[layout] = gcexplore.occupancy(
+                self._occupancy_cache[layout] = experiments.occupancy(
                     dict(self.catalog), counts, device=self.device)
             except Exception as exc:  # e.g. user callables cannot record %smid
                 self._occupancy_cache[layout] = f"no SM occupancy: {type(exc).__name__}: {exc}"

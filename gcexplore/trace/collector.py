@@ -409,11 +409,10 @@ class Collector:
         return {}
 
     def green_contexts(self) -> list[dict]:
-        """The watched partitions' context records: SMs, TPCs and the logical TPC mask.
-
-        From GREEN_CONTEXT records where CUPTI sent one, else from CONTEXT records,
-        else from gcexplore's own partition (``source`` says which).
-        """
+        """The watched partitions' context records: SMs, TPCs and the logical TPC mask, from
+        GREEN_CONTEXT records where CUPTI sent one, else from CONTEXT records, else from
+        gcexplore's own partition (``source`` says which); and, unnamed, the GREEN_CONTEXT records
+        of contexts the kernels ran in that nobody watched (``tpc_map`` names them)."""
         out = []
         layouts: dict[int, str] = {}
         for r in self._rows:
@@ -423,14 +422,9 @@ class Collector:
                                                     "num_multiprocessors": sm_count})
             rec.update(partition=name, layout=layouts.get(cid, ""), sm_count=sm_count)
             out.append(rec)
-        # green contexts the kernels ran in but nobody watched (a user's code): their masks, unnamed
-        # (analysis.trace.tpc_map names them from the partitions given)
-        for cid in layouts.keys() - self._contexts.keys():
-            rec = _CONTEXTS_SEEN.get(cid)
-            if rec is not None and rec.get("source") == "GREEN_CONTEXT":
-                out.append({**rec, "partition": "", "layout": layouts[cid],
-                            "sm_count": int(rec.get("num_multiprocessors", 0))})
-        return out
+        seen = {cid: _CONTEXTS_SEEN.get(cid) or {} for cid in layouts.keys() - self._contexts.keys()}
+        return out + [{**rec, "partition": "", "layout": layouts[cid], "sm_count": int(rec["num_multiprocessors"])}
+                      for cid, rec in seen.items() if rec.get("source") == "GREEN_CONTEXT"]
 
     def rep_origins(self) -> list[dict]:
         """``{layout, mode, rep, group, origin_ns, workloads}`` of every measured repetition so far;
