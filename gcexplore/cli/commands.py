@@ -145,15 +145,10 @@ def _parse_workload(spec: str) -> tuple[str, dict]:
 
 
 def _workload_names(specs) -> list[tuple[str, str, dict]]:
-    out, seen = [], set()
-    for spec in specs:
-        name, kwargs = _parse_workload(spec)
-        key, i = name, 2
-        while key in seen:
-            key, i = f"{name}_{i}", i + 1
-        seen.add(key)
-        out.append((key, name, kwargs))
-    return out
+    from ..workloads.spec import unique_names
+
+    parsed = [_parse_workload(spec) for spec in specs]
+    return [(key, name, kwargs) for key, (name, kwargs) in zip(unique_names([n for n, _ in parsed]), parsed)]
 
 
 def _build_workloads(parsed, device: int) -> dict:

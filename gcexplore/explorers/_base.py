@@ -20,6 +20,7 @@ from .. import analysis as A
 from ..analysis.trace import require_trace_of
 from ..results.validate import check_result
 from ..views.plot import plot_occupancy
+from ..workloads.spec import unique_names as spec_names
 from .render import render_trace, run_summary
 
 __all__ = ["CSS", "Controller", "TraceView", "catalog", "load_result", "load_trace", "show", "unique_names",
@@ -282,10 +283,4 @@ def catalog(workloads) -> dict[str, Any]:
 def unique_names(names: list[str], catalog: dict) -> dict:
     """The chosen workloads in partition order; one workload on two partitions gets a
     suffix (``"compute_2"``, as the CLI names it) so every row stays distinguishable."""
-    out: dict = {}
-    for n in names:
-        key, i = n, 2
-        while key in out:
-            key, i = f"{n}_{i}", i + 1
-        out[key] = catalog[n]
-    return out
+    return {key: catalog[n] for key, n in zip(spec_names(names), names)}

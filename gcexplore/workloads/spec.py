@@ -12,7 +12,7 @@ from typing import Any
 from .builtins import BUILTINS, builtin
 from .workload import Workload
 
-__all__ = ["as_workload", "as_workloads", "workload_names"]
+__all__ = ["as_workload", "as_workloads", "unique_names", "workload_names"]
 
 
 def as_workload(obj, name: str | None = None, *, device=0) -> Workload:
@@ -101,3 +101,16 @@ def as_workloads(workloads, *, device=0) -> tuple[list[Workload], list[Workload]
             w.close()
         raise
     return items, made
+
+
+def unique_names(names) -> list[str]:
+    """Names in order, a repeated one suffixed ``_2``, ``_3`` ... (``compute, compute`` ->
+    ``compute, compute_2``): the one scheme the command line and the explorers share, so every
+    row of a result stays distinguishable."""
+    out: list[str] = []
+    for n in names:
+        key, i = n, 2
+        while key in out:
+            key, i = f"{n}_{i}", i + 1
+        out.append(key)
+    return out
