@@ -46,7 +46,7 @@ def _split_sets(step: int) -> list[list[int]]:
 def _timed(devices, folder, splits, repeats):
     import gcexplore as gx
     from distributed import Client
-    from gcexplore.experiments.campaign import local_cluster
+    from gcexplore.experiments.campaigns import local_cluster
 
     cluster = local_cluster(devices)
     client = Client(cluster)
@@ -110,7 +110,7 @@ def main() -> int:
     p.add_argument("--step", type=int, default=16)
     args = p.parse_args()
     import gcexplore as gx
-    from gcexplore.experiments.campaign import visible_gpus
+    from gcexplore.experiments.campaigns import visible_gpus
 
     gpus = visible_gpus()
     if len(gpus) < 2:

@@ -54,7 +54,7 @@ def main(argv=None) -> int:
         {"quantity": "wall time (s)", "value": f"{wall:.2f}"},
         {"quantity": "GPU-busy floor, measured reps (s)", "value": f"{floor:.2f}"},
         {"quantity": "  of which alone / concurrent / sequential / streams (s)",
-         "value": " / ".join(f"{by_mode.get(m, 0):.2f}" for m in gcexplore.profile.MODES)},
+         "value": " / ".join(f"{by_mode.get(m, 0):.2f}" for m in gcexplore.MODES)},
         {"quantity": "floor incl. warm-up reps (s)", "value": f"{with_warmup:.2f}"},
         {"quantity": "wall / floor", "value": f"{ratio:.2f}x"},
         {"quantity": "wall / floor incl. warm-up", "value": f"{wall / with_warmup:.2f}x"},

@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib
 
 from . import analysis, device, experiments, explorers, results, trace, views, workloads
-from ._version import __version__
+from ._version import __version__  # noqa: F401 (in __all__)
 
 _LAYERS = (device, workloads, trace, experiments, results, analysis, views, explorers)
 _GROUND = {"schema": ("MODES", "SCENARIOS", "Options")}

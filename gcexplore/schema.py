@@ -36,6 +36,7 @@ __all__ = [
     "ROUNDINGS",
     "SCENARIOS",
     "SCENARIO_DESCRIPTIONS",
+    "UNTAGGED",
     "check_modes",
     "columns",
     "conform",
@@ -89,9 +90,11 @@ _TUNE = {"layout": "str", "split_sm_count": "int64", "step": "int64",
          **{k: v for k, v in _OVERLAP.items() if k not in ("layout", "split_sm_count")}}
 _OCCUPANCY = {"partition": "str", "workload": "str", "sm_id": "int64", "block": "int64",
               "start_ns": "int64", "end_ns": "int64"}
+#: The workload of a user trace's kernels launched outside any region.
+UNTAGGED = "(untagged)"
 # One row per kernel (or memcpy / memset) from CUPTI; see gcexplore.tracing.
 _TRACE = {
-    "layout": "str", "mode": "str", "rep": "int64", "workload": "str", "launch": "int64",
+    "layout": "str", "mode": "str", "rep": "int64", "group": "int64", "workload": "str", "launch": "int64",
     "partition": "str", "sm_count": "int64", "stream_id": "int64", "activity": "str", "name": "str",
     "start_ms": "float64", "end_ms": "float64", "grid_x": "int64", "grid_y": "int64", "grid_z": "int64",
     "block_x": "int64", "block_y": "int64", "block_z": "int64", "cluster_x": "int64", "cluster_y": "int64",
@@ -196,6 +199,8 @@ def conform(df, kind: str | None = None):
     Identity columns missing from an older result are filled from its attrs.
     """
     kind = kind or kind_of(df)
+    if kind == "trace" and "group" not in df.columns and len(df.columns):
+        _derive_groups(df)
     if "device_name" not in df.columns and len(df.columns):
         df["device_name"] = str(df.attrs.get("device_name") or "unknown device")
     if "run_id" not in df.columns and len(df.columns):
@@ -336,30 +341,50 @@ def sorted_partitions(names: Sequence[str]) -> list[str]:
 
 
 def trace_groups(trace) -> list[tuple[dict, object]]:
-    """Each repetition group of the trace (its ``rep_origins`` entry) with its rows.
+    """Each repetition group of a trace (its rows' ``group`` column) with its rows.
+
+    The dict holds the group's ``layout``, ``mode``, ``rep``, ``group``, ``workloads`` and, where
+    the trace recorded it (``attrs["rep_origins"]``), its time zero on the GPU clock ``origin_ns``.
 
     Raises
     ------
     ValueError
-        The trace has no ``attrs["rep_origins"]`` (dropped by ``pd.concat`` of traces with
-        different attrs, or a CSV read without its sidecar): nothing places its rows in time.
+        The trace has no ``group`` column (a frame built by hand: :func:`conform` derives it), or
+        its ``rep_origins`` are damaged (not a list of mappings, workloads not a list of names).
     """
-    if "rep_origins" not in trace.attrs:
-        raise ValueError("this trace has no repetition origins (attrs['rep_origins'], each repetition's time "
-                         "zero on the GPU clock, written by the trace collector and kept by gcexplore.save and "
-                         "load; pd.concat of traces or a CSV read without its sidecar drops it); use the trace "
-                         "as returned by the run, or as gcexplore.load reads it back")
-    origins = trace.attrs["rep_origins"] or []
-    need = ("layout", "mode", "rep", "workloads")
-    bad = [i for i, o in enumerate(origins) if not isinstance(o, dict) or any(k not in o for k in need)
-           or isinstance(o["workloads"], str)] if isinstance(origins, list) else [0]
-    if bad:
-        raise ValueError(f"attrs['rep_origins'] of this trace is damaged (entry {bad[0]} is not a mapping with "
-                         f"{', '.join(need)}, workloads a list of names); use the trace as the run returned it")
+    if "group" not in trace.columns:
+        raise ValueError("this trace has no repetition groups (its 'group' column, written with every kernel "
+                         "record and added by gcexplore.load to traces saved before it existed), so its kernels "
+                         "cannot be told apart by repetition; gcexplore.schema.conform(trace) derives it from "
+                         "attrs['rep_origins'], else one group per layout, mode and rep")
+    raw = trace.attrs.get("rep_origins", []) or []
+    if not isinstance(raw, list) or not all(isinstance(o, dict) and isinstance(o.get("workloads", []), list)
+                                            for o in raw):
+        raise ValueError("attrs['rep_origins'] of this trace is damaged (a list of mappings with layout, mode, "
+                         "rep, group, origin_ns and workloads, a list of names, was expected); use the trace as "
+                         "the run returned it or as gcexplore.load reads it back")
+    origins = {o["group"]: o for o in raw if "group" in o}
     out = []
-    for o in origins:
-        rows = trace[(trace["layout"] == o["layout"]) & (trace["mode"] == o["mode"]) & (trace["rep"] == o["rep"])
-                     & trace["workload"].isin(o["workloads"])]
-        if len(rows):
-            out.append((o, rows))
+    for g, rows in trace.groupby("group", sort=False):
+        first, o = rows.iloc[0], origins.get(int(g), {})
+        info = {"layout": first["layout"], "mode": first["mode"], "rep": int(first["rep"]), "group": int(g),
+                "workloads": list(o.get("workloads") or sorted(set(rows["workload"])))}
+        if "origin_ns" in o:
+            info["origin_ns"] = int(o["origin_ns"])
+        out.append((info, rows))
     return out
+
+
+def _derive_groups(df) -> None:
+    """The ``group`` column of a trace saved before rows carried it: from its ``rep_origins``
+    (one entry per group with its workloads; alone with an L2 flush runs one group per
+    workload), written into them too; rows of no entry, one group per layout, mode and rep."""
+    keys = ["layout", "mode", "rep"]
+    origins = df.attrs.get("rep_origins") or []
+    df["group"] = df.groupby(keys, sort=False).ngroup().astype("int64") + len(origins)
+    for i, o in enumerate(origins):
+        hit = ((df["layout"] == o["layout"]) & (df["mode"] == o["mode"]) & (df["rep"] == o["rep"])
+               & df["workload"].isin(o["workloads"]))
+        df.loc[hit, "group"] = i
+    if origins:
+        df.attrs["rep_origins"] = [{**o, "group": i} for i, o in enumerate(origins)]

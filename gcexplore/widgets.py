@@ -3,8 +3,10 @@ split), ``explore`` and the pure ``render_*`` functions behind them. Defined in
 :mod:`gcexplore.explorers`; importing this touches no GPU."""
 
 from .explorers.compare_explorer import CompareExplorer
-from .explorers.explorer import (Explorer, SweepExplorer, explore, render_occupancy, render_summary,
-                                 render_sweep, render_throughput, render_trace)
+from .explorers.explorer import Explorer, explore
+from .explorers.render import (render_occupancy, render_summary, render_sweep, render_throughput,
+                               render_trace)
+from .explorers.sweep_explorer import SweepExplorer
 
 __all__ = ["CompareExplorer", "Explorer", "SweepExplorer", "explore", "render_occupancy", "render_summary", "render_sweep",
            "render_throughput", "render_trace"]

@@ -234,7 +234,7 @@ def isolation_df(*, critical_sm: int = 16, total: int = 132, repeats: int = 20,
 
 
 class _FakeRun:
-    """What gcexplore.profile.experiment yields, without a GPU."""
+    """What gcexplore.experiments.experiment.experiment yields, without a GPU."""
 
     def __init__(self, info, options, names, seed):
         from types import SimpleNamespace
@@ -245,6 +245,7 @@ class _FakeRun:
         self.rng = np.random.default_rng(seed)
         self.fail_at: int | None = None  # raise on this measurement (0-based)
         self.measurements = 0
+        self.measured_with: list = []  # (the run's options, the options given) at each measure_layout
 
     def frame(self, rows):
         from gcexplore.schema import frame
@@ -266,13 +267,15 @@ class _FakeParts:
         return False
 
 
-def _fake_measure_layout(run, parts, rows):
+def _fake_measure_layout(run, parts, rows, options=None):
+    options = run.options if options is None else options
+    run.measured_with.append((run.options, options))
     if run.fail_at is not None and run.measurements == run.fail_at:
         raise RuntimeError("synthetic workload failure")
     run.measurements += 1
     sizes = [int(s) for s in parts.label.split("+")]
     k = sizes[0]
-    for rep in range(run.options.repeats):
+    for rep in range(options.repeats):
         durs = [_MODEL.get(w.name, _compute_ms)(s, 132) * 1.1 * float(run.rng.lognormal(0, 0.01))
                 for w, s in zip(run.wls, sizes)]
         span = max(durs) + 0.004
@@ -284,13 +287,13 @@ def _fake_measure_layout(run, parts, rows):
             rows.append(row)
 
 
-def fake_tune(workloads=("compute", "memory"), *, seed: int = 0, fail_at: int | None = None, **kwargs):
-    """gcexplore.tune over the toy model (no GPU): the real tuner glue, fake timing engine."""
+def fake_tune(workloads=("compute", "memory"), *, seed: int = 0, fail_at: int | None = None, runs=None, **kwargs):
+    """gcexplore.tune over the toy model (no GPU): the real tuner glue, fake timing engine
+    (``runs``, a list, receives the fake run)."""
     import contextlib
     from unittest import mock
 
     import gcexplore
-    from gcexplore.experiments import overlap as profile
     from gcexplore.experiments import tuner as T
 
     info = gcexplore.DeviceInfo(name=SYNTHETIC_DEVICE, index=0, compute_capability=(9, 0), sm_count=132,
@@ -302,10 +305,12 @@ def fake_tune(workloads=("compute", "memory"), *, seed: int = 0, fail_at: int | 
         check(info, names)
         run = _FakeRun(info, options, names, seed)
         run.fail_at = fail_at
+        if runs is not None:
+            runs.append(run)
         yield run
 
-    with mock.patch.object(profile, "experiment", experiment), \
-            mock.patch.object(profile, "measure_layout", _fake_measure_layout), \
+    with mock.patch.object(T, "experiment", experiment), \
+            mock.patch.object(T, "measure_layout", _fake_measure_layout), \
             mock.patch.object(T.partitions, "split", lambda counts, **kw: _FakeParts(counts, 132)):
         return T.tune(list(workloads), progress=False, **kwargs)
 

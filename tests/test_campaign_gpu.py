@@ -52,7 +52,7 @@ def test_two_gpus_measure_in_parallel_with_identity(tmp_path):
 def test_worker_killed_mid_campaign(tmp_path):
     from distributed import Client
 
-    from gcexplore.experiments.campaign import local_cluster
+    from gcexplore.experiments.campaigns import local_cluster
 
     cluster = local_cluster(["0", "1"])
     client = Client(cluster)

@@ -130,6 +130,7 @@ def test_verdict_follows_the_data_when_the_spreads_overlap(synthetic_recorded):
 
 
 def test_live_demo_sweeps_then_records_occupancy_of_best(tmp_path, capsys, monkeypatch):
+    import gcexplore.experiments.measure_occupancy as measure_occupancy
     import gcexplore.experiments.overlap as prof
 
     calls = []
@@ -145,7 +146,7 @@ def test_live_demo_sweeps_then_records_occupancy_of_best(tmp_path, capsys, monke
 
     monkeypatch.setattr(_demo, "_gpu_reason", lambda device: None)
     monkeypatch.setattr(prof, "sweep", sweep)
-    monkeypatch.setattr(prof, "occupancy", occupancy)
+    monkeypatch.setattr(measure_occupancy, "occupancy", occupancy)
     written = _demo.run_demo(tmp_path, repeats=3, device=1)
     best = int(_best_layout(df).split("+")[0])
     assert calls == [("sweep", ["compute", "memory"], 3, 1),

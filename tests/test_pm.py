@@ -33,12 +33,13 @@ SHARE = {"a": 24 / 132, "b": 108 / 132, "a+b": 1.0}
 def _trace():
     """Workload a on p0 (24 SMs) and b on the remainder (108 SMs), alone and together."""
     rows = []
+    group = {m: i for i, m in enumerate(T0)}  # one repetition group per mode, as the collector numbers them
     for (mode, n), (a, b) in KERNELS.items():
         rows.append({**dict.fromkeys(columns("trace"), 0), "layout": "24+108", "mode": mode, "rep": 0,
-                     "workload": n, "partition": "p0" if n == "a" else "remainder", "sm_count": 24 if n == "a" else 108,
+                     "group": group[mode], "workload": n, "partition": "p0" if n == "a" else "remainder", "sm_count": 24 if n == "a" else 108,
                      "stream_id": 7, "activity": "kernel", "name": "k", "start_ms": a, "end_ms": b,
                      "correlation_id": len(rows) + 1})
-    origins = [{"layout": "24+108", "mode": m, "rep": 0, "origin_ns": t0, "workloads": ["a", "b"]}
+    origins = [{"layout": "24+108", "mode": m, "rep": 0, "group": group[m], "origin_ns": t0, "workloads": ["a", "b"]}
                for m, t0 in T0.items()]
     return frame(rows, "trace", {"device_name": "Test GPU", "run_id": "r1", "rep_origins": origins})
 

@@ -107,14 +107,36 @@ def test_speedups_and_slowdown_per_layout():
     assert row.slowdown_vs_alone == pytest.approx(2.2 / 2.0)
     b = s[(s["mode"] == "concurrent") & (s.workload == "b")].iloc[0]
     assert b.slowdown_vs_alone == pytest.approx(1.1 / 1.0)
-    # per-layout values are the same on every row of the layout
-    assert s["speedup_vs_sequential"].nunique() == 1
+    # per-layout values are the same on both concurrent rows of the layout, and only there
+    conc = s["mode"] == "concurrent"
+    assert s.loc[conc, "speedup_vs_sequential"].nunique() == 1
+    assert s.loc[~conc, ["slowdown_vs_alone", *A.overlap.CONCURRENT_COLUMNS]].isna().all().all()
+
+
+def test_ratios_only_on_the_rows_they_describe_on_the_recorded_sweep():
+    """An alone, sequential or plain-streams row carries no slowdown, speedup, interference or
+    efficiency (they describe a layout's concurrent run); the run's bound is on every row."""
+    df = gcexplore.load_recorded("sweep")
+    s = P.summarize(df)
+    ratios = ["slowdown_vs_alone", "speedup_vs_sequential", "speedup_vs_streams", "interference_free_ms",
+              "interference", "split_loss", "efficiency"]
+    conc = s["mode"] == "concurrent"
+    assert s.loc[~conc, ratios].isna().all().all()
+    assert s.loc[conc, ratios].notna().all().all()
+    assert (s["lower_bound_ms"] == A.lower_bound(df)["lower_bound_ms"]).all()
+    # the concurrent rows carry what layout_table shows, one value per layout
+    table = A.layout_table(df).set_index("layout")
+    for col in ratios[1:]:
+        per = s[conc].groupby("layout")[col].agg(["min", "max"])
+        assert (per["min"] == per["max"]).all()
+        assert np.allclose(per["min"], table.loc[per.index, col])
 
 
 def test_lower_bound_is_the_slowest_workloads_fastest_solo_time():
     # a: alone 2.0 on 24 SMs, 1.0 on the whole device; b: alone 1.0 on 108, 1.0 on the device.
     s = P.summarize(_overlap(_pair()))
     assert s["lower_bound_ms"].iloc[0] == pytest.approx(1.0)
+    s = s[s["mode"] == "concurrent"]
     assert s["efficiency"].iloc[0] == pytest.approx(1.0 / 2.3)
     assert s["interference_free_ms"].iloc[0] == pytest.approx(2.0)  # a alone on its 24 SMs
     assert s["interference"].iloc[0] == pytest.approx(2.3 / 2.0)

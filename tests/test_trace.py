@@ -12,6 +12,7 @@ import math
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace as NS
 
 import numpy as np
 import pandas as pd
@@ -24,9 +25,16 @@ from gcexplore.trace import records as cupti_records
 from gcexplore.results import io as results
 from gcexplore.trace import collector as tracing
 from gcexplore.views import plot as P
+from gcexplore import schema
 from gcexplore.schema import Options, columns, kind_of
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_context_records(monkeypatch):
+    """Each test sees only the context records it made (the collector keeps them per process)."""
+    monkeypatch.setattr(tracing, "_CONTEXTS_SEEN", {})
 
 
 @pytest.fixture
@@ -82,6 +90,88 @@ def test_green_context_records_give_sms_tpcs_and_the_tpc_map(traced):
     per = tpcs.groupby("partition")["tpc"].apply(set)
     assert len(per["p0"]) == 12 and len(per["remainder"]) == 54
     assert not per["p0"] & per["remainder"]
+
+
+def _user_trace_in_contexts_of_cuptis_own(parts):
+    """A kernel_trace block given ``parts`` whose kernels CUPTI reports under green-context ids
+    of its own (70, 80: not the ids get_context_id gave for the partitions), with their masks."""
+    fake = T.FakeCupti()
+    c = tracing._UserCollector("24+108", cupti=fake).start()
+    kt = tracing.KernelTrace(c)
+    for p in parts:
+        c.watch(p)
+    fake.green(70, 24, [0xFFF])
+    fake.green(80, 108, [~0xFFF & (1 << 64) - 1, 0x3])
+    with kt.region("mine"):
+        fake.launch(70, 3, "k", 2_000, 5_000)
+        fake.launch(80, 4, "k", 2_000, 6_000)
+    try:
+        return c.frame({"device_name": "synthetic", "run_id": "u"})
+    finally:
+        c.close()
+
+
+def test_user_trace_tpc_map_names_the_partitions_it_was_given():
+    df = _user_trace_in_contexts_of_cuptis_own([T.PARTS["p0"], T.PARTS["remainder"]])
+    assert set(df["partition"]) == {"context 70", "context 80"}  # rows: CUPTI's ids, as recorded
+    per = busy.tpc_map(df).groupby("partition")["tpc"].apply(set)
+    assert set(per.index) == {"p0", "remainder"}  # named by their SM counts
+    assert len(per["p0"]) == 12 and len(per["remainder"]) == 54 and not per["p0"] & per["remainder"]
+
+
+def test_user_trace_tpc_map_keeps_context_ids_where_sm_counts_do_not_decide():
+    twin = NS(name="twin", sm_count=24, context=NS(handle=5))  # two partitions of 24 SMs: no way to tell which record is which
+    df = _user_trace_in_contexts_of_cuptis_own([T.PARTS["p0"], twin])
+    assert set(busy.tpc_map(df)["partition"]) == {"context 70", "context 80"}
+
+
+def test_rows_carry_their_repetition_group(traced):
+    tr, _ = traced
+    assert tr["group"].dtype == "int64"
+    per_label = tr.groupby(["mode", "rep"])["group"].nunique()
+    assert (per_label == 1).all()  # one group per repetition here
+    assert tr.groupby("group")[["mode", "rep"]].nunique().eq(1).all().all()
+    origins = {(o["mode"], o["rep"]): o["group"] for o in tr.attrs["rep_origins"]}
+    assert {(r.mode, r.rep): r.group for r in tr.itertuples()} == origins  # warm-up groups have no rows
+
+
+def test_trace_groups_keep_two_groups_of_one_label_apart():
+    """alone with an L2 flush runs each workload in its own repetition group under one label:
+    the group column keeps them apart, each with its own time zero."""
+    fake = T.FakeCupti()
+    c = tracing.Collector(cupti=fake).start()
+    for wl, part in (("matmul", "p0"), ("sigmoid", "remainder")):
+        c.group(("24+108", "alone", 0))
+        t0 = fake.clock
+        with c.tag("gate"):
+            fake.launch(T.DEVICE_CTX, 7, "gcx_spin", t0 - 60_000, t0)
+        slot = NS(workload=NS(name=wl), partition=T.PARTS[part])
+        with c.tag("workload", slot, 0):
+            fake.launch(T.PARTS[part].context.handle, 10, "k", t0 + 5_000, t0 + 50_000)
+        fake.clock += 10_000_000
+    tr = c.frame(T.overlap_df().attrs)
+    c.close()
+    groups = schema.trace_groups(tr)
+    assert [(o["workloads"], len(rows)) for o, rows in groups] == [(["matmul"], 1), (["sigmoid"], 1)]
+    assert groups[1][0]["origin_ns"] - groups[0][0]["origin_ns"] == 10_000_000
+    assert tr["start_ms"].tolist() == pytest.approx([0.005, 0.005])  # each from its own group's gate
+
+
+@pytest.mark.parametrize("name", ["trace", "pm_trace"])
+def test_recorded_traces_without_the_group_column_load_with_it(name):
+    """Traces saved before rows carried their group get it at load, from rep_origins where
+    recorded (the rows each entry names), else one group per layout, mode and repetition."""
+    tr = gcexplore.load_recorded(name)
+    assert tr["group"].dtype == "int64" and (tr["group"] >= 0).all()
+    groups = schema.trace_groups(tr)
+    assert sum(len(rows) for _, rows in groups) == len(tr)
+    origins = tr.attrs.get("rep_origins")
+    if origins:
+        assert [o["group"] for o in origins] == list(range(len(origins)))
+        for o, rows in groups:
+            assert set(rows["workload"]) <= set(o["workloads"]) and "origin_ns" in o
+    else:
+        assert len(groups) == tr.groupby(["layout", "mode", "rep"]).ngroups
 
 
 # ----------------------------------------------------------------------------- failures
@@ -245,3 +335,10 @@ def test_user_trace_keeps_untagged_kernels_and_names_regions():
     assert df["name"].tolist() == ["foo(int)", "bar"]
     assert df["start_ms"].tolist() == pytest.approx([0.0, 0.004])
     assert (df["partition"] == "p0").all() and (df["mode"] == "user").all()
+
+
+def test_summarize_refuses_a_trace_of_other_workloads(traced):
+    tr, df = traced
+    with pytest.raises(ValueError, match=r"summarize\(trace=...\): the kernel trace is of workloads \['a', 'b'\], but the "
+                                         r"results are of \['matmul', 'sigmoid'\]"):
+        gcexplore.summarize(df, trace=tr.assign(workload=tr["workload"].map({"matmul": "a", "sigmoid": "b"})))

@@ -222,3 +222,29 @@ def test_graph_launches_are_attributed_too():
     _show(tr, "graphs")
     assert len(tr) == 2 and (tr["partition"] == "p0").all()
     print("graph ids:", sorted(set(tr["graph_id"])))
+
+
+def test_user_trace_tpc_map_names_its_partitions():
+    """The TPC map of a user's own code (kernel_trace over a split) is named by the partitions
+    the trace was given: p0 holds 12 TPCs of 24 SMs, the remainder 54, disjoint."""
+    torch = pytest.importorskip("torch")
+
+    gcexplore.release_contexts()
+    x = torch.randn(1 << 20, device="cuda")
+    torch.cuda.synchronize()
+    with gcexplore.split([24]) as parts, gcexplore.kernel_trace(parts) as t:
+        for p in parts.all:
+            with t.region(f"sigmoid on {p.name}"), torch.cuda.stream(p.torch_stream()):
+                torch.sigmoid(x)
+    tr = t.frame()
+    _show(tr, "kernel_trace over 24+108")
+    if "tpc_map" in tr.attrs["cupti_refused"]:  # tests/test_cupti_features_gpu.py checks the sentence
+        pytest.skip(tr.attrs["cupti_refused"]["tpc_map"])
+    tpcs = busy.tpc_map(tr)
+    per = tpcs.groupby("partition")["tpc"].apply(set).to_dict()
+    print("TPCs per partition:", {p: len(v) for p, v in per.items()})
+    assert {"p0", "remainder"} <= set(per), (
+        "no named TPC mask for the user's partitions; green-context records: "
+        f"{[(g.get('partition'), g.get('context_id'), g.get('source')) for g in tr.attrs['green_contexts']]}")
+    assert len(per["p0"]) * 2 == 24 and len(per["remainder"]) * 2 == 108
+    assert not per["p0"] & per["remainder"]

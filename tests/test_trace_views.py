@@ -13,8 +13,15 @@ from gcexplore.cli import commands as cli
 from gcexplore.trace import collector as tracing
 from gcexplore.analysis import occupancy_estimate as E
 from gcexplore import widgets as GW
+from gcexplore import experiments as X
 
 H100 = E.LIMITS["9.0"]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_context_records(monkeypatch):
+    """Each test sees only the context records it made (the collector keeps them per process)."""
+    monkeypatch.setattr(tracing, "_CONTEXTS_SEEN", {})
 
 
 # ------------------------------------------------------------------- blocks per SM
@@ -145,9 +152,16 @@ def test_offline_explorer_over_the_recorded_trace():
     assert ex.last_error is None and len(_pngs(ex.occupancy_output)) == 2
 
 
-def test_sweep_explorer_shows_the_trace_only_where_it_was_recorded():
+def _trace_of_sweep(sweep):
+    """The synthetic trace (at 24+108) relabelled as a trace of ``sweep``: its workloads, its run."""
     tr, _ = T.trace_df()
-    sx = GW.SweepExplorer.from_results(S.sweep_df(), occupancy=S.occupancy_df(), trace=tr)
+    return tr.assign(workload=tr["workload"].map({"matmul": "compute", "sigmoid": "memory"}),
+                     run_id=sweep["run_id"].iloc[0])
+
+
+def test_sweep_explorer_shows_the_trace_only_where_it_was_recorded():
+    df = S.sweep_df()
+    sx = GW.SweepExplorer.from_results(df, occupancy=S.occupancy_df(), trace=_trace_of_sweep(df))
     sx.split_slider.value = 24
     assert len(_pngs(sx.occupancy_output)) == 3  # measured %smid map, timeline, estimate
     sx.split_slider.value = 40
@@ -180,8 +194,8 @@ def fake_traced_gpu(monkeypatch, h100_like):
     def occupancy(workloads, split, *, device):
         raise ValueError("workload 'mine' cannot be instrumented")
 
-    monkeypatch.setattr(gcexplore, "profile_overlap", profile_overlap, raising=False)
-    monkeypatch.setattr(gcexplore, "occupancy", occupancy, raising=False)
+    monkeypatch.setattr(X, "profile_overlap", profile_overlap)
+    monkeypatch.setattr(X, "occupancy", occupancy)
     return calls, state
 
 
@@ -254,3 +268,69 @@ def test_kernel_trace_is_saved_beside_the_results(tmp_path, monkeypatch, capsys)
     assert seen["trace"] is True
     assert len(gcexplore.load(kt)) == len(tr) and len(gcexplore.load(out)) == len(df)
     assert f"wrote {kt} ({len(tr)} kernel records)" in capsys.readouterr().out
+
+
+# ------------------------------------------------------- the explorer passes its trace on
+
+
+@pytest.mark.parametrize("cls", ["Explorer", "SweepExplorer"])
+def test_a_trace_of_other_workloads_is_refused(cls):
+    """The recorded trace (matmul, sigmoid) under the recorded sweep (compute, memory): refused,
+    saying both sides, instead of a timeline drawn under bars of other workloads."""
+    with pytest.raises(ValueError, match=r"the kernel trace is of workloads \['matmul', 'sigmoid'\], but the "
+                                         r"results are of \['compute', 'memory'\]; give the trace recorded "
+                                         r"with these results"):
+        getattr(GW, cls).from_results(gcexplore.load_recorded("sweep"), trace="trace")
+
+
+def test_a_trace_of_another_run_or_layout_is_refused():
+    df = S.sweep_df()
+    tr = _trace_of_sweep(df)
+    with pytest.raises(ValueError, match=r"the kernel trace is of run \['synthetic-trace'\], the results of run "
+                                         r"\['synthetic-0'\]"):
+        GW.Explorer.from_results(df, trace=tr.assign(run_id="synthetic-trace"))
+    with pytest.raises(ValueError, match=r"covers layouts \['24\+108'\] that the results did not measure"):
+        GW.SweepExplorer.from_results(df[df["layout"] != "24+108"], trace=tr)
+
+
+def _bars(fig):
+    return {p.get_gid() for ax in fig.axes for p in ax.patches}
+
+
+def _withheld(fig):
+    return {t.get_gid() for ax in fig.axes for t in ax.texts if str(t.get_gid()).startswith("withheld:")}
+
+
+def test_offline_explorer_draws_plain_streams_rates_from_its_trace():
+    """With the recorded trace, the plain-streams bars are drawn from GPU-busy time (no
+    'withheld' note), and the table's rates come from the same traced summary."""
+    ex = GW.Explorer.from_results("trace_overlap", trace="trace")
+    fig = ex.figures["throughput"]
+    assert {"bar:matmul:streams", "bar:sigmoid:streams"} <= _bars(fig) and not _withheld(fig)
+    assert "GPU-busy" in fig.axes[0].get_ylabel()
+    table = ex.figures["summary"].set_index(["mode", "workload"])
+    traced = gcexplore.summarize(gcexplore.load_recorded("trace_overlap"), trace=gcexplore.load_recorded("trace"))
+    want = traced.set_index(["mode", "workload"]).loc[("streams", "sigmoid"), "bandwidth_gbs"]
+    assert table.loc[("streams", "sigmoid"), "bandwidth_gbs"] == want and want > 0
+    without = GW.Explorer.from_results("trace_overlap")
+    assert _withheld(without.figures["throughput"]) == {"withheld:matmul:streams", "withheld:sigmoid:streams"}
+    assert without.figures["summary"].set_index(["mode", "workload"])["bandwidth_gbs"].isna()[
+        ("streams", "sigmoid")]
+
+
+def test_sweep_explorer_passes_the_trace_where_it_covers_the_split():
+    df = S.sweep_df()
+    sx = GW.SweepExplorer.from_results(df, trace=_trace_of_sweep(df))
+    sx.split_slider.value = 40  # no trace here: the streams rate is withheld, as without one
+    assert "withheld:memory:streams" in _withheld(sx.figures["throughput"])
+    sx.split_slider.value = 24  # the trace has concurrent and streams only: the alone bars stay, from events
+    assert "withheld:memory:streams" in _withheld(sx.figures["throughput"])
+    assert "bar:memory:alone" in _bars(sx.figures["throughput"])
+    assert sx.run_summary().attrs["rate_notes"]["streams"].startswith("rates from GPU-busy time")
+
+
+def test_live_trace_rates_reach_the_throughput_plot(fake_traced_gpu):
+    ex = GW.Explorer({"mine": _mine, "memory": "memory"}, trace=True)
+    ex.run()
+    fig = ex.figures["throughput"]
+    assert {"bar:mine:streams", "bar:memory:streams"} <= _bars(fig) and not _withheld(fig)

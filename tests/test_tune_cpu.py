@@ -16,6 +16,7 @@ import gcexplore
 from gcexplore import analysis as A
 from gcexplore.results import io as R
 from gcexplore.experiments import tuner as T
+from gcexplore import experiments as X
 from gcexplore.schema import columns, kind_of
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,6 +49,18 @@ def test_tune_rows_are_concurrent_rows_with_the_search_step():
         assert (g.groupby("rep").size() == 2).all()
     assert set(a["unmeasured"]) | set(df["layout"]) == set(a["candidates"])
     assert a["reason"][0].startswith("104+28 has the lowest median concurrent makespan")
+
+
+def test_the_tuner_measures_with_its_own_options_and_leaves_the_runs_alone():
+    runs: list = []
+    df = S.fake_tune(runs=runs, repeats=5)
+    (run,) = runs
+    assert run.options.repeats == 5 and run.options.modes == ("concurrent",)
+    assert len(run.measured_with) == len(df.attrs["visits"])
+    for during, given in run.measured_with:
+        assert during is run.options  # the run's options were never swapped, even while measuring
+        assert given is not run.options and given.modes == ("concurrent",) and given.warmup == run.options.warmup
+    assert [g.repeats for _, g in run.measured_with] == [v["reps"] for v in df.attrs["visits"]]
 
 
 def test_tune_table_and_gpu_time():
@@ -150,7 +163,7 @@ def test_cli_checks_tune_arguments_before_the_gpu(tmp_path, args, message):
 
 
 def test_cli_prints_the_table_answer_and_reason(monkeypatch, capsys, tmp_path):
-    from gcexplore.workloads import core as workloads
+    from gcexplore.workloads import builtins as workloads
     from gcexplore.cli import commands as cli
 
     class Dummy:
@@ -177,8 +190,8 @@ def test_sweep_explorer_tune_button(monkeypatch):
     monkeypatch.setattr(api, "device_info", lambda device=0: gcexplore.DeviceInfo(
         name=S.SYNTHETIC_DEVICE, index=0, compute_capability=(9, 0), sm_count=132, min_partition_size=8,
         alignment=8, driver_version=13000))
-    monkeypatch.setattr(gcexplore, "tune", lambda wls, **kw: S.fake_tune(list(wls)), raising=False)
-    monkeypatch.setattr(gcexplore, "occupancy", lambda *a, **k: S.occupancy_df(), raising=False)
+    monkeypatch.setattr(X, "tune", lambda wls, **kw: S.fake_tune(list(wls)))
+    monkeypatch.setattr(X, "occupancy", lambda *a, **k: S.occupancy_df())
     sx = GW.SweepExplorer()
     assert not sx.tune_button.disabled and __import__("gcexplore.explorers._base", fromlist=["CSS"]).CSS["tune"] in sx.tune_button._dom_classes
     sx.tune_button.click()
@@ -198,8 +211,8 @@ def test_sweep_explorer_tune_keeps_partial_rows(monkeypatch):
     monkeypatch.setattr(api, "device_info", lambda device=0: gcexplore.DeviceInfo(
         name=S.SYNTHETIC_DEVICE, index=0, compute_capability=(9, 0), sm_count=132, min_partition_size=8,
         alignment=8, driver_version=13000))
-    monkeypatch.setattr(gcexplore, "tune", lambda wls, **kw: S.fake_tune(list(wls), fail_at=2), raising=False)
-    monkeypatch.setattr(gcexplore, "occupancy", lambda *a, **k: S.occupancy_df(), raising=False)
+    monkeypatch.setattr(X, "tune", lambda wls, **kw: S.fake_tune(list(wls), fail_at=2))
+    monkeypatch.setattr(X, "occupancy", lambda *a, **k: S.occupancy_df())
     sx = GW.SweepExplorer()
     sx.tune()
     assert "the tuner failed" in sx.error_box.value

@@ -53,18 +53,18 @@ def test_latency_target_agrees_with_the_sweep(pair_and_sweep):
 
 
 def test_interrupt_keeps_measured_rows(pair_and_sweep, monkeypatch):
-    from gcexplore import profile
+    from gcexplore.experiments import tuner
 
     pair, _ = pair_and_sweep
-    real, calls = profile.measure_layout, []
+    real, calls = tuner.measure_layout, []
 
-    def stop_on_third(run, parts, rows):
+    def stop_on_third(run, parts, rows, options=None):
         calls.append(parts.label)
         if len(calls) == 3:
             raise KeyboardInterrupt
-        real(run, parts, rows)
+        real(run, parts, rows, options)
 
-    monkeypatch.setattr(profile, "measure_layout", stop_on_third)
+    monkeypatch.setattr(tuner, "measure_layout", stop_on_third)
     with pytest.raises(gcexplore.MeasurementInterrupted) as info:
         gcexplore.tune(pair, progress=False)
     part = info.value.partial

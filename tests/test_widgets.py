@@ -16,6 +16,7 @@ import _synthetic as S
 import gcexplore
 from gcexplore.explorers import _base as WB
 from gcexplore.explorers import explorer as GW
+from gcexplore import experiments as X
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -141,7 +142,7 @@ def test_offline_unmeasured_split_is_an_error_in_the_widget():
 def test_offline_drawing_error_is_shown_not_raised(monkeypatch):
     ex = GW.Explorer.from_results(S.sweep_df())
 
-    def broken(df, layout=None):
+    def broken(df, layout=None, *, trace=None):
         raise RuntimeError("boom <b>")
 
     monkeypatch.setattr(GW, "render_throughput", broken)
@@ -203,8 +204,8 @@ def fake_gpu(monkeypatch, h100_like):
         p0 = list(range(split[0]))
         return S.occupancy_df(p0_sms=p0)
 
-    monkeypatch.setattr(gcexplore, "profile_overlap", profile_overlap, raising=False)
-    monkeypatch.setattr(gcexplore, "occupancy", occupancy, raising=False)
+    monkeypatch.setattr(X, "profile_overlap", profile_overlap)
+    monkeypatch.setattr(X, "occupancy", occupancy)
     return calls
 
 
@@ -254,7 +255,7 @@ def test_live_measurement_error_is_shown_in_the_widget(fake_gpu, monkeypatch):
     def fail(*a, **k):
         raise gcexplore.GreenContextError("cuGreenCtxCreate failed: CUDA_ERROR_INVALID_VALUE")
 
-    monkeypatch.setattr(gcexplore, "profile_overlap", fail, raising=False)
+    monkeypatch.setattr(X, "profile_overlap", fail)
     ex = GW.Explorer()
     ex.run_button.click()
     assert "measuring 24+108 failed" in ex.error_box.value
@@ -283,8 +284,9 @@ def test_workload_catalog_checks_its_input():
         WB.catalog("compute")
     with pytest.raises(TypeError, match="must be callable as fn"):
         WB.catalog({"a": 3})
-    assert WB.unique_names(["compute", "compute"], {"compute": "compute"}) == {
-        "compute": "compute", "compute#2": "compute"}
+    # the CLI's scheme (gcexplore/cli/commands.py): a repeated name gets _2, _3, ...
+    assert WB.unique_names(["compute", "compute", "memory", "compute"], {"compute": "c", "memory": "m"}) == {
+        "compute": "c", "compute_2": "c", "memory": "m", "compute_3": "c"}
 
 
 # ------------------------------------------------------------------------- sweep
@@ -316,7 +318,7 @@ def test_sweep_explorer_live_keeps_partial_rows_on_error(fake_gpu, monkeypatch):
         raise gcexplore.MeasurementFailed("RuntimeError while measuring (layout 40+92); 4 of "
                                           "15 layout(s) finished", partial)
 
-    monkeypatch.setattr(gcexplore, "sweep", sweep, raising=False)
+    monkeypatch.setattr(X, "sweep", sweep)
     sx = GW.SweepExplorer(repeats=2)
     sx.run_button.click()
     assert seen == {"workloads": ["compute", "memory"], "repeats": 2}
@@ -336,3 +338,52 @@ def test_sweep_explorer_live_keeps_partial_rows_on_error(fake_gpu, monkeypatch):
     sx.split_slider.value = 8
     assert occ_splits() == best + [[8], [24]]
     assert sx.redraws["occupancy"] == 4 and len(_pngs(sx.occupancy_output)) == 1
+
+
+# ------------------------------------------------------- one summary for plot and table
+
+
+@pytest.mark.parametrize("cls", ["Explorer", "SweepExplorer"])
+def test_table_shows_the_runs_bound_and_efficiency_like_best_split(cls):
+    """At 104+28 on the recorded sweep the explorer's table shows the run's lower bound and
+    the layout's efficiency: best_split's (and the sweep plot's), not a bound of 104+28 alone."""
+    df = gcexplore.load_recorded("sweep")
+    best = gcexplore.best_split(df)
+    assert best["layout"] == "104+28"
+    ex = getattr(GW, cls).from_results(df)
+    assert ex.layout == "104+28" and ex.last_error is None
+    table = ex.figures["summary"]
+    conc = table[table["mode"] == "concurrent"]
+    assert len(conc) == 2
+    assert (conc["lower_bound_ms"] == best["lower_bound_ms"]).all()
+    assert (conc["efficiency"] == best["efficiency"]).all()
+    # the bound of 104+28's rows alone is another number: the table must not be that one
+    alone_bound = gcexplore.analysis.lower_bound(df[df["layout"] == "104+28"])["lower_bound_ms"]
+    assert alone_bound != pytest.approx(best["lower_bound_ms"], rel=1e-3)
+
+
+def test_sweep_plot_and_table_come_from_one_summary(monkeypatch):
+    """The sweep figure and every split's table draw one summarize() of the whole run."""
+    from gcexplore.explorers import render as R
+
+    calls = []
+    real = R.A.summarize
+
+    def counting(df, trace=None):
+        calls.append(len(df))
+        return real(df, trace=trace)
+
+    monkeypatch.setattr(R.A, "summarize", counting)
+    df = S.sweep_df(recorded=True)
+    sx = GW.SweepExplorer.from_results(df)
+    sx.split_slider.value = 24
+    sx.split_slider.value = 40
+    assert calls == [len(df)] and sx.redraws["summary"] == 3
+
+
+def test_live_one_workload_on_two_partitions_is_named_as_the_cli_names_it(fake_gpu):
+    ex = GW.Explorer()
+    ex.workload_pickers[1].value = "compute"
+    ex.run_button.click()
+    assert fake_gpu[0][:2] == ("profile_overlap", ["compute", "compute_2"])
+    assert ex.error_box.layout.display == "none"

@@ -14,7 +14,7 @@ from ..results.validate import check_result, require_columns
 from ..schema import MODES
 from .stats import STAT_COLUMNS, finite, nanmedian, ratio, stats
 
-__all__ = ["BOUND_FIELDS", "LAYOUT_TABLE_COLUMNS", "OVERLAP_SUMMARY_COLUMNS", "PER_LAYOUT_COLUMNS",
+__all__ = ["BOUND_FIELDS", "CONCURRENT_COLUMNS", "LAYOUT_TABLE_COLUMNS", "OVERLAP_SUMMARY_COLUMNS", "PER_LAYOUT_COLUMNS",
            "SPAN_INCLUDES_WAIT", "baseline_ms", "best_layout", "best_split", "layout_table", "lower_bound",
            "makespan_stats", "overlap_summary", "resource_bound", "summarize_overlap", "verdict_facts"]
 
@@ -32,9 +32,13 @@ OVERLAP_SUMMARY_COLUMNS = [
     "speedup_vs_streams", "slowdown_vs_alone", "interference_free_ms", "interference", "split_loss",
     "lower_bound_ms", "efficiency", "device_name", "run_id",
 ]
-#: The per-layout columns of a summary (the same value on every row of a layout).
+#: The per-layout columns of :func:`layout_table`; in a summary, ``lower_bound_ms`` (one value per
+#: run) is on every row and the others (:data:`CONCURRENT_COLUMNS`) on the layout's concurrent rows.
 PER_LAYOUT_COLUMNS = ["speedup_vs_sequential", "speedup_vs_streams", "interference_free_ms", "interference",
                       "split_loss", "lower_bound_ms", "efficiency"]
+#: Summary columns that describe a layout's concurrent run: NaN on its alone, sequential and
+#: streams rows (``slowdown_vs_alone``, per workload, too).
+CONCURRENT_COLUMNS = [c for c in PER_LAYOUT_COLUMNS if c != "lower_bound_ms"]
 LAYOUT_TABLE_COLUMNS = [
     "layout", "split_sm_count", *(f"{m}_ms" for m in MODES if m != "alone"), *PER_LAYOUT_COLUMNS,
 ]
@@ -99,27 +103,14 @@ def summarize_overlap(df: pd.DataFrame) -> pd.DataFrame:
         rows.append(row)
     s = pd.DataFrame(rows)
     bound = lower_bound(df)
-    lb = float(bound["lower_bound_ms"])
-    per_layout = {}
-    for layout, g in s.groupby("layout", sort=False):
-        conc = makespan.get((layout, "concurrent"), math.nan)
-        alone = g.loc[g["mode"] == "alone", "median_ms"]
-        free = float(alone.max()) if len(alone) and alone.notna().any() else math.nan
-        per_layout[layout] = {
-            "speedup_vs_sequential": ratio(makespan.get((layout, "sequential"), math.nan), conc),
-            "speedup_vs_streams": ratio(makespan.get((layout, "streams"), math.nan), conc),
-            "interference_free_ms": free,
-            "interference": ratio(conc, free),
-            "split_loss": ratio(free, lb),
-            "lower_bound_ms": lb,
-            "efficiency": ratio(lb, conc),
-        }
-    for col in PER_LAYOUT_COLUMNS:
-        s[col] = [per_layout[lay][col] for lay in s["layout"]]
+    s["lower_bound_ms"] = float(bound["lower_bound_ms"])  # one value per run, on every row
+    per_layout = _layout_rows(s).set_index("layout")
+    conc = s["mode"] == "concurrent"  # a layout's comparisons describe its concurrent run only
+    for col in CONCURRENT_COLUMNS:
+        s[col] = s["layout"].map(per_layout[col]).where(conc)
     med = {(r.layout, r.mode, r.workload): r.median_ms for r in s.itertuples()}
-    s["slowdown_vs_alone"] = [ratio(med.get((r.layout, "concurrent", r.workload), math.nan),
-                                     med.get((r.layout, "alone", r.workload), math.nan))
-                              for r in s.itertuples()]
+    s["slowdown_vs_alone"] = [ratio(r.median_ms, med.get((r.layout, "alone", r.workload), math.nan))
+                              if r.mode == "concurrent" else math.nan for r in s.itertuples()]
     s = s.assign(**identity(df))
     s = s[OVERLAP_SUMMARY_COLUMNS].reset_index(drop=True)
     s["requested_sm_count"] = pd.array([None if pd.isna(v) else int(v) for v in s["requested_sm_count"]],
@@ -266,16 +257,25 @@ def layout_table(df: pd.DataFrame) -> pd.DataFrame:
         ``split_sm_count``.
     """
     require_one_run(df, "layout_table")  # a table of two runs would mix their makespans
-    s = _summary_of(df)
+    return _layout_rows(_summary_of(df))
+
+
+def _layout_rows(s: pd.DataFrame) -> pd.DataFrame:
+    """The one place a layout's comparisons are computed: from a summary's makespan medians,
+    its ``alone`` medians and the run's ``lower_bound_ms`` (the summary writes them back on
+    its concurrent rows, :func:`layout_table` shows them)."""
     rows = []
     for layout, g in s.groupby("layout", sort=False):
         ms = g.drop_duplicates("mode").set_index("mode")["makespan_median_ms"]
-        first = g.iloc[0]
-        row = {"layout": layout, "split_sm_count": int(first["split_sm_count"])}
-        for col in LAYOUT_TABLE_COLUMNS[2:]:
-            mode = col[:-3]
-            row[col] = float(ms.get(mode, math.nan)) if col.endswith("_ms") and mode in MODES \
-                else float(first[col])
+        row = {"layout": layout, "split_sm_count": int(g["split_sm_count"].iloc[0])}
+        row.update({f"{m}_ms": float(ms.get(m, math.nan)) for m in MODES if m != "alone"})
+        conc, lb = row["concurrent_ms"], float(g["lower_bound_ms"].iloc[0])
+        alone = g.loc[g["mode"] == "alone", "median_ms"]
+        free = float(alone.max()) if alone.notna().any() else math.nan
+        row.update(speedup_vs_sequential=ratio(row["sequential_ms"], conc),
+                   speedup_vs_streams=ratio(row["streams_ms"], conc), interference_free_ms=free,
+                   interference=ratio(conc, free), split_loss=ratio(free, lb), lower_bound_ms=lb,
+                   efficiency=ratio(lb, conc))
         rows.append(row)
     out = pd.DataFrame(rows, columns=LAYOUT_TABLE_COLUMNS)
     return out.sort_values("split_sm_count", kind="stable").reset_index(drop=True)

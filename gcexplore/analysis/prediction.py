@@ -40,8 +40,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .overlap import makespan_stats
-from .summaries import summarize
+from .overlap import layout_table, makespan_stats
 
 __all__ = [
     "L2_FIT_FRACTION",
@@ -516,7 +515,7 @@ def predict_error(prediction: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFr
     ms = makespan_stats(measured, "concurrent").set_index("layout")["median_ms"]
     inter = pd.Series(dtype=float)
     if (measured["mode"] == "alone").any():
-        inter = summarize(measured).drop_duplicates("layout").set_index("layout")["interference"]
+        inter = layout_table(measured).set_index("layout")["interference"]
     lay = predicted_layouts(prediction)
     lay = lay[lay["layout"].isin(ms.index)]
     m = lay["layout"].map(ms).to_numpy(dtype=float)

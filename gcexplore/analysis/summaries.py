@@ -30,7 +30,10 @@ def summarize(df: pd.DataFrame, trace: pd.DataFrame | None = None) -> pd.DataFra
     ``requested_sm_count``, ``reps``, ``median_ms``, ``p10_ms``, ``p90_ms``, ``iqr_ms``
     (of ``duration_ms``), ``noisy`` (IQR > 10% of the median), ``makespan_median_ms``
     (median over repetitions of the mode's makespan), ``throughput_tflops`` and
-    ``bandwidth_gbs`` (medians), and per layout (the same on all its rows):
+    ``bandwidth_gbs`` (medians), ``lower_bound_ms`` (one value for the run, on every row),
+    and on the concurrent rows only (NaN on the alone, sequential and streams rows, which
+    they do not describe) the layout's comparisons (the same on both its concurrent rows;
+    one row per layout in :func:`layout_table`):
 
     - ``speedup_vs_sequential``: sequential makespan / concurrent makespan (medians);
     - ``speedup_vs_streams``: streams makespan / concurrent makespan;
@@ -66,7 +69,8 @@ def summarize(df: pd.DataFrame, trace: pd.DataFrame | None = None) -> pd.DataFra
     :data:`SPAN_INCLUDES_WAIT` (plain streams) are NaN, with the reason in
     ``attrs["rate_notes"]``. With ``trace`` (the kernel trace of the same run), every
     mode's rates come from GPU-busy time instead and the columns of
-    :func:`gcexplore.busy.trace_summary` are added.
+    :func:`gcexplore.busy.trace_summary` are added; a trace of other workloads or of
+    another run is refused (ValueError, :func:`gcexplore.analysis.trace.require_trace_of`).
     """
     kind = check_result(df, KINDS, "summarize")
     one = {"overlap": summarize_overlap, "sweep": summarize_overlap, "tune": summarize_overlap,

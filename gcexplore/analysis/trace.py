@@ -24,13 +24,14 @@ import numpy as np
 import pandas as pd
 
 from ..results.validate import ResultError, check_trace_rows
-from ..schema import sorted_partitions
+from ..schema import UNTAGGED, sorted_partitions
 from .stats import stats
 
 __all__ = [
     "BUSY_COLUMNS",
     "busy_time",
     "kernel_gaps",
+    "require_trace_of",
     "tpc_map",
     "trace_rates",
     "trace_summary",
@@ -51,6 +52,32 @@ def _require_trace(trace: pd.DataFrame, where: str) -> None:
         raise ValueError(f"{where} needs a kernel trace (columns {need}) from trace=True or "
                          f"gcexplore.kernel_trace(); got {got}")
     check_trace_rows(trace, where)  # finite times in order, no negative counts
+
+
+def _named(values) -> list[str]:
+    return sorted({str(v) for v in values} - {UNTAGGED})
+
+
+def require_trace_of(results: pd.DataFrame, trace: pd.DataFrame, where: str, *, layouts: bool = True) -> None:
+    """Refuse a kernel trace that is not of ``results``: workloads (and, with ``layouts``,
+    layouts) it has that ``results`` lacks, or another run (``run_id``). A ValueError saying
+    both sides and what fits."""
+    _require_trace(trace, where)
+    wl_r, wl_t = _named(results["workload"]), _named(trace["workload"])
+    extra = sorted(set(wl_t) - set(wl_r))
+    if extra:
+        raise ValueError(f"{where}: the kernel trace is of workloads {wl_t}, but the results are of {wl_r}; "
+                         "give the trace recorded with these results (trace=True on the same run)")
+    runs_r = set(results["run_id"].astype(str)) if "run_id" in results.columns else set()
+    runs_t = set(trace["run_id"].astype(str)) if "run_id" in trace.columns else set()
+    if runs_r and runs_t and not runs_r & runs_t:
+        raise ValueError(f"{where}: the kernel trace is of run {sorted(runs_t)}, the results of run {sorted(runs_r)}; "
+                         "give the trace recorded with these results (trace=True on the same run)")
+    lay_t = sorted(set(trace["layout"].astype(str)) - set(results["layout"].astype(str)))
+    if layouts and lay_t:
+        raise ValueError(f"{where}: the kernel trace covers layouts {lay_t} that the results did not measure "
+                         f"(measured: {sorted(set(results['layout'].astype(str)))}); give the trace of "
+                         "these results")
 
 
 def _merge(starts: np.ndarray, ends: np.ndarray) -> list[list]:
@@ -142,7 +169,7 @@ def kernel_gaps(trace: pd.DataFrame, *, min_gap_us: float = 0.0) -> pd.DataFrame
     return pd.DataFrame(rows, columns=GAP_COLUMNS)
 
 
-def trace_rates(df: pd.DataFrame, trace: pd.DataFrame) -> pd.DataFrame:
+def trace_rates(df: pd.DataFrame, trace: pd.DataFrame, *, where: str = "trace_rates") -> pd.DataFrame:
     """An overlap result's rows with their rates taken from the trace's GPU-busy time.
 
     Returns ``df``'s rows that the trace covers (same layout, mode, rep, workload),
@@ -152,6 +179,7 @@ def trace_rates(df: pd.DataFrame, trace: pd.DataFrame) -> pd.DataFrame:
     ``throughput_tflops`` / ``bandwidth_gbs`` recomputed from the GPU-busy time.
     Rows without kernels in the trace are left out.
     """
+    require_trace_of(df, trace, where, layouts=False)
     busy = busy_time(trace)
     cols = ["busy_span_ms", "gpu_busy_ms", "first_start_ms", "idle_ms", "gaps", "kernels"]
     on = [*KEYS, "run_id"] if "run_id" in df.columns and "run_id" in busy.columns else KEYS
@@ -176,7 +204,7 @@ def _median(values) -> float:
     return stats(values)["median_ms"]
 
 
-def trace_summary(df: pd.DataFrame, trace: pd.DataFrame) -> pd.DataFrame:
+def trace_summary(df: pd.DataFrame, trace: pd.DataFrame, *, where: str = "trace_summary") -> pd.DataFrame:
     """Per (layout, mode, workload): medians over repetitions of the traced numbers.
 
     Columns ``layout``, ``mode``, ``workload``, ``reps_traced``, ``event_median_ms``
@@ -184,7 +212,7 @@ def trace_summary(df: pd.DataFrame, trace: pd.DataFrame) -> pd.DataFrame:
     ``idle_median_ms``, ``kernels_per_rep``, ``throughput_tflops`` and
     ``bandwidth_gbs`` (medians of the per-repetition rates from GPU-busy time).
     """
-    r = trace_rates(df, trace)
+    r = trace_rates(df, trace, where=where)
     rows = []
     for (layout, mode, workload), g in r.groupby(["layout", "mode", "workload"], sort=False):
         rows.append({"layout": layout, "mode": mode, "workload": workload, "reps_traced": len(g),
@@ -198,6 +226,10 @@ def trace_summary(df: pd.DataFrame, trace: pd.DataFrame) -> pd.DataFrame:
 
 def tpc_map(trace: pd.DataFrame) -> pd.DataFrame:
     """Which logical TPCs each green context held, from the trace's green-context records.
+
+    A record without a partition name (a green context a :func:`gcexplore.kernel_trace` block's
+    kernels ran in, under a CUPTI id no partition given to the trace had) is named after the one
+    partition given with its SM count that has no mask of its own, else ``"context <id>"``.
 
     Returns
     -------
@@ -217,16 +249,27 @@ def tpc_map(trace: pd.DataFrame) -> pd.DataFrame:
     refused = (trace.attrs.get("cupti_refused") or {}).get("tpc_map")
     if refused:
         raise ResultError(refused)
+    greens = list(trace.attrs.get("green_contexts", []) or [])
     rows = []
-    for g in trace.attrs.get("green_contexts", []) or []:
+    for g in greens:
         words, width = g.get("logical_tpc_mask") or [], int(g.get("mask_word_bits", 64) or 64)
+        name = g.get("partition") or _context_name(g, greens)
         for w, word in enumerate(words):
             bits = int(word, 16) if isinstance(word, str) else int(word)
-            rows.extend({"layout": g.get("layout", ""), "partition": g.get("partition", ""),
+            rows.extend({"layout": g.get("layout", ""), "partition": name,
                          "context_id": int(g.get("context_id", 0)), "sm_count": int(g.get("sm_count", 0)),
                          "num_tpcs": int(g.get("num_tpcs", 0) or 0), "tpc": width * w + i}
                         for i in range(width) if bits >> i & 1)
     return pd.DataFrame(rows, columns=["layout", "partition", "context_id", "sm_count", "num_tpcs", "tpc"])
+
+
+def _context_name(record: dict, greens: list[dict]) -> str:
+    """The partition of an unnamed green-context record: the one partition given to the trace
+    with its SM count and no mask of its own, else ``"context <id>"``."""
+    sms = int(record.get("num_multiprocessors") or record.get("sm_count") or 0)
+    given = {g["partition"] for g in greens if g.get("partition") and not g.get("logical_tpc_mask")
+             and int(g.get("sm_count") or 0) == sms}
+    return given.pop() if len(given) == 1 else f"context {int(record.get('context_id', 0))}"
 
 
 # Measured on the H100 (bench/trace_truth.py): a kernel's CUPTI start can come before its
@@ -242,7 +285,7 @@ def with_trace(summary: pd.DataFrame, df: pd.DataFrame, trace: pd.DataFrame) -> 
     Rows the trace does not cover keep their event-based rates (NaN on plain
     streams); ``attrs["rate_notes"]`` names the modes whose rates came from the trace.
     """
-    t = trace_summary(df, trace)
+    t = trace_summary(df, trace, where="summarize(trace=...)")
     out = summary.drop(columns=[c for c in TRACE_SUMMARY_COLUMNS if c in summary.columns
                                 and c not in ("throughput_tflops", "bandwidth_gbs")])
     out = out.merge(t, on=["layout", "mode", "workload"], how="left", suffixes=("_events", ""))

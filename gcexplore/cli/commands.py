@@ -136,7 +136,7 @@ def _cmd_demo(args) -> int:
 
 def _parse_workload(spec: str) -> tuple[str, dict]:
     """``name`` or ``name:key=value,...`` (e.g. ``spin:us=100``) -> (name, options); no GPU."""
-    from ..workloads.core import parse_builtin
+    from ..workloads.builtins import parse_builtin
 
     try:
         return parse_builtin(spec)
@@ -145,19 +145,14 @@ def _parse_workload(spec: str) -> tuple[str, dict]:
 
 
 def _workload_names(specs) -> list[tuple[str, str, dict]]:
-    out, seen = [], set()
-    for spec in specs:
-        name, kwargs = _parse_workload(spec)
-        key, i = name, 2
-        while key in seen:
-            key, i = f"{name}_{i}", i + 1
-        seen.add(key)
-        out.append((key, name, kwargs))
-    return out
+    from ..workloads.spec import unique_names
+
+    parsed = [_parse_workload(spec) for spec in specs]
+    return [(key, name, kwargs) for key, (name, kwargs) in zip(unique_names([n for n, _ in parsed]), parsed)]
 
 
 def _build_workloads(parsed, device: int) -> dict:
-    from ..workloads.core import builtin
+    from ..workloads.builtins import builtin
 
     return {key: builtin(name, device=device, **kwargs) for key, name, kwargs in parsed}
 
@@ -492,7 +487,7 @@ def _cmd_campaign(args) -> int:
     if args.folder:
         raise _Usage(f"unexpected {args.folder!r}: run `gcexplore campaign SPEC` or `gcexplore campaign status DIR`")
     spec = _read_spec(args.target)
-    from ..experiments.campaign import campaign
+    from ..experiments.campaigns import campaign
 
     folder = args.out or spec.get("folder") or "gcexplore-out/campaign"
     c = campaign(spec["workloads"], spec.get("splits"), experiment=spec.get("experiment", "sweep"),

@@ -107,7 +107,8 @@ def run_demo(out_dir="gcexplore-out", *, device: int = 0, repeats: int = 5,
         extra = {n: _results.load_recorded(n) for n in ("scaling", "isolation") if n in present}
     else:
         from ..analysis import best_split
-        from ..experiments.overlap import occupancy as measure_occupancy, sweep
+        from ..experiments.measure_occupancy import occupancy as measure_occupancy
+        from ..experiments.overlap import sweep
 
         print(f"gcexplore demo: sweeping {' + '.join(PAIR)} over every valid split "
               f"({repeats} repetitions per mode)...", file=out)

@@ -5,12 +5,15 @@ request made before any GPU work). ``gcexplore.profile`` is the profiler's publi
 from .._lazy import face
 
 PUBLIC = {
-    "overlap": ("isolation", "occupancy", "profile_overlap", "scaling", "sweep"),
+    "overlap": ("profile_overlap", "sweep"),
+    "measure_scaling": ("scaling",),
+    "measure_isolation": ("isolation",),
+    "measure_occupancy": ("occupancy",),
     "runner": ("MeasurementAborted", "MeasurementFailed", "MeasurementInterrupted"),
     "engine": ("launch_gap",),
     "tuner": ("tune",),
     "pm": ("DramTimeline", "PmSamplingError", "dram_timeline"),
     "solo": ("card_bandwidth", "load_profiles", "save_profiles", "solo_profile"),
-    "campaign": ("Campaign", "campaign", "register_experiment"),
+    "campaigns": ("Campaign", "campaign", "register_experiment"),
 }
 __all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC)

@@ -24,8 +24,10 @@ from collections.abc import Callable, Mapping
 from ..device.driver import device_count
 from ..results import io as _io
 from ..results.campaign_store import CampaignFolder
-from ..workloads.core import parse_builtin
-from .overlap import isolation, profile_overlap, scaling, sweep
+from ..workloads.builtins import parse_builtin
+from .measure_isolation import isolation
+from .measure_scaling import scaling
+from .overlap import profile_overlap, sweep
 from .tuner import tune
 
 __all__ = ["EXPERIMENTS", "Experiment", "parse_builtin", "register_experiment", "resolve_factory", "run_task"]

@@ -20,7 +20,7 @@ _BUFFER_BYTES = 256 << 20
 
 
 def _workloads(spec: dict):
-    from ..workloads.core import as_workloads
+    from ..workloads.spec import as_workloads
 
     if "factory" in spec:
         module, _, func = spec["factory"].partition(":")

@@ -45,7 +45,7 @@ import numpy as np
 
 from ..device.driver import DeviceInfo, check, device_info, use
 from ..device.partitions import whole_device
-from ..workloads.core import Workload
+from ..workloads.workload import Workload
 
 __all__ = ["Engine", "Nvml", "Slot", "launch_gap", "nvtx_available", "nvtx_range", "spin_samples"]
 
@@ -332,7 +332,7 @@ _gap_cache: dict[int, float] = {}
 
 def spin_samples(engine: Engine, partition, us: float, repeats: int, warmup: int = 3):
     """Event duration and in-kernel ``%globaltimer`` span (both us) of a spin kernel."""
-    from ..workloads.core import spin
+    from ..workloads.builtins import spin
 
     wl = spin(us, device=engine.info.index)
     rec = wl.instrumented()

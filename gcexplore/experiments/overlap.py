@@ -1,136 +1,36 @@
-"""The experiments: overlap, sweep, scaling, isolation and occupancy, as tidy DataFrames.
+"""The overlap experiments: :func:`profile_overlap` (workloads on the partitions of one split,
+in every mode of :data:`gcexplore.schema.MODES`) and :func:`sweep` (the same over every valid
+size of the first partition), and what they share with the tuner and scaling: a mode's
+schedule, one layout measured in every mode (:func:`measure_layout`), one result row
+(:func:`overlap_row`).
 
-- :func:`profile_overlap`: workloads on the partitions of one split, in every mode of
-  :data:`gcexplore.schema.MODES` (``alone``, ``concurrent``, ``sequential``, ``streams``).
-- :func:`sweep`: :func:`profile_overlap` over every valid size of the first partition.
-- :func:`scaling`: one workload alone on each partition size.
-- :func:`isolation`: a latency-critical workload next to a background one, on plain
-  streams and on complementary partitions.
-- :func:`occupancy`: per-block SM ids and times of built-in kernels run concurrently.
-
-Each is a short function over the same set-up and tear-down (:class:`_Run`): the
-options are checked (:class:`gcexplore.schema.Options`), the split and the placement
-of the workloads are checked before anything is compiled or allocated, built-in
-workloads made from names are closed at the end, and the timing engine
-(:mod:`gcexplore.engine`) is closed whatever happens. Derived numbers (statistics,
-speedups, bounds, the best split) live in :mod:`gcexplore.analysis`.
+Adding a timing mode: its description in :data:`gcexplore.schema.MODE_DESCRIPTIONS` and its
+schedule in :func:`_schedule`.
 
 Keeping data: when a workload raises or the user interrupts (Ctrl-C), the call raises
-:class:`~gcexplore.runner.MeasurementFailed` or ``MeasurementInterrupted`` with every
-repetition so far in ``exc.partial`` (:mod:`gcexplore.runner`); ``sweep(...,
-checkpoint=path)`` also keeps each finished layout in a file. ``trace=True`` records
-every kernel with CUPTI as well (:mod:`gcexplore.tracing`) and returns ``(result, trace)``.
+:class:`~gcexplore.experiments.runner.MeasurementFailed` or ``MeasurementInterrupted`` with every
+repetition so far in ``exc.partial`` (:mod:`gcexplore.experiments.runner`); ``sweep(...,
+checkpoint=path)`` also keeps each finished layout in a file. ``trace=True`` records every kernel
+with CUPTI as well (:mod:`gcexplore.trace.collector`) and returns ``(result, trace)``. Derived
+numbers (statistics, speedups, bounds, the best split) live in :mod:`gcexplore.analysis`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Sequence
 
 from ..device import partitions
-from .._checks import as_int, as_seconds_like
-from ..analysis import best_split, sm_busy, summarize
-from ..device.driver import DeviceInfo, device_info, plan_split
+from ..device.driver import plan_split
 from ..device.partitions import Partitioning
-from .request import as_sizes, check_partitioning, fit_workloads, scaling_sizes, sweep_sizes
-from .engine import Engine, Slot, launch_gap, nvtx_range
-from .runner import (Checkpoint, MeasurementAborted, MeasurementFailed, MeasurementInterrupted,
-                     run_layouts)
-from ..schema import MODES, Options, frame, new_run_id
-from ..trace.collector import Collector, traced
-from ..workloads.core import Workload, as_workloads, spin, workload_names
+from ..schema import MODES, Options, new_run_id
+from ..trace.collector import traced
+from .engine import Engine, Slot, nvtx_range
+from .experiment import Experiment, experiment
+from .request import as_sizes, check_partitioning, fit_workloads, sweep_sizes
+from .runner import Checkpoint, run_layouts
 
-__all__ = [
-    "MODES",
-    "MeasurementAborted",
-    "MeasurementFailed",
-    "MeasurementInterrupted",
-    "best_split",
-    "isolation",
-    "launch_gap",
-    "occupancy",
-    "profile_overlap",
-    "scaling",
-    "sm_busy",
-    "summarize",
-    "sweep",
-]
-
-
-# ---------------------------------------------------------------------------
-# Shared set-up and tear-down
-# ---------------------------------------------------------------------------
-
-
-class _Run:
-    """One experiment's device, options, workloads and engine; builds its result frames."""
-
-    def __init__(self, kind: str, info: DeviceInfo, options: Options, wls: list[Workload], run_id: str):
-        self.kind, self.info, self.options, self.wls, self.run_id = kind, info, options, wls, run_id
-        self.engine: Engine | None = None
-        self.trace: Collector | None = None
-        self.gap = math.nan
-        self.extra: dict = {}
-        self._owned: list = []
-
-    def adopt(self, resource):
-        """Close ``resource`` (a workload or recorder) when the run ends."""
-        self._owned.append(resource)
-        return resource
-
-    def frame(self, rows: list[dict]):
-        a = self.info.metadata()
-        a.update(kind=self.kind, recorded=False, run_id=self.run_id, launch_gap_us=self.gap,
-                 **self.options.metadata(self.kind))
-        if self.engine is not None:
-            a.update(self.engine.metadata())
-        a.update(self.extra)
-        return frame(rows, self.kind, a)
-
-
-@contextlib.contextmanager
-def _run(kind: str, workloads, device, options: Options, *, check=None, streams: int = 2):
-    """Set up an experiment.
-
-    ``check(info, names)`` runs before any workload is built or any GPU memory is
-    taken; it may return the run id to use (a resumed sweep's).
-    """
-    info = device_info(device)
-    names = workload_names(workloads)
-    run_id = check(info, names) if check is not None else None
-    wls, made = as_workloads(workloads, device=info.index)
-    run = _Run(kind, info, options, wls, run_id or new_run_id())
-    run._owned.extend(made)
-    try:
-        wrong = [f"{w.name} (device {w.device})" for w in wls if w.device not in (None, info.index)]
-        if wrong:
-            raise ValueError(f"workload(s) {', '.join(wrong)} hold memory of another device and cannot "
-                             f"run on device {info.index} ({info.name}); build them with device={info.index}")
-        run.gap = launch_gap(info.index)
-        run.trace = run.adopt(Collector().start()) if options.trace else None
-        run.engine = Engine(info, streams=max(2, streams, len(wls)), l2_flush=options.l2_flush,
-                            graphs=options.graphs, trace=run.trace)
-        try:
-            yield run
-        finally:
-            run.engine.close()
-    finally:
-        for r in reversed(run._owned):
-            with contextlib.suppress(Exception):
-                r.close()
-
-
-def _partitions(run: _Run, split, given: bool):
-    """The split's partitions: the Partitioning given (left open) or a new one (closed after)."""
-    if given:
-        return contextlib.nullcontext(split)
-    return partitions.split(split, device=run.info.index, rounding=run.options.rounding)
-
-
-# ---------------------------------------------------------------------------
-# profile_overlap / sweep
-# ---------------------------------------------------------------------------
+__all__ = ["measure_layout", "overlap_row", "profile_overlap", "sweep"]
 
 
 def _schedule(mode: str, wls, placed, whole, part_slots, l2_flush: bool):
@@ -145,10 +45,11 @@ def _schedule(mode: str, wls, placed, whole, part_slots, l2_flush: bool):
     if mode == "streams":
         return [([Slot(w, whole, whole.streams[i]) for i, w in enumerate(wls)], False)]
     raise NotImplementedError(f"mode {mode!r} is in gcexplore.schema.MODES but the profiler has no "
-                              "schedule for it (gcexplore.profile._schedule)")
+                              "schedule for it (gcexplore.experiments.overlap)")
 
 
-def _overlap_row(layout, split_k, mode, rep, slot: Slot, start, dur, makespan) -> dict:
+def overlap_row(layout, split_k, mode, rep, slot: Slot, start, dur, makespan) -> dict:
+    """One result row: ``slot``'s workload ran ``dur`` ms from ``start`` in repetition ``rep``."""
     wl, p = slot.workload, slot.partition
 
     def per_sec(amount):
@@ -179,16 +80,20 @@ def _measure_mode(engine: Engine, groups, layout, split_k, mode, opts: Options, 
             per_slot, makespan = engine.run_group(gslots, chain=chain, label=(layout, mode, rep))
             for slot, launches in zip(gslots, per_slot):
                 start, dur = launches[0]
-                rep_rows.append(_overlap_row(layout, split_k, mode, rep, slot, start, dur, makespan))
+                rep_rows.append(overlap_row(layout, split_k, mode, rep, slot, start, dur, makespan))
         rows.extend(rep_rows)
     clock, power = engine.nvml.read()
     for r in rows[first:]:
         r.update(sm_clock_mhz_before=clock0, power_w_before=power0, sm_clock_mhz=clock, power_w=power)
 
 
-def _measure_layout(run: _Run, parts, rows: list[dict]) -> None:
-    """All modes of one layout; appends one row per mode x rep x workload to ``rows``."""
-    engine, wls, opts = run.engine, run.wls, run.options
+def measure_layout(run: Experiment, parts, rows: list[dict], options: Options | None = None) -> None:
+    """All modes of one layout; appends one row per mode x rep x workload to ``rows``.
+
+    ``options`` (default: the run's) set the modes and repetitions; the tuner passes a copy
+    with its own repetition count.
+    """
+    engine, wls, opts = run.engine, run.wls, run.options if options is None else options
     placed = parts.all[:len(wls)]
     part_slots = [Slot(w, p, p.stream) for w, p in zip(wls, placed)]
     try:
@@ -281,10 +186,10 @@ def profile_overlap(workloads, split, *, repeats: int = 20, warmup: int = 3, dev
         fit_workloads(plan, len(names))
         labels.append(plan.label)
 
-    with _run("overlap", workloads, device, opts, check=check) as run:
+    with experiment("overlap", workloads, device, opts, check=check) as run:
         def measure(_, out):
-            with _partitions(run, split, given) as parts:
-                _measure_layout(run, parts, out)
+            with run.partitioned(split) as parts:
+                measure_layout(run, parts, out)
 
         rows, _ = run_layouts([(labels[0], None)], measure, build=run.frame)
         return traced(run.frame(rows), run.trace)
@@ -353,291 +258,13 @@ def sweep(workloads, sm_counts=None, *, others: Sequence[int] = (), repeats: int
             return ckpt.header["run_id"]  # a resumed sweep keeps its first run's id
         return None
 
-    with _run("sweep", workloads, device, opts, check=check) as run:
+    with experiment("sweep", workloads, device, opts, check=check) as run:
         run.extra["resumed_layouts"] = plan.get("resumed", [])
 
         def measure(counts, out):
             with partitions.split(counts, device=run.info.index, rounding=opts.rounding) as parts:
-                _measure_layout(run, parts, out)
+                measure_layout(run, parts, out)
 
         rows, _ = run_layouts(plan["layouts"], measure, build=run.frame, checkpoint=plan.get("ckpt"),
                               progress=progress)
         return traced(run.frame(rows), run.trace)
-
-
-# ---------------------------------------------------------------------------
-# scaling
-# ---------------------------------------------------------------------------
-
-
-def scaling(workload, sm_counts=None, *, repeats: int = 20, warmup: int = 3, device=0,
-            whole_device_too: bool = True, l2_flush: bool = False, graphs: bool = False,
-            progress: bool = True, trace: bool = False):
-    """Time one workload alone on partitions of each size.
-
-    Parameters
-    ----------
-    workload : workload or str
-        A :class:`~gcexplore.workloads.Workload`, a built-in name, or ``fn(*, stream)``.
-    sm_counts : int or sequence of int, optional
-        Partition sizes; default every valid size (8, 16, ..., 128 on the H100).
-    repeats, warmup, l2_flush, graphs, trace
-        As for :func:`profile_overlap` (the trace's layout is the size, its mode "alone").
-    device : int, default 0
-    whole_device_too : bool, default True
-        Also time it on the whole device (primary context; ``requested_sm_count`` NA).
-    progress : bool, default True
-
-    Returns
-    -------
-    pandas.DataFrame
-        One row per size x repetition, columns: ``workload`` (str), ``sm_count`` (int,
-        granted), ``requested_sm_count`` (Int64), ``rep`` (int), ``duration_ms`` (float,
-        event span), ``flops``, ``bytes`` (float, declared, NaN if not),
-        ``throughput_tflops``, ``bandwidth_gbs`` (float), ``device_name``, ``run_id``.
-        ``attrs["kind"] = "scaling"``. :func:`summarize` adds ``speedup`` and
-        ``parallel_efficiency``.
-
-    Raises
-    ------
-    ValueError
-        A size the device cannot give (the message lists the valid ones).
-    MeasurementFailed, MeasurementInterrupted
-        With the rows so far in ``exc.partial``.
-    """
-    opts = Options(repeats=repeats, warmup=warmup, l2_flush=l2_flush, graphs=graphs, trace=trace)
-    sizes: list[int] = []
-
-    def check(info, names):
-        sizes.extend(scaling_sizes(info, sm_counts))
-
-    with _run("scaling", [workload], device, opts, check=check) as run:
-        engine, (wl,) = run.engine, run.wls
-
-        def time_on(part, out):
-            slot, size = Slot(wl, part, part.stream), "device" if part is engine.whole else str(part.sm_count)
-            slot.run = engine.runner(slot)
-            try:
-                for _ in range(opts.warmup):
-                    engine.run_group([slot], label=(size, "alone", None))
-                for rep in range(opts.repeats):
-                    (launches,), makespan = engine.run_group([slot], label=(size, "alone", rep))
-                    row = _overlap_row("", 0, "alone", rep, slot, *launches[0], makespan)
-                    out.append({k: row[k] for k in ("workload", "sm_count", "requested_sm_count", "rep",
-                                                    "duration_ms", "flops", "bytes", "throughput_tflops",
-                                                    "bandwidth_gbs")})
-            finally:
-                engine.drain([part.stream])
-                engine.drop_graphs()
-
-        def measure(k, out):
-            if k is None:
-                time_on(engine.whole, out)
-                return
-            with partitions.split([k], device=run.info.index) as parts:
-                time_on(parts[0], out)
-
-        layouts = [(str(k), k) for k in sizes] + ([("device", None)] if whole_device_too else [])
-        rows, _ = run_layouts(layouts, measure, build=run.frame, progress=progress, desc=f"scaling {wl.name}")
-        return traced(run.frame(rows), run.trace)
-
-
-# ---------------------------------------------------------------------------
-# isolation
-# ---------------------------------------------------------------------------
-
-
-def _isolation_scenario(run: _Run, name, groups, pacer, crit, out, within) -> None:
-    engine, opts = run.engine, run.options
-    for gslots in groups:
-        for s in gslots:
-            s.run = engine.runner(s)
-    for _ in range(opts.warmup):
-        for gslots in groups:
-            engine.run_group(gslots)
-    inside = total = 0
-    for rep in range(opts.repeats):
-        for gslots in groups:
-            per_slot, _ = engine.run_group(gslots, label=(run.extra["layout"], name, rep))
-            ends = [[st + d for st, d in lst] for lst in per_slot]
-            for i, (slot, lst) in enumerate(zip(gslots, per_slot)):
-                if slot.workload is pacer:
-                    continue
-                role = "critical" if slot.workload is crit else "background"
-                for j, (_, dur) in enumerate(lst):
-                    if slot.paced_by is not None:  # from its issue (the pacing end) to its end
-                        dur = ends[i][j] - ends[slot.paced_by][j]
-                    out.append({"scenario": name, "role": role, "workload": slot.workload.name,
-                                "rep": rep, "sm_count": slot.partition.sm_count, "duration_ms": dur})
-            if name != "alone" and len(gslots) == 2:
-                inside += sum(e <= ends[0][-1] for e in ends[1])
-                total += len(ends[1])
-    if total:
-        within[name] = inside / total
-
-
-def isolation(critical, background, split=16, *, repeats: int = 20, warmup: int = 3, device=0,
-              launches: int = 20, pacer_us: float = 50.0, trace: bool = False):
-    """Latency of a critical workload next to a background one: alone, plain streams, partitions.
-
-    NVIDIA's green-context sample as a measurement. In each repetition the background
-    workload runs ``launches + 1`` times back to back on its stream, and the critical
-    workload is launched ``launches`` times on its own stream, launch ``j`` issued
-    (through an event) the moment background launch ``j`` ends, so it arrives while
-    background launch ``j + 1`` is taking the SMs. A critical launch's latency is
-    from that moment to its own end event: waiting for free SMs counts. Scenarios
-    (:data:`gcexplore.schema.SCENARIOS`):
-
-    - ``"alone"``: each on the whole device without the other (the critical launches
-      are paced by a one-block spin of ``pacer_us`` instead of the background);
-    - ``"streams"``: both on plain streams of the whole device (no partitions);
-    - ``"partitioned"``: the critical workload on its own partition of ``split`` SMs,
-      the background on the complementary partition (the remainder).
-
-    Parameters
-    ----------
-    critical, background : workload or str
-        E.g. ``"latency"`` and ``"compute"``; their names must differ.
-    split : int, default 16
-        SMs of the critical partition.
-    repeats, warmup, trace
-        As for :func:`profile_overlap` (20, 3, False; the trace's mode is the scenario).
-    device : int, default 0
-    launches : int, default 20
-        Critical launches per repetition (1 to 10,000).
-    pacer_us : float, default 50
-        Length of the pacing spin in the ``alone`` scenario, in (0, 1e6] us.
-
-    Returns
-    -------
-    pandas.DataFrame
-        Columns: ``scenario`` (str), ``role`` (``"critical"`` or ``"background"``),
-        ``workload`` (str), ``rep`` (int), ``sm_count`` (int: SMs available to it),
-        ``duration_ms`` (float: for the critical role one launch's latency from its
-        issue to its end event, ``launches`` rows per repetition; for the background
-        one launch's event span, ``launches + 1`` rows per repetition),
-        ``device_name``, ``run_id``. ``attrs["kind"] = "isolation"``;
-        ``attrs["critical_within_background"]``: per contended scenario, the fraction
-        of critical launches that ended before the background's last launch did.
-    """
-    opts = Options(repeats=repeats, warmup=warmup, trace=trace)
-    launches = as_int("launches", launches, minimum=1, maximum=10_000)
-    pacer_us = as_seconds_like("pacer_us", pacer_us, unit="microseconds", maximum=1e6)
-    plans = []
-
-    def check(info, names):
-        if len(names) == 2 and names[0] == names[1]:
-            raise ValueError(f"critical and background need different names, both are {names[0]!r}")
-        plan = plan_split(info, split)
-        if len(plan.groups) != 1 or plan.remainder == 0:
-            raise ValueError(f"isolation needs one critical partition and a remainder for the background; "
-                             f"split {plan.requested} gives {plan.label} on {info.name}")
-        plans.append(plan)
-
-    with _run("isolation", [critical, background], device, opts, check=check) as run:
-        crit, bg = run.wls
-        pacer = run.adopt(spin(pacer_us, device=run.info.index, name="pacer"))
-        within: dict[str, float] = {}
-        run.extra.update(layout=plans[0].label, launches=launches, pacer_us=pacer_us,
-                         critical_within_background=within)
-        whole = run.engine.whole
-        s0, s1 = whole.streams[0], whole.streams[1]
-
-        def measure(parts, out):
-            rem, p0 = parts.remainder, parts[0]
-            scenarios = {
-                "alone": [[Slot(bg, whole, s0, launches + 1)],
-                          [Slot(pacer, whole, s0, launches), Slot(crit, whole, s1, launches, 0)]],
-                "streams": [[Slot(bg, whole, s0, launches + 1), Slot(crit, whole, s1, launches, 0)]],
-                "partitioned": [[Slot(bg, rem, rem.stream, launches + 1),
-                                 Slot(crit, p0, p0.stream, launches, 0)]],
-            }
-            try:
-                for name, groups in scenarios.items():
-                    with nvtx_range(f"isolation {name}"):
-                        _isolation_scenario(run, name, groups, pacer, crit, out, within)
-            finally:
-                run.engine.drain([p.stream for p in parts.all])
-
-        with partitions.split(plans[0].requested, device=run.info.index) as parts:
-            rows, _ = run_layouts([(parts.label, parts)], measure, build=run.frame, desc="isolation")
-        return traced(run.frame(rows), run.trace)
-
-
-# ---------------------------------------------------------------------------
-# occupancy
-# ---------------------------------------------------------------------------
-
-
-def _require_instrumentable(items) -> None:
-    bad = [getattr(w, "name", getattr(w, "__name__", repr(w))) for w in items
-           if not (isinstance(w, str) or (isinstance(w, Workload) and w.instrumentable))]
-    if bad:
-        raise ValueError(f"occupancy needs built-in kernels, which record per block; "
-                         f"{', '.join(map(repr, bad))} cannot be instrumented "
-                         "(built-ins: compute, memory, copy, spin, latency)")
-
-
-def occupancy(workloads, split, *, device=0, warmup: int = 1):
-    """Which SM ran each block of built-in kernels run concurrently on their partitions, and when.
-
-    Parameters
-    ----------
-    workloads : mapping or sequence
-        Built-in workloads (see :func:`gcexplore.workloads.builtin`), placed as in
-        :func:`profile_overlap`.
-    split : int, sequence of int, or Partitioning
-    device : int, default 0
-    warmup : int, default 1
-        Uninstrumented concurrent runs first.
-
-    Returns
-    -------
-    pandas.DataFrame
-        One row per block: ``partition`` (str), ``workload`` (str), ``sm_id`` (int,
-        ``%smid``), ``block`` (int, block index in its launch), ``start_ns``, ``end_ns``
-        (int, ``%globaltimer`` relative to the earliest block start of the run),
-        ``device_name``, ``run_id``. ``attrs["kind"] = "occupancy"``,
-        ``attrs["layout"]``, ``attrs["partition_sm_counts"]``.
-
-    Raises
-    ------
-    ValueError
-        A workload is not a built-in kernel (only those record per block), or the
-        split does not fit the workloads.
-    """
-    opts = Options(warmup=warmup)
-    given = isinstance(split, Partitioning)
-    items = workloads.values() if hasattr(workloads, "values") else (
-        [workloads] if isinstance(workloads, (Workload, str)) or callable(workloads) else list(workloads))
-    _require_instrumentable(items)
-
-    def check(info, names):
-        if given:
-            check_partitioning(split, info)
-        fit_workloads(split.plan if given else plan_split(info, split), len(names))
-
-    with _run("occupancy", workloads, device, opts, check=check) as run:
-        with _partitions(run, split, given) as parts:
-            placed = parts.all[:len(run.wls)]
-            recorders = [run.adopt(w.instrumented()) for w in run.wls]
-            plain = [Slot(w, p, p.stream) for w, p in zip(run.wls, placed)]
-            inst = [Slot(r.workload, p, p.stream) for r, p in zip(recorders, placed)]
-            for _ in range(opts.warmup):
-                run.engine.run_group(plain)
-            run.engine.run_group(inst)
-            rows = []
-            for wl, p, rec in zip(run.wls, placed, recorders):
-                r = rec.records(stream=p.stream)
-                rows.extend({"partition": p.name, "workload": wl.name, "sm_id": int(r[b, 0]), "block": b,
-                             "start_ns": int(r[b, 1]), "end_ns": int(r[b, 2])} for b in range(rec.blocks))
-            t0 = min(row["start_ns"] for row in rows)
-            for row in rows:
-                row["start_ns"] -= t0
-                row["end_ns"] -= t0
-            run.extra.update(repeats=1, layout=parts.label,
-                             partition_sm_counts={p.name: p.sm_count for p in placed})
-            return run.frame(rows)
-
-
-experiment, measure_layout = _run, _measure_layout  # public for experiments elsewhere (gcexplore.tune)

@@ -15,8 +15,8 @@ process. The child builds the workloads itself: built-in names, or a factory
 Only the metric sets of :data:`METRIC_SETS` are offered: each was configured, sampled
 and decoded on the GPU named in :data:`VERIFIED`. Sample timestamps share CUPTI's
 activity clock (checked there: the samples before a lone memory kernel read 0% DRAM,
-those inside it 84%), so they line up with the trace's rows through
-``trace.attrs["rep_origins"]``.
+those inside it 84%), so they line up with the trace's rows through each repetition
+group's time zero (``trace.attrs["rep_origins"]``, joined to the rows by their ``group`` column).
 """
 
 from __future__ import annotations
@@ -79,7 +79,8 @@ class DramTimeline(NamedTuple):
 
 
 def _workload_spec(workloads) -> dict:
-    from ..workloads.core import BUILTINS, workload_names
+    from ..workloads.builtins import BUILTINS
+    from ..workloads.spec import workload_names
 
     if isinstance(workloads, str) and ":" in workloads:
         module, _, func = workloads.partition(":")
@@ -289,6 +290,8 @@ def samples_frame(starts, ends, values, metrics: list[str], trace):
     mid = (starts + ends) / 2
     rows = []
     for o, kernels in trace_groups(trace):
+        if "origin_ns" not in o:
+            continue  # no time zero on the GPU clock: nothing to place the samples against
         t0, last_ms = o["origin_ns"], float(kernels["end_ms"].max())
         inside = np.flatnonzero((mid >= t0 - 2 * interval) & (mid <= t0 + last_ms * 1e6 + 2 * interval))
         for i in inside:

@@ -361,7 +361,9 @@ def _next_makespan(st: _State, best: Layout) -> Layout | None:
         low = min(b for b, _ in open_)
         near = [c for b, c in open_ if b <= low * 1.01]
         return min(near, key=lambda c: (sum(abs(a - b) for a, b in zip(st.rank[c], st.rank[best])), c))
-    todo = [c for c in st.neighbours(best) if c not in st.data]
+    # A neighbour predicted unable to beat the answer is not measured (without predictions
+    # prior_low is 0 and every neighbour is).
+    todo = [c for c in st.neighbours(best) if c not in st.data and st.prior_low(c, "makespan") < limit]
     return todo[0] if todo else None
 
 
@@ -489,8 +491,9 @@ def _slo_search(st: _State) -> dict:
             turn += 1
         elif m is None and order[-1] not in st.data:
             probe(order[-1])  # "not met" is said only after the largest partition was measured
-        elif m is not None and order.index(m) > 0 and order[order.index(m) - 1] not in st.data:
-            probe(order[order.index(m) - 1])  # the answer's smaller neighbour, whatever the bound
+        elif (m is not None and order.index(m) > 0 and order[order.index(m) - 1] not in st.data
+              and st.prior_low(order[order.index(m) - 1], "first") <= st.s.slo_ms):
+            probe(order[order.index(m) - 1])  # the answer's smaller neighbour, unless predicted to fail
         else:
             return verdicts
 

@@ -17,8 +17,9 @@ from ..analysis import prediction as model
 from ..analysis.summaries import summarize
 from ..analysis.tuning import gpu_time_ms
 from ..results.io import load, save
-from ..workloads.core import as_workload
-from .overlap import scaling, sweep
+from ..workloads.spec import as_workload
+from .measure_scaling import scaling
+from .overlap import sweep
 
 __all__ = ["card_bandwidth", "load_profiles", "save_profiles", "solo_profile"]
 

@@ -2,7 +2,7 @@
 
 :func:`tune` measures only the concurrent mode, only at the layouts the search in
 :mod:`gcexplore.experiments.search` asks for, with only as many repetitions as its decisions need,
-over the profiler's shared set-up (:func:`gcexplore.profile.experiment`): the same
+over the experiments' shared set-up (:func:`gcexplore.experiments.experiment.experiment`): the same
 checks before the GPU is touched, the same timing engine, the same rows as a sweep's
 concurrent rows plus the search step. Rows measured before a failure or an interrupt
 are kept (``exc.partial``), as in :func:`gcexplore.sweep`.
@@ -14,12 +14,13 @@ import dataclasses
 import itertools
 from collections.abc import Sequence
 
-from ..device import partitions
-from . import overlap as profile
 from .._checks import as_int
+from ..device import partitions
 from ..device.driver import DeviceInfo, GreenContextError, plan_split
-from .runner import run_layouts
 from ..schema import Options
+from .experiment import experiment
+from .overlap import measure_layout
+from .runner import run_layouts
 from .search import Settings, label, search
 
 __all__ = ["candidates", "tune"]
@@ -91,15 +92,13 @@ def _gpu_measure(run, rows: list[dict], visits: list[dict], bar):
     width = len(run.wls)
 
     def measure(layout, n):
-        run.options = dataclasses.replace(base, repeats=n)
         first = len(rows)
         try:
             with partitions.split(list(layout[:-1]), device=run.info.index, rounding=base.rounding) as parts:
                 if parts.label != label(layout):
                     raise GreenContextError(f"asked for layout {label(layout)}, the driver gave {parts.label}")
-                profile.measure_layout(run, parts, rows)
+                measure_layout(run, parts, rows, dataclasses.replace(base, repeats=n))
         finally:
-            run.options = base
             new = rows[first:]
             for r in new:  # search order, and repetitions counted across visits of a layout
                 r["step"] = len(visits)
@@ -211,7 +210,7 @@ def tune(workloads, *, slo_ms: float | None = None, percentile: float = 50.0, ot
         plan.update(names=names, cands=candidates(info, len(names), others=others, sm_counts=sm_counts,
                                                   rounding=opts.rounding), prior=_prior(predict, names))
 
-    with profile.experiment("tune", workloads, device, opts, check=check) as run:
+    with experiment("tune", workloads, device, opts, check=check) as run:
         visits: list[dict] = []
         run.extra.update(settings.metadata(), workloads=plan["names"], visits=visits,
                          candidates=[label(c) for c in plan["cands"]], predicted=plan["prior"] is not None)

@@ -2,5 +2,6 @@
 
 from .._lazy import face
 
-PUBLIC = {"explorer": ("Explorer", "SweepExplorer", "explore"), "compare_explorer": ("CompareExplorer",)}
+PUBLIC = {"explorer": ("Explorer", "explore"), "sweep_explorer": ("SweepExplorer",),
+          "compare_explorer": ("CompareExplorer",)}
 __all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC)

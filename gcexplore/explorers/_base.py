@@ -17,9 +17,14 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from .. import analysis as A
+from ..analysis.trace import require_trace_of
+from ..results.validate import check_result
 from ..views.plot import plot_occupancy
+from ..workloads.spec import unique_names as spec_names
+from .render import render_trace, run_summary
 
-__all__ = ["CSS", "Controller", "catalog", "load_result", "show", "unique_names", "with_builtins"]
+__all__ = ["CSS", "Controller", "TraceView", "catalog", "load_result", "load_trace", "show", "unique_names",
+           "with_builtins"]
 
 #: CSS classes on the main widgets, for browser tests and custom styling.
 CSS = {
@@ -82,6 +87,8 @@ class Controller:
     """What both explorers share: status line, progress bar, outputs, error display."""
 
     _root_class = CSS["root"]
+    results: pd.DataFrame | None = None
+    trace: pd.DataFrame | None = None
 
     def __init__(self):
         self.error_box = W.HTML(value="", layout=W.Layout(display="none"))
@@ -144,6 +151,30 @@ class Controller:
 
     # -- drawing ------------------------------------------------------------------
 
+    def run_summary(self) -> pd.DataFrame:
+        """:func:`~gcexplore.explorers.render.run_summary` of the results (and trace) shown,
+        computed once per pair: the sweep plot and every split's table draw from it."""
+        cached = getattr(self, "_summary", None)
+        if cached is None or cached[0] is not self.results or cached[1] is not self.trace:
+            self._summary = (self.results, self.trace, run_summary(self.results, self.trace))
+        return self._summary[2]
+
+    def trace_at(self, layout: str, *, every_mode: bool = False) -> pd.DataFrame | None:
+        """The trace where it has rows of ``layout``, else None; with ``every_mode``, only where
+        it has every (mode, workload) the results have there (rates from GPU-busy time then
+        replace the event-based ones without leaving a bar out)."""
+        trace = self.trace
+        if trace is None or self.results is None:
+            return None
+        at = trace[trace["layout"] == layout]
+        if at.empty:
+            return None
+        if every_mode:
+            rows = self.results[self.results["layout"] == layout]
+            if not set(zip(rows["mode"], rows["workload"])) <= set(zip(at["mode"], at["workload"])):
+                return None
+        return trace
+
     def _draw(self, key: str, out: W.Output, make: Callable[[], Any]) -> bool:
         """Redraw ``out`` with ``make()``; on failure show the error, keep the old view."""
         try:
@@ -171,7 +202,39 @@ class Controller:
         self._draw("occupancy", self.occupancy_output, lambda: plot_occupancy(occupancy))
 
 
+class TraceView:
+    """The kernel timeline in the occupancy output, where a trace covers the layout."""
+
+    _trace_note: str | None = None
+
+    def _draw_with_trace(self, layout: str, occupancy: pd.DataFrame | None, measured_layout: str | None,
+                         note: str | None = None) -> None:
+        """Occupancy as before; with a trace of ``layout``, its timeline and estimated SM use
+        (after the measured occupancy when that was recorded at ``layout``)."""
+        trace = self.trace_at(layout)
+        if trace is None:
+            if self._trace_note and occupancy is None:
+                note = f"{note or 'no SM occupancy records for this split'}; {self._trace_note}"
+            self._draw_occupancy(occupancy, measured_layout, note)
+            return
+        measured = occupancy is not None and A.occupancy_layout(occupancy) == layout
+        self._draw("occupancy", self.occupancy_output, lambda: (
+            *((plot_occupancy(occupancy),) if measured else ()), *render_trace(trace, layout)))
+
+
 # ------------------------------------------------------------------------- helpers
+
+
+def load_trace(trace, results: pd.DataFrame, where: str) -> pd.DataFrame | None:
+    """A kernel trace (a DataFrame or a recorded name) of ``results``, or None; a trace of other
+    workloads or layouts is refused (ValueError) before anything is drawn."""
+    if trace is None:
+        return None
+    trace = load_result(trace)
+    check_result(trace, "trace", where)
+    require_trace_of(results, trace, where)
+    return trace
+
 
 
 def load_result(obj):
@@ -188,7 +251,7 @@ def load_result(obj):
 def with_builtins(catalog: dict[str, Any]) -> list[str]:
     """The names a workload picker offers: the user's, then the built-ins (added to
     ``catalog`` by name, which the profiler resolves)."""
-    from ..workloads.core import BUILTINS  # lazy, though it only imports the api module
+    from ..workloads.builtins import BUILTINS  # lazy, though it only imports the api module
 
     for b in BUILTINS:
         catalog.setdefault(b, b)
@@ -219,9 +282,5 @@ def catalog(workloads) -> dict[str, Any]:
 
 def unique_names(names: list[str], catalog: dict) -> dict:
     """The chosen workloads in partition order; one workload on two partitions gets a
-    suffix (``"compute#2"``) so every row stays distinguishable."""
-    out, seen = {}, {}
-    for n in names:
-        seen[n] = seen.get(n, 0) + 1
-        out[n if seen[n] == 1 else f"{n}#{seen[n]}"] = catalog[n]
-    return out
+    suffix (``"compute_2"``, as the CLI names it) so every row stays distinguishable."""
+    return {key: catalog[n] for key, n in zip(spec_names(names), names)}

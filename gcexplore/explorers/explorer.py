@@ -1,139 +1,37 @@
-"""ipywidgets front ends: pick a split and workloads, measure, look.
+"""The :class:`Explorer` (and :func:`explore`): pick a split and workloads, measure, look.
 
-Two controllers, each one object that owns its controls and displays itself:
-
-* :class:`Explorer` (and :func:`explore`): split sliders that stop only on sizes the
-  device can give, a workload per partition, repetitions and a Run button; shows the
-  throughput plot, the SM occupancy plot and the summary table.
-* :class:`SweepExplorer`: runs a sweep over every valid split, plots it with the best
-  split marked; choosing a split shows its throughput, occupancy and summary.
-
-Both also work offline over saved results (``from_results``), where the sliders move
-over the measured splits and nothing is measured.
-
-The drawing is done by pure functions (:func:`render_throughput`,
-:func:`render_occupancy`, :func:`render_sweep`, :func:`render_summary`) that take
-result DataFrames and return a Figure or a table; the classes only wire controls to
-them. Importing this module touches no GPU: the API and profiler layers are imported
-inside the live paths only.
+Split sliders that stop only on sizes the device can give, a workload per partition,
+repetitions and a Run button; shows the throughput plot, the SM occupancy plot (with a kernel
+trace: its timeline) and the summary table. Offline, over saved results
+(:meth:`Explorer.from_results`), the sliders move over the measured splits and nothing is
+measured. The drawing is done by the pure functions of :mod:`.render`; this class only wires
+controls to them. Importing this module touches no GPU: the API and profiler layers are
+imported inside the live paths only. :class:`SweepExplorer` lives in :mod:`.sweep_explorer`.
 """
 
 from __future__ import annotations
 
 import html
-from typing import Sequence
 
 import pandas as pd
-from matplotlib.figure import Figure
 
 from .. import analysis as A
-from ..views import plot as _plot
-from ._base import CSS, Controller, W, catalog, load_result, unique_names, with_builtins
-from ..schema import layout_key, parse_layout
-from ..views.tune import plot_tune
 from ..results.validate import check_result
+from ..schema import layout_key, parse_layout
+from ..views import plot as _plot
+from ._base import CSS, Controller, TraceView, W, catalog, load_result, load_trace, unique_names, with_builtins
+from .render import (render_occupancy, render_summary, render_sweep, render_throughput,
+                     render_trace)
+from .sweep_explorer import SweepExplorer
 
-__all__ = [
-    "Explorer",
-    "SweepExplorer",
-    "explore",
-    "render_occupancy",
-    "render_summary",
-    "render_sweep",
-    "render_throughput",
-    "render_trace",
-]
-
-# Columns of gcexplore.summarize shown in the table, in this order, when present.
-_SUMMARY_COLUMNS = (
-    "mode", "workload", "partition", "sm_count", "median_ms", "p10_ms", "p90_ms", "noisy", "makespan_median_ms",
-    "slowdown_vs_alone", "speedup_vs_sequential", "speedup_vs_streams", "lower_bound_ms",
-    "efficiency",
-)
-
-
-# ------------------------------------------------------------------ pure rendering
-
-
-def render_throughput(results: pd.DataFrame, layout: str | None = None) -> Figure:
-    """Throughput figure of one measured layout (see :func:`gcexplore.plot_throughput`)."""
-    return _plot.plot_throughput(results, layout=layout)
-
-
-def render_occupancy(occupancy: pd.DataFrame) -> Figure:
-    """SM occupancy figure of per-block records (see :func:`gcexplore.plot_occupancy`)."""
-    return _plot.plot_occupancy(occupancy)
-
-
-def render_trace(trace: pd.DataFrame, layout: str | None = None) -> tuple[Figure, Figure]:
-    """Kernel timeline and estimated SMs in use of one layout of a kernel trace
-    (see :func:`gcexplore.plot_timeline` and :func:`gcexplore.plot_sm_usage`)."""
-    from ..views.timeline import plot_sm_usage, plot_timeline
-
-    return plot_timeline(trace, layout=layout), plot_sm_usage(trace, layout=layout)
-
-
-def _load_trace(trace, where: str) -> pd.DataFrame | None:
-    if trace is None:
-        return None
-    trace = load_result(trace)
-    check_result(trace, "trace", where)
-    return trace
-
-
-class _TraceView:
-    """The kernel timeline in the occupancy output, where a trace covers the layout."""
-
-    trace: pd.DataFrame | None = None
-    _trace_note: str | None = None
-
-    def _draw_with_trace(self, layout: str, occupancy: pd.DataFrame | None, measured_layout: str | None,
-                         note: str | None = None) -> None:
-        """Occupancy as before; with a trace of ``layout``, its timeline and estimated SM use
-        (after the measured occupancy when that was recorded at ``layout``)."""
-        trace = self.trace
-        if trace is None or not (trace["layout"] == layout).any():
-            if self._trace_note and occupancy is None:
-                note = f"{note or 'no SM occupancy records for this split'}; {self._trace_note}"
-            self._draw_occupancy(occupancy, measured_layout, note)
-            return
-        measured = occupancy is not None and A.occupancy_layout(occupancy) == layout
-        self._draw("occupancy", self.occupancy_output, lambda: (
-            *((_plot.plot_occupancy(occupancy),) if measured else ()), *render_trace(trace, layout)))
-
-
-def render_sweep(results: pd.DataFrame) -> Figure:
-    """Sweep figure with the best split marked (see :func:`gcexplore.plot_sweep`)."""
-    return _plot.plot_sweep(results)
-
-
-def render_summary(results: pd.DataFrame, layout: str | None = None) -> pd.DataFrame:
-    """The summary table of one layout: :func:`gcexplore.summarize` on its rows.
-
-    Parameters
-    ----------
-    results : pandas.DataFrame
-        Overlap or sweep rows.
-    layout : str, optional
-        The layout to summarise; default all of ``results``.
-
-    Returns
-    -------
-    pandas.DataFrame
-        One row per (mode, workload): medians, spread, speedups, lower bound.
-    """
-    rows = results if layout is None else results[results["layout"] == layout]
-    if rows.empty:
-        raise ValueError(f"layout {layout!r} was not measured")
-    summary = A.summarize(rows)
-    cols = [c for c in _SUMMARY_COLUMNS if c in summary.columns]
-    return summary[cols].reset_index(drop=True)
+__all__ = ["Explorer", "SweepExplorer", "explore", "render_occupancy", "render_summary", "render_sweep",
+           "render_throughput", "render_trace"]
 
 
 # ========================================================================= Explorer
 
 
-class Explorer(_TraceView, Controller):
+class Explorer(TraceView, Controller):
     """Choose a split and workloads, run them, and see throughput, occupancy and summary.
 
     Live (a GPU is present), build it with :func:`explore` or ``Explorer(workloads)``;
@@ -236,12 +134,12 @@ class Explorer(_TraceView, Controller):
         occupancy = load_result(occupancy) if occupancy is not None else None
         if occupancy is not None:
             check_result(occupancy, "occupancy", "Explorer.from_results(occupancy=...)")
-        return cls(_offline=(results, occupancy, _load_trace(trace, "Explorer.from_results(trace=...)")))
+        return cls(_offline=(results, occupancy, load_trace(trace, results, "Explorer.from_results(trace=...)")))
 
     def _setup_live(self, workloads, repeats: int) -> None:
-        from .. import api  # lazy: touches the driver
+        from ..device import driver  # lazy: touches the driver
 
-        self.info = api.device_info(self.device)
+        self.info = driver.device_info(self.device)
         self.catalog = catalog(workloads)
         names = list(self.catalog)  # the user's, one per partition
         options = with_builtins(self.catalog)
@@ -376,21 +274,21 @@ class Explorer(_TraceView, Controller):
         self._redraw()
 
     def _measure(self) -> bool:
-        import gcexplore  # lazy: the profiler and the driver
+        from .. import experiments  # lazy: the profiler and the driver
 
         names = [p.value for p in self.workload_pickers]
         workloads = unique_names(names, self.catalog)
         self._progress_start(2, "measuring")
         try:
             try:
-                results, trace = self._profile(gcexplore, workloads)
+                results, trace = self._profile(workloads)
             except Exception as exc:
                 self._show_error(exc, f"measuring {self.layout}")
                 return False
             self._progress_step("occupancy")
             occupancy, self._occupancy_note = None, None
             try:
-                occupancy = gcexplore.occupancy(workloads, self.split, device=self.device)
+                occupancy = experiments.occupancy(workloads, self.split, device=self.device)
             except Exception as exc:  # e.g. a user callable cannot record %smid
                 self._occupancy_note = f"no SM occupancy: {type(exc).__name__}: {exc}"
             self._progress_step()
@@ -401,24 +299,28 @@ class Explorer(_TraceView, Controller):
         self.status.value = "<i>" + html.escape(_plot.figure_stamp(results.attrs)) + "</i>"
         return True
 
-    def _profile(self, gcexplore, workloads):
+    def _profile(self, workloads):
         """``(results, trace)``: the trace None when off or when CUPTI cannot run (then a note)."""
+        from .. import experiments  # lazy: the profiler and the driver
+        from ..trace.collector import TraceUnavailable
+
         kwargs = dict(repeats=int(self.repeats.value), device=self.device)
         self._trace_note = None
         if self.want_trace:
             try:
-                return tuple(gcexplore.profile_overlap(workloads, self.split, trace=True, **kwargs))
-            except gcexplore.TraceUnavailable as exc:
+                return tuple(experiments.profile_overlap(workloads, self.split, trace=True, **kwargs))
+            except TraceUnavailable as exc:
                 self._trace_note = f"no kernel trace: {exc}".splitlines()[0]
-        return gcexplore.profile_overlap(workloads, self.split, **kwargs), None
+        return experiments.profile_overlap(workloads, self.split, **kwargs), None
 
     def _redraw(self) -> None:
         layout = self._shown_layout
         self._draw("throughput", self.plot_output,
-                   lambda: render_throughput(self.results, layout))
+                   lambda: render_throughput(self.results, layout, trace=self.trace_at(layout, every_mode=True)))
         self._draw_with_trace(layout, self.occupancy, None if self.live else layout,
                               getattr(self, "_occupancy_note", None))
-        self._draw("summary", self.table_output, lambda: render_summary(self.results, layout))
+        self._draw("summary", self.table_output,
+                   lambda: render_summary(self.results, layout, summary=self.run_summary()))
 
 
 def explore(workloads=None, device: int = 0, *, repeats: int = 10, trace: bool = False) -> Explorer:
@@ -438,202 +340,3 @@ def explore(workloads=None, device: int = 0, *, repeats: int = 10, trace: bool =
                 "gcexplore.Explorer.from_results(gcexplore.results.load_recorded('sweep'))"
             ) from exc
         raise
-
-
-# ==================================================================== SweepExplorer
-
-
-class SweepExplorer(_TraceView, Controller):
-    """Sweep every split, see the makespan curve with the best split marked, and pick a
-    split to see its throughput, SM occupancy and summary.
-
-    Parameters
-    ----------
-    workloads : mapping or sequence, optional
-        As in :class:`Explorer` (default the built-in pair); the first workload gets
-        the swept partition, the rest share what is left.
-    device : int, default 0
-    repeats : int, default 5
-        Repetitions per mode and layout.
-    sm_counts : list of int, optional
-        The first partition's sizes to sweep; default every valid size.
-
-    Attributes
-    ----------
-    run_button : ipywidgets.Button
-        "Run sweep" (live only; offline it is disabled).
-    tune_button : ipywidgets.Button
-        "Tune": :func:`gcexplore.tune` instead of a sweep (live only; offline disabled).
-    split_slider : ipywidgets.SelectionSlider
-        "split": the measured first-partition sizes; starts at the best split.
-    sweep_output, plot_output, occupancy_output, table_output : ipywidgets.Output
-    progress, error_box : as in :class:`Explorer`
-    results, occupancy : pandas.DataFrame or None
-    """
-
-    _root_class = CSS["sweep_root"]
-
-    def __init__(self, workloads=None, device: int = 0, *, repeats: int = 5,
-                 sm_counts: Sequence[int] | None = None, _offline: tuple | None = None):
-        super().__init__()
-        self.device, self.sm_counts = device, sm_counts
-        self.live = _offline is None
-        self.results: pd.DataFrame | None = None
-        self.occupancy: pd.DataFrame | None = None
-        self._occupancy_cache: dict[str, pd.DataFrame | str] = {}
-        self.sweep_output = W.Output()
-        self.sweep_output.add_class(CSS["sweep"])
-        self.split_slider = W.SelectionSlider(options=[0], value=0, description="split",
-                                              continuous_update=False, disabled=True)
-        self.split_slider.add_class(CSS["split"])
-        self.repeats = W.IntSlider(value=repeats, min=1, max=100, description="repeats",
-                                   continuous_update=False, disabled=not self.live)
-        self.repeats.add_class(CSS["repeats"])
-        self.run_button = W.Button(description="Run sweep", button_style="primary",
-                                   disabled=not self.live)
-        self.run_button.add_class(CSS["run"])
-        self.tune_button = W.Button(description="Tune", disabled=not self.live,
-                                    tooltip="find the best split measuring only a few layouts")
-        self.tune_button.add_class(CSS["tune"])
-        if self.live:
-            from .. import api  # lazy: touches the driver
-
-            self.info = api.device_info(device)
-            self.catalog = catalog(workloads)
-            self.run_button.on_click(lambda _b: self.run())
-            self.tune_button.on_click(lambda _b: self.tune())
-            self.status.value = (f"<i>{html.escape(self.info.name)}: press Run sweep to "
-                                 f"measure {' + '.join(map(html.escape, self.catalog))} at "
-                                 "every split.</i>")
-        self.split_slider.observe(lambda _c: self._show_split(), names="value")
-        self._root = W.VBox([
-            W.HBox([self.run_button, self.tune_button, self.repeats, self.progress]), self.error_box,
-            self.status, self.sweep_output, self.split_slider, self.plot_output,
-            self.occupancy_output, self.table_output])
-        self._root.add_class(self._root_class)
-        if not self.live:
-            results, occupancy, self.trace = _offline
-            self.status.value = ("<i>Recorded results: " + html.escape(
-                _plot.figure_stamp(results.attrs)) + ". Choose a split to see it.</i>")
-            self._set_results(results, occupancy)
-
-    @classmethod
-    def from_results(cls, results, occupancy: pd.DataFrame | None = None, trace=None) -> "SweepExplorer":
-        """A sweep view over saved sweep results (a DataFrame or a recorded name); ``occupancy``
-        and ``trace`` (a kernel trace or a recorded name) as in :meth:`Explorer.from_results`."""
-        results = load_result(results)
-        _plot.require_result(results, ["layout", "split_sm_count", "mode", "rep", "workload",
-                                 "partition", "makespan_ms"], "SweepExplorer.from_results",
-                       "the DataFrame from gcexplore.sweep()")
-        check_result(results, "sweep", "SweepExplorer.from_results")
-        occupancy = load_result(occupancy) if occupancy is not None else None
-        if occupancy is not None:
-            check_result(occupancy, "occupancy", "SweepExplorer.from_results(occupancy=...)")
-        return cls(_offline=(results, occupancy, _load_trace(trace, "SweepExplorer.from_results(trace=...)")))
-
-    @property
-    def layout(self) -> str | None:
-        """The layout of the chosen split (None before a sweep)."""
-        return getattr(self, "_layouts", {}).get(self.split_slider.value)
-
-    def run(self) -> None:
-        """Run the sweep (live), with progress; errors are shown in the widget.
-
-        Rows measured before an error or an interrupt are kept and drawn (the
-        profiler hands them over on the exception, see :func:`gcexplore.sweep`).
-        """
-        import gcexplore  # lazy: the profiler and the driver
-
-        kwargs = dict(repeats=int(self.repeats.value), device=self.device)
-        if self.sm_counts is not None:
-            kwargs["sm_counts"] = list(self.sm_counts)
-        results = self._live("sweeping", "the sweep", lambda: gcexplore.sweep(dict(self.catalog), **kwargs))
-        if results is not None:
-            self._set_results(results, None)
-
-    def tune(self) -> None:
-        """Run the tuner (live): the best split measuring few layouts; its plot replaces
-        the sweep plot and the split slider moves over the layouts it measured, starting at
-        its answer. Rows measured before an error or an interrupt are kept and drawn."""
-        import gcexplore  # lazy: the tuner and the driver
-
-        kwargs = {"device": self.device}
-        if self.sm_counts is not None:
-            kwargs["sm_counts"] = list(self.sm_counts)
-        results = self._live("tuning", "the tuner", lambda: gcexplore.tune(dict(self.catalog), **kwargs))
-        if results is not None and len(results):
-            answer = results.attrs.get("answer")
-            start = int(parse_layout(answer)[0]) if answer else None
-            self._set_results(results, None, draw=plot_tune, start=start)
-            if results.attrs.get("reason"):
-                self.status.value += "<br>" + html.escape(results.attrs["reason"][0])
-
-    def _live(self, doing: str, what: str, call):
-        """``call()`` with progress and errors shown; the partial rows of an aborted run."""
-        self._clear_error()
-        # The profiler's tqdm.auto bar is shown inside sweep_output (a notebook bar there),
-        # replaced by the plot when done.
-        self._progress_start(1, doing)
-        results = None
-        try:
-            with self.sweep_output:
-                results = call()
-        except BaseException as exc:  # noqa: BLE001 - Ctrl-C too: keep and draw the rows
-            self._show_error(exc, what)
-            partial = getattr(exc, "partial", None)  # MeasurementFailed / ...Interrupted
-            if isinstance(partial, pd.DataFrame) and not partial.empty:
-                results = partial
-        finally:
-            self._progress_step()
-            self._progress_done()
-        if results is not None:
-            self.status.value = "<i>" + html.escape(_plot.figure_stamp(results.attrs)) + "</i>"
-        return results
-
-    def _set_results(self, results: pd.DataFrame, occupancy: pd.DataFrame | None, *, draw=None,
-                     start: int | None = None) -> None:
-        self.results, self.occupancy = results, occupancy
-        per_split = results.drop_duplicates("split_sm_count")
-        self._layouts = dict(zip(per_split["split_sm_count"].astype(int), per_split["layout"]))
-        best = start if start is not None else int(parse_layout(A.best_layout(results))[0])
-        self._draw("sweep", self.sweep_output, lambda: (draw or render_sweep)(results))
-        self._updating = True  # options then value: draw once, at the end
-        try:
-            self.split_slider.options = sorted(self._layouts)
-            self.split_slider.value = best
-            self.split_slider.disabled = False
-        finally:
-            self._updating = False
-        self._show_split()
-
-    def _show_split(self) -> None:
-        layout = self.layout
-        if self.results is None or layout is None or getattr(self, "_updating", False):
-            return
-        self._draw("throughput", self.plot_output,
-                   lambda: render_throughput(self.results, layout))
-        if self.live:
-            self._live_occupancy(layout)
-        else:
-            self._draw_with_trace(layout, self.occupancy, layout)
-        self._draw("summary", self.table_output, lambda: render_summary(self.results, layout))
-
-    def _live_occupancy(self, layout: str) -> None:
-        """Occupancy of the chosen split, measured once per split and kept."""
-        import gcexplore
-
-        if layout not in self._occupancy_cache:
-            counts = list(parse_layout(layout)[:len(self.catalog) - 1])
-            try:
-                self._occupancy_cache[layout] = gcexplore.occupancy(
-                    dict(self.catalog), counts, device=self.device)
-            except Exception as exc:  # e.g. user callables cannot record %smid
-                self._occupancy_cache[layout] = f"no SM occupancy: {type(exc).__name__}: {exc}"
-        got = self._occupancy_cache[layout]
-        if isinstance(got, str):
-            self._draw_occupancy(None, layout, got)
-        else:
-            self.occupancy = got
-            self._draw_occupancy(got, None)
-
-

@@ -28,13 +28,13 @@ import pandas as pd
 
 from ..schema import partition_key, sorted_partitions
 
-# Until results/ becomes a package (the layers restructure), this module serves as one
 
 __all__ = ["RECORDED", "ResultFileError", "load", "load_recorded", "recorded_names", "save", "to_chrome_trace"]
 
 #: Names of the recorded results shipped in gcexplore/data (see bench/record.py).
 RECORDED = ("sweep", "scaling", "occupancy", "isolation", "torch_sweep", "trace", "trace_overlap", "occupancy_best",
-            "primary_sms", "bandwidth_sharing", "l2_sharing", "pm", "pm_trace")
+            "primary_sms", "bandwidth_sharing", "l2_sharing", "pm", "pm_trace", "sweep_second", "torch_sweep_second",
+            "sweep_twice", "campaign")
 
 _ATTRS_KEY = b"gcexplore.attrs"
 _FORMATS = ("parquet", "csv")

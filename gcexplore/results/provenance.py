@@ -10,11 +10,15 @@ without identity columns (an older file) is one run only if no repetition appear
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+import numpy as np
 import pandas as pd
 
 from ..schema import kind_of
 
-__all__ = ["RUN_COLUMNS", "identity", "per_run", "repeated_rows", "require_one_run", "run_columns", "runs"]
+__all__ = ["RUN_COLUMNS", "identity", "per_run", "repeated_rows", "require_one_run", "run_columns", "runs",
+           "stamp_text"]
 
 #: The columns that together name a run, where a result has them.
 RUN_COLUMNS = ("run_id", "device_uuid", "device_index", "device_name")
@@ -121,3 +125,27 @@ def identity(df: pd.DataFrame) -> dict:
         return {"device_name": str(df["device_name"].iloc[0]) if "device_name" in df.columns else "",
                 "run_id": str(df["run_id"].iloc[0])}
     return {"device_name": str(df.attrs.get("device_name", "")), "run_id": str(df.attrs.get("run_id", ""))}
+
+
+def stamp_text(source: pd.DataFrame | Mapping) -> str:
+    """Where a result's numbers were measured: device, recorded or live, date (one line).
+
+    ``source`` is a result (its ``attrs`` are read) or its ``attrs``: keys ``device_name``,
+    ``device_sm_count``, ``date``, ``recorded`` and ``driver_version`` when present. E.g.
+    ``"NVIDIA H100 80GB HBM3 (132 SMs, driver 13.0) · recorded 2025-11-26"``. Figures carry it
+    as their title (:func:`gcexplore.views.plot.figure_stamp`), text reports as their head line.
+    """
+    attrs = source.attrs if isinstance(source, pd.DataFrame) else source
+    name = attrs.get("device_name") or "unknown device"
+    details = []
+    if attrs.get("device_sm_count"):
+        details.append(f"{attrs['device_sm_count']} SMs")
+    drv = attrs.get("driver_version")
+    if isinstance(drv, (int, np.integer)) and not isinstance(drv, bool) and drv > 0:
+        details.append(f"driver {drv // 1000}.{(drv % 1000) // 10}")
+    elif isinstance(drv, str) and drv:
+        details.append(f"driver {drv}")  # DeviceInfo.metadata() stores "13.0"
+    device = f"{name} ({', '.join(details)})" if details else name
+    date = str(attrs["date"])[:10] if attrs.get("date") else ", date unknown"
+    how = "recorded" if attrs.get("recorded") else "measured live"
+    return f"{device} · {how}{'' if date.startswith(',') else ' '}{date}"

@@ -211,18 +211,17 @@ def check_pm_matches(samples: pd.DataFrame, trace: pd.DataFrame, where: str) -> 
 
 
 def check_trace_matches(df: pd.DataFrame, trace: pd.DataFrame, where: str, kind: str = "overlap") -> None:
-    """ResultError unless ``trace`` is the kernel trace of ``df`` (a result of ``kind``): an
-    overlap or sweep result, one run each, the same run (identity columns, where both have
-    them), and the trace's workloads and repetitions among ``df``'s."""
+    """ResultError unless ``trace`` can be the kernel trace of ``df`` (a result of ``kind``): an
+    overlap or sweep result, one run each, the same run (run id and device, where both have
+    them), and some of ``df``'s repetitions traced. A trace of other workloads is left to
+    :func:`gcexplore.analysis.trace.require_trace_of`, which names them."""
     if kind not in ("overlap", "sweep"):
         raise ResultError(f"{where} takes trace= with an overlap or sweep result (its rates come from the "
                           f"trace's GPU-busy time), not with {_a(kind)} result; summarize the trace on its own")
     check_result(trace, "trace", f"{where}(trace=...)")
+    if not set(map(str, trace["workload"])) & set(map(str, df["workload"])):
+        return  # other workloads altogether: require_trace_of says which
     _same_run(df, trace, where, "result")
-    extra = sorted(set(map(str, trace["workload"])) - set(map(str, df["workload"])))
-    if extra:
-        raise ResultError(f"{where}: the trace holds workloads {extra} that the result does not "
-                          f"({sorted(set(map(str, df['workload'])))}); pass the trace recorded with this result")
     keys = ["layout", "mode", "rep", "workload"]
     common = trace[keys].drop_duplicates().merge(df[keys].drop_duplicates(), on=keys)
     if trace.shape[0] and common.empty:
@@ -230,7 +229,6 @@ def check_trace_matches(df: pd.DataFrame, trace: pd.DataFrame, where: str, kind:
                           f"{sorted(set(map(str, trace['layout'])))}, modes {sorted(set(map(str, trace['mode'])))}; "
                           f"result layouts {sorted(set(map(str, df['layout'])))}); pass the trace recorded with "
                           "this result")
-
 
 
 def require_columns(df: pd.DataFrame, needed, where: str) -> None:

@@ -409,11 +409,10 @@ class Collector:
         return {}
 
     def green_contexts(self) -> list[dict]:
-        """The watched partitions' context records: SMs, TPCs and the logical TPC mask.
-
-        From GREEN_CONTEXT records where CUPTI sent one, else from CONTEXT records,
-        else from gcexplore's own partition (``source`` says which).
-        """
+        """The watched partitions' context records: SMs, TPCs and the logical TPC mask, from
+        GREEN_CONTEXT records where CUPTI sent one, else from CONTEXT records, else from
+        gcexplore's own partition (``source`` says which); and, unnamed, the GREEN_CONTEXT records
+        of contexts the kernels ran in that nobody watched (``tpc_map`` names them)."""
         out = []
         layouts: dict[int, str] = {}
         for r in self._rows:
@@ -423,19 +422,19 @@ class Collector:
                                                     "num_multiprocessors": sm_count})
             rec.update(partition=name, layout=layouts.get(cid, ""), sm_count=sm_count)
             out.append(rec)
-        return out
+        seen = {cid: _CONTEXTS_SEEN.get(cid) or {} for cid in layouts.keys() - self._contexts.keys()}
+        return out + [{**rec, "partition": "", "layout": layouts[cid], "sm_count": int(rec["num_multiprocessors"])}
+                      for cid, rec in seen.items() if rec.get("source") == "GREEN_CONTEXT"]
 
     def rep_origins(self) -> list[dict]:
-        """``{layout, mode, rep, origin_ns, workloads}`` of every measured repetition (group) so far.
-
-        ``alone`` runs one group per workload and repetition, hence ``workloads``.
-        """
+        """``{layout, mode, rep, group, origin_ns, workloads}`` of every measured repetition so far;
+        ``group`` is the rows' ``group`` column (what joins them, :func:`gcexplore.schema.trace_groups`)."""
         names: dict[int, set] = {}
         for group, role, workload, _, _ in self._tags.values():
             if role == "workload":
                 names.setdefault(group, set()).add(workload)
-        return [{"layout": lab[0], "mode": lab[1], "rep": int(lab[2]), "origin_ns": int(self._gates[g]),
-                 "workloads": sorted(names.get(g, ()))}
+        return [{"layout": lab[0], "mode": lab[1], "rep": int(lab[2]), "group": int(g),
+                 "origin_ns": int(self._gates[g]), "workloads": sorted(names.get(g, ()))}
                 for g, lab in self._groups.items() if lab is not None and lab[2] is not None and g in self._gates]
 
     def diagnostics(self) -> dict[str, int]:

@@ -17,10 +17,10 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
+from ..schema import UNTAGGED
+
 __all__ = ["KERNEL_INTS", "UNTAGGED", "context_record", "copy_record", "demangle", "gate_ends",
            "kernel_record", "trace_rows"]
-
-UNTAGGED = "(untagged)"
 
 
 # ---------------------------------------------------------------------------
@@ -135,8 +135,9 @@ def gate_ends(records, ext, tags) -> dict[int, int]:
     return ends
 
 
-def _row(r: dict, label, workload: str, launch: int, where: tuple[str, int], t0: int) -> dict:
-    row = {"layout": label[0], "mode": label[1], "rep": label[2], "workload": workload, "launch": launch,
+def _row(r: dict, label, group: int, workload: str, launch: int, where: tuple[str, int], t0: int) -> dict:
+    row = {"layout": label[0], "mode": label[1], "rep": label[2], "group": group, "workload": workload,
+           "launch": launch,
            "partition": where[0], "sm_count": where[1], "stream_id": r["stream_id"],
            "activity": r["activity"], "name": demangle(r["name"]),
            "start_ms": (r["start"] - t0) / 1e6, "end_ms": (r["end"] - t0) / 1e6}
@@ -172,7 +173,8 @@ def trace_rows(records: Sequence[dict], ext: Mapping[int, int], tags: Mapping[in
         External id -> ``(group, role, workload, partition, launch)``; role is
         ``"gate"``, ``"settle"``, ``"workload"`` (or ``"probe"``).
     groups : mapping
-        Group -> ``(layout, mode, rep)``; rep None (or no label) marks warm-up (left out).
+        Group -> ``(layout, mode, rep)``; rep None (or no label) marks warm-up (left out). A
+        row's ``group`` column is its group (-1: a user's kernel outside any region).
     contexts : mapping
         Context id -> ``(partition name, sm_count)`` of the partitions watched.
     greens : mapping, optional
@@ -215,6 +217,6 @@ def trace_rows(records: Sequence[dict], ext: Mapping[int, int], tags: Mapping[in
             where = (f"context {r['context_id']}", 0)
         if tag[3] and where[0] != tag[3]:
             diag["partition_mismatch"] += 1
-        rows.append(_row(r, label, tag[2], tag[4], where, t0))
+        rows.append(_row(r, label, -1 if tag[0] is None else tag[0], tag[2], tag[4], where, t0))
     diag["rows"] = len(rows)
     return rows, diag

@@ -25,7 +25,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from .. import analysis as A
-from ..results.provenance import require_one_run
+from ..results.provenance import require_one_run, stamp_text
 from ..results.validate import check_result
 from ..schema import MODE_DESCRIPTIONS, MODES, SCENARIOS, layout_key, partition_key, sorted_partitions
 
@@ -105,19 +105,7 @@ def figure_stamp(attrs: dict) -> str:
     str
         E.g. ``"NVIDIA H100 80GB HBM3 (132 SMs, driver 13.0) · recorded 2025-11-26"``.
     """
-    name = attrs.get("device_name") or "unknown device"
-    details = []
-    if attrs.get("device_sm_count"):
-        details.append(f"{attrs['device_sm_count']} SMs")
-    drv = attrs.get("driver_version")
-    if isinstance(drv, (int, np.integer)) and not isinstance(drv, bool) and drv > 0:
-        details.append(f"driver {drv // 1000}.{(drv % 1000) // 10}")
-    elif isinstance(drv, str) and drv:
-        details.append(f"driver {drv}")  # DeviceInfo.metadata() stores "13.0"
-    device = f"{name} ({', '.join(details)})" if details else name
-    date = str(attrs["date"])[:10] if attrs.get("date") else ", date unknown"
-    how = "recorded" if attrs.get("recorded") else "measured live"
-    return f"{device} · {how}{'' if date.startswith(',') else ' '}{date}"
+    return stamp_text(attrs)
 
 
 def stamp(fig: Figure, df: pd.DataFrame) -> None:

@@ -13,7 +13,7 @@ import math
 import pandas as pd
 
 from .. import analysis as A
-from .plot import figure_stamp
+from ..results.provenance import stamp_text
 
 __all__ = ["layout_report", "verdict", "outcome_sentence", "bound_sentence"]
 
@@ -84,7 +84,7 @@ def layout_report(df: pd.DataFrame) -> str:
     """
     summary = A.summarize(df)
     table = A.layout_table(summary)
-    head = f"{' + '.join(A.workload_order(df))} — {figure_stamp(df.attrs)}"
+    head = f"{' + '.join(A.workload_order(df))} — {stamp_text(df)}"
     if not (summary["mode"] == "concurrent").any():
         return f"{head}\n{table.drop(columns='split_sm_count').to_string(index=False)}"
     best = A.best_split(summary)

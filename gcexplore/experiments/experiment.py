@@ -1,0 +1,100 @@
+"""What every experiment shares: its set-up and tear-down (:func:`experiment`) and the state it
+runs with (:class:`Experiment`).
+
+The options are checked (:class:`gcexplore.schema.Options`), the caller's ``check`` sees the
+device and the workload names before anything is compiled or allocated, built-in workloads made
+from names are closed at the end, and the timing engine (:mod:`gcexplore.experiments.engine`) is
+closed whatever happens. :meth:`Experiment.frame` turns rows into the result kind's tidy frame.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+
+from ..device import partitions
+from ..device.driver import DeviceInfo, device_info
+from ..device.partitions import Partitioning
+from ..schema import Options, frame, new_run_id
+from ..trace.collector import Collector
+from ..workloads.spec import as_workloads, workload_names
+from ..workloads.workload import Workload
+from .engine import Engine, launch_gap
+
+__all__ = ["Experiment", "experiment"]
+
+
+class Experiment:
+    """One experiment's device, options, workloads and engine; builds its result frames.
+
+    ``options`` is fixed for the run; a caller that measures with other settings (the tuner's
+    repetition counts) passes its own :class:`Options` to the measuring function.
+    """
+
+    def __init__(self, kind: str, info: DeviceInfo, options: Options, wls: list[Workload], run_id: str):
+        self.kind, self.info, self.options, self.wls, self.run_id = kind, info, options, wls, run_id
+        self.engine: Engine | None = None
+        self.trace: Collector | None = None
+        self.gap = math.nan
+        self.extra: dict = {}
+        self._owned: list = []
+
+    def adopt(self, resource):
+        """Close ``resource`` (a workload or recorder) when the run ends."""
+        self._owned.append(resource)
+        return resource
+
+    def partitioned(self, split):
+        """The split's partitions: a Partitioning given (left open) or a new one (closed after)."""
+        if isinstance(split, Partitioning):
+            return contextlib.nullcontext(split)
+        return partitions.split(split, device=self.info.index, rounding=self.options.rounding)
+
+    def frame(self, rows: list[dict]):
+        a = self.info.metadata()
+        a.update(kind=self.kind, recorded=False, run_id=self.run_id, launch_gap_us=self.gap,
+                 **self.options.metadata(self.kind))
+        if self.engine is not None:
+            a.update(self.engine.metadata())
+        a.update(self.extra)
+        return frame(rows, self.kind, a)
+
+    def close_owned(self) -> None:
+        for r in reversed(self._owned):
+            with contextlib.suppress(Exception):
+                r.close()
+
+
+def _foreign(run: Experiment) -> None:
+    wrong = [f"{w.name} (device {w.device})" for w in run.wls if w.device not in (None, run.info.index)]
+    if wrong:
+        raise ValueError(f"workload(s) {', '.join(wrong)} hold memory of another device and cannot "
+                         f"run on device {run.info.index} ({run.info.name}); build them with device={run.info.index}")
+
+
+@contextlib.contextmanager
+def experiment(kind: str, workloads, device, options: Options, *, check=None, streams: int = 2):
+    """Set up an experiment of result kind ``kind``; yields an :class:`Experiment`.
+
+    ``check(info, names)`` runs before any workload is built or any GPU memory is
+    taken; it may return the run id to use (a resumed sweep's).
+    """
+    info = device_info(device)
+    names = workload_names(workloads)
+    run_id = check(info, names) if check is not None else None
+    wls, made = as_workloads(workloads, device=info.index)
+    run = Experiment(kind, info, options, wls, run_id or new_run_id())
+    for w in made:
+        run.adopt(w)
+    try:
+        _foreign(run)
+        run.gap = launch_gap(info.index)
+        run.trace = run.adopt(Collector().start()) if options.trace else None
+        run.engine = Engine(info, streams=max(2, streams, len(wls)), l2_flush=options.l2_flush,
+                            graphs=options.graphs, trace=run.trace)
+        try:
+            yield run
+        finally:
+            run.engine.close()
+    finally:
+        run.close_owned()

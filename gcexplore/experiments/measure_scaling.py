@@ -1,0 +1,86 @@
+"""The scaling experiment: one workload alone on partitions of each size (and the whole device)."""
+
+from __future__ import annotations
+
+from ..device import partitions
+from ..schema import Options
+from ..trace.collector import traced
+from .engine import Slot
+from .experiment import experiment
+from .overlap import overlap_row
+from .request import scaling_sizes
+from .runner import run_layouts
+
+__all__ = ["scaling"]
+
+
+def scaling(workload, sm_counts=None, *, repeats: int = 20, warmup: int = 3, device=0,
+            whole_device_too: bool = True, l2_flush: bool = False, graphs: bool = False,
+            progress: bool = True, trace: bool = False):
+    """Time one workload alone on partitions of each size.
+
+    Parameters
+    ----------
+    workload : workload or str
+        A :class:`~gcexplore.workloads.Workload`, a built-in name, or ``fn(*, stream)``.
+    sm_counts : int or sequence of int, optional
+        Partition sizes; default every valid size (8, 16, ..., 128 on the H100).
+    repeats, warmup, l2_flush, graphs, trace
+        As for :func:`profile_overlap` (the trace's layout is the size, its mode "alone").
+    device : int, default 0
+    whole_device_too : bool, default True
+        Also time it on the whole device (primary context; ``requested_sm_count`` NA).
+    progress : bool, default True
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per size x repetition, columns: ``workload`` (str), ``sm_count`` (int,
+        granted), ``requested_sm_count`` (Int64), ``rep`` (int), ``duration_ms`` (float,
+        event span), ``flops``, ``bytes`` (float, declared, NaN if not),
+        ``throughput_tflops``, ``bandwidth_gbs`` (float), ``device_name``, ``run_id``.
+        ``attrs["kind"] = "scaling"``. :func:`summarize` adds ``speedup`` and
+        ``parallel_efficiency``.
+
+    Raises
+    ------
+    ValueError
+        A size the device cannot give (the message lists the valid ones).
+    MeasurementFailed, MeasurementInterrupted
+        With the rows so far in ``exc.partial``.
+    """
+    opts = Options(repeats=repeats, warmup=warmup, l2_flush=l2_flush, graphs=graphs, trace=trace)
+    sizes: list[int] = []
+
+    def check(info, names):
+        sizes.extend(scaling_sizes(info, sm_counts))
+
+    with experiment("scaling", [workload], device, opts, check=check) as run:
+        engine, (wl,) = run.engine, run.wls
+
+        def time_on(part, out):
+            slot, size = Slot(wl, part, part.stream), "device" if part is engine.whole else str(part.sm_count)
+            slot.run = engine.runner(slot)
+            try:
+                for _ in range(opts.warmup):
+                    engine.run_group([slot], label=(size, "alone", None))
+                for rep in range(opts.repeats):
+                    (launches,), makespan = engine.run_group([slot], label=(size, "alone", rep))
+                    row = overlap_row("", 0, "alone", rep, slot, *launches[0], makespan)
+                    out.append({k: row[k] for k in ("workload", "sm_count", "requested_sm_count", "rep",
+                                                    "duration_ms", "flops", "bytes", "throughput_tflops",
+                                                    "bandwidth_gbs")})
+            finally:
+                engine.drain([part.stream])
+                engine.drop_graphs()
+
+        def measure(k, out):
+            if k is None:
+                time_on(engine.whole, out)
+                return
+            with partitions.split([k], device=run.info.index) as parts:
+                time_on(parts[0], out)
+
+        layouts = [(str(k), k) for k in sizes] + ([("device", None)] if whole_device_too else [])
+        rows, _ = run_layouts(layouts, measure, build=run.frame, progress=progress, desc=f"scaling {wl.name}")
+        return traced(run.frame(rows), run.trace)
