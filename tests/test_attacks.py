@@ -18,9 +18,16 @@ import _synthetic_trace as T
 import gcexplore as gx
 from gcexplore.analysis.occupancy_estimate import LIMITS, blocks_per_sm
 from gcexplore.experiments import pm
+from gcexplore.trace import collector as tracing
 from gcexplore.results.validate import ResultError
 from gcexplore.schema import kind_of
 from test_pm import _samples, _trace
+
+
+@pytest.fixture(autouse=True)
+def _fresh_context_records(monkeypatch):
+    """The synthetic collector's context records stay in this test (the collector keeps them per process)."""
+    monkeypatch.setattr(tracing, "_CONTEXTS_SEEN", {})
 
 
 def _traced():
