@@ -18,6 +18,7 @@ import _synthetic_trace as T
 import gcexplore as gx
 from gcexplore.analysis.occupancy_estimate import LIMITS, blocks_per_sm
 from gcexplore.experiments import pm
+from gcexplore.experiments import search as SE
 from gcexplore.trace import collector as tracing
 from gcexplore.results.validate import ResultError
 from gcexplore.schema import kind_of
@@ -265,8 +266,6 @@ def test_labels_that_fit_their_columns_still_decide():
 
 
 # --------------------------------------------------------------------- regressions: the tuner
-
-from gcexplore.experiments import search as SE  # noqa: E402
 
 PAIRS = [(k, 132 - k) for k in range(8, 129, 8)]
 
