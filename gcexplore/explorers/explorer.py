@@ -102,9 +102,9 @@ class _TraceView:
             *((_plot.plot_occupancy(occupancy),) if measured else ()), *render_trace(trace, layout)))
 
 
-def render_sweep(results: pd.DataFrame) -> Figure:
-    """Sweep figure with the best split marked (see :func:`gcexplore.plot_sweep`)."""
-    return _plot.plot_sweep(results)
+def render_sweep(results: pd.DataFrame, chosen: str | None = None) -> Figure:
+    """Sweep figure with the best split and the chosen one marked (see :func:`gcexplore.plot_sweep`)."""
+    return _plot.plot_sweep(results, chosen=chosen)
 
 
 def render_summary(results: pd.DataFrame, layout: str | None = None) -> pd.DataFrame:
@@ -596,7 +596,9 @@ class SweepExplorer(_TraceView, Controller):
         per_split = results.drop_duplicates("split_sm_count")
         self._layouts = dict(zip(per_split["split_sm_count"].astype(int), per_split["layout"]))
         best = start if start is not None else int(parse_layout(A.best_layout(results))[0])
-        self._draw("sweep", self.sweep_output, lambda: (draw or render_sweep)(results))
+        self._sweep_draw = draw  # None: the sweep is redrawn with the chosen split marked
+        if draw is not None:
+            self._draw("sweep", self.sweep_output, lambda: draw(results))
         self._updating = True  # options then value: draw once, at the end
         try:
             self.split_slider.options = sorted(self._layouts)
@@ -610,6 +612,8 @@ class SweepExplorer(_TraceView, Controller):
         layout = self.layout
         if self.results is None or layout is None or getattr(self, "_updating", False):
             return
+        if getattr(self, "_sweep_draw", None) is None:
+            self._draw("sweep", self.sweep_output, lambda: render_sweep(self.results, layout))
         self._draw("throughput", self.plot_output,
                    lambda: render_throughput(self.results, layout))
         if self.live:

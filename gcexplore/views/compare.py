@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 
 # Old-layout imports, collected here so they can be re-pointed in one place.
 from ..analysis.comparison import Comparison, compare
-from .plot import figure_stamp, new_figure
+from ._style import figure_stamp, new_figure
 
 __all__ = ["describe", "plot_compare", "plain"]
 
