@@ -83,7 +83,8 @@ def plot_sweep(df: pd.DataFrame, *, summary: pd.DataFrame | None = None, chosen:
         b = A.baseline_choice(df, best["layout"])
         # the line drawn is the median sequential; the summary's speedup uses the one next to the split
         vs = (f", {b['speedup_median']:.2f}x vs the sequential line"
-              + (f" ({b['speedup_next']:.2f}x vs the one measured next to it)" if b["layouts"] > 1 else ""))
+              + (f" ({b['speedup_next']:.2f}x vs the one measured next to it)"
+                 if f"{b['speedup_next']:.2f}" != f"{b['speedup_median']:.2f}" else ""))
     ax.plot([best["split_sm_count"]], [best["concurrent_ms"]], marker="*", ms=16, color="gold",
             markeredgecolor="black", linestyle="none", zorder=5,
             label=f"best split {best['layout']}: {best['concurrent_ms']:.3g} ms{vs}", gid="best")
