@@ -538,3 +538,13 @@ def test_traced_plain_streams_rates_are_marked_lower_bounds():
     assert bars and all(b.get_hatch() == "//" for b in bars)
     plain = P.plot_throughput(df)  # without the trace no streams rate is drawn at all
     assert not [t for ax in plain.axes for t in ax.texts if (t.get_gid() or "").startswith("lower_bound:")]
+
+
+def test_a_withheld_rate_keeps_its_slot_inside_the_axes():
+    fig = P.plot_throughput(S.sweep_df())
+    for ax in fig.axes:
+        withheld = [t for t in ax.texts if (t.get_gid() or "").startswith("withheld:")]
+        assert withheld
+        lo, hi = ax.get_xlim()
+        for t in withheld:
+            assert lo < t.get_position()[0] - 0.4 and t.get_position()[0] + 0.4 < hi

@@ -255,6 +255,7 @@ def plot_throughput(df: pd.DataFrame, *, layout: str | None = None, metric: str 
         ax.text(0.99, 0.99, "median; bars: p10–p90", transform=ax.transAxes, ha="right", va="top",
                 fontsize=7, color="0.3")
         ax.set_xticks(range(len(labels)), labels, fontsize=7)
+        ax.set_xlim(-0.6, len(labels) - 0.4)  # a withheld rate has no bar but keeps its slot inside the axes
         ax.set_ylabel(metric_label(metric_used) + (", from GPU-busy time" if trace is not None else ""))
         ax.set_title(f"{workload} — layout {layout}", fontsize=10)
         ax.set_ylim(0, max((d[2] for d in drawn if np.isfinite(d[2])), default=1.0) * 1.18)
