@@ -226,10 +226,29 @@ def _l2_limits_are_said(out):
     assert not any(f"at {w:.1f} MiB each" in l2_line for w in bound.index)
 
 
+def _dram_sentence_from_its_medians(out):
+    """03 §4: together set beside the larger alone median, never "do not add up"."""
+    import gcexplore
+
+    from gcexplore.results import recorded_names as present
+
+    if not {"pm", "pm_trace"} <= set(present()):
+        return
+    pm_sum = gcexplore.dram_summary(_recorded("pm"), _recorded("pm_trace"))
+    med = pm_sum.groupby(["mode", "workload"])[["dram_pct", "sm_active_pct"]].median()
+    h = gcexplore.analysis.dram_headline(med.reset_index())
+    line = _line(out, "sampled every")
+    assert f"(medians over {pm_sum['rep'].nunique()} repetitions)" in line
+    assert f"together {h['together']:.0f}%" in line
+    if h["verdict"] == "no more than one alone":
+        assert f"no more than {h['top']} alone" in line
+    assert "add up" not in line
+
+
 SENTENCES = {
     "01_quickstart.ipynb": (_alone_01,),
     "02_sweeping_sm_splits.ipynb": (_bimodal_waits_are_both_named, _torch_baseline_is_named, _alone_02),
-    "03_sm_isolation.ipynb": (_busy_is_a_share_of_the_run, _l2_limits_are_said),
+    "03_sm_isolation.ipynb": (_busy_is_a_share_of_the_run, _l2_limits_are_said, _dram_sentence_from_its_medians),
 }
 
 
