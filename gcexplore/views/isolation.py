@@ -9,10 +9,8 @@ from matplotlib.figure import Figure
 from .. import analysis as A
 from ..results.provenance import require_one_run
 from ..results.validate import check_result
-from ._style import (WORKLOAD_COLORS, fmt_value, metric_label, mode_color, mode_label, new_figure, panel_format,
-                     ratio_text, require_result, stamp)
+from ._style import fmt_value, mode_color, new_figure, ratio_text, require_result, stamp
 from ..schema import SCENARIOS
-
 __all__ = ["plot_isolation"]
 
 

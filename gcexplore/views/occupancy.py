@@ -4,18 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
-
-from .. import analysis as A
-from ..results.provenance import require_one_run
-from ..results.validate import check_result
-from ._style import (WORKLOAD_COLORS, fmt_value, metric_label, mode_color, mode_label, new_figure, panel_format,
-                     ratio_text, require_result, stamp)
 from matplotlib.collections import PolyCollection
+from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from ..results.validate import check_result
+from ._style import WORKLOAD_COLORS, new_figure, require_result, stamp
 from ..schema import partition_key, sorted_partitions
-
 __all__ = ["occupancy_rows", "plot_occupancy"]
 
 

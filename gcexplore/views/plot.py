@@ -36,5 +36,6 @@ __all__ = [
     "mode_label",
     "new_figure",
     "stamp",
+    "ratio_text",
     "WORKLOAD_COLORS",
 ]

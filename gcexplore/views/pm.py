@@ -9,7 +9,6 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from .. import analysis as A
 from ..analysis.modes import dram_headline
 from ..analysis.pm import dram_summary
 from ..results.provenance import require_one_run

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
@@ -10,9 +9,7 @@ from .. import analysis as A
 from ..analysis.modes import SATURATION, scaling_facts
 from ..results.provenance import require_one_run
 from ..results.validate import check_result
-from ._style import (WORKLOAD_COLORS, fmt_value, metric_label, mode_color, mode_label, new_figure, panel_format,
-                     ratio_text, require_result, stamp)
-
+from ._style import WORKLOAD_COLORS, fmt_value, metric_label, new_figure, require_result, stamp
 __all__ = ["plot_scaling"]
 
 
