@@ -11,6 +11,7 @@ from ..results.provenance import require_one_run
 from ..results.validate import check_result
 from ._style import fmt_value, mode_color, new_figure, ratio_text, require_result, stamp
 from ..schema import SCENARIOS
+
 __all__ = ["plot_isolation"]
 
 

@@ -11,6 +11,7 @@ from matplotlib.patches import Patch
 from ..results.validate import check_result
 from ._style import WORKLOAD_COLORS, new_figure, require_result, stamp
 from ..schema import partition_key, sorted_partitions
+
 __all__ = ["occupancy_rows", "plot_occupancy"]
 
 

@@ -11,6 +11,7 @@ from ..results.provenance import require_one_run
 from ..results.validate import check_result
 from ._style import metric_label, mode_color, mode_label, new_figure, panel_format, require_result, stamp
 from ..schema import layout_key
+
 __all__ = ["plot_sweep", "plot_throughput"]
 
 

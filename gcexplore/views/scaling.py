@@ -10,6 +10,7 @@ from ..analysis.modes import SATURATION, scaling_facts
 from ..results.provenance import require_one_run
 from ..results.validate import check_result
 from ._style import WORKLOAD_COLORS, fmt_value, metric_label, new_figure, require_result, stamp
+
 __all__ = ["plot_scaling"]
 
 
