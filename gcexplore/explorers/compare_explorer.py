@@ -8,7 +8,8 @@ import html
 from ._base import W
 
 from ..analysis.comparison import compare
-from ..views.compare import describe, plot_compare
+from ..views.compare import plot_compare
+from ..views.compare_text import describe
 from ._base import Controller, load_result
 
 __all__ = ["CompareExplorer"]

@@ -57,10 +57,10 @@ def render_trace(trace: pd.DataFrame, layout: str | None = None) -> tuple[Figure
     return plot_timeline(trace, layout=layout), plot_sm_usage(trace, layout=layout)
 
 
-def render_sweep(results: pd.DataFrame, *, summary: pd.DataFrame | None = None) -> Figure:
-    """Sweep figure with the best split marked (see :func:`gcexplore.plot_sweep`); ``summary``:
-    :func:`run_summary` of ``results`` when already computed (the table below uses the same)."""
-    return _plot.plot_sweep(results, summary=summary)
+def render_sweep(results: pd.DataFrame, *, summary: pd.DataFrame | None = None, chosen: str | None = None) -> Figure:
+    """Sweep figure with the best split and the ``chosen`` one marked (see :func:`gcexplore.plot_sweep`);
+    ``summary``: :func:`run_summary` of ``results`` when already computed (the table below uses the same)."""
+    return _plot.plot_sweep(results, summary=summary, chosen=chosen)
 
 
 def render_summary(results: pd.DataFrame, layout: str | None = None, *, trace: pd.DataFrame | None = None,

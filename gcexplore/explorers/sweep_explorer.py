@@ -178,8 +178,9 @@ class SweepExplorer(TraceView, Controller):
         per_split = results.drop_duplicates("split_sm_count")
         self._layouts = dict(zip(per_split["split_sm_count"].astype(int), per_split["layout"]))
         best = start if start is not None else int(parse_layout(A.best_layout(results))[0])
-        self._draw("sweep", self.sweep_output,
-                   lambda: draw(results) if draw else render_sweep(results, summary=self.run_summary()))
+        self._sweep_draw = draw  # None: the sweep is redrawn with the chosen split marked
+        if draw is not None:
+            self._draw("sweep", self.sweep_output, lambda: draw(results))
         self._updating = True  # options then value: draw once, at the end
         try:
             self.split_slider.options = sorted(self._layouts)
@@ -193,6 +194,9 @@ class SweepExplorer(TraceView, Controller):
         layout = self.layout
         if self.results is None or layout is None or getattr(self, "_updating", False):
             return
+        if getattr(self, "_sweep_draw", None) is None:
+            self._draw("sweep", self.sweep_output,
+                       lambda: render_sweep(self.results, summary=self.run_summary(), chosen=layout))
         self._draw("throughput", self.plot_output,
                    lambda: render_throughput(self.results, layout, trace=self.trace_at(layout, every_mode=True)))
         if self.live:
