@@ -142,25 +142,8 @@ Without a GPU we describe the recorded card from its metadata; planning is pure
 Python, so `plan_split` and `valid_sm_counts` work the same on any machine.
 '''),
     code('''
-import math
-
-if LIVE:
-    device = info
-else:
-    sweep_rec = recorded("sweep")
-    a = sweep_rec.attrs
-    sizes = sorted(int(k) for k in sweep_rec["split_sm_count"].unique())
-    drv = a["driver_version"]  # "13.0" as DeviceInfo.metadata() writes it (or 13000)
-    if isinstance(drv, str):
-        major, minor = (drv.split(".") + ["0"])[:2]
-        drv = int(major) * 1000 + int(minor) * 10
-    cc = a.get("compute_capability", "0.0")
-    cc = tuple(int(x) for x in (cc.split(".") if isinstance(cc, str) else cc))
-    # The measured split sizes give the smallest partition and the step between sizes.
-    device = gcexplore.DeviceInfo(
-        name=a["device_name"], index=int(a.get("device_index", 0)), compute_capability=cc,
-        sm_count=int(a["device_sm_count"]), min_partition_size=sizes[0],
-        alignment=math.gcd(*sizes), driver_version=int(drv))
+sweep_rec = None if LIVE else recorded("sweep")
+device = info if LIVE else gcexplore.DeviceInfo.from_result(sweep_rec)  # the recorded card
 
 print(f"{device.name}: {device.sm_count} SMs, compute capability "
       f"{device.compute_capability[0]}.{device.compute_capability[1]}, driver {device.driver_version_str}")
