@@ -36,6 +36,7 @@ def main(argv=None) -> int:
         "timeline": lambda: gcexplore.plot_timeline(rec["trace"]),
         "sm-usage": lambda: gcexplore.plot_sm_usage(rec["trace"]),
         "throughput-traced": lambda: gcexplore.plot_throughput(rec["trace_overlap"], trace=rec["trace"]),
+        "dram-timeline": lambda: gcexplore.plot_dram_timeline(rec["pm"], rec["pm_trace"]),
     }
     for name, make in figures.items():
         try:

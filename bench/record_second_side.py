@@ -37,7 +37,7 @@ CONDITIONS = ("card", "graphs", "l2_flush", "torch_n=4096")
 
 
 def _show(name: str, a: pd.DataFrame, b: pd.DataFrame | None = None, **kw) -> None:
-    from gcexplore.views.compare import describe
+    from gcexplore.views.compare_text import describe
 
     c = gcexplore.compare(a, b, **kw)
     cols = ["group", "layout_a", "layout_b", "median_a_ms", "median_b_ms", "ratio", "ratio_low", "ratio_high",

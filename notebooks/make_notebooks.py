@@ -142,25 +142,8 @@ Without a GPU we describe the recorded card from its metadata; planning is pure
 Python, so `plan_split` and `valid_sm_counts` work the same on any machine.
 '''),
     code('''
-import math
-
-if LIVE:
-    device = info
-else:
-    sweep_rec = recorded("sweep")
-    a = sweep_rec.attrs
-    sizes = sorted(int(k) for k in sweep_rec["split_sm_count"].unique())
-    drv = a["driver_version"]  # "13.0" as DeviceInfo.metadata() writes it (or 13000)
-    if isinstance(drv, str):
-        major, minor = (drv.split(".") + ["0"])[:2]
-        drv = int(major) * 1000 + int(minor) * 10
-    cc = a.get("compute_capability", "0.0")
-    cc = tuple(int(x) for x in (cc.split(".") if isinstance(cc, str) else cc))
-    # The measured split sizes give the smallest partition and the step between sizes.
-    device = gcexplore.DeviceInfo(
-        name=a["device_name"], index=int(a.get("device_index", 0)), compute_capability=cc,
-        sm_count=int(a["device_sm_count"]), min_partition_size=sizes[0],
-        alignment=math.gcd(*sizes), driver_version=int(drv))
+sweep_rec = None if LIVE else recorded("sweep")
+device = info if LIVE else gcexplore.DeviceInfo.from_result(sweep_rec)  # the recorded card
 
 print(f"{device.name}: {device.sm_count} SMs, compute capability "
       f"{device.compute_capability[0]}.{device.compute_capability[1]}, driver {device.driver_version_str}")
@@ -225,7 +208,11 @@ declare their FLOPs and bytes, so the profiler reports throughput in units.
 
 `profile_overlap` runs the pair on a split in four modes: each *alone* on its
 partition, both *concurrently* on their partitions, *sequentially* on the whole
-device, and on two plain *streams* of the whole device.
+device, and on two plain *streams* of the whole device. In the table,
+`makespan_median_ms` is the time from a repetition's start to its last workload's end;
+on the *alone* rows that is the solo runs one after the other, each on its own
+partition: a reference for the per-workload times, not a way to run the pair (the line
+under the table says what it adds up).
 '''),
     code('''
 if LIVE:
@@ -250,6 +237,9 @@ else:
 summary = gcexplore.summarize(overlap)
 display(summary[["layout", "mode", "workload", "partition", "sm_count", "median_ms",
                  "p10_ms", "p90_ms", "makespan_median_ms", "slowdown_vs_alone"]])
+from gcexplore.views.report import alone_sentence
+
+print(alone_sentence(summary, overlap["layout"].iloc[0]))
 gcexplore.plot_throughput(overlap)
 '''),
     md('''
@@ -448,10 +438,14 @@ worst = facts["worst"]
 print(f"worst split {worst['layout']}: {worst['concurrent_ms']:.3f} ms, "
       f"{worst['speedup_vs_sequential']:.2f}x of sequential")
 print(report.verdict(torch_df))
-seq = ttable["sequential_ms"]
-print(f"the sequential baseline itself ranges over {seq.min():.3f}-{seq.max():.3f} ms between layouts "
-      f"(it runs on the whole device, so that range is drift during the run); the speedups compare "
-      f"each split with the sequential run measured next to it")
+b = gcexplore.analysis.baseline_choice(torch_df, gcexplore.best_split(torch_df)["layout"])
+print(f"the sequential baseline itself ranges over {b['low_ms']:.3f}-{b['high_ms']:.3f} ms between the "
+      f"{b['layouts']} layouts (it runs on the whole device, so that range is drift during the run). The "
+      f"guide's speedup_vs_sequential divides by the sequential run measured next to each split: at "
+      f"{b['layout']} that is {b['next_ms']:.3f} ms, " + ("the highest of them" if b["rank"] == 1 else
+      f"number {b['rank']} from the highest") + f", giving {b['speedup_next']:.2f}x; against the median "
+      f"of all sequential repetitions ({b['median_ms']:.3f} ms, the line in the figure) it is "
+      f"{b['speedup_median']:.2f}x")
 display(ttable.round(3))
 gcexplore.plot_sweep(torch_df, summary=torch_summary)
 """),
@@ -512,6 +506,7 @@ for w in ("memory", "compute"):
     print(f"{w}: {med[('concurrent', w)]:.3f} ms on {sm[('concurrent', w)]} SMs next to the other, "
           f"{med[('sequential', w)]:.3f} ms alone on all {sm[('sequential', w)]} SMs "
           f"({med[('concurrent', w)] / med[('sequential', w)]:.2f}x)")
+print(report.alone_sentence(dsum, deepep["layout"].iloc[0]))
 print(report.verdict(deepep).splitlines()[-1])
 gcexplore.plot_throughput(deepep)
 """),
@@ -530,18 +525,31 @@ workload's event span starts when its stream reaches it, so it includes any wait
 SMs held by the other workload. A CUPTI kernel trace (`trace=True`) has each kernel's
 start and end on the GPU's clock and the green context it ran in. The recorded trace
 below (matmul + sigmoid at 24+108, all four modes) gives per workload the event span,
-the busy span (first kernel start to last kernel end) and the wait between them.
+the busy span (first kernel start to last kernel end) and the wait between them. The
+table gives medians; where the repetitions of one workload fall into separate clusters
+(`gcexplore.analysis.trace_modes`), the lines under it name each cluster, since a
+median would speak for one and hide the other, and say which cluster the repetition
+drawn in the timeline belongs to.
 """),
     code("""
 traced_df, trace = recorded("trace_overlap"), recorded("trace")
 tsum = gcexplore.summarize(traced_df, trace=trace)
 display(tsum[["mode", "workload", "sm_count", "event_median_ms", "busy_span_median_ms",
               "wait_median_ms", "kernels_per_rep"]].round(3))
-for r in tsum[tsum["mode"] == "streams"].itertuples():
-    print(f"plain streams, {r.workload}: event span {r.event_median_ms:.3f} ms, busy span "
-          f"{r.busy_span_median_ms:.3f} ms, waited {r.wait_median_ms:.3f} ms before its first kernel ran "
-          f"({r.wait_median_ms / r.event_median_ms:.0%} of its event span)")
-gcexplore.plot_timeline(trace)
+# A median speaks for one cluster of repetitions; where the waits fall into two, name both.
+waits = gcexplore.analysis.trace_modes(trace, traced_df, also=("event_ms", "busy_span_ms"))
+for (workload, n), g in waits[waits["mode"] == "streams"].groupby(["workload", "clusters"], sort=False):
+    parts = [f"in {r.count} of {r.reps_total} repetitions it waited {r.median:.3f} ms before its first "
+             f"kernel ran (event span {r.event_ms_median:.3f} ms, busy span {r.busy_span_ms_median:.3f} ms)"
+             for r in g.itertuples()]
+    print(f"plain streams, {workload}: " + ("; ".join(parts) if n == 1 else
+          "the wait is bimodal: " + "; ".join(parts)))
+REP = 0
+for r in gcexplore.analysis.rep_mode(waits[waits["mode"] == "streams"], REP).itertuples():
+    if r.clusters > 1:
+        print(f"the timeline below shows repetition {REP}: there {r.workload} is in the mode that waited "
+              f"{r.median:.3f} ms ({r.count} of {r.reps_total} repetitions)")
+gcexplore.plot_timeline(trace, rep=REP)
 """),
     md("""
 Why a small partition slows the matmul so much: cuBLAS sizes its grid for the whole
@@ -657,12 +665,19 @@ gcexplore.plot_occupancy(occ)
 """),
     md("""
 Each partition's SM ids need not be contiguous: the driver picks which physical SMs
-(grouped by the GPU's clusters) make up a partition. The busy fraction per SM shows
-how evenly each workload used its SMs:
+(grouped by the GPU's clusters) make up a partition. How busy each workload kept its
+SMs: `gcexplore.sm_busy`'s `busy_fraction` is an SM's busy time over the *whole run*
+(the first block of either workload to the last), so a workload that finishes early
+has a small fraction on every SM however evenly it used them. The table gives both
+shares: of the whole run (`of_run_*`) and of the workload's own span (`of_own_*`).
 """),
     code("""
-busy = gcexplore.sm_busy(occ)
-display(busy.groupby(["partition", "workload"])["busy_fraction"].describe()[["count", "mean", "min", "max"]].round(2))
+shares = gcexplore.analysis.busy_shares(occ)
+display(shares.round(3))
+for r in shares.itertuples():
+    print(f"{r.workload} on {r.partition} ({r.sms} SMs): busy {r.of_run_mean:.0%} of the whole "
+          f"{r.run_span_ms:.2f} ms run on average (the busy_fraction of sm_busy), {r.of_own_mean:.0%} of its own "
+          f"{r.own_span_ms:.2f} ms span (from {r.of_own_min:.0%} to {r.of_own_max:.0%} across its SMs)")
 """),
     md("""
 ## 2. The primary context still runs everywhere
@@ -764,8 +779,9 @@ if bw is not None:
     md("""
 The same sharing, sample by sample: CUPTI's PM sampler reads device-wide counters
 every 20 µs while two memory kernels run, one on 24 SMs and one on the 108-SM
-remainder, first each alone, then together. The SM counter follows the partitions; the
-DRAM counter does not add up.
+remainder, first each alone, then together. The SM counter follows the partitions;
+what the DRAM counter does together, against the larger of the two alone, is what the
+cell prints (their sum says nothing: two loads over 50% of peak always sum past it).
 """),
     code("""
 pm_run = None
@@ -786,9 +802,16 @@ if pm_samples is not None and pm_trace is not None:
     together = med.loc["concurrent"].loc[[w for w in med.loc["concurrent"].index if "+" in w][0]]
     solo = " and ".join(f"{w} {r.dram_pct:.0f}% (SMs active {r.sm_active_pct:.0f}%)"
                         for w, r in alone.iterrows() if "+" not in w)
-    shown["bandwidth over time"] = (f"sampled every {pm_samples.attrs.get('interval_us', 20):g} us, each memory "
-                                    f"kernel alone drew {solo} of DRAM peak; together {together.dram_pct:.0f}% "
-                                    f"with {together.sm_active_pct:.0f}% of the SMs active")
+    h = gcexplore.analysis.dram_headline(med.reset_index())
+    what = {"no more than one alone": (f"no more than {h['top']} alone (within {gcexplore.analysis.modes.DRAM_SAME_POINTS:g} "
+                                       "points): the second kernel added no DRAM throughput"),
+            "adds up": "the sum of the two alone: DRAM had room for both",
+            "more than one alone, less than both": f"{h['added']:.0f} points over {h['top']} alone, short of "
+                                                   "their sum: both drew on one DRAM"}[h["verdict"]]
+    shown["bandwidth over time"] = (f"sampled every {pm_samples.attrs.get('interval_us', 20):g} µs (medians over "
+                                    f"{pm_sum['rep'].nunique()} repetitions), each memory kernel alone drew {solo} "
+                                    f"of DRAM peak; together {together.dram_pct:.0f}% with "
+                                    f"{together.sm_active_pct:.0f}% of the SMs active: {what}")
     print(shown["bandwidth over time"])
     display(gcexplore.plot_dram_timeline(pm_samples, pm_trace))
 """),
@@ -796,7 +819,12 @@ if pm_samples is not None and pm_trace is not None:
 ## 5. The L2 cache is shared
 
 The same triad, made to pass 50 times over a small working set without flushing L2
-between repetitions: a set that fits in L2 is served from it, faster than DRAM allows.
+between repetitions: a set that fits in L2 is served from it, faster than DRAM allows,
+provided each launch has enough work: every launch costs a fixed overhead the kernel
+does not see (the *launch gap*, measured with every run: an event-timed launch minus
+the kernel's own span, a few µs), so on the smallest sets the time per launch is that
+overhead, not the memory traffic. The cell compares each set's time per launch with the
+gap and says which sets it limits.
 Pairs of such triads, alone and side by side on disjoint partitions, at working sets
 from a few MiB up: a pair whose sets fit in L2 alone but not together loses the L2
 hits when it runs concurrently, though no SM is shared.
@@ -829,7 +857,7 @@ if LIVE:
         mib_of[str(r["run_id"].iloc[0])] = actual
         runs.append(r)
     l2 = pd.concat(runs, ignore_index=True)
-    l2.attrs = dict(runs[0].attrs, working_set_mib=mib_of)
+    l2.attrs = dict(runs[0].attrs, working_set_mib=mib_of, passes_per_call=10 if QUICK else 50)
 else:
     l2 = recorded_if_present("l2_sharing")
 if l2 is not None:
@@ -839,6 +867,17 @@ if l2 is not None:
            .groupby(["working_set_mib", "mode"])["bandwidth_gbs"].mean().unstack("mode"))
     per["concurrent / alone"] = per["concurrent"] / per["alone"]
     display(per.round(2))
+    launches = gcexplore.analysis.launch_limits(ls, passes=int(l2.attrs["passes_per_call"]),
+                                                launch_gap_us=float(l2.attrs["launch_gap_us"]))
+    bound = launches[launches["launch_bound"]]
+    if not bound.empty:
+        shown["L2 launch"] = (", ".join(f"at {w:.1f} MiB a launch takes {r.us_per_launch:.2f} µs "
+                                                 f"({r.gaps:.2f}x the {r.launch_gap_us:.2f} µs launch gap)"
+                                                 for w, r in bound.iterrows())
+                              + ": the time per launch is about the launch overhead, so these sets measure "
+                              "launching, not the memory system, and are left out of the L2 comparison below")
+        print(shown["L2 launch"])
+    per = per[~per.index.isin(bound.index)]
     dram = per["alone"].iloc[-1]  # the largest set: served from DRAM
     fits = per[per["alone"] > 1.2 * dram]
     if fits.empty:
@@ -860,7 +899,7 @@ claims = {"SMs": "Green contexts partition SMs (section 1)",
           "primary": "They do nothing about work in the primary context (section 2)",
           "latency": "A partition protects a latency-critical kernel from waiting for SMs (section 3)",
           "bandwidth": "Memory bandwidth stays shared (section 4)",
-          "bandwidth over time": "DRAM counters do not add up across partitions; SM counters do (section 4)",
+          "bandwidth over time": "Over time, SM activity follows the partitions, DRAM throughput is shared (section 4)",
           "L2": "The L2 cache stays shared (section 5)"}
 for key, claim in claims.items():
     print(f"* {claim}: {shown.get(key, 'not shown here: needs a GPU or the recorded result')}")
@@ -937,7 +976,7 @@ recorded under another condition where this installation has one (`sweep_second`
 otherwise the two halves of this sweep's own repetitions, which should agree.
 """),
     code("""
-from gcexplore.views.compare import describe
+from gcexplore.views.compare_text import describe
 
 second = None  # a second side recorded under another condition, when this installation has one
 if "sweep_second" in gcexplore.results.recorded_names():

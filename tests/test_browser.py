@@ -4,8 +4,12 @@ The test starts JupyterLab on localhost, opens ``notebooks/01_quickstart.ipynb``
 Debian's Chromium driven by Playwright (``executable_path``; no browser download),
 runs all cells over the recorded results, and checks what a user would see: the
 explorer's sliders and its plot image, and that moving the split slider redraws the
-plot. A screenshot is saved to ``tmp_path``, or to ``docs/screenshot.png`` when
-``GCEXPLORE_UPDATE_SCREENSHOT=1``.
+plot. A screenshot is saved to ``tmp_path``, or to ``docs/screenshot.png`` (the README's
+picture, with the place of each plot in it in ``docs/screenshot.json``) when
+``GCEXPLORE_UPDATE_SCREENSHOT=1``. Otherwise the committed picture must still show what
+the explorer draws: each plot, cropped from both pictures, downscaled and in gray (so
+fonts and antialiasing average out), may differ in no cell by more than a set number of
+gray levels.
 
 Skipped with the reason when Chromium, Playwright or JupyterLab is absent, or while
 the recorded results the notebook needs have not been recorded yet. CI installs all
@@ -49,6 +53,13 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+SCREENSHOT = REPO_ROOT / "docs" / "screenshot.png"
+SCREENSHOT_BOXES = REPO_ROOT / "docs" / "screenshot.json"
+# Plots are compared as a grid of cells (each the mean gray of its pixels): a bar added,
+# removed or resized changes the cells it covers by around a hundred levels, while a shift
+# by a pixel, a blur or other antialiasing spreads over a cell and moves it by about ten.
+MATCH_SIZE = (32, 20)
+MATCH_TOLERANCE = 40.0  # the largest difference of one cell, in gray levels of 255
 SERVER_START_S = 90
 RUN_ALL_S = 240
 REDRAW_S = 60
@@ -163,10 +174,48 @@ def lab(sync_api, tmp_path):
         log.close()
 
 
-def _screenshot_path(tmp_path: Path) -> Path:
-    if os.environ.get("GCEXPLORE_UPDATE_SCREENSHOT") == "1":
-        return REPO_ROOT / "docs" / "screenshot.png"
-    return tmp_path / "screenshot.png"
+def _updating_screenshot() -> bool:
+    return os.environ.get("GCEXPLORE_UPDATE_SCREENSHOT") == "1"
+
+
+def _gray_crop(path: Path, box: dict):
+    """The part of a picture inside ``box`` (x, y, width, height), downscaled, in gray."""
+    import numpy as np
+    from PIL import Image
+
+    with Image.open(path) as im:
+        crop = im.convert("L").crop((round(box["x"]), round(box["y"]), round(box["x"] + box["width"]),
+                                     round(box["y"] + box["height"])))
+        return np.asarray(crop.resize(MATCH_SIZE, Image.Resampling.BOX), dtype=float)
+
+
+def screenshot_differences(shot: Path, boxes: dict, committed: Path, committed_boxes: dict) -> dict:
+    """Per plot: the largest gray-level difference of one cell between the two pictures' crops of it, or a
+    sentence where the plot is missing from one of them or changed size."""
+    out = {}
+    for name, box in boxes.items():
+        old = committed_boxes.get(name)
+        if old is None:
+            out[name] = "not in the committed screenshot"
+            continue
+        if abs(old["width"] - box["width"]) > 0.1 * box["width"] or abs(old["height"] - box["height"]) > 0.1 * box["height"]:
+            out[name] = f"drawn {box['width']:.0f}x{box['height']:.0f} px, committed {old['width']:.0f}x{old['height']:.0f}"
+            continue
+        out[name] = float(abs(_gray_crop(shot, box) - _gray_crop(committed, old)).max())
+    return out
+
+
+def _check_or_update_screenshot(shot: Path, boxes: dict) -> None:
+    if _updating_screenshot():
+        shutil.copy(shot, SCREENSHOT)
+        SCREENSHOT_BOXES.write_text(json.dumps(boxes, indent=1, sort_keys=True) + "\n")
+        return
+    redo = "regenerate it: GCEXPLORE_UPDATE_SCREENSHOT=1 python -m pytest -m browser tests/test_browser.py"
+    assert SCREENSHOT_BOXES.exists(), f"{SCREENSHOT_BOXES.name} (where the plots are in the screenshot) is missing; {redo}"
+    diffs = screenshot_differences(shot, boxes, SCREENSHOT, json.loads(SCREENSHOT_BOXES.read_text()))
+    bad = {k: v for k, v in diffs.items() if isinstance(v, str) or v > MATCH_TOLERANCE}
+    assert not bad, (f"docs/screenshot.png no longer shows what the explorer draws (largest gray-level difference "
+                     f"of a cell per plot, tolerance {MATCH_TOLERANCE}): {bad}; {redo}")
 
 
 def _dismiss_news(page):
@@ -306,14 +355,48 @@ def test_quickstart_explorer_in_chromium(sync_api, lab, tmp_path):
                 current_left.first.click()
             explorer.evaluate("e => e.scrollIntoView({block: 'start'})")
             page.wait_for_timeout(500)
-            shot = _screenshot_path(tmp_path)
-            shot.parent.mkdir(parents=True, exist_ok=True)
+            shot = tmp_path / "screenshot.png"
             page.screenshot(path=str(shot))
             assert shot.stat().st_size > 10_000
             assert not console_errors, f"JavaScript errors in the page: {console_errors}"
+            boxes = {"throughput": explorer.locator(f".{CSS['throughput']} img").first.bounding_box(),
+                     "occupancy": occupancy.locator("img").first.bounding_box()}
+            _check_or_update_screenshot(shot, boxes)
         except BaseException:
             # What the page looked like when it failed, next to the server log.
             page.screenshot(path=str(tmp_path / "failure.png"))
             raise
         finally:
             browser.close()
+
+
+def test_screenshot_check_ignores_rasterising_and_catches_a_changed_plot(tmp_path):
+    """The comparison itself, on the committed picture: a one-pixel shift and a blur (another
+    font rasteriser, other antialiasing) stay within the tolerance; a bar drawn where there was
+    none (the plain-streams bar the explorer no longer draws) does not, nor does the picture
+    the README showed before (the 1,652 GB/s plain-streams bar), kept here as a reference."""
+    from PIL import Image, ImageDraw, ImageFilter
+
+    boxes = json.loads(SCREENSHOT_BOXES.read_text())
+    with Image.open(SCREENSHOT) as im:
+        im = im.convert("RGB")
+        soft = tmp_path / "soft.png"
+        im.transform(im.size, Image.Transform.AFFINE, (1, 0, 1, 0, 1, 1)).filter(
+            ImageFilter.GaussianBlur(0.8)).save(soft)
+        bar = tmp_path / "bar.png"
+        t = boxes["throughput"]
+        drawn = im.copy()
+        # a bar as wide as one of the panel's bars, half as tall as the plot, in its right panel
+        x0, y0 = t["x"] + 0.86 * t["width"], t["y"] + 0.4 * t["height"]
+        ImageDraw.Draw(drawn).rectangle([x0, y0, x0 + 0.065 * t["width"], t["y"] + 0.85 * t["height"]],
+                                        fill=(255, 127, 14))
+        drawn.save(bar)
+    same = screenshot_differences(soft, boxes, SCREENSHOT, boxes)
+    assert all(v <= MATCH_TOLERANCE for v in same.values()), same
+    changed = screenshot_differences(bar, boxes, SCREENSHOT, boxes)
+    assert changed["throughput"] > MATCH_TOLERANCE and changed["occupancy"] <= MATCH_TOLERANCE, changed
+    before = Path(__file__).parent / "data" / "screenshot-plain-streams-bar.png"
+    at_origin = {"throughput": {**boxes["throughput"], "x": 0, "y": 0}}  # the file is that plot's crop
+    assert screenshot_differences(before, at_origin, SCREENSHOT, boxes)["throughput"] > MATCH_TOLERANCE
+    moved = {**boxes, "throughput": {**boxes["throughput"], "width": boxes["throughput"]["width"] * 1.3}}
+    assert isinstance(screenshot_differences(SCREENSHOT, moved, SCREENSHOT, boxes)["throughput"], str)

@@ -240,7 +240,7 @@ def test_the_same_sweep_twice_on_one_card_is_same_or_flagged_noisy(info):
 
 
 def test_plot_compare_draws_the_comparison_and_escapes_dollars():
-    from gcexplore.views.compare import describe
+    from gcexplore.views.compare_text import describe
 
     a = sweep(1, curve=lambda f: 1.0 + 4.0 * (f - 0.3) ** 2)
     b = sweep(2, total=144, curve=lambda f: 1.0 + 4.0 * (f - 0.7) ** 2, device_name="a $5 card")

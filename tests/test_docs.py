@@ -70,3 +70,14 @@ def test_the_module_tables_name_every_module_and_nothing_else_in_layer_order(doc
     up = [f"{m} -> {t}" for m in L.MODULES for t, _, _, _ in L.imports(m)
           if t in L.MODULES and order.index(L.layer(t)) > order.index(L.layer(m))]
     assert [u for u in up if u.split(" -> ")[0] not in L.ELSEWHERE] == []  # those are marked in test_layers
+
+
+def test_the_guide_names_every_recorded_result_that_ships():
+    import re
+
+    import gcexplore
+
+    row = next(line for line in (ROOT / "docs" / "guide.md").read_text().splitlines()
+               if line.startswith("| the recorded results as DataFrames"))
+    named = set(re.findall(r"`(\w+)`", row.split("lists what ships:", 1)[1]))
+    assert named == set(gcexplore.results.recorded_names())

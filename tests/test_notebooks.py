@@ -109,6 +109,147 @@ def test_notebook_runs(path, kernel_env):
             assert f"recorded result '{name}' is not in this installation yet" in out
         for name, stamp in announced.items():
             assert "recorded" in stamp and re.search(r"\d{4}-\d{2}-\d{2}", stamp), (name, stamp)
+        for check in SENTENCES.get(path.name, ()):
+            check(out)
+
+
+# ------------------------------------------------- sentences checked against their data
+# Over the recorded results (no GPU) each notebook prints sentences about them; these
+# recompute the numbers from the same recordings and find them in what was printed.
+
+
+def _recorded(name):
+    import gcexplore
+
+    return gcexplore.load_recorded(name)
+
+
+def _line(out: str, start: str) -> str:
+    lines = [ln for ln in out.splitlines() if ln.startswith(start)]
+    assert lines, f"no printed line starts with {start!r}"
+    return lines[0]
+
+
+def _bimodal_waits_are_both_named(out):
+    """02 §4: every cluster of the plain-streams waits, and which one the timeline shows."""
+    import gcexplore
+
+    waits = gcexplore.analysis.trace_modes(_recorded("trace"), _recorded("trace_overlap"),
+                                           also=("event_ms", "busy_span_ms"))
+    streams = waits[waits["mode"] == "streams"]
+    assert (streams["clusters"] > 1).any(), "the recorded plain-streams waits are bimodal"
+    for workload, g in streams.groupby("workload"):
+        line = _line(out, f"plain streams, {workload}:")
+        assert ("bimodal" in line) == (len(g) > 1)
+        for r in g.itertuples():
+            assert (f"in {r.count} of {r.reps_total} repetitions it waited {r.median:.3f} ms before its first kernel "
+                    f"ran (event span {r.event_ms_median:.3f} ms") in line
+    for r in gcexplore.analysis.rep_mode(streams, 0).itertuples():
+        if r.clusters > 1:
+            assert (f"the timeline below shows repetition 0: there {r.workload} is in the mode that waited "
+                    f"{r.median:.3f} ms ({r.count} of {r.reps_total} repetitions)") in out
+
+
+def _torch_baseline_is_named(out):
+    """02 §2: which sequential run the PyTorch pair's speedup divides by, and the other."""
+    import gcexplore
+
+    df = _recorded("torch_sweep")
+    b = gcexplore.analysis.baseline_choice(df, gcexplore.best_split(df)["layout"])
+    line = _line(out, "the sequential baseline itself ranges")
+    assert f"{b['low_ms']:.3f}-{b['high_ms']:.3f} ms" in line
+    assert f"at {b['layout']} that is {b['next_ms']:.3f} ms" in line and f"giving {b['speedup_next']:.2f}x" in line
+    assert f"({b['median_ms']:.3f} ms, the line in the figure) it is {b['speedup_median']:.2f}x" in line
+
+
+def _alone_makespan_is_explained(out, layouts):
+    import gcexplore
+
+    for layout, df in layouts:
+        s = gcexplore.summarize(df[df["layout"] == layout])
+        alone = s[s["mode"] == "alone"]
+        line = _line(out, f"the alone makespan {alone['makespan_median_ms'].iloc[0]:.3f} ms")
+        for r in alone.itertuples():
+            assert f"{r.workload} on {r.partition} ({r.sm_count} SMs, median {r.median_ms:.3f} ms)" in line
+        seq = s[s["mode"] == "sequential"]
+        assert f"on all {int(seq['sm_count'].iloc[0])} SMs: {seq['makespan_median_ms'].iloc[0]:.3f} ms" in line
+
+
+def _alone_01(out):
+    import gcexplore
+
+    sweep = _recorded("sweep")
+    layout = "24+108" if (sweep["split_sm_count"] == 24).any() else gcexplore.best_split(sweep)["layout"]
+    _alone_makespan_is_explained(out, [(layout, sweep)])
+
+
+def _alone_02(out):
+    sweep = _recorded("sweep")
+    conc = sweep[(sweep["mode"] == "concurrent") & (sweep["workload"] == "memory")]
+    side = conc.drop_duplicates("layout").set_index("layout")["sm_count"]
+    _alone_makespan_is_explained(out, [((side - 24).abs().sort_values(kind="stable").index[0], sweep)])
+
+
+def _busy_is_a_share_of_the_run(out):
+    """03 §1: busy_fraction is a share of the whole run; the share of the own span beside it."""
+    import gcexplore
+
+    occ = _recorded("occupancy")
+    busy = gcexplore.sm_busy(occ)
+    for r in gcexplore.analysis.busy_shares(occ).itertuples():
+        mine = busy[(busy["partition"] == r.partition) & (busy["workload"] == r.workload)]
+        assert mine["busy_fraction"].mean() == pytest.approx(r.of_run_mean)  # the same number as sm_busy's
+        line = _line(out, f"{r.workload} on {r.partition} ({r.sms} SMs): busy {r.of_run_mean:.0%} of the whole")
+        assert f"{r.run_span_ms:.2f} ms run" in line and f"{r.of_own_mean:.0%} of its own {r.own_span_ms:.2f} ms" in line
+
+
+def _l2_limits_are_said(out):
+    """03 §5: the sets limited by launching are named with their time per launch."""
+    import gcexplore
+
+    from gcexplore.results import recorded_names as present
+
+    if "l2_sharing" not in present():
+        return
+    l2 = _recorded("l2_sharing")
+    ls = gcexplore.summarize(l2)
+    ls["working_set_mib"] = ls["run_id"].map({k: float(v) for k, v in l2.attrs["working_set_mib"].items()})
+    lim = gcexplore.analysis.launch_limits(ls, passes=int(l2.attrs["passes_per_call"]),
+                                           launch_gap_us=float(l2.attrs["launch_gap_us"]))
+    bound = lim[lim["launch_bound"]]
+    for w, r in bound.iterrows():
+        assert f"at {w:.1f} MiB a launch takes {r.us_per_launch:.2f} µs ({r.gaps:.2f}x the" in out
+    for w in lim.index[~lim["launch_bound"]]:
+        assert f"at {w:.1f} MiB a launch takes" not in out
+    # the L2 sentence compares only sets that are not launch-bound
+    l2_line = _line(out, "* The L2 cache stays shared")
+    assert not any(f"at {w:.1f} MiB each" in l2_line for w in bound.index)
+
+
+def _dram_sentence_from_its_medians(out):
+    """03 §4: together set beside the larger alone median, never "do not add up"."""
+    import gcexplore
+
+    from gcexplore.results import recorded_names as present
+
+    if not {"pm", "pm_trace"} <= set(present()):
+        return
+    pm_sum = gcexplore.dram_summary(_recorded("pm"), _recorded("pm_trace"))
+    med = pm_sum.groupby(["mode", "workload"])[["dram_pct", "sm_active_pct"]].median()
+    h = gcexplore.analysis.dram_headline(med.reset_index())
+    line = _line(out, "sampled every")
+    assert f"(medians over {pm_sum['rep'].nunique()} repetitions)" in line
+    assert f"together {h['together']:.0f}%" in line
+    if h["verdict"] == "no more than one alone":
+        assert f"no more than {h['top']} alone" in line
+    assert "add up" not in line
+
+
+SENTENCES = {
+    "01_quickstart.ipynb": (_alone_01,),
+    "02_sweeping_sm_splits.ipynb": (_bimodal_waits_are_both_named, _torch_baseline_is_named, _alone_02),
+    "03_sm_isolation.ipynb": (_busy_is_a_share_of_the_run, _l2_limits_are_said, _dram_sentence_from_its_medians),
+}
 
 
 @pytest.mark.parametrize("path", notebooks(), ids=lambda p: p.stem)

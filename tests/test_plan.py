@@ -171,3 +171,14 @@ def test_driver_older_than_the_tested_minimum_is_refused(monkeypatch):
     with pytest.raises(gcexplore.UnsupportedError, match=r"requires NVIDIA driver 13\.0 \(R580\) or newer.*found 12\.8"):
         api.device_info(0)
     assert api.MIN_DRIVER == 13000
+
+
+def test_device_info_from_a_recorded_sweep_plans_like_the_card():
+    import gcexplore
+
+    df = gcexplore.load_recorded("sweep")
+    info = gcexplore.DeviceInfo.from_result(df)
+    assert (info.sm_count, info.min_partition_size, info.alignment, info.driver_version) == (132, 8, 8, 13000)
+    assert gcexplore.plan_split(info, [66]).label == "72+60"
+    with pytest.raises(ValueError, match="needs a sweep with its metadata"):
+        gcexplore.DeviceInfo.from_result(df.iloc[:0].drop(columns=["split_sm_count"]))

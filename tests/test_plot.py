@@ -57,7 +57,7 @@ def test_stamp_without_metadata_says_unknown():
 ])
 def test_every_figure_carries_the_stamp(make, fn):
     df = make()
-    assert fn(df).get_suptitle() == P.figure_stamp(df.attrs)
+    assert fn(df).get_suptitle().split("\n")[0] == P.figure_stamp(df.attrs)
 
 
 # ---------------------------------------------------------------------------- sweep
@@ -252,7 +252,7 @@ def test_isolation_bars_and_ratios():
     texts = [t.get_text() for t in crit_ax.texts]
     assert any(f"{ratio:.2f}x alone" in t for t in texts)
     assert [t.get_text() for t in crit_ax.get_xticklabels()][2] == \
-        "next to background\nown partition\n(16 SMs)"
+        "next to\nbackground\nown partition\n(16 SMs)"
     assert len(bg_ax.patches) == 2
     _one(fig, "background:streams")
 
@@ -323,14 +323,14 @@ def test_isolation_annotations_stay_inside_their_axes_and_name_the_other_role():
         top = ax.get_window_extent().y1
         assert all(t.get_window_extent().y1 <= top + 1 for t in ax.texts), "annotation over the title"
     crit_ax, bg_ax = fig.axes
-    assert "next to background" in crit_ax.get_xticklabels()[1].get_text()
-    assert all("next to background" not in t.get_text() for t in bg_ax.get_xticklabels())
-    assert "next to critical launches" in bg_ax.get_xticklabels()[1].get_text()
+    assert "next to\nbackground" in crit_ax.get_xticklabels()[1].get_text()
+    assert all("background" not in t.get_text() for t in bg_ax.get_xticklabels())
+    assert "next to\ncritical launches" in bg_ax.get_xticklabels()[1].get_text()
 
 
 @pytest.mark.parametrize("ratio, text", [(48.02, "48x"), (1.0134, "1.01x"), (2.345, "2.3x")])
 def test_ratios_carry_the_digits_the_data_support(ratio, text):
-    assert P._ratio_text(ratio) == text
+    assert P.ratio_text(ratio) == text
 
 
 def test_throughput_labels_one_format_per_panel_and_says_p10_p90():
@@ -347,3 +347,204 @@ def test_scaling_panel_titles_name_their_unit():
     fig = P.plot_scaling(S.scaling_df())
     for ax in fig.axes[:-1]:
         assert ax.get_ylabel() in ax.get_title()
+
+
+# ------------------------------------------------------------------- text from data
+
+
+def _spoofed(df, names):
+    df = df.copy()
+    df["workload"] = df["workload"].map(lambda w: names.get(w, w))
+    df.attrs["device_name"] = "GPU $\\alpha$ 80GB"
+    return df
+
+
+def _drawn_texts(fig):
+    """Every text of the drawn figure as matplotlib shows it: (shown string, parsed as math)."""
+    import io
+
+    from matplotlib.text import Text
+
+    fig.savefig(io.BytesIO(), format="png", dpi=50)  # mathtext errors raise here
+    return [t._preprocess_math(t.get_text()) for t in fig.findobj(Text) if t.get_visible()]
+
+
+@pytest.mark.parametrize("make, fn", [
+    (S.sweep_df, P.plot_sweep), (S.sweep_df, P.plot_throughput), (S.scaling_df, P.plot_scaling),
+    (S.occupancy_df, P.plot_occupancy), (S.isolation_df, P.plot_isolation),
+])
+def test_names_from_data_are_drawn_as_text_never_as_math(make, fn):
+    names = {"compute": "$x^2$", "memory": "a$b", "critical": "$c$", "gemm": "g$"}
+    fig = fn(_spoofed(make(), names))
+    texts = _drawn_texts(fig)
+    assert not [s for s, math in texts if math], "a text from data was parsed as mathtext"
+    shown = " ".join(s for s, _ in texts)
+    assert "GPU $\\alpha$ 80GB" in shown  # the device name, verbatim
+    assert any(n in shown for n in names.values())
+
+
+def test_trace_figures_draw_names_as_text():
+    import _synthetic_trace as T
+
+    trace, _ = T.trace_df()
+    trace = _spoofed(trace, {"matmul": "$m$", "sigmoid": "s$"})
+    for fn in (gcexplore.plot_timeline, gcexplore.plot_sm_usage):
+        texts = _drawn_texts(fn(trace))
+        assert not [s for s, math in texts if math]
+        assert "$m$" in " ".join(s for s, _ in texts)
+
+
+# ------------------------------------------------------------ chosen split, baselines
+
+
+def test_sweep_marks_the_chosen_split_by_layout_or_size():
+    df = S.sweep_df()
+    table = gcexplore.layout_table(gcexplore.summarize(df))
+    row = table.iloc[2]
+    for chosen in (row["layout"], int(row["split_sm_count"])):
+        line = _one(P.plot_sweep(df, chosen=chosen), "chosen")
+        assert list(line.get_xdata()) == [row["split_sm_count"]] * 2
+        assert row["layout"] in line.get_label() and f"{row['concurrent_ms']:.3g} ms" in line.get_label()
+    assert _by_gid(P.plot_sweep(df), "chosen") == []
+    with pytest.raises(ValueError, match="was not measured"):
+        P.plot_sweep(df, chosen="7+125")
+
+
+def test_sweep_explorer_marks_the_split_the_slider_stands_on():
+    from gcexplore.explorers import sweep_explorer as X
+
+    df = S.sweep_df()
+    sx = gcexplore.widgets.SweepExplorer.from_results(df)
+    drawn = []
+    real = X.render_sweep
+    X.render_sweep = lambda results, chosen=None, **kw: drawn.append(chosen) or real(results, chosen=chosen, **kw)
+    try:
+        options = list(sx.split_slider.options)
+        sx.split_slider.value = options[0]
+    finally:
+        X.render_sweep = real
+    assert drawn[-1] == sx.layout == df.loc[df["split_sm_count"] == options[0], "layout"].iloc[0]
+
+
+def test_best_split_says_which_sequential_baseline_it_divides_by():
+    from gcexplore.views import report
+
+    df = gcexplore.load_recorded("torch_sweep")
+    best = gcexplore.best_split(df)
+    b = gcexplore.analysis.baseline_choice(df, best["layout"])
+    assert b["speedup_next"] == pytest.approx(best["speedup_vs_sequential"])
+    assert b["median_ms"] == pytest.approx(gcexplore.analysis.baseline_ms(df, "sequential"))
+    label = _one(P.plot_sweep(df), "best").get_label()
+    # the figure draws the median sequential line, so its star compares with that line
+    assert f"{b['speedup_median']:.2f}x vs the sequential line" in label
+    assert f"{b['speedup_next']:.2f}x vs the one measured next to it" in label
+    first = report.verdict(df).splitlines()[0]
+    assert f"{b['next_ms']:.3f} ms measured next to it" in first
+    assert f"{b['speedup_median']:.2f}x vs the median of all sequential repetitions, {b['median_ms']:.3f} ms" in first
+    rank = b["rank"]
+    assert ("the highest" if rank == 1 else f"number {rank}") in first
+
+
+# ---------------------------------------------------------------------- headlines
+
+
+def _summary_rows(role_scen):
+    return pd.DataFrame([{"role": r, "scenario": s, "mode": m, "workload": w, "dram_pct": v}
+                         for r, s, m, w, v in role_scen])
+
+
+@pytest.mark.parametrize("alone, together, verdict", [
+    ((60.0, 90.0), 92.0, "no more than one alone"),
+    ((30.0, 40.0), 68.0, "adds up"),
+    ((60.0, 70.0), 85.0, "more than one alone, less than both"),
+])
+def test_dram_headline_says_what_the_sample_shows(alone, together, verdict):
+    from gcexplore.analysis import dram_headline
+
+    rows = [(None, None, "alone", "a", alone[0]), (None, None, "alone", "b", alone[1]),
+            (None, None, "concurrent", "a+b", together)]
+    h = dram_headline(_summary_rows(rows))
+    assert h["verdict"] == verdict and h["top"] == "b" and h["added"] == pytest.approx(together - alone[1])
+    assert dram_headline(_summary_rows(rows[:2])) is None
+
+
+def test_isolation_headline_gives_the_slowdowns_it_draws():
+    df = S.isolation_df()
+    s = gcexplore.summarize(df).set_index(["role", "scenario"])
+    sup = P.plot_isolation(df).get_suptitle()
+    assert sup.startswith(P.figure_stamp(df.attrs))
+    crit, bg = s.loc[("critical", "streams")], s.loc[("background", "partitioned")]
+    assert f"critical latency: {P.ratio_text(crit['slowdown_vs_alone'])} alone next to the background" in sup
+    part = s.loc[("critical", "partitioned")]
+    assert f"{P.ratio_text(part['slowdown_vs_alone'])} alone in its own {int(part['sm_count'])}-SM partition" in sup
+    if np.isfinite(bg["slowdown_vs_alone"]):
+        assert f"the background: {P.ratio_text(bg['slowdown_vs_alone'])} its time alone, on the {int(bg['sm_count'])} SMs" in sup
+    else:  # no background alone rows: no ratio to state
+        assert "the background:" not in sup
+    rec = gcexplore.load_recorded("isolation")
+    bg = gcexplore.summarize(rec).set_index(["role", "scenario"]).loc[("background", "partitioned")]
+    assert (f"the background: {P.ratio_text(bg['slowdown_vs_alone'])} its time alone, on the {int(bg['sm_count'])} SMs"
+            in P.plot_isolation(rec).get_suptitle())
+
+
+def test_isolation_tick_labels_do_not_touch():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = P.plot_isolation(gcexplore.load_recorded("isolation"))
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)
+    for ax in fig.axes:
+        boxes = [t.get_window_extent(renderer) for t in ax.get_xticklabels() if t.get_text()]
+        for a, b in zip(boxes, boxes[1:]):
+            assert a.x1 + 4 < b.x0, f"tick labels touch: {a} {b}"
+
+
+def test_scaling_headline_from_its_facts():
+    from gcexplore.analysis import scaling_facts
+
+    df = gcexplore.load_recorded("scaling")
+    facts = scaling_facts(df).set_index("workload")
+    sup = P.plot_scaling(df).get_suptitle()
+    for w, r in facts.iterrows():
+        assert f"{w}: {r['efficiency_at_largest']:.0%} parallel efficiency at {r['largest_sm']} SMs" in sup
+    mem = facts.loc["memory"]
+    assert mem["saturates_sm"] <= mem["largest_sm"] / 2  # the recorded triad saturates early
+    assert f"already at {mem['saturates_sm']} SMs" in sup
+    assert "already at" not in sup.split("\n")[1]  # compute scales to the end
+
+
+def test_scaling_with_sm_counts_as_text_sorts_them_as_numbers():
+    df = S.scaling_df()
+    text = df.assign(sm_count=df["sm_count"].astype(str))
+    text.attrs.update(df.attrs)
+    fig = P.plot_scaling(text)
+    for gid in ("throughput:compute", "efficiency:compute"):
+        x = list(_one(fig, gid).get_xdata())
+        assert x == sorted(set(df["sm_count"])), x
+
+
+def test_traced_plain_streams_rates_are_marked_lower_bounds():
+    import _synthetic_trace as T
+
+    trace, df = T.trace_df()
+    fig = P.plot_throughput(df, trace=trace)
+    for ax in fig.axes:
+        labels = [t.get_text() for t in ax.get_xticklabels()]
+        for lab in labels:
+            assert ("lower bound" in lab) == lab.startswith("streams"), lab
+        marks = [t for t in ax.texts if (t.get_gid() or "").startswith("lower_bound:")]
+        assert len(marks) == 1 and marks[0].get_text().startswith("≥ ")
+    bars = [p for ax in fig.axes for p in ax.patches if (p.get_gid() or "").endswith(":streams")]
+    assert bars and all(b.get_hatch() == "//" for b in bars)
+    plain = P.plot_throughput(df)  # without the trace no streams rate is drawn at all
+    assert not [t for ax in plain.axes for t in ax.texts if (t.get_gid() or "").startswith("lower_bound:")]
+
+
+def test_a_withheld_rate_keeps_its_slot_inside_the_axes():
+    fig = P.plot_throughput(S.sweep_df())
+    for ax in fig.axes:
+        withheld = [t for t in ax.texts if (t.get_gid() or "").startswith("withheld:")]
+        assert withheld
+        lo, hi = ax.get_xlim()
+        for t in withheld:
+            assert lo < t.get_position()[0] - 0.4 and t.get_position()[0] + 0.4 < hi

@@ -106,10 +106,13 @@ def test_plot_states_the_means_it_draws(tmp_path):
     s.attrs["interval_us"] = 20.0
     fig = plot_dram_timeline(s, tr)
     titles = [" ".join(ax.get_title().split()) for ax in fig.axes]
-    assert any("a: DRAM 70% of peak, SMs active 18%; b: DRAM 80% of peak, SMs active 82%" in t for t in titles)
-    assert any("a and b together: DRAM 85% of peak, SMs active 100%" in t for t in titles)
+    assert any("while a ran: device DRAM 70% of peak, SMs active 18%; while b ran: device DRAM 80% of peak, "
+               "SMs active 82%" in t for t in titles)  # device-wide means while each ran
+    assert any("while a and b ran together: device DRAM 85% of peak, SMs active 100%" in t for t in titles)
     sup = " ".join(fig._suptitle.get_text().split())
-    assert "alone a 70% and b 80% of DRAM peak; together 85%, less than the sum" in sup
+    # together set beside the larger alone mean, never "less than the sum" (true of any two loads over 50%)
+    assert "alone: a 70% and b 80% of peak; while all ran together 85%, no more than b alone (80%)" in sup
+    assert "less than the sum" not in sup and "PM sampling every 20.0 µs" in sup
     gids = {a.get_gid() for ax in fig.axes for a in [*ax.lines, *ax.collections]}
     assert {"dram:concurrent:a+b", "sm_active:alone:a+b", "kernel:a", "kernel:b"} <= gids
     fig.savefig(tmp_path / "pm.png")

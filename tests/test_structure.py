@@ -172,12 +172,7 @@ _TEXT_COMMANDS = {
              "assert main(['tune', 'compute', 'memory', '--quiet', '--out', OUT]) == 0"),
     "compare": "assert main(['compare', SWEEP, SWEEP]) == 0",
 }
-_VIEWS_OWNER = ("views/compare.py (the views' owner): `describe`, text for the CLI, lives beside the plot "
-                "and imports views.plot, so `gcexplore compare` loads matplotlib")
-
-
-@pytest.mark.parametrize("command", [pytest.param(c, marks=pytest.mark.xfail(reason=_VIEWS_OWNER, strict=True))
-                                     if c == "compare" else c for c in _TEXT_COMMANDS])
+@pytest.mark.parametrize("command", list(_TEXT_COMMANDS))
 def test_text_only_commands_load_no_matplotlib(command, tmp_path):
     code = (f"import sys; sys.path.insert(0, 'tests')\nfrom gcexplore.cli import main\n"
             f"OUT, SWEEP = {str(tmp_path / 'r.parquet')!r}, {str(PACKAGE / 'data' / 'sweep.parquet')!r}\n"

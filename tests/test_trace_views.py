@@ -126,6 +126,36 @@ def test_sm_usage_figure_is_labelled_estimated():
     assert {"sm_usage:p0", "sm_usage:remainder", "sm_usage:device"} <= gids
 
 
+def test_sm_usage_names_the_workloads_of_each_partition():
+    tr, _ = T.trace_df()
+    fig = gcexplore.plot_sm_usage(tr)
+    labels = {line.get_gid(): line.get_label() for ax in fig.axes for line in ax.get_lines()}
+    for part, wls in tr[tr["rep"] == 0].groupby("partition")["workload"]:
+        assert all(w in labels[f"sm_usage:{part}"] for w in set(wls)), labels[f"sm_usage:{part}"]
+
+
+@pytest.mark.parametrize("rep", [0, 1])
+def test_timeline_says_which_cluster_of_repetitions_it_shows(rep):
+    from gcexplore.analysis import rep_mode, trace_modes
+
+    trace = gcexplore.load_recorded("trace")
+    fig = gcexplore.plot_timeline(trace, rep=rep)
+    titles = {ax.get_title().split(" — ")[0]: ax.get_title() for ax in fig.axes}
+    mine = rep_mode(trace_modes(trace), rep)
+    split = mine[mine["clusters"] > 1]
+    assert len(split), "the recorded plain-streams sigmoid start is bimodal"
+    for r in split.itertuples():
+        title = next(t for t in titles.values() if t.startswith(gcexplore.views.plot.mode_label(r.mode)))
+        assert f"{r.workload}'s first kernel at {r.median:.3f} ms here, as in {r.count} of {r.reps_total}" in title
+        n, med = r.others[0]
+        assert f"{n} at {med:.3f} ms" in title
+    # a mode whose starts form one cluster gets no note
+    single = mine[mine["clusters"] == 1]
+    for mode in set(single["mode"]) - set(split["mode"]):
+        title = next(t for t in titles.values() if t.startswith(gcexplore.views.plot.mode_label(mode)))
+        assert "first kernel" not in title
+
+
 # ------------------------------------------------------------------------ widgets
 
 

@@ -387,3 +387,28 @@ def test_live_one_workload_on_two_partitions_is_named_as_the_cli_names_it(fake_g
     ex.run_button.click()
     assert fake_gpu[0][:2] == ("profile_overlap", ["compute", "compute_2"])
     assert ex.error_box.layout.display == "none"
+
+
+def test_offline_sweep_explorer_says_why_measuring_is_disabled():
+    sx = GW.SweepExplorer.from_results(S.sweep_df())
+    assert sx.run_button.disabled and sx.tune_button.disabled and sx.repeats.disabled
+    assert sx.run_button.button_style == ""  # not drawn as the primary action
+    assert "needs an NVIDIA GPU" in sx.run_button.tooltip and "needs an NVIDIA GPU" in sx.status.value
+
+
+def test_summary_table_leads_with_the_bound_and_efficiency():
+    from gcexplore.explorers.render import render_summary
+
+    table = render_summary(S.sweep_df())
+    assert {"lower_bound_ms", "efficiency"} <= set(table.columns[:8])
+
+
+def test_dollar_signs_from_data_reach_the_page_as_text(monkeypatch):
+    from gcexplore.explorers import _base as B
+
+    df = S.sweep_df()
+    df["workload"] = df["workload"].map({"compute": "a$x$", "memory": "memory"}).fillna(df["workload"])
+    assert "$" not in B.display_data(df[["workload"]].drop_duplicates())["data"]["text/html"]
+    ex = GW.Explorer.from_results(S.sweep_df())
+    ex._show_error(ValueError("bad name a$x^2$"), "drawing")
+    assert "$" not in ex.error_box.value and "&#36;x^2&#36;" in ex.error_box.value

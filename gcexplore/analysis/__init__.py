@@ -23,5 +23,7 @@ EXTRA = {
     "display": ("RATES", "modes_in", "placement", "rate_quantiles", "rates", "workload_order"),
     "occupancy": ("occupancy_layout",),
     "tuning": ("TUNE_TABLE_COLUMNS", "gpu_time_ms", "slo_split"),
+    "modes": ("baseline_choice", "busy_shares", "cluster_labels", "dram_headline", "group_modes", "launch_limits",
+              "rep_mode", "sample_modes", "scaling_facts", "trace_modes"),
 }
 __all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC, EXTRA)

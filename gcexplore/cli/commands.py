@@ -352,7 +352,7 @@ def _cmd_compare(args) -> int:
     import pandas as pd
 
     from ..analysis.comparison import compare
-    from ..views.compare import describe
+    from ..views.compare_text import describe
 
     for path in filter(None, (args.a, args.b)):
         if not Path(path).exists():

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import math
 import numbers
 
 from .._checks import as_int
@@ -149,6 +150,27 @@ class DeviceInfo:
         if len(valid) > 4:
             return f"{valid[0]}, {valid[1]}, ..., {valid[-1]} (multiples of {self.alignment})"
         return ", ".join(map(str, valid))
+
+    @classmethod
+    def from_result(cls, df) -> "DeviceInfo":
+        """The card a sweep was measured on, from its metadata (``df.attrs``) and its split sizes
+        (the smallest gives ``min_partition_size``, their common step ``alignment``): planning
+        for a recorded card needs no GPU."""
+        a = df.attrs
+        missing = [k for k in ("device_name", "device_sm_count", "driver_version") if not a.get(k)]
+        if missing or "split_sm_count" not in getattr(df, "columns", ()):
+            raise ValueError(f"DeviceInfo.from_result needs a sweep with its metadata; missing "
+                             f"{missing or ['the split_sm_count column']}")
+        sizes = sorted({int(k) for k in df["split_sm_count"]})
+        drv = a["driver_version"]
+        if isinstance(drv, str):  # "13.0", as metadata() writes it
+            major, minor = (drv.split(".") + ["0"])[:2]
+            drv = int(major) * 1000 + int(minor) * 10
+        cc = a.get("compute_capability", "0.0")
+        cc = tuple(int(x) for x in (cc.split(".") if isinstance(cc, str) else cc))
+        return cls(name=str(a["device_name"]), index=int(a.get("device_index", 0)), compute_capability=cc,
+                   sm_count=int(a["device_sm_count"]), min_partition_size=sizes[0],
+                   alignment=math.gcd(*sizes), driver_version=int(drv))
 
     def metadata(self) -> dict[str, Any]:
         """The device facts as plain values, for ``DataFrame.attrs``."""

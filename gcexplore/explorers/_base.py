@@ -47,6 +47,16 @@ CSS = {
 # ------------------------------------------------------------------ output helpers
 
 
+def esc(text) -> str:
+    """Text from data as HTML that shows it literally: escaped, and ``$`` as an entity so no math
+    renderer in the page (MathJax in Jupyter) typesets a name like ``a$b$``."""
+    return html.escape(str(text)).replace("$", "&#36;")
+
+
+#: Why the measuring controls of an explorer over saved results are disabled.
+OFFLINE_REASON = "recorded results: measuring needs an NVIDIA GPU in this kernel (gcexplore.explore() there)"
+
+
 def display_data(obj) -> dict:
     """An output message for ``Output.outputs`` (PNG for figures, HTML for tables)."""
     if isinstance(obj, Figure):
@@ -56,12 +66,12 @@ def display_data(obj) -> dict:
         data = {"image/png": base64.b64encode(buf.getvalue()).decode("ascii"),
                 "text/plain": f"<Figure: {title}>"}
     elif isinstance(obj, pd.DataFrame):
-        data = {"text/html": obj.to_html(index=False, float_format=lambda v: f"{v:.4g}",
-                                         classes="gcexplore-table"),
+        table = obj.to_html(index=False, float_format=lambda v: f"{v:.4g}", classes="gcexplore-table")
+        data = {"text/html": "<div style='overflow-x:auto;max-width:100%'>" + table.replace("$", "&#36;") + "</div>",
                 "text/plain": obj.to_string(index=False)}
     else:
         text = str(obj)
-        data = {"text/html": f"<p>{html.escape(text)}</p>", "text/plain": text}
+        data = {"text/html": f"<p>{esc(text)}</p>", "text/plain": text}
     return {"output_type": "display_data", "data": data, "metadata": {}}
 
 
@@ -126,8 +136,8 @@ class Controller:
         """One readable line (type, message, what was being done) instead of a traceback."""
         self.last_error = exc
         self.error_box.value = (
-            f"<div style='color:#b00020'><b>{html.escape(what)} failed</b> — "
-            f"{html.escape(type(exc).__name__)}: {html.escape(str(exc))}</div>")
+            f"<div style='color:#b00020'><b>{esc(what)} failed</b> — "
+            f"{esc(type(exc).__name__)}: {esc(str(exc))}</div>")
         self.error_box.layout.display = None
 
     def _clear_error(self) -> None:

@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import html
 
 from ._base import W
 
 from ..analysis.comparison import compare
-from ..views.compare import describe, plot_compare
-from ._base import Controller, load_result
+from ..views.compare import plot_compare
+from ..views.compare_text import describe
+from ._base import Controller, esc, load_result
 
 __all__ = ["CompareExplorer"]
 
@@ -56,7 +56,7 @@ class CompareExplorer(Controller):
     def _redraw(self) -> None:
         self._clear_error()
         c = self.comparison
-        self.words.value = "<ul>" + "".join(f"<li>{html.escape(s)}</li>" for s in describe(c)) + "</ul>"
+        self.words.value = "<ul>" + "".join(f"<li>{esc(s)}</li>" for s in describe(c)) + "</ul>"
         self._draw("sweep", self.plot_output, lambda: plot_compare(c, group=self.group.value))
         cols = ["group", "layout_a", "layout_b", "median_a_ms", "median_b_ms", "ratio", "ratio_low", "ratio_high",
                 "verdict", "reason"]

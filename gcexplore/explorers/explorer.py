@@ -11,7 +11,6 @@ imported inside the live paths only. :class:`SweepExplorer` lives in :mod:`.swee
 
 from __future__ import annotations
 
-import html
 
 import pandas as pd
 
@@ -19,7 +18,8 @@ from .. import analysis as A
 from ..results.validate import check_result
 from ..schema import layout_key, parse_layout
 from ..views import plot as _plot
-from ._base import CSS, Controller, TraceView, W, catalog, load_result, load_trace, unique_names, with_builtins
+from ._base import (CSS, Controller, TraceView, W, catalog, esc, load_result, load_trace, unique_names,
+                    with_builtins)
 from .render import (render_occupancy, render_summary, render_sweep, render_throughput,
                      render_trace)
 from .sweep_explorer import SweepExplorer
@@ -197,7 +197,7 @@ class Explorer(TraceView, Controller):
         self.repeats.add_class(CSS["repeats"])
         self.remainder_label = W.HTML()
         self.remainder_label.add_class(CSS["remainder"])
-        self.status.value = ("<i>Recorded results: " + html.escape(
+        self.status.value = ("<i>Recorded results: " + esc(
             _plot.figure_stamp(results.attrs)) + ". Move a slider to see another "
             "measured split.</i>")
 
@@ -242,7 +242,7 @@ class Explorer(TraceView, Controller):
                 f"needs at least {self.info.min_partition_size}; lower a slider</span>")
             self.run_button.disabled = True
             return False
-        self.remainder_label.value = f"remainder: <b>{rest} SMs</b> → {html.escape(last)}"
+        self.remainder_label.value = f"remainder: <b>{rest} SMs</b> → {esc(last)}"
         self.run_button.disabled = False
         return True
 
@@ -296,7 +296,7 @@ class Explorer(TraceView, Controller):
             self._progress_done()
         self.results, self.occupancy, self.trace = results, occupancy, trace
         self._shown_layout = str(results["layout"].iloc[0])
-        self.status.value = "<i>" + html.escape(_plot.figure_stamp(results.attrs)) + "</i>"
+        self.status.value = "<i>" + esc(_plot.figure_stamp(results.attrs)) + "</i>"
         return True
 
     def _profile(self, workloads):

@@ -8,7 +8,6 @@ touches no GPU.
 
 from __future__ import annotations
 
-import html
 from typing import Sequence
 
 import pandas as pd
@@ -18,7 +17,7 @@ from ..results.validate import check_result
 from ..schema import parse_layout
 from ..views import plot as _plot
 from ..views.tune import plot_tune
-from ._base import CSS, Controller, TraceView, W, catalog, load_result, load_trace
+from ._base import CSS, OFFLINE_REASON, Controller, TraceView, W, catalog, esc, load_result, load_trace
 from .render import render_summary, render_sweep, render_throughput
 
 __all__ = ["SweepExplorer"]
@@ -70,11 +69,12 @@ class SweepExplorer(TraceView, Controller):
         self.repeats = W.IntSlider(value=repeats, min=1, max=100, description="repeats",
                                    continuous_update=False, disabled=not self.live)
         self.repeats.add_class(CSS["repeats"])
-        self.run_button = W.Button(description="Run sweep", button_style="primary",
-                                   disabled=not self.live)
+        self.run_button = W.Button(description="Run sweep", button_style="primary" if self.live else "",
+                                   disabled=not self.live, tooltip="" if self.live else OFFLINE_REASON)
         self.run_button.add_class(CSS["run"])
         self.tune_button = W.Button(description="Tune", disabled=not self.live,
-                                    tooltip="find the best split measuring only a few layouts")
+                                    tooltip="find the best split measuring only a few layouts" if self.live
+                                    else OFFLINE_REASON)
         self.tune_button.add_class(CSS["tune"])
         if self.live:
             from ..device import driver  # lazy: touches the driver
@@ -83,8 +83,8 @@ class SweepExplorer(TraceView, Controller):
             self.catalog = catalog(workloads)
             self.run_button.on_click(lambda _b: self.run())
             self.tune_button.on_click(lambda _b: self.tune())
-            self.status.value = (f"<i>{html.escape(self.info.name)}: press Run sweep to "
-                                 f"measure {' + '.join(map(html.escape, self.catalog))} at "
+            self.status.value = (f"<i>{esc(self.info.name)}: press Run sweep to "
+                                 f"measure {' + '.join(map(esc, self.catalog))} at "
                                  "every split.</i>")
         self.split_slider.observe(lambda _c: self._show_split(), names="value")
         self._root = W.VBox([
@@ -94,8 +94,9 @@ class SweepExplorer(TraceView, Controller):
         self._root.add_class(self._root_class)
         if not self.live:
             results, occupancy, self.trace = _offline
-            self.status.value = ("<i>Recorded results: " + html.escape(
-                _plot.figure_stamp(results.attrs)) + ". Choose a split to see it.</i>")
+            self.status.value = ("<i>Recorded results: " + esc(
+                _plot.figure_stamp(results.attrs)) + ". Choose a split to see it. Run sweep, Tune and "
+                "repeats are disabled: " + esc(OFFLINE_REASON) + ".</i>")
             self._set_results(results, occupancy)
 
     @classmethod
@@ -148,7 +149,7 @@ class SweepExplorer(TraceView, Controller):
             start = int(parse_layout(answer)[0]) if answer else None
             self._set_results(results, None, draw=plot_tune, start=start)
             if results.attrs.get("reason"):
-                self.status.value += "<br>" + html.escape(results.attrs["reason"][0])
+                self.status.value += "<br>" + esc(results.attrs["reason"][0])
 
     def _live(self, doing: str, what: str, call):
         """``call()`` with progress and errors shown; the partial rows of an aborted run."""
@@ -169,7 +170,7 @@ class SweepExplorer(TraceView, Controller):
             self._progress_step()
             self._progress_done()
         if results is not None:
-            self.status.value = "<i>" + html.escape(_plot.figure_stamp(results.attrs)) + "</i>"
+            self.status.value = "<i>" + esc(_plot.figure_stamp(results.attrs)) + "</i>"
         return results
 
     def _set_results(self, results: pd.DataFrame, occupancy: pd.DataFrame | None, *, draw=None,
@@ -178,8 +179,9 @@ class SweepExplorer(TraceView, Controller):
         per_split = results.drop_duplicates("split_sm_count")
         self._layouts = dict(zip(per_split["split_sm_count"].astype(int), per_split["layout"]))
         best = start if start is not None else int(parse_layout(A.best_layout(results))[0])
-        self._draw("sweep", self.sweep_output,
-                   lambda: draw(results) if draw else render_sweep(results, summary=self.run_summary()))
+        self._sweep_draw = draw  # None: the sweep is redrawn with the chosen split marked
+        if draw is not None:
+            self._draw("sweep", self.sweep_output, lambda: draw(results))
         self._updating = True  # options then value: draw once, at the end
         try:
             self.split_slider.options = sorted(self._layouts)
@@ -193,6 +195,9 @@ class SweepExplorer(TraceView, Controller):
         layout = self.layout
         if self.results is None or layout is None or getattr(self, "_updating", False):
             return
+        if getattr(self, "_sweep_draw", None) is None:
+            self._draw("sweep", self.sweep_output,
+                       lambda: render_sweep(self.results, summary=self.run_summary(), chosen=layout))
         self._draw("throughput", self.plot_output,
                    lambda: render_throughput(self.results, layout, trace=self.trace_at(layout, every_mode=True)))
         if self.live:

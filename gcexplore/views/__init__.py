@@ -4,8 +4,11 @@ computed and compute no number themselves."""
 from .._lazy import face
 
 PUBLIC = {
-    "plot": ("figure_stamp", "plot_isolation", "plot_occupancy", "plot_scaling", "plot_sweep",
-             "plot_throughput"),
+    "_style": ("figure_stamp",),
+    "overlap": ("plot_sweep", "plot_throughput"),
+    "scaling": ("plot_scaling",),
+    "occupancy": ("plot_occupancy",),
+    "isolation": ("plot_isolation",),
     "timeline": ("plot_sm_usage", "plot_timeline"),
     "tune": ("plot_tune",),
     "pm": ("plot_dram_timeline",),

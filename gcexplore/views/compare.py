@@ -1,102 +1,23 @@
 """What a comparison shows: the two curves on the SM-fraction axis, the verdicts, both best
-splits (:func:`plot_compare`), and the verdict in words (:func:`describe`). Every number
+splits (:func:`plot_compare`); the verdict in words is :mod:`.compare_text`. Every number
 drawn or written here comes from :func:`gcexplore.compare`."""
 
 from __future__ import annotations
 
 import math
 
-import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-# Old-layout imports, collected here so they can be re-pointed in one place.
 from ..analysis.comparison import Comparison, compare
-from .plot import figure_stamp, new_figure
+from ._style import figure_stamp, new_figure
+from .compare_text import plain
 
-__all__ = ["describe", "plot_compare", "plain"]
+__all__ = ["plot_compare"]
 
 _SIDE_COLORS = {"a": "#1f77b4", "b": "#d62728"}
 _VERDICT_STYLE = {"FAST": ("#2ca02c", "F"), "SLOW": ("#d62728", "S"), "SAME": ("0.45", "="),
                   "UNCLEAR": ("#ff7f0e", "?")}
-
-
-def plain(text) -> str:
-    """``text`` as matplotlib draws it literally: a ``$`` from the data starts no mathtext."""
-    return str(text).replace("$", r"\$")
-
-
-def _pct(r: float) -> str:
-    return f"{r - 1:+.1%}"
-
-
-def describe(c: Comparison) -> list[str]:
-    """The comparison in sentences, each computed from ``c``."""
-    a, b = c.labels
-    n = c.counts()
-    s = c.settings
-    lines = [f"{b} against {a}: {n['SAME']} of {s['compared']} layout x {'workload' if c.kind == 'scaling' else 'mode'} "
-             f"pairs SAME within ±{s['min_effect']:.1%}, {n['FAST']} FAST, {n['SLOW']} SLOW, {n['UNCLEAR']} UNCLEAR "
-             f"(each interval at {s['level']:.2%}, {s['confidence']:.0%} jointly)"]
-    if n["one-sided"]:
-        lines.append(f"{n['one-sided']} layout(s) were measured on one side only")
-    if n["clock differences"]:
-        lines.append(f"{n['clock differences']} of the FAST/SLOW verdicts are SAME in clock-normalised time: "
-                     "clock differences")
-    decided = c.table[c.table["verdict"].isin(["FAST", "SLOW"])]
-    if len(decided):
-        worst = decided.loc[(np.log(decided["ratio"])).abs().idxmax()]
-        lines.append(f"largest decided difference: {worst['group']} at {worst['layout_a']}"
-                     f"{'' if worst['layout_b'] == worst['layout_a'] else ' / ' + worst['layout_b']}: "
-                     f"{_pct(worst['ratio'])} ({worst['verdict']}, interval {_pct(worst['ratio_low'])} "
-                     f"to {_pct(worst['ratio_high'])})")
-    lines.extend(_best_lines(c))
-    lines.extend(_slo_lines(c))
-    diff = c.identity[~c.identity["same"]]
-    if len(diff):
-        lines.append("differs: " + "; ".join(f"{r.field} {r.a or '-'} -> {r.b or '-'}" for r in diff.head(8).itertuples())
-                     + (f" (+{len(diff) - 8} more)" if len(diff) > 8 else ""))
-    return lines
-
-
-def _best_lines(c: Comparison) -> list[str]:
-    if not c.best:
-        return []
-    a, b = c.labels
-    ba, bb = c.best["a"], c.best["b"]
-    out = [f"best split on {a}: {ba['layout']} ({ba['fraction']:.0%} of the SMs), {ba['median_ms']:.4g} ms "
-           f"[{ba['ci_low_ms']:.4g}, {ba['ci_high_ms']:.4g}]; on {b}: {bb['layout']} ({bb['fraction']:.0%}), "
-           f"{bb['median_ms']:.4g} ms [{bb['ci_low_ms']:.4g}, {bb['ci_high_ms']:.4g}]"]
-    if not c.best["moved"]:
-        out.append("the best split did not move")
-        return out
-    for key, here, there in (("a_best_on_b", a, b), ("b_best_on_a", b, a)):
-        cost = c.best[key]
-        if cost["layout"] is None:
-            out.append(f"{here}'s best split was not measured on {there}")
-        else:
-            meaning = {"SLOW": "a real cost", "SAME": "no cost beyond the band",
-                       "UNCLEAR": "too close to call"}.get(cost["verdict"], "")
-            out.append(f"the best split moved: {here}'s best ({cost['layout']} there) costs {_pct(cost['ratio'])} "
-                       f"on {there} against its own best (interval {_pct(cost['low'])} to {_pct(cost['high'])}: "
-                       f"{meaning})")
-    return out
-
-
-def _slo_lines(c: Comparison) -> list[str]:
-    if not c.slo:
-        return []
-    s, (a, b) = c.slo, c.labels
-    target = f"p{s['percentile']:g} of {s['workload']} <= {s['slo_ms']:.4g} ms"
-
-    def ans(x):
-        return f"{x['layout']} ({x['how']})" if x["layout"] else "not met"
-
-    out = [f"latency target {target}: {a} {ans(s['a'])}, {b} {ans(s['b'])}"
-           + ("; the answer moved" if s["moved"] else "; the answer did not move")]
-    if s["moved"] and s["a"]["layout"]:
-        out.append(f"{a}'s answer on {b}: {s['a_answer_on_b']['status']}")
-    return out
 
 
 def plot_compare(c, b=None, *, group: str | None = None, figsize=(8.5, 5.0), **kwargs) -> Figure:

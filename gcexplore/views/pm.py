@@ -9,10 +9,10 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from .. import analysis as A
-from ..analysis.pm import dram_summary, dram_verdict
+from ..analysis.modes import dram_headline
+from ..analysis.pm import dram_summary
 from ..results.provenance import require_one_run
-from .plot import WORKLOAD_COLORS, figure_stamp, mode_label, new_figure
+from ._style import WORKLOAD_COLORS, figure_stamp, mode_label, new_figure
 from ..results.validate import check_result
 
 __all__ = ["plot_dram_timeline"]
@@ -24,9 +24,10 @@ def plot_dram_timeline(samples: pd.DataFrame, trace: pd.DataFrame, *, rep: int =
     DRAM throughput (% of peak) is a solid step line, the share of SMs active (where
     the metric set has it) a dashed one; under them, each workload's kernels (CUPTI
     spans) as bars. Counters are device-wide: with two partitions busy they count
-    both. Each panel's title gives the means while each workload ran and while all
-    ran together (:func:`gcexplore.dram_summary`); the figure's title compares
-    them when the run has each workload alone and all of them concurrently.
+    both. Each panel's title gives the device-wide means while each workload ran and
+    while all ran together (:func:`gcexplore.dram_summary`); the figure's title says
+    what the sample shows (:func:`gcexplore.analysis.dram_headline`: together against
+    the larger alone mean) when the run has each workload alone and all concurrently.
 
     Parameters
     ----------
@@ -86,14 +87,31 @@ def plot_dram_timeline(samples: pd.DataFrame, trace: pd.DataFrame, *, rep: int =
                             *[Patch(color=c, label=w) for w, c in colors.items()]], fontsize=7,
                    loc="upper left", bbox_to_anchor=(1.01, 1.0))
     axes[-1].set_xlabel("time since the repetition's common start (ms; PM samples and CUPTI kernel records)")
-    fig.suptitle(f"{figure_stamp(samples.attrs)}\nPM sampling every {samples.attrs.get('interval_us', '?')} us, "
-                 f"layout {groups['layout'].iloc[0]}, repetition {rep}{dram_verdict(summary)}", fontsize=9, color="0.2")
+    fig.suptitle(f"{figure_stamp(samples.attrs)}\nPM sampling every {samples.attrs.get('interval_us', '?')} µs, "
+                 f"layout {groups['layout'].iloc[0]}, repetition {rep}{_headline(summary)}", fontsize=9, color="0.2")
     return fig
 
 
+def _headline(summary: pd.DataFrame) -> str:
+    """What this sample shows about sharing DRAM (:func:`gcexplore.analysis.dram_headline`)."""
+    h = dram_headline(summary)
+    if h is None:
+        return ""
+    parts = " and ".join(f"{w} {v:.0f}%" for w, v in h["alone"].items())
+    text = f"device DRAM while each ran alone: {parts} of peak; while all ran together {h['together']:.0f}%"
+    top = f"{h['top']} alone ({h['alone'][h['top']]:.0f}%)"
+    return ":\n" + "\n".join(textwrap.wrap(text + {
+        "no more than one alone": f", no more than {top}: the SMs were split, DRAM bandwidth was not",
+        "adds up": f", the sum of the alone means ({h['sum']:.0f}%): DRAM had room for both",
+        "more than one alone, less than both": f", {h['added']:.0f} points over {top}, short of "
+                                               f"{min(h['sum'], 100.0):.0f}%: both drew on one DRAM",
+    }[h["verdict"]], 120))
+
+
 def _means_text(r) -> str:
-    who = f"{r.workload.replace('+', ' and ')} together" if "+" in r.workload else r.workload
+    # counters are device-wide: a mean "while X ran" counts whatever else ran then too
+    who = f"while {r.workload.replace('+', ' and ')} ran together" if "+" in r.workload else f"while {r.workload} ran"
     sm = "" if math.isnan(r.sm_active_pct) else f", SMs active {r.sm_active_pct:.0f}%"
-    return f"{who}: DRAM {r.dram_pct:.0f}% of peak{sm}"
+    return f"{who}: device DRAM {r.dram_pct:.0f}% of peak{sm}"
 
 

@@ -9,7 +9,7 @@ from matplotlib.figure import Figure
 
 from ..analysis.overlap import makespan_stats
 from ..analysis.prediction import predict_error, predicted_layouts, prediction_facts
-from .plot import figure_stamp, new_figure
+from ._style import figure_stamp, new_figure
 
 __all__ = ["plot_predict"]
 

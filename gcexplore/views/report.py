@@ -15,7 +15,7 @@ import pandas as pd
 from .. import analysis as A
 from ..results.provenance import stamp_text
 
-__all__ = ["layout_report", "verdict", "outcome_sentence", "bound_sentence"]
+__all__ = ["alone_sentence", "layout_report", "verdict", "outcome_sentence", "bound_sentence"]
 
 #: The columns of the layout table the report prints (the lower bound, one value per
 #: run, is printed once under it).
@@ -65,12 +65,43 @@ def verdict(df: pd.DataFrame) -> str:
     f = A.verdict_facts(df)
     b, c = f["best"], f["concurrent"]
     first = (f"best split {b['layout']}: concurrent {_ms(c['median_ms'])} (p10-p90 {c['p10_ms']:.3f}-"
-             f"{c['p90_ms']:.3f}), {_x(b['speedup_vs_sequential'])} vs sequential ({_ms(b['sequential_ms'])}), "
+             f"{c['p90_ms']:.3f}), {_x(b['speedup_vs_sequential'])} vs sequential "
+             f"({_baseline_text(df, b['layout'], b['sequential_ms'])}), "
              f"{_x(b['speedup_vs_streams'])} vs plain streams ({_ms(b['streams_ms'])})")
     second = (f"{bound_sentence(f['bound'])}; the best split takes {_x(1 / b['efficiency'] if b['efficiency'] else math.nan)} "
               f"that = split loss {_x(b['split_loss'])} (interference-free {_ms(b['interference_free_ms'])}) "
               f"x interference {_x(b['interference'])}")
     return f"{first}\n{second}\n{outcome_sentence(f)}"
+
+
+def _baseline_text(df: pd.DataFrame, layout: str, next_ms: float) -> str:
+    """Which sequential run a speedup divides by: the one measured next to the split (the
+    guide's ``speedup_vs_sequential``), and against the run's median where they differ."""
+    if not (df["mode"] == "sequential").any() or df["layout"].nunique() < 2:
+        return _ms(next_ms)
+    b = A.baseline_choice(df, layout)
+    place = ("the highest" if b["rank"] == 1 else "the lowest" if b["rank"] == b["layouts"]
+             else f"number {b['rank']} from the highest")
+    return (f"{_ms(b['next_ms'])} measured next to it, {place} of the {b['layouts']} layouts' sequential medians; "
+            f"{_x(b['speedup_median'])} vs the median of all sequential repetitions, {_ms(b['median_ms'])}")
+
+
+def alone_sentence(summary: pd.DataFrame, layout: str) -> str:
+    """What the ``alone`` rows' makespan is: the workloads' solo runs one after the other,
+    each on its own partition, set beside the sequential makespan on the whole device."""
+    s = summary[summary["layout"] == layout]
+    alone = s[s["mode"] == "alone"]
+    if alone.empty:
+        return f"layout {layout} has no alone rows"
+    parts = " then ".join(f"{r.workload} on {r.partition} ({r.sm_count} SMs, median {r.median_ms:.3f} ms)"
+                          for r in alone.itertuples())
+    text = (f"the alone makespan {_ms(alone['makespan_median_ms'].iloc[0])} is not a way to run the pair: each "
+            f"repetition runs {parts} one after the other, each alone on its own partition")
+    seq = s[s["mode"] == "sequential"]
+    if not seq.empty:
+        text += (f"; sequential runs the same one after the other on all {int(seq['sm_count'].iloc[0])} SMs: "
+                 f"{_ms(seq['makespan_median_ms'].iloc[0])}")
+    return text
 
 
 def layout_report(df: pd.DataFrame) -> str:

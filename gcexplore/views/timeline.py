@@ -11,7 +11,8 @@ from matplotlib.patches import Patch
 
 from .. import analysis as A
 from ..results.provenance import require_one_run
-from .plot import WORKLOAD_COLORS, figure_stamp, mode_label, new_figure, require_result, stamp
+from ..analysis.modes import rep_mode, trace_modes
+from ._style import WORKLOAD_COLORS, figure_stamp, mode_label, new_figure, require_result, stamp
 from ..schema import layout_key, partition_key
 
 __all__ = ["plot_sm_usage", "plot_timeline"]
@@ -35,7 +36,10 @@ def plot_timeline(trace: pd.DataFrame, *, layout: str | None = None, rep: int = 
 
     Each kernel (CUPTI's start and end, relative to the repetition's common start) is
     a bar coloured by workload; the idle gaps inside a workload's busy span (launch
-    bubbles, :func:`gcexplore.busy.kernel_gaps`) are shaded red on its lane.
+    bubbles, :func:`gcexplore.busy.kernel_gaps`) are shaded red on its lane. Where a
+    workload's first-kernel start falls into separate clusters over the repetitions
+    (:func:`gcexplore.analysis.trace_modes`), the panel's title says which cluster the drawn
+    repetition is in and where the others start.
 
     Parameters
     ----------
@@ -64,6 +68,9 @@ def plot_timeline(trace: pd.DataFrame, *, layout: str | None = None, rep: int = 
                                                        for m in modes)))
     axes = fig.subplots(len(modes), 1, squeeze=False, sharex=True)[:, 0]
     gaps = kernel_gaps(rows)
+    # which cluster of repetitions the drawn one belongs to, where a start is bimodal
+    whole = trace[trace["layout"] == layout]
+    here = rep_mode(trace_modes(whole), rep)
     for ax, mode in zip(axes, modes):
         m = rows[rows["mode"] == mode]
         lanes = sorted(set(zip(m["partition"].astype(str), m["stream_id"].astype(int))),
@@ -80,14 +87,26 @@ def plot_timeline(trace: pd.DataFrame, *, layout: str | None = None, rep: int = 
         sms = {p: int(s) for p, s in zip(m["partition"], m["sm_count"])}
         ax.set_yticks(range(len(lanes)), [f"{p} ({sms[p]} SMs)\nstream {s}" for p, s in lanes], fontsize=7)
         ax.set_ylim(-0.6, len(lanes) - 0.4)
-        ax.set_title(f"{mode_label(mode)} — layout {layout}, repetition {rep}", fontsize=9)
+        ax.set_title(f"{mode_label(mode)} — layout {layout}, repetition {rep}"
+                     + _cluster_note(here[here["mode"] == mode]), fontsize=9)
         ax.grid(True, axis="x", alpha=0.3)
     axes[-1].set_xlabel("time since the repetition's common start (ms, CUPTI kernel records)")
     handles = [Patch(color=c, label=w) for w, c in colors.items()]
     handles.append(Patch(color="#d62728", alpha=0.3, label="idle gap (launch bubble)"))
-    axes[0].legend(handles=handles, fontsize=7, loc="upper right")
+    fig.legend(handles=handles, fontsize=7, loc="outside lower center", ncol=len(handles))
     stamp(fig, trace)
     return fig
+
+
+def _cluster_note(here: pd.DataFrame) -> str:
+    """Where a workload's first-kernel start falls into clusters over the repetitions: which
+    one this repetition is in, and the others."""
+    notes = []
+    for r in here[here["clusters"] > 1].itertuples():
+        others = ", ".join(f"{n} at {m:.3f} ms" for n, m in r.others)
+        notes.append(f"{r.workload}'s first kernel at {r.median:.3f} ms here, as in {r.count} of "
+                     f"{r.reps_total} repetitions (others: {others})")
+    return "".join(f"\n{n}" for n in notes)
 
 
 def plot_sm_usage(trace: pd.DataFrame, *, layout: str | None = None, rep: int = 0,
@@ -109,7 +128,8 @@ def plot_sm_usage(trace: pd.DataFrame, *, layout: str | None = None, rep: int = 
     Returns
     -------
     matplotlib.figure.Figure
-        Step lines carry gid ``"sm_usage:<partition>"``, the caps ``"sm_cap:<partition>"``.
+        Step lines carry gid ``"sm_usage:<partition>"`` and a label naming the partition, its SM
+        count and the workloads that ran on it; the caps carry ``"sm_cap:<partition>"``.
     """
     from ..analysis.occupancy_estimate import ESTIMATE_LABEL, sm_usage
 
@@ -124,8 +144,9 @@ def plot_sm_usage(trace: pd.DataFrame, *, layout: str | None = None, rep: int = 
         m = usage[usage["mode"] == mode]
         for part, g in m.groupby("partition", sort=False):
             cap = int(g["sm_count"].iloc[0])
+            wls = ", ".join(dict.fromkeys(rows.loc[(rows["mode"] == mode) & (rows["partition"] == part), "workload"]))
             ax.step([g["time_ms"].iloc[0], *g["time_ms"]], [0, *g["sms_in_use"]], where="post", color=colors[str(part)], linewidth=1.4,
-                    label=f"{part} ({cap} SMs)", gid=f"sm_usage:{part}")
+                    label=f"{part} ({cap} SMs): {wls}", gid=f"sm_usage:{part}")
             ax.axhline(cap, color=colors[str(part)], linestyle="--", linewidth=0.8, alpha=0.6,
                        gid=f"sm_cap:{part}")
         ax.set_ylim(0, max(usage["sm_count"]) * 1.08)

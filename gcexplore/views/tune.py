@@ -9,7 +9,7 @@ from matplotlib.ticker import MaxNLocator
 
 from .. import analysis as A
 from ..results.provenance import require_one_run
-from .plot import figure_stamp, mode_color, new_figure, require_result
+from ._style import figure_stamp, mode_color, new_figure, require_result
 
 __all__ = ["plot_tune"]
 
