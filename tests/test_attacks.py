@@ -323,3 +323,16 @@ def test_busy_time_of_a_trace_concatenated_twice_is_refused():
     trace, _ = _traced()
     with pytest.raises(ResultError, match="concatenated twice"):
         gx.busy_time(pd.concat([trace, trace], ignore_index=True))
+
+
+def test_plot_occupancy_refuses_two_runs():
+    import pandas as pd
+
+    import gcexplore
+
+    occ = gcexplore.load_recorded("occupancy")
+    other = occ.assign(run_id="another-run")
+    both = pd.concat([occ, other], ignore_index=True)
+    both.attrs.update(occ.attrs)
+    with pytest.raises(ValueError, match="plot_occupancy takes one run, but these rows hold 2 runs"):
+        gcexplore.plot_occupancy(both)

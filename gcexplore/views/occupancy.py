@@ -8,6 +8,7 @@ from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from ..results.provenance import require_one_run
 from ..results.validate import check_result
 from ._style import WORKLOAD_COLORS, new_figure, require_result, stamp
 from ..schema import partition_key, sorted_partitions
@@ -77,6 +78,7 @@ def plot_occupancy(df: pd.DataFrame, *, order: str = "partition", figsize=(9.0, 
     check_result(df, "occupancy", "plot_occupancy")
     require_result(df, ["partition", "workload", "sm_id", "start_ns", "end_ns"], "plot_occupancy",
              "the per-block DataFrame from gcexplore.occupancy()")
+    require_one_run(df, "plot_occupancy")
     rows = occupancy_rows(df, order)
     row_of = dict(zip(rows["sm_id"], rows["row"]))
     partitions = sorted_partitions(rows["partition"])
