@@ -12,6 +12,7 @@ Importing this module loads nothing heavy, so ``gcexplore --help`` answers at on
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -32,15 +33,18 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
-def _fail(cmd: str, message: str, code: int) -> int:
+def _fail(cmd: str, message: str, code: int, cause: BaseException | None = None) -> int:
+    """One line on stderr; with ``cause`` (--verbose) also the chain of errors behind it."""
     print(f"gcexplore {cmd}: {message}", file=sys.stderr)
+    while cause is not None and (cause := cause.__cause__ or cause.__context__) is not None:
+        print(f"  caused by {type(cause).__name__}: {cause}", file=sys.stderr)
     return code
 
 
 # ------------------------------------------------------------------ argument types
 
 
-def _int_arg(minimum: int):
+def _int_arg(minimum: int, maximum: int | None = None, why: str = ""):
     def parse(text: str) -> int:
         try:
             v = int(text)
@@ -48,6 +52,8 @@ def _int_arg(minimum: int):
             raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
         if v < minimum:
             raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {v}")
+        if maximum is not None and v > maximum:
+            raise argparse.ArgumentTypeError(f"must be <= {maximum}{why}, got {v}")
         return v
 
     return parse
@@ -99,7 +105,7 @@ def _cmd_info(args) -> int:
     try:
         n = device_count()
     except UnsupportedError as e:
-        return _fail("info", f"{e}; without a GPU, `gcexplore demo` shows results recorded on an H100", 1)
+        return _fail("info", str(e), 1, e if args.verbose else None)  # it says what works without a GPU
     if n == 0:
         return _fail("info", "the driver sees no CUDA device", 1)
     indices = range(n) if args.device is None else [args.device]
@@ -127,8 +133,12 @@ def _cmd_info(args) -> int:
 
 
 def _cmd_demo(args) -> int:
-    from .demo import run_demo
+    from .demo import out_folder, run_demo
 
+    try:
+        out_folder(args.out)  # before anything is measured or printed
+    except ValueError as e:
+        raise _Usage(f"--out: {e}") from None
     run_demo(args.out, device=args.device, repeats=args.repeats, recorded=args.recorded,
              overwrite=args.overwrite)
     return 0
@@ -144,10 +154,30 @@ def _parse_workload(spec: str) -> tuple[str, dict]:
         raise _Usage(str(e)) from None
 
 
+def _check_options(spec: str, name: str, kwargs: dict) -> None:
+    """_Usage for an option the built-in does not take or a value of the wrong type (no GPU)."""
+    import inspect
+
+    from ..workloads import core
+
+    params = {k: p for k, p in inspect.signature(getattr(core, name)).parameters.items() if k != "device"}
+    for key, value in kwargs.items():
+        if key not in params:
+            raise _Usage(f"workload {spec!r}: {name} has no option {key!r}; its options are {', '.join(params)}")
+        kind = str(params[key].annotation)
+        if "int" in kind.split(" | ") and not isinstance(value, int):
+            raise _Usage(f"workload {spec!r}: {key} must be a positive integer, got {value!r}")
+        if "float" in kind.split(" | ") and not isinstance(value, (int, float)):
+            raise _Usage(f"workload {spec!r}: {key} must be a positive number, got {value!r}")
+        if isinstance(value, (int, float)) and not value > 0:
+            raise _Usage(f"workload {spec!r}: {key} must be positive, got {value!r}")
+
+
 def _workload_names(specs) -> list[tuple[str, str, dict]]:
     out, seen = [], set()
     for spec in specs:
         name, kwargs = _parse_workload(spec)
+        _check_options(spec, name, kwargs)
         key, i = name, 2
         while key in seen:
             key, i = f"{name}_{i}", i + 1
@@ -181,25 +211,29 @@ def _print_overlap(df) -> None:
           f"{a.get('launch_gap_us', float('nan')):.1f} us (included in every duration)")
 
 
-def _save_rows(cmd: str, df, out: Path, trace: str | None, partial: bool, kernels=None) -> int:
-    from ..results.io import save, to_chrome_trace
+def _save_rows(cmd: str, df, out: Path, trace: str | None, partial: bool, kernels=None) -> tuple[int, list[str]]:
+    """Write the results file first, then the kernel trace and the timeline, each on its own:
+    one that fails is reported and does not stop the others. (exit code, lines to print)."""
+    from ..results.chrome_trace import to_chrome_trace
+    from ..results.io import save
     from ..trace.collector import TracedResult
 
-    if isinstance(df, TracedResult):  # --kernel-trace: the kernel trace goes to its own file
-        df, (kernel_df, kernel_path) = df.result, (df.trace, kernels)
-    else:
-        kernel_df = kernel_path = None
-    try:
-        if kernel_path is not None:
-            save(kernel_df, kernel_path, overwrite=True)
-            print(f"wrote {kernel_path} ({len(kernel_df)} kernel records)")
-        save(df, out, overwrite=True)
-        print(f"wrote {out}" + (" (partial: the rows measured before the failure)" if partial else ""))
-        if trace:
-            print(f"wrote {to_chrome_trace(df, trace)}")
-    except (OSError, ValueError) as e:
-        return _fail(cmd, f"measured {len(df)} rows but could not write them: {e}", 1)
-    return 0
+    result, kernel_df = (df.result, df.trace) if isinstance(df, TracedResult) else (df, None)
+    code, done = 0, []
+    files = [("the results", lambda: save(result, out, overwrite=True),
+              " (partial: the rows measured before the failure)" if partial else f" ({len(result)} rows)")]
+    if kernel_df is not None and kernels is not None:
+        files.append(("the kernel trace", lambda: save(kernel_df, kernels, overwrite=True),
+                      f" ({len(kernel_df)} kernel records)"))
+    if trace:
+        files.append(("the timeline", lambda: to_chrome_trace(result, trace), ""))
+    for what, write, note in files:
+        try:
+            done.append(f"wrote {write()}{note}")
+        except (OSError, ValueError) as e:
+            kept = f" ({out} is written)" if what != "the results" and done else ""
+            code = _fail(cmd, f"measured {len(result)} rows but could not write {what}: {e}{kept}", 1)
+    return code, done
 
 
 def _kernel_trace_file(args, out: Path) -> Path | None:
@@ -217,6 +251,27 @@ def _kernel_trace_file(args, out: Path) -> Path | None:
     return kt
 
 
+def _check_checkpoint(args, out: Path, kernels: Path | None) -> None:
+    """_Usage when --checkpoint names a folder or a file this run writes (a save there would
+    destroy the checkpoint a rerun resumes from)."""
+    ck = Path(args.checkpoint)
+    if ck.is_dir():
+        raise _Usage(f"--checkpoint {args.checkpoint!r} is a folder; give a file name (JSON lines)")
+    taken = {out.resolve(): "--out"}
+    if out.suffix.lower() == ".csv":
+        taken[out.with_suffix(".json").resolve()] = "the metadata sidecar of --out"
+    if args.trace:
+        taken[Path(args.trace).resolve()] = "--trace"
+    if kernels is not None:
+        taken[kernels.resolve()] = "--kernel-trace"
+        if kernels.suffix.lower() == ".csv":
+            taken[kernels.with_suffix(".json").resolve()] = "the metadata sidecar of --kernel-trace"
+    if ck.resolve() in taken:
+        raise _Usage(f"--checkpoint {args.checkpoint!r} is also {taken[ck.resolve()]}: saving the results "
+                     f"would destroy the checkpoint a rerun resumes from; give it its own name, e.g. "
+                     f"{str(out.with_suffix('.ckpt.jsonl'))!r}")
+
+
 def _measure(args, cmd: str, measure) -> int:
     out = _writable_file(args.out, _RESULT_SUFFIXES, "--out")
     if args.trace:
@@ -224,6 +279,8 @@ def _measure(args, cmd: str, measure) -> int:
         if trace.resolve() == out.with_suffix(".json").resolve():
             raise _Usage(f"--trace {args.trace!r} would overwrite the metadata sidecar of --out {args.out!r}")
     kernels = _kernel_trace_file(args, out)
+    if getattr(args, "checkpoint", None):
+        _check_checkpoint(args, out, kernels)
     from ..schema import Options
 
     Options(repeats=args.repeats, warmup=args.warmup, modes=args.modes, l2_flush=args.l2_flush,
@@ -244,22 +301,30 @@ def _run_and_save(cmd: str, parsed, device: int, measure, show, out: Path, trace
     """Build the workloads, ``measure(wls)``, ``show(df)`` and save; keep rows of an aborted run."""
     from ..experiments.runner import MeasurementAborted
 
-    code, partial = 0, False
+    aborted, partial = 0, False
     wls = _build_workloads(parsed, device)
     try:
         df = measure(wls)
     except MeasurementAborted as e:
         df, partial = e.partial, True
-        code = 130 if isinstance(e, KeyboardInterrupt) else 1
+        aborted = 130 if isinstance(e, KeyboardInterrupt) else 1
         print(f"gcexplore {cmd}: {e}", file=sys.stderr)
         if df is None or df.empty:
-            return code
+            return aborted
     finally:
         for w in wls.values():
             w.close()
+    code, done = _save_rows(cmd, df, out, trace, partial, kernels)
+    code = aborted or code
     if not partial:
-        show(getattr(df, "result", df))
-    return _save_rows(cmd, df, out, trace, partial, kernels) or code
+        try:
+            show(getattr(df, "result", df))
+        except (ValueError, TypeError, KeyError) as e:  # the rows are on disk; only the summary failed
+            code = _fail(cmd, f"the summary of the measured rows failed ({type(e).__name__}: {e}); the rows are "
+                              f"saved in {out}", 1)
+    for line in done:
+        print(line)
+    return code
 
 
 def _cmd_profile(args) -> int:
@@ -327,6 +392,8 @@ def _cmd_tune(args) -> int:
 
 
 def _add_tune(sub) -> None:
+    from ..schema import MAX_TUNE_REPEATS
+
     s = sub.add_parser("tune", help="find the split with the lowest concurrent makespan (or, with --slo-ms, the "
                                     "smallest first partition meeting a latency target) measuring few layouts")
     s.add_argument("workloads", nargs="+", metavar="WORKLOAD",
@@ -339,8 +406,8 @@ def _add_tune(sub) -> None:
                    help="the answer within this fraction of the best makespan (default: %(default)s)")
     s.add_argument("--repeats", type=_int_arg(1), default=5,
                    help="repetitions at a layout's first measurement (default: %(default)s)")
-    s.add_argument("--max-repeats", type=_int_arg(1), default=40,
-                   help="most repetitions of one layout (default: %(default)s)")
+    s.add_argument("--max-repeats", type=_int_arg(1, MAX_TUNE_REPEATS, " (the tuner's limit)"), default=40,
+                   help=f"most repetitions of one layout, up to {MAX_TUNE_REPEATS} (default: %(default)s)")
     s.add_argument("--warmup", type=_int_arg(0), default=1,
                    help="warm-up repetitions each time a layout is measured (default: %(default)s)")
     s.add_argument("--sizes", type=_int_list, help="first-partition sizes to choose from (default: every valid size)")
@@ -519,6 +586,7 @@ def _add_campaign(sub) -> None:
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="gcexplore", description="Explore and profile CUDA green contexts.")
     p.add_argument("--version", action="version", version=f"gcexplore {__version__}")
+    p.add_argument("--verbose", action="store_true", help="after an error, also print what caused it")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("info", help="print what each visible GPU allows for green contexts")
     s.add_argument("--device", type=_int_arg(0), help="only this GPU index")
@@ -543,9 +611,50 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+class _PipeSafe:
+    """stdout that, once the reader has gone (``gcexplore demo | head -3``), drops further
+    output instead of raising, so the command still writes its files and exits quietly."""
+
+    def __init__(self, stream):
+        self._stream, self.broken = stream, False
+
+    def _closed(self) -> None:
+        self.broken = True
+        with contextlib.suppress(OSError, ValueError):  # later flushes (at exit too) go nowhere
+            os.dup2(os.open(os.devnull, os.O_WRONLY), self._stream.fileno())
+
+    def write(self, text: str) -> int:
+        if not self.broken:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._closed()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.broken:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._closed()
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     cmd = args.command
+    stdout, sys.stdout = sys.stdout, _PipeSafe(sys.stdout)
+    try:
+        return _run(args, cmd)
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+        sys.stdout = stdout
+
+
+def _run(args, cmd: str) -> int:
     try:
         return args.func(args)
     except _Usage as e:
@@ -557,7 +666,7 @@ def main(argv=None) -> int:
     except (FileNotFoundError, PermissionError) as e:
         return _fail(cmd, str(e), 1)
     except Exception as e:  # GreenContextError, UnsupportedError, driver errors: one line
-        return _fail(cmd, f"{type(e).__name__}: {e}", 1)
+        return _fail(cmd, f"{type(e).__name__}: {e}", 1, e if args.verbose else None)
 
 
 if __name__ == "__main__":

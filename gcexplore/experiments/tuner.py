@@ -18,6 +18,7 @@ from ..device import partitions
 from . import overlap as profile
 from .._checks import as_int
 from ..device.driver import DeviceInfo, GreenContextError, plan_split
+from .request import check_enumeration
 from .runner import run_layouts
 from ..schema import Options
 from .search import Settings, label, search
@@ -58,6 +59,7 @@ def candidates(info: DeviceInfo, n_workloads: int, *, others: Sequence[int] | No
         if len(others) != n_workloads - 2:
             raise ValueError(f"{n_workloads} workloads need {n_workloads - 2} fixed size(s) in others= for the "
                              f"middle workload(s), got {others}")
+    check_enumeration(info, n_workloads, len(firsts), others)
     middles = [tuple(others)] if others is not None else itertools.product(valid, repeat=n_workloads - 2)
     out = []
     for mid in middles:
