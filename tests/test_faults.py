@@ -486,10 +486,9 @@ def _fake_profile(monkeypatch, result, *, before_return=None):
 
 
 def test_cli_writes_the_result_when_the_kernel_trace_cannot_be_written(tmp_path, monkeypatch, capsys):
-    import _synthetic_trace as T
     from gcexplore.trace.collector import TracedResult
 
-    trace, overlap = T.trace_df()
+    trace, overlap = R.load_recorded("trace"), R.load_recorded("trace_overlap")
     kernels = tmp_path / "k.parquet"
     # the kernel-trace name passes the checks, then turns into a folder while "measuring"
     _fake_profile(monkeypatch, TracedResult(overlap, trace), before_return=kernels.mkdir)

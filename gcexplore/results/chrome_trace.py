@@ -89,9 +89,11 @@ def _process(pid: int, name: str) -> list[dict]:
             {"ph": "M", "pid": pid, "name": "process_sort_index", "args": {"sort_index": pid}}]
 
 
-def _slices(pid, tids, names, ts, dur, cat, args) -> list[dict]:
-    return [{"ph": "X", "pid": pid, "tid": t, "name": n, "ts": a, "dur": d, "cat": c, "args": r}
-            for t, n, a, d, c, r in zip(tids, names, _plain(pd.Series(ts)), _plain(pd.Series(dur)), cat, args)]
+def _slices(pids, tids, names, ts, dur, cat, args) -> list[dict]:
+    """One complete ("X") event per row; ``pids`` one process id or one per row."""
+    pids = [pids] * len(names) if isinstance(pids, int) else np.asarray(pids).tolist()
+    return [{"ph": "X", "pid": p, "tid": t, "name": n, "ts": a, "dur": d, "cat": c, "args": r}
+            for p, t, n, a, d, c, r in zip(pids, tids, names, _plain(pd.Series(ts)), _plain(pd.Series(dur)), cat, args)]
 
 
 def _occupancy_events(df: pd.DataFrame) -> list[dict]:
@@ -117,74 +119,104 @@ def _occupancy_events(df: pd.DataFrame) -> list[dict]:
     return events
 
 
-def _rep_offsets(g: pd.DataFrame, span: pd.Series, reps: int | None) -> tuple[np.ndarray, pd.Series]:
-    """The rows of the first ``reps`` repetitions (in order of appearance) and each row's time
-    offset: repetitions laid end to end, each after the previous one's ``span`` plus 10%."""
-    order = list(dict.fromkeys(g["rep"]))
-    if reps is not None:
-        order = order[:reps]
-    spans = span.groupby(g["rep"], sort=False).max().reindex(order).to_numpy(float)
-    starts = np.r_[0.0, np.cumsum(spans * 1.1 + 0.01)][:-1] if len(order) else np.zeros(0)
-    keep = g["rep"].isin(order).to_numpy()
-    return keep, g["rep"][keep].map(dict(zip(order, starts)))
+def _codes(*columns) -> np.ndarray:
+    """A group number per row for the combination of ``columns``, numbered in order of first appearance."""
+    return pd.DataFrame({i: c for i, c in enumerate(columns)}).groupby(
+        list(range(len(columns))), sort=False, dropna=False).ngroup().to_numpy()
+
+
+def _reps(pg: np.ndarray, rep: pd.Series, span: pd.Series, reps: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row: kept (among the first ``reps`` repetitions of its process, in order of
+    appearance), its repetition's rank, and its time offset: repetitions laid end to end,
+    each after the previous one's largest ``span`` plus 10%."""
+    pair = _codes(pg, rep.to_numpy())
+    first = np.unique(pair, return_index=True)[1]
+    pair_pg = pg[first]
+    rank = pd.Series(pair_pg).groupby(pair_pg).cumcount().to_numpy()
+    step = pd.Series(span.to_numpy(float)).groupby(pair).max().to_numpy() * 1.1 + 0.01
+    offset = np.zeros(len(first))
+    for g in np.unique(pair_pg):  # a running sum per process, in repetition order (a handful of processes)
+        at = np.flatnonzero(pair_pg == g)
+        offset[at[1:]] = np.cumsum(step[at[:-1]])
+    keep = np.ones(len(pg), bool) if reps is None else rank[pair] < reps
+    return keep, rank[pair], offset[pair]
+
+
+def _processes(df: pd.DataFrame, name) -> tuple[np.ndarray, list]:
+    """A process number per row (one per layout and mode, in order of appearance) and each process's
+    (pid, name) for :func:`_process`."""
+    pg = _codes(df["layout"].to_numpy(), df["mode"].to_numpy())
+    first = np.unique(pg, return_index=True)[1]
+    return pg, [(i + 1, name(df["layout"].iloc[r], df["mode"].iloc[r])) for i, r in enumerate(first)]
+
+
+def _emit(pg: np.ndarray, procs: list, threads: dict, slices: list[dict]) -> list[dict]:
+    """Each process's metadata, its thread names, then its slices (``slices`` sorted by process)."""
+    events, bounds = [], np.searchsorted(pg, np.arange(len(procs) + 1))
+    for i, (pid, name) in enumerate(procs):
+        events += _process(pid, name)
+        events += [_meta("thread_name", pid, label, tid) for tid, label in threads.get(i, [])]
+        events += slices[bounds[i]:bounds[i + 1]]
+    return events
 
 
 def _overlap_events(df: pd.DataFrame, reps: int | None) -> list[dict]:
-    events = []
-    for pid, ((layout, mode), g) in enumerate(df.groupby(["layout", "mode"], sort=False), start=1):
-        events += _process(pid, f"{layout} {mode}")
-        # One track per partition; plain streams of the whole device run at once, so
-        # in "streams" mode each workload gets its own track.
-        key = g["partition"].astype(str) + ": " + g["workload"].astype(str) if mode == "streams" \
-            else g["partition"].astype(str)
-        keys = list(dict.fromkeys(key))
-        events += [_meta("thread_name", pid, k, tid) for tid, k in enumerate(keys, start=1)]
-        span = g["makespan_ms"] if "makespan_ms" in g else g["start_ms"] + g["duration_ms"]
-        keep, offset = _rep_offsets(g, span, reps)
-        gk = g[keep]
-        # rows of one repetition stay together, repetitions in order of appearance
-        pos = np.argsort(pd.factorize(gk["rep"])[0], kind="stable")
-        gk, offset = gk.iloc[pos], offset.iloc[pos]
-        dur = gk["duration_ms"].to_numpy(float)
-        args = [{"rep": r, "sm_count": k, "duration_ms": d}
-                for r, k, d in zip(gk["rep"].astype(int).tolist(), gk["sm_count"].astype(int).tolist(), dur.tolist())]
-        for col in ("throughput_tflops", "bandwidth_gbs"):
-            if col in gk and gk[col].dtype.kind == "f":
-                for a, v in zip(args, gk[col].tolist()):
-                    if math.isfinite(v):
-                        a[col] = v
-        tids = key[keep].iloc[pos].map({k: i for i, k in enumerate(keys, start=1)}).tolist()
-        events += _slices(pid, tids, gk["workload"].astype(str).tolist(),
-                          (offset.to_numpy(float) + gk["start_ms"].to_numpy(float)) * 1e3, dur * 1e3,
-                          [mode] * len(gk), args)
-    return events
+    """One process per layout and mode, one track per partition; plain streams of the whole
+    device run at once, so in "streams" mode each workload gets its own track."""
+    pg, procs = _processes(df, lambda layout, mode: f"{layout} {mode}")
+    part = df["partition"].astype(str)
+    key = np.where(df["mode"].to_numpy() == "streams", (part + ": " + df["workload"].astype(str)).to_numpy(),
+                   part.to_numpy())
+    span = df["makespan_ms"] if "makespan_ms" in df else df["start_ms"] + df["duration_ms"]
+    keep, rank, offset = _reps(pg, df["rep"], span, reps)
+    track = _codes(pg, key)
+    first = np.unique(track, return_index=True)[1]
+    tid_of = pd.Series(pg[first]).groupby(pg[first]).cumcount().to_numpy() + 1  # per process, in order of appearance
+    threads: dict = {}
+    for t, r in enumerate(first):
+        threads.setdefault(int(pg[r]), []).append((int(tid_of[t]), key[r]))
+    pos = np.lexsort((rank, pg))
+    pos = pos[keep[pos]]
+    g = df.iloc[pos]
+    dur = g["duration_ms"].to_numpy(float)
+    args = [{"rep": r, "sm_count": k, "duration_ms": d}
+            for r, k, d in zip(g["rep"].astype(int).tolist(), g["sm_count"].astype(int).tolist(), dur.tolist())]
+    for col in ("throughput_tflops", "bandwidth_gbs"):
+        if col in g and g[col].dtype.kind == "f":
+            for a, v in zip(args, g[col].tolist()):
+                if math.isfinite(v):
+                    a[col] = v
+    slices = _slices(pg[pos] + 1, tid_of[track[pos]].tolist(), g["workload"].astype(str).tolist(),
+                     (offset[pos] + g["start_ms"].to_numpy(float)) * 1e3, dur * 1e3, df["mode"].to_numpy()[pos], args)
+    return _emit(pg[pos], procs, threads, slices)
 
 
 def _kernel_events(df: pd.DataFrame, reps: int | None) -> list[dict]:
     """A kernel trace: one process per layout and mode, one track per partition and stream."""
-    events = []
-    for pid, ((layout, mode), g) in enumerate(df.groupby(["layout", "mode"], sort=False), start=1):
-        events += _process(pid, f"{layout} {mode}".strip())
-        part, stream = g["partition"].astype(str), g["stream_id"].astype(int)
-        tracks = sorted(set(zip(part, stream)), key=lambda t: (partition_key(t[0]), t[1]))
-        tids = {key: i * 8 + 1 for i, key in enumerate(tracks)}
-        events += [_meta("thread_name", pid, f"{p} · stream {s}", tids[(p, s)]) for p, s in tracks]
-        keep, offset = _rep_offsets(g, g["end_ms"], reps)
-        gk, part, stream = g[keep], part[keep], stream[keep]
-        # Rows go out by repetition, then track (in order of appearance), then as they were.
-        rep_code = pd.factorize(gk["rep"])[0]
-        track_code = pd.factorize(pd.MultiIndex.from_arrays([rep_code, part, stream]))[0]
-        pos = np.lexsort((track_code, rep_code))
-        gk, offset, part, stream = gk.iloc[pos], offset.iloc[pos], part.iloc[pos], stream.iloc[pos]
-        s, e = gk["start_ms"].to_numpy(float), gk["end_ms"].to_numpy(float)
-        lane = lanes(s, e, track_code[pos])
-        tid = [tids[k] + int(ln) for k, ln in zip(zip(part, stream), lane.tolist())]
-        cols = [c for c in _KERNEL_ARGS if c in gk.columns]
-        args = [dict(zip(cols, vals)) for vals in zip(*(_plain(gk[c]) for c in cols))] if cols else [{}] * len(gk)
-        cat = gk["activity"].astype(str).tolist() if "activity" in gk else ["kernel"] * len(gk)
-        events += _slices(pid, tid, gk["name"].astype(str).tolist(), (offset.to_numpy(float) + s) * 1e3,
-                          np.maximum(e - s, 1e-6) * 1e3, cat, args)
-    return events
+    pg, procs = _processes(df, lambda layout, mode: f"{layout} {mode}".strip())
+    part, stream = df["partition"].astype(str).to_numpy(), df["stream_id"].astype(int).to_numpy()
+    threads, base = {}, {}
+    tracks = pd.DataFrame({"g": pg, "p": part, "s": stream}).drop_duplicates()
+    for g, t in tracks.groupby("g", sort=True):
+        ordered = sorted(zip(t["p"], t["s"].tolist()), key=lambda k: (partition_key(k[0]), k[1]))
+        for i, (p, st) in enumerate(ordered):
+            base[(g, p, st)] = i * 8 + 1
+        threads[int(g)] = [(i * 8 + 1, f"{p} · stream {st}") for i, (p, st) in enumerate(ordered)]
+    keep, rank, offset = _reps(pg, df["rep"], df["end_ms"], reps)
+    track = _codes(pg, df["rep"].to_numpy(), part, stream)  # a track within one repetition
+    # Rows go out by process, repetition, track (in order of appearance), then as they were.
+    pos = np.lexsort((track, rank, pg))
+    pos = pos[keep[pos]]
+    g = df.iloc[pos]
+    s, e = g["start_ms"].to_numpy(float), g["end_ms"].to_numpy(float)
+    lane = lanes(s, e, track[pos])
+    tid = [base[k] + ln for k, ln in zip(zip(pg[pos].tolist(), part[pos], stream[pos].tolist()), lane.tolist())]
+    cols = [c for c in _KERNEL_ARGS if c in g.columns]
+    args = [dict(zip(cols, vals)) for vals in zip(*(_plain(g[c]) for c in cols))] if cols else [{}] * len(g)
+    cat = g["activity"].astype(str).tolist() if "activity" in g else ["kernel"] * len(g)
+    slices = _slices(pg[pos] + 1, tid, g["name"].astype(str).tolist(), (offset[pos] + s) * 1e3,
+                     np.maximum(e - s, 1e-6) * 1e3, cat, args)
+    return _emit(pg[pos], procs, threads, slices)
 
 
 def _scalar_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
@@ -223,7 +255,7 @@ def to_chrome_trace(df: pd.DataFrame, path, *, reps: int | None = 5) -> Path:
         metadata sidecar of a saved CSV result.
     """
     from .._checks import as_count
-    from .io import as_path, atomic_write, check_target, is_sidecar, plain_attrs
+    from .io import as_path, atomic_write, check_target, is_sidecar, plain_attrs, without_attrs
     from .validate import check_result
 
     if reps is not None:
@@ -235,8 +267,9 @@ def to_chrome_trace(df: pd.DataFrame, path, *, reps: int | None = 5) -> Path:
     if path.suffix.lower() == ".json" and path.with_suffix(".csv").exists() and is_sidecar(path):
         raise ValueError(f"{str(path)!r} is the metadata sidecar of {str(path.with_suffix('.csv'))!r}; "
                          "writing a trace there would orphan that result — choose another name")
-    events = {"occupancy": lambda: _occupancy_events(df), "trace": lambda: _kernel_events(df, reps)}.get(
-        kind, lambda: _overlap_events(df, reps))()
+    with without_attrs(df):
+        events = {"occupancy": lambda: _occupancy_events(df), "trace": lambda: _kernel_events(df, reps)}.get(
+            kind, lambda: _overlap_events(df, reps))()
     path.parent.mkdir(parents=True, exist_ok=True)
     trace = {"traceEvents": events, "displayTimeUnit": "ms", "otherData": other}
     text = json.dumps(trace, allow_nan=False)  # strict JSON: Perfetto refuses NaN

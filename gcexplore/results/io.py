@@ -123,6 +123,21 @@ def _loads_metadata(text, where: str) -> Any:
     return value
 
 
+@contextlib.contextmanager
+def without_attrs(df: pd.DataFrame):
+    """``df`` with its attrs set aside for the block, then put back.
+
+    pandas deep-copies ``attrs`` into every frame or column derived from ``df``; a kernel
+    trace's (every repetition's origin, every green context) makes each copy cost seconds.
+    """
+    saved = df.attrs
+    df.attrs = {}
+    try:
+        yield df
+    finally:
+        df.attrs = saved
+
+
 def _format(path: Path, format: str | None) -> str:  # noqa: A002
     if format is None:
         suffix = path.suffix.lower().lstrip(".")
