@@ -271,3 +271,13 @@ def test_a_round_trip_still_keeps_everything(tmp_path):
     for suffix in ("parquet", "csv"):
         back = R.load(R.save(df, tmp_path / f"r.{suffix}"))
         pd.testing.assert_frame_equal(back.reset_index(drop=True), df.reset_index(drop=True), check_like=True)
+
+
+def test_chrome_trace_paths_are_named_plainly(tmp_path):
+    df = S.sweep_df(splits=[8])
+    with pytest.raises(TypeError, match="to_chrome_trace needs a file name"):
+        R.to_chrome_trace(df, None)
+    (tmp_path / "t.json").mkdir()
+    with pytest.raises(IsADirectoryError, match="is a folder"):
+        R.to_chrome_trace(df, tmp_path / "t.json")
+    assert _entries(tmp_path) == {"t.json"}
