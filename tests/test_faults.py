@@ -581,3 +581,16 @@ def test_tuning_many_workloads_is_refused_before_enumerating(h100_like):
     assert time.perf_counter() - t0 < 1.0
     assert candidates(h100_like, 7, others=[8, 8, 8, 8, 8])  # fixed middle sizes: a short list
     assert len(candidates(h100_like, 4)) == 560  # small searches are unchanged
+
+
+def test_cli_tune_of_seven_workloads_is_refused_before_any_workload_is_built(monkeypatch, capsys, h100_like,
+                                                                            tmp_path):
+    def build(parsed, device):
+        raise AssertionError("workloads built")
+
+    monkeypatch.setattr(cli, "_build_workloads", build)
+    monkeypatch.setattr("gcexplore.device.driver.device_info", lambda device=0: h100_like)
+    code = cli.main(["tune", *["compute"] * 7, "--out", str(tmp_path / "t.parquet")])
+    err = capsys.readouterr().err
+    assert code == 2 and "16,777,216 combinations" in err and "--others" in err
+    assert len(err.strip().splitlines()) == 1

@@ -241,6 +241,12 @@ def _cmd_tune(args) -> int:
     parsed = workload_names(args.workloads)
     if args.slo_ms is not None and len(parsed) > 2 and not args.others:
         raise Usage(f"--slo-ms with {len(parsed)} workloads needs --others (the middle workloads' sizes)")
+    if len(parsed) > 2 and not args.others:  # count the size combinations before any workload is built
+        from ..device.driver import device_info
+        from ..experiments.request import check_enumeration
+
+        info = device_info(args.device)
+        check_enumeration(info, len(parsed), len(args.sizes or info.valid_sm_counts()), None)
     from ..experiments.tuner import tune
 
     return _run_and_save("tune", parsed, args.device, lambda wls: tune(
