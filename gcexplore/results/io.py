@@ -73,7 +73,7 @@ def _encode(v: Any) -> Any:
 
 def _decode(v: Any) -> Any:
     if isinstance(v, dict):
-        if set(v) == {"__tuple__"}:
+        if set(v) == {"__tuple__"} and isinstance(v["__tuple__"], list):
             return tuple(_decode(x) for x in v["__tuple__"])
         return {k: _decode(x) for k, x in v.items()}
     if isinstance(v, list):
