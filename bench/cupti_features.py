@@ -32,6 +32,7 @@ preload_cupti()  # the newest CUPTI in the environment, before PyTorch loads its
 import gcexplore
 from gcexplore.analysis import trace as busy
 from gcexplore.trace import features as F
+from _needs import needs  # noqa: E402
 
 
 def attribution(df: pd.DataFrame, trace: pd.DataFrame) -> pd.DataFrame:
@@ -85,6 +86,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args(argv)
+    needs(modules=("torch",))
     args.out.mkdir(parents=True, exist_ok=True)
     pd.set_option("display.width", 200)
     df, tr = trace_pair(repeats=args.repeats)

@@ -21,6 +21,7 @@ import pandas as pd
 
 import gcexplore
 from gcexplore.experiments import pm
+from _needs import needs  # noqa: E402
 
 
 def _makespan(df: pd.DataFrame) -> float:
@@ -33,6 +34,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=20)
     args = ap.parse_args(argv)
+    needs()
     info = gcexplore.device_info(0)
     print(f"{info.name}, driver {info.driver_version_str}; {pm.VERIFIED}")
     pair = {"compute": "compute", "memory": "memory"}

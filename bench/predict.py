@@ -34,6 +34,7 @@ import pandas as pd
 import gcexplore as gx
 from gcexplore import analysis as A
 from gcexplore.analysis import prediction as P
+from _needs import needs  # noqa: E402
 
 FITTED = {"compute+memory": ["compute", "memory"], "memory_a+memory_b": ["memory_a=memory", "memory_b=memory"],
           "matmul+sigmoid": ["matmul", "sigmoid"], "latency+compute": ["latency", "compute"]}
@@ -252,6 +253,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-cupy", action="store_true")
     ap.add_argument("--no-tune", action="store_true")
     args = ap.parse_args(argv)
+    needs()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if not args.analyze:

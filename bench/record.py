@@ -47,6 +47,7 @@ import pandas as pd
 import gcexplore
 from gcexplore.results import io as results
 from gcexplore import workloads as W
+from _needs import needs  # noqa: E402
 
 
 def _say(name: str, df: pd.DataFrame, t0: float) -> None:
@@ -166,6 +167,7 @@ def main(argv=None) -> int:
     ap.add_argument("--format", choices=("parquet", "csv"), default="parquet",
                     help="csv where pyarrow is absent (convert with results.load + results.save)")
     args = ap.parse_args(argv)
+    needs()
     out = Path(args.out)
     ext = "." + args.format
     out.mkdir(parents=True, exist_ok=True)

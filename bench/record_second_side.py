@@ -32,6 +32,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 import gcexplore  # noqa: E402
 from gcexplore import results  # noqa: E402
 from gcexplore import workloads as W  # noqa: E402
+from _needs import needs  # noqa: E402
 
 CONDITIONS = ("card", "graphs", "l2_flush", "torch_n=4096")
 
@@ -64,6 +65,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--device", type=int, default=0)
     args = ap.parse_args(argv)
+    needs()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     pd.set_option("display.width", 220)

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 import gcexplore
+from _needs import needs  # noqa: E402
 
 
 def _ck(result):
@@ -111,6 +112,7 @@ def main(argv=None) -> int:
     ap.add_argument("--mib", type=int, default=512, help="sigmoid input size in MiB")
     ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args(argv)
+    needs(modules=("torch",))
 
     import torch
     from torch_pair import matmul_sigmoid

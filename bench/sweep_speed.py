@@ -22,6 +22,7 @@ import pandas as pd
 
 import gcexplore
 from gcexplore import workloads as W
+from _needs import needs  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -30,6 +31,7 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--device", type=int, default=0)
     args = ap.parse_args(argv)
+    needs()
 
     info = gcexplore.device_info(args.device)
     compute, memory = W.compute(device=info.index), W.memory(device=info.index)

@@ -21,6 +21,7 @@ import pandas as pd
 
 import gcexplore
 from gcexplore.experiments.engine import Engine, spin_samples
+from _needs import needs  # noqa: E402
 
 
 def _own_stream_gate(engine, part, us: float, repeats: int, warmup: int = 3):
@@ -49,6 +50,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=50)
     ap.add_argument("--device", type=int, default=0)
     args = ap.parse_args(argv)
+    needs()
 
     info = gcexplore.device_info(args.device)
     gap = gcexplore.launch_gap(info.index)

@@ -21,6 +21,7 @@ import pandas as pd
 import gcexplore
 from gcexplore import workloads as W
 from gcexplore.trace.collector import preload_cupti
+from _needs import needs  # noqa: E402
 
 preload_cupti()  # CUPTI 13.4 before PyTorch's 13.0: green-context records
 
@@ -29,6 +30,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=10)
     args = ap.parse_args(argv)
+    needs(modules=("torch", "cupy"))
     import cupy
     import torch
 

@@ -24,6 +24,7 @@ import pandas as pd
 import gcexplore
 from gcexplore import workloads as W
 from gcexplore.trace.collector import preload_cupti
+from _needs import needs  # noqa: E402
 
 preload_cupti()  # CUPTI 13.4 before PyTorch's 13.0: green-context records
 
@@ -56,6 +57,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--skip-torch", action="store_true")
     args = ap.parse_args(argv)
+    needs(modules=() if args.skip_torch else ("torch",))
     pd.set_option("display.width", 200)
     info = gcexplore.device_info(0)
     print(f"{info.name}, driver {info.driver_version_str}")

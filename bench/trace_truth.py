@@ -25,6 +25,7 @@ from gcexplore import workloads as W
 from gcexplore.analysis.trace import busy_time
 from gcexplore.experiments.engine import Engine, Slot
 from gcexplore.trace.collector import Collector
+from _needs import needs  # noqa: E402
 
 
 def _measure(info, names, recs, repeats):
@@ -54,6 +55,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=20)
     args = ap.parse_args(argv)
+    needs()
     pd.set_option("display.width", 200)
     info = gcexplore.device_info(0)
     print(f"{info.name}, driver {info.driver_version_str}")

@@ -34,6 +34,7 @@ import pandas as pd
 import gcexplore
 from gcexplore import analysis as A
 from gcexplore import workloads as W
+from _needs import needs  # noqa: E402
 
 
 def _pairs(device: int, sm_count: int, torch_too: bool) -> dict:
@@ -107,6 +108,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-torch", action="store_true", help="skip the PyTorch pair")
     ap.add_argument("--out", default="gcexplore-out/bench_tune", help="folder for results and plots ('' for none)")
     args = ap.parse_args(argv)
+    needs()
 
     info = gcexplore.device_info(args.device)
     out = Path(args.out) if args.out else None

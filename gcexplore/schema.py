@@ -246,6 +246,9 @@ def check_modes(modes) -> tuple[str, ...]:
 #: Upper bounds that catch typos (10**9 repetitions) before a run starts.
 MAX_REPEATS = 100_000
 MAX_WARMUP = 10_000
+#: Most repetitions the tuner takes of one layout (``max_repeats``): its rank statistics
+#: compare every pair of samples, so each decision costs the square of this.
+MAX_TUNE_REPEATS = 1_000
 
 
 @dataclasses.dataclass(frozen=True)

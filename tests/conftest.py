@@ -34,13 +34,19 @@ def _gpu_state() -> tuple[int, str]:
     return n, ""
 
 
+def _short(reason: str) -> str:
+    """The first clause of a driver message (what is missing), not its advice: one short skip reason."""
+    return reason.split(";")[0].split(": ")[0].strip()
+
+
 def pytest_collection_modifyitems(config, items):
     n, reason = _gpu_state()
     for item in items:
         if "gpu" in item.keywords and n < 1:
-            item.add_marker(pytest.mark.skip(reason=f"needs a CUDA GPU: {reason}"))
+            item.add_marker(pytest.mark.skip(reason=f"needs a CUDA GPU ({_short(reason)})"))
         elif "multigpu" in item.keywords and n < 2:
-            item.add_marker(pytest.mark.skip(reason=f"needs two CUDA GPUs, found {n}" + (f": {reason}" if reason else "")))
+            item.add_marker(pytest.mark.skip(reason=f"needs two CUDA GPUs, found {n}"
+                                                    + (f" ({_short(reason)})" if reason else "")))
 
 
 @pytest.fixture

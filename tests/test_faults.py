@@ -303,7 +303,7 @@ def test_demo_never_overwrites_an_earlier_result(tmp_path, capsys):
     second = run_demo(tmp_path, recorded=True)["results"]
     assert first.name == "sweep.parquet" and second.name == "sweep-2.parquet"
     assert first.read_bytes() == marker
-    assert "holds an earlier result and is kept" in capsys.readouterr().out
+    assert "holds an earlier run's files and they are kept" in capsys.readouterr().out
     assert run_demo(tmp_path, recorded=True, overwrite=True)["results"] == first
 
 
@@ -468,3 +468,129 @@ def test_sweep_checks_arguments_before_the_gpu():
         gcexplore.sweep(["compute", "memory"], repeats=0)
     with pytest.raises(ValueError, match="unknown mode"):
         gcexplore.profile_overlap(["compute", "memory"], [24], modes=["fast"])
+
+
+# ------------------------------------------- CLI: measured rows saved first
+
+
+def _fake_profile(monkeypatch, result, *, before_return=None):
+    """The CLI's profile measuring nothing: ``result`` comes back as if measured."""
+    def profile_overlap(*a, **k):
+        if before_return is not None:
+            before_return()
+        return result
+
+    monkeypatch.setattr(cli, "_build_workloads", lambda parsed, device: {})
+    monkeypatch.setattr("gcexplore.experiments.overlap.profile_overlap", profile_overlap)
+    monkeypatch.setattr("gcexplore.trace.collector.require_cupti", lambda: None)
+
+
+def test_cli_writes_the_result_when_the_kernel_trace_cannot_be_written(tmp_path, monkeypatch, capsys):
+    from gcexplore.trace.collector import TracedResult
+
+    trace, overlap = R.load_recorded("trace"), R.load_recorded("trace_overlap")
+    kernels = tmp_path / "k.parquet"
+    # the kernel-trace name passes the checks, then turns into a folder while "measuring"
+    _fake_profile(monkeypatch, TracedResult(overlap, trace), before_return=kernels.mkdir)
+    out = tmp_path / "r.parquet"
+    code = cli.main(["profile", "compute", "memory", "--split", "24", "--out", str(out),
+                     "--kernel-trace", str(kernels), "--trace", str(tmp_path / "t.json")])
+    err = capsys.readouterr()
+    assert code == 1
+    assert len(R.load(out)) == len(overlap)  # the measured rows are on disk
+    assert (tmp_path / "t.json").is_file()  # and the timeline, after the failed kernel trace
+    assert "could not write the kernel trace" in err.err and f"({out} is written)" in err.err
+
+
+@pytest.mark.parametrize("value", [0.0, NAN])
+def test_cli_saves_rows_whose_summary_fails(tmp_path, monkeypatch, capsys, value):
+    df = S.sweep_df(splits=[8])
+    df = df[df["layout"] == df["layout"].iloc[0]].copy()
+    df.attrs["kind"] = "overlap"
+    df.loc[df.index[0], "duration_ms"] = value
+    _fake_profile(monkeypatch, df)
+    out = tmp_path / "r.csv"
+    code = cli.main(["profile", "compute", "memory", "--split", "8", "--out", str(out)])
+    err = capsys.readouterr()
+    assert code == 1  # a failed summary, not a bad argument (2)
+    back = R.load(out)
+    assert len(back) == len(df)
+    assert "the summary of the measured rows failed" in err.err and f"saved in {out}" in err.err
+    assert f"wrote {out}" in err.out
+
+
+def test_live_demo_checks_its_folder_before_measuring(tmp_path, monkeypatch):
+    from gcexplore.cli import demo
+
+    calls = []
+    monkeypatch.setattr(demo, "_gpu_reason", lambda device: None)
+    monkeypatch.setattr("gcexplore.experiments.overlap.sweep", lambda *a, **k: calls.append(a))
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    with pytest.raises(ValueError, match="is a file; the demo writes its plots"):
+        demo.run_demo(afile)
+    assert calls == [] and afile.read_text() == "x"
+
+
+def test_live_demo_saves_the_sweep_before_the_occupancy_run(tmp_path, monkeypatch):
+    from gcexplore.cli import demo
+
+    def failing_occupancy(*a, **k):
+        raise RuntimeError("occupancy failed")
+
+    monkeypatch.setattr(demo, "_gpu_reason", lambda device: None)
+    monkeypatch.setattr("gcexplore.experiments.overlap.sweep", lambda *a, **k: S.sweep_df(splits=[8, 16]))
+    monkeypatch.setattr("gcexplore.experiments.measure_occupancy.occupancy", failing_occupancy)
+    with pytest.raises(RuntimeError, match="occupancy failed"):
+        demo.run_demo(tmp_path)
+    assert len(R.load(tmp_path / "sweep.parquet")) == len(S.sweep_df(splits=[8, 16]))
+
+
+def test_demo_figures_are_never_overwritten(tmp_path, capsys):
+    from gcexplore.cli.demo import run_demo
+
+    first = run_demo(tmp_path, recorded=True)
+    before = {k: (p.stat().st_ino, p.stat().st_mtime_ns) for k, p in first.items()}
+    second = run_demo(tmp_path, recorded=True)
+    assert {k: p.name for k, p in second.items()} == {k: p.name.replace(p.stem, p.stem + "-2")
+                                                     for k, p in first.items()}
+    assert {k: (p.stat().st_ino, p.stat().st_mtime_ns) for k, p in first.items()} == before
+    assert all(p.read_bytes()[:4] in (b"\x89PNG", b"PAR1") for p in second.values())
+
+
+# ------------------------------------------------------- limits before the GPU
+
+
+def test_max_repeats_is_bounded_with_the_limit_named():
+    from gcexplore.experiments.search import Settings
+    from gcexplore.schema import MAX_TUNE_REPEATS
+
+    assert Settings(max_repeats=MAX_TUNE_REPEATS).max_repeats == MAX_TUNE_REPEATS
+    with pytest.raises(ValueError, match=r"max_repeats must be an int in \[5, 1000\], got 100000"):
+        Settings(max_repeats=100_000)
+
+
+def test_tuning_many_workloads_is_refused_before_enumerating(h100_like):
+    import time
+
+    from gcexplore.experiments.tuner import candidates
+
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match=r"7 workloads .* 16,777,216 combinations .* limit is 100,000.*others="):
+        candidates(h100_like, 7)
+    assert time.perf_counter() - t0 < 1.0
+    assert candidates(h100_like, 7, others=[8, 8, 8, 8, 8])  # fixed middle sizes: a short list
+    assert len(candidates(h100_like, 4)) == 560  # small searches are unchanged
+
+
+def test_cli_tune_of_seven_workloads_is_refused_before_any_workload_is_built(monkeypatch, capsys, h100_like,
+                                                                            tmp_path):
+    def build(parsed, device):
+        raise AssertionError("workloads built")
+
+    monkeypatch.setattr(cli, "_build_workloads", build)
+    monkeypatch.setattr("gcexplore.device.driver.device_info", lambda device=0: h100_like)
+    code = cli.main(["tune", *["compute"] * 7, "--out", str(tmp_path / "t.parquet")])
+    err = capsys.readouterr().err
+    assert code == 2 and "16,777,216 combinations" in err and "--others" in err
+    assert len(err.strip().splitlines()) == 1

@@ -137,7 +137,7 @@ def test_public_surface():
 
 @pytest.mark.skipif(gcexplore.gpu_available(), reason="checks the no-GPU path; a GPU is present")
 def test_no_gpu_errors_are_clear():
-    with pytest.raises(gcexplore.UnsupportedError, match="no (CUDA driver found|usable CUDA GPU)"):
+    with pytest.raises(gcexplore.UnsupportedError, match="no (NVIDIA driver found|usable CUDA GPU)"):
         gcexplore.device_info(0)
     with pytest.raises(gcexplore.UnsupportedError):
         gcexplore.split([16])

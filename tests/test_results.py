@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -134,3 +136,23 @@ def test_chrome_trace_of_a_sweep(tmp_path):
 def test_chrome_trace_refuses_other_frames(tmp_path):
     with pytest.raises(ValueError, match="occupancy result"):
         R.to_chrome_trace(S.scaling_df(), tmp_path / "t.json")
+
+
+# ------------------------------------------------------- docs checked against the data
+
+
+def test_the_guide_names_every_recorded_result_and_each_ships():
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "guide.md").read_text()
+    row = next(line for line in guide.splitlines() if line.startswith("| the recorded results as DataFrames"))
+    named = re.findall(r"`(\w+)`", row.split("names:", 1)[1])
+    assert named == list(R.RECORDED)
+    assert set(named) <= set(R.recorded_names())  # "all ship": each file is in gcexplore/data
+
+
+def test_the_readme_offline_example_prints_every_layout_table_column(capsys):
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    line = next(x for x in readme.splitlines() if "layout_table(df)" in x and x.startswith("print("))
+    df = R.load_recorded("sweep")
+    eval(compile(line.split("#")[0].strip(), "README.md", "eval"), {"gcexplore": gcexplore, "df": df})
+    header = capsys.readouterr().out.splitlines()[0].split()
+    assert header == list(gcexplore.layout_table(df).columns)

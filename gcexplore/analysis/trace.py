@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..results.io import without_attrs
 from ..results.validate import ResultError, check_trace_rows
 from ..schema import UNTAGGED, sorted_partitions
 from .stats import stats
@@ -80,28 +81,69 @@ def require_trace_of(results: pd.DataFrame, trace: pd.DataFrame, where: str, *, 
                          "these results")
 
 
+class _Union:
+    """The union of each group's kernel intervals, for all groups at once.
+
+    Groups are the (run, layout, mode, rep, workload) keys, numbered in order of first
+    appearance. Within a group, intervals are taken in start order (ties in row order);
+    an interval that starts at or before the end of the segment so far joins it, else it
+    opens a new segment. ``seg_*`` arrays hold one entry per segment, in group order.
+    """
+
+    def __init__(self, trace: pd.DataFrame):
+        keys = ["run_id", *KEYS] if "run_id" in trace.columns else KEYS
+        gid = trace.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
+        starts, ends = trace["start_ms"].to_numpy(float), trace["end_ms"].to_numpy(float)
+        order = np.lexsort((starts, gid))
+        s, e, g = starts[order], ends[order], gid[order]
+        first_in_group = np.r_[True, g[1:] != g[:-1]] if len(g) else np.zeros(0, bool)
+        reach = pd.Series(e).groupby(g).cummax().to_numpy()  # end of the segment so far, row by row
+        opens = first_in_group | (s > np.r_[np.nan, reach[:-1]])
+        opens[first_in_group] = True
+        seg = np.cumsum(opens) - 1
+        at = np.flatnonzero(opens)
+        self.n_groups = int(gid.max()) + 1 if len(gid) else 0
+        self.first_row = np.unique(gid, return_index=True)[1]  # each group's first row (original order)
+        self.kernels = np.bincount(gid, minlength=self.n_groups)
+        self.seg_group = g[at]
+        self.seg_start = s[at]
+        self.seg_end = np.maximum.reduceat(e, at) if len(at) else np.zeros(0)
+        self.seg_first = order[at]  # the row whose start opened the segment
+        longest = np.flatnonzero(e == self.seg_end[seg])  # the first row reaching the segment's end
+        self.seg_last = order[longest[np.unique(seg[longest], return_index=True)[1]]] if len(at) else at
+        self.group_first_seg = np.flatnonzero(np.r_[True, self.seg_group[1:] != self.seg_group[:-1]]) \
+            if len(at) else at
+        self.gid = gid
+
+    def holes(self) -> np.ndarray:
+        """Index k of every segment followed by another of the same group (a gap after it)."""
+        return np.flatnonzero(self.seg_group[1:] == self.seg_group[:-1])
+
+
 def _merge(starts: np.ndarray, ends: np.ndarray) -> list[list]:
-    """The union of intervals as [start, end, index of its first, index of its last] (sorted)."""
-    order = np.argsort(starts, kind="stable")
-    out: list[list] = []
-    for i in order:
-        s, e = float(starts[i]), float(ends[i])
-        if out and s <= out[-1][1]:
-            if e > out[-1][1]:
-                out[-1][1], out[-1][3] = e, int(i)
-        else:
-            out.append([s, e, int(i), int(i)])
+    """The union of one group's intervals as [start, end, index of its first, index of its last] (sorted)."""
+    n = len(starts)
+    u = _Union(pd.DataFrame({**{k: np.zeros(n, int) for k in KEYS}, "start_ms": starts, "end_ms": ends}))
+    return [[float(a), float(b), int(f), int(t)] for a, b, f, t in zip(u.seg_start, u.seg_end, u.seg_first, u.seg_last)]
+
+
+def _first_values(trace: pd.DataFrame, rows: np.ndarray) -> dict:
+    """The keys and identity of each group, from its first row."""
+    out = {k: trace[k].to_numpy()[rows] for k in KEYS}
+    for col in ("device_name", "run_id"):
+        out[col] = trace[col].astype(str).to_numpy()[rows] if col in trace.columns else np.full(len(rows), "")
     return out
 
 
-def _groups(trace: pd.DataFrame):
-    keys = ["run_id", *KEYS] if "run_id" in trace.columns else KEYS
-    return trace.groupby(keys, sort=False, dropna=False)
-
-
-def _ident(g: pd.DataFrame) -> dict:
-    first = g.iloc[0]
-    return {"device_name": str(first.get("device_name", "")), "run_id": str(first.get("run_id", ""))}
+def _partitions(trace: pd.DataFrame, u: _Union) -> np.ndarray:
+    """Each group's partitions, joined by "+" in partition order."""
+    pairs = pd.DataFrame({"g": u.gid, "p": trace["partition"].astype(str).to_numpy()}).drop_duplicates()
+    out = np.empty(u.n_groups, dtype=object)
+    single = ~pairs["g"].duplicated(keep=False)
+    out[pairs["g"][single].to_numpy()] = pairs["p"][single].to_numpy()
+    for g, names in pairs[~single].groupby("g")["p"]:
+        out[g] = "+".join(sorted_partitions(names))
+    return out
 
 
 def busy_time(trace: pd.DataFrame) -> pd.DataFrame:
@@ -118,22 +160,33 @@ def busy_time(trace: pd.DataFrame) -> pd.DataFrame:
         ``run_id``.
     """
     _require_trace(trace, "busy_time")
-    rows = []
-    for _, g in _groups(trace):
-        merged = _merge(g["start_ms"].to_numpy(float), g["end_ms"].to_numpy(float))
-        busy = sum(e - s for s, e, *_ in merged)
-        holes = [b[0] - a[1] for a, b in zip(merged, merged[1:])]
-        first = g.iloc[0]
-        span = merged[-1][1] - merged[0][0]
-        rows.append({**{k: first[k] for k in KEYS},
-                     "partition": "+".join(sorted_partitions(g["partition"])),
-                     "sm_count": int(first["sm_count"]), "kernels": len(g),
-                     "first_start_ms": merged[0][0], "last_end_ms": merged[-1][1], "busy_span_ms": span,
-                     "gpu_busy_ms": busy, "idle_ms": max(span - busy, 0.0), "gaps": len(holes),
-                     "largest_gap_ms": max(holes, default=0.0), **_ident(g)})
-    out = pd.DataFrame(rows, columns=BUSY_COLUMNS)
+    with without_attrs(trace):
+        out = _busy(trace)
     out.attrs.update(trace.attrs)
     out.attrs["summary_of"] = "trace"
+    return out
+
+
+def _busy(trace: pd.DataFrame) -> pd.DataFrame:
+    u = _Union(trace)
+    if u.n_groups == 0:
+        out = pd.DataFrame(columns=BUSY_COLUMNS)
+    else:
+        heads = u.group_first_seg
+        tails = np.r_[heads[1:], len(u.seg_start)] - 1
+        busy = np.add.reduceat(u.seg_end - u.seg_start, heads)
+        holes = u.holes()
+        largest = np.zeros(u.n_groups)
+        np.maximum.at(largest, u.seg_group[holes], u.seg_start[holes + 1] - u.seg_end[holes])
+        first, last = u.seg_start[heads], u.seg_end[tails]
+        ident = _first_values(trace, u.first_row)
+        out = pd.DataFrame({**{k: ident[k] for k in KEYS}, "partition": _partitions(trace, u),
+                            "sm_count": trace["sm_count"].to_numpy()[u.first_row].astype(int),
+                            "kernels": u.kernels, "first_start_ms": first, "last_end_ms": last,
+                            "busy_span_ms": last - first, "gpu_busy_ms": busy,
+                            "idle_ms": np.maximum(last - first - busy, 0.0), "gaps": tails - heads,
+                            "largest_gap_ms": largest, "device_name": ident["device_name"],
+                            "run_id": ident["run_id"]}, columns=BUSY_COLUMNS)
     return out
 
 
@@ -155,18 +208,25 @@ def kernel_gaps(trace: pd.DataFrame, *, min_gap_us: float = 0.0) -> pd.DataFrame
         ``run_id``.
     """
     _require_trace(trace, "kernel_gaps")
-    rows = []
-    for _, g in _groups(trace):
-        names = g["name"].astype(str).to_numpy()
-        merged = _merge(g["start_ms"].to_numpy(float), g["end_ms"].to_numpy(float))
-        first = g.iloc[0]
-        for a, b in zip(merged, merged[1:]):
-            gap_us = (b[0] - a[1]) * 1e3
-            if gap_us >= min_gap_us:
-                rows.append({**{k: first[k] for k in KEYS}, "partition": str(first["partition"]),
-                             "gap_start_ms": a[1], "gap_end_ms": b[0], "gap_us": gap_us,
-                             "before": names[a[3]], "after": names[b[2]], **_ident(g)})
-    return pd.DataFrame(rows, columns=GAP_COLUMNS)
+    with without_attrs(trace):
+        return _gaps(trace, min_gap_us)
+
+
+def _gaps(trace: pd.DataFrame, min_gap_us: float) -> pd.DataFrame:
+    u = _Union(trace)
+    k = u.holes()
+    gap_us = (u.seg_start[k + 1] - u.seg_end[k]) * 1e3
+    k = k[gap_us >= min_gap_us]
+    if len(k) == 0:
+        return pd.DataFrame(columns=GAP_COLUMNS)
+    rows = u.first_row[u.seg_group[k]]
+    ident = _first_values(trace, rows)
+    names = trace["name"].astype(str).to_numpy()
+    return pd.DataFrame({**{c: ident[c] for c in KEYS}, "partition": trace["partition"].astype(str).to_numpy()[rows],
+                         "gap_start_ms": u.seg_end[k], "gap_end_ms": u.seg_start[k + 1],
+                         "gap_us": (u.seg_start[k + 1] - u.seg_end[k]) * 1e3, "before": names[u.seg_last[k]],
+                         "after": names[u.seg_first[k + 1]], "device_name": ident["device_name"],
+                         "run_id": ident["run_id"]}, columns=GAP_COLUMNS)
 
 
 def trace_rates(df: pd.DataFrame, trace: pd.DataFrame, *, where: str = "trace_rates") -> pd.DataFrame:

@@ -6,23 +6,21 @@ is one line on stderr and a non-zero exit (2: bad arguments, 1: no GPU or a fail
 measurement, 130: interrupted), never a traceback. A measurement that fails or is
 interrupted still writes the rows it measured to ``--out``.
 
-Importing this module loads nothing heavy, so ``gcexplore --help`` answers at once.
+Importing this module loads nothing heavy, so ``gcexplore --help`` answers at once. Argument
+types and the checks of the files a run writes are in :mod:`.args`.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from pathlib import Path
 
 from .._version import __version__
-
-_RESULT_SUFFIXES = (".parquet", ".csv")
-
-
-class _Usage(Exception):
-    """A bad argument found by our own checks (exit 2)."""
+from .args import (RESULT_SUFFIXES, Usage, check_checkpoint, float_arg, int_arg, int_list, kernel_trace_file,
+                   mode_list, workload_names, writable_file)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -32,62 +30,12 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
-def _fail(cmd: str, message: str, code: int) -> int:
+def _fail(cmd: str, message: str, code: int, cause: BaseException | None = None) -> int:
+    """One line on stderr; with ``cause`` (--verbose) also the chain of errors behind it."""
     print(f"gcexplore {cmd}: {message}", file=sys.stderr)
+    while cause is not None and (cause := cause.__cause__ or cause.__context__) is not None:
+        print(f"  caused by {type(cause).__name__}: {cause}", file=sys.stderr)
     return code
-
-
-# ------------------------------------------------------------------ argument types
-
-
-def _int_arg(minimum: int):
-    def parse(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if v < minimum:
-            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {v}")
-        return v
-
-    return parse
-
-
-def _int_list(text: str) -> list[int]:
-    parts = [x.strip() for x in text.replace("+", ",").split(",") if x.strip()]
-    try:
-        counts = [int(x) for x in parts]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated SM counts such as 24 or 8,16, got {text!r}")
-    if not counts or any(c <= 0 for c in counts):
-        raise argparse.ArgumentTypeError(f"SM counts must be positive integers, got {text!r}")
-    return counts
-
-
-def _modes(text: str) -> tuple[str, ...]:
-    from ..schema import check_modes
-
-    try:
-        return check_modes([m.strip() for m in text.split(",") if m.strip()])
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def _writable_file(path: str, suffixes: tuple[str, ...], what: str) -> Path:
-    """``path`` if it has a valid suffix and its folder can be written; else _Usage."""
-    p = Path(path)
-    if p.suffix.lower() not in suffixes:
-        raise _Usage(f"{what} {path!r} must end in {' or '.join(suffixes)}")
-    if p.is_dir():
-        raise _Usage(f"{what} {path!r} is a folder; give a file name ending in {' or '.join(suffixes)}")
-    folder = p.parent if str(p.parent) else Path(".")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise _Usage(f"cannot create the folder of {what} {path!r}: {e.strerror or e}") from None
-    if not os.access(folder, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
-        raise _Usage(f"{what} {path!r} cannot be written (no write permission in {str(folder)!r})")
-    return p
 
 
 # ------------------------------------------------------------------------ commands
@@ -99,7 +47,7 @@ def _cmd_info(args) -> int:
     try:
         n = device_count()
     except UnsupportedError as e:
-        return _fail("info", f"{e}; without a GPU, `gcexplore demo` shows results recorded on an H100", 1)
+        return _fail("info", str(e), 1, e if args.verbose else None)  # it says what works without a GPU
     if n == 0:
         return _fail("info", "the driver sees no CUDA device", 1)
     indices = range(n) if args.device is None else [args.device]
@@ -127,28 +75,15 @@ def _cmd_info(args) -> int:
 
 
 def _cmd_demo(args) -> int:
-    from .demo import run_demo
+    from .demo import out_folder, run_demo
 
+    try:
+        out_folder(args.out)  # before anything is measured or printed
+    except ValueError as e:
+        raise Usage(f"--out: {e}") from None
     run_demo(args.out, device=args.device, repeats=args.repeats, recorded=args.recorded,
              overwrite=args.overwrite)
     return 0
-
-
-def _parse_workload(spec: str) -> tuple[str, dict]:
-    """``name`` or ``name:key=value,...`` (e.g. ``spin:us=100``) -> (name, options); no GPU."""
-    from ..workloads.builtins import parse_builtin
-
-    try:
-        return parse_builtin(spec)
-    except ValueError as e:
-        raise _Usage(str(e)) from None
-
-
-def _workload_names(specs) -> list[tuple[str, str, dict]]:
-    from ..workloads.spec import unique_names
-
-    parsed = [_parse_workload(spec) for spec in specs]
-    return [(key, name, kwargs) for key, (name, kwargs) in zip(unique_names([n for n, _ in parsed]), parsed)]
 
 
 def _build_workloads(parsed, device: int) -> dict:
@@ -176,54 +111,45 @@ def _print_overlap(df) -> None:
           f"{a.get('launch_gap_us', float('nan')):.1f} us (included in every duration)")
 
 
-def _save_rows(cmd: str, df, out: Path, trace: str | None, partial: bool, kernels=None) -> int:
-    from ..results.io import save, to_chrome_trace
+def _save_rows(cmd: str, df, out: Path, trace: str | None, partial: bool, kernels=None) -> tuple[int, list[str]]:
+    """Write the results file first, then the kernel trace and the timeline, each on its own:
+    one that fails is reported and does not stop the others. (exit code, lines to print)."""
+    from ..results.chrome_trace import to_chrome_trace
+    from ..results.io import save
     from ..trace.collector import TracedResult
 
-    if isinstance(df, TracedResult):  # --kernel-trace: the kernel trace goes to its own file
-        df, (kernel_df, kernel_path) = df.result, (df.trace, kernels)
-    else:
-        kernel_df = kernel_path = None
-    try:
-        if kernel_path is not None:
-            save(kernel_df, kernel_path, overwrite=True)
-            print(f"wrote {kernel_path} ({len(kernel_df)} kernel records)")
-        save(df, out, overwrite=True)
-        print(f"wrote {out}" + (" (partial: the rows measured before the failure)" if partial else ""))
-        if trace:
-            print(f"wrote {to_chrome_trace(df, trace)}")
-    except (OSError, ValueError) as e:
-        return _fail(cmd, f"measured {len(df)} rows but could not write them: {e}", 1)
-    return 0
-
-
-def _kernel_trace_file(args, out: Path) -> Path | None:
-    """The --kernel-trace file, checked: suffix, folder, no collision with --out, --trace or a sidecar."""
-    if not args.kernel_trace:
-        return None
-    kt = _writable_file(args.kernel_trace, _RESULT_SUFFIXES, "--kernel-trace")
-    mine = {kt.resolve(), kt.with_suffix(".json").resolve()}  # the file and its sidecar
-    if {out.resolve(), out.with_suffix(".json").resolve()} & mine:
-        raise _Usage(f"--kernel-trace {args.kernel_trace!r} and --out {args.out!r} would overwrite each "
-                     "other or share a metadata sidecar; give them different names")
-    if args.trace and Path(args.trace).resolve() in mine:
-        raise _Usage(f"--trace {args.trace!r} would overwrite --kernel-trace {args.kernel_trace!r} or its "
-                     "metadata sidecar")
-    return kt
+    result, kernel_df = (df.result, df.trace) if isinstance(df, TracedResult) else (df, None)
+    code, done = 0, []
+    files = [("the results", lambda: save(result, out, overwrite=True),
+              " (partial: the rows measured before the failure)" if partial else f" ({len(result)} rows)")]
+    if kernel_df is not None and kernels is not None:
+        files.append(("the kernel trace", lambda: save(kernel_df, kernels, overwrite=True),
+                      f" ({len(kernel_df)} kernel records)"))
+    if trace:
+        files.append(("the timeline", lambda: to_chrome_trace(result, trace), ""))
+    for what, write, note in files:
+        try:
+            done.append(f"wrote {write()}{note}")
+        except (OSError, ValueError) as e:
+            kept = f" ({out} is written)" if what != "the results" and done else ""
+            code = _fail(cmd, f"measured {len(result)} rows but could not write {what}: {e}{kept}", 1)
+    return code, done
 
 
 def _measure(args, cmd: str, measure) -> int:
-    out = _writable_file(args.out, _RESULT_SUFFIXES, "--out")
+    out = writable_file(args.out, RESULT_SUFFIXES, "--out")
     if args.trace:
-        trace = _writable_file(args.trace, (".json",), "--trace")
+        trace = writable_file(args.trace, (".json",), "--trace")
         if trace.resolve() == out.with_suffix(".json").resolve():
-            raise _Usage(f"--trace {args.trace!r} would overwrite the metadata sidecar of --out {args.out!r}")
-    kernels = _kernel_trace_file(args, out)
+            raise Usage(f"--trace {args.trace!r} would overwrite the metadata sidecar of --out {args.out!r}")
+    kernels = kernel_trace_file(args, out)
+    if getattr(args, "checkpoint", None):
+        check_checkpoint(args, out, kernels)
     from ..schema import Options
 
     Options(repeats=args.repeats, warmup=args.warmup, modes=args.modes, l2_flush=args.l2_flush,
             graphs=args.graphs)  # every option checked before the GPU is asked
-    parsed = _workload_names(args.workloads)
+    parsed = workload_names(args.workloads)
     if kernels is not None:
         from ..trace.collector import TraceUnavailable, require_cupti
 
@@ -239,22 +165,30 @@ def _run_and_save(cmd: str, parsed, device: int, measure, show, out: Path, trace
     """Build the workloads, ``measure(wls)``, ``show(df)`` and save; keep rows of an aborted run."""
     from ..experiments.runner import MeasurementAborted
 
-    code, partial = 0, False
+    aborted, partial = 0, False
     wls = _build_workloads(parsed, device)
     try:
         df = measure(wls)
     except MeasurementAborted as e:
         df, partial = e.partial, True
-        code = 130 if isinstance(e, KeyboardInterrupt) else 1
+        aborted = 130 if isinstance(e, KeyboardInterrupt) else 1
         print(f"gcexplore {cmd}: {e}", file=sys.stderr)
         if df is None or df.empty:
-            return code
+            return aborted
     finally:
         for w in wls.values():
             w.close()
+    code, done = _save_rows(cmd, df, out, trace, partial, kernels)
+    code = aborted or code
     if not partial:
-        show(getattr(df, "result", df))
-    return _save_rows(cmd, df, out, trace, partial, kernels) or code
+        try:
+            show(getattr(df, "result", df))
+        except (ValueError, TypeError, KeyError) as e:  # the rows are on disk; only the summary failed
+            code = _fail(cmd, f"the summary of the measured rows failed ({type(e).__name__}: {e}); the rows are "
+                              f"saved in {out}", 1)
+    for line in done:
+        print(line)
+    return code
 
 
 def _cmd_profile(args) -> int:
@@ -278,13 +212,6 @@ def _cmd_sweep(args) -> int:
         checkpoint=args.checkpoint, progress=not args.quiet, **_trace_kw(args)))
 
 
-def _float_arg(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-
-
 def _print_tune(df) -> None:
     import pandas as pd
 
@@ -306,14 +233,20 @@ def _cmd_tune(args) -> int:
     from ..schema import Options
     from ..experiments.search import Settings
 
-    out = _writable_file(args.out, _RESULT_SUFFIXES, "--out")
+    out = writable_file(args.out, RESULT_SUFFIXES, "--out")
     kw = dict(slo_ms=args.slo_ms, percentile=args.percentile, tolerance=args.tolerance,
               repeats=args.repeats, max_repeats=args.max_repeats)
     Settings(**kw)  # every setting checked before the GPU is asked
     Options(repeats=args.repeats, warmup=args.warmup, modes=("concurrent",), l2_flush=args.l2_flush)
-    parsed = _workload_names(args.workloads)
+    parsed = workload_names(args.workloads)
     if args.slo_ms is not None and len(parsed) > 2 and not args.others:
-        raise _Usage(f"--slo-ms with {len(parsed)} workloads needs --others (the middle workloads' sizes)")
+        raise Usage(f"--slo-ms with {len(parsed)} workloads needs --others (the middle workloads' sizes)")
+    if len(parsed) > 2 and not args.others:  # count the size combinations before any workload is built
+        from ..device.driver import device_info
+        from ..experiments.request import check_enumeration
+
+        info = device_info(args.device)
+        check_enumeration(info, len(parsed), len(args.sizes or info.valid_sm_counts()), None)
     from ..experiments.tuner import tune
 
     return _run_and_save("tune", parsed, args.device, lambda wls: tune(
@@ -322,25 +255,27 @@ def _cmd_tune(args) -> int:
 
 
 def _add_tune(sub) -> None:
+    from ..schema import MAX_TUNE_REPEATS
+
     s = sub.add_parser("tune", help="find the split with the lowest concurrent makespan (or, with --slo-ms, the "
                                     "smallest first partition meeting a latency target) measuring few layouts")
     s.add_argument("workloads", nargs="+", metavar="WORKLOAD",
                    help="built-in workloads in partition order (the first's size is searched, the last gets "
                         "the rest), e.g. compute memory, or latency:blocks=528 compute")
-    s.add_argument("--slo-ms", type=_float_arg, help="latency target of the first workload in ms")
-    s.add_argument("--percentile", type=_float_arg, default=50.0,
+    s.add_argument("--slo-ms", type=float_arg, help="latency target of the first workload in ms")
+    s.add_argument("--percentile", type=float_arg, default=50.0,
                    help="percentile of the first workload's latency that must meet --slo-ms (default: %(default)s)")
-    s.add_argument("--tolerance", type=_float_arg, default=0.01,
+    s.add_argument("--tolerance", type=float_arg, default=0.01,
                    help="the answer within this fraction of the best makespan (default: %(default)s)")
-    s.add_argument("--repeats", type=_int_arg(1), default=5,
+    s.add_argument("--repeats", type=int_arg(1), default=5,
                    help="repetitions at a layout's first measurement (default: %(default)s)")
-    s.add_argument("--max-repeats", type=_int_arg(1), default=40,
-                   help="most repetitions of one layout (default: %(default)s)")
-    s.add_argument("--warmup", type=_int_arg(0), default=1,
+    s.add_argument("--max-repeats", type=int_arg(1, MAX_TUNE_REPEATS, " (the tuner's limit)"), default=40,
+                   help=f"most repetitions of one layout, up to {MAX_TUNE_REPEATS} (default: %(default)s)")
+    s.add_argument("--warmup", type=int_arg(0), default=1,
                    help="warm-up repetitions each time a layout is measured (default: %(default)s)")
-    s.add_argument("--sizes", type=_int_list, help="first-partition sizes to choose from (default: every valid size)")
-    s.add_argument("--others", type=_int_list, help="fixed sizes of middle workloads (default: searched too)")
-    s.add_argument("--device", type=_int_arg(0), default=0, help="GPU index (default: %(default)s)")
+    s.add_argument("--sizes", type=int_list, help="first-partition sizes to choose from (default: every valid size)")
+    s.add_argument("--others", type=int_list, help="fixed sizes of middle workloads (default: searched too)")
+    s.add_argument("--device", type=int_arg(0), default=0, help="GPU index (default: %(default)s)")
     s.add_argument("--l2-flush", action="store_true", help="flush L2 before every repetition")
     s.add_argument("--out", default="gcexplore-out/tune.parquet",
                    help="results file, .parquet or .csv (default: %(default)s)")
@@ -356,7 +291,7 @@ def _cmd_compare(args) -> int:
 
     for path in filter(None, (args.a, args.b)):
         if not Path(path).exists():
-            raise _Usage(f"{path!r} does not exist; give two saved results (.parquet or .csv)")
+            raise Usage(f"{path!r} does not exist; give two saved results (.parquet or .csv)")
     c = compare(args.a, args.b, by=args.by, min_effect=args.threshold / 100.0, confidence=args.confidence,
                 slo_ms=args.slo_ms)
     cols = ["group", "layout_a", "layout_b", "median_a_ms", "median_b_ms", "ratio", "ratio_low", "ratio_high",
@@ -370,7 +305,7 @@ def _cmd_compare(args) -> int:
     if args.plot:
         from ..views.compare import plot_compare
 
-        plot_compare(c).savefig(_writable_file(args.plot, (".png", ".svg", ".pdf"), "--plot"))
+        plot_compare(c).savefig(writable_file(args.plot, (".png", ".svg", ".pdf"), "--plot"))
     if args.fail_on_regression is not None:
         bad = c.regressions(args.fail_on_regression / 100.0)
         if len(bad):
@@ -387,12 +322,12 @@ def _add_compare(sub) -> None:
     s.add_argument("a", metavar="A", help="reference result file (.parquet or .csv)")
     s.add_argument("b", metavar="B", nargs="?", help="the result compared with it (or use --by)")
     s.add_argument("--by", help="a column that splits A into two sides (run_id, device_uuid, driver, ...)")
-    s.add_argument("--threshold", type=_float_arg, default=1.0,
+    s.add_argument("--threshold", type=float_arg, default=1.0,
                    help="differences within this many percent count as SAME (default: %(default)s)")
-    s.add_argument("--confidence", type=_float_arg, default=0.95,
+    s.add_argument("--confidence", type=float_arg, default=0.95,
                    help="joint level of the intervals over all layouts (default: %(default)s)")
-    s.add_argument("--slo-ms", type=_float_arg, help="also compare the latency-target answer for this target")
-    s.add_argument("--fail-on-regression", type=_float_arg, metavar="PCT",
+    s.add_argument("--slo-ms", type=float_arg, help="also compare the latency-target answer for this target")
+    s.add_argument("--fail-on-regression", type=float_arg, metavar="PCT",
                    help="exit 1 when B is SLOW by more than PCT percent (interval's low end) anywhere")
     s.add_argument("--plot", help="also save plot_compare to this .png/.svg/.pdf")
     s.set_defaults(func=_cmd_compare)
@@ -408,11 +343,11 @@ def _add_measuring(sub) -> None:
         s.add_argument("workloads", nargs="+", metavar="WORKLOAD",
                        help="built-in workloads in partition order: compute, memory, copy, spin, latency, "
                             "optionally with options, e.g. spin:us=100 or memory:n=67108864")
-        s.add_argument("--repeats", type=_int_arg(1), default=20,
+        s.add_argument("--repeats", type=int_arg(1), default=20,
                        help=f"measured repetitions per mode, 1..{MAX_REPEATS} (default: %(default)s)")
-        s.add_argument("--warmup", type=_int_arg(0), default=3, help="warm-up repetitions (default: %(default)s)")
-        s.add_argument("--device", type=_int_arg(0), default=0, help="GPU index (default: %(default)s)")
-        s.add_argument("--modes", type=_modes, default=MODES,
+        s.add_argument("--warmup", type=int_arg(0), default=3, help="warm-up repetitions (default: %(default)s)")
+        s.add_argument("--device", type=int_arg(0), default=0, help="GPU index (default: %(default)s)")
+        s.add_argument("--modes", type=mode_list, default=MODES,
                        help=f"comma-separated modes (default: {','.join(MODES)})")
         s.add_argument("--l2-flush", action="store_true", help="flush L2 before every repetition")
         s.add_argument("--graphs", action="store_true", help="time CUDA-graph launches of each workload")
@@ -425,15 +360,15 @@ def _add_measuring(sub) -> None:
     s = sub.add_parser("profile", help="time built-in workloads on one split in every mode; "
                                        "print a summary and write the results file")
     common(s, "gcexplore-out/profile.parquet")
-    s.add_argument("--split", type=_int_list, required=True,
+    s.add_argument("--split", type=int_list, required=True,
                    help="SM counts of the partitions, e.g. 24 (the remainder takes the last workload)")
     s.set_defaults(func=_cmd_profile)
 
     s = sub.add_parser("sweep", help="profile the first workload on every valid partition size, the last on "
                                      "the rest; print the layouts and the best split, write the results file")
     common(s, "gcexplore-out/sweep.parquet")
-    s.add_argument("--sizes", type=_int_list, help="first-partition sizes (default: every valid size)")
-    s.add_argument("--others", type=_int_list, help="fixed sizes of middle workloads (3 or more workloads)")
+    s.add_argument("--sizes", type=int_list, help="first-partition sizes (default: every valid size)")
+    s.add_argument("--others", type=int_list, help="fixed sizes of middle workloads (3 or more workloads)")
     s.add_argument("--checkpoint", help="JSON-lines file: rows appended per layout; a rerun skips finished layouts")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     s.set_defaults(func=_cmd_sweep)
@@ -448,7 +383,7 @@ def _read_spec(path: str) -> dict:
         try:
             import yaml
         except ImportError:
-            raise _Usage(f"{path!r} is YAML but PyYAML is not installed; pip install pyyaml or write TOML") from None
+            raise Usage(f"{path!r} is YAML but PyYAML is not installed; pip install pyyaml or write TOML") from None
         spec = yaml.safe_load(p.read_text())
     else:
         try:
@@ -458,10 +393,10 @@ def _read_spec(path: str) -> dict:
         try:
             spec = tomllib.loads(p.read_text())
         except tomllib.TOMLDecodeError as e:
-            raise _Usage(f"{path!r} is not valid TOML ({e})") from None
+            raise Usage(f"{path!r} is not valid TOML ({e})") from None
     known = {"experiment", "workloads", "splits", "options", "cards", "folder", "devices"}
     if not isinstance(spec, dict) or set(spec) - known or "workloads" not in spec:
-        raise _Usage(f"{path!r} must be a table with workloads and optionally {', '.join(sorted(known - {'workloads'}))}"
+        raise Usage(f"{path!r} must be a table with workloads and optionally {', '.join(sorted(known - {'workloads'}))}"
                      + (f"; unknown keys: {', '.join(sorted(set(spec) - known))}" if isinstance(spec, dict) else ""))
     return spec
 
@@ -481,11 +416,11 @@ def _cmd_campaign(args) -> int:
 
     if args.target == "status":
         if not args.folder:
-            raise _Usage("campaign status needs the campaign folder: gcexplore campaign status DIR")
+            raise Usage("campaign status needs the campaign folder: gcexplore campaign status DIR")
         _print_campaign(campaign_status(args.folder))
         return 0
     if args.folder:
-        raise _Usage(f"unexpected {args.folder!r}: run `gcexplore campaign SPEC` or `gcexplore campaign status DIR`")
+        raise Usage(f"unexpected {args.folder!r}: run `gcexplore campaign SPEC` or `gcexplore campaign status DIR`")
     spec = _read_spec(args.target)
     from ..experiments.campaigns import campaign
 
@@ -514,9 +449,10 @@ def _add_campaign(sub) -> None:
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="gcexplore", description="Explore and profile CUDA green contexts.")
     p.add_argument("--version", action="version", version=f"gcexplore {__version__}")
+    p.add_argument("--verbose", action="store_true", help="after an error, also print what caused it")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("info", help="print what each visible GPU allows for green contexts")
-    s.add_argument("--device", type=_int_arg(0), help="only this GPU index")
+    s.add_argument("--device", type=int_arg(0), help="only this GPU index")
     s.set_defaults(func=_cmd_info)
     _add_measuring(sub)
     _add_tune(sub)
@@ -527,8 +463,8 @@ def _parser() -> argparse.ArgumentParser:
                      "recorded results): summary table, PNG plots and the results file")
     s.add_argument("--out", default="gcexplore-out",
                    help="folder for the plots and the results file (default: %(default)s)")
-    s.add_argument("--device", type=_int_arg(0), default=0, help="GPU index (default: %(default)s)")
-    s.add_argument("--repeats", type=_int_arg(1), default=5,
+    s.add_argument("--device", type=int_arg(0), default=0, help="GPU index (default: %(default)s)")
+    s.add_argument("--repeats", type=int_arg(1), default=5,
                    help="repetitions per mode and split of the live sweep (default: %(default)s)")
     s.add_argument("--recorded", action="store_true",
                    help="show the recorded results even when a GPU is present")
@@ -538,12 +474,53 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+class _PipeSafe:
+    """stdout that, once the reader has gone (``gcexplore demo | head -3``), drops further
+    output instead of raising, so the command still writes its files and exits quietly."""
+
+    def __init__(self, stream):
+        self._stream, self.broken = stream, False
+
+    def _closed(self) -> None:
+        self.broken = True
+        with contextlib.suppress(OSError, ValueError):  # later flushes (at exit too) go nowhere
+            os.dup2(os.open(os.devnull, os.O_WRONLY), self._stream.fileno())
+
+    def write(self, text: str) -> int:
+        if not self.broken:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._closed()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.broken:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._closed()
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     cmd = args.command
+    stdout, sys.stdout = sys.stdout, _PipeSafe(sys.stdout)
+    try:
+        return _run(args, cmd)
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+        sys.stdout = stdout
+
+
+def _run(args, cmd: str) -> int:
     try:
         return args.func(args)
-    except _Usage as e:
+    except Usage as e:
         return _fail(cmd, str(e), 2)
     except KeyboardInterrupt:
         return _fail(cmd, "interrupted", 130)
@@ -552,7 +529,7 @@ def main(argv=None) -> int:
     except (FileNotFoundError, PermissionError) as e:
         return _fail(cmd, str(e), 1)
     except Exception as e:  # GreenContextError, UnsupportedError, driver errors: one line
-        return _fail(cmd, f"{type(e).__name__}: {e}", 1)
+        return _fail(cmd, f"{type(e).__name__}: {e}", 1, e if args.verbose else None)
 
 
 if __name__ == "__main__":

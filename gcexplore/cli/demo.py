@@ -9,6 +9,8 @@ the results file into one folder.
 
 from __future__ import annotations
 
+import functools
+import os
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -29,7 +31,7 @@ def _gpu_reason(device: int) -> str | None:
     try:
         device_info(device).require("green_context_streams")
     except UnsupportedError as exc:
-        return str(exc)
+        return str(exc).split(";")[0]  # what is missing; the advice follows in the demo itself
     return None
 
 
@@ -57,14 +59,50 @@ def _recorded_occupancy(sweep_df: pd.DataFrame, present: set, out) -> pd.DataFra
     return None
 
 
+#: Every file the demo may write; a rerun keeps them all and writes ``<stem>-2`` (then -3, ...).
+_FILES = ("sweep.parquet", "sweep.png", "throughput.png", "occupancy.png", "scaling.png", "isolation.png")
+
+
+def out_folder(out_dir) -> Path:
+    """``out_dir`` created and writable, else ValueError in one line (before anything is measured)."""
+    folder = Path(out_dir)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"the output folder {str(folder)!r} is a file; the demo writes its plots and results "
+                         "file into a folder: give a folder name")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ValueError(f"cannot create the output folder {str(folder)!r}: {e.strerror or e}") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(f"the output folder {str(folder)!r} cannot be written (no write permission)")
+    return folder
+
+
+def _names(folder: Path, overwrite: bool) -> dict[str, Path]:
+    """Where each file goes: its own name, or all with the first ``-N`` none of them has yet."""
+    suffix, n = "", 2
+    while not overwrite and any((folder / f"{Path(f).stem}{suffix}{Path(f).suffix}").exists() for f in _FILES):
+        suffix, n = f"-{n}", n + 1
+    return {Path(f).stem if f.endswith(".png") else "results": folder / f"{Path(f).stem}{suffix}{Path(f).suffix}"
+            for f in _FILES}
+
+
 def _save_png(fig, path: Path) -> Path:
-    fig.savefig(path, dpi=120)
+    import matplotlib.pyplot as plt
+
+    try:
+        fig.savefig(path, dpi=120)
+    finally:
+        plt.close(fig)
     return path
 
 
 def run_demo(out_dir="gcexplore-out", *, device: int = 0, repeats: int = 5,
              recorded: bool = False, overwrite: bool = False, file: TextIO | None = None) -> dict[str, Path]:
     """Run (or replay) the demo and write its files.
+
+    The output folder is checked before anything is measured, and the results file is
+    written as soon as the sweep is measured, before anything else can fail.
 
     Parameters
     ----------
@@ -77,22 +115,29 @@ def run_demo(out_dir="gcexplore-out", *, device: int = 0, repeats: int = 5,
     recorded : bool, default False
         Show the recorded results even when a GPU is present.
     overwrite : bool, default False
-        Replace a ``sweep.parquet`` already in ``out_dir``; by default an earlier
-        result is kept and this one is written as ``sweep-2.parquet`` (or the next
-        free number), and the demo says so.
+        Replace files already in ``out_dir``; by default an earlier run's files (results
+        and figures alike) are kept and this run's are written as ``sweep-2.parquet``,
+        ``sweep-2.png``, ... (or the next free number), and the demo says so.
     file : text stream, optional
         Where to print (default ``sys.stdout``).
 
     Returns
     -------
     dict of str to pathlib.Path
-        What was written: ``"sweep"``, ``"throughput"``, ``"occupancy"`` (PNGs, the
-        last when occupancy records exist), ``"scaling"``, ``"isolation"`` (recorded
-        only, when present) and ``"results"`` (``sweep.parquet``).
+        What was written: ``"results"`` (``sweep.parquet``), ``"sweep"``, ``"throughput"``,
+        ``"occupancy"`` (PNGs, the last when occupancy records exist), ``"scaling"``,
+        ``"isolation"`` (recorded only, when present).
+
+    Raises
+    ------
+    ValueError
+        ``out_dir`` is a file or cannot be created or written (nothing is measured).
     """
     from ..results import io as _results
 
     out = file or sys.stdout
+    folder = out_folder(out_dir)
+    names = _names(folder, overwrite)
     occupancy = extra = None
     if not recorded:
         reason = _gpu_reason(device)
@@ -102,6 +147,7 @@ def run_demo(out_dir="gcexplore-out", *, device: int = 0, repeats: int = 5,
             recorded = True
     if recorded:
         df = _results.load_recorded("sweep")
+        written = {"results": _results.save(df, names["results"], overwrite=True)}
         present = set(_results.recorded_names())
         occupancy = _recorded_occupancy(df, present, out)
         extra = {n: _results.load_recorded(n) for n in ("scaling", "isolation") if n in present}
@@ -113,31 +159,22 @@ def run_demo(out_dir="gcexplore-out", *, device: int = 0, repeats: int = 5,
         print(f"gcexplore demo: sweeping {' + '.join(PAIR)} over every valid split "
               f"({repeats} repetitions per mode)...", file=out)
         df = sweep(list(PAIR), repeats=repeats, device=device)
+        written = {"results": _results.save(df, names["results"], overwrite=True)}  # before anything can fail
         best = int(best_split(df)["split_sm_count"])
         occupancy = measure_occupancy(list(PAIR), [best], device=device)
-
+    if names["results"].name != "sweep.parquet":
+        print(f"gcexplore demo: {folder} holds an earlier run's files and they are kept; this run's "
+              f"end in {names['results'].stem[len('sweep'):]} ({names['results'].name}; --overwrite replaces them)",
+              file=out)
     print(format_summary(df), file=out)
-
-    folder = Path(out_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    written = {
-        "sweep": _save_png(_plot.plot_sweep(df), folder / "sweep.png"),
-        "throughput": _save_png(_plot.plot_throughput(df), folder / "throughput.png"),
-    }
+    figures = {"sweep": lambda: _plot.plot_sweep(df), "throughput": lambda: _plot.plot_throughput(df)}
     if occupancy is not None:
-        written["occupancy"] = _save_png(_plot.plot_occupancy(occupancy),
-                                         folder / "occupancy.png")
+        figures["occupancy"] = lambda: _plot.plot_occupancy(occupancy)
     for name, frame in (extra or {}).items():
-        fn = {"scaling": _plot.plot_scaling, "isolation": _plot.plot_isolation}[name]
-        written[name] = _save_png(fn(frame), folder / f"{name}.png")
-    target = folder / "sweep.parquet"
-    if not overwrite:
-        n = 2
-        while target.exists():
-            target, n = folder / f"sweep-{n}.parquet", n + 1
-        if target.name != "sweep.parquet":
-            print(f"gcexplore demo: {folder / 'sweep.parquet'} holds an earlier result and is kept; "
-                  f"this one goes to {target.name} (--overwrite replaces it)", file=out)
-    written["results"] = _results.save(df, target, overwrite=True)
+        figures[name] = functools.partial({"scaling": _plot.plot_scaling, "isolation": _plot.plot_isolation}[name],
+                                          frame)
+    for name, draw in figures.items():
+        written[name] = _save_png(draw(), names[name])
+    written["results"] = written.pop("results")  # listed last, as before
     print(f"wrote {', '.join(p.name for p in written.values())} to {folder}/", file=out)
     return written

@@ -224,8 +224,8 @@ def _init() -> int:
                 _initialized = True
         except GreenContextError as e:
             raise UnsupportedError(f"no usable CUDA GPU: {str(e).rstrip('.')}; {NO_GPU_HINT}") from e
-        except Exception as e:  # the driver library itself is missing
-            raise UnsupportedError(f"no CUDA driver found: {str(e).rstrip('.')}; {NO_GPU_HINT}") from e
+        except Exception as e:  # the driver library itself is missing; the loader's detail stays the cause
+            raise UnsupportedError(f"no NVIDIA driver found; {NO_GPU_HINT}") from e
         return version
 
 

@@ -12,7 +12,25 @@ from collections.abc import Sequence
 from .._checks import as_int
 from ..device.driver import DeviceInfo, plan_split
 
-__all__ = ["as_sizes", "check_partitioning", "fit_workloads", "scaling_sizes", "sweep_sizes"]
+__all__ = ["MAX_TUNE_COMBINATIONS", "as_sizes", "check_enumeration", "check_partitioning", "fit_workloads",
+           "scaling_sizes", "sweep_sizes"]
+
+#: Most combinations of partition sizes the tuner enumerates (5 workloads on an H100:
+#: 16 x 16**3 = 65,536, about a second); 7 would be 16**6, minutes before any measurement.
+MAX_TUNE_COMBINATIONS = 100_000
+
+
+def check_enumeration(info: DeviceInfo, n_workloads: int, n_firsts: int, others) -> None:
+    """ValueError, before anything is enumerated, when searching every middle size of
+    ``n_workloads`` workloads would mean more than :data:`MAX_TUNE_COMBINATIONS` size combinations."""
+    if others is not None or n_workloads < 3:
+        return
+    n = n_firsts * len(info.valid_sm_counts()) ** (n_workloads - 2)
+    if n > MAX_TUNE_COMBINATIONS:
+        raise ValueError(
+            f"tuning {n_workloads} workloads with every middle partition size searched means {n:,} combinations "
+            f"of sizes on {info.name} (the limit is {MAX_TUNE_COMBINATIONS:,}); fix the middle workloads' sizes "
+            "with others= (--others), give fewer first sizes (sm_counts=, --sizes), or tune fewer workloads")
 
 
 def fit_workloads(plan, n_workloads: int) -> None:

@@ -47,6 +47,7 @@ from collections.abc import Callable, Sequence
 
 from .._checks import as_count, as_int, as_seconds_like
 from ..analysis.stats import quantile, quantile_ci, ratio_bound
+from ..schema import MAX_TUNE_REPEATS
 
 __all__ = ["Outcome", "Settings", "label", "search"]
 
@@ -88,7 +89,7 @@ class Settings:
     repeats : int, default 5
         Repetitions at a layout's first measurement.
     max_repeats : int, default 40
-        Most repetitions of one layout (at least ``repeats``).
+        Most repetitions of one layout (``repeats`` to :data:`gcexplore.schema.MAX_TUNE_REPEATS`, 1,000).
     slack : float, default 0.05
         How much faster than linear scaling a workload may get before a bound is wrong.
     placement_slack : float, default 0.01
@@ -115,9 +116,9 @@ class Settings:
         for name, lo, hi in (("tolerance", 0.001, 0.5), ("confidence", 0.5, 0.999), ("slack", 0.0, 1.0),
                              ("placement_slack", 0.0, 1.0)):
             object.__setattr__(self, name, _fraction(name, getattr(self, name), lo, hi))
-        object.__setattr__(self, "repeats", as_count("repeats", self.repeats, maximum=100_000))
+        object.__setattr__(self, "repeats", as_count("repeats", self.repeats, maximum=MAX_TUNE_REPEATS))
         object.__setattr__(self, "max_repeats", as_int("max_repeats", self.max_repeats, minimum=self.repeats,
-                                                       maximum=100_000))
+                                                       maximum=MAX_TUNE_REPEATS))
 
     @property
     def objective(self) -> str:

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from .._checks import as_int
 from ..device import partitions
 from ..device.driver import DeviceInfo, GreenContextError, plan_split
+from .request import check_enumeration
 from ..schema import Options
 from .experiment import experiment
 from .overlap import measure_layout
@@ -59,6 +60,7 @@ def candidates(info: DeviceInfo, n_workloads: int, *, others: Sequence[int] | No
         if len(others) != n_workloads - 2:
             raise ValueError(f"{n_workloads} workloads need {n_workloads - 2} fixed size(s) in others= for the "
                              f"middle workload(s), got {others}")
+    check_enumeration(info, n_workloads, len(firsts), others)
     middles = [tuple(others)] if others is not None else itertools.product(valid, repeat=n_workloads - 2)
     out = []
     for mid in middles:

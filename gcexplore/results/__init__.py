@@ -3,7 +3,7 @@ results, Chrome-trace export, and the validation every analysis runs first."""
 
 from .._lazy import face
 
-PUBLIC = {"io": ("load", "load_recorded", "save", "to_chrome_trace"),
+PUBLIC = {"io": ("load", "load_recorded", "save"), "chrome_trace": ("to_chrome_trace",),
           "campaign_store": ("campaign_status", "load_campaign")}
 EXTRA = {"io": ("recorded_names",)}
 __all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC, EXTRA)

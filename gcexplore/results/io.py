@@ -5,11 +5,12 @@
   Loading sets ``df.attrs["recorded"] = True``.
 - :func:`load_recorded`: results measured on the project's GPU that ship in
   ``gcexplore/data/``.
-- :func:`to_chrome_trace`: a JSON timeline that Perfetto (ui.perfetto.dev) and
-  ``chrome://tracing`` open, one track per partition (per partition and stream for a
-  kernel trace).
+- :func:`to_chrome_trace` (:mod:`.chrome_trace`): a JSON timeline for Perfetto.
 
-Nothing here needs a GPU.
+Files are written through a temporary file beside the target and a rename, with the
+permissions an ordinary write would give (an existing file's own, else 0666 less the
+umask). A save never replaces a folder, a device, or a ``.json`` beside a CSV that is
+not that CSV's sidecar. Nothing here needs a GPU.
 """
 
 from __future__ import annotations
@@ -17,27 +18,33 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import math
 import os
+import socket
+import stat
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ..schema import partition_key, sorted_partitions
-
-
-__all__ = ["RECORDED", "ResultFileError", "load", "load_recorded", "recorded_names", "save", "to_chrome_trace"]
+__all__ = ["MAX_ATTRS_DEPTH", "RECORDED", "ResultFileError", "load", "load_recorded", "recorded_names", "save",
+           "to_chrome_trace"]
 
 #: Names of the recorded results shipped in gcexplore/data (see bench/record.py).
 RECORDED = ("sweep", "scaling", "occupancy", "isolation", "torch_sweep", "trace", "trace_overlap", "occupancy_best",
             "primary_sms", "bandwidth_sharing", "l2_sharing", "pm", "pm_trace", "sweep_second", "torch_sweep_second",
             "sweep_twice", "campaign")
+#: Deepest nesting of lists and dicts accepted in ``df.attrs`` (saved or loaded).
+MAX_ATTRS_DEPTH = 64
 
 _ATTRS_KEY = b"gcexplore.attrs"
 _FORMATS = ("parquet", "csv")
+
+
+class ResultFileError(ValueError):
+    """A results file (or its sidecar) that cannot be read back as it was saved."""
 
 
 # ---------------------------------------------------------------------------
@@ -67,7 +74,7 @@ def _encode(v: Any) -> Any:
 
 def _decode(v: Any) -> Any:
     if isinstance(v, dict):
-        if set(v) == {"__tuple__"}:
+        if set(v) == {"__tuple__"} and isinstance(v["__tuple__"], list):
             return tuple(_decode(x) for x in v["__tuple__"])
         return {k: _decode(x) for k, x in v.items()}
     if isinstance(v, list):
@@ -75,8 +82,61 @@ def _decode(v: Any) -> Any:
     return v
 
 
-def _attrs_json(attrs: dict) -> str:
-    return json.dumps(_encode(dict(attrs)), allow_nan=True)
+def nesting_depth(v: Any, limit: int = MAX_ATTRS_DEPTH) -> int:
+    """How deep lists, tuples, dicts and arrays nest in ``v`` (counted without recursion,
+    stopping once past ``limit``)."""
+    deepest, stack = 0, [(v, 1)]
+    while stack and deepest <= limit:
+        x, d = stack.pop()
+        if isinstance(x, dict):
+            x = list(x.values())
+        elif isinstance(x, np.ndarray):
+            x = [] if x.dtype != object else list(x.ravel())
+            d += 0 if x else -1
+        if isinstance(x, (list, tuple)):
+            deepest = max(deepest, d)
+            stack.extend((y, d + 1) for y in x)
+    return deepest
+
+
+def plain_attrs(attrs: dict) -> dict:
+    """``attrs`` as JSON values (tuples tagged); ValueError when nested past :data:`MAX_ATTRS_DEPTH`."""
+    if nesting_depth(dict(attrs)) > MAX_ATTRS_DEPTH:
+        raise ValueError(f"df.attrs nests lists or dicts deeper than {MAX_ATTRS_DEPTH} levels; results metadata "
+                         "holds plain values, lists and dicts: flatten it before saving")
+    return _encode(dict(attrs))
+
+
+def _loads_metadata(text, where: str) -> Any:
+    """JSON metadata, refused (ResultFileError) when damaged or nested past MAX_ATTRS_DEPTH."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        value = None
+        deep = True
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ResultFileError(f"{where} is damaged: not UTF-8 JSON ({e})") from e
+    else:
+        deep = nesting_depth(value, MAX_ATTRS_DEPTH + 2) > MAX_ATTRS_DEPTH + 2  # the sidecar's own two levels
+    if deep:
+        raise ResultFileError(f"{where} nests deeper than {MAX_ATTRS_DEPTH} levels, "
+                              "which save never writes: the file is damaged or not a gcexplore result")
+    return value
+
+
+@contextlib.contextmanager
+def without_attrs(df: pd.DataFrame):
+    """``df`` with its attrs set aside for the block, then put back.
+
+    pandas deep-copies ``attrs`` into every frame or column derived from ``df``; a kernel
+    trace's (every repetition's origin, every green context) makes each copy cost seconds.
+    """
+    saved = df.attrs
+    df.attrs = {}
+    try:
+        yield df
+    finally:
+        df.attrs = saved
 
 
 def _format(path: Path, format: str | None) -> str:  # noqa: A002
@@ -97,25 +157,126 @@ def _sidecar(path: Path) -> Path:
     return path.with_suffix(".json")
 
 
-def _temp_beside(path: Path, write) -> str:
-    """``write(tmp)`` to a temporary file beside ``path``, fsynced; its name (removed on failure)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+def as_path(path, what: str) -> Path:
+    """``path`` as a Path; TypeError naming ``what`` for None, numbers and empty names."""
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    if not isinstance(path, (str, os.PathLike)) or str(path) == "":
+        raise TypeError(f"{what} needs a file name (str or pathlib.Path), got {path!r}")
+    return Path(path)
+
+
+# ---------------------------------------------------------------------------
+# Writing: a temporary file beside the target, fsynced, then renamed over it
+# ---------------------------------------------------------------------------
+
+_umask_lock = threading.Lock()
+_HOST = "".join(c for c in socket.gethostname() if c.isalnum())[:16] or "host"
+
+
+def _umask() -> int:
+    try:  # Linux: read it without changing it (os.umask would, for every thread)
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    with _umask_lock:
+        old = os.umask(0o022)
+        os.umask(old)
+    return old
+
+
+def _mode_for(path: Path) -> int:
+    """The permissions ``open(path, "w")`` would leave: an existing file's own, else 0666 less the umask."""
     try:
-        write(tmp)
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-    except BaseException:
+        st = os.stat(path)
+        if stat.S_ISREG(st.st_mode):
+            return stat.S_IMODE(st.st_mode)
+    except OSError:
+        pass
+    return 0o666 & ~_umask()
+
+
+def check_target(path: Path, what: str = "save") -> None:
+    """Refuse (before writing) a target that is a folder, a device, a pipe or a socket."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return  # absent (or unreachable: the write itself will say so)
+    if stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(f"{what}: {str(path)!r} is a folder; give a file name inside it")
+    if not stat.S_ISREG(st.st_mode):
+        raise FileExistsError(f"{what}: {str(path)!r} is a device, pipe or socket, not a regular file; "
+                              "results are written to regular files only")
+
+
+def _named(e: OSError, path: Path) -> OSError:
+    """``e`` again, naming the target rather than the temporary file."""
+    err = type(e)(f"cannot write {str(path)!r}: {e.strerror or e}")
+    err.errno = e.errno
+    return err
+
+
+def _remove_stale_temps(path: Path) -> None:
+    """Remove temporaries of ``path`` left by a writer on this host that no longer runs (kill -9)."""
+    prefix = f".{path.name}.{_HOST}-"
+    with contextlib.suppress(OSError):
+        for name in os.listdir(path.parent):
+            if not (name.startswith(prefix) and name.endswith(".tmp")):
+                continue
+            pid = name[len(prefix):].split(".", 1)[0]
+            if not pid.isdigit() or int(pid) == os.getpid():
+                continue
+            try:
+                os.kill(int(pid), 0)
+            except ProcessLookupError:
+                with contextlib.suppress(OSError):
+                    os.unlink(path.parent / name)
+            except OSError:
+                pass  # alive, another user's
+
+
+@contextlib.contextmanager
+def _or_remove(tmp: str, path: Path):
+    """On any failure inside: remove ``tmp``; an OSError is raised again naming ``path``."""
+    try:
+        yield
+    except BaseException as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise _named(e, path) from e
         raise
+
+
+def _temp_beside(path: Path, write) -> str:
+    """``write(tmp)`` to a temporary file beside ``path``, fsynced; its name (removed on failure)."""
+    _remove_stale_temps(path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{_HOST}-{os.getpid()}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise _named(e, path) from e
+    os.close(fd)
+    with _or_remove(tmp, path):
+        write(tmp)
+        os.chmod(tmp, _mode_for(path))
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
     return tmp
 
 
-def _atomic_write(path: Path, write) -> None:
+def _replace(tmp: str, path: Path) -> None:
+    with _or_remove(tmp, path):
+        os.replace(tmp, path)
+
+
+def atomic_write(path: Path, write) -> None:
     """Write ``path`` through a temporary file and a rename: a failure (disk full, a
-    crash, Ctrl-C) leaves ``path`` as it was."""
-    os.replace(_temp_beside(path, write), path)
+    crash, Ctrl-C) leaves ``path`` as it was, and no temporary behind."""
+    check_target(path)
+    _replace(_temp_beside(path, write), path)
 
 
 def _digest(path) -> str:
@@ -126,12 +287,43 @@ def _digest(path) -> str:
     return h.hexdigest()
 
 
+def is_sidecar(path: Path, csv_name: str | None = None) -> bool:
+    """True when ``path`` holds the metadata :func:`save` writes beside a CSV (that CSV's,
+    when ``csv_name`` is given)."""
+    try:
+        if os.stat(path).st_size > 64 << 20:
+            return False
+        side = json.loads(Path(path).read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return False
+    return (isinstance(side, dict) and isinstance(side.get("dtypes"), dict)
+            and (csv_name is None or side.get("csv") in (None, csv_name)))
+
+
+def _old_sidecar(path: Path) -> dict | None:
+    """The sidecar a CSV save would replace: None when there is none; FileExistsError
+    when the ``.json`` there is not this CSV's metadata (a save must not destroy it)."""
+    side_path = _sidecar(path)
+    check_target(side_path)
+    if not side_path.exists():
+        return None
+    if not is_sidecar(side_path, path.name):
+        raise FileExistsError(
+            f"{str(side_path)!r} exists and is not the metadata sidecar of {str(path)!r}; saving this CSV would "
+            "replace it with the sidecar: choose another name, move that file, or save as .parquet")
+    side = json.loads(side_path.read_bytes())
+    side.pop("previous", None)
+    return side if path.exists() else None
+
+
 def save(df: pd.DataFrame, path, *, format: str | None = None, overwrite: bool = True) -> Path:  # noqa: A002
     """Write a result DataFrame with its ``attrs``, atomically.
 
     The file is written beside the target and renamed over it, so a failure leaves an
     earlier file intact. A CSV's sidecar ``<stem>.json`` records the CSV's row count
-    and SHA-256, so :func:`load` notices a CSV and sidecar that do not belong together.
+    and SHA-256, so :func:`load` notices a CSV and sidecar that do not belong together;
+    it also keeps the previous CSV's description until the new CSV is in place, so a
+    crash between the two renames leaves the old result loadable.
 
     Parameters
     ----------
@@ -148,40 +340,57 @@ def save(df: pd.DataFrame, path, *, format: str | None = None, overwrite: bool =
     -------
     pathlib.Path
         The file written (for CSV, the sidecar ``<stem>.json`` is written next to it).
+        Its permissions are an existing file's, else 0666 less the umask.
 
     Raises
     ------
     ValueError
-        A CSV named ``*.json`` (its sidecar would be the file itself) or an unknown format.
+        A CSV named ``*.json``, an unknown format, or ``attrs`` nested deeper than
+        :data:`MAX_ATTRS_DEPTH`.
+    OSError
+        ``path`` (or a CSV's sidecar) is a folder or a device; a ``.json`` beside the
+        CSV that is not its sidecar (FileExistsError); the folder cannot be written
+        (the message names ``path``).
     """
     if not isinstance(df, pd.DataFrame):
         raise TypeError(f"save needs a pandas DataFrame, got {type(df).__name__}")
-    path = Path(path)
+    path = as_path(path, "save")
     fmt = _format(path, format)
     if fmt == "csv" and _sidecar(path) == path:
         raise ValueError(f"cannot save CSV as {str(path)!r}: its metadata sidecar would have the same name; "
                          "use a .csv suffix")
+    check_target(path)
     if path.exists() and not overwrite:
         raise FileExistsError(f"{str(path)!r} exists; pass overwrite=True to replace it or choose another name")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    side_attrs = plain_attrs(df.attrs)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise _named(e, path) from e
     if fmt == "parquet":
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         table = pa.Table.from_pandas(df, preserve_index=False)
         meta = dict(table.schema.metadata or {})
-        meta[_ATTRS_KEY] = _attrs_json(df.attrs).encode()
+        meta[_ATTRS_KEY] = json.dumps(side_attrs, allow_nan=True).encode()
         # pandas would also store attrs under its own key; keep one source of truth.
         meta.pop(b"PANDAS_ATTRS", None)
-        _atomic_write(path, lambda tmp: pq.write_table(table.replace_schema_metadata(meta), tmp))
+        atomic_write(path, lambda tmp: pq.write_table(table.replace_schema_metadata(meta), tmp))
         return path
+    _save_csv(df, path, side_attrs)
+    return path
+
+
+def _save_csv(df: pd.DataFrame, path: Path, attrs: dict) -> None:
+    previous = _old_sidecar(path)
     data = df.to_csv(index=False).encode("utf-8")
-    side = {"attrs": _encode(dict(df.attrs)),
+    side = {"attrs": attrs,
             "dtypes": {str(c): str(t) for c, t in df.dtypes.items()},
             "columns": [str(c) for c in df.columns],
             "rows": int(len(df)), "sha256": hashlib.sha256(data).hexdigest(), "csv": path.name}
-    # Both are written in full before either replaces its old file; a crash between the
-    # two renames leaves a pair that load() reports as mismatched, never mixed silently.
+    if previous is not None:
+        side["previous"] = previous  # the CSV still in place until the second rename
     csv_tmp = _temp_beside(path, lambda tmp: Path(tmp).write_bytes(data))
     try:
         side_tmp = _temp_beside(_sidecar(path), lambda tmp: Path(tmp).write_text(
@@ -189,13 +398,17 @@ def save(df: pd.DataFrame, path, *, format: str | None = None, overwrite: bool =
     except BaseException:
         os.unlink(csv_tmp)
         raise
-    os.replace(side_tmp, _sidecar(path))
-    os.replace(csv_tmp, path)
-    return path
+    try:
+        _replace(side_tmp, _sidecar(path))
+    except BaseException:
+        os.unlink(csv_tmp)
+        raise
+    _replace(csv_tmp, path)
 
 
-class ResultFileError(ValueError):
-    """A results file (or its sidecar) that cannot be read back as it was saved."""
+# ---------------------------------------------------------------------------
+# Reading
+# ---------------------------------------------------------------------------
 
 
 def _read_parquet(path: Path) -> tuple[pd.DataFrame, dict]:
@@ -208,32 +421,54 @@ def _read_parquet(path: Path) -> tuple[pd.DataFrame, dict]:
         raise ResultFileError(f"{str(path)!r} is not a readable parquet file ({e}); it may be truncated "
                               "or damaged: save the result again from its source") from e
     meta = table.schema.metadata or {}
+    attrs = _loads_metadata(meta[_ATTRS_KEY], f"the metadata stored in {str(path)!r}") if _ATTRS_KEY in meta else {}
+    if not isinstance(attrs, dict):
+        raise ResultFileError(f"the metadata stored in {str(path)!r} is {type(attrs).__name__} data, not the "
+                              "attributes dict gcexplore.results.save writes")
     try:
-        attrs = _decode(json.loads(meta[_ATTRS_KEY])) if _ATTRS_KEY in meta else {}
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ResultFileError(f"the metadata stored in {str(path)!r} is damaged ({e})") from e
-    return table.to_pandas(), attrs
+        df = table.to_pandas()
+    except (pa.ArrowException, ValueError, TypeError, KeyError) as e:
+        raise ResultFileError(f"the pandas metadata stored in {str(path)!r} is damaged ({type(e).__name__}: "
+                              f"{e}); pyarrow.parquet.read_table(path, use_pandas_metadata=False) reads the "
+                              "columns alone") from e
+    return df, _decode(attrs)
 
 
 def _read_sidecar(path: Path, side_path: Path) -> dict:
     if not side_path.exists():
         raise FileNotFoundError(f"{str(path)!r} has no metadata sidecar {str(side_path)!r} "
                                 "(gcexplore.results.save writes both)")
-    try:
-        side = json.loads(side_path.read_bytes().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ResultFileError(f"the sidecar {str(side_path)!r} of {str(path)!r} is not UTF-8 JSON ({e})") from e
+    check_target(side_path, "load")
+    where = f"the sidecar {str(side_path)!r} of {str(path)!r}"
+    side = _loads_metadata(side_path.read_bytes(), where)
     if not isinstance(side, dict) or not isinstance(side.get("dtypes", {}), dict) \
             or not isinstance(side.get("attrs", {}), dict):
         raise ResultFileError(f"the sidecar {str(side_path)!r} is {type(side).__name__} data, not the metadata "
                               "gcexplore.results.save writes ({'attrs': ..., 'dtypes': ..., ...})")
     if side.get("csv") not in (None, path.name):
         raise ResultFileError(f"the sidecar {str(side_path)!r} belongs to {side['csv']!r}, not to {path.name!r}")
-    if "sha256" in side and side["sha256"] != _digest(path):
+    if "sha256" in side and side["sha256"] != (digest := _digest(path)):
+        previous = side.get("previous")
+        if isinstance(previous, dict) and previous.get("sha256") == digest:
+            return previous  # a save stopped between its two renames: the old CSV is still whole
         raise ResultFileError(
             f"{str(path)!r} does not match its sidecar {str(side_path)!r} (the CSV changed or was cut short "
             f"after saving; the sidecar describes {side.get('rows', '?')} rows); save the result again")
+    _check_dtypes(side.get("dtypes", {}), side_path)
     return side
+
+
+def _check_dtypes(dtypes: dict, side_path: Path) -> None:
+    """ResultFileError for a dtype no saved result has (a fixed-width type could ask for gigabytes)."""
+    for c, t in dtypes.items():
+        try:
+            dt = pd.api.types.pandas_dtype(t) if isinstance(t, str) and len(t) < 200 else None
+        except (TypeError, ValueError):
+            dt = None
+        if dt is None or (isinstance(dt, np.dtype) and dt.kind in "SUVO" and dt.itemsize > 8):
+            raise ResultFileError(f"the sidecar {str(side_path)!r} gives column {str(c)[:80]!r} the dtype "
+                                  f"{str(t)[:80]!r}, which save never writes (fixed-width or unknown types "
+                                  "are refused): the sidecar is damaged")
 
 
 def _read_csv(path: Path) -> tuple[pd.DataFrame, dict]:
@@ -278,15 +513,19 @@ def load(path, *, format: str | None = None) -> pd.DataFrame:  # noqa: A002
     FileNotFoundError
         No such file (for CSV: or no sidecar ``.json``).
     ResultFileError (a ValueError)
-        A truncated or damaged file, a sidecar that is not this CSV's, or a CSV that
-        changed after it was saved.
+        A folder, a device, a truncated or damaged file or metadata, a sidecar that is
+        not this CSV's, or a CSV that changed after it was saved.
     """
     from ..schema import conform, kind_of
 
-    path = Path(path)
+    path = as_path(path, "load")
     fmt = _format(path, format)
     if not path.exists():
         raise FileNotFoundError(f"no results file {str(path)!r}")
+    try:
+        check_target(path, "load")
+    except OSError as e:  # a parquet "dataset" folder would be read as one result: refuse it
+        raise ResultFileError(f"{e}: gcexplore results are single files written by save()") from None
     if path.stat().st_size == 0:
         raise ResultFileError(f"{str(path)!r} is empty (0 bytes): nothing was saved there")
     df, attrs = _read_parquet(path) if fmt == "parquet" else _read_csv(path)
@@ -347,199 +586,6 @@ def load_recorded(name: str) -> pd.DataFrame:
     return load(path)
 
 
-# ---------------------------------------------------------------------------
-# Chrome / Perfetto trace
-# ---------------------------------------------------------------------------
+from .chrome_trace import to_chrome_trace  # noqa: E402  (the export lives in its own module)
 
 
-def _lanes(intervals: list[tuple[float, float]]) -> list[int]:
-    """Greedy lane per interval so intervals in one lane never overlap (trace slices must nest)."""
-    order = sorted(range(len(intervals)), key=lambda i: intervals[i])
-    ends: list[float] = []
-    lane = [0] * len(intervals)
-    for i in order:
-        s, e = intervals[i]
-        for j, end in enumerate(ends):
-            if end <= s:
-                ends[j] = e
-                lane[i] = j
-                break
-        else:
-            ends.append(e)
-            lane[i] = len(ends) - 1
-    return lane
-
-
-def _meta(kind: str, pid: int, name: str, tid: int | None = None) -> dict:
-    ev = {"ph": "M", "pid": pid, "name": kind, "args": {"name": name}}
-    if tid is not None:
-        ev["tid"] = tid
-    return ev
-
-
-def _occupancy_events(df: pd.DataFrame) -> list[dict]:
-    events = []
-    parts = sorted_partitions(df["partition"])
-    for pid, part in enumerate(parts, start=1):
-        g = df[df["partition"] == part]
-        events.append(_meta("process_name", pid, f"partition {part} ({g['sm_id'].nunique()} SMs)"))
-        events.append({"ph": "M", "pid": pid, "name": "process_sort_index", "args": {"sort_index": pid}})
-        tids = {}
-        for sm, gs in g.groupby("sm_id", sort=True):
-            iv = list(zip(gs["start_ns"].astype(float) / 1e3, gs["end_ns"].astype(float) / 1e3))
-            for (s, e), lane, wl, blk in zip(iv, _lanes(iv), gs["workload"], gs["block"]):
-                tid = int(sm) * 64 + lane
-                if tid not in tids:
-                    tids[tid] = f"SM {int(sm)}" + (f" slot {lane}" if lane else "")
-                    events.append(_meta("thread_name", pid, tids[tid], tid))
-                events.append({"ph": "X", "pid": pid, "tid": tid, "name": str(wl), "ts": s,
-                               "dur": max(e - s, 0.001), "cat": "block",
-                               "args": {"sm_id": int(sm), "block": int(blk), "workload": str(wl)}})
-    return events
-
-
-def _overlap_events(df: pd.DataFrame, reps: int | None) -> list[dict]:
-    events = []
-    pid = 0
-    for (layout, mode), g in df.groupby(["layout", "mode"], sort=False):
-        pid += 1
-        events.append(_meta("process_name", pid, f"{layout} {mode}"))
-        events.append({"ph": "M", "pid": pid, "name": "process_sort_index", "args": {"sort_index": pid}})
-        # One track per partition; plain streams of the whole device run at once, so
-        # in "streams" mode each workload gets its own track.
-        keys = []
-        for part, wl in zip(g["partition"], g["workload"]):
-            key = f"{part}: {wl}" if mode == "streams" else str(part)
-            if key not in keys:
-                keys.append(key)
-        for tid, key in enumerate(keys, start=1):
-            events.append(_meta("thread_name", pid, key, tid))
-        offset = 0.0
-        rep_ids = list(dict.fromkeys(g["rep"]))
-        if reps is not None:
-            rep_ids = rep_ids[:reps]
-        for rep in rep_ids:
-            gr = g[g["rep"] == rep]
-            span = float(gr["makespan_ms"].max()) if "makespan_ms" in gr else float((gr.start_ms + gr.duration_ms).max())
-            for r in gr.itertuples():
-                key = f"{r.partition}: {r.workload}" if mode == "streams" else str(r.partition)
-                args = {"rep": int(r.rep), "sm_count": int(r.sm_count), "duration_ms": float(r.duration_ms)}
-                for col in ("throughput_tflops", "bandwidth_gbs"):
-                    v = getattr(r, col, math.nan)
-                    if isinstance(v, float) and math.isfinite(v):
-                        args[col] = float(v)
-                events.append({"ph": "X", "pid": pid, "tid": keys.index(key) + 1, "name": str(r.workload),
-                               "ts": (offset + float(r.start_ms)) * 1e3, "dur": float(r.duration_ms) * 1e3,
-                               "cat": mode, "args": args})
-            offset += span * 1.1 + 0.01  # a visible gap between repetitions
-    return events
-
-
-def _refuse_sidecar(path: Path) -> None:
-    """ValueError when ``path`` is the metadata sidecar of a saved CSV result."""
-    if path.suffix.lower() != ".json" or not path.with_suffix(".csv").exists() or not path.exists():
-        return
-    try:
-        side = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return
-    if isinstance(side, dict) and "dtypes" in side:
-        raise ValueError(f"{str(path)!r} is the metadata sidecar of {str(path.with_suffix('.csv'))!r}; "
-                         "writing a trace there would orphan that result — choose another name")
-
-
-_KERNEL_ARGS = ("workload", "rep", "launch", "sm_count", "grid_x", "grid_y", "grid_z", "block_x", "block_y",
-                "block_z", "cluster_x", "cluster_y", "cluster_z", "registers_per_thread", "static_shared_bytes",
-                "dynamic_shared_bytes", "max_active_clusters", "bytes", "graph_id", "context_id", "correlation_id")
-
-
-def _kernel_events(df: pd.DataFrame, reps: int | None) -> list[dict]:
-    """A kernel trace: one process per layout and mode, one track per partition and stream."""
-    events = []
-    for pid, ((layout, mode), g) in enumerate(df.groupby(["layout", "mode"], sort=False), start=1):
-        events.append(_meta("process_name", pid, f"{layout} {mode}".strip()))
-        events.append({"ph": "M", "pid": pid, "name": "process_sort_index", "args": {"sort_index": pid}})
-        tracks = sorted({(str(p), int(s)) for p, s in zip(g["partition"], g["stream_id"])},
-                        key=lambda t: (partition_key(t[0]), t[1]))
-        tids = {}
-        for key in tracks:
-            tids[key] = len(tids) * 8 + 1
-            events.append(_meta("thread_name", pid, f"{key[0]} · stream {key[1]}", tids[key]))
-        rep_ids = list(dict.fromkeys(g["rep"]))[:reps] if reps is not None else list(dict.fromkeys(g["rep"]))
-        offset = 0.0
-        for rep in rep_ids:
-            gr = g[g["rep"] == rep]
-            for key, gk in gr.groupby([gr["partition"].astype(str), gr["stream_id"].astype(int)], sort=False):
-                iv = list(zip(gk["start_ms"].astype(float), gk["end_ms"].astype(float)))
-                for (s, e), lane, r in zip(iv, _lanes(iv), gk.itertuples()):
-                    args = {c: getattr(r, c) for c in _KERNEL_ARGS if hasattr(r, c)}
-                    events.append({"ph": "X", "pid": pid, "tid": tids[key] + lane, "name": str(r.name),
-                                   "ts": (offset + s) * 1e3, "dur": max(e - s, 1e-6) * 1e3,
-                                   "cat": str(getattr(r, "activity", "kernel")), "args": args})
-            offset += float(gr["end_ms"].max()) * 1.1 + 0.01
-    return events
-
-
-def _json_clean(v: Any) -> Any:
-    """Plain JSON values: numpy scalars unwrapped, NaN and infinities as null."""
-    if isinstance(v, dict):
-        return {str(k): _json_clean(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_json_clean(x) for x in v]
-    if isinstance(v, np.generic):
-        v = v.item()
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if v is pd.NA:
-        return None
-    return v
-
-
-def to_chrome_trace(df: pd.DataFrame, path, *, reps: int | None = 5) -> Path:
-    """Write a timeline of a result for Perfetto (ui.perfetto.dev) or ``chrome://tracing``.
-
-    Parameters
-    ----------
-    df : pandas.DataFrame
-        An :func:`gcexplore.occupancy` result (one process per partition, one track per
-        SM, one slice per block; blocks resident at the same time on one SM go to
-        extra "slot" tracks) or a :func:`gcexplore.profile_overlap` /
-        :func:`gcexplore.sweep` result (one process per layout and mode, one track per
-        partition, repetitions laid end to end), or a kernel trace (``trace=True`` or
-        :func:`gcexplore.kernel_trace`: one process per layout and mode, one track per
-        partition and stream, one slice per kernel with its grid, block, cluster,
-        registers and shared memory as arguments).
-    path : str or path
-        Output ``.json`` file.
-    reps : int or None, default 5
-        Overlap results: repetitions per mode to draw (None: all).
-
-    Returns
-    -------
-    pathlib.Path
-
-    Raises
-    ------
-    ValueError
-        A DataFrame of another kind, ``reps`` below 1, or a ``path`` that is the
-        metadata sidecar of a saved CSV result.
-    """
-    from .._checks import as_count
-    from .provenance import require_one_run
-    from .validate import check_result
-
-    if reps is not None:
-        reps = as_count("reps", reps)
-    kind = check_result(df, ("occupancy", "overlap", "trace"), "to_chrome_trace")
-    require_one_run(df, "to_chrome_trace")  # one timeline: two runs' repetitions would interleave
-    events = {"occupancy": lambda: _occupancy_events(df), "trace": lambda: _kernel_events(df, reps)}.get(
-        kind, lambda: _overlap_events(df, reps))()
-    path = Path(path)
-    _refuse_sidecar(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    trace = {"traceEvents": events, "displayTimeUnit": "ms",
-             "otherData": {k: v for k, v in _encode(dict(df.attrs)).items()
-                           if isinstance(v, (str, int, bool)) or (isinstance(v, float) and math.isfinite(v))}}
-    text = json.dumps(_json_clean(trace), allow_nan=False)  # strict JSON: Perfetto refuses NaN
-    _atomic_write(path, lambda tmp: Path(tmp).write_text(text))
-    return path
