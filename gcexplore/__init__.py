@@ -34,7 +34,7 @@ __all__ = sorted([*_WHERE, "__version__"])
 # and the names the flat modules of earlier versions had, kept so old code still runs.
 _MODULES = {
     "api": "api", "profile": "profile", "widgets": "widgets", "schema": "schema", "cli": "cli",
-    "partitions": "device.partitions", "kernels": "device.kernels", "tracing": "trace.collector",
+    "partitions": "device.partitions", "kernels": "device.kernels", "tracing": "trace",
     "cupti_records": "trace.records", "engine": "experiments.engine", "runner": "experiments.runner",
     "tuner": "experiments.tuner", "search": "experiments.search", "pm": "experiments.pm",
     "sizes": "experiments.request", "validate": "results.validate", "busy": "analysis.trace",

@@ -382,12 +382,21 @@ def _derive_groups(df) -> None:
     """The ``group`` column of a trace saved before rows carried it: from its ``rep_origins``
     (one entry per group with its workloads; alone with an L2 flush runs one group per
     workload), written into them too; rows of no entry, one group per layout, mode and rep."""
+    import pandas as pd
+
     keys = ["layout", "mode", "rep"]
     origins = df.attrs.get("rep_origins") or []
-    df["group"] = df.groupby(keys, sort=False).ngroup().astype("int64") + len(origins)
-    for i, o in enumerate(origins):
-        hit = ((df["layout"] == o["layout"]) & (df["mode"] == o["mode"]) & (df["rep"] == o["rep"])
-               & df["workload"].isin(o["workloads"]))
-        df.loc[hit, "group"] = i
+    # plain columns, no attrs: every pandas step would deep-copy a large trace's attrs
+    cols = pd.DataFrame({k: df[k].to_numpy() for k in (*keys, "workload")})
+    group = cols.groupby(keys, sort=False).ngroup().to_numpy().astype("int64") + len(origins)
+    if origins:
+        table = pd.DataFrame([(o["layout"], o["mode"], o["rep"], w, i) for i, o in enumerate(origins)
+                              for w in o["workloads"]], columns=[*keys, "workload", "origin"])
+        table = table.drop_duplicates([*keys, "workload"], keep="last")  # the last entry wins, as before
+        for k in keys:
+            table[k] = table[k].astype(cols[k].dtype, copy=False)
+        hit = cols.merge(table, on=[*keys, "workload"], how="left", sort=False)["origin"].to_numpy()
+        group = pd.Series(hit).fillna(pd.Series(group)).to_numpy().astype("int64")
+    df["group"] = group
     if origins:
         df.attrs["rep_origins"] = [{**o, "group": i} for i, o in enumerate(origins)]

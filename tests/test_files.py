@@ -18,6 +18,7 @@ import pytest
 
 import _synthetic as S
 from gcexplore.results import io as R
+from gcexplore.results.chrome_trace import to_chrome_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -161,7 +162,7 @@ def test_a_save_over_a_group_writable_file_keeps_its_mode(tmp_path):
 def test_a_chrome_trace_gets_the_umask_permissions(tmp_path):
     old = os.umask(0o027)
     try:
-        path = R.to_chrome_trace(S.sweep_df(splits=[8]), tmp_path / "t.json")
+        path = to_chrome_trace(S.sweep_df(splits=[8]), tmp_path / "t.json")
     finally:
         os.umask(old)
     assert stat.S_IMODE(path.stat().st_mode) == 0o640
@@ -226,7 +227,7 @@ def test_saving_attrs_nested_deep_is_refused_before_writing(tmp_path):
         with pytest.raises(ValueError, match="deeper than 64 levels"):
             R.save(df, tmp_path / f"r.{suffix}")
     with pytest.raises(ValueError, match="deeper than 64 levels"):
-        R.to_chrome_trace(df, tmp_path / "t.json")
+        to_chrome_trace(df, tmp_path / "t.json")
     assert _entries(tmp_path) == set()
 
 
@@ -280,8 +281,8 @@ def test_a_round_trip_still_keeps_everything(tmp_path):
 def test_chrome_trace_paths_are_named_plainly(tmp_path):
     df = S.sweep_df(splits=[8])
     with pytest.raises(TypeError, match="to_chrome_trace needs a file name"):
-        R.to_chrome_trace(df, None)
+        to_chrome_trace(df, None)
     (tmp_path / "t.json").mkdir()
     with pytest.raises(IsADirectoryError, match="is a folder"):
-        R.to_chrome_trace(df, tmp_path / "t.json")
+        to_chrome_trace(df, tmp_path / "t.json")
     assert _entries(tmp_path) == {"t.json"}

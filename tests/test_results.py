@@ -14,6 +14,7 @@ import gcexplore
 import gcexplore as P
 from gcexplore.schema import columns
 from gcexplore.results import io as R
+from gcexplore.results.chrome_trace import to_chrome_trace
 
 FRAMES = {
     "sweep": lambda: S.sweep_df(),
@@ -93,7 +94,7 @@ def _slices(trace):
 
 def test_chrome_trace_of_occupancy(tmp_path):
     df = S.occupancy_df()
-    trace = json.loads(R.to_chrome_trace(df, tmp_path / "t.json").read_text())
+    trace = json.loads(to_chrome_trace(df, tmp_path / "t.json").read_text())
     xs = _slices(trace)
     assert len(xs) == len(df)
     names = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "process_name"}
@@ -114,13 +115,13 @@ def test_chrome_trace_of_occupancy(tmp_path):
 def test_chrome_trace_overlapping_blocks_get_extra_slots(tmp_path):
     df = pd.DataFrame([("p0", "a", 3, 0, 0, 100), ("p0", "a", 3, 1, 50, 150), ("p0", "a", 3, 2, 120, 200)],
                       columns=columns("occupancy")[:6])
-    xs = _slices(json.loads(R.to_chrome_trace(df, tmp_path / "t.json").read_text()))
+    xs = _slices(json.loads(to_chrome_trace(df, tmp_path / "t.json").read_text()))
     assert sorted(e["tid"] for e in xs) == [3 * 64, 3 * 64, 3 * 64 + 1]
 
 
 def test_chrome_trace_of_a_sweep(tmp_path):
     df = S.sweep_df(splits=[24, 32], repeats=4)
-    trace = json.loads(R.to_chrome_trace(df, tmp_path / "t.json", reps=2).read_text())
+    trace = json.loads(to_chrome_trace(df, tmp_path / "t.json", reps=2).read_text())
     xs = _slices(trace)
     # 2 layouts x 4 modes x 2 reps x 2 workloads
     assert len(xs) == 2 * 4 * 2 * 2
@@ -135,7 +136,7 @@ def test_chrome_trace_of_a_sweep(tmp_path):
 
 def test_chrome_trace_refuses_other_frames(tmp_path):
     with pytest.raises(ValueError, match="occupancy result"):
-        R.to_chrome_trace(S.scaling_df(), tmp_path / "t.json")
+        to_chrome_trace(S.scaling_df(), tmp_path / "t.json")
 
 
 # ------------------------------------------------------- docs checked against the data

@@ -23,9 +23,12 @@ import gcexplore
 from gcexplore.analysis import trace as busy
 from gcexplore.trace import records as cupti_records
 from gcexplore.results import io as results
+from gcexplore.results.chrome_trace import to_chrome_trace
 from gcexplore.trace import collector as tracing
+from gcexplore.trace import user as user_trace
 from gcexplore.views import plot as P
 from gcexplore import schema
+from gcexplore.results.validate import ResultError
 from gcexplore.schema import Options, columns, kind_of
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -96,8 +99,8 @@ def _user_trace_in_contexts_of_cuptis_own(parts):
     """A kernel_trace block given ``parts`` whose kernels CUPTI reports under green-context ids
     of its own (70, 80: not the ids get_context_id gave for the partitions), with their masks."""
     fake = T.FakeCupti()
-    c = tracing._UserCollector("24+108", cupti=fake).start()
-    kt = tracing.KernelTrace(c)
+    c = user_trace.UserCollector("24+108", cupti=fake).start()
+    kt = user_trace.KernelTrace(c)
     for p in parts:
         c.watch(p)
     fake.green(70, 24, [0xFFF])
@@ -287,7 +290,7 @@ def test_perfetto_export_is_strict_json_with_a_track_per_partition_and_stream(tr
     tr, _ = traced
     tr = tr.copy()
     tr.attrs = dict(tr.attrs)
-    path = results.to_chrome_trace(tr, tmp_path / "t.json")
+    path = to_chrome_trace(tr, tmp_path / "t.json")
     text = path.read_text()
     data = json.loads(text, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
     names = {e["args"]["name"] for e in data["traceEvents"] if e.get("name") == "thread_name"}
@@ -323,8 +326,8 @@ def test_throughput_plot_withholds_the_streams_rate_and_shows_it_from_a_trace(tr
 
 def test_user_trace_keeps_untagged_kernels_and_names_regions():
     fake = T.FakeCupti()
-    c = tracing._UserCollector("24+108", cupti=fake).start()
-    kt = tracing.KernelTrace(c)
+    c = user_trace.UserCollector("24+108", cupti=fake).start()
+    kt = user_trace.KernelTrace(c)
     c.watch(T.PARTS["p0"])
     with kt.region("mine"):
         fake.launch(T.P0_CTX, 3, "_Z3fooi", 2_000, 5_000)
@@ -342,3 +345,23 @@ def test_summarize_refuses_a_trace_of_other_workloads(traced):
     with pytest.raises(ValueError, match=r"summarize\(trace=...\): the kernel trace is of workloads \['a', 'b'\], but the "
                                          r"results are of \['matmul', 'sigmoid'\]"):
         gcexplore.summarize(df, trace=tr.assign(workload=tr["workload"].map({"matmul": "a", "sigmoid": "b"})))
+
+
+def test_tpc_map_of_a_user_trace_comes_from_the_partitions_smid_probe():
+    """Partitions made before kernel_trace started get no CUPTI mask; their %smid probe names them."""
+    import pandas as pd
+
+    tr = pd.DataFrame({"layout": ["24+108"], "workload": ["w"], "partition": ["p0"]})
+    tr.attrs.update(green_contexts=[{"partition": "p0", "context_id": 5, "sm_count": 24}],
+                    cupti_refused={"tpc_map": "needs CUPTI 13.2"},
+                    partition_tpcs={"p0": {"sm_count": 24, "tpcs": list(range(12)), "source": "%smid probe"},
+                                    "remainder": {"sm_count": 108, "tpcs": list(range(12, 66)),
+                                                  "source": "%smid probe"}})
+    m = busy.tpc_map(tr)
+    per = m.groupby("partition")["tpc"].apply(set).to_dict()
+    assert len(per["p0"]) == 12 and len(per["remainder"]) == 54 and not per["p0"] & per["remainder"]
+    assert set(m.loc[m["partition"] == "p0", "context_id"]) == {5}
+    assert m.attrs["tpc_source"] == {"p0": "%smid probe", "remainder": "%smid probe"}
+    del tr.attrs["partition_tpcs"]
+    with pytest.raises(ResultError, match="needs CUPTI 13.2"):
+        busy.tpc_map(tr)

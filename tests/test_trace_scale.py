@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from gcexplore.analysis import trace as busy
 from gcexplore.results import io as R
+from gcexplore.results.chrome_trace import to_chrome_trace
 from gcexplore.results.chrome_trace import lanes
 from gcexplore.schema import conform
 
@@ -118,7 +119,7 @@ def test_a_large_trace_is_summarised_and_exported_in_seconds(tmp_path):
     b = busy.busy_time(tr)
     t_busy = time.perf_counter() - t0
     t0 = time.perf_counter()
-    path = R.to_chrome_trace(tr.iloc[:60_000], tmp_path / "t.json", reps=None)
+    path = to_chrome_trace(tr.iloc[:60_000], tmp_path / "t.json", reps=None)
     t_chrome = time.perf_counter() - t0
     assert len(b) == 40_000 and tr.attrs == attrs  # attrs set aside during the work, then back
     assert b.attrs["rep_origins"] == attrs["rep_origins"]
@@ -130,7 +131,7 @@ def test_a_large_trace_is_summarised_and_exported_in_seconds(tmp_path):
 
 def test_chrome_trace_of_a_kernel_trace_keeps_each_track_nested(tmp_path):
     tr = _big(30)
-    events = json.loads(R.to_chrome_trace(tr, tmp_path / "t.json", reps=None).read_text())["traceEvents"]
+    events = json.loads(to_chrome_trace(tr, tmp_path / "t.json", reps=None).read_text())["traceEvents"]
     xs = [e for e in events if e["ph"] == "X"]
     assert len(xs) == len(tr)
     named = {(e["pid"], e["tid"]) for e in events if e["name"] == "thread_name"}

@@ -298,7 +298,10 @@ def tpc_map(trace: pd.DataFrame) -> pd.DataFrame:
         ``sm_count``, ``num_tpcs``, ``tpc`` (logical TPC index: bit ``i`` of word ``w``
         of ``logical_tpc_mask`` is TPC ``bits * w + i``, ``bits`` the record's
         ``mask_word_bits``, 64 by default). Contexts without a mask (no
-        GREEN_CONTEXT record) are left out.
+        GREEN_CONTEXT record) are left out, except the partitions of a
+        :func:`gcexplore.kernel_trace`, whose TPCs come from their ``%smid`` probe
+        (``attrs["partition_tpcs"]``); ``attrs["tpc_source"]`` says which source each
+        partition's rows come from.
 
     Raises
     ------
@@ -306,8 +309,9 @@ def tpc_map(trace: pd.DataFrame) -> pd.DataFrame:
         The trace was taken with a CUPTI that has no GREEN_CONTEXT records: the
         sentence recorded in ``attrs["cupti_refused"]`` (which CUPTI adds them, how to get it).
     """
+    probed = trace.attrs.get("partition_tpcs") or {}
     refused = (trace.attrs.get("cupti_refused") or {}).get("tpc_map")
-    if refused:
+    if refused and not probed:
         raise ResultError(refused)
     greens = list(trace.attrs.get("green_contexts", []) or [])
     rows = []
@@ -320,7 +324,18 @@ def tpc_map(trace: pd.DataFrame) -> pd.DataFrame:
                          "context_id": int(g.get("context_id", 0)), "sm_count": int(g.get("sm_count", 0)),
                          "num_tpcs": int(g.get("num_tpcs", 0) or 0), "tpc": width * w + i}
                         for i in range(width) if bits >> i & 1)
-    return pd.DataFrame(rows, columns=["layout", "partition", "context_id", "sm_count", "num_tpcs", "tpc"])
+    source = {r["partition"]: "CUPTI green-context record" for r in rows}
+    layout = str(trace["layout"].iloc[0]) if "layout" in trace.columns and len(trace) else ""
+    for name, p in probed.items():  # a user trace's partitions, made before CUPTI recorded
+        if name in source:
+            continue
+        ctx = next((int(g.get("context_id", -1)) for g in greens if g.get("partition") == name), -1)
+        rows.extend({"layout": layout, "partition": name, "context_id": ctx, "sm_count": int(p["sm_count"]),
+                     "num_tpcs": len(p["tpcs"]), "tpc": int(t)} for t in p["tpcs"])
+        source[name] = p.get("source", "%smid probe")
+    out = pd.DataFrame(rows, columns=["layout", "partition", "context_id", "sm_count", "num_tpcs", "tpc"])
+    out.attrs["tpc_source"] = source
+    return out
 
 
 def _context_name(record: dict, greens: list[dict]) -> str:

@@ -29,8 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["MAX_ATTRS_DEPTH", "RECORDED", "ResultFileError", "load", "load_recorded", "recorded_names", "save",
-           "to_chrome_trace"]
+__all__ = ["MAX_ATTRS_DEPTH", "RECORDED", "ResultFileError", "load", "load_recorded", "recorded_names", "save"]
 
 #: Names of the recorded results shipped in gcexplore/data (see bench/record.py).
 RECORDED = ("sweep", "scaling", "occupancy", "isolation", "torch_sweep", "trace", "trace_overlap", "occupancy_best",
@@ -584,8 +583,5 @@ def load_recorded(name: str) -> pd.DataFrame:
             f"recorded result {name!r} is not in {str(_data_dir())!r} (present: {', '.join(present) or 'none'}); "
             "bench/record.py produces it on a GPU")
     return load(path)
-
-
-from .chrome_trace import to_chrome_trace  # noqa: E402  (the export lives in its own module)
 
 

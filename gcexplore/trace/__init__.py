@@ -4,5 +4,8 @@ conversion of CUPTI records to rows."""
 
 from .._lazy import face
 
-PUBLIC = {"collector": ("TraceUnavailable", "TracedResult", "kernel_trace")}
-__all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC)
+PUBLIC = {"collector": ("TraceUnavailable", "TracedResult"), "user": ("kernel_trace",)}
+# what gcexplore.tracing (the flat module of earlier versions) offered
+EXTRA = {"collector": ("Collector", "newest_pip_cupti", "preload_cupti", "require_cupti", "traced"),
+         "user": ("KernelTrace",)}
+__all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC, EXTRA)
