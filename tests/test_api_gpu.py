@@ -349,3 +349,21 @@ def test_split_close_cycles_leak_nothing():
     after = free_bytes()
     print(f"\nfree memory before {before / 2**20:.0f} MiB, after 300 cycles {after / 2**20:.0f} MiB")
     assert abs(after - before) <= 0.01 * before
+
+
+def test_device_facts_from_the_bindings_match_cuda_core(info):
+    """device_info reads the SM resource through the driver API (no cuda.core import, no context):
+    the same facts cuda.core's dev.resources.sm gives."""
+    from cuda.core import Device
+
+    from gcexplore.device import driver
+
+    facts = driver.bindings_facts(info.index)
+    dev = Device(info.index)
+    with gcexplore.use(info.index):
+        sm = dev.resources.sm
+        want = {"name": dev.name, "compute_capability": tuple(dev.compute_capability), "sm_count": int(sm.sm_count),
+                "min_partition_size": int(sm.min_partition_size), "alignment": int(sm.coscheduled_alignment)}
+    assert facts == want
+    assert (info.sm_count, info.min_partition_size, info.alignment) == (want["sm_count"], want["min_partition_size"],
+                                                                        want["alignment"])

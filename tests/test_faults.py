@@ -20,6 +20,7 @@ import _synthetic as S
 import gcexplore
 from gcexplore.cli import commands as cli
 from gcexplore.results import io as R
+from gcexplore.results.chrome_trace import to_chrome_trace
 from gcexplore.experiments import runner
 from gcexplore.schema import frame
 
@@ -371,7 +372,7 @@ def test_colliding_targets_are_refused(tmp_path):
         R.save(S.sweep_df(splits=[8]), tmp_path / "r.json", format="csv")
     R.save(S.sweep_df(splits=[8]), tmp_path / "r.csv")
     with pytest.raises(ValueError, match="is the metadata sidecar of"):
-        R.to_chrome_trace(S.sweep_df(splits=[8]), tmp_path / "r.json")
+        to_chrome_trace(S.sweep_df(splits=[8]), tmp_path / "r.json")
 
 
 # ------------------------------------------------------------------ bad rows
@@ -440,14 +441,14 @@ def test_chrome_trace_is_valid_json_and_counts_repetitions(tmp_path):
     df = S.sweep_df(splits=[8])
     df["throughput_tflops"] = NAN
     df.attrs["peak"] = float("nan")
-    path = R.to_chrome_trace(df, tmp_path / "t.json")
+    path = to_chrome_trace(df, tmp_path / "t.json")
 
     def refuse(token):
         raise ValueError(f"bare {token} in the trace")
 
     json.loads(path.read_text(), parse_constant=refuse)
     with pytest.raises(ValueError, match="reps must be an int >= 1, got -1"):
-        R.to_chrome_trace(df, tmp_path / "t2.json", reps=-1)
+        to_chrome_trace(df, tmp_path / "t2.json", reps=-1)
 
 
 def test_numbers_follow_one_rule(h100_like):

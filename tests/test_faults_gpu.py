@@ -11,7 +11,7 @@ import pytest
 import gcexplore
 from gcexplore.device import driver as api
 from gcexplore.device import partitions
-from gcexplore import profile as P
+from gcexplore.experiments import measure_isolation
 from gcexplore import workloads as W
 
 pytestmark = pytest.mark.gpu
@@ -92,7 +92,7 @@ def test_isolation_failing_to_make_its_pacer_leaks_nothing(info, monkeypatch):
     def broken_spin(*a, **k):
         raise RuntimeError("injected: pacer")
 
-    monkeypatch.setattr(P, "spin", broken_spin)
+    monkeypatch.setattr(measure_isolation, "spin", broken_spin)
     with pytest.raises(RuntimeError, match="injected: pacer"):
         gcexplore.isolation(crit, bg, 16, repeats=1, warmup=0, launches=2)
     state.check()

@@ -6,7 +6,6 @@ import pytest
 
 import gcexplore
 from gcexplore.device import driver as api
-from gcexplore import profile as P
 from gcexplore import workloads as W
 from gcexplore.schema import columns
 
@@ -175,7 +174,7 @@ def test_torch_matmul_and_sigmoid_through_the_adapter():
     sg = W.from_torch(lambda: torch.sigmoid(x, out=y), name="sigmoid", bytes=2.0 * x.nbytes)
     df = gcexplore.profile_overlap({"matmul": mm, "sigmoid": sg}, [24], repeats=5, warmup=2)
     torch.cuda.synchronize()
-    assert set(df["mode"]) == set(P.MODES)
+    assert set(df["mode"]) == set(gcexplore.MODES)
     assert (df["duration_ms"] > 0).all()
     s = gcexplore.summarize(df)
     print("\n" + s[["mode", "workload", "sm_count", "median_ms", "makespan_median_ms"]].to_string())

@@ -5,7 +5,6 @@ on traces of hundreds of thousands of kernels with a collector's large attrs."""
 from __future__ import annotations
 
 import json
-import time
 
 import numpy as np
 import pandas as pd
@@ -14,7 +13,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gcexplore.analysis import trace as busy
-from gcexplore.results import io as R
 from gcexplore.results.chrome_trace import to_chrome_trace
 from gcexplore.results.chrome_trace import lanes
 from gcexplore.schema import conform
@@ -112,21 +110,17 @@ def _big(n_reps: int) -> pd.DataFrame:
     return _trace(iv, origins=n_reps)
 
 
-def test_a_large_trace_is_summarised_and_exported_in_seconds(tmp_path):
-    tr = _big(20_000)  # 120,000 kernels, 20,000 repetition origins in attrs
+def test_a_large_trace_is_summarised_and_exported_whole(tmp_path):
+    """120,000 kernels with 20,000 repetition origins: every repetition summarised, every kernel
+    exported, the attrs untouched. How fast is bench/trace_scale.py's question, not a test's."""
+    tr = _big(20_000)
     attrs = dict(tr.attrs)
-    t0 = time.perf_counter()
     b = busy.busy_time(tr)
-    t_busy = time.perf_counter() - t0
-    t0 = time.perf_counter()
     path = to_chrome_trace(tr.iloc[:60_000], tmp_path / "t.json", reps=None)
-    t_chrome = time.perf_counter() - t0
     assert len(b) == 40_000 and tr.attrs == attrs  # attrs set aside during the work, then back
     assert b.attrs["rep_origins"] == attrs["rep_origins"]
     xs = [e for e in json.loads(path.read_text())["traceEvents"] if e["ph"] == "X"]
     assert len(xs) == 60_000
-    # the row-by-row versions took about 0.3 ms and 1.7 ms a row (minutes here)
-    assert t_busy < 8.0 and t_chrome < 15.0, (t_busy, t_chrome)
 
 
 def test_chrome_trace_of_a_kernel_trace_keeps_each_track_nested(tmp_path):

@@ -292,32 +292,46 @@ def device_info(device=0) -> DeviceInfo:
     if index in _info_cache:
         return _info_cache[index]
     version = _init()
-    dev = _cuda_device(index)
-    name = dev.name
+    try:  # through the bindings: no cuda.core import, no primary context (gcexplore info in 0.2 s)
+        facts = bindings_facts(index)
+    except Exception:  # an older binding without the SM-resource fields: cuda.core reads them
+        facts = None
+    name = facts["name"] if facts else _cuda_device(index).name
     if version < MIN_DRIVER:
         raise UnsupportedError(
             f"gcexplore requires NVIDIA driver {_version_str(MIN_DRIVER)} (R580) or newer for its CUDA 13 "
             f"bindings and NVRTC, found {_version_str(version)} on {name}; update the NVIDIA driver, or: "
             f"{NO_GPU_HINT}"
         )
-    import cuda.bindings
-    import cuda.core
+    import importlib.metadata
 
-    with use(index):
-        sm = dev.resources.sm
-        info = DeviceInfo(
-            name=name,
-            index=index,
-            compute_capability=tuple(dev.compute_capability),
-            sm_count=int(sm.sm_count),
-            min_partition_size=int(sm.min_partition_size),
-            alignment=int(sm.coscheduled_alignment),
-            driver_version=version,
-            cuda_core_version=cuda.core.__version__,
-            cuda_bindings_version=cuda.bindings.__version__,
-        )
+    import cuda.bindings
+
+    if facts is None:
+        dev = _cuda_device(index)
+        with use(index):
+            sm = dev.resources.sm
+            facts = {"name": name, "compute_capability": tuple(dev.compute_capability), "sm_count": int(sm.sm_count),
+                     "min_partition_size": int(sm.min_partition_size), "alignment": int(sm.coscheduled_alignment)}
+    info = DeviceInfo(index=index, driver_version=version, cuda_core_version=importlib.metadata.version("cuda-core"),
+                      cuda_bindings_version=cuda.bindings.__version__, **facts)
     _info_cache[index] = info
     return info
+
+
+def bindings_facts(index: int) -> dict:
+    """Name, compute capability and SM resource of device ``index`` from the driver API alone (the
+    fields ``cuda.core``'s ``dev.resources.sm`` reads), without a context."""
+    d = driver_module()
+    dev = check(d.cuDeviceGet(index), "cuDeviceGet")
+    raw = check(d.cuDeviceGetName(256, dev), "cuDeviceGetName")
+    attr = d.CUdevice_attribute
+    cc = tuple(check(d.cuDeviceGetAttribute(a, dev), "cuDeviceGetAttribute")
+               for a in (attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                         attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR))
+    res = check(d.cuDeviceGetDevResource(dev, d.CUdevResourceType.CU_DEV_RESOURCE_TYPE_SM), "cuDeviceGetDevResource")
+    return {"name": bytes(raw).split(b"\0", 1)[0].decode(), "compute_capability": cc, "sm_count": int(res.sm.smCount),
+            "min_partition_size": int(res.sm.minSmPartitionSize), "alignment": int(res.sm.smCoscheduledAlignment)}
 
 
 # ---------------------------------------------------------------------------
