@@ -47,8 +47,11 @@ print(json.dumps(dict(zip(names, [b - a for a, b in zip(t, t[1:])]))))
 
 def _wall(cmd: list[str]) -> float:
     t0 = time.perf_counter()
-    subprocess.run(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - t0
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    took = time.perf_counter() - t0
+    if r.returncode:  # a quick failure is no timing
+        raise SystemExit(f"{' '.join(cmd)} failed ({r.returncode}): {r.stderr.strip()[-400:]}")
+    return took
 
 
 def main(argv=None) -> int:

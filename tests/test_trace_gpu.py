@@ -159,10 +159,11 @@ def test_builtin_kernel_spans_match_globaltimer_within_2us(info):
     uncontended = t[t["mode"] != "streams"]
     assert uncontended["diff_us"].abs().max() < 2.0, t.sort_values("diff_us").to_string()
     # On plain streams a kernel's CUPTI start can come before its first block while the
-    # other workload holds the SMs (seen: up to 5 us on an H200): the CUPTI span is never
-    # shorter than the in-kernel one, and most repetitions agree within 2 us.
+    # other workload holds the SMs (seen: up to 5 us on an H200): the CUPTI span is not
+    # shorter than the in-kernel one beyond the clocks' agreement (2 us, as uncontended; seen:
+    # -1.3 us once on an H200), and most repetitions agree within 2 us.
     contended = t[t["mode"] == "streams"]
-    assert (contended["diff_us"] > -0.5).all(), contended.to_string()
+    assert (contended["diff_us"] > -2.0).all(), contended.to_string()
     assert contended["diff_us"].median() < 2.0, contended.to_string()
 
 
