@@ -190,3 +190,18 @@ def test_help_loads_neither_pandas_nor_numpy():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     assert "usage: gcexplore" in r.stdout
+
+
+@pytest.mark.parametrize("old, name", [
+    ("api", "device_info"), ("partitions", "split"), ("kernels", "builtin_kernel"), ("tracing", "kernel_trace"),
+    ("tracing", "preload_cupti"), ("cupti_records", "trace_rows"), ("engine", "launch_gap"), ("runner", "Checkpoint"),
+    ("tuner", "tune"), ("search", "search"), ("pm", "dram_timeline"), ("sizes", "as_sizes"),
+    ("validate", "check_result"), ("busy", "busy_time"), ("occupancy_estimate", "estimate_occupancy"),
+    ("plot", "plot_sweep"), ("timeline", "plot_timeline"), ("tune_plot", "plot_tune"), ("pm_plot", "plot_dram_timeline"),
+    ("report", "layout_report"), ("profile", "sweep"), ("widgets", "Explorer"), ("schema", "Options"),
+    ("results", "load_recorded"), ("analysis", "summarize"), ("workloads", "compute"),
+])
+def test_the_flat_modules_of_earlier_versions_still_resolve(old, name):
+    import gcexplore
+
+    assert callable(getattr(getattr(gcexplore, old), name))
