@@ -49,7 +49,10 @@ _EMPTY = ("", "nan", "<NA>", "None")
 
 
 def run_columns(df: pd.DataFrame) -> list[str]:
-    """The identity columns of :data:`RUN_COLUMNS` that ``df`` has."""
+    """The identity columns of :data:`RUN_COLUMNS` that ``df`` has; none without ``run_id`` (the
+    device columns alone cannot tell two runs of one card apart)."""
+    if "run_id" not in df.columns:
+        return []
     return [c for c in RUN_COLUMNS if c in df.columns]
 
 
@@ -287,10 +290,15 @@ class Run:
         Its result kind (:func:`gcexplore.schema.kind_of`).
     """
 
-    def __init__(self, rows: pd.DataFrame, kind: str, memo: dict, *, _token=None):
+    def __init__(self, rows: pd.DataFrame, kind: str | None, memo: dict, *, _token=None):
         if _token is not _TOKEN:
             raise TypeError("Run cannot be built directly; use gcexplore.results.run.run_of(df)")
-        self.rows, self.kind, self._memo = rows, kind, memo
+        self.rows, self._kind, self._memo = rows, kind, memo
+
+    @property
+    def kind(self) -> str:
+        """The result kind (:func:`gcexplore.schema.kind_of`; ValueError where the rows are no result)."""
+        return self._kind or self.memo("kind", lambda: kind_of(self.rows))
 
     def __repr__(self) -> str:
         return f"<Run {', '.join(runs(self.rows)) or '(no identity)'}: {self.kind}, {len(self.rows)} rows>"
@@ -365,7 +373,6 @@ def run_of(df: pd.DataFrame, kind: str | None = None) -> Run:
     place, rows, columns, timings or plain attrs, starts a fresh one)."""
     if isinstance(df, Run):
         return df
-    kind = kind or kind_of(df)
     key, fp = id(df), fingerprint(df)
     with _LOCK:
         entry = _RUNS.get(key)

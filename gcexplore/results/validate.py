@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..schema import IDENTITY, KINDS, kind_of, parse_layout
-from .run import Run, repeated_rows, require_one_run, run_of, runs
+from .run import Run, repeated_rows, require_one_run, run_columns, run_of, runs
 
 __all__ = ["ResultError", "open_run", "check_pm_matches", "check_pm_rows", "check_result", "check_trace_matches",
            "check_trace_rows", "require_columns"]
@@ -205,7 +205,7 @@ def open_run(df, kinds, where: str, *, columns=(), one_run: bool = True) -> Run:
     if not isinstance(df, pd.DataFrame):
         check_result(df, kinds, where)  # the TypeError that says what was expected
     run = run_of(df)
-    key = ("checked", kinds, tuple(columns), one_run)
+    key = ("checked", kinds, tuple(columns), one_run)  # the kind is read after the check: a bad label fails there
     if key not in run._memo:
         check_result(df, kinds, where)
         require_columns(df, columns, where)
@@ -218,7 +218,8 @@ def open_run(df, kinds, where: str, *, columns=(), one_run: bool = True) -> Run:
 def _same_run(df: pd.DataFrame, trace: pd.DataFrame, where: str, what: str) -> None:
     require_one_run(df, f"{where} with a trace")
     require_one_run(trace, f"{where}(trace=...)")
-    mine, theirs = runs(df), runs(trace)
+    cols = [c for c in run_columns(df) if c in trace.columns]  # traces carry the run key only
+    mine, theirs = (runs(x[cols]) if cols else [] for x in (df, trace))
     if mine and theirs and mine != theirs:
         raise ResultError(f"{where}: the trace is of run {theirs[0]}, the {what} of run {mine[0]}; pass the trace "
                           f"recorded with these {what}s (the run returns both)")
