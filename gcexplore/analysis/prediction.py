@@ -41,6 +41,9 @@ import numpy as np
 import pandas as pd
 
 from .traffic_profile import TRAFFIC_PROFILE_COLUMNS, scale_profiles, with_traffic_columns
+from ..schema import identity_name
+
+SM_COUNT = identity_name("sm_count")  # the card's SM count, as every result names it
 
 __all__ = [
     "L2_FIT_FRACTION",
@@ -59,7 +62,7 @@ __all__ = [
 
 #: Columns of a solo profile (one row per workload x position x size x repetition).
 PROFILE_COLUMNS = ["workload", "position", "sm_count", "rep", "duration_ms", "start_ms", "bytes", "flops",
-                   "working_set_bytes", "shared_bandwidth_gbs", "l2_bytes", "device_sm_count",
+                   "working_set_bytes", "shared_bandwidth_gbs", "l2_bytes", SM_COUNT,
                    "sm_alignment", "device_name", "run_id"]
 #: How a saturated DRAM is divided: by outstanding requests (SMs x per-SM rate), by the
 #: bandwidth each drew alone, or equally (max-min fair).
@@ -149,13 +152,13 @@ def profile_from(result: pd.DataFrame, *, bytes: Mapping[str, float] | None = No
     out["shared_bandwidth_gbs"] = float(shared_bandwidth_gbs if shared_bandwidth_gbs is not None
                                         else a.get("shared_bandwidth_gbs", math.nan) or math.nan)
     out["l2_bytes"] = float(l2_bytes if l2_bytes is not None else a.get("l2_bytes", math.nan) or math.nan)
-    out["device_sm_count"] = int(a.get("device_sm_count", 0) or 0)
+    out[SM_COUNT] = int(a.get(SM_COUNT, 0) or 0)
     out["sm_alignment"] = int(a.get("sm_alignment", 0) or np.gcd.reduce(
         rows.loc[rows["position"] == "first", "sm_count"].astype(int).to_numpy()))
     out["device_name"] = rows["device_name"].to_numpy() if "device_name" in rows else str(a.get("device_name", ""))
     out["run_id"] = rows["run_id"].to_numpy() if "run_id" in rows else str(a.get("run_id", ""))
     out = out[PROFILE_COLUMNS]
-    out.attrs.update({k: v for k, v in a.items() if k in ("device_name", "device_sm_count", "date", "recorded")})
+    out.attrs.update({k: v for k, v in a.items() if k in ("device_name", SM_COUNT, "date", "recorded")})
     out.attrs["kind"] = "solo_profile"
     return check_profiles(out)
 
@@ -200,7 +203,7 @@ def check_profiles(profiles) -> pd.DataFrame:
         v = df[col].to_numpy(dtype=float)
         if np.any(v[np.isfinite(v)] < 0):
             raise _bad(f"{col} must be >= 0 or missing")
-    for col in ("device_name", "device_sm_count"):
+    for col in ("device_name", SM_COUNT):
         if df[col].nunique() > 1:
             raise _bad(f"profiles of different cards ({col}: {sorted(map(str, df[col].unique()))}); "
                        "predict pairs from profiles measured on one card")
@@ -381,7 +384,7 @@ def _fluid(curves: list[_Curve], times: list[float], sms: list[int], peak: float
 
 
 def _layouts(profiles: pd.DataFrame, n: int) -> list[tuple[int, ...]]:
-    total = int(profiles["device_sm_count"].iloc[0])
+    total = int(profiles[SM_COUNT].iloc[0])
     step = int(profiles["sm_alignment"].iloc[0])
     if total <= 0 or step <= 0:
         raise _bad("device_sm_count and sm_alignment are unknown; pass layouts= explicitly")
