@@ -123,13 +123,15 @@ def measure(args, out: Path) -> None:
         profiles.append(p)
         gx.save_profiles(profiles, out / "profiles.parquet")
         print(f"profiled {name}: {cost[name]:.0f} ms GPU ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
+    meta = {"note": NOTE.format(r=args.repeats, s=args.step, pr=args.profile_repeats, ps=args.profile_step),
+            "profile_gpu_ms": cost, "device": info.name, "shared_bandwidth_gbs": peak}
+    (out / "meta.json").write_text(json.dumps(meta, indent=1))  # now: a stage stopped later keeps it
     for pair, names in pairs.items():
         df = gx.sweep(_pair_workloads(names, wls), sm_counts=sizes, modes=("concurrent",), repeats=args.repeats,
                       warmup=1, device=info.index, progress=False)
         gx.save(df, out / f"sweep_{pair}.parquet")
         print(f"swept {pair} ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
-    meta = {"note": NOTE.format(r=args.repeats, s=args.step, pr=args.profile_repeats, ps=args.profile_step),
-            "profile_gpu_ms": cost, "device": info.name, "measure_wall_s": time.perf_counter() - t0}
+    meta["measure_wall_s"] = time.perf_counter() - t0
     (out / "meta.json").write_text(json.dumps(meta, indent=1))
 
 

@@ -60,8 +60,12 @@ def test_no_sample_means_unknown_bytes_not_zero_and_a_clock_mismatch_is_said():
     r = T.traffic_from_samples([], [], np.zeros((0, 2)), [READ, WRITE], 0, 5, 1)
     assert math.isnan(r["dram_read_bytes"]) and r["window"] == "no samples"
     st, en, vals = _samples()
-    r = T.traffic_from_samples(st, en, vals, [READ, WRITE, "lts__t_bytes.sum"], 10 ** 12, 10 ** 12 + 5, 1)
+    # another clock: samples of about the run's length, none inside its timestamps -> all of them count
+    r = T.traffic_from_samples(st, en, vals, [READ, WRITE, "lts__t_bytes.sum"], 10 ** 12, 10 ** 12 + 50_000, 1)
     assert r["dram_read_bytes"] == pytest.approx(50e6) and "none inside" in r["window"]
+    # samples far longer than the run (an earlier run's too) and none inside: unknown, never a guess
+    r = T.traffic_from_samples(st, en, vals, [READ, WRITE, "lts__t_bytes.sum"], 10 ** 12, 10 ** 12 + 5, 1)
+    assert math.isnan(r["dram_read_bytes"]) and r["window"] == "no sample inside the run"
     with pytest.raises(ValueError, match="calls"):
         T.traffic_from_samples(st, en, vals, [READ, WRITE, "lts__t_bytes.sum"], 0, 1, 0)
 
