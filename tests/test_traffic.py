@@ -228,3 +228,11 @@ def test_a_calibrated_interval_covers_the_pairs_it_was_fitted_on_and_a_zero_widt
     assert narrow["inside"].mean() < 0.9
     with pytest.raises(ValueError, match="below, above"):
         gx.predict(prof, ["compute", "memory"], model_error=(0.1, 1.5))
+
+
+def test_the_figure_says_where_each_workloads_bytes_came_from():
+    pytest.importorskip("matplotlib")
+    prof = TP.attach_traffic(gx.analysis.prediction.check_profiles([_stream("a"), _quiet("b")]),
+                             _counted("b", 2e9, 1e9))
+    fig = gx.plot_predict(gx.predict(prof))
+    assert "a declared, b measured" in fig._suptitle.get_text()
