@@ -52,7 +52,8 @@ def main(argv=None) -> int:
     sweeps.attrs.update(frames[0].attrs)
     sweeps.attrs["pairs"] = pairs
     gx.save(sweeps, data / "predict_sweeps.parquet")
-    print(f"shipped {prof['workload'].nunique()} profiles and {len(pairs)} pair sweeps to {data}; fit {prof.attrs['fit']}")
+    print(f"shipped {prof['workload'].nunique()} profiles and {len(pairs)} pair sweeps to {data}; "
+          f"fit {prof.attrs['fit']}")
     return 0
 
 
