@@ -123,13 +123,15 @@ def measure(args, out: Path) -> None:
         profiles.append(p)
         gx.save_profiles(profiles, out / "profiles.parquet")
         print(f"profiled {name}: {cost[name]:.0f} ms GPU ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
+    meta = {"note": NOTE.format(r=args.repeats, s=args.step, pr=args.profile_repeats, ps=args.profile_step),
+            "profile_gpu_ms": cost, "device": info.name, "shared_bandwidth_gbs": peak}
+    (out / "meta.json").write_text(json.dumps(meta, indent=1))  # now: a stage stopped later keeps it
     for pair, names in pairs.items():
         df = gx.sweep(_pair_workloads(names, wls), sm_counts=sizes, modes=("concurrent",), repeats=args.repeats,
                       warmup=1, device=info.index, progress=False)
         gx.save(df, out / f"sweep_{pair}.parquet")
         print(f"swept {pair} ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
-    meta = {"note": NOTE.format(r=args.repeats, s=args.step, pr=args.profile_repeats, ps=args.profile_step),
-            "profile_gpu_ms": cost, "device": info.name, "measure_wall_s": time.perf_counter() - t0}
+    meta["measure_wall_s"] = time.perf_counter() - t0
     (out / "meta.json").write_text(json.dumps(meta, indent=1))
 
 
@@ -164,7 +166,7 @@ def _tune_all(args, out: Path, wls: dict, info) -> None:
 
 
 def _kw(fit: dict) -> dict:
-    return {k: fit[k] for k in ("sharing", "model_error", "l2_spill") if k in fit}
+    return {k: fit[k] for k in ("sharing", "model_error", "l2_bandwidth_gbs") if k in fit}
 
 
 def _slo(prof: pd.DataFrame) -> float:
@@ -291,7 +293,9 @@ def report(out: Path) -> bool:
         tables[measured] = err
         print(f"\n== {tag}: fitted on the 'fitted' pairs: sharing={fit['sharing']}, interval margins below / above "
               f"{fit['model_error'][0]:.3f} / {fit['model_error'][1]:.3f} (coverage there {fit['coverage']:.0%}); "
-              "median |error| per rule: " + ", ".join(f"{k} {v:.2%}" for k, v in fit["median_abs_error"].items()))
+              "median |error| per rule: " + ", ".join(f"{k} {v:.2%}" for k, v in fit["median_abs_error"].items())
+              + f"; L2 bandwidth {fit['l2_bandwidth_gbs'] or 'not modelled'} (median |error| per choice: "
+              + ", ".join(f"{k} {v:.2%}" for k, v in fit["l2_median_abs_error"].items()) + ")")
         with pd.option_context(*opts):
             cols = ["pair", "layouts", "median_abs_error", "max_abs_error", "worst_layout", "inside", "predicted_best",
                     "measured_best", "best_gap", "best_ok"]

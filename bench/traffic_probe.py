@@ -8,7 +8,8 @@ On the GPU machine (``python3 bench/traffic_probe.py --out DIR``, about 30 s on 
    child process** (a crash in CUPTI's profiler ends that child only): the built-in memory
    kernel (a triad: reads 8n, writes 4n bytes per call) and copy kernel (reads 4n, writes
    4n) on the whole device and on 16 SMs, back to back and with the L2 flushed between
-   calls; the error of the measured DRAM bytes against the known ones.
+   calls; the error of the measured DRAM bytes against the known ones (and of the L2
+   traffic: a streaming kernel moves all its bytes through L2 once).
 
 Writes ``probe.json`` (every set: configured or refused, bytes, errors) and
 ``probe.parquet`` (one row per set x kernel x partition); prints the first set whose
@@ -89,6 +90,7 @@ def _one(name: str, out: Path) -> None:
     df["read_error"] = df["dram_read_bytes"] / df["known_read"] - 1
     df["write_error"] = df["dram_write_bytes"] / df["known_write"] - 1
     df["error"] = (df["dram_read_bytes"] + df["dram_write_bytes"]) / (df["known_read"] + df["known_write"]) - 1
+    df["l2_error"] = df["l2_bytes"] / (df["known_read"] + df["known_write"]) - 1  # a streaming kernel: all via L2
     df["device_name"] = info.name
     df.to_parquet(out / f"probe_{name}.parquet")
 
@@ -133,8 +135,8 @@ def main(argv=None) -> int:
             print(f"{name}: worst |error| of DRAM bytes against the known bytes {worst:.2%}")
             with pd.option_context("display.width", 250, "display.max_columns", 30):
                 print(df[["workload", "sm_count", "flushed", "calls", "duration_ms", "dram_read_bytes",
-                          "dram_write_bytes", "l2_bytes", "achieved_gbs", "peak_gbs", "samples", "read_error",
-                          "write_error", "error"]].to_string(index=False))
+                          "dram_write_bytes", "l2_bytes", "achieved_gbs", "peak_gbs", "samples", "decoded", "window",
+                          "read_error", "write_error", "error", "l2_error"]].to_string(index=False))
         else:
             report[name] = {"ok": False, "rc": rc, "tail": tail}
             print(f"{name}: failed (rc {rc}): {tail}")

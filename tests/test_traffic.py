@@ -60,8 +60,12 @@ def test_no_sample_means_unknown_bytes_not_zero_and_a_clock_mismatch_is_said():
     r = T.traffic_from_samples([], [], np.zeros((0, 2)), [READ, WRITE], 0, 5, 1)
     assert math.isnan(r["dram_read_bytes"]) and r["window"] == "no samples"
     st, en, vals = _samples()
-    r = T.traffic_from_samples(st, en, vals, [READ, WRITE, "lts__t_bytes.sum"], 10 ** 12, 10 ** 12 + 5, 1)
+    # another clock: samples of about the run's length, none inside its timestamps -> all of them count
+    r = T.traffic_from_samples(st, en, vals, [READ, WRITE, "lts__t_bytes.sum"], 10 ** 12, 10 ** 12 + 50_000, 1)
     assert r["dram_read_bytes"] == pytest.approx(50e6) and "none inside" in r["window"]
+    # samples far longer than the run (an earlier run's too) and none inside: unknown, never a guess
+    r = T.traffic_from_samples(st, en, vals, [READ, WRITE, "lts__t_bytes.sum"], 10 ** 12, 10 ** 12 + 5, 1)
+    assert math.isnan(r["dram_read_bytes"]) and r["window"] == "no sample inside the run"
     with pytest.raises(ValueError, match="calls"):
         T.traffic_from_samples(st, en, vals, [READ, WRITE, "lts__t_bytes.sum"], 0, 1, 0)
 
@@ -224,3 +228,31 @@ def test_a_calibrated_interval_covers_the_pairs_it_was_fitted_on_and_a_zero_widt
     assert narrow["inside"].mean() < 0.9
     with pytest.raises(ValueError, match="below, above"):
         gx.predict(prof, ["compute", "memory"], model_error=(0.1, 1.5))
+
+
+def test_the_figure_says_where_each_workloads_bytes_came_from():
+    pytest.importorskip("matplotlib")
+    prof = TP.attach_traffic(gx.analysis.prediction.check_profiles([_stream("a"), _quiet("b")]),
+                             _counted("b", 2e9, 1e9))
+    fig = gx.plot_predict(gx.predict(prof))
+    assert "a declared, b measured" in fig._suptitle.get_text()
+
+
+def test_the_l2_bandwidth_is_a_second_shared_resource_only_when_asked():
+    # two workloads that touch DRAM little but each push 6 TB/s through the L2 alone
+    pair = [TP.attach_traffic(_quiet(n), _counted(n, 1e6, 1e6, l2=6e9)) for n in "ab"]
+    free = gx.predict(pair, layouts=["16+24"])
+    assert free["interference"].iloc[0] == pytest.approx(1.0, abs=1e-6)
+    shared = gx.predict(pair, layouts=["16+24"], l2_bandwidth_gbs=6000.0, sharing="equal")
+    # 12 TB/s asked of 6: equal halves, each fully L2-bound, so twice as long
+    assert shared["makespan_ms"].iloc[0] == pytest.approx(2.0, rel=1e-6)
+    assert gx.analysis.prediction.l2_drawn_gbs(pair) == pytest.approx(6000.0)
+    with pytest.raises(ValueError, match="l2_bandwidth_gbs"):
+        gx.predict(pair, l2_bandwidth_gbs=0)
+
+
+def test_fit_model_says_whether_modelling_the_l2_bandwidth_helped():
+    sweep = gx.load_recorded("sweep")
+    prof = gx.analysis.prediction.profile_from(sweep, shared_bandwidth_gbs=3000.0, l2_bytes=50 * 2 ** 20)
+    fit = fit_model([(prof, ["compute", "memory"], sweep)])
+    assert fit["l2_bandwidth_gbs"] is None and list(fit["l2_median_abs_error"]) == ["none"]  # no L2 counted

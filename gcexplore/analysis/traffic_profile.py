@@ -97,7 +97,8 @@ def classify(rows: pd.DataFrame) -> tuple[str, str]:
     peak = float(rows["shared_bandwidth_gbs"].max())
     src = str(rows["bytes_source"].iloc[0]) if "bytes_source" in rows else ("declared" if math.isfinite(b) else "")
     source = {"measured": "measured", "declared": "declared"}.get(src, "assumed")
-    if math.isfinite(b) and math.isfinite(peak) and peak > 0 and b / (times.iloc[-1] * 1e6) >= MEMORY_BOUND_SHARE * peak:
+    drawn = b / (times.iloc[-1] * 1e6) if math.isfinite(b) else 0.0  # GB/s on the largest partition
+    if math.isfinite(peak) and peak > 0 and drawn >= MEMORY_BOUND_SHARE * peak:
         return "memory", source
     if big > small and (times[small] / times[big]) / (big / small) >= SCALES_SHARE:
         return "compute", source

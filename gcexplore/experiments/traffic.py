@@ -45,7 +45,7 @@ METRIC_SETS = {
     "dram_rate": ("dram__bytes_read.sum.per_second", "dram__bytes_write.sum.per_second"),
 }
 TRAFFIC_COLUMNS = ["workload", "sm_count", "flushed", "calls", "duration_ms", "dram_read_bytes", "dram_write_bytes",
-                   "l2_bytes", "achieved_gbs", "peak_gbs", "samples", "metric_set", "source"]
+                   "l2_bytes", "achieved_gbs", "peak_gbs", "samples", "decoded", "window", "metric_set", "source"]
 _ROLE = {"dram__bytes_read": "dram_read_bytes", "dram__bytes_write": "dram_write_bytes", "lts__t_bytes": "l2_bytes",
          "lts__t_sectors": "l2_bytes"}
 _SECTOR = 32  # bytes per L2 sector
@@ -71,7 +71,8 @@ def traffic_from_samples(starts, ends, values, metrics: Sequence[str], t0: int, 
     """Bytes per call from PM samples (ns on CUPTI's clock) over the run ``[t0, t1]``.
 
     A sample counts in proportion to its overlap with the run. Where no sample overlaps
-    (a clock mismatch), every sample counts and ``window`` says so. Returns
+    but the samples span about as long as the run (a clock mismatch), every sample counts
+    and ``window`` says so; otherwise nothing is known (NaN). Returns
     ``dram_read_bytes``, ``dram_write_bytes``, ``l2_bytes`` (NaN without such a counter),
     ``peak_gbs`` (p90 of the DRAM GB/s of the samples inside), ``samples`` and ``window``.
     """
@@ -86,7 +87,12 @@ def traffic_from_samples(starts, ends, values, metrics: Sequence[str], t0: int, 
     frac = np.clip((np.minimum(ends, t1) - np.maximum(starts, t0)) / np.where(span > 0, span, 1), 0, 1)
     window = "run"
     if len(frac) and not (frac > 0).any():
-        frac, window = np.ones_like(frac), "all samples (none inside the run's CUPTI timestamps)"
+        # none inside: another clock? Only where the samples span about this run (not an older one's too)
+        if ends.max() - starts.min() <= 3 * (t1 - t0) + 2 * float(np.median(span)):
+            frac, window = np.ones_like(frac), "all samples (none inside the run's CUPTI timestamps)"
+        else:
+            return {"dram_read_bytes": math.nan, "dram_write_bytes": math.nan, "l2_bytes": math.nan,
+                    "peak_gbs": math.nan, "samples": 0, "window": "no sample inside the run"}
     out = {"dram_read_bytes": math.nan, "dram_write_bytes": math.nan, "l2_bytes": math.nan}
     if not len(starts):  # nothing was sampled: nothing is known (never zero bytes)
         return {**out, "peak_gbs": math.nan, "samples": 0, "window": "no samples"}
@@ -187,6 +193,7 @@ class _Sampler:
         out = traffic_from_samples([a for a, _, _ in s], [b for _, b, _ in s], [v for _, _, v in s] or
                                    np.zeros((0, len(self.metrics))), self.metrics, t0, t1, calls)
         out["duration_ms"] = (gpu_ns / 1e6 if out["window"] == "run" else wall * 1e3) / calls
+        out["decoded"] = len(s)
         return out
 
     def close(self) -> None:
@@ -283,7 +290,8 @@ def measure_traffic(workload, *, sm_counts: Sequence[int | None] = (None,), flus
                                  "flushed": flushed, "calls": calls, "duration_ms": r["duration_ms"],
                                  "dram_read_bytes": r["dram_read_bytes"], "dram_write_bytes": r["dram_write_bytes"],
                                  "l2_bytes": r["l2_bytes"], "achieved_gbs": dram / (r["duration_ms"] * 1e6),
-                                 "peak_gbs": r["peak_gbs"], "samples": r["samples"], "metric_set": sampler.name,
+                                 "peak_gbs": r["peak_gbs"], "samples": r["samples"], "decoded": r["decoded"],
+                                 "window": r["window"], "metric_set": sampler.name,
                                  "source": "measured"})
             finally:
                 part.close()

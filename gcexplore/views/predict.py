@@ -81,7 +81,10 @@ def plot_predict(prediction: pd.DataFrame, measured: pd.DataFrame | None = None,
     _curve(left, lay, measured, facts)
     _decomposition(right, lay, err)
     a = prediction.attrs
+    src = a.get("bytes_source") or {}
+    said = f"; bytes {', '.join(f'{w} {s}' for w, s in src.items())}" if src else ""
     fig.suptitle(f"Predicted from solo profiles: {' + '.join(a.get('workloads', []))} "
-                 f"(DRAM shared by {a.get('sharing')}, {a.get('shared_bandwidth_gbs', float('nan')):,.0f} GB/s)\n"
+                 f"(DRAM shared by {a.get('sharing')}, {a.get('shared_bandwidth_gbs', float('nan')):,.0f} GB/s"
+                 f"{said})\n"
                  f"{figure_stamp(measured.attrs if measured is not None else a)}", fontsize=9, color="0.2")
     return fig
