@@ -94,7 +94,7 @@ def _workload_spec(workloads) -> dict:
         if not isinstance(obj, str):
             raise TypeError(
                 f"dram_timeline runs the workloads in a child process (so a crash in CUPTI cannot end "
-                f"yours) and builds them there: give built-in recipes ({', '.join(BUILTINS)}, or e.g. 'memory:n=1048576') or a factory "
+                f"yours) and builds them there: give built-in names ({', '.join(BUILTINS)}; recipes such as 'memory:n=1048576' too) or a factory "
                 f"'module:function' that returns the workloads; {name!r} is a {type(obj).__name__}")
     return {"names": dict(zip(names, objs))}
 

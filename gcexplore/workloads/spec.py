@@ -76,11 +76,11 @@ def parse_recipe(text: str) -> Recipe:
             raise ValueError(f"workload {text!r}: {name} has no option {key!r}; its options are {', '.join(sig)}")
         value, kind = _value(raw.strip()), str(sig[key].annotation).split(" | ")
         if "int" in kind and "float" not in kind and not isinstance(value, int):
-            raise ValueError(f"workload {text!r}: {key} must be a positive integer, got {raw!r}")
+            raise ValueError(f"workload {text!r}: {key} must be a positive integer, got {raw}")
         if "float" in kind and not isinstance(value, (int, float)):
-            raise ValueError(f"workload {text!r}: {key} must be a positive number, got {raw!r}")
+            raise ValueError(f"workload {text!r}: {key} must be a positive number, got {raw}")
         if isinstance(value, (int, float)) and not value > 0:
-            raise ValueError(f"workload {text!r}: {key} must be positive, got {raw!r}")
+            raise ValueError(f"workload {text!r}: {key} must be positive, got {raw}")
         options.append((key, value))
     return Recipe(name, tuple(options), text.strip())
 
