@@ -27,7 +27,6 @@ import inspect
 import json
 import os
 import socket
-import sys
 import time
 import traceback
 from collections.abc import Callable, Mapping

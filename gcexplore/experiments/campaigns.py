@@ -27,9 +27,10 @@ import pandas as pd
 
 from .._version import __version__
 from ..results.campaign_store import CampaignFolder, campaign_status, load_campaign
-from ..device.driver import UnsupportedError, device_count, device_info
+from ..device.driver import device_info
 from ..schema import new_run_id
 
+from .cluster import require_distributed, local_cluster, visible_gpus  # noqa: F401 (visible_gpus re-exported)
 from ._campaign_task import (EXPERIMENTS, Experiment, parse_builtin, register_experiment, resolve_factory, run_task,
                              warm_up)
 
@@ -222,94 +223,6 @@ def plan_tasks(experiment="sweep", workloads=(), splits=(None,), options=({},), 
 # ------------------------------------------------------------------ the cluster
 
 
-def visible_gpus() -> list[str]:
-    """The GPUs this process may use: CUDA_VISIBLE_DEVICES entries, else 0..device_count-1."""
-    env = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if env is not None:
-        return [v.strip() for v in env.split(",") if v.strip()]
-
-    try:
-        return [str(i) for i in range(device_count())]
-    except UnsupportedError:
-        return []
-
-
-def _distributed():
-    try:
-        import distributed
-    except ImportError:
-        raise ImportError("campaigns run on Dask distributed, which is not installed: "
-                          "pip install 'gcexplore[campaign]' (or pip install distributed)") from None
-    return distributed
-
-
-LOOPBACK = "127.0.0.1"
-
-
-def _is_loopback(host: str) -> bool:
-    import ipaddress
-
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, security=None,
-                  dashboard_address: str | None = None, **scheduler_options):
-    """A Dask cluster on this machine: one worker process per GPU, one thread each.
-
-    Each worker is a Nanny-managed process with ``CUDA_VISIBLE_DEVICES`` set to its one
-    GPU before it starts, so a worker's device 0 is its own card. Whoever can reach a
-    Dask scheduler or worker can run code on it as this user, so by default every
-    listener (scheduler, nannies, workers, dashboard) is on the loopback interface
-    only; a cluster reachable from other machines (``host`` not loopback) needs TLS.
-
-    Parameters
-    ----------
-    devices : sequence of int or str, optional
-        GPU indices or UUIDs; default every visible GPU.
-    host : str, default "127.0.0.1"
-        The interface every listener binds; a non-loopback address (``"0.0.0.0"``, the
-        machine's own) needs ``security``.
-    security : distributed.Security, optional
-        TLS certificates with ``require_encryption=True``; the listeners then speak
-        ``tls://`` and refuse peers without a certificate of the same authority.
-    dashboard_address : str, optional
-        Default a free port on ``host``.
-
-    Raises
-    ------
-    RuntimeError
-        No GPU is visible (pass ``client=`` or ``scheduler=`` to use a cluster elsewhere).
-    ValueError
-        A network-reachable ``host`` without a TLS ``security``.
-    """
-    d = _distributed()
-    Nanny, Scheduler, SpecCluster = d.Nanny, d.Scheduler, d.SpecCluster
-    tls = security is not None and bool(getattr(security, "require_encryption", False))
-    if not _is_loopback(host) and not tls:
-        raise ValueError(f"a campaign cluster on {host!r} could be reached from the network, and whoever reaches "
-                         "a Dask worker runs code as you: pass security=distributed.Security(tls_ca_file=..., "
-                         "tls_scheduler_cert=..., tls_worker_cert=..., tls_client_cert=..., require_encryption=True) "
-                         "(docs/guide.md, 'Campaigns on several machines'), or keep host='127.0.0.1'")
-    devs = [str(d) for d in (visible_gpus() if devices is None else devices)]
-    if not devs:
-        raise RuntimeError("no GPU is visible here, so a local campaign cluster has no workers; pass client= "
-                           "or scheduler='tcp://host:8786' to use a cluster whose workers have GPUs")
-    bind = f"[{host}]" if ":" in host else host
-    net = {"host": host, "protocol": "tls" if tls else "tcp", **({"security": security} if tls else {})}
-    workers = {f"gpu{d}": {"cls": Nanny, "options": {"nthreads": 1, "name": f"gpu{d}", "silence_logs": 40,
-                                                     "dashboard_address": f"{bind}:0", **net,
-                                                     "env": {"CUDA_VISIBLE_DEVICES": d}}} for d in devs}
-    scheduler = {"cls": Scheduler, "options": {"dashboard_address": dashboard_address or f"{bind}:0", **net,
-                                               **scheduler_options}}
-    return SpecCluster(workers=workers, scheduler=scheduler, name="gcexplore-campaign", silence_logs=40,
-                       **({"security": security} if tls else {}))
-
-
 def _worker_card() -> str:
     """On a worker: the UUID of its GPU (the key of tasks pinned to it)."""
 
@@ -386,11 +299,13 @@ class Campaign:
         return self.reports
 
     def _gather_warm_ups(self) -> None:
+        """Each worker's warm-up report; one not finished (its worker died) is cancelled, not waited for."""
         for addr, fut in self._warm.items():
-            try:
-                self.warm_ups[addr] = fut.result(timeout=30)
-            except Exception as e:  # a warm-up that failed only costs its time: the task builds as before
-                self.warm_ups[addr] = {"error": f"{type(e).__name__}: {e}"}
+            if fut.status == "finished":
+                self.warm_ups[addr] = fut.result()
+            else:  # a failed warm-up only costs its time: the task builds as before
+                self.warm_ups[addr] = {"error": f"warm-up {fut.status}"}
+                fut.cancel()
             fut.release()
         self._warm = {}
 
@@ -437,7 +352,7 @@ class Campaign:
 def _connect(client, scheduler, devices):
     if client is not None and scheduler is not None:
         raise ValueError("pass client= or scheduler=, not both")
-    Client = _distributed().Client
+    Client = require_distributed().Client
     if client is not None:
         return client, None
     if scheduler is not None:
