@@ -22,6 +22,7 @@ from .._version import __version__
 from .args import (RESULT_SUFFIXES, Usage, check_checkpoint, float_arg, int_arg, int_list, kernel_trace_file,
                    mode_list, percent_arg, workload_names, writable_file)
 from .campaign import add_campaign
+from .comm import add_comm
 
 
 class _Parser(argparse.ArgumentParser):
@@ -411,7 +412,9 @@ def _parser() -> argparse.ArgumentParser:
     _add_measuring(sub)
     _add_tune(sub)
     _add_compare(sub)
-    add_campaign(sub)
+                   mode_list, percent_arg, workload_names, writable_file)
+from .campaign import add_campaign
+from .comm import add_comm
     s = sub.add_parser(
         "demo", help="sweep the built-in compute + memory pair (or, without a GPU, show the "
                      "recorded results): summary table, PNG plots and the results file")
