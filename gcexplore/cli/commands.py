@@ -412,9 +412,8 @@ def _parser() -> argparse.ArgumentParser:
     _add_measuring(sub)
     _add_tune(sub)
     _add_compare(sub)
-                   mode_list, percent_arg, workload_names, writable_file)
-from .campaign import add_campaign
-from .comm import add_comm
+    add_campaign(sub)
+    add_comm(sub)
     s = sub.add_parser(
         "demo", help="sweep the built-in compute + memory pair (or, without a GPU, show the "
                      "recorded results): summary table, PNG plots and the results file")
