@@ -2,7 +2,7 @@
 
 Usage (a 4-GPU machine, from the project root, Dask distributed and PyTorch installed)::
 
-    python3 bench/campaign.py --out DIR [--repeats 50] [--gpus 1,2,4] [--step 16]
+    python3 bench/campaign.py --out DIR [--repeats 60] [--gpus 1,2,4] [--step 16]
 
 One grid (16 tasks: 4 pairs -- compute+memory, compute+copy, a PyTorch attention+sort
 and a GEMM-chain+layer-norm factory from bench/campaign_pairs.py -- x 4 split sets of 2
@@ -149,11 +149,10 @@ def _table(res: list[dict], base: dict) -> list[str]:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True)
-    p.add_argument("--repeats", type=int, default=50)
+    p.add_argument("--repeats", type=int, default=60)
     p.add_argument("--step", type=int, default=8)
     p.add_argument("--gpus", default="1,2,4")
     args = p.parse_args()
-    import gcexplore as gx
     from gcexplore.experiments.campaigns import visible_gpus
 
     gpus = visible_gpus()
@@ -166,10 +165,17 @@ def main() -> int:
     splits = _split_sets(args.step)
     print(f"{len(PAIRS)} pairs x {len(splits)} split sets {splits}, {args.repeats} repetitions; GPUs {counts}",
           flush=True)
-    runs = []
-    for n in counts:
+    runs, failed = [], 0
+    for n in counts:  # the report is rewritten after each run: a run cut short keeps the ones before
         runs.append(_run(gpus[:n], out / f"campaign-{n}gpu", splits, args.repeats))
         print(f"{n} GPU(s): {runs[-1]['campaign_s']:.1f} s campaign", flush=True)
+        failed = _report(runs, out, splits, args.repeats)
+    return 0 if not failed else 1
+
+
+def _report(runs: list[dict], out: Path, splits, repeats: int) -> int:
+    import gcexplore as gx
+
     res = [_decompose(r) for r in runs]
     base = res[0]
     for r, run in zip(res, runs):
@@ -180,9 +186,9 @@ def main() -> int:
     two = next((run for run in runs if run["n"] == 2), None)
     if two is not None:
         gx.save(two["df"], out / "campaign.parquet")
-    (out / "campaign_bench.json").write_text(json.dumps({"cards": cards, "splits": splits, "repeats": args.repeats,
+    (out / "campaign_bench.json").write_text(json.dumps({"cards": cards, "splits": splits, "repeats": repeats,
                                                          "runs": res}, indent=1, default=str))
-    lines = [f"cards: {', '.join(cards)}", f"grid: {len(PAIRS)} pairs x split sets {splits}, {args.repeats} "
+    lines = [f"cards: {', '.join(cards)}", f"grid: {len(PAIRS)} pairs x split sets {splits}, {repeats} "
              f"repetitions, {base['tasks']} tasks", "", *_table(res, base), ""]
     for r in res[1:]:
         s = sorted(r["slowdown_per_task"].values())
@@ -201,8 +207,8 @@ def main() -> int:
     lines.append(f"failed tasks: {failed or 'none'}")
     text = "\n".join(lines)
     (out / "campaign_bench.md").write_text(text + "\n")
-    print(text)
-    return 0 if not failed else 1
+    print(text, flush=True)
+    return failed
 
 
 if __name__ == "__main__":
