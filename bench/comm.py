@@ -77,7 +77,10 @@ def run(n: int, spec, out: Path, timeout: float, lines: list[str]) -> None:
              "### The tuner's recommendation (replayed over the sweep)",
              _md(gx.recommend_comm(df, 0.01).drop(columns=["search_answer"])),
              "### NCCL kernels on the comm partition", _md(att) if len(att) else "(no trace)",
-             f"all-to-all ran as: {df.attrs.get('alltoall_recipe') or 'not measured'}", df.attrs["zero_sm"], ""]
+             f"all-to-all ran as: {df.attrs.get('alltoall_recipe') or 'not measured'}", df.attrs["zero_sm"],
+             "ranks: " + "; ".join(f"rank {m['rank']} gate {m.get('gate_us')} us"
+                                   + (f", trace failed: {m['trace_error']}" if m.get("trace_error") else "")
+                                   for m in df.attrs.get("ranks", [])), ""]
     text = "\n\n".join(parts)
     print(text, flush=True)
     lines.append(text)
