@@ -14,7 +14,8 @@ it reports the decomposition of the end-to-end time:
   (campaign start to a card's first task), task time per card (the sum of its tasks),
   the idle tail (a card's last task to the campaign's end);
 - the phases of the tasks summed over the cards (build, experiment, of which checkpoint
-  appends, process CPU time, shard write), the first task of a worker against the rest;
+  appends, process CPU time, shard write), the first task of a worker against the rest,
+  the median SM clock the sweeps recorded (neighbouring cards' power and heat);
 - per task, its experiment time on N cards over on one (the slowdown when N run at once);
 - per task, layout and mode: the makespans on N cards against one card (the ratio's 95%
   interval, and at 95% jointly over the comparisons), so that speed is not bought with noise.
@@ -99,7 +100,9 @@ def _decompose(run: dict) -> dict:
             "cached_tasks": sum(bool(r.get("cached")) for r in done),
             "first_task_s_mean": statistics.mean(first) if first else None,
             "other_task_s_mean": statistics.mean(rest) if rest else None,
-            "experiment_s": {r["key"]: r["experiment_s"] for r in done}}
+            "experiment_s": {r["key"]: r["experiment_s"] for r in done},
+            "sm_clock_mhz_median": (float(run["df"]["sm_clock_mhz"].median()) if "sm_clock_mhz" in run["df"]
+                                    else None)}
 
 
 def _agreement(base, other) -> dict:
@@ -137,12 +140,14 @@ def _table(res: list[dict], base: dict) -> list[str]:
             f"{r['sum_task_s']:.2f} ({r['sum_task_s'] / base['sum_task_s'] - 1:+.1%}) | {r['idle_tail_s_max']:.2f} | "
             f"{r['close_s']:.2f} | {r['end_to_end_s']:.2f} | {base['end_to_end_s'] / r['end_to_end_s']:.2f}x |")
     lines += ["", "| GPUs | build s | experiment s | of which checkpoint s | CPU s | write s | cached tasks | "
-                  "first task s (mean) | other tasks s (mean) |", "|---|---|---|---|---|---|---|---|---|"]
+                  "first task s (mean) | other tasks s (mean) | SM clock MHz (median) |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in res:
         p = r["phases_s"]
         lines.append(f"| {r['gpus']} | {p['build_s']:.2f} | {p['experiment_s']:.2f} | {p['checkpoint_s']:.3f} | "
                      f"{p['cpu_s']:.2f} | {p['write_s']:.3f} | {r['cached_tasks']}/{r['tasks']} | "
-                     f"{r['first_task_s_mean'] or 0:.2f} | {r['other_task_s_mean'] or 0:.2f} |")
+                     f"{r['first_task_s_mean'] or 0:.2f} | {r['other_task_s_mean'] or 0:.2f} | "
+                     f"{r['sm_clock_mhz_median'] or float('nan'):.0f} |")
     return lines
 
 
