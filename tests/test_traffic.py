@@ -265,3 +265,10 @@ def test_bytes_counted_on_a_small_partition_apply_to_small_partitions():
     c = gx.analysis.prediction._curves(prof)["q"]
     assert c.bytes_at(40) == pytest.approx(3e9) and c.bytes_at(8) == pytest.approx(1.5e9)
     assert c.bytes_at(24) == pytest.approx(2.25e9)
+
+
+def test_measure_traffic_refuses_no_partition_before_any_gpu_work():
+    with pytest.raises(ValueError, match="sm_counts"):
+        T.measure_traffic("memory", sm_counts=())
+    with pytest.raises(ValueError, match="sm_counts"):
+        T.measure_traffic("memory", sm_counts=(0,))
