@@ -295,24 +295,22 @@ def _add_tune(sub) -> None:
 
 
 def _cmd_compare(args) -> int:
-    import pandas as pd
-
-    from ..analysis.comparison import compare
-    from ..views.compare_text import describe
+    from ..analysis.comparison import Comparisons, compare
+    from ..views.compare_text import describe_sets
 
     for path in filter(None, (args.a, args.b)):
         if not Path(path).exists():
             raise Usage(f"{path!r} does not exist; give two saved results (.parquet or .csv)")
     c = compare(args.a, args.b, by=args.by, min_effect=args.threshold / 100.0, confidence=args.confidence,
                 slo_ms=args.slo_ms)
-    cols = ["group", "layout_a", "layout_b", "median_a_ms", "median_b_ms", "ratio", "ratio_low", "ratio_high",
-            "verdict", "cycles_verdict", "reason"]
-    with pd.option_context("display.width", 220, "display.max_rows", 1000, "display.max_colwidth", 90,
-                           "display.float_format", "{:.4f}".format):
-        print(c.table[cols].to_string(index=False))
-    print()
-    for line in describe(c):
-        print(f"- {line}")
+    sets = list(c) if isinstance(c, Comparisons) else [("", c)]
+    for name, one in sets:
+        if name:
+            print(f"== {name} ==")
+        _print_comparison(one)
+    if isinstance(c, Comparisons):
+        for line in describe_sets(c):
+            print(f"- {line}")
     if args.plot:
         from ..views.compare import plot_compare
 
@@ -327,19 +325,36 @@ def _gate(table, pct: float) -> int:
     its verdict: a noisy side does not hide a regression), 3 when none does but some interval
     reaches beyond +PCT% (too noisy to rule one out), else 0."""
     limit = 1.0 + pct / 100.0
+    of = lambda row: f" of {row['measured']}" if "measured" in table.columns else ""  # noqa: E731
     slow = table[table["ratio_low"] > limit]
     if len(slow):
         worst = slow.loc[slow["ratio_low"].idxmax()]
         return _fail("compare", f"regression: {len(slow)} layout x mode pair(s) SLOW by more than {pct:g}% (at "
-                                f"least {worst['ratio_low'] - 1:+.1%} at {worst['group']} {worst['layout_b']}, "
-                                f"verdict {worst['verdict']})", 1)
+                                f"least {worst['ratio_low'] - 1:+.1%} at {worst['group']} {worst['layout_b']}"
+                                f"{of(worst)}, verdict {worst['verdict']})", 1)
     unsure = table[~(table["ratio_high"] <= limit) & table["ratio_low"].notna()]
     if len(unsure):
         worst = unsure.loc[unsure["ratio_high"].idxmax()]
         return _fail("compare", f"cannot rule out a regression beyond {pct:g}%: {len(unsure)} layout x mode pair(s) "
                                 f"are too noisy (up to {worst['ratio_high'] - 1:+.1%} at {worst['group']} "
-                                f"{worst['layout_b']}); measure more repetitions or fewer layouts", 3)
+                                f"{worst['layout_b']}{of(worst)}); measure more repetitions or fewer layouts", 3)
     return 0
+
+
+def _print_comparison(c) -> None:
+    import pandas as pd
+
+    from ..views.compare_text import describe
+
+    cols = ["group", "layout_a", "layout_b", "median_a_ms", "median_b_ms", "ratio", "ratio_low", "ratio_high",
+            "verdict", "cycles_verdict", "reason"]
+    with pd.option_context("display.width", 220, "display.max_rows", 1000, "display.max_colwidth", 90,
+                           "display.float_format", "{:.4f}".format):
+        print(c.table[cols].to_string(index=False))
+    print()
+    for line in describe(c):
+        print(f"- {line}")
+    print()
 
 
 def _add_compare(sub) -> None:
