@@ -115,14 +115,14 @@ def _agreement(base, other) -> dict:
     groups = sorted(set(a.index.droplevel("rep")) & set(b.index.droplevel("rep")))
     joint = 1 - 0.05 / max(1, len(groups))
     inside = inside_joint = 0
-    worst = (0.0, None)
+    worst = (1.0, None)
     for g in groups:
         xa, xb = a.loc[g].to_numpy(), b.loc[g].to_numpy()
         est, lo, hi = ratio_ci(xa, xb, 0.95)
         inside += lo <= 1.0 <= hi
         _, jlo, jhi = ratio_ci(xa, xb, joint)
         inside_joint += jlo <= 1.0 <= jhi
-        if abs(est - 1) > abs(worst[0] - 1):
+        if worst[1] is None or abs(est - 1) > abs(worst[0] - 1):
             worst = (est, g)
     return {"comparisons": len(groups), "inside_95": int(inside), "inside_joint": int(inside_joint),
             "worst_ratio": worst[0], "worst_at": list(map(str, worst[1] or ()))}
