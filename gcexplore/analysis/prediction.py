@@ -240,7 +240,7 @@ class _Curve:
         # counted on a small partition too: bytes per call between the two sizes, linear in SMs
         small = float(rows["small_dram_bytes"].iloc[0]) if "small_dram_bytes" in rows else math.nan
         k_small = float(rows["small_sm_count"].iloc[0]) if "small_sm_count" in rows else math.nan
-        k_big = float(rows["device_sm_count"].iloc[0])
+        k_big = float(rows[SM_COUNT].iloc[0])
         self.small = (k_small, small) if math.isfinite(small) and math.isfinite(k_small) and k_small < k_big else None
         self.k_big = k_big
         starts = rows.loc[rows["position"] == "first", "start_ms"].to_numpy(dtype=float)
