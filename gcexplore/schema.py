@@ -110,6 +110,15 @@ _PM = {
     "sm_active_pct": "float64",
 }
 
+# One row per decode gap or prefill request of a serving run; see gcexplore.experiments.serving.
+_SERVING = {
+    "mode": "str", "layout": "str", "decode_sm_count": "int64", "prefill_sm_count": "int64", "load": "str",
+    "rate_rps": "float64", "pattern": "str", "burst": "int64", "duration_s": "float64", "seed": "int64",
+    "record": "str", "index": "int64", "start_ms": "float64", "end_ms": "float64", "itl_ms": "float64",
+    "arrival_ms": "float64", "ttft_ms": "float64", "queue_ms": "float64", "tokens": "int64",
+    "window_ms": "float64", "run_ms": "float64",
+}
+
 #: Columns (name -> dtype, in order) of each result kind.
 COLUMNS = {
     "overlap": {**_OVERLAP, **IDENTITY_COLUMNS},
@@ -120,11 +129,12 @@ COLUMNS = {
     "trace": {**_TRACE, **IDENTITY_COLUMNS},
     "tune": {**_TUNE, **IDENTITY_COLUMNS},
     "pm": {**_PM, **IDENTITY_COLUMNS},
+    "serving": {**_SERVING, **IDENTITY_COLUMNS},
 }
 KINDS = tuple(COLUMNS)
 
 # Columns that tell a kind apart when attrs["kind"] is gone (e.g. after pd.concat).
-_SIGNATURE = (("trace", "correlation_id"), ("tune", "step"), ("pm", "dram_pct"), ("overlap", "mode"),
+_SIGNATURE = (("serving", "ttft_ms"), ("trace", "correlation_id"), ("tune", "step"), ("pm", "dram_pct"), ("overlap", "mode"),
               ("isolation", "scenario"), ("occupancy", "sm_id"), ("scaling", "sm_count"))
 
 
