@@ -193,3 +193,46 @@ def test_advisor_measures_little_and_finds_the_grids_best():
     assert advice.cost_ms < 0.5 * table["run_ms"].sum()
     errs = S.prediction_errors(pred, table)
     assert np.allclose(errs["itl_p99_error"], 1 / 1.1 - 1)
+
+
+def _grid():
+    rows = []
+    for dsm, itl, ttft in ((32, 3.0, 5.0), (64, 1.5, 8.0), (96, 1.0, 30.0)):
+        for rate in (20.0, 40.0):
+            rows += _run("partitioned", f"{dsm}+{132 - dsm}", dsm, 132 - dsm, rate, [itl] * 30, np.arange(10.0),
+                         [ttft * rate / 20] * 10)
+    for rate in (20.0, 40.0):
+        rows += _run("streams", "streams", 132, 132, rate, [4.0] * 30, np.arange(10.0), [3.0] * 10)
+        rows += _run("time_sliced", "time_sliced", 132, 132, rate, [2.5] * 30, np.arange(10.0), [12.0] * 10)
+    return frame(rows, "serving", SYNTH)
+
+
+def test_trade_facts_say_what_the_rows_show():
+    f = S.trade_facts(S.serving_table(_grid()))
+    assert f["itl_falls"] and f["ttft_rises"]
+    assert "ITL p99 3 -> 1 ms" in f["text"] and "2 of 2 loads" in f["text"]
+
+
+def test_plot_serving_draws_tails_goodput_and_the_advised_split():
+    from gcexplore.views.serving import plot_serving
+
+    slo = S.ServingSLO(ttft_ms=20.0, itl_p99_ms=2.0)
+    fig = plot_serving(_grid(), slo, advised="64+68")
+    gids = {a.get_gid() for ax in fig.axes for a in [*ax.lines, *ax.patches] if a.get_gid()}
+    assert {"itl_p99_ms:poisson 20/s", "streams:itl_p99_ms:poisson 20/s", "time_sliced:ttft_p50_ms:poisson 40/s",
+            "advised", "goodput:streams", "slo:itl_p99_ms"} <= gids
+    star = next(ln for ax in fig.axes for ln in ax.lines if ln.get_gid() == "advised")
+    assert star.get_xdata()[0] == 64 and star.get_ydata()[0] == 40.0  # 64+68 meets at 40/s too (TTFT 16 ms)
+    with pytest.raises(Exception, match="serving"):
+        plot_serving(pd.DataFrame({"x": [1]}))
+
+
+def test_cli_serve_checks_before_the_gpu(capsys):
+    from gcexplore.cli import main
+
+    assert main(["serve", "--ttft-ms", "5"]) == 2
+    assert "give both --ttft-ms and --itl-p99-ms" in capsys.readouterr().err
+    assert main(["serve", "--chunk", "4096", "--prompt", "1024"]) == 2
+    with pytest.raises(SystemExit) as e:
+        main(["serve", "--rates", "0"])
+    assert e.value.code == 2 and "rates must be positive" in capsys.readouterr().err

@@ -24,8 +24,8 @@ EXTRA = {
     "display": ("RATES", "modes_in", "placement", "rate_quantiles", "rates", "workload_order"),
     "occupancy": ("occupancy_layout",),
     "tuning": ("TUNE_TABLE_COLUMNS", "gpu_time_ms", "slo_split"),
-    "serving": ("Advice", "SERVING_TABLE_COLUMNS", "advise", "loads_of", "predict_serving", "prediction_errors",
-                "ttft_queue"),
+    "serving": ("Advice", "SERVING_TABLE_COLUMNS", "advise", "advise_recorded", "loads_of", "predict_serving", "prediction_errors",
+                "trade_facts", "ttft_queue"),
     "modes": ("baseline_choice", "busy_shares", "cluster_labels", "dram_headline", "group_modes", "launch_limits",
               "rep_mode", "sample_modes", "scaling_facts", "trace_modes"),
 }

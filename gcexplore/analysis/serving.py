@@ -24,8 +24,8 @@ import pandas as pd
 from ..results.validate import check_result
 from .stats import quantile
 
-__all__ = ["Advice", "SERVING_TABLE_COLUMNS", "ServingSLO", "advise", "goodput_table", "loads_of", "predict_serving",
-           "prediction_errors", "serving_table", "ttft_queue"]
+__all__ = ["Advice", "SERVING_TABLE_COLUMNS", "ServingSLO", "advise", "advise_recorded", "goodput_table", "loads_of", "predict_serving",
+           "prediction_errors", "serving_table", "trade_facts", "ttft_queue"]
 
 RUN_KEYS = ["mode", "layout", "load"]
 SERVING_TABLE_COLUMNS = [
@@ -272,3 +272,56 @@ def advise(alone: pd.DataFrame, loads: dict, slo: ServingSLO, measure: Callable[
     reason = (f"{best_layout} met {slo.text()} at {best_rate:g} requests/s" if best_layout
               else f"no split met {slo.text()} at any measured rate")
     return Advice(best_layout, best_rate, pred, measured, cost, reason)
+
+
+def trade_facts(table: pd.DataFrame) -> dict:
+    """Whether the decode tail falls and the TTFT rises as the decode share grows, per load, from a
+    :func:`serving_table`: the smallest and largest decode share's ITL p99 and TTFT p50, and a
+    sentence saying what the data show."""
+    part = table[table["mode"] == "partitioned"]
+    per_load = []
+    for load, g in part.groupby("load", sort=False):
+        g = g.sort_values("decode_sm_count")
+        lo, hi = g.iloc[0], g.iloc[-1]
+        per_load.append({"load": load, "small": int(lo["decode_sm_count"]), "large": int(hi["decode_sm_count"]),
+                         "itl_p99_small_ms": float(lo["itl_p99_ms"]), "itl_p99_large_ms": float(hi["itl_p99_ms"]),
+                         "ttft_p50_small_ms": float(lo["ttft_p50_ms"]), "ttft_p50_large_ms": float(hi["ttft_p50_ms"])})
+    falls = [p["itl_p99_large_ms"] < p["itl_p99_small_ms"] for p in per_load]
+    rises = [p["ttft_p50_large_ms"] > p["ttft_p50_small_ms"] for p in per_load]
+    if not per_load:
+        text = "no partitioned runs"
+    else:
+        p = per_load[-1]
+        text = (f"from {p['small']} to {p['large']} decode SMs at {p['load']}: ITL p99 "
+                f"{p['itl_p99_small_ms']:.3g} -> {p['itl_p99_large_ms']:.3g} ms, TTFT p50 "
+                f"{p['ttft_p50_small_ms']:.3g} -> {p['ttft_p50_large_ms']:.3g} ms; the decode tail falls at "
+                f"{sum(falls)} of {len(falls)} loads and the TTFT rises at {sum(rises)} of {len(rises)}")
+    return {"per_load": per_load, "itl_falls": all(falls) and bool(falls), "ttft_rises": all(rises) and bool(rises),
+            "text": text}
+
+
+def advise_recorded(df: pd.DataFrame, slo: ServingSLO) -> tuple[Advice, dict]:
+    """:func:`advise` replayed on a recorded grid (its ``alone`` rows and every split x load): each
+    run the advisor asks for is looked up instead of measured, at its recorded GPU time. Returns the
+    advice and ``{"grid_best_layout", "grid_best_goodput_rps", "grid_cost_ms", "cost_share",
+    "reaches"}`` (the advised split's goodput in the grid over the grid's best)."""
+    table = serving_table(df, slo)
+    part = table[table["mode"] == "partitioned"]
+    if part.empty:
+        raise ValueError("advise_recorded needs the partitioned runs of a split x load grid")
+
+    def lookup(layout: str, rate: float) -> pd.DataFrame:
+        return part[(part["layout"] == layout) & (part["rate_rps"] == rate)]
+
+    drain = float(df.attrs.get("drain_s", df["duration_s"].iloc[0]))
+    advice = advise(df[df["mode"] == "alone"], loads_of(df), slo, lookup,
+                    deadline_ms=(float(df["duration_s"].iloc[0]) + drain) * 1e3)
+    good = goodput_table(table, slo)
+    good = good[good["mode"] == "partitioned"].sort_values("goodput_rps", kind="stable")
+    best = good.iloc[-1]
+    grid_cost = float(part["run_ms"].sum())
+    mine = good[good["layout"] == advice.layout]["goodput_rps"]
+    reached = float(mine.iloc[0]) if len(mine) else 0.0
+    return advice, {"grid_best_layout": str(best["layout"]), "grid_best_goodput_rps": float(best["goodput_rps"]),
+                    "grid_cost_ms": grid_cost, "cost_share": advice.cost_ms / grid_cost if grid_cost else math.nan,
+                    "reaches": reached / float(best["goodput_rps"]) if best["goodput_rps"] else math.nan}
