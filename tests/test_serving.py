@@ -7,6 +7,7 @@ The synthetic frames are made up here (device "synthetic GPU (not a measurement)
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import pandas as pd
@@ -236,3 +237,134 @@ def test_cli_serve_checks_before_the_gpu(capsys):
     with pytest.raises(SystemExit) as e:
         main(["serve", "--rates", "0"])
     assert e.value.code == 2 and "rates must be positive" in capsys.readouterr().err
+
+
+# -- the experiment's host logic on a simulated GPU ----------------------------
+
+class _SimStream:
+    """A stream with its own virtual clock (ms): work advances it, events are always done."""
+
+    def __init__(self, name, clock):
+        self.name, self.t = name, clock
+
+    def __cuda_stream__(self):
+        return (0, id(self))
+
+    def record(self):
+        return type("E", (), {"is_done": True, "sync": lambda self: None})()
+
+    def sync(self):
+        pass
+
+
+_T0 = time.perf_counter()
+
+
+def _cursor(stream) -> float:
+    """Where a simulated stream is (ms): its last work's end, or now when it is idle."""
+    now = stream.t["now"]
+    now[stream.name] = max(now[stream.name], (time.perf_counter() - _T0) * 1e3)
+    return now[stream.name]
+
+
+class _SimClock:
+    def __init__(self, *_):
+        self.steps, self.start, self.end = (np.zeros(4096, dtype=np.int64) for _ in range(3))
+
+    def reset(self):
+        for b in (self.steps, self.start, self.end):
+            b[:] = 0
+
+    def tick(self, stream, buf, i):
+        buf[i] = int(_cursor(stream) * 1e6)
+
+    def arrive(self, stream, offset_ms, i):
+        now = stream.t["now"]
+        # the GPU holds the request until the run's first tick; the simulation takes that as now
+        base = self.steps[0] / 1e6 if self.steps[0] else (time.perf_counter() - _T0) * 1e3
+        now[stream.name] = max(_cursor(stream), base + offset_ms)
+        self.start[i] = int(now[stream.name] * 1e6)
+
+    def read(self, steps, n):
+        return self.steps[:steps + 1].copy(), self.start[:n].copy(), self.end[:n].copy()
+
+
+def test_serve_runs_every_mode_on_a_simulated_gpu(monkeypatch):
+    import sys
+    import types
+
+    from gcexplore.device.driver import DeviceInfo
+    from gcexplore.experiments import serving as E
+
+    clocks = {"now": {}}
+
+    def stream(name):
+        clocks["now"].setdefault(name, 0.0)
+        return _SimStream(name, clocks)
+
+    def work(ms, wait):
+        def run(*, stream):  # a decode step holds the host as long as the simulated GPU works
+            if wait:
+                time.sleep(ms / 1e3)
+            stream.t["now"][stream.name] = _cursor(stream) + ms
+        return run
+
+    model = serving_roles(decode=work(1.0, True), prefill=work(5.0, False), decode_tokens=32, prompt_tokens=2048,
+                          prefill_chunks=[work(1.25, False)] * 4)
+
+    class _Dec:
+        def __init__(self, model, s, where, graphs):
+            self.stream = s
+            self.step = lambda: model.decode(stream=s)
+
+        def close(self):
+            pass
+
+    class _Parts:
+        def __init__(self, k):
+            self.k = k
+            self.parts = [types.SimpleNamespace(sm_count=k, stream=stream(f"d{k}"))]
+            self.remainder = types.SimpleNamespace(sm_count=132 - k, stream=stream(f"p{k}"))
+
+        def __getitem__(self, i):
+            return self.parts[i]
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    whole = types.SimpleNamespace(streams=(stream("w0"), stream("w1")), __enter__=None)
+
+    class _Whole:
+        def __enter__(self):
+            return whole
+
+        def __exit__(self, *exc):
+            return False
+
+    info = DeviceInfo(name="simulated GPU (not a measurement)", index=0, compute_capability=(9, 0), sm_count=132,
+                      min_partition_size=8, alignment=8, driver_version=13000)
+    fake_torch = types.SimpleNamespace(cuda=types.SimpleNamespace(empty_cache=lambda: None))
+    monkeypatch.setitem(sys.modules, "torch", fake_torch)
+    monkeypatch.setattr(E, "_Clock", _SimClock)
+    monkeypatch.setattr(E, "_Decode", _Dec)
+    monkeypatch.setattr(E, "device_info", lambda device: info)
+    monkeypatch.setattr(E.partitions, "split", lambda counts, **kw: _Parts(counts[0]))
+    monkeypatch.setattr(E.partitions, "whole_device", lambda *a, **kw: _Whole())
+    df = E.serve(model, [32, 96], rates=[30.0, 60.0], duration_s=0.2, seed=2)
+    t = S.serving_table(df)
+    assert set(t["mode"]) == {"alone", "partitioned", "streams", "time_sliced"}
+    assert set(t[t["mode"] == "partitioned"]["layout"]) == {"32+100", "96+36"}
+    loaded = t[t["mode"] != "alone"]
+    assert (loaded["served"] == loaded["requests"]).all() and (loaded["gaps"] > 0).all()
+    # every request ends after it arrived; not checked time-sliced, where the simulated stream runs
+    # ahead of the host without the GPU's back-pressure
+    reqs = df[(df["record"] == "request") & df["mode"].isin(["partitioned", "streams"])]
+    assert (reqs["ttft_ms"] > 0).all() and (reqs["queue_ms"] >= 0).all()
+    alone = t[t["mode"] == "alone"]
+    assert set(alone["service_p50_ms"].dropna().round(3)) == {5.0}
+    assert np.allclose(alone["itl_p50_ms"].dropna(), 1.0, atol=0.3)  # plus the host's own time
+    with pytest.raises(ValueError, match="valid partition sizes are 8, 16"):
+        E.serve(model, [132], rates=[10.0])
