@@ -16,6 +16,7 @@ PUBLIC = {
     "prediction": ("predict", "predict_error", "prediction_facts"),
     "comparison": ("compare",),
     "serving": ("ServingSLO", "goodput_table", "serving_table"),
+    "comm": ("bandwidth_table", "comm_answer", "comm_table", "nccl_attribution"),
 }
 EXTRA = {
     "stats": ("NOISY_FRACTION", "STAT_COLUMNS", "quantiles"),
@@ -26,6 +27,7 @@ EXTRA = {
     "tuning": ("TUNE_TABLE_COLUMNS", "gpu_time_ms", "slo_split"),
     "serving": ("Advice", "SERVING_TABLE_COLUMNS", "advise", "advise_recorded", "loads_of", "predict_serving", "prediction_errors",
                 "trade_facts", "ttft_queue"),
+    "comm": ("bus_bw_gbs", "bus_factor", "comm_steps"),
     "modes": ("baseline_choice", "busy_shares", "cluster_labels", "dram_headline", "group_modes", "launch_limits",
               "rep_mode", "sample_modes", "scaling_facts", "trace_modes"),
 }

@@ -21,6 +21,7 @@ from pathlib import Path
 from .._version import __version__
 from .args import (RESULT_SUFFIXES, Usage, check_checkpoint, float_arg, int_arg, int_list, kernel_trace_file,
                    mode_list, workload_names, writable_file)
+from .comm import add_comm
 from .serve import add_serve
 
 
@@ -447,12 +448,6 @@ def _add_campaign(sub) -> None:
     s.set_defaults(func=_cmd_campaign)
 
 
-def _cmd_serve(args) -> int:
-    from .serve import cmd_serve
-
-    return cmd_serve(args)
-
-
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="gcexplore", description="Explore and profile CUDA green contexts.")
     p.add_argument("--version", action="version", version=f"gcexplore {__version__}")
@@ -465,7 +460,8 @@ def _parser() -> argparse.ArgumentParser:
     _add_tune(sub)
     _add_compare(sub)
     _add_campaign(sub)
-    add_serve(sub, _cmd_serve)
+    add_serve(sub)
+    add_comm(sub)
     s = sub.add_parser(
         "demo", help="sweep the built-in compute + memory pair (or, without a GPU, show the "
                      "recorded results): summary table, PNG plots and the results file")

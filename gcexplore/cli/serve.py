@@ -24,7 +24,7 @@ def _rates(text: str) -> list[float]:
     return rates
 
 
-def add_serve(sub, cmd) -> None:
+def add_serve(sub) -> None:
     s = sub.add_parser("serve", help="decode and prefill of a synthetic decoder stack on one GPU: ITL and TTFT "
                                      "tails per decode share and load, goodput at SLOs against plain streams and "
                                      "time slicing")
@@ -48,7 +48,7 @@ def add_serve(sub, cmd) -> None:
     s.add_argument("--recorded", action="store_true", help="show the recorded H100 run (no GPU needed)")
     s.add_argument("--device", type=int_arg(0), default=0)
     s.add_argument("--out", default="serving.parquet", help="results file (.parquet or .csv)")
-    s.set_defaults(func=cmd)
+    s.set_defaults(func=cmd_serve)
 
 
 def _slo(args):

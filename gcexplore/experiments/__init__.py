@@ -16,6 +16,9 @@ PUBLIC = {
     "solo": ("card_bandwidth", "load_profiles", "save_profiles", "solo_profile"),
     "campaigns": ("Campaign", "campaign", "register_experiment"),
     "serving": ("advise_split", "serve"),
+    "comm_launch": ("CommLaunchError", "comm_sweep"),
+    "comm": ("CommSpec",),
+    "comm_tune": ("recommend_comm",),
 }
 EXTRA = {"serving": ("SERVING_MODES",)}
 __all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC, EXTRA)

@@ -15,5 +15,6 @@ PUBLIC = {
     "predict": ("plot_predict",),
     "compare": ("plot_compare",),
     "serving": ("plot_serving",),
+    "comm": ("plot_comm",),
 }
 __all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC)

@@ -10,5 +10,6 @@ PUBLIC = {"workload": ("Workload", "from_cupy", "from_kernel", "from_torch"), "b
           "serving": ("decoder_stack", "serving_roles")}
 EXTRA = {"builtins": ("BUILTINS", "Recorder", "compute", "copy", "latency", "memory", "parse_builtin", "spin"),
          "spec": ("as_workload", "as_workloads", "workload_names"),
-         "serving": ("ARRIVALS", "ModelShape", "ServingModel", "arrivals")}
+         "serving": ("ARRIVALS", "ModelShape", "ServingModel", "arrivals"),
+         "collectives": ("COLLECTIVES", "collective", "nccl_versions")}
 __all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC, EXTRA)
