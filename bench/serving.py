@@ -92,10 +92,11 @@ def main(argv=None) -> int:
     grid = gcexplore.serve(model, splits, rates=rates, modes=("partitioned", "streams", "time_sliced"),
                            duration_s=a.duration, progress=say, graphs=graphs)
     grid_wall = time.perf_counter() - t
-    # one recorded result: the grid with the alone rows it is predicted from
-    alone_rows = alone.assign(run_id=grid["run_id"].iloc[0])
-    rec = pd.concat([alone_rows, grid], ignore_index=True)
+    # one recorded result: the grid with the alone rows it is predicted from (two runs of one process,
+    # each keeping its run id)
+    rec = pd.concat([alone, grid], ignore_index=True)
     rec.attrs.update(grid.attrs)
+    rec.attrs["alone_run_id"] = alone.attrs["run_id"]
     rec.attrs.update(modes=gcexplore.experiments.SERVING_MODES, slo_ttft_ms=slo.ttft_ms, slo_itl_p99_ms=slo.itl_p99_ms,
                      slo_attainment=slo.attainment, bench="bench/serving.py")
     gcexplore.save(rec, out / "serving.parquet")
