@@ -368,3 +368,16 @@ def test_serve_runs_every_mode_on_a_simulated_gpu(monkeypatch):
     assert np.allclose(alone["itl_p50_ms"].dropna(), 1.0, atol=0.3)  # plus the host's own time
     with pytest.raises(ValueError, match="valid partition sizes are 8, 16"):
         E.serve(model, [132], rates=[10.0])
+
+
+def test_two_cards_stay_apart_and_a_doubled_run_is_refused():
+    a = _grid()
+    b = _grid().assign(run_id="other", device_uuid="GPU-other")
+    both = pd.concat([a, b], ignore_index=True)
+    slo = S.ServingSLO(ttft_ms=20.0, itl_p99_ms=2.0)
+    t = S.serving_table(both, slo)
+    assert len(t) == 2 * len(S.serving_table(a, slo)) and set(t["run_id"]) == {"synthetic", "other"}
+    g = S.goodput_table(t, slo)
+    assert len(g) == 2 * len(S.goodput_table(a, slo))
+    with pytest.raises(Exception, match="repeat a repetition"):
+        S.serving_table(pd.concat([a, a], ignore_index=True))

@@ -21,6 +21,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from ..results.run import per_run, with_identity
 from ..results.validate import check_result
 from .stats import quantile
 
@@ -103,15 +104,22 @@ def _one_run(keys, g: pd.DataFrame) -> dict:
 
 
 def serving_table(df: pd.DataFrame, slo: ServingSLO | None = None) -> pd.DataFrame:
-    """One row per run of a ``"serving"`` result: ITL p50 / p99 / max, TTFT p50 / p99 (NaN TTFTs,
+    """One row per run (mode, layout, load) of a ``"serving"`` result: ITL p50 / p99 / max, TTFT p50 / p99 (NaN TTFTs,
     unserved requests, count as infinitely late), queueing and service medians, decode and prefill
-    tokens per second over the run's window, and its GPU time (``run_ms``).
+    tokens per second over the run's window, and its GPU time (``run_ms``), with the identity
+    columns of the measurement it came from (results of several cards or runs stay apart).
 
     With ``slo``: ``ttft_attainment`` (share of requests within ``slo.ttft_ms``) and ``meets_slo``.
     ``alone`` rows give the decode step's gaps (``prefill_sm_count`` 0) and the prefill service
     time (``decode_sm_count`` 0) on each partition by themselves.
     """
     check_result(df, "serving", "serving_table")
+    out = per_run(df, lambda rows: with_identity(_table(rows, slo), rows))
+    out.attrs.update({k: v for k, v in df.attrs.items() if k in ("device_name", "run_id", "model", "graphs")})
+    return out
+
+
+def _table(df: pd.DataFrame, slo: ServingSLO | None) -> pd.DataFrame:
     rows = []
     for keys, g in df.groupby(RUN_KEYS, sort=False):
         if keys[0] != "alone":
@@ -128,7 +136,6 @@ def serving_table(df: pd.DataFrame, slo: ServingSLO | None = None) -> pd.DataFra
         out["ttft_attainment"] = out["ttft_attainment"].fillna(1.0)
         out["meets_slo"] = (out["ttft_attainment"] >= slo.attainment) & (out["itl_p99_ms"] <= slo.itl_p99_ms)
         out.loc[out["mode"] == "alone", "meets_slo"] = False
-    out.attrs.update({k: v for k, v in df.attrs.items() if k in ("device_name", "run_id", "model", "graphs")})
     return out
 
 
@@ -138,10 +145,12 @@ def goodput_table(df_or_table: pd.DataFrame, slo: ServingSLO) -> pd.DataFrame:
     result or its :func:`serving_table` with ``slo``."""
     t = df_or_table if "meets_slo" in df_or_table.columns else serving_table(df_or_table, slo)
     rows = []
-    for (mode, layout), g in t[t["mode"] != "alone"].groupby(["mode", "layout"], sort=False):
+    keys = [c for c in ("device_uuid", "device_index", "run_id") if c in t.columns]
+    for k, g in t[t["mode"] != "alone"].groupby([*keys, "mode", "layout"], sort=False, dropna=False):
+        mode, layout = k[-2:]
         ok = g[g["meets_slo"]].sort_values("rate_rps")
         best = ok.iloc[-1] if len(ok) else None
-        rows.append({"mode": mode, "layout": layout, "decode_sm_count": int(g["decode_sm_count"].iloc[0]),
+        rows.append({**dict(zip(keys, k[:-2])), "mode": mode, "layout": layout, "decode_sm_count": int(g["decode_sm_count"].iloc[0]),
                      "goodput_rps": float(best["rate_rps"]) if best is not None else 0.0,
                      "loads_met": len(ok), "loads": len(g),
                      **{c: float(best[c]) if best is not None else math.nan
