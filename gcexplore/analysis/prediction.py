@@ -234,6 +234,12 @@ class _Curve:
         # re-read from L2 across calls, and a neighbour's traffic can evict it
         self.cold = cold if math.isfinite(cold) and math.isfinite(self.bytes) and cold > self.bytes else math.nan
         self.l2 = float(rows["l2_traffic_bytes"].iloc[0]) if "l2_traffic_bytes" in rows else math.nan
+        # counted on a small partition too: bytes per call between the two sizes, linear in SMs
+        small = float(rows["small_dram_bytes"].iloc[0]) if "small_dram_bytes" in rows else math.nan
+        k_small = float(rows["small_sm_count"].iloc[0]) if "small_sm_count" in rows else math.nan
+        k_big = float(rows["device_sm_count"].iloc[0])
+        self.small = (k_small, small) if math.isfinite(small) and math.isfinite(k_small) and k_small < k_big else None
+        self.k_big = k_big
         starts = rows.loc[rows["position"] == "first", "start_ms"].to_numpy(dtype=float)
         self.offset = float(np.nanmedian(starts)) if np.isfinite(starts).any() else 0.0
 
@@ -263,6 +269,14 @@ class _Curve:
         ta = self.any[a][0]
         return ta, ta * a / n, ta, False
 
+    def bytes_at(self, n: int) -> float:
+        """DRAM bytes per call on ``n`` SMs: the whole device's count, or between the two counted sizes."""
+        if self.small is None or not math.isfinite(self.bytes):
+            return self.bytes
+        k, b = self.small
+        x = min(max((n - k) / (self.k_big - k), 0.0), 1.0)
+        return b + x * (self.bytes - b)
+
     def fastest(self) -> float:
         return min(v[0] for v in self.any.values())
 
@@ -275,13 +289,13 @@ class _Curve:
         pattern's share of the card's bandwidth."""
         if not math.isfinite(self.bytes):
             return math.nan
-        return max(self.bytes / (t[0] * 1e6) for t in self.any.values())
+        return max(self.bytes_at(k) / (t[0] * 1e6) for k, t in self.any.items())
 
     def per_sm_gbs(self) -> float:
         """DRAM GB/s per SM at the least saturated measured size (NaN without bytes)."""
         if not math.isfinite(self.bytes):
             return math.nan
-        return max(self.bytes / (t[0] * 1e6) / k for k, t in self.any.items())
+        return max(self.bytes_at(k) / (t[0] * 1e6) / k for k, t in self.any.items())
 
 
 def l2_drawn_gbs(profiles) -> float:
@@ -318,15 +332,16 @@ def _waterfill(total: float, caps: list[float], weights: list[float]) -> list[fl
     return share
 
 
-def _dram_bytes(c: _Curve, spill: float, worst: bool, peak: float, t: float) -> float:
-    """Bytes the workload pulls from DRAM per call (``spill``: share of L2 re-reads that miss)."""
+def _dram_bytes(c: _Curve, spill: float, worst: bool, peak: float, t: float, n: int) -> float:
+    """Bytes the workload pulls from DRAM per call on ``n`` SMs (``spill``: share of L2 re-reads that miss)."""
     if not math.isfinite(c.bytes):
         return peak * t * 1e6 if worst else 0.0  # unknown: as if it saturated DRAM alone (worst case)
     if math.isfinite(c.cold):  # counted: back to back, and with the L2 emptied before each call
-        return c.bytes + spill * (c.cold - c.bytes)
+        warm = c.bytes_at(n)
+        return warm + spill * max(c.cold - warm, 0.0)
     if math.isfinite(c.working_set) and c.working_set < c.bytes:
         return c.working_set + spill * (c.bytes - c.working_set)
-    return c.bytes
+    return c.bytes_at(n)
 
 
 def _footprint(c: _Curve) -> float:
@@ -373,7 +388,8 @@ def _fluid(curves: list[_Curve], times: list[float], sms: list[int], peak: float
     while any(math.isnan(e) for e in end):
         act = [i for i in range(n) if math.isnan(end[i])]
         spill = _spill([curves[i] for i in act], l2)
-        demand = [_dram_bytes(curves[i], sp, worst, peak, times[i]) / (times[i] * 1e6) for i, sp in zip(act, spill)]
+        demand = [_dram_bytes(curves[i], sp, worst, peak, times[i], sms[i]) / (times[i] * 1e6)
+                  for i, sp in zip(act, spill)]
         # a bandwidth-bound workload's best pattern present sets what DRAM gives (48 MiB triads
         # reached 2.63 TB/s alone and 2.67 together); workloads far below the peak say nothing of it
         ceilings = [c for c in (curves[i].ceiling_gbs() for i in act) if math.isfinite(c) and c >= 0.5 * peak]
