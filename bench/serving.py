@@ -87,6 +87,16 @@ def main(argv=None) -> int:
           f"(capacity {capacity:.1f} requests/s); rates {rates}; SLO: {slo.text()}")
     print(_table(at, ["layout", "decode_sm_count", "prefill_sm_count", "itl_p50_ms", "itl_p99_ms",
                       "service_p50_ms", "run_ms"]))
+    graph_note = {}
+    if graphs:  # where the decode graph helps: the same decode steps launched op by op
+        mid = splits[len(splits) // 2]
+        eager = S.serving_table(gcexplore.serve(model, [mid], rates=[1.0], modes=("alone",), graphs=False,
+                                                duration_s=a.duration))
+        for name, tab in (("graph", at), ("eager", eager)):
+            d = tab[(tab["decode_sm_count"] == mid) | ((tab["layout"] == "streams") & (tab["prefill_sm_count"] == 0))]
+            for r in d.itertuples():
+                graph_note[f"{name} {r.layout} ITL p50 ms"] = r.itl_p50_ms
+        print("decode step, CUDA graph vs op by op:", graph_note)
 
     t = time.perf_counter()
     grid = gcexplore.serve(model, splits, rates=rates, modes=("partitioned", "streams", "time_sliced"),
@@ -120,7 +130,7 @@ def main(argv=None) -> int:
               "slo": {"ttft_ms": slo.ttft_ms, "itl_p99_ms": slo.itl_p99_ms, "attainment": slo.attainment},
               "decode_whole_ms": decode_whole, "prefill_whole_ms": prefill_whole, "grid_cost_ms": grid_cost,
               "grid_best_layout": str(best["layout"]), "grid_best_goodput_rps": float(best["goodput_rps"]),
-              "alone_wall_s": alone_wall, "grid_wall_s": grid_wall,
+              "alone_wall_s": alone_wall, "grid_wall_s": grid_wall, "graphs": graphs, "graph_vs_eager": graph_note,
               "itl_p99_within_10pct": float((errs["itl_p99_error"].abs() <= 0.10).mean()),
               "ttft_p50_within_10pct": float((errs["ttft_p50_error"].abs() <= 0.10).mean())}
     if not a.no_advisor:
