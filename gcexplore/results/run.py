@@ -268,7 +268,7 @@ def measured_groups(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
             rows = df.iloc[idx]
             keys.iloc[idx] = measured_label(rows)
     out = []
-    for label in dict.fromkeys(keys):
+    for label in pd.unique(keys):
         part = df[keys == label]
         part.attrs = dict(df.attrs)
         out.append((str(label), part))
