@@ -394,7 +394,7 @@ def _derive_groups(df) -> None:
                               for w in o["workloads"]], columns=[*keys, "workload", "origin"])
         table = table.drop_duplicates([*keys, "workload"], keep="last")  # the last entry wins, as before
         for k in keys:
-            table[k] = table[k].astype(cols[k].dtype, copy=False)
+            table[k] = table[k].astype(cols[k].dtype)
         hit = cols.merge(table, on=[*keys, "workload"], how="left", sort=False)["origin"].to_numpy()
         group = pd.Series(hit).fillna(pd.Series(group)).to_numpy().astype("int64")
     df["group"] = group

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 from statistics import NormalDist
 
 import numpy as np
@@ -185,3 +186,18 @@ def ratio_bound(base, other, confidence: float = 0.9) -> tuple[float, float]:
     to give one (5 each at 90%: k = 5 of 25 ratios)."""
     est, low, _ = ratio_ci(base, other, confidence)
     return est, low
+
+
+class _CallableModule(type(functools)):
+    """Earlier versions had a function ``gcexplore.analysis.stats``; calling the module still
+    works for one release, with a DeprecationWarning."""
+
+    def __call__(self, values) -> dict:
+        import warnings
+
+        warnings.warn("gcexplore.analysis.stats is a module now; call gcexplore.analysis.stats.stats(values) "
+                      "(calling the module goes in the next release)", DeprecationWarning, stacklevel=2)
+        return stats(values)
+
+
+sys.modules[__name__].__class__ = _CallableModule

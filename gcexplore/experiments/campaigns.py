@@ -212,15 +212,20 @@ def local_cluster(devices: Sequence | None = None, *, dashboard_address: str = "
 
     Raises
     ------
-    RuntimeError
+    UnsupportedError (a RuntimeError)
         No GPU is visible (pass ``client=`` or ``scheduler=`` to use a cluster elsewhere).
     """
     d = _distributed()
     Nanny, Scheduler, SpecCluster = d.Nanny, d.Scheduler, d.SpecCluster
     devs = [str(d) for d in (visible_gpus() if devices is None else devices)]
     if not devs:
-        raise RuntimeError("no GPU is visible here, so a local campaign cluster has no workers; pass client= "
-                           "or scheduler='tcp://host:8786' to use a cluster whose workers have GPUs")
+        why = "no GPU is visible here"
+        try:
+            device_count()
+        except UnsupportedError as e:  # "no NVIDIA driver found", as every GPU-less error opens
+            why = str(e).split(";")[0]
+        raise UnsupportedError(f"{why}, so a local campaign cluster has no workers; pass client= "
+                               "or scheduler='tcp://host:8786' to use a cluster whose workers have GPUs")
     workers = {f"gpu{d}": {"cls": Nanny, "options": {"nthreads": 1, "name": f"gpu{d}", "silence_logs": 40,
                                                      "env": {"CUDA_VISIBLE_DEVICES": d}}} for d in devs}
     scheduler = {"cls": Scheduler, "options": {"dashboard_address": dashboard_address, **scheduler_options}}
