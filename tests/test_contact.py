@@ -246,3 +246,29 @@ def test_explorer_tables_are_as_wide_as_their_area():
 
     html = display_data(S.sweep_df().head(3))["data"]["text/html"]
     assert "table.gcexplore-table{width:100%;table-layout:fixed" in html and "white-space:normal" in html
+
+
+# ------------------------------------------------------------------ campaigns and the test command
+
+
+def test_a_campaign_script_without_the_main_guard_gets_one_sentence(tmp_path):
+    pytest.importorskip("distributed")
+    script = tmp_path / "noguard.py"
+    script.write_text("import gcexplore\n"
+                      f"gcexplore.campaign([['compute', 'memory']], [[24]], folder={str(tmp_path / 'c')!r}, "
+                      "progress=False)\n")
+    env = {**__import__("os").environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": "0"}
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=env,
+                       timeout=300)
+    assert r.returncode == 1
+    assert 'call campaign() under `if __name__ == "__main__":`' in r.stderr
+    assert r.stderr.count("Traceback") <= 1 and "Nanny failed" not in r.stderr, r.stderr
+
+
+def test_the_test_command_says_when_the_browser_test_did_not_run(tmp_path):
+    env = {k: v for k, v in __import__("os").environ.items() if k != "GCEXPLORE_REQUIRE_BROWSER"}
+    env.update(PYTHONPATH=str(ROOT), GCEXPLORE_CHROMIUM=str(tmp_path / "no-chromium"))
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        "tests/test_browser.py::test_quickstart_explorer_in_chromium"],
+                       capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    assert "the real-browser test did not run" in r.stdout and ".ci/browser-setup installs" in r.stdout, r.stdout

@@ -25,6 +25,7 @@ EXTRA = {
     "occupancy": ("occupancy_layout",),
     "tuning": ("TUNE_TABLE_COLUMNS", "gpu_time_ms", "slo_split"),
     "comm": ("bus_bw_gbs", "bus_factor", "comm_steps"),
+    "campaigns": ("task_best_splits",),
     "modes": ("baseline_choice", "busy_shares", "cluster_labels", "dram_headline", "group_modes", "launch_limits",
               "rep_mode", "sample_modes", "scaling_facts", "trace_modes"),
 }
