@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -167,7 +168,7 @@ def _bad(what: str) -> ProfileError:
                         "gcexplore.analysis.prediction.profile_from(scaling or sweep result))")
 
 
-def check_profiles(profiles) -> pd.DataFrame:
+def check_profiles(profiles, *, bandwidth_given: bool = False) -> pd.DataFrame:
     """One profile frame from a frame, a sequence or a mapping of them; :class:`ProfileError` if unusable.
 
     Checks: the columns of :data:`PROFILE_COLUMNS`; positive finite durations; positive
@@ -179,7 +180,14 @@ def check_profiles(profiles) -> pd.DataFrame:
     if isinstance(profiles, (list, tuple)):
         if not profiles:
             raise _bad("no profiles given")
-        frames = [check_profiles(p) for p in profiles]
+        frames = [check_profiles(p, bandwidth_given=bandwidth_given) for p in profiles]
+        seen: dict[str, int] = {}
+        for i, f in enumerate(frames):
+            for w in dict.fromkeys(f["workload"].astype(str)):
+                if w in seen:  # pooled, two measurements would make one curve of both
+                    raise _bad(f"workload {w!r} is in profiles {seen[w]} and {i}; give one profile per workload "
+                               "(or rename one: profile.assign(workload='other name'))")
+                seen[w] = i
         df = pd.concat(frames, ignore_index=True)
         df.attrs.update(frames[0].attrs)
     elif isinstance(profiles, pd.DataFrame):
@@ -206,6 +214,17 @@ def check_profiles(profiles) -> pd.DataFrame:
         if df[col].nunique() > 1:
             raise _bad(f"profiles of different cards ({col}: {sorted(map(str, df[col].unique()))}); "
                        "predict pairs from profiles measured on one card")
+    bw = df["shared_bandwidth_gbs"].to_numpy(dtype=float)
+    if np.any(bw[np.isfinite(bw)] <= 0):
+        raise _bad("shared_bandwidth_gbs must be a positive bandwidth in GB/s, or missing")
+    if len(set(bw[np.isfinite(bw)])) > 1 and not bandwidth_given:
+        raise _bad(f"profiles measured at different shared bandwidths ({', '.join(f'{v:g}' for v in sorted(set(bw[np.isfinite(bw)])))} "
+                   "GB/s); profile on one card, or pass predict(..., shared_bandwidth_gbs=) to say which holds")
+    runs = df.groupby("workload", sort=False)["run_id"].nunique()
+    if (runs > 1).any():
+        w = runs[runs > 1].index[0]
+        raise _bad(f"workload {w!r} was profiled in {int(runs[w])} runs; give one profile per workload "
+                   "(or rename one: profile.assign(workload='other name'))")
     out = df[PROFILE_COLUMNS].reset_index(drop=True)
     out.attrs.update(df.attrs)
     out.attrs["kind"] = "solo_profile"
@@ -380,6 +399,10 @@ def _as_layouts(layouts, n: int, profiles: pd.DataFrame) -> list[tuple[int, ...]
         if len(t) != n or min(t) <= 0:
             raise ValueError(f"layout {lay!r} must give {n} positive SM counts (one per workload, remainder "
                              f"last), e.g. '24+108'")
+        total = int(profiles["device_sm_count"].iloc[0])
+        if total > 0 and sum(t) > total:
+            raise ValueError(f"layout {lay!r} needs {sum(t)} SMs; the profiled card ({profiles['device_name'].iloc[0]}) "
+                             f"has {total}")
         out.append(t)
     return out
 
@@ -418,7 +441,7 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
         ``lower_bound_ms`` (the slowest workload's fastest solo time).
         ``attrs["kind"] = "prediction"`` with the settings.
     """
-    prof = check_profiles(profiles)
+    prof = check_profiles(profiles, bandwidth_given=shared_bandwidth_gbs is not None)
     if sharing not in SHARING:
         raise ValueError(f"sharing must be one of {SHARING}, got {sharing!r}")
     if not (isinstance(model_error, (int, float)) and 0 <= model_error < 1):
@@ -435,6 +458,13 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
     if len(names) < 2 or len(set(names)) != len(names):
         raise ValueError(f"predict needs two or more distinct workload names, got {names}")
     peak = float(shared_bandwidth_gbs if shared_bandwidth_gbs is not None else prof["shared_bandwidth_gbs"].max())
+    if shared_bandwidth_gbs is not None and not (math.isfinite(peak) and peak > 0):
+        raise ValueError(f"shared_bandwidth_gbs must be a positive bandwidth in GB/s, got {shared_bandwidth_gbs!r}")
+    notes = []
+    if not math.isfinite(peak):
+        notes.append("the profiles carry no shared DRAM bandwidth, so DRAM sharing is not modelled (interference "
+                     "1.0 wherever only DRAM is shared); pass shared_bandwidth_gbs= (the card's DRAM bandwidth)")
+        warnings.warn(notes[-1], stacklevel=2)
     l2 = float(l2_bytes if l2_bytes is not None else prof["l2_bytes"].max())
     bound = max(c.fastest() for c in sources)
     rows = []
@@ -443,7 +473,7 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
     out = pd.DataFrame(rows, columns=PREDICTION_COLUMNS)
     out.attrs.update(kind="prediction", workloads=names, sharing=sharing, model_error=float(model_error),
                      shared_bandwidth_gbs=peak, l2_bytes=l2, device_name=str(prof["device_name"].iloc[0]),
-                     unknown_bytes=[n for n, c in zip(names, sources) if not math.isfinite(c.bytes)])
+                     unknown_bytes=[n for n, c in zip(names, sources) if not math.isfinite(c.bytes)], notes=notes)
     return out
 
 
@@ -512,6 +542,12 @@ def predict_error(prediction: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFr
     _require_prediction(prediction, "predict_error")
     if "mode" not in measured.columns or not (measured["mode"] == "concurrent").any():
         raise ValueError("predict_error needs a measured result with 'concurrent' rows (sweep, overlap or tune)")
+    conc = measured[measured["mode"] == "concurrent"]
+    names = list(prediction.attrs.get("workloads") or [])
+    if names and set(conc["workload"].astype(str)) != set(names):
+        raise ValueError(f"predict_error: the prediction is of {', '.join(names)}, the measurement of "
+                         f"{', '.join(dict.fromkeys(conc['workload'].astype(str)))}; compare a prediction with a "
+                         "sweep of the same workloads")
     ms = makespan_stats(measured, "concurrent").set_index("layout")["median_ms"]
     inter = pd.Series(dtype=float)
     if (measured["mode"] == "alone").any():

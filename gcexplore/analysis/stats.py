@@ -59,6 +59,10 @@ def quantile_ci(values, q: float = 0.5, confidence: float = 0.9) -> tuple[float,
     probability at most ``(1 - confidence) / 2`` under Binomial(n, q). A side that ``n``
     samples cannot bound is infinite (at 90%, the median needs 5 samples).
     """
+    if not 0.0 < q < 1.0:
+        raise ValueError(f"quantile_ci: q must be a quantile between 0 and 1 (0.5: the median), got {q!r}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"quantile_ci: confidence must be between 0 and 1 (0.9: 90%), got {confidence!r}")
     v = np.sort(finite(values))
     n, alpha = v.size, (1.0 - confidence) / 2.0
     if n == 0:

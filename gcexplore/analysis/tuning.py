@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..results.provenance import require_one_run
-from ..results.validate import require_columns
+from ..results.validate import check_result, require_columns
 from .display import placement
 from .stats import quantile, quantile_ci
 
@@ -40,6 +40,7 @@ def tune_table(df: pd.DataFrame) -> pd.DataFrame:
     require_one_run(df, "tune_table")
     require_columns(df, ["layout", "split_sm_count", "step", "rep", "workload", "partition", "duration_ms",
                           "makespan_ms"], "tune_table")
+    check_result(df, "tune", "tune_table")  # NaN or negative times: refused, as the search refuses them
     level = float(df.attrs.get("confidence", 0.9))
     q = float(df.attrs.get("percentile", 50.0)) / 100.0
     first = placement(df)[0][1] if len(df) else None
@@ -81,5 +82,8 @@ def gpu_time_ms(df: pd.DataFrame) -> float:
     """
     keys = [c for c in ("layout", "mode", "step") if c in df.columns]
     per_rep = df.groupby([*keys, "rep"], sort=False)["makespan_ms"].max()
-    warm = int(df.attrs.get("warmup", 0) or 0)
+    warm = df.attrs.get("warmup", 0) or 0
+    if isinstance(warm, bool) or not isinstance(warm, (int, float)) or warm < 0 or warm != int(warm):
+        raise ValueError(f"gpu_time_ms: attrs['warmup'] must be a whole number of repetitions >= 0, got {warm!r}")
+    warm = int(warm)
     return float(per_rep.sum() + warm * per_rep.groupby(level=list(range(len(keys)))).median().sum())

@@ -470,8 +470,22 @@ def _check_dtypes(dtypes: dict, side_path: Path) -> None:
                                   "are refused): the sidecar is damaged")
 
 
+def _ends_mid_row(path: Path) -> bool:
+    """A CSV whose last byte is not a newline was cut short (to_csv ends every row with one)."""
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        if f.tell() == 0:
+            return False
+        f.seek(-1, os.SEEK_END)
+        return f.read(1) != b"\n"
+
+
 def _read_csv(path: Path) -> tuple[pd.DataFrame, dict]:
     side = _read_sidecar(path, _sidecar(path))
+    if "rows" not in side and "sha256" not in side and _ends_mid_row(path):
+        raise ResultFileError(f"{str(path)!r} ends in the middle of a row: it was cut short, and its sidecar "
+                              "records neither a row count nor a hash to say how much is missing; save the "
+                              "result again")
     dtypes = side.get("dtypes", {})
     # Text columns are read as text, "NA" and "None" included (a layout "132" must stay
     # a string); then every column gets back the dtype it was saved with.
