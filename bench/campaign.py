@@ -17,8 +17,8 @@ DIR/campaign_bench.json:
   medians differ by at most the wider p10-p90 spread of the two (gcexplore.summarize).
 
 DIR/campaign-2gpu is the two-GPU campaign folder (gcexplore.load_campaign reads it),
-DIR/campaign-1gpu the one-GPU one; DIR/campaign.parquet is the two-GPU result as one file,
-the recorded campaign of notebook 04 (copy it to gcexplore/data/campaign.parquet).
+DIR/campaign-1gpu the one-GPU one; DIR/campaign.parquet is the two-GPU result as one file
+(bench/campaign_folder.py turns it into the folder gcexplore/data/campaign, notebook 04's recording).
 """
 
 from __future__ import annotations

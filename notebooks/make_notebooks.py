@@ -941,7 +941,10 @@ if LIVE and DASK:
     df = c.result()
     display(c.status())
 else:
-    df = recorded("campaign")
+    df = recorded("campaign")  # shipped as a campaign folder: load_campaign and campaign status work on it
+    folder = df.attrs["folder"]
+    print(f"the recorded campaign's folder: {folder} (try: gcexplore campaign status {folder})")
+    display(gcexplore.campaign_status(folder))
 a = df.attrs
 print(f"campaign {a['campaign_id']}: {a['done']} of {a['tasks']} tasks done, {len(a['failed'])} failed, "
       f"{len(a['pending'])} pending")

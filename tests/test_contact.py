@@ -272,3 +272,14 @@ def test_the_test_command_says_when_the_browser_test_did_not_run(tmp_path):
                         "tests/test_browser.py::test_quickstart_explorer_in_chromium"],
                        capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
     assert "the real-browser test did not run" in r.stdout and ".ci/browser-setup installs" in r.stdout, r.stdout
+
+
+def test_the_recorded_campaign_is_a_folder_that_load_campaign_and_status_read(tmp_path):
+    df = gcexplore.load_recorded("campaign")
+    folder = Path(df.attrs["folder"])
+    assert folder == ROOT / "gcexplore" / "data" / "campaign" and "/tmp/" not in str(df.attrs)
+    assert len(gcexplore.load_campaign(folder)) == len(df) and df.attrs["done"] == df["task_key"].nunique() == 8
+    status = gcexplore.campaign_status(folder)
+    assert (status["status"] == "done").all() and len(status) == 8
+    r = _cli("campaign", "status", str(folder), cwd=tmp_path)
+    assert r.returncode == 0 and "8 of 8 tasks done" in r.stdout, r.stderr

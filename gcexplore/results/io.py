@@ -557,9 +557,11 @@ def _data_dir() -> Path:
 
 
 def recorded_names() -> list[str]:
-    """Names of the recorded results present in ``gcexplore/data``."""
+    """Names of the recorded results present in ``gcexplore/data`` (files, and campaign folders)."""
     d = _data_dir()
-    return sorted(p.stem for p in d.glob("*.parquet")) if d.is_dir() else []
+    if not d.is_dir():
+        return []
+    return sorted([p.stem for p in d.glob("*.parquet")] + [p.parent.name for p in d.glob("*/campaign.json")])
 
 
 def load_recorded(name: str) -> pd.DataFrame:
@@ -573,7 +575,9 @@ def load_recorded(name: str) -> pd.DataFrame:
         (``summarize(load_recorded("trace_overlap"), trace=load_recorded("trace"))``);
         ``"pm"``: PM samples (DRAM % of peak, SMs active) of two memory kernels on 24 and
         108 SMs, alone and together, with ``"pm_trace"`` their kernel trace
-        (``plot_dram_timeline(load_recorded("pm"), load_recorded("pm_trace"))``).
+        (``plot_dram_timeline(load_recorded("pm"), load_recorded("pm_trace"))``); ``"campaign"``:
+        a two-GPU campaign shipped as its folder (``load_campaign`` of it; the folder is
+        ``attrs["folder"]``, for :func:`gcexplore.campaign_status` or ``gcexplore campaign status``).
 
     Returns
     -------
@@ -591,6 +595,11 @@ def load_recorded(name: str) -> pd.DataFrame:
     if name not in RECORDED and name not in present:
         raise ValueError(f"unknown recorded result {name!r}; recorded results are "
                          f"{', '.join(sorted(set(RECORDED) | set(present)))}")
+    folder = _data_dir() / name
+    if (folder / "campaign.json").is_file():  # a campaign folder, as campaign() writes it
+        from .campaign_store import load_campaign
+
+        return load_campaign(folder, repair=False)  # attrs["folder"]: where it is, for campaign_status
     path = _data_dir() / f"{name}.parquet"
     if not path.exists():
         raise FileNotFoundError(
