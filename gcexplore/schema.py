@@ -271,7 +271,8 @@ class Options:
     repeats : int, default 20
         Measured repetitions per configuration (1 to 100,000).
     warmup : int, default 3
-        Discarded repetitions before them (0 to 10,000).
+        Discarded repetitions before them (0 to 10,000). Overlap experiments run them before
+        each layout's first mode (its partitions are new) and one before each later mode.
     modes : sequence of str, default all of :data:`MODES`
         Overlap modes to measure (overlap experiments only).
     l2_flush : bool, default False

@@ -77,8 +77,9 @@ def gpu_time_ms(df: pd.DataFrame) -> float:
     """GPU time a result cost: every measured repetition's makespan, plus the warm-up.
 
     Warm-up repetitions are not recorded; each is counted at the median makespan of the
-    repetitions measured after it (``attrs["warmup"]`` of them per layout and mode, or
-    per tuner step).
+    repetitions measured after it: ``attrs["warmup"]`` of them before a layout's first mode
+    (per tuner step), and ``attrs["warmup_later_modes"]`` before each later mode (results
+    recorded before that schedule: ``attrs["warmup"]`` before every mode).
     """
     keys = [c for c in ("layout", "mode", "step") if c in df.columns]
     per_rep = df.groupby([*keys, "rep"], sort=False)["makespan_ms"].max()
@@ -86,4 +87,10 @@ def gpu_time_ms(df: pd.DataFrame) -> float:
     if isinstance(warm, bool) or not isinstance(warm, (int, float)) or warm < 0 or warm != int(warm):
         raise ValueError(f"gpu_time_ms: attrs['warmup'] must be a whole number of repetitions >= 0, got {warm!r}")
     warm = int(warm)
-    return float(per_rep.sum() + warm * per_rep.groupby(level=list(range(len(keys)))).median().sum())
+    medians = per_rep.groupby(level=list(range(len(keys))), sort=False).median()
+    if "mode" in keys:  # the first mode of a layout gets every warm-up repetition, a later one at most one
+        modes = list(df.attrs.get("modes") or dict.fromkeys(df["mode"]))
+        later = int(df.attrs.get("warmup_later_modes", warm))
+        counts = [warm if m == modes[0] else later for m in medians.index.get_level_values("mode")]
+        return float(per_rep.sum() + (medians.to_numpy() * counts).sum())
+    return float(per_rep.sum() + warm * medians.sum())

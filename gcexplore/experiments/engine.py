@@ -251,7 +251,7 @@ class Engine:
         """
         return self._finish(self._enqueue(slots, chain, label))
 
-    def run_reps(self, slots: Sequence[Slot], labels: Sequence[tuple], *, chain: bool = False):
+    def run_reps(self, slots: Sequence[Slot], labels: Sequence[tuple], *, chain: bool = False, on_queued=None):
         """Repetitions of one group, one per label, each enqueued while the one before runs.
 
         Yields ``(label, per_slot, makespan_ms)`` in order, as :meth:`run_group` returns
@@ -261,19 +261,25 @@ class Engine:
         was still running when its enqueue finished (its gate had not started, so no host
         time can show in it); otherwise it is discarded, measured again behind a sized
         gate, and the rest go one at a time (repetitions shorter than the host's enqueue).
-        Not pipelined while tracing.
+        Not pipelined while tracing. ``on_queued(i)``, when given, runs once label ``i``'s
+        repetition is enqueued for good (host work that can overlap it: NVML reads).
         """
         pipelined = self.trace is None
         pending = None  # (label, queued repetition) not yet collected
-        for label in labels:
+        for i, label in enumerate(labels):
             queued = self._enqueue(slots, chain, label, after=pending[1] if pending else None)
-            if pending is not None:
-                yield (pending[0], *self._finish(pending[1]))
-                pending = None
             if not queued.clean:
+                if pending is not None:
+                    yield (pending[0], *self._finish(pending[1]))
+                    pending = None
                 self._finish(queued)  # it may hold host time: measured again, gated
                 pipelined = False
                 queued = self._enqueue(slots, chain, label)
+            if on_queued is not None:
+                on_queued(i)
+            if pending is not None:
+                yield (pending[0], *self._finish(pending[1]))
+                pending = None
             if pipelined:
                 pending = (label, queued)
             else:

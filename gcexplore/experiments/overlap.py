@@ -65,33 +65,45 @@ def overlap_row(layout, split_k, mode, rep, slot: Slot, start, dur, makespan) ->
     }
 
 
-def _reps(engine: Engine, groups, labels):
-    """``(label, [(per_slot, makespan) per group])`` for each label: one group is pipelined."""
+def _reps(engine: Engine, groups, labels, on_queued=None):
+    """``(label, [(per_slot, makespan) per group])`` for each label: one group is pipelined.
+    ``on_queued(i)`` runs once label ``i``'s repetition is enqueued (the GPU busy with it)."""
     if len(groups) == 1:
         (gslots, chain), = groups
-        for label, per_slot, makespan in engine.run_reps(gslots, labels, chain=chain):
+        for label, per_slot, makespan in engine.run_reps(gslots, labels, chain=chain, on_queued=on_queued):
             yield label, [(per_slot, makespan)]
         return
-    for label in labels:
+    for i, label in enumerate(labels):
+        if on_queued is not None:
+            on_queued(i)
         yield label, [engine.run_group(gslots, chain=chain, label=label) for gslots, chain in groups]
 
 
-def _measure_mode(engine: Engine, groups, layout, split_k, mode, opts: Options, rows: list[dict]) -> None:
+def _measure_mode(engine: Engine, groups, layout, split_k, mode, opts: Options, rows: list[dict],
+                  warmup: int) -> None:
+    """``warmup`` discarded repetitions, then ``opts.repeats`` measured ones, as one pipelined
+    stream; NVML is read while the first and the last measured repetition run (not in a gap)."""
     for gslots, _ in groups:
         for s in gslots:
             s.run = engine.runner(s)
-    for _ in _reps(engine, groups, [(layout, mode, None)] * opts.warmup):
-        pass
+    labels = [(layout, mode, None)] * warmup + [(layout, mode, rep) for rep in range(opts.repeats)]
+    reads = {}
+
+    def on_queued(i):
+        if i in (warmup, len(labels) - 1):
+            reads[i] = engine.nvml.read()
+
     first = len(rows)
-    clock0, power0 = engine.nvml.read()
-    for (_, _, rep), outs in _reps(engine, groups, [(layout, mode, rep) for rep in range(opts.repeats)]):
+    for (_, _, rep), outs in _reps(engine, groups, labels, on_queued):
+        if rep is None:
+            continue
         rep_rows = []
         for (gslots, _), (per_slot, makespan) in zip(groups, outs):
             for slot, launches in zip(gslots, per_slot):
                 start, dur = launches[0]
                 rep_rows.append(overlap_row(layout, split_k, mode, rep, slot, start, dur, makespan))
         rows.extend(rep_rows)
-    clock, power = engine.nvml.read()
+    (clock0, power0), (clock, power) = reads.get(warmup, (math.nan,) * 2), reads.get(len(labels) - 1, (math.nan,) * 2)
     for r in rows[first:]:
         r.update(sm_clock_mhz_before=clock0, power_w_before=power0, sm_clock_mhz=clock, power_w=power)
 
@@ -103,13 +115,17 @@ def measure_layout(run: Experiment, parts, rows: list[dict], options: Options | 
     with its own repetition count.
     """
     engine, wls, opts = run.engine, run.wls, run.options if options is None else options
+    run.extra["warmup_later_modes"] = min(opts.warmup, 1)  # what gpu_time_ms counts
     placed = parts.all[:len(wls)]
     part_slots = [Slot(w, p, p.stream) for w, p in zip(wls, placed)]
     try:
-        for mode in opts.modes:
+        for i, mode in enumerate(opts.modes):
             groups = _schedule(mode, wls, placed, engine.whole, part_slots, opts.l2_flush)
+            # the layout's first mode warms its new partitions, streams and kernels; a later mode
+            # runs on warm ones and needs one repetition to settle its own pattern (caches, clocks)
+            warmup = opts.warmup if i == 0 else min(opts.warmup, 1)
             with nvtx_range(f"{parts.label} {mode}"):
-                _measure_mode(engine, groups, parts.label, parts[0].sm_count, mode, opts, rows)
+                _measure_mode(engine, groups, parts.label, parts[0].sm_count, mode, opts, rows, warmup)
     finally:
         engine.drain([p.stream for p in placed])
         engine.drop_graphs()
@@ -133,7 +149,8 @@ def profile_overlap(workloads, split, *, repeats: int = 20, warmup: int = 3, dev
         made on ``device`` (used as they are, not closed).
     repeats, warmup, modes, l2_flush, graphs, rounding
         See :class:`gcexplore.schema.Options`: measured repetitions per mode (20),
-        discarded ones before them (3), which of ``"alone"`` (each workload by itself on
+        discarded ones before them (3 before the first mode of a layout, which warms its
+        new partitions; 1 before each later mode), which of ``"alone"`` (each workload by itself on
         its partition), ``"concurrent"`` (all at once on their partitions),
         ``"sequential"`` (one after another on the whole device) and ``"streams"`` (all
         at once on plain streams of the whole device); an L2 flush before every
@@ -164,10 +181,10 @@ def profile_overlap(workloads, split, *, repeats: int = 20, warmup: int = 3, dev
         - ``throughput_tflops`` (float): flops / duration, in 1e12/s (NaN if undeclared).
         - ``bandwidth_gbs`` (float): bytes / duration, in GB/s (NaN if undeclared).
         - ``sm_clock_mhz_before``, ``power_w_before`` (float): NVML SM clock (MHz) and
-          board power (W) read after the warm-up, before the mode's measured
-          repetitions (NaN without nvidia-ml-py).
-        - ``sm_clock_mhz``, ``power_w`` (float): the same, read after the mode's
-          repetitions; a clock that fell in between shows throttling.
+          board power (W) read while the mode's first measured repetition runs (NaN
+          without nvidia-ml-py).
+        - ``sm_clock_mhz``, ``power_w`` (float): the same, read while its last
+          repetition runs; a clock that fell in between shows throttling.
         - ``device_name``, ``run_id`` (str): the card and this run, so results
           concatenated with others stay apart.
 
