@@ -1,6 +1,7 @@
 """A recorded campaign as a campaign folder: the rows of a flat campaign file (what
-``load_campaign`` returned on the GPU machine) written back as the folder ``campaign``
-writes, so ``load_campaign`` and ``gcexplore campaign status`` can be tried without a GPU.
+``load_campaign`` returned on the GPU machine; ``load_recorded("campaign")`` reads it) written
+back as the folder ``campaign`` writes (gcexplore/data/campaign, ``recorded_folder("campaign")``),
+so ``load_campaign`` and ``gcexplore campaign status`` can be tried without a GPU.
 
 The tasks come from ``plan_tasks`` with the grid bench/campaign.py ran (4 pairs, two split
 sets, 40 repetitions); every task key must be one of the file's, and every row goes to the

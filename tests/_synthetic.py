@@ -49,11 +49,13 @@ def attrs(kind: str, *, sm_count: int = 132, repeats: int = 5, recorded: bool = 
 
 
 def _identify(df: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
-    """The identity columns every result carries (the card and the run)."""
-    df["device_name"] = SYNTHETIC_DEVICE
-    df["run_id"] = f"synthetic-{seed}"
+    """The identity columns every result carries (the card and the run), from its attrs."""
+    from gcexplore.schema import conform, identity_of
+
     df.attrs["run_id"] = f"synthetic-{seed}"
-    return df
+    for col, v in identity_of({**df.attrs, "device_name": SYNTHETIC_DEVICE}, df.attrs.get("kind")).items():
+        df[col] = v
+    return conform(df)
 
 
 def _compute_ms(sm: int, total: int) -> float:

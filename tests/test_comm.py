@@ -5,6 +5,7 @@ spec's checks, the refusals of a missing NCCL or a single GPU, the figure, save 
 from __future__ import annotations
 
 import math
+import time
 
 import pandas as pd
 import pytest
@@ -200,6 +201,94 @@ def test_missing_nccl_module_says_what_to_install(monkeypatch):
     assert "\n" not in str(e.value)
 
 
+class _Proc:
+    exitcode = 1
+
+
+def _fake_ranks(n, script):
+    """Threads standing in for rank processes: ``script(rank, conn)`` on the child end of a pipe."""
+    import multiprocessing as mp
+    import threading
+
+    pipes, threads = [], []
+    for rank in range(n):
+        parent, child = mp.Pipe()
+        th = threading.Thread(target=script, args=(rank, child), daemon=True)
+        pipes.append(parent)
+        threads.append(th)
+    for th in threads:
+        th.start()
+    return pipes, [_Proc() for _ in range(n)], threads
+
+
+def test_collector_relays_the_unique_id_and_keeps_rows_of_a_failed_rank():
+    from gcexplore.experiments.comm_launch import _collect
+
+    seen = {}
+
+    def script(rank, conn):
+        if rank == 0:
+            conn.send(("uid", b"nccl-id"))
+        seen[rank] = conn.recv()
+        conn.send(("rows", [{"rank": rank, "rep": 0}]))
+        if rank == 1:
+            conn.send(("error", "rank 1: RuntimeError: NCCL error", "Traceback ..."))
+        else:
+            conn.send(("done", {"rank": rank}))
+        conn.close()
+
+    pipes, procs, threads = _fake_ranks(2, script)
+    rows, metas, errors, details, traces = _collect(pipes, procs, 20.0)
+    for th in threads:
+        th.join(5)
+    assert seen == {0: ("uid", b"nccl-id"), 1: ("uid", b"nccl-id")}
+    assert {r["rank"] for r in rows} >= {1} and errors == ["rank 1: RuntimeError: NCCL error"]
+    assert details == ["Traceback ..."]
+
+
+def test_collector_times_out_and_names_the_ranks_still_running():
+    from gcexplore.experiments.comm_launch import _collect
+
+    def script(rank, conn):
+        conn.send(("rows", [{"rank": rank}]))
+        time.sleep(1.5)
+        conn.close()
+
+    pipes, procs, _ = _fake_ranks(2, script)
+    rows, metas, errors, _, _ = _collect(pipes, procs, 0.5)
+    assert len(rows) == 2 and errors == ["timed out after 0.5 s with ranks [0, 1] still running"]
+
+
+def test_a_rank_that_fails_sends_its_error_and_traceback(monkeypatch):
+    import gcexplore.experiments.comm as C
+    from gcexplore.experiments.comm_launch import _child
+
+    class Conn:
+        def __init__(self):
+            self.sent = []
+
+        def send(self, m):
+            self.sent.append(m)
+
+        def recv(self):
+            return ("uid", b"id")
+
+        def close(self):
+            pass
+
+    def boom(rank, nranks, uid, spec, send):
+        send(("rows", [{"rank": rank}]))
+        raise RuntimeError(f"no peer for {uid!r}")
+
+    monkeypatch.setattr(gx.workloads.collectives, "nccl_module", lambda: None)
+    monkeypatch.setattr(C, "run_rank", boom)
+    conn = Conn()
+    _child(1, 2, conn, CommSpec(trace=False))
+    assert conn.sent[0] == ("rows", [{"rank": 1}])
+    kind, message, tb = conn.sent[1]
+    assert kind == "error" and message == "rank 1: RuntimeError: no peer for b'id'" and "boom" in tb
+
+
 def test_zero_sm_collectives_by_nccl_version():
     ok, text = zero_sm_offered("2.28.9")
     assert not ok and "2.30.0+" in text and "none were measured" in text
@@ -216,6 +305,12 @@ def test_cli_checks_arguments_before_any_gpu_work(tmp_path, capsys):
     assert main(["comm", "--ctas", "0", "--out", str(tmp_path / "c.parquet")]) == 2
     assert main(["comm", "--out", str(tmp_path / "c.txt")]) == 2
     assert not list(tmp_path.iterdir())
+    if (gx.device_count() if gx.gpu_available() else 0) < 2:  # no second GPU (or none): one line, exit 1
+        capsys.readouterr()
+        assert main(["comm", "--out", str(tmp_path / "c.parquet")]) == 1
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and ("2 GPUs" in err or "driver" in err or "nccl4py" in err)
+        assert not list(tmp_path.iterdir())
 
 
 # ------------------------------------------------------------------------------- figure, files

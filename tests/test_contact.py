@@ -72,7 +72,7 @@ def test_identity_values_are_formatted_and_every_difference_can_be_seen(cards):
 def test_a_split_by_run_id_names_the_run_once():
     c = compare("sweep_twice", by="run_id")
     fields = list(c.identity["field"])
-    assert fields.count("run") == 1 and "run_id" not in fields
+    assert fields.count("run_id") == 1 and "run" not in fields
 
 
 def test_intervals_and_spreads_are_labelled_apart(cards):

@@ -77,7 +77,7 @@ def test_predict_error_refuses_another_pairs_sweep():
     pred = gx.predict([_stream("compute"), _stream("copy")])
     sweep = S.sweep_df()  # compute + memory
     with pytest.raises(ValueError, match="the prediction is of compute, copy, the measurement of compute, memory"):
-        P.predict_error(pred, sweep)
+        gx.predict_error(pred, sweep)
 
 
 # ------------------------------------------------------------------ results

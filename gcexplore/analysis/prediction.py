@@ -41,10 +41,11 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .overlap import layout_table, makespan_stats
+from .traffic_profile import TRAFFIC_PROFILE_COLUMNS, scale_profiles, with_traffic_columns
 
 __all__ = [
     "L2_FIT_FRACTION",
+    "l2_drawn_gbs",
     "L2_SPILL_FRACTION",
     "MODEL_ERROR",
     "PREDICTION_COLUMNS",
@@ -52,12 +53,10 @@ __all__ = [
     "SHARING",
     "ProfileError",
     "check_profiles",
-    "fit_model",
     "predict",
-    "predict_error",
     "predicted_layouts",
-    "prediction_facts",
     "profile_from",
+    "require_prediction",
 ]
 
 #: Columns of a solo profile (one row per workload x position x size x repetition).
@@ -225,7 +224,7 @@ def check_profiles(profiles, *, bandwidth_given: bool = False) -> pd.DataFrame:
         w = runs[runs > 1].index[0]
         raise _bad(f"workload {w!r} was profiled in {int(runs[w])} runs; give one profile per workload "
                    "(or rename one: profile.assign(workload='other name'))")
-    out = df[PROFILE_COLUMNS].reset_index(drop=True)
+    out = df[PROFILE_COLUMNS + [c for c in TRAFFIC_PROFILE_COLUMNS if c in df.columns]].reset_index(drop=True)
     out.attrs.update(df.attrs)
     out.attrs["kind"] = "solo_profile"
     return out
@@ -249,6 +248,17 @@ class _Curve:
         self.bytes = float(b[0]) if np.isfinite(b[0]) else math.nan
         w = rows["working_set_bytes"].to_numpy(dtype=float)
         self.working_set = float(w[0]) if np.isfinite(w[0]) else math.nan
+        cold = float(rows["dram_cold_bytes"].iloc[0]) if "dram_cold_bytes" in rows else math.nan
+        # counted with the L2 emptied before each call: what exceeds the back-to-back count is
+        # re-read from L2 across calls, and a neighbour's traffic can evict it
+        self.cold = cold if math.isfinite(cold) and math.isfinite(self.bytes) and cold > self.bytes else math.nan
+        self.l2 = float(rows["l2_traffic_bytes"].iloc[0]) if "l2_traffic_bytes" in rows else math.nan
+        # counted on a small partition too: bytes per call between the two sizes, linear in SMs
+        small = float(rows["small_dram_bytes"].iloc[0]) if "small_dram_bytes" in rows else math.nan
+        k_small = float(rows["small_sm_count"].iloc[0]) if "small_sm_count" in rows else math.nan
+        k_big = float(rows["device_sm_count"].iloc[0])
+        self.small = (k_small, small) if math.isfinite(small) and math.isfinite(k_small) and k_small < k_big else None
+        self.k_big = k_big
         starts = rows.loc[rows["position"] == "first", "start_ms"].to_numpy(dtype=float)
         self.offset = float(np.nanmedian(starts)) if np.isfinite(starts).any() else 0.0
 
@@ -278,21 +288,40 @@ class _Curve:
         ta = self.any[a][0]
         return ta, ta * a / n, ta, False
 
+    def bytes_at(self, n: int) -> float:
+        """DRAM bytes per call on ``n`` SMs: the whole device's count, or between the two counted sizes."""
+        if self.small is None or not math.isfinite(self.bytes):
+            return self.bytes
+        k, b = self.small
+        x = min(max((n - k) / (self.k_big - k), 0.0), 1.0)
+        return b + x * (self.bytes - b)
+
     def fastest(self) -> float:
         return min(v[0] for v in self.any.values())
+
+    def l2_gbs(self) -> float:
+        """The highest L2 GB/s it drew alone at any size (NaN without counted L2 traffic)."""
+        return self.l2 / (self.fastest() * 1e6) if math.isfinite(self.l2) else math.nan
 
     def ceiling_gbs(self) -> float:
         """The highest DRAM GB/s it drew alone at any size (NaN without bytes): its access
         pattern's share of the card's bandwidth."""
         if not math.isfinite(self.bytes):
             return math.nan
-        return max(self.bytes / (t[0] * 1e6) for t in self.any.values())
+        return max(self.bytes_at(k) / (t[0] * 1e6) for k, t in self.any.items())
 
     def per_sm_gbs(self) -> float:
         """DRAM GB/s per SM at the least saturated measured size (NaN without bytes)."""
         if not math.isfinite(self.bytes):
             return math.nan
-        return max(self.bytes / (t[0] * 1e6) / k for k, t in self.any.items())
+        return max(self.bytes_at(k) / (t[0] * 1e6) / k for k, t in self.any.items())
+
+
+def l2_drawn_gbs(profiles) -> float:
+    """The highest L2 GB/s any profiled workload drew alone (NaN without counted L2 traffic)."""
+    vals = [c.l2_gbs() for c in _curves(with_traffic_columns(check_profiles(profiles))).values()]
+    vals = [v for v in vals if math.isfinite(v)]
+    return max(vals) if vals else math.nan
 
 
 def _curves(profiles: pd.DataFrame) -> dict[str, _Curve]:
@@ -322,52 +351,80 @@ def _waterfill(total: float, caps: list[float], weights: list[float]) -> list[fl
     return share
 
 
-def _dram_bytes(c: _Curve, spill: float, worst: bool, peak: float, t: float) -> float:
-    """Bytes the workload pulls from DRAM per call (``spill``: share of L2 re-reads that miss)."""
+def _dram_bytes(c: _Curve, spill: float, worst: bool, peak: float, t: float, n: int) -> float:
+    """Bytes the workload pulls from DRAM per call on ``n`` SMs (``spill``: share of L2 re-reads that miss)."""
     if not math.isfinite(c.bytes):
         return peak * t * 1e6 if worst else 0.0  # unknown: as if it saturated DRAM alone (worst case)
+    if math.isfinite(c.cold):  # counted: back to back, and with the L2 emptied before each call
+        warm = c.bytes_at(n)
+        return warm + spill * max(c.cold - warm, 0.0)
     if math.isfinite(c.working_set) and c.working_set < c.bytes:
         return c.working_set + spill * (c.bytes - c.working_set)
-    return c.bytes
+    return c.bytes_at(n)
 
 
-def _spill(curves: list[_Curve], l2: float) -> float:
+def _footprint(c: _Curve) -> float:
+    """What the workload moves through L2 per call: its counted cold bytes, else its declared working set,
+    else its bytes."""
+    for v in (c.cold, c.working_set, c.bytes):
+        if math.isfinite(v):
+            return v
+    return 0.0
+
+
+def _kept(c: _Curve) -> float:
+    """What the workload keeps in L2 across calls: counted, the cold bytes above the back-to-back ones."""
+    return c.cold - c.bytes if math.isfinite(c.cold) else _footprint(c)
+
+
+def _spill(curves: list[_Curve], l2: float) -> list[float]:
+    """Per workload, the share of its L2 re-reads that miss: what it keeps in L2 and what the others
+    move through it, against the L2 size (a ramp from L2_FIT_FRACTION to L2_SPILL_FRACTION)."""
     if not (math.isfinite(l2) and l2 > 0) or len(curves) < 2:
-        return 0.0
-    feet = sum(c.working_set if math.isfinite(c.working_set) else (c.bytes if math.isfinite(c.bytes) else 0.0)
-               for c in curves)
+        return [0.0] * len(curves)
+    feet = [_footprint(c) for c in curves]
     lo, hi = L2_FIT_FRACTION * l2, L2_SPILL_FRACTION * l2
-    return float(np.clip((feet - lo) / (hi - lo), 0.0, 1.0))
+    return [float(np.clip((_kept(c) + sum(feet) - f - lo) / (hi - lo), 0.0, 1.0)) for c, f in zip(curves, feet)]
+
+
+def _slowed(cap: float, demand: list[float], weights: list[float]) -> list[float]:
+    """Speed (1 = as alone) of each workload when ``demand`` GB/s share ``cap`` GB/s, divided by ``weights``."""
+    if not (math.isfinite(cap) and sum(demand) > cap):
+        return [1.0] * len(demand)
+    got = _waterfill(cap, demand, weights)
+    # a workload drawing a share m of the bandwidth alone is bound by it to that degree
+    bound = [min(1.0, d / cap) for d in demand]
+    return [1.0 / ((1.0 - m) + m * d / g) if d > 0 and g > 0 else (1.0 if d <= 0 else 0.0)
+            for g, d, m in zip(got, demand, bound)]
 
 
 def _fluid(curves: list[_Curve], times: list[float], sms: list[int], peak: float, l2: float, sharing: str,
-           worst: bool) -> list[float]:
-    """Finish time (ms) of each workload started together, sharing ``peak`` GB/s of DRAM."""
+           worst: bool, l2_peak: float = math.nan) -> list[float]:
+    """Finish time (ms) of each workload started together, sharing ``peak`` GB/s of DRAM (and
+    ``l2_peak`` GB/s of L2 bandwidth where given)."""
     n = len(curves)
     left, end, now = [1.0] * n, [math.nan] * n, 0.0
     while any(math.isnan(e) for e in end):
         act = [i for i in range(n) if math.isnan(end[i])]
         spill = _spill([curves[i] for i in act], l2)
-        demand = [_dram_bytes(curves[i], spill, worst, peak, times[i]) / (times[i] * 1e6) for i in act]
-        speed = [1.0] * len(act)
+        demand = [_dram_bytes(curves[i], sp, worst, peak, times[i], sms[i]) / (times[i] * 1e6)
+                  for i, sp in zip(act, spill)]
         # a bandwidth-bound workload's best pattern present sets what DRAM gives (48 MiB triads
         # reached 2.63 TB/s alone and 2.67 together); workloads far below the peak say nothing of it
         ceilings = [c for c in (curves[i].ceiling_gbs() for i in act) if math.isfinite(c) and c >= 0.5 * peak]
         cap = min(peak, max(ceilings)) if ceilings else peak
-        if math.isfinite(cap) and sum(demand) > cap:
-            if sharing == "equal":
-                weights = [1.0] * len(act)
-            elif sharing == "demand":
-                weights = demand
-            else:
-                per_sm = [curves[i].per_sm_gbs() for i in act]
-                weights = [sms[i] * (p if math.isfinite(p) else 4 * peak / max(sms)) for i, p in zip(act, per_sm)]
-            got = _waterfill(cap, demand, weights)
-            # a workload drawing a share m of the bandwidth alone is memory-bound to that degree
-            bound = [min(1.0, d / cap) for d in demand]
-            speed = [1.0 / ((1.0 - m) + m * d / g) if d > 0 and g > 0 else (1.0 if d <= 0 else 0.0)
-                     for g, d, m in zip(got, demand, bound)]
-        rates = [s / times[i] for s, i in zip(speed, act)]
+        if sharing == "equal":
+            weights = [1.0] * len(act)
+        elif sharing == "demand":
+            weights = demand
+        else:
+            per_sm = [curves[i].per_sm_gbs() for i in act]
+            weights = [sms[i] * (p if math.isfinite(p) else 4 * peak / max(sms)) for i, p in zip(act, per_sm)]
+        speed = _slowed(cap, demand, weights)
+        if math.isfinite(l2_peak):  # the L2's own bandwidth, shared the same way
+            l2d = [curves[i].l2 / (times[i] * 1e6) if math.isfinite(curves[i].l2) else 0.0 for i in act]
+            speed = [min(a, b) for a, b in zip(speed, _slowed(l2_peak, l2d, l2d if sharing == "demand" else weights))]
+        rates = [sp / times[i] for sp, i in zip(speed, act)]
         dt = min(left[i] / r for i, r in zip(act, rates))
         now += dt
         for i, r in zip(act, rates):
@@ -407,9 +464,18 @@ def _as_layouts(layouts, n: int, profiles: pd.DataFrame) -> list[tuple[int, ...]
     return out
 
 
+def _error_pair(model_error) -> tuple[float, float]:
+    pair = tuple(model_error) if isinstance(model_error, (tuple, list)) else (model_error, model_error)
+    if len(pair) != 2 or not all(isinstance(e, (int, float)) and 0 <= e < 1 for e in pair):
+        raise ValueError(f"model_error must be a fraction in [0, 1) or a (below, above) pair of them, "
+                         f"got {model_error!r}")
+    return float(pair[0]), float(pair[1])
+
+
 def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, sharing: str = "pressure",
-            model_error: float = MODEL_ERROR, shared_bandwidth_gbs: float | None = None,
-            l2_bytes: float | None = None) -> pd.DataFrame:
+            model_error=MODEL_ERROR, shared_bandwidth_gbs: float | None = None,
+            l2_bytes: float | None = None, card: Mapping | None = None,
+            l2_bandwidth_gbs: float | None = None) -> pd.DataFrame:
     """Predicted concurrent makespan and per-workload durations at every layout, with intervals.
 
     Parameters
@@ -424,10 +490,18 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
         SM counts per workload, remainder last (``"24+108"``). Default: every valid layout.
     sharing : {"pressure", "demand", "equal"}
         How saturated DRAM is divided (:data:`SHARING`).
-    model_error : float, default :data:`MODEL_ERROR`
-        Relative error added to both ends of every interval.
+    model_error : float or (float, float), default :data:`MODEL_ERROR`
+        Relative error added to both ends of every interval, or (below, above) as
+        :func:`fit_model` calibrates them on measured pairs.
     shared_bandwidth_gbs, l2_bytes : float, optional
         Override the card's values in the profiles.
+    l2_bandwidth_gbs : float, optional
+        Model the L2's bandwidth as a second shared resource of this many GB/s (each
+        workload asks for its counted L2 traffic / solo time); default not modelled.
+        :func:`~gcexplore.analysis.prediction_check.fit_model` decides from measured pairs.
+    card : mapping, optional
+        Predict for another card (:func:`~gcexplore.analysis.traffic_profile.scale_profiles`:
+        its SM count, shared bandwidth, SM clock, L2); ``attrs["assumed"]`` says what was assumed.
 
     Returns
     -------
@@ -441,11 +515,12 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
         ``lower_bound_ms`` (the slowest workload's fastest solo time).
         ``attrs["kind"] = "prediction"`` with the settings.
     """
-    prof = check_profiles(profiles, bandwidth_given=shared_bandwidth_gbs is not None)
+    prof = with_traffic_columns(check_profiles(profiles, bandwidth_given=shared_bandwidth_gbs is not None))
     if sharing not in SHARING:
         raise ValueError(f"sharing must be one of {SHARING}, got {sharing!r}")
-    if not (isinstance(model_error, (int, float)) and 0 <= model_error < 1):
-        raise ValueError(f"model_error must be a fraction in [0, 1), got {model_error!r}")
+    err = _error_pair(model_error)
+    if card is not None:
+        prof = scale_profiles(prof, card)
     curves = _curves(prof)
     names, sources = [], []
     for w in (workloads or list(curves)):
@@ -467,155 +542,57 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
         warnings.warn(notes[-1], stacklevel=2)
     l2 = float(l2_bytes if l2_bytes is not None else prof["l2_bytes"].max())
     bound = max(c.fastest() for c in sources)
+    if l2_bandwidth_gbs is not None and not (isinstance(l2_bandwidth_gbs, (int, float)) and l2_bandwidth_gbs > 0):
+        raise ValueError(f"l2_bandwidth_gbs must be a positive number of GB/s or None, got {l2_bandwidth_gbs!r}")
+    l2_peak = float(l2_bandwidth_gbs) if l2_bandwidth_gbs is not None else math.nan
     rows = []
     for lay in _as_layouts(layouts, len(names), prof):
-        rows.extend(_predict_layout(lay, names, sources, peak, l2, sharing, model_error, bound))
+        rows.extend(_predict_layout(lay, names, sources, peak, l2, sharing, err, bound, l2_peak))
     out = pd.DataFrame(rows, columns=PREDICTION_COLUMNS)
-    out.attrs.update(kind="prediction", workloads=names, sharing=sharing, model_error=float(model_error),
+    src = prof.groupby("workload", sort=False)["bytes_source"].first()
+    out.attrs.update(kind="prediction", workloads=names, sharing=sharing,
+                     model_error=err[0] if err[0] == err[1] else list(err),
                      shared_bandwidth_gbs=peak, l2_bytes=l2, device_name=str(prof["device_name"].iloc[0]),
-                     unknown_bytes=[n for n, c in zip(names, sources) if not math.isfinite(c.bytes)], notes=notes)
+                     unknown_bytes=[n for n, c in zip(names, sources) if not math.isfinite(c.bytes)],
+                     bytes_source={n: str(src.get(c.name, "missing")) for n, c in zip(names, sources)},
+                     l2_bandwidth_gbs=l2_bandwidth_gbs,
+                     assumed=list(prof.attrs.get("assumed", [])), notes=notes)
     return out
 
 
-def _predict_layout(lay, names, curves, peak, l2, sharing, err, bound) -> list[dict]:
+def _predict_layout(lay, names, curves, peak, l2, sharing, err, bound, l2_peak) -> list[dict]:
     last = len(lay) - 1
     alone = [c.at(k, "last" if i == last else "first") for i, (c, k) in enumerate(zip(curves, lay))]
     offset = max(c.offset for c in curves)
-    mid = _fluid(curves, [a[0] for a in alone], list(lay), peak, l2, sharing, worst=False)
-    low = _fluid(curves, [a[1] for a in alone], list(lay), peak, l2, sharing, worst=False)
-    high = _fluid(curves, [a[2] for a in alone], list(lay), peak, l2, sharing, worst=True)
+    mid = _fluid(curves, [a[0] for a in alone], list(lay), peak, l2, sharing, worst=False, l2_peak=l2_peak)
+    low = _fluid(curves, [a[1] for a in alone], list(lay), peak, l2, sharing, worst=False, l2_peak=l2_peak)
+    high = _fluid(curves, [a[2] for a in alone], list(lay), peak, l2, sharing, worst=True, l2_peak=l2_peak)
     low = [min(a, b) for a, b in zip(low, mid)]  # shorter solo times can mean more contention
     high = [max(a, b) for a, b in zip(high, mid)]
     make, make_lo, make_hi = max(mid) + offset, max(low) + offset, max(high) + offset
     free = max(a[0] for a in alone)
     label = "+".join(map(str, lay))
-    per_layout = {"makespan_ms": make, "makespan_low_ms": make_lo * (1 - err),
-                  "makespan_high_ms": make_hi * (1 + err), "interference_free_ms": free,
+    below, above = err
+    per_layout = {"makespan_ms": make, "makespan_low_ms": make_lo * (1 - below),
+                  "makespan_high_ms": make_hi * (1 + above), "interference_free_ms": free,
                   "interference": make / free, "split_loss": free / bound, "lower_bound_ms": bound}
     return [{"layout": label, "split_sm_count": lay[0], "workload": name,
              "partition": "remainder" if i == last else f"p{i}", "sm_count": lay[i], "alone_ms": a[0],
              "alone_low_ms": a[1], "alone_high_ms": a[2], "alone_measured": a[3], "duration_ms": mid[i],
-             "duration_low_ms": low[i] * (1 - err), "duration_high_ms": high[i] * (1 + err), **per_layout}
+             "duration_low_ms": low[i] * (1 - below), "duration_high_ms": high[i] * (1 + above), **per_layout}
             for i, (name, a) in enumerate(zip(names, alone))]
 
 
 def predicted_layouts(prediction: pd.DataFrame) -> pd.DataFrame:
     """One row per layout of a :func:`predict` result (columns ``LAYOUT_COLUMNS``), by first size."""
-    _require_prediction(prediction, "predicted_layouts")
+    require_prediction(prediction, "predicted_layouts")
     g = prediction.groupby("layout", sort=False)
     out = g.first()[LAYOUT_COLUMNS[1:-1]].assign(all_measured=g["alone_measured"].all()).reset_index()
     return out.sort_values("split_sm_count", kind="stable").reset_index(drop=True)[LAYOUT_COLUMNS]
 
 
-def _require_prediction(df, where: str) -> None:
+def require_prediction(df, where: str) -> None:
+    """ValueError unless ``df`` is a :func:`predict` result (``where`` names the caller)."""
     if not isinstance(df, pd.DataFrame) or df.attrs.get("kind") != "prediction":
         raise ValueError(f"{where} needs the result of gcexplore.predict(profiles) "
                          f"(attrs kind 'prediction'), got {getattr(df, 'attrs', {}).get('kind', type(df).__name__)!r}")
-
-
-# ------------------------------------------------------------------------ against a measurement
-
-
-ERROR_COLUMNS = ["layout", "split_sm_count", "predicted_ms", "predicted_low_ms", "predicted_high_ms",
-                 "measured_ms", "error", "inside", "predicted_interference", "measured_interference"]
-
-
-def predict_error(prediction: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFrame:
-    """Per layout measured in both: the predicted against the measured median concurrent makespan.
-
-    Parameters
-    ----------
-    prediction : pandas.DataFrame
-        :func:`predict`'s result.
-    measured : pandas.DataFrame
-        A sweep, overlap or tune result with ``concurrent`` rows (one run).
-
-    Returns
-    -------
-    pandas.DataFrame
-        Columns ``layout``, ``split_sm_count``, ``predicted_ms`` (and ``_low_ms``,
-        ``_high_ms``), ``measured_ms`` (median over repetitions), ``error`` (predicted /
-        measured - 1), ``inside`` (the measured median lies in the interval),
-        ``predicted_interference`` and ``measured_interference`` (NaN without ``alone``
-        rows); sorted by ``split_sm_count``.
-    """
-    _require_prediction(prediction, "predict_error")
-    if "mode" not in measured.columns or not (measured["mode"] == "concurrent").any():
-        raise ValueError("predict_error needs a measured result with 'concurrent' rows (sweep, overlap or tune)")
-    conc = measured[measured["mode"] == "concurrent"]
-    names = list(prediction.attrs.get("workloads") or [])
-    if names and set(conc["workload"].astype(str)) != set(names):
-        raise ValueError(f"predict_error: the prediction is of {', '.join(names)}, the measurement of "
-                         f"{', '.join(dict.fromkeys(conc['workload'].astype(str)))}; compare a prediction with a "
-                         "sweep of the same workloads")
-    ms = makespan_stats(measured, "concurrent").set_index("layout")["median_ms"]
-    inter = pd.Series(dtype=float)
-    if (measured["mode"] == "alone").any():
-        inter = layout_table(measured).set_index("layout")["interference"]
-    lay = predicted_layouts(prediction)
-    lay = lay[lay["layout"].isin(ms.index)]
-    m = lay["layout"].map(ms).to_numpy(dtype=float)
-    out = pd.DataFrame({
-        "layout": lay["layout"], "split_sm_count": lay["split_sm_count"], "predicted_ms": lay["makespan_ms"],
-        "predicted_low_ms": lay["makespan_low_ms"], "predicted_high_ms": lay["makespan_high_ms"],
-        "measured_ms": m, "error": lay["makespan_ms"].to_numpy() / m - 1.0,
-        "inside": (lay["makespan_low_ms"].to_numpy() <= m) & (m <= lay["makespan_high_ms"].to_numpy()),
-        "predicted_interference": lay["interference"],
-        "measured_interference": lay["layout"].map(inter).to_numpy(dtype=float),
-    }, columns=ERROR_COLUMNS).reset_index(drop=True)
-    if out.empty:
-        raise ValueError(f"no layout is both predicted and measured (predicted {list(prediction['layout'].unique())[:4]}"
-                         f"..., measured {list(ms.index)[:4]}...)")
-    return out
-
-
-def prediction_facts(prediction: pd.DataFrame, measured: pd.DataFrame) -> dict:
-    """Everything a sentence about a prediction against a measured sweep may say.
-
-    Returns
-    -------
-    dict
-        ``layouts`` (compared), ``median_abs_error``, ``max_abs_error`` (fractions),
-        ``worst_layout``, ``inside`` (fraction of measured medians inside the intervals),
-        ``predicted_best`` (layout), ``predicted_best_measured_ms`` (its measured median),
-        ``measured_best``, ``measured_best_ms``, ``best_gap`` (predicted best's measured /
-        measured best - 1).
-    """
-    e = predict_error(prediction, measured)
-    a = e["error"].abs()
-    pb = e.loc[e["predicted_ms"].idxmin()]
-    mb = e.loc[e["measured_ms"].idxmin()]
-    return {"layouts": int(len(e)), "median_abs_error": float(a.median()), "max_abs_error": float(a.max()),
-            "worst_layout": str(e.loc[a.idxmax(), "layout"]), "inside": float(e["inside"].mean()),
-            "predicted_best": str(pb["layout"]), "predicted_best_measured_ms": float(pb["measured_ms"]),
-            "measured_best": str(mb["layout"]), "measured_best_ms": float(mb["measured_ms"]),
-            "best_gap": float(pb["measured_ms"] / mb["measured_ms"] - 1.0)}
-
-
-def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9) -> dict:
-    """The sharing rule and model error that the measured pairs demand.
-
-    Parameters
-    ----------
-    cases : sequence of (profiles, workloads, measured)
-        Each: the profiles, the workload names as for :func:`predict`, and a measured
-        sweep of that pair (concurrent rows).
-    quantile : float, default 0.9
-        The model error is this quantile of |error| of the best rule over all layouts.
-
-    Returns
-    -------
-    dict
-        ``sharing`` (the rule of :data:`SHARING` with the lowest median |error|),
-        ``model_error``, and ``median_abs_error`` per rule.
-    """
-    if not cases:
-        raise ValueError("fit_model needs at least one (profiles, workloads, measured sweep) case")
-    errs = {}
-    for rule in SHARING:
-        parts = [predict_error(predict(p, w, sharing=rule, model_error=0.0), m)["error"].abs()
-                 for p, w, m in cases]
-        errs[rule] = pd.concat(parts, ignore_index=True)
-    best = min(SHARING, key=lambda r: (float(errs[r].median()), float(errs[r].mean())))
-    return {"sharing": best, "model_error": float(errs[best].quantile(quantile)),
-            "median_abs_error": {r: float(e.median()) for r, e in errs.items()}}

@@ -220,6 +220,7 @@ class _Rank:
         self.compute = _gemm_chain(torch, rank, spec.gemms, spec.gemm_n)
         self.rows: list[dict] = []
         self.recipes: dict[str, str] = {}
+        self.trace_error = ""
 
     def close(self) -> None:
         self.engine.close()
@@ -269,8 +270,11 @@ class _Rank:
                     "max_ctas": None, "device_name": info.name}
             cs, rs = parts[0].stream, parts.remainder.stream
             self._layout(base, self.comm, cs, rs)
-            if self.spec.trace:
-                self._trace_split(parts, cs, rs)
+            if self.spec.trace and not self.trace_error:
+                try:
+                    self._trace_split(parts, cs, rs)
+                except Exception as e:  # CUPTI missing or held: every rank fails alike, before any collective
+                    self.trace_error = f"{type(e).__name__}: {e}"
 
     def _trace_split(self, parts, cs, rs) -> None:
         from ..trace.user import kernel_trace
@@ -316,15 +320,19 @@ def run_rank(rank: int, nranks: int, uid: bytes, spec: CommSpec, send) -> dict:
     the rank's metadata."""
     r = _Rank(rank, nranks, uid, spec, send)
     try:
-        for k in spec.comm_sms:
-            r.run_split(k)
-            r.flush()
+        # baselines first, then the largest partition first: if a small partition fails (or hangs until
+        # the launcher's timeout), everything measured before it is already with the launcher
         r.run_baselines()
         r.flush()
+        for k in sorted(spec.comm_sms, reverse=True):
+            r.run_split(k)
+            r.flush()
         from ..workloads.collectives import nccl_versions
 
-        return {"rank": rank, **r.info.metadata(), **nccl_versions(), "alltoall_recipe": r.recipes.get("alltoall", ""),
-                "gate_us": round(r.stepper.gate_us, 1), "torch_version": r.torch.__version__}
+        return {"rank": rank, **r.info.metadata(), **nccl_versions(),
+                "alltoall_recipe": r.recipes.get("alltoall", ""),
+                "gate_us": round(r.stepper.gate_us, 1), "torch_version": r.torch.__version__,
+                "trace_error": r.trace_error}
     finally:
         r.flush()
         r.close()

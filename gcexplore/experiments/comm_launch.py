@@ -123,7 +123,6 @@ def comm_sweep(spec=None, *, gpus: int | None = None, timeout_s: float = 900.0, 
         NCCL's version, each rank's device, the zero-SM status and the kernel attribution.
     """
     import multiprocessing as mp
-    from multiprocessing.connection import wait
 
     from ..device.driver import device_count
     from ..workloads.collectives import nccl_versions, zero_sm_offered
@@ -146,46 +145,19 @@ def comm_sweep(spec=None, *, gpus: int | None = None, timeout_s: float = 900.0, 
             child.close()
             pipes.append(parent)
             procs.append(p)
-    rows, metas, errors, details, trace_frames = [], {}, [], [], []
-    deadline = time.monotonic() + float(timeout_s)
-    open_ = {id(c): r for r, c in enumerate(pipes)}
+    ok = False
     try:
-        while open_:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                errors.append(f"timed out after {timeout_s:g} s with ranks {sorted(open_.values())} still running")
-                break
-            for c in wait([p for p in pipes if id(p) in open_], timeout=min(left, 5.0)):
-                rank = open_[id(c)]
-                try:
-                    msg = c.recv()
-                except EOFError:
-                    del open_[id(c)]
-                    if rank not in metas:
-                        errors.append(f"rank {rank} ended without a result (exit code {procs[rank].exitcode})")
-                    continue
-                if msg[0] == "uid":
-                    for each in pipes:
-                        each.send(("uid", msg[1]))
-                elif msg[0] == "rows":
-                    rows.extend(msg[1])
-                elif msg[0] == "trace":
-                    trace_frames.append(msg[1])
-                elif msg[0] == "done":
-                    metas[rank] = msg[1]
-                elif msg[0] == "error":
-                    errors.append(msg[1])
-                    details.append(msg[2])
-            if errors:
-                break  # the other ranks would wait for it in their next collective
+        got = _collect(pipes, procs, float(timeout_s))
+        ok = not got[2]
     finally:
         for p in procs:
-            p.join(timeout=10 if not errors else 1)
+            p.join(timeout=30 if ok else 1)  # a finished rank tears NCCL and CUDA down first
             if p.is_alive():
                 p.terminate()  # our own child, by its handle
                 p.join(timeout=5)
         for c in pipes:
             c.close()
+    rows, metas, errors, details, trace_frames = got
     if traces is not None:
         traces.extend(trace_frames)
     versions = next(iter(metas.values()), {}) if metas else {}
@@ -198,6 +170,43 @@ def comm_sweep(spec=None, *, gpus: int | None = None, timeout_s: float = 900.0, 
     if errors:
         raise CommLaunchError("; ".join(errors[:3]), df, "\n".join(details))
     return df
+
+
+def _collect(pipes, procs, timeout_s: float):
+    """Read the ranks' messages until every pipe has closed, a rank failed, or the time is up:
+    ``(rows, metas, errors, details, trace frames)``. The unique id from rank 0 goes to every rank."""
+    from multiprocessing.connection import wait
+
+    rows, metas, errors, details, trace_frames = [], {}, [], [], []
+    deadline = time.monotonic() + timeout_s
+    open_ = {id(c): r for r, c in enumerate(pipes)}
+    while open_ and not errors:  # after a failure the other ranks would wait in their next collective
+        left = deadline - time.monotonic()
+        if left <= 0:
+            errors.append(f"timed out after {timeout_s:g} s with ranks {sorted(open_.values())} still running")
+            break
+        for c in wait([p for p in pipes if id(p) in open_], timeout=min(left, 5.0)):
+            rank = open_[id(c)]
+            try:
+                msg = c.recv()
+            except EOFError:
+                del open_[id(c)]
+                if rank not in metas:
+                    errors.append(f"rank {rank} ended without a result (exit code {procs[rank].exitcode})")
+                continue
+            if msg[0] == "uid":
+                for each in pipes:
+                    each.send(("uid", msg[1]))
+            elif msg[0] == "rows":
+                rows.extend(msg[1])
+            elif msg[0] == "trace":
+                trace_frames.append(msg[1])
+            elif msg[0] == "done":
+                metas[rank] = msg[1]
+            elif msg[0] == "error":
+                errors.append(msg[1])
+                details.append(msg[2])
+    return rows, metas, errors, details, trace_frames
 
 
 def _quiet(fn):

@@ -29,7 +29,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["MAX_ATTRS_DEPTH", "RECORDED", "ResultFileError", "load", "load_recorded", "recorded_names", "save"]
+__all__ = ["MAX_ATTRS_DEPTH", "RECORDED", "ResultFileError", "load", "load_recorded", "recorded_folder", "recorded_names",
+           "save"]
 
 #: Names of the recorded results shipped in gcexplore/data (see bench/record.py).
 RECORDED = ("sweep", "scaling", "occupancy", "isolation", "torch_sweep", "trace", "trace_overlap", "occupancy_best",
@@ -470,22 +471,15 @@ def _check_dtypes(dtypes: dict, side_path: Path) -> None:
                                   "are refused): the sidecar is damaged")
 
 
-def _ends_mid_row(path: Path) -> bool:
-    """A CSV whose last byte is not a newline was cut short (to_csv ends every row with one)."""
+def _ends_mid_row(path: Path) -> bool:  # to_csv ends every row, the last too, with a newline
     with open(path, "rb") as f:
-        f.seek(0, os.SEEK_END)
-        if f.tell() == 0:
-            return False
-        f.seek(-1, os.SEEK_END)
-        return f.read(1) != b"\n"
+        return f.seek(0, os.SEEK_END) > 0 and f.seek(-1, os.SEEK_END) >= 0 and f.read(1) != b"\n"
 
 
 def _read_csv(path: Path) -> tuple[pd.DataFrame, dict]:
     side = _read_sidecar(path, _sidecar(path))
-    if "rows" not in side and "sha256" not in side and _ends_mid_row(path):
-        raise ResultFileError(f"{str(path)!r} ends in the middle of a row: it was cut short, and its sidecar "
-                              "records neither a row count nor a hash to say how much is missing; save the "
-                              "result again")
+    if "rows" not in side and "sha256" not in side and _ends_mid_row(path):  # nothing else would tell
+        raise ResultFileError(f"{str(path)!r} ends in the middle of a row: it was cut short; save the result again")
     dtypes = side.get("dtypes", {})
     # Text columns are read as text, "NA" and "None" included (a layout "132" must stay
     # a string); then every column gets back the dtype it was saved with.
@@ -557,11 +551,15 @@ def _data_dir() -> Path:
 
 
 def recorded_names() -> list[str]:
-    """Names of the recorded results present in ``gcexplore/data`` (files, and campaign folders)."""
+    """Names of the recorded results present in ``gcexplore/data``."""
     d = _data_dir()
-    if not d.is_dir():
-        return []
-    return sorted([p.stem for p in d.glob("*.parquet")] + [p.parent.name for p in d.glob("*/campaign.json")])
+    return sorted(p.stem for p in d.glob("*.parquet")) if d.is_dir() else []
+
+
+def recorded_folder(name: str) -> Path | None:
+    """A recorded campaign's folder (``gcexplore/data/<name>/``, for ``load_campaign`` and
+    ``gcexplore campaign status``), or None."""
+    return folder if ((folder := _data_dir() / name) / "campaign.json").is_file() else None
 
 
 def load_recorded(name: str) -> pd.DataFrame:
@@ -576,35 +574,24 @@ def load_recorded(name: str) -> pd.DataFrame:
         ``"pm"``: PM samples (DRAM % of peak, SMs active) of two memory kernels on 24 and
         108 SMs, alone and together, with ``"pm_trace"`` their kernel trace
         (``plot_dram_timeline(load_recorded("pm"), load_recorded("pm_trace"))``); ``"campaign"``:
-        a two-GPU campaign shipped as its folder (``load_campaign`` of it; the folder is
-        ``attrs["folder"]``, for :func:`gcexplore.campaign_status` or ``gcexplore campaign status``).
+        a two-GPU campaign, also shipped as its folder (``attrs["folder"]``, :func:`recorded_folder`).
 
-    Returns
-    -------
-    pandas.DataFrame
-        With ``attrs["recorded"] = True`` and the GPU's metadata.
-
-    Raises
-    ------
-    ValueError
-        Unknown name (the message lists the available ones).
-    FileNotFoundError
-        A known name whose file is not in this installation.
+    Returns a DataFrame with ``attrs["recorded"] = True`` and the GPU's metadata. Raises
+    ValueError for an unknown name (listing the known ones), FileNotFoundError for a known
+    name whose file is not in this installation.
     """
     present = recorded_names()
     if name not in RECORDED and name not in present:
         raise ValueError(f"unknown recorded result {name!r}; recorded results are "
                          f"{', '.join(sorted(set(RECORDED) | set(present)))}")
-    folder = _data_dir() / name
-    if (folder / "campaign.json").is_file():  # a campaign folder, as campaign() writes it
-        from .campaign_store import load_campaign
-
-        return load_campaign(folder, repair=False)  # attrs["folder"]: where it is, for campaign_status
     path = _data_dir() / f"{name}.parquet"
     if not path.exists():
         raise FileNotFoundError(
             f"recorded result {name!r} is not in {str(_data_dir())!r} (present: {', '.join(present) or 'none'}); "
             "bench/record.py produces it on a GPU")
-    return load(path)
+    df = load(path)
+    if (folder := recorded_folder(name)) is not None:  # also shipped as a campaign folder: where it is
+        df.attrs["folder"] = str(folder)
+    return df
 
 

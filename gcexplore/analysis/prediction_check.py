@@ -1,0 +1,142 @@
+"""A prediction against a measurement: per-layout errors, the facts a sentence may state, and the
+model's sharing rule and interval fitted on measured pairs (pure pandas/numpy, no GPU)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from .overlap import layout_table, makespan_stats
+from .prediction import SHARING, l2_drawn_gbs, predict, predicted_layouts, require_prediction
+
+__all__ = ["ERROR_COLUMNS", "L2_CANDIDATES", "fit_model", "predict_error", "prediction_facts"]
+
+ERROR_COLUMNS = ["layout", "split_sm_count", "predicted_ms", "predicted_low_ms", "predicted_high_ms",
+                 "measured_ms", "error", "inside", "predicted_interference", "measured_interference"]
+
+
+def predict_error(prediction: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFrame:
+    """Per layout measured in both: the predicted against the measured median concurrent makespan.
+
+    Parameters
+    ----------
+    prediction : pandas.DataFrame
+        :func:`predict`'s result.
+    measured : pandas.DataFrame
+        A sweep, overlap or tune result with ``concurrent`` rows (one run).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``layout``, ``split_sm_count``, ``predicted_ms`` (and ``_low_ms``,
+        ``_high_ms``), ``measured_ms`` (median over repetitions), ``error`` (predicted /
+        measured - 1), ``inside`` (the measured median lies in the interval),
+        ``predicted_interference`` and ``measured_interference`` (NaN without ``alone``
+        rows); sorted by ``split_sm_count``.
+    """
+    require_prediction(prediction, "predict_error")
+    if "mode" not in measured.columns or not (measured["mode"] == "concurrent").any():
+        raise ValueError("predict_error needs a measured result with 'concurrent' rows (sweep, overlap or tune)")
+    conc = measured[measured["mode"] == "concurrent"]
+    names = list(prediction.attrs.get("workloads") or [])
+    if names and set(conc["workload"].astype(str)) != set(names):
+        raise ValueError(f"predict_error: the prediction is of {', '.join(names)}, the measurement of "
+                         f"{', '.join(dict.fromkeys(conc['workload'].astype(str)))}; compare a prediction with a "
+                         "sweep of the same workloads")
+    ms = makespan_stats(measured, "concurrent").set_index("layout")["median_ms"]
+    inter = pd.Series(dtype=float)
+    if (measured["mode"] == "alone").any():
+        inter = layout_table(measured).set_index("layout")["interference"]
+    lay = predicted_layouts(prediction)
+    lay = lay[lay["layout"].isin(ms.index)]
+    m = lay["layout"].map(ms).to_numpy(dtype=float)
+    out = pd.DataFrame({
+        "layout": lay["layout"], "split_sm_count": lay["split_sm_count"], "predicted_ms": lay["makespan_ms"],
+        "predicted_low_ms": lay["makespan_low_ms"], "predicted_high_ms": lay["makespan_high_ms"],
+        "measured_ms": m, "error": lay["makespan_ms"].to_numpy() / m - 1.0,
+        "inside": (lay["makespan_low_ms"].to_numpy() <= m) & (m <= lay["makespan_high_ms"].to_numpy()),
+        "predicted_interference": lay["interference"],
+        "measured_interference": lay["layout"].map(inter).to_numpy(dtype=float),
+    }, columns=ERROR_COLUMNS).reset_index(drop=True)
+    if out.empty:
+        raise ValueError(f"no layout is both predicted and measured (predicted {list(prediction['layout'].unique())[:4]}"
+                         f"..., measured {list(ms.index)[:4]}...)")
+    return out
+
+
+def prediction_facts(prediction: pd.DataFrame, measured: pd.DataFrame) -> dict:
+    """Everything a sentence about a prediction against a measured sweep may say.
+
+    Returns
+    -------
+    dict
+        ``layouts`` (compared), ``median_abs_error``, ``max_abs_error`` (fractions),
+        ``worst_layout``, ``inside`` (fraction of measured medians inside the intervals),
+        ``predicted_best`` (layout), ``predicted_best_measured_ms`` (its measured median),
+        ``measured_best``, ``measured_best_ms``, ``best_gap`` (predicted best's measured /
+        measured best - 1).
+    """
+    e = predict_error(prediction, measured)
+    a = e["error"].abs()
+    pb = e.loc[e["predicted_ms"].idxmin()]
+    mb = e.loc[e["measured_ms"].idxmin()]
+    return {"layouts": int(len(e)), "median_abs_error": float(a.median()), "max_abs_error": float(a.max()),
+            "worst_layout": str(e.loc[a.idxmax(), "layout"]), "inside": float(e["inside"].mean()),
+            "predicted_best": str(pb["layout"]), "predicted_best_measured_ms": float(pb["measured_ms"]),
+            "measured_best": str(mb["layout"]), "measured_best_ms": float(mb["measured_ms"]),
+            "best_gap": float(pb["measured_ms"] / mb["measured_ms"] - 1.0)}
+
+
+#: Multiples of the highest L2 GB/s any profiled workload drew alone that fit_model tries as the
+#: L2's shared bandwidth (None: not modelled).
+L2_CANDIDATES = (None, 1.0, 1.25, 1.5)
+
+
+def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9) -> dict:
+    """The sharing rule, the L2 bandwidth and the interval that the measured pairs demand.
+
+    Parameters
+    ----------
+    cases : sequence of (profiles, workloads, measured)
+        Each: the profiles, the workload names as for :func:`predict`, and a measured
+        sweep of that pair (concurrent rows).
+    quantile : float, default 0.9
+        The coverage the interval is calibrated to: the margins below and above are the
+        (1 + quantile) / 2 quantiles of how far the measured medians fall outside the
+        model's own bounds (so at most (1 - quantile) / 2 of the layouts miss on each side).
+
+    Returns
+    -------
+    dict
+        ``sharing`` (the rule of :data:`SHARING`) and ``l2_bandwidth_gbs`` (None, or a
+        multiple of :data:`L2_CANDIDATES` of the highest L2 GB/s drawn alone) with the
+        lowest median |error|, ``model_error`` (below, above: pass all three to
+        :func:`predict`), ``coverage`` (the fraction of these layouts inside the calibrated
+        interval), and ``median_abs_error`` per rule (L2 not modelled) and per L2 choice.
+    """
+    if not cases:
+        raise ValueError("fit_model needs at least one (profiles, workloads, measured sweep) case")
+    if not 0 < quantile < 1:
+        raise ValueError(f"quantile must be in (0, 1), got {quantile!r}")
+    drawn = max((l2_drawn_gbs(p) for p, _, _ in cases), key=lambda v: v if np.isfinite(v) else -1.0)
+    l2s = [None] + ([m * drawn for m in L2_CANDIDATES[1:]] if np.isfinite(drawn) else [])
+    raw = {}
+    for rule in SHARING:
+        for l2 in l2s:
+            parts = [predict_error(predict(p, w, sharing=rule, model_error=0.0, l2_bandwidth_gbs=l2), m)
+                     for p, w, m in cases]
+            raw[rule, l2] = pd.concat(parts, ignore_index=True)
+    score = {k: (float(v["error"].abs().median()), float(v["error"].abs().mean())) for k, v in raw.items()}
+    best = min(raw, key=score.get)
+    e = raw[best]
+    q = (1 + quantile) / 2
+    above = float(np.quantile(np.maximum(e["measured_ms"] / e["predicted_high_ms"] - 1, 0), q, method="higher"))
+    below = float(np.quantile(np.maximum(1 - e["measured_ms"] / e["predicted_low_ms"], 0), q, method="higher"))
+    err = (min(below, 0.99), min(above, 0.99))
+    inside = (e["predicted_low_ms"] * (1 - err[0]) <= e["measured_ms"]) & (
+        e["measured_ms"] <= e["predicted_high_ms"] * (1 + err[1]))
+    return {"sharing": best[0], "l2_bandwidth_gbs": best[1], "model_error": err, "coverage": float(inside.mean()),
+            "median_abs_error": {r: score[r, None][0] for r in SHARING},
+            "l2_median_abs_error": {("none" if l2 is None else f"{l2:.0f}"): score[best[0], l2][0] for l2 in l2s}}
