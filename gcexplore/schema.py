@@ -171,6 +171,8 @@ _PM = {
 # One row per rank, step and workload of the communication-SMs experiment; see gcexplore.experiments.comm.
 # setup: "partition" (collective on comm_sm_count SMs, compute on the rest), "plain" (two plain streams,
 # NCCL's own CTA count) or "ctas" (plain streams, NCCL max_ctas); compute-alone rows have no collective.
+# One run spans every rank: the identity columns are the run's (rank 0's card); rank r ran on GPU r,
+# and attrs["ranks"] holds each rank's card.
 _COMM = {
     "collective": "str", "size_bytes": "int64", "nranks": "int64", "rank": "int64", "setup": "str",
     "layout": "str", "comm_sm_count": "int64", "compute_sm_count": "int64", "max_ctas": "Int64", "mode": "str",

@@ -263,11 +263,10 @@ class _Rank:
     def run_split(self, comm_sms: int) -> None:
         from ..device.partitions import split
 
-        info = self.info
         with split([comm_sms], device=self.rank, rounding="exact") as parts:
             base = {"nranks": self.nranks, "rank": self.rank, "setup": "partition", "layout": parts.label,
                     "comm_sm_count": int(parts[0].sm_count), "compute_sm_count": int(parts.remainder.sm_count),
-                    "max_ctas": None, "device_name": info.name}
+                    "max_ctas": None}
             cs, rs = parts[0].stream, parts.remainder.stream
             self._layout(base, self.comm, cs, rs)
             if self.spec.trace and not self.trace_error:
@@ -295,7 +294,7 @@ class _Rank:
         a, b = self.engine.whole.streams[:2]
         sm = self.info.sm_count
         base = {"nranks": self.nranks, "rank": self.rank, "setup": "plain", "layout": "plain",
-                "comm_sm_count": sm, "compute_sm_count": sm, "max_ctas": None, "device_name": self.info.name}
+                "comm_sm_count": sm, "compute_sm_count": sm, "max_ctas": None}
         self._layout(base, self.comm, a, b)
         self.flush()
         for c in self.spec.ctas:
