@@ -168,6 +168,15 @@ _PM = {
     "sm_active_pct": "float64",
 }
 
+# One row per decode gap or prefill request of a serving run; see gcexplore.experiments.serving.
+_SERVING = {
+    "mode": "str", "layout": "str", "decode_sm_count": "int64", "prefill_sm_count": "int64", "load": "str",
+    "rate_rps": "float64", "pattern": "str", "burst": "int64", "duration_s": "float64", "seed": "int64",
+    "record": "str", "index": "int64", "start_ms": "float64", "end_ms": "float64", "itl_ms": "float64",
+    "arrival_ms": "float64", "ttft_ms": "float64", "queue_ms": "float64", "tokens": "int64",
+    "window_ms": "float64", "run_ms": "float64",
+}
+
 # One row per rank, step and workload of the communication-SMs experiment; see gcexplore.experiments.comm.
 # setup: "partition" (collective on comm_sm_count SMs, compute on the rest), "plain" (two plain streams,
 # NCCL's own CTA count) or "ctas" (plain streams, NCCL max_ctas); compute-alone rows have no collective.
@@ -190,13 +199,15 @@ COLUMNS = {
     "trace": {**_TRACE, **SAMPLE_IDENTITY},
     "tune": {**_TUNE, **IDENTITY_COLUMNS},
     "pm": {**_PM, **SAMPLE_IDENTITY},
+    "serving": {**_SERVING, **IDENTITY_COLUMNS},
     "comm": {**_COMM, **IDENTITY_COLUMNS},
 }
 KINDS = tuple(COLUMNS)
 
 # Columns that tell a kind apart when attrs["kind"] is gone (e.g. after pd.concat).
-_SIGNATURE = (("comm", "comm_sm_count"), ("trace", "correlation_id"), ("tune", "step"), ("pm", "dram_pct"),
-              ("overlap", "mode"), ("isolation", "scenario"), ("occupancy", "sm_id"), ("scaling", "sm_count"))
+_SIGNATURE = (("serving", "ttft_ms"), ("comm", "comm_sm_count"), ("trace", "correlation_id"), ("tune", "step"),
+              ("pm", "dram_pct"), ("overlap", "mode"), ("isolation", "scenario"), ("occupancy", "sm_id"),
+              ("scaling", "sm_count"))
 
 
 def columns(kind: str) -> list[str]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import nbformat as nbf
+import serving_cells
 
 HERE = Path(__file__).resolve().parent
 
@@ -1077,6 +1078,7 @@ NOTEBOOKS = {
     "03_sm_isolation.ipynb": (ISOLATION, ["occupancy", "isolation"], "SM isolation",
                               ["primary_sms", "bandwidth_sharing", "l2_sharing", "pm", "pm_trace"]),
     "04_campaigns.ipynb": (CAMPAIGN, ["campaign"], "Campaigns", ["comm"]),
+    "05_serving_splits.ipynb": (serving_cells.cells(md, code, PARAMETERS, DETECT), ["serving"], "Serving splits"),
 }
 
 

@@ -17,7 +17,8 @@ import pytest
 
 from _nbsupport import NOTEBOOK_DIR, missing_recorded, notebooks, optional_recorded, read_notebook, recorded_names
 
-EXPECTED = ["01_quickstart.ipynb", "02_sweeping_sm_splits.ipynb", "03_sm_isolation.ipynb", "04_campaigns.ipynb"]
+EXPECTED = ["01_quickstart.ipynb", "02_sweeping_sm_splits.ipynb", "03_sm_isolation.ipynb", "04_campaigns.ipynb",
+            "05_serving_splits.ipynb"]
 RECORDED_LINE = re.compile(r"recorded result '(\w+)': (.+)")
 
 

@@ -23,6 +23,7 @@ from .args import (RESULT_SUFFIXES, Usage, check_checkpoint, float_arg, int_arg,
                    mode_list, percent_arg, workload_names, writable_file)
 from .campaign import add_campaign
 from .comm import add_comm
+from .serve import add_serve
 
 
 class _Parser(argparse.ArgumentParser):
@@ -453,6 +454,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_tune(sub)
     _add_compare(sub)
     add_campaign(sub)
+    add_serve(sub)
     add_comm(sub)
     s = sub.add_parser(
         "demo", help="sweep the built-in compute + memory pair (or, without a GPU, show the "

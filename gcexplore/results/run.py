@@ -41,6 +41,7 @@ _ROW_KEYS = {
     "tune": ("layout", "mode", "rep", "workload"),
     "scaling": ("workload", "sm_count", "rep"),
     "trace": ("layout", "mode", "rep", "correlation_id"),
+    "serving": ("mode", "layout", "load", "record", "index"),
 }
 _EMPTY = ("", "nan", "<NA>", "None")
 
