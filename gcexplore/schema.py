@@ -31,6 +31,7 @@ __all__ = [
     "IDENTITY",
     "IDENTITY_COLUMNS",
     "IdentityField",
+    "RECIPES_ATTR",
     "RUN_COLUMNS",
     "SAMPLE_IDENTITY",
     "KINDS",
@@ -98,7 +99,7 @@ IDENTITY = (
     IdentityField("device_index", "Int64", "device index", "index", run_key=True),
     IdentityField("pci_bus_id", "str", "PCI bus id", "pci_bus_id"),
     IdentityField("device_sm_count", "Int64", "SM count", "sm_count"),
-    IdentityField("l2_bytes", "Int64", "L2 size (bytes)", "l2_bytes"),
+    IdentityField("l2_cache_bytes", "Int64", "L2 cache (bytes)", "l2_cache_bytes"),
     IdentityField("host", "str", "host"),
     IdentityField("driver_version", "str", "driver", "driver_version_str"),
     IdentityField("cuda_core_version", "str", "cuda-core", "cuda_core_version"),
@@ -124,6 +125,10 @@ def identity_name(source: str) -> str:
     raise KeyError(f"no identity field comes from DeviceInfo.{source}; sources: "
                    f"{', '.join(f.source for f in IDENTITY if f.source)}")
 
+
+#: The attrs key of a result's ``{workload name: recipe}`` (:func:`gcexplore.workloads.spec.parse_recipe`):
+#: part of what a run measured.
+RECIPES_ATTR = "workload_specs"
 
 #: Per-sample kinds (traces, occupancy, PM samples: up to millions of rows) carry only these; the
 #: rest of their identity is their run's (attrs), so a trace does not repeat fifteen strings a kernel.

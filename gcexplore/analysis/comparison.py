@@ -570,7 +570,7 @@ def compare(a, b=None, *, by: str | None = None, labels=None, min_effect: float 
         _same_workloads(fa, fb, family)
     pairs = {k: _compare_pair(x, y, labels, family, by, min_effect=min_effect, confidence=confidence,
                               slo_ms=slo_ms, percentile=percentile) for k, x, y in both}
-    return Comparisons(tuple(labels), pairs, one_sided, by)
+    return Comparisons(tuple(labels), pairs, one_sided, by, tuple(COMPARE_COLUMNS))
 
 
 def _compare_pair(fa, fb, labels, family, by, *, min_effect, confidence, slo_ms, percentile) -> Comparison:

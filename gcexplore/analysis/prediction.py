@@ -42,6 +42,9 @@ import numpy as np
 import pandas as pd
 
 from .traffic_profile import TRAFFIC_PROFILE_COLUMNS, scale_profiles, with_traffic_columns
+from ..schema import identity_name
+
+SM_COUNT = identity_name("sm_count")  # the card's SM count, as every result names it
 
 __all__ = [
     "L2_FIT_FRACTION",
@@ -61,7 +64,7 @@ __all__ = [
 
 #: Columns of a solo profile (one row per workload x position x size x repetition).
 PROFILE_COLUMNS = ["workload", "position", "sm_count", "rep", "duration_ms", "start_ms", "bytes", "flops",
-                   "working_set_bytes", "shared_bandwidth_gbs", "l2_bytes", "device_sm_count",
+                   "working_set_bytes", "shared_bandwidth_gbs", "l2_bytes", SM_COUNT,
                    "sm_alignment", "device_name", "run_id"]
 #: How a saturated DRAM is divided: by outstanding requests (SMs x per-SM rate), by the
 #: bandwidth each drew alone, or equally (max-min fair).
@@ -151,13 +154,13 @@ def profile_from(result: pd.DataFrame, *, bytes: Mapping[str, float] | None = No
     out["shared_bandwidth_gbs"] = float(shared_bandwidth_gbs if shared_bandwidth_gbs is not None
                                         else a.get("shared_bandwidth_gbs", math.nan) or math.nan)
     out["l2_bytes"] = float(l2_bytes if l2_bytes is not None else a.get("l2_bytes", math.nan) or math.nan)
-    out["device_sm_count"] = int(a.get("device_sm_count", 0) or 0)
+    out[SM_COUNT] = int(a.get(SM_COUNT, 0) or 0)
     out["sm_alignment"] = int(a.get("sm_alignment", 0) or np.gcd.reduce(
         rows.loc[rows["position"] == "first", "sm_count"].astype(int).to_numpy()))
     out["device_name"] = rows["device_name"].to_numpy() if "device_name" in rows else str(a.get("device_name", ""))
     out["run_id"] = rows["run_id"].to_numpy() if "run_id" in rows else str(a.get("run_id", ""))
     out = out[PROFILE_COLUMNS]
-    out.attrs.update({k: v for k, v in a.items() if k in ("device_name", "device_sm_count", "date", "recorded")})
+    out.attrs.update({k: v for k, v in a.items() if k in ("device_name", SM_COUNT, "date", "recorded")})
     out.attrs["kind"] = "solo_profile"
     return check_profiles(out)
 
@@ -209,7 +212,7 @@ def check_profiles(profiles, *, bandwidth_given: bool = False) -> pd.DataFrame:
         v = df[col].to_numpy(dtype=float)
         if np.any(v[np.isfinite(v)] < 0):
             raise _bad(f"{col} must be >= 0 or missing")
-    for col in ("device_name", "device_sm_count"):
+    for col in ("device_name", SM_COUNT):
         if df[col].nunique() > 1:
             raise _bad(f"profiles of different cards ({col}: {sorted(map(str, df[col].unique()))}); "
                        "predict pairs from profiles measured on one card")
@@ -256,7 +259,7 @@ class _Curve:
         # counted on a small partition too: bytes per call between the two sizes, linear in SMs
         small = float(rows["small_dram_bytes"].iloc[0]) if "small_dram_bytes" in rows else math.nan
         k_small = float(rows["small_sm_count"].iloc[0]) if "small_sm_count" in rows else math.nan
-        k_big = float(rows["device_sm_count"].iloc[0])
+        k_big = float(rows[SM_COUNT].iloc[0])
         self.small = (k_small, small) if math.isfinite(small) and math.isfinite(k_small) and k_small < k_big else None
         self.k_big = k_big
         starts = rows.loc[rows["position"] == "first", "start_ms"].to_numpy(dtype=float)
@@ -438,7 +441,7 @@ def _fluid(curves: list[_Curve], times: list[float], sms: list[int], peak: float
 
 
 def _layouts(profiles: pd.DataFrame, n: int) -> list[tuple[int, ...]]:
-    total = int(profiles["device_sm_count"].iloc[0])
+    total = int(profiles[SM_COUNT].iloc[0])
     step = int(profiles["sm_alignment"].iloc[0])
     if total <= 0 or step <= 0:
         raise _bad("device_sm_count and sm_alignment are unknown; pass layouts= explicitly")

@@ -79,40 +79,21 @@ def writable_file(path: str, suffixes: tuple[str, ...], what: str) -> Path:
 
 
 def parse_workload(spec: str) -> tuple[str, dict]:
-    """``name`` or ``name:key=value,...`` (e.g. ``spin:us=100``) -> (name, options); no GPU."""
-    from ..workloads.builtins import parse_builtin
+    """A built-in recipe (``name`` or ``name:key=value,...``, e.g. ``spin:us=100``) -> (name, options),
+    checked by :func:`gcexplore.workloads.spec.parse_recipe` (the one grammar); no GPU."""
+    from ..workloads.spec import parse_recipe
 
     try:
-        return parse_builtin(spec)
+        r = parse_recipe(spec)
     except ValueError as e:
         raise Usage(str(e)) from None
-
-
-def check_options(spec: str, name: str, kwargs: dict) -> None:
-    """Usage for an option the built-in does not take or a value of the wrong type (no GPU)."""
-    import inspect
-
-    from ..workloads import builtins as core
-
-    params = {k: p for k, p in inspect.signature(getattr(core, name)).parameters.items() if k != "device"}
-    for key, value in kwargs.items():
-        if key not in params:
-            raise Usage(f"workload {spec!r}: {name} has no option {key!r}; its options are {', '.join(params)}")
-        kind = str(params[key].annotation)
-        if "int" in kind.split(" | ") and not isinstance(value, int):
-            raise Usage(f"workload {spec!r}: {key} must be a positive integer, got {value!r}")
-        if "float" in kind.split(" | ") and not isinstance(value, (int, float)):
-            raise Usage(f"workload {spec!r}: {key} must be a positive number, got {value!r}")
-        if isinstance(value, (int, float)) and not value > 0:
-            raise Usage(f"workload {spec!r}: {key} must be positive, got {value!r}")
+    return r.name, dict(r.options)
 
 
 def workload_names(specs) -> list[tuple[str, str, dict]]:
     from ..workloads.spec import unique_names
 
     parsed = [parse_workload(spec) for spec in specs]
-    for spec, (name, kwargs) in zip(specs, parsed):
-        check_options(spec, name, kwargs)
     return [(key, name, kwargs) for key, (name, kwargs) in zip(unique_names([n for n, _ in parsed]), parsed)]
 
 

@@ -24,6 +24,7 @@ import time
 from collections.abc import Sequence
 
 from .._checks import as_count, as_int
+from ..schema import environment_identity
 from ..workloads.collectives import COLLECTIVES
 
 __all__ = ["CommSpec", "parse_size", "run_rank", "size_text"]
@@ -330,7 +331,7 @@ def run_rank(rank: int, nranks: int, uid: bytes, spec: CommSpec, send) -> dict:
 
         return {"rank": rank, **r.info.metadata(), **nccl_versions(),
                 "alltoall_recipe": r.recipes.get("alltoall", ""),
-                "gate_us": round(r.stepper.gate_us, 1), "torch_version": r.torch.__version__,
+                "gate_us": round(r.stepper.gate_us, 1), **environment_identity(),
                 "trace_error": r.trace_error}
     finally:
         r.flush()
