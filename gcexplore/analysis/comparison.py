@@ -38,10 +38,11 @@ from ..results.validate import check_result
 from ..schema import kind_of, parse_layout
 from .display import placement
 from .identity import identity_diff
-from .stats import quantile, quantile_ci, ratio_ci
+from .stats import (Floor, noise_floor, pooled_variance, quantile, quantile_ci, ratio_ci, round_medians,
+                    round_ratio_ci, round_variance, rounds_needed)
 from .stats import stats as sample_stats
 
-__all__ = ["COMPARE_COLUMNS", "Comparison", "VERDICTS", "compare", "identity_diff"]
+__all__ = ["COMPARE_COLUMNS", "Comparison", "VERDICTS", "compare", "identity_diff", "row_verdict"]
 
 VERDICTS = ("FAST", "SLOW", "SAME", "UNCLEAR")
 #: No single interval is wider than this error rate, however few pairs are compared.
@@ -51,7 +52,7 @@ COMPARE_COLUMNS = [
     "group", "present", "layout_a", "layout_b", "sm_a", "sm_b", "fraction_a", "fraction_b", "reps_a", "reps_b",
     "median_a_ms", "median_b_ms", "ratio", "ratio_low", "ratio_high", "noisy_a", "noisy_b", "verdict",
     "clock_a_mhz", "clock_b_mhz", "cycles_ratio", "cycles_low", "cycles_high", "cycles_verdict",
-    "clock_difference", "reason",
+    "clock_difference", "rounds_a", "rounds_b", "rounds_needed", "reason",
 ]
 CURVE_COLUMNS = ["side", "group", "layout", "sm", "fraction", "reps", "median_ms", "p10_ms", "p90_ms"]
 
@@ -216,23 +217,32 @@ def _clock(df: pd.DataFrame) -> pd.Series:
 
 
 def _samples(df: pd.DataFrame, family: str) -> pd.DataFrame:
-    """One row per repetition: group, layout, sm, fractions, value (ms), clock (MHz)."""
+    """One row per repetition: group, layout, sm, fractions, value (ms), clock (MHz), round (a run's
+    rounds told apart from another run's: results measured before rounds are one round per run)."""
     run = ["run_id"] if "run_id" in df.columns else []
-    d = df.assign(_clock=_clock(df))
+    d = df.assign(_clock=_clock(df), _round=_round_key(df))
     if family == "scaling":
         keys = [*run, "workload", "sm_count", "rep"]
-        per = d.groupby(keys, sort=False).agg(value=("duration_ms", "max"), clock=("_clock", "mean")).reset_index()
+        per = d.groupby(keys, sort=False).agg(value=("duration_ms", "max"), clock=("_clock", "mean"),
+                                              round=("_round", "first")).reset_index()
         total = float(per["sm_count"].max())
         per["group"], per["layout"], per["sm"] = per["workload"], per["sm_count"].astype(str), per["sm_count"]
         per["fractions"] = [(s / total,) for s in per["sm_count"]]
     else:
         keys = [*run, "layout", "mode", *(["step"] if "step" in df.columns else []), "rep"]
-        per = d.groupby(keys, sort=False).agg(value=("makespan_ms", "max"), clock=("_clock", "mean")).reset_index()
+        per = d.groupby(keys, sort=False).agg(value=("makespan_ms", "max"), clock=("_clock", "mean"),
+                                              round=("_round", "first")).reset_index()
         sizes = {lay: parse_layout(lay) for lay in dict.fromkeys(per["layout"])}
         per["group"] = per["mode"]
         per["sm"] = [sizes[lay][0] for lay in per["layout"]]
         per["fractions"] = [tuple(s / sum(sizes[lay]) for s in sizes[lay]) for lay in per["layout"]]
-    return per[["group", "layout", "sm", "fractions", "value", "clock"]]
+    return per[["group", "layout", "sm", "fractions", "value", "clock", "round"]]
+
+
+def _round_key(df: pd.DataFrame) -> pd.Series:
+    run = df["run_id"].astype(str) if "run_id" in df.columns else pd.Series("", index=df.index)
+    rnd = df["round"].astype(str) if "round" in df.columns else pd.Series("0", index=df.index)
+    return run + "/" + rnd
 
 
 def _step(fracs) -> float:
@@ -294,43 +304,87 @@ def _noise(v: np.ndarray, side: str) -> str:
             f"{(s['p90_ms'] - s['p10_ms']) / s['median_ms']:.0%} of its median)")
 
 
-def _row(group, lay_a, lay_b, va, vb, ca, cb, info_a, info_b, level, min_effect) -> dict:
+def row_verdict(va, vb, ra, rb, ca, cb, *, level: float, min_effect: float, floor: Floor,
+                prior: tuple[float, int] | None = None, prior_cycles: tuple[float, int] | None = None) -> dict:
+    """The verdict of one compared row, its interval and why: the one place compare decides.
+
+    ``va``/``vb`` are the repetitions' times (ms) of side A and B, ``ra``/``rb`` their round keys,
+    ``ca``/``cb`` their SM clocks (MHz, NaN where unrecorded). The interval of B / A is
+    :func:`~gcexplore.analysis.stats.round_ratio_ci` (the round is the unit; a side of one round
+    carries ``floor``); FAST / SLOW / SAME against the ``±min_effect`` band, UNCLEAR otherwise with
+    the number of rounds per side that would decide it. Where both sides recorded the clock, the
+    same test on time x clock (cycles) confirms a FAST / SLOW or names it a clock difference.
+    """
+    out = {"ratio_low": math.nan, "ratio_high": math.nan, "noisy_a": False, "noisy_b": False,
+           "clock_difference": False, "cycles_verdict": ""}
+    r = round_ratio_ci(va, vb, ra, rb, level, floor=floor, prior=prior)
+    out.update(ratio_low=r["low"], ratio_high=r["high"], rounds_a=r["rounds_a"], rounds_b=r["rounds_b"],
+               rounds_needed=math.nan)
+    verdict, reason = decide(r["low"], r["high"], min_effect)
+    if r["floor_used"]:
+        reason += (f"; a side measured in one round: between-round spread {r['sd_round']:.2%} from the "
+                   f"{floor.text()}")
+    if verdict == "UNCLEAR" and math.isfinite(r["ratio"]):
+        need = rounds_needed(r["ratio"], r["sd_round"], min_effect, r["z"] if math.isfinite(r["z"]) else 3.0,
+                             run_sd=floor.run_sd)
+        out["rounds_needed"] = need
+        reason += (f"; about {int(need)} rounds per side would decide it" if math.isfinite(need) else
+                   "; no number of rounds decides it at this spread (more runs, or a wider min_effect)")
+    noisy = [n for n in (_noise(va, "A"), _noise(vb, "B")) if n]
+    out["noisy_a"], out["noisy_b"] = bool(_noise(va, "A")), bool(_noise(vb, "B"))
+    if noisy:
+        verdict, reason = "UNCLEAR", f"{'; '.join(noisy)}; {reason}"
+    if np.isfinite(ca).all() and np.isfinite(cb).all() and len(ca) and len(cb):
+        out["clock_a_mhz"], out["clock_b_mhz"] = float(np.median(ca)), float(np.median(cb))
+        c = round_ratio_ci(va * ca, vb * cb, ra, rb, level, floor=floor, prior=prior_cycles)
+        out["cycles_low"], out["cycles_high"] = c["low"], c["high"]
+        out["cycles_ratio"] = float(np.median(vb * cb) / np.median(va * ca))
+        out["cycles_verdict"] = decide(c["low"], c["high"], min_effect)[0]
+        if verdict in ("FAST", "SLOW"):
+            if out["cycles_verdict"] == "SAME":
+                out["clock_difference"] = True
+                reason += (f"; SAME in clock-normalised time (SM clock {out['clock_a_mhz']:.0f} -> "
+                           f"{out['clock_b_mhz']:.0f} MHz): a clock difference")
+            elif out["cycles_verdict"] == verdict:
+                reason += "; confirmed in clock-normalised time"
+    out["verdict"], out["reason"] = verdict, reason
+    return out
+
+
+def _row(group, lay_a, lay_b, a, b, info_a, info_b, decide_row) -> dict:
     row = dict.fromkeys(COMPARE_COLUMNS, math.nan)
     row.update(group=group, layout_a=lay_a or "", layout_b=lay_b or "", verdict="", reason="",
                clock_difference=False, cycles_verdict="", noisy_a=False, noisy_b=False)
-    for side, lay, v, info in (("a", lay_a, va, info_a), ("b", lay_b, vb, info_b)):
+    for side, lay, x, info in (("a", lay_a, a, info_a), ("b", lay_b, b, info_b)):
         if lay is not None:
-            row.update({f"sm_{side}": info[lay][0], f"fraction_{side}": info[lay][1][0], f"reps_{side}": len(v),
-                        f"median_{side}_ms": float(np.median(v))})
+            row.update({f"sm_{side}": info[lay][0], f"fraction_{side}": info[lay][1][0], f"reps_{side}": len(x[0]),
+                        f"median_{side}_ms": float(np.median(x[0])), f"rounds_{side}": len(set(x[1]))})
     if lay_a is None or lay_b is None:
         row["present"] = "A only" if lay_b is None else "B only"
         row["reason"] = f"measured on {row['present'].split()[0]} only"
         return row
     row["present"] = "both"
     row["ratio"] = row["median_b_ms"] / row["median_a_ms"]
-    _, row["ratio_low"], row["ratio_high"] = ratio_ci(va, vb, level)
-    verdict, reason = decide(row["ratio_low"], row["ratio_high"], min_effect)
-    noisy = [n for n in (_noise(va, "A"), _noise(vb, "B")) if n]
-    row["noisy_a"], row["noisy_b"] = bool(_noise(va, "A")), bool(_noise(vb, "B"))
-    if noisy:
-        verdict, reason = "UNCLEAR", f"{'; '.join(noisy)}; {reason}"
-    row["verdict"], row["reason"] = verdict, reason
-    if np.isfinite(ca).all() and np.isfinite(cb).all() and len(ca) and len(cb):
-        row["clock_a_mhz"], row["clock_b_mhz"] = float(np.median(ca)), float(np.median(cb))
-        _, row["cycles_low"], row["cycles_high"] = ratio_ci(va * ca, vb * cb, level)
-        row["cycles_ratio"] = float(np.median(vb * cb) / np.median(va * ca))
-        row["cycles_verdict"] = decide(row["cycles_low"], row["cycles_high"], min_effect)[0]
-        if verdict in ("FAST", "SLOW"):
-            if row["cycles_verdict"] == "SAME":
-                row["clock_difference"] = True
-                row["reason"] += (f"; SAME in clock-normalised time (SM clock {row['clock_a_mhz']:.0f} -> "
-                                  f"{row['clock_b_mhz']:.0f} MHz): a clock difference")
-            elif row["cycles_verdict"] == verdict:
-                row["reason"] += "; confirmed in clock-normalised time"
+    row.update(decide_row(a, b))
     return row
 
 
-def _table(sa, sb, pairs, min_effect, confidence) -> tuple[pd.DataFrame, dict]:
+def _arrays(g) -> tuple[np.ndarray, list, np.ndarray]:
+    if g is None:
+        return np.array([]), [], np.array([])
+    return g["value"].to_numpy(float), g["round"].tolist(), g["clock"].to_numpy(float)
+
+
+def _prior(rows, cycles: bool = False) -> tuple[float, int]:
+    """The between-round variance pooled over every row compared (each row's own is shrunk toward it)."""
+    parts = []
+    for (va, ra, ca), (vb, rb, cb) in rows:
+        x, y = (va * ca, vb * cb) if cycles else (va, vb)
+        parts.append(round_variance(round_medians(x, ra), round_medians(y, rb)))
+    return pooled_variance(parts)
+
+
+def _table(sa, sb, pairs, min_effect, confidence, floor: Floor) -> tuple[pd.DataFrame, dict]:
     m = sum(1 for _, x, y in pairs if x is not None and y is not None)
     alpha_each = min(MAX_ALPHA_EACH, (1.0 - confidence) / max(1, m))
     level = 1.0 - alpha_each
@@ -338,24 +392,23 @@ def _table(sa, sb, pairs, min_effect, confidence) -> tuple[pd.DataFrame, dict]:
     gb = {k: g for k, g in sb.groupby(["group", "layout"], sort=False)}
     info_a = {r.layout: (r.sm, r.fractions) for r in sa.drop_duplicates("layout").itertuples()}
     info_b = {r.layout: (r.sm, r.fractions) for r in sb.drop_duplicates("layout").itertuples()}
-    empty = np.array([])
-    rows = []
-    for group, la, lb in pairs:
-        a = ga.get((group, la))
-        b = gb.get((group, lb))
-        rows.append(_row(group, la, lb,
-                         a["value"].to_numpy(float) if a is not None else empty,
-                         b["value"].to_numpy(float) if b is not None else empty,
-                         a["clock"].to_numpy(float) if a is not None else empty,
-                         b["clock"].to_numpy(float) if b is not None else empty,
-                         info_a, info_b, level, min_effect))
+    data = [(g, la, lb, _arrays(ga.get((g, la))), _arrays(gb.get((g, lb)))) for g, la, lb in pairs]
+    both = [(a, b) for _, la, lb, a, b in data if la is not None and lb is not None]
+    prior, prior_c = _prior(both), _prior(both, cycles=True)
+
+    def decide_row(a, b):
+        return row_verdict(a[0], b[0], a[1], b[1], a[2], b[2], level=level, min_effect=min_effect, floor=floor,
+                           prior=prior, prior_cycles=prior_c)
+
+    rows = [_row(g, la, lb, a, b, info_a, info_b, decide_row) for g, la, lb, a, b in data]
     t = pd.DataFrame(rows, columns=COMPARE_COLUMNS)
     t["_f"] = t["fraction_a"].fillna(t["fraction_b"])
     order = {g: i for i, g in enumerate(dict.fromkeys(t["group"]))}
     t = t.sort_values(["group", "_f"], key=lambda s: s.map(order) if s.name == "group" else s, kind="stable")
     t = t.drop(columns="_f").reset_index(drop=True)
     return t, {"min_effect": min_effect, "confidence": confidence, "compared": m, "alpha_each": alpha_each,
-               "level": level}
+               "level": level, "floor": dataclasses.asdict(floor), "floor_text": floor.text(),
+               "round_sd": math.sqrt(prior[0]) if prior[1] else math.nan, "round_df": prior[1]}
 
 
 def _curves(sa: pd.DataFrame, sb: pd.DataFrame) -> pd.DataFrame:
@@ -474,8 +527,19 @@ def _check_settings(min_effect, confidence, slo_ms, percentile) -> None:
         raise ValueError(f"compare: slo_ms must be a positive number of milliseconds, got {slo_ms!r}")
 
 
+def _floor(fa: pd.DataFrame, fb: pd.DataFrame) -> Floor:
+    """The larger recorded run-to-run floor of the two sides' cards for these workloads."""
+    floors = []
+    for df in (fa, fb):
+        name = str(df["device_name"].iloc[0]) if "device_name" in df.columns and len(df) else \
+            str(df.attrs.get("device_name", ""))
+        floors.append(noise_floor(name, sorted(set(df["workload"].astype(str)))))
+    return max(floors, key=lambda f: (math.hypot(f.round_sd, f.run_sd), f.source))
+
+
 def compare(a, b=None, *, by: str | None = None, labels=None, min_effect: float = 0.01,
-            confidence: float = 0.95, slo_ms: float | None = None, percentile: float = 50.0) -> Comparison:
+            confidence: float = 0.95, slo_ms: float | None = None, percentile: float = 50.0,
+            floor: Floor | None = None) -> Comparison:
     """Compare two results layout by layout; say which differences are real and whether the best split moved.
 
     Parameters
@@ -497,6 +561,10 @@ def compare(a, b=None, *, by: str | None = None, labels=None, min_effect: float 
         whose ``percentile`` duration meets it (sweeps and overlaps; a tune result's
         own ``slo_ms`` when it has one).
     percentile : float, default 50
+    floor : Floor, optional
+        Run-to-run noise standing in for a side measured in one round; default the larger
+        recorded floor of the two sides' cards and workloads
+        (:func:`gcexplore.analysis.stats.noise_floor`), shown in ``settings["floor_text"]``.
 
     Returns
     -------
@@ -512,7 +580,7 @@ def compare(a, b=None, *, by: str | None = None, labels=None, min_effect: float 
     fa, fb, labels, family = _sides(a, b, by, labels)
     sa, sb = _samples(fa, family), _samples(fb, family)
     pairs = _align(sa, sb)
-    table, settings = _table(sa, sb, pairs, float(min_effect), float(confidence))
+    table, settings = _table(sa, sb, pairs, float(min_effect), float(confidence), floor or _floor(fa, fb))
     best = _best(sa, sb, pairs, settings) if family != "scaling" else {}
     if slo_ms is None and family == "tune":
         slo_ms = fa.attrs.get("slo_ms") or None

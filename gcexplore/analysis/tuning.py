@@ -76,10 +76,12 @@ def gpu_time_ms(df: pd.DataFrame) -> float:
     """GPU time a result cost: every measured repetition's makespan, plus the warm-up.
 
     Warm-up repetitions are not recorded; each is counted at the median makespan of the
-    repetitions measured after it (``attrs["warmup"]`` of them per layout and mode, or
-    per tuner step).
+    repetitions measured after it (``attrs["warmup"]`` of them per layout, mode and round,
+    or per tuner step).
     """
     keys = [c for c in ("layout", "mode", "step") if c in df.columns]
-    per_rep = df.groupby([*keys, "rep"], sort=False)["makespan_ms"].max()
-    warm = int(df.attrs.get("warmup", 0) or 0)
-    return float(per_rep.sum() + warm * per_rep.groupby(level=list(range(len(keys)))).median().sum())
+    rnd = ["round"] if "round" in df.columns else []
+    per_rep = df.groupby([*keys, *rnd, "rep"], sort=False)["makespan_ms"].max()
+    warm = int(df.attrs.get("warmup", 0) or 0)  # per round: each round warms up again
+    per_round = per_rep.groupby(level=list(range(len(keys) + len(rnd)))).median()
+    return float(per_rep.sum() + warm * per_round.sum())

@@ -28,6 +28,15 @@ def describe(c: Comparison) -> list[str]:
     lines = [f"{b} against {a}: {n['SAME']} of {s['compared']} layout x {'workload' if c.kind == 'scaling' else 'mode'} "
              f"pairs SAME within ±{s['min_effect']:.1%}, {n['FAST']} FAST, {n['SLOW']} SLOW, {n['UNCLEAR']} UNCLEAR "
              f"(each interval at {s['level']:.2%}, {s['confidence']:.0%} jointly)"]
+    if "floor_text" in s:
+        t = c.table[c.table["present"] == "both"]
+        ra, rb = (int(t[f"rounds_{x}"].min()) if len(t) else 0 for x in "ab")
+        spread = f"between-round spread {s['round_sd']:.2%}; " if s.get("round_df") else ""
+        lines.append(f"intervals from round medians ({ra} round(s) on A, {rb} on B; {spread}{s['floor_text']})")
+        need = t["rounds_needed"].dropna()
+        if len(need) and np.isfinite(need).any():
+            lines.append(f"{int(np.isfinite(need).sum())} UNCLEAR row(s) would be decided by about "
+                         f"{int(need[np.isfinite(need)].max())} rounds per side")
     if n["one-sided"]:
         lines.append(f"{n['one-sided']} layout(s) were measured on one side only")
     if n["clock differences"]:
