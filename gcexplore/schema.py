@@ -115,6 +115,16 @@ _PM = {
     "sm_active_pct": "float64",
 }
 
+# One row per rank, step and workload of the communication-SMs experiment; see gcexplore.experiments.comm.
+# setup: "partition" (collective on comm_sm_count SMs, compute on the rest), "plain" (two plain streams,
+# NCCL's own CTA count) or "ctas" (plain streams, NCCL max_ctas); compute-alone rows have no collective.
+_COMM = {
+    "collective": "str", "size_bytes": "int64", "nranks": "int64", "rank": "int64", "setup": "str",
+    "layout": "str", "comm_sm_count": "int64", "compute_sm_count": "int64", "max_ctas": "Int64", "mode": "str",
+    "rep": "int64", "workload": "str", "start_ms": "float64", "duration_ms": "float64", "step_ms": "float64",
+    "flops": "float64", "bytes": "float64",
+}
+
 #: Columns (name -> dtype, in order) of each result kind.
 COLUMNS = {
     "overlap": {**_OVERLAP, **IDENTITY_COLUMNS},
@@ -125,12 +135,13 @@ COLUMNS = {
     "trace": {**_TRACE, **IDENTITY_COLUMNS},
     "tune": {**_TUNE, **IDENTITY_COLUMNS},
     "pm": {**_PM, **IDENTITY_COLUMNS},
+    "comm": {**_COMM, **IDENTITY_COLUMNS},
 }
 KINDS = tuple(COLUMNS)
 
 # Columns that tell a kind apart when attrs["kind"] is gone (e.g. after pd.concat).
-_SIGNATURE = (("trace", "correlation_id"), ("tune", "step"), ("pm", "dram_pct"), ("overlap", "mode"),
-              ("isolation", "scenario"), ("occupancy", "sm_id"), ("scaling", "sm_count"))
+_SIGNATURE = (("comm", "comm_sm_count"), ("trace", "correlation_id"), ("tune", "step"), ("pm", "dram_pct"),
+              ("overlap", "mode"), ("isolation", "scenario"), ("occupancy", "sm_id"), ("scaling", "sm_count"))
 
 
 def columns(kind: str) -> list[str]:

@@ -15,6 +15,7 @@ PUBLIC = {
     "pm": ("dram_summary",),
     "prediction": ("predict", "predict_error", "prediction_facts"),
     "comparison": ("compare",),
+    "comm": ("bandwidth_table", "comm_answer", "comm_table", "nccl_attribution"),
 }
 EXTRA = {
     "stats": ("NOISY_FRACTION", "STAT_COLUMNS", "quantiles"),
@@ -23,6 +24,7 @@ EXTRA = {
     "display": ("RATES", "modes_in", "placement", "rate_quantiles", "rates", "workload_order"),
     "occupancy": ("occupancy_layout",),
     "tuning": ("TUNE_TABLE_COLUMNS", "gpu_time_ms", "slo_split"),
+    "comm": ("bus_bw_gbs", "bus_factor", "comm_steps"),
     "modes": ("baseline_choice", "busy_shares", "cluster_labels", "dram_headline", "group_modes", "launch_limits",
               "rep_mode", "sample_modes", "scaling_facts", "trace_modes"),
 }

@@ -75,11 +75,17 @@ def summarize(df: pd.DataFrame, trace: pd.DataFrame | None = None) -> pd.DataFra
     kind = check_result(df, KINDS, "summarize")
     one = {"overlap": summarize_overlap, "sweep": summarize_overlap, "tune": summarize_overlap,
            "scaling": _summarize_scaling, "isolation": _summarize_isolation, "occupancy": sm_busy,
-           "trace": busy.busy_time, "pm": summarize_pm}[kind]
+           "trace": busy.busy_time, "pm": summarize_pm, "comm": _summarize_comm}[kind]
     if trace is not None:
         check_trace_matches(df, trace, "summarize", kind)
     out = per_run(df, one)
     return out if trace is None else busy.with_trace(out, df, trace)
+
+
+def _summarize_comm(df: pd.DataFrame) -> pd.DataFrame:
+    from .comm import comm_table
+
+    return comm_table(df)
 
 
 def _summarize_scaling(df: pd.DataFrame) -> pd.DataFrame:

@@ -21,6 +21,7 @@ from pathlib import Path
 from .._version import __version__
 from .args import (RESULT_SUFFIXES, Usage, check_checkpoint, float_arg, int_arg, int_list, kernel_trace_file,
                    mode_list, workload_names, writable_file)
+from .comm import add_comm
 
 
 class _Parser(argparse.ArgumentParser):
@@ -463,6 +464,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_tune(sub)
     _add_compare(sub)
     _add_campaign(sub)
+    add_comm(sub)
     s = sub.add_parser(
         "demo", help="sweep the built-in compute + memory pair (or, without a GPU, show the "
                      "recorded results): summary table, PNG plots and the results file")

@@ -15,5 +15,8 @@ PUBLIC = {
     "pm": ("DramTimeline", "PmSamplingError", "dram_timeline"),
     "solo": ("card_bandwidth", "load_profiles", "save_profiles", "solo_profile"),
     "campaigns": ("Campaign", "campaign", "register_experiment"),
+    "comm_launch": ("CommLaunchError", "comm_sweep"),
+    "comm": ("CommSpec",),
+    "comm_tune": ("recommend_comm",),
 }
 __all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC)

@@ -27,6 +27,11 @@ host synchronises once per repetition. The gate grows at once when the host's en
 time comes close to it and shrinks slowly afterwards. With ``l2_flush`` a buffer of
 twice the L2 size is overwritten on the gate stream before the gate.
 
+A sweep's repetitions go through ``engine.run_reps``: the host enqueues repetition
+``r + 1`` while ``r`` runs, behind a short gate that waits for ``r``'s end, so neither the
+enqueue nor the Python between repetitions leaves the GPU idle; a repetition whose
+predecessor had already ended when its enqueue finished is measured again, gated.
+
 Event spans include a launch gap of a few microseconds that the kernel itself does
 not see (about 8 us on the H100): :func:`launch_gap` measures it as the event time
 minus the ``%globaltimer`` span of a spin kernel.
@@ -39,7 +44,7 @@ import dataclasses
 import math
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -51,6 +56,7 @@ __all__ = ["Engine", "Nvml", "Slot", "launch_gap", "nvtx_available", "nvtx_range
 
 _GATE_US_START = 60.0
 _GATE_US_MAX = 20_000.0
+_GATE_US_QUEUED = 5.0  # the gate of a repetition enqueued while the one before still runs
 _SETTLE_NS = 1_000  # the tiny spin each stream runs after its waits, before its start event
 _UNTRACED = contextlib.nullcontext()
 
@@ -139,12 +145,22 @@ class Slot:
         return self.partition.name
 
 
+class _Queued(NamedTuple):
+    """One enqueued repetition, not yet collected."""
+
+    common: Any  # the start event every stream waits on
+    events: list  # per slot: (start, end) event pairs
+    enqueue_us: float
+    gated: bool  # behind a gate sized to the enqueue (not behind a running repetition)
+    clean: bool  # no host time can show in its timings
+
+
 class Engine:
     """Measuring machinery on one device: gate stream and kernel, L2 flush, NVML, graphs."""
 
     def __init__(self, info: DeviceInfo, *, streams: int = 2, l2_flush: bool = False,
                  graphs: bool = False, trace=None):
-        from cuda.core import EventOptions
+        from cuda.core import EventOptions, LaunchConfig, launch
 
         from ..device.kernels import builtin_kernel
 
@@ -154,6 +170,7 @@ class Engine:
         self.gate_us = _GATE_US_START
         self.max_enqueue_us = 0.0
         self.event_options = EventOptions(timing_enabled=True)
+        self._launch, self._spin_config = launch, LaunchConfig(grid=1, block=32)  # built once: host time per rep
         self._graphs: dict[tuple[int, int], tuple[Any, Any]] = {}
         # cuda.core wants a context of the device current for some calls (event and
         # stream creation); the device's primary context is current for the engine's
@@ -183,9 +200,7 @@ class Engine:
 
     # -- launching ---------------------------------------------------------
     def launch_spin(self, stream, ns: int) -> None:
-        from cuda.core import LaunchConfig, launch
-
-        launch(stream, LaunchConfig(grid=1, block=32), self._spin, np.uint64(ns), np.uint64(0))
+        self._launch(stream, self._spin_config, self._spin, np.uint64(ns), np.uint64(0))
 
     def runner(self, slot: Slot) -> Callable[[], None]:
         """What launches ``slot``'s workload once: a direct call, or its CUDA graph."""
@@ -234,17 +249,55 @@ class Engine:
         after the previous one ended (``alone`` and ``sequential``). ``label``
         ``(layout, mode, rep)`` names a measured repetition in the trace (None: warm-up).
         """
+        return self._finish(self._enqueue(slots, chain, label))
+
+    def run_reps(self, slots: Sequence[Slot], labels: Sequence[tuple], *, chain: bool = False):
+        """Repetitions of one group, one per label, each enqueued while the one before runs.
+
+        Yields ``(label, per_slot, makespan_ms)`` in order, as :meth:`run_group` returns
+        them. The host enqueues repetition ``r + 1`` (behind a gate that waits for the end
+        of ``r``) while ``r`` runs, then collects ``r``: neither the enqueue nor the
+        Python between repetitions leaves the GPU idle. A repetition counts only if ``r``
+        was still running when its enqueue finished (its gate had not started, so no host
+        time can show in it); otherwise it is discarded, measured again behind a sized
+        gate, and the rest go one at a time (repetitions shorter than the host's enqueue).
+        Not pipelined while tracing.
+        """
+        pipelined = self.trace is None
+        pending = None  # (label, queued repetition) not yet collected
+        for label in labels:
+            queued = self._enqueue(slots, chain, label, after=pending[1] if pending else None)
+            if pending is not None:
+                yield (pending[0], *self._finish(pending[1]))
+                pending = None
+            if not queued.clean:
+                self._finish(queued)  # it may hold host time: measured again, gated
+                pipelined = False
+                queued = self._enqueue(slots, chain, label)
+            if pipelined:
+                pending = (label, queued)
+            else:
+                yield (label, *self._finish(queued))
+        if pending is not None:
+            yield (pending[0], *self._finish(pending[1]))
+
+    def _enqueue(self, slots: Sequence[Slot], chain: bool, label: tuple | None, after=None) -> _Queued:
+        """Enqueue one repetition behind the gate; behind the end of ``after`` when given."""
         from cuda.bindings import driver
 
         gate, trace = self.gate, self.trace
         if trace is not None:
             trace.group(label)
         with _tag(trace, "gate"):
+            if after is not None:
+                for pairs in after.events:
+                    gate.wait(pairs[-1][1])
             if self._l2 is not None:
                 buf, size = self._l2
                 check(driver.cuMemsetD32Async(int(buf.handle), 0, size // 4, int(gate.handle)),
                       "cuMemsetD32Async")
-            self.launch_spin(gate, int(self.gate_us * 1000))
+            gate_us = _GATE_US_QUEUED if after is not None else self.gate_us
+            self.launch_spin(gate, int(gate_us * 1000))
         common = gate.record(options=self.event_options)
         t0 = time.perf_counter()
         events = []
@@ -279,19 +332,28 @@ class Engine:
             events.append(pairs)
             prev = pairs[-1][1]
         enqueue_us = (time.perf_counter() - t0) * 1e6
+        # Behind ``after``: clean only if ``after`` was still running now, so this
+        # repetition's gate had not started before its enqueue ended.
+        clean = after is None or not all(pairs[-1][1].is_done for pairs in after.events)
+        return _Queued(common, events, enqueue_us, after is None, clean)
+
+    def _finish(self, queued: _Queued):
+        """Wait for a queued repetition; its launches' times and makespan (see :meth:`run_group`)."""
+        common, events, enqueue_us = queued.common, queued.events, queued.enqueue_us
         for pairs in events:
             pairs[-1][1].sync()
         per_slot = [[(float(e0 - common), float(e1 - e0)) for e0, e1 in pairs] for pairs in events]
         makespan = max(float(pairs[-1][1] - common) for pairs in events)
-        # The gate must outlast the host's enqueueing, or host latency leaks into the
-        # timings: grow it at once when it came close, and let it shrink slowly after
-        # a one-off host stall (a 1.3 ms stall otherwise kept a 2.6 ms gate on every
-        # later repetition of a sweep).
         self.max_enqueue_us = max(self.max_enqueue_us, enqueue_us)
-        if enqueue_us > 0.7 * self.gate_us:
-            self.gate_us = min(_GATE_US_MAX, 2.0 * enqueue_us + 20.0)
-        else:
-            self.gate_us = max(_GATE_US_START, 2.0 * enqueue_us + 20.0, 0.8 * self.gate_us)
+        if queued.gated:
+            # The gate must outlast the host's enqueueing, or host latency leaks into the
+            # timings: grow it at once when it came close, and let it shrink slowly after
+            # a one-off host stall (a 1.3 ms stall otherwise kept a 2.6 ms gate on every
+            # later repetition of a sweep).
+            if enqueue_us > 0.7 * self.gate_us:
+                self.gate_us = min(_GATE_US_MAX, 2.0 * enqueue_us + 20.0)
+            else:
+                self.gate_us = max(_GATE_US_START, 2.0 * enqueue_us + 20.0, 0.8 * self.gate_us)
         return per_slot, makespan
 
     def new_round(self) -> None:

@@ -66,19 +66,29 @@ def overlap_row(layout, split_k, mode, rep, slot: Slot, start, dur, makespan, ro
     }
 
 
+def _reps(engine: Engine, groups, labels):
+    """``(label, [(per_slot, makespan) per group])`` for each label: one group is pipelined."""
+    if len(groups) == 1:
+        (gslots, chain), = groups
+        for label, per_slot, makespan in engine.run_reps(gslots, labels, chain=chain):
+            yield label, [(per_slot, makespan)]
+        return
+    for label in labels:
+        yield label, [engine.run_group(gslots, chain=chain, label=label) for gslots, chain in groups]
+
+
 def _measure_mode(engine: Engine, groups, layout, split_k, mode, opts: Options, rnd: Round, rows: list[dict]) -> None:
     for gslots, _ in groups:
         for s in gslots:
             s.run = engine.runner(s)
-    for _ in range(opts.warmup):
-        for gslots, chain in groups:
-            engine.run_group(gslots, chain=chain, label=(layout, mode, None))
+    for _ in _reps(engine, groups, [(layout, mode, None)] * opts.warmup):
+        pass
     first = len(rows)
     before = engine.clocks()
-    for rep in range(rnd.first_rep, rnd.first_rep + rnd.repeats):
+    reps = range(rnd.first_rep, rnd.first_rep + rnd.repeats)
+    for (_, _, rep), outs in _reps(engine, groups, [(layout, mode, rep) for rep in reps]):
         rep_rows = []
-        for gslots, chain in groups:
-            per_slot, makespan = engine.run_group(gslots, chain=chain, label=(layout, mode, rep))
+        for (gslots, _), (per_slot, makespan) in zip(groups, outs):
             for slot, launches in zip(gslots, per_slot):
                 start, dur = launches[0]
                 rep_rows.append(overlap_row(layout, split_k, mode, rep, slot, start, dur, makespan, rnd.index))

@@ -14,5 +14,6 @@ PUBLIC = {
     "pm": ("plot_dram_timeline",),
     "predict": ("plot_predict",),
     "compare": ("plot_compare",),
+    "comm": ("plot_comm",),
 }
 __all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC)

@@ -7,5 +7,6 @@ from .._lazy import face
 
 PUBLIC = {"workload": ("Workload", "from_cupy", "from_kernel", "from_torch"), "builtins": ("builtin",)}
 EXTRA = {"builtins": ("BUILTINS", "Recorder", "compute", "copy", "latency", "memory", "parse_builtin", "spin"),
-         "spec": ("as_workload", "as_workloads", "workload_names")}
+         "spec": ("as_workload", "as_workloads", "workload_names"),
+         "collectives": ("COLLECTIVES", "collective", "nccl_versions")}
 __all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC, EXTRA)

@@ -1,0 +1,216 @@
+"""Communication-SMs numbers (kind ``"comm"``): bus bandwidth, each split's step and its parts, the
+fewest communication SMs within a tolerance of the best step, the fewest that reach a share of the
+peak bus bandwidth, and where the NCCL kernels ran.
+
+Steps are taken across ranks first (:func:`comm_steps`): a collective finishes on no rank before the
+slowest has joined, so a step lasts as long as its slowest rank (max over ranks of each step), and a
+workload's time is its slowest rank's.
+
+The decomposition of a split's overlapped step (all medians over steps, in ms)::
+
+    step = compute_whole + split_loss + interference + exposed_comm
+    split_loss   = compute alone on the compute partition - compute alone on the whole GPU
+    interference = compute beside the collective - compute alone on the compute partition
+    exposed_comm = step - compute beside the collective (the collective's time not hidden)
+
+``comm_split_loss_ms`` (the collective alone on its partition minus alone on the whole GPU with
+NCCL's own CTA count) and ``comm_slowdown_ms`` (beside the compute minus alone) say why the
+collective takes what it takes.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from ..results.validate import check_result, require_columns
+
+__all__ = ["bandwidth_table", "bus_factor", "comm_answer", "comm_steps", "comm_table", "nccl_attribution"]
+
+_LAYOUT = ["setup", "layout", "comm_sm_count", "compute_sm_count", "max_ctas"]
+_KEY = ["nranks", *_LAYOUT, "collective", "size_bytes", "mode", "rep", "workload"]
+
+
+def bus_factor(collective: str, nranks: int) -> float:
+    """nccl-tests' bus-bandwidth factor: 2(n-1)/n for all-reduce, (n-1)/n for the others."""
+    n = int(nranks)
+    if n < 2:
+        raise ValueError(f"bus bandwidth needs 2 or more ranks, got {nranks}")
+    return (2.0 if collective == "allreduce" else 1.0) * (n - 1) / n
+
+
+def bus_bw_gbs(collective: str, nranks: int, size_bytes: float, ms: float) -> float:
+    """Bus bandwidth in GB/s (1e9 bytes) of one collective of ``size_bytes`` taking ``ms``."""
+    if not (ms > 0 and math.isfinite(ms)):
+        return math.nan
+    return float(size_bytes) / (ms * 1e-3) / 1e9 * bus_factor(collective, nranks)
+
+
+def comm_steps(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per step and workload across ranks: the slowest rank's ``duration_ms`` and ``step_ms``."""
+    check_result(df, "comm", "comm_steps")
+    require_columns(df, [*_KEY, "duration_ms", "step_ms"], "comm_steps")
+    keys = [*_KEY, "run_id"] if "run_id" in df.columns else _KEY
+    out = (df.groupby(keys, dropna=False, sort=True)
+           .agg(duration_ms=("duration_ms", "max"), step_ms=("step_ms", "max"), ranks=("rank", "nunique"))
+           .reset_index())
+    out.attrs.update(df.attrs)
+    return out
+
+
+def _median(s: pd.Series) -> float:
+    s = s.dropna()
+    return float(s.median()) if len(s) else math.nan
+
+
+def comm_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Per collective, size and layout: medians of each part, bus bandwidth and the decomposition.
+
+    Columns: ``collective``, ``size_bytes``, ``nranks``, the layout columns (``setup``, ``layout``,
+    ``comm_sm_count``, ``compute_sm_count``, ``max_ctas``), ``comm_alone_ms``, ``comm_ms`` (beside
+    the compute), ``compute_alone_ms``, ``compute_ms``, ``step_ms``, ``step_q25_ms``,
+    ``step_q75_ms``, ``steps``, ``bus_bw_alone_gbs``, ``bus_bw_gbs``, ``compute_whole_ms``,
+    ``split_loss_ms``, ``interference_ms``, ``exposed_comm_ms``, ``comm_whole_ms``,
+    ``comm_split_loss_ms``, ``comm_slowdown_ms``.
+    """
+    s = comm_steps(df)
+    s["max_ctas"] = s["max_ctas"].fillna(0).astype("int64")  # 0: NCCL's own count (NaN keys never match)
+    compute = s[(s["workload"] == "compute") & (s["mode"] == "alone")]
+    alone_c = compute.groupby(_LAYOUT, dropna=False)["duration_ms"].median()
+    plain = compute[compute["setup"] == "plain"]
+    compute_whole = _median(plain["duration_ms"])
+    comm = s[s["collective"] != ""]
+    rows = []
+    for key, g in comm.groupby(["collective", "size_bytes", "nranks", *_LAYOUT], dropna=False, sort=True):
+        coll, size, n = key[0], int(key[1]), int(key[2])
+        lay = dict(zip(_LAYOUT, key[3:]))
+        over = g[g["mode"] == "overlapped"]
+        steps = over[over["workload"] == "comm"]["step_ms"]
+        row = {"collective": coll, "size_bytes": size, "nranks": n, **lay,
+               "comm_alone_ms": _median(g[(g["mode"] == "alone") & (g["workload"] == "comm")]["duration_ms"]),
+               "comm_ms": _median(over[over["workload"] == "comm"]["duration_ms"]),
+               "compute_alone_ms": float(alone_c.get(tuple(key[3:]), math.nan)),
+               "compute_ms": _median(over[over["workload"] == "compute"]["duration_ms"]),
+               "step_ms": _median(steps), "step_q25_ms": float(steps.quantile(0.25)) if len(steps) else math.nan,
+               "step_q75_ms": float(steps.quantile(0.75)) if len(steps) else math.nan, "steps": int(len(steps))}
+        rows.append(row)
+    t = pd.DataFrame(rows)
+    if t.empty:
+        raise ValueError("comm_table: the result has no collective rows (only compute): nothing to tabulate")
+    t["bus_bw_alone_gbs"] = [bus_bw_gbs(r.collective, r.nranks, r.size_bytes, r.comm_alone_ms) for r in t.itertuples()]
+    t["bus_bw_gbs"] = [bus_bw_gbs(r.collective, r.nranks, r.size_bytes, r.comm_ms) for r in t.itertuples()]
+    t["compute_whole_ms"] = compute_whole
+    t["split_loss_ms"] = t["compute_alone_ms"] - compute_whole
+    t["interference_ms"] = t["compute_ms"] - t["compute_alone_ms"]
+    t["exposed_comm_ms"] = t["step_ms"] - t["compute_ms"]
+    whole = t[t["setup"] == "plain"].set_index(["collective", "size_bytes"])["comm_alone_ms"]
+    t["comm_whole_ms"] = [float(whole.get((r.collective, r.size_bytes), math.nan)) for r in t.itertuples()]
+    t["comm_split_loss_ms"] = t["comm_alone_ms"] - t["comm_whole_ms"]
+    t["comm_slowdown_ms"] = t["comm_ms"] - t["comm_alone_ms"]
+    t["max_ctas"] = pd.array([None if v == 0 else int(v) for v in t["max_ctas"]], dtype="Int64")
+    t.attrs.update(df.attrs)
+    t.attrs["summary_of"] = "comm"
+    return t
+
+
+def _best_rows(t: pd.DataFrame, setup: str) -> pd.DataFrame:
+    return t[t["setup"] == setup]
+
+
+def comm_answer(df: pd.DataFrame, tolerance: float = 0.01) -> pd.DataFrame:
+    """Per collective and size: the fewest communication SMs whose step is within ``tolerance`` of
+    the best split's (all splits measured: the exhaustive answer), against the whole-GPU baselines.
+
+    Columns: ``collective``, ``size_bytes``, ``nranks``, ``answer_sm_count``, ``answer_step_ms``,
+    ``best_sm_count``, ``best_step_ms``, ``splits``, ``plain_step_ms``, ``best_ctas``,
+    ``ctas_step_ms``, ``speedup_vs_plain`` (plain step / answer step).
+    """
+    if not 0 <= tolerance < 1:
+        raise ValueError(f"tolerance is a fraction in [0, 1), got {tolerance!r}")
+    t = df if df.attrs.get("summary_of") == "comm" else comm_table(df)
+    rows = []
+    for (coll, size, n), g in t.groupby(["collective", "size_bytes", "nranks"], sort=True):
+        part = _best_rows(g, "partition").dropna(subset=["step_ms"]).sort_values("comm_sm_count")
+        if part.empty:
+            continue
+        best = part.loc[part["step_ms"].idxmin()]
+        ok = part[part["step_ms"] <= best["step_ms"] * (1.0 + tolerance)]
+        ans = ok.iloc[0]
+        plain = _best_rows(g, "plain")["step_ms"]
+        ctas = _best_rows(g, "ctas").dropna(subset=["step_ms"])
+        cbest = ctas.loc[ctas["step_ms"].idxmin()] if len(ctas) else None
+        plain_ms = float(plain.iloc[0]) if len(plain) else math.nan
+        rows.append({"collective": coll, "size_bytes": int(size), "nranks": int(n),
+                     "answer_sm_count": int(ans["comm_sm_count"]), "answer_step_ms": float(ans["step_ms"]),
+                     "best_sm_count": int(best["comm_sm_count"]), "best_step_ms": float(best["step_ms"]),
+                     "splits": int(len(part)), "plain_step_ms": plain_ms,
+                     "best_ctas": math.nan if cbest is None else int(cbest["max_ctas"]),
+                     "ctas_step_ms": math.nan if cbest is None else float(cbest["step_ms"]),
+                     "speedup_vs_plain": plain_ms / float(ans["step_ms"])})
+    out = pd.DataFrame(rows)
+    out.attrs.update({k: v for k, v in t.attrs.items() if k != "summary_of"})
+    out.attrs["tolerance"] = tolerance
+    return out
+
+
+def bandwidth_table(df: pd.DataFrame, share: float = 0.95) -> pd.DataFrame:
+    """Per collective and size: the fewest partition SMs (and NCCL CTAs) whose collective alone
+    reaches ``share`` of the peak bus bandwidth measured (any setup).
+
+    Columns: ``collective``, ``size_bytes``, ``nranks``, ``peak_bus_bw_gbs``, ``peak_setup``,
+    ``min_sm_count`` (NaN: no partition measured reached it), ``bus_bw_at_min_gbs``,
+    ``min_ctas`` (NaN likewise), ``plain_bus_bw_gbs``.
+    """
+    if not 0 < share <= 1:
+        raise ValueError(f"share is a fraction in (0, 1], got {share!r}")
+    t = df if df.attrs.get("summary_of") == "comm" else comm_table(df)
+    rows = []
+    for (coll, size, n), g in t.groupby(["collective", "size_bytes", "nranks"], sort=True):
+        g = g.dropna(subset=["bus_bw_alone_gbs"])
+        if g.empty:
+            continue
+        top = g.loc[g["bus_bw_alone_gbs"].idxmax()]
+        need = share * float(top["bus_bw_alone_gbs"])
+        part = g[(g["setup"] == "partition") & (g["bus_bw_alone_gbs"] >= need)].sort_values("comm_sm_count")
+        ctas = g[(g["setup"] == "ctas") & (g["bus_bw_alone_gbs"] >= need)].sort_values("max_ctas")
+        plain = g[g["setup"] == "plain"]["bus_bw_alone_gbs"]
+        rows.append({"collective": coll, "size_bytes": int(size), "nranks": int(n),
+                     "peak_bus_bw_gbs": float(top["bus_bw_alone_gbs"]), "peak_setup": str(top["layout"]),
+                     "min_sm_count": float(part["comm_sm_count"].iloc[0]) if len(part) else math.nan,
+                     "bus_bw_at_min_gbs": float(part["bus_bw_alone_gbs"].iloc[0]) if len(part) else math.nan,
+                     "min_ctas": float(ctas["max_ctas"].iloc[0]) if len(ctas) else math.nan,
+                     "plain_bus_bw_gbs": float(plain.iloc[0]) if len(plain) else math.nan})
+    out = pd.DataFrame(rows)
+    out.attrs["share"] = share
+    return out
+
+
+def nccl_attribution(trace: pd.DataFrame, comm_partition: str = "p0") -> pd.DataFrame:
+    """Where the NCCL kernels of the traced steps ran, per rank and layout.
+
+    ``trace``: kernel traces of the traced steps (no barrier there, so every NCCL kernel is a
+    collective launched on the comm partition's stream; a ``rank`` column where several ranks are
+    joined). Columns: ``rank``, ``layout``, ``nccl_kernels``, ``on_comm_partition``, ``share``,
+    ``partitions`` (where they ran), ``sm_count`` (of the comm partition, from the trace),
+    ``kernel_names`` (distinct NCCL kernel names), ``other_on_comm`` (kernels of the compute found on
+    the comm partition, gcexplore's own settling spins aside: 0 when the split held).
+    """
+    require_columns(trace, ["partition", "name", "layout", "sm_count"], "nccl_attribution")
+    t = trace.assign(rank=trace["rank"] if "rank" in trace.columns else 0)
+    if "activity" in t.columns:
+        t = t[t["activity"] == "kernel"]  # memcpy / memset rows have no SMs to be attributed to
+    is_nccl = t["name"].astype(str).str.contains("nccl", case=False)
+    ours = t["name"].astype(str).str.startswith("gcx_")
+    rows = []
+    for (rank, layout), g in t.groupby(["rank", "layout"], sort=True):
+        nc = g[is_nccl.loc[g.index]]
+        on = nc[nc["partition"] == comm_partition]
+        other = g[~is_nccl.loc[g.index] & ~ours.loc[g.index] & (g["partition"] == comm_partition)]
+        rows.append({"rank": int(rank), "layout": layout, "nccl_kernels": int(len(nc)),
+                     "on_comm_partition": int(len(on)), "share": len(on) / len(nc) if len(nc) else math.nan,
+                     "partitions": ",".join(sorted(nc["partition"].astype(str).unique())),
+                     "sm_count": int(on["sm_count"].iloc[0]) if len(on) else 0,
+                     "kernel_names": len(set(nc["name"])), "other_on_comm": int(len(other))})
+    return pd.DataFrame(rows, columns=["rank", "layout", "nccl_kernels", "on_comm_partition", "share",
+                                       "partitions", "sm_count", "kernel_names", "other_on_comm"])

@@ -1,0 +1,90 @@
+"""``gcexplore comm``: how many SMs a collective needs beside compute, on the GPUs of this host (one
+process per GPU, started here). Every argument is checked before a process starts."""
+
+from __future__ import annotations
+
+from .args import Usage, int_arg, int_list, writable_file
+
+_SUFFIXES = (".parquet", ".csv")
+
+
+def _names(text: str) -> list[str]:
+    return [t for t in (p.strip() for p in text.split(",")) if t]
+
+
+def _ctas(text: str) -> list[int]:
+    if text.strip().lower() in ("", "none"):
+        return []
+    try:
+        return [int(t) for t in _names(text)]
+    except ValueError:
+        raise ValueError(f"--ctas takes comma-separated whole numbers 1..32 or 'none', got {text!r}") from None
+
+
+def add_comm(sub) -> None:
+    s = sub.add_parser("comm", help="communication SMs: an NCCL collective on a partition beside a GEMM chain on "
+                                    "the rest, every split, on 2+ GPUs of this host (one process per GPU)")
+    s.add_argument("--gpus", type=int_arg(2), help="ranks, GPUs 0..N-1 (default: every GPU, at least 2)")
+    s.add_argument("--collectives", type=_names, default=["allreduce"],
+                   help="comma-separated: allreduce, allgather, reducescatter, alltoall (default: allreduce)")
+    s.add_argument("--sizes", type=_names, default=["1M", "16M", "256M", "1G"],
+                   help="message sizes, K/M/G = powers of 1024 (default: 1M,16M,256M,1G)")
+    s.add_argument("--comm-sms", type=int_list, default=[8, 16, 24, 32, 40, 48, 56, 64],
+                   help="SMs of the collective's partition at each split (default: 8,16,...,64)")
+    s.add_argument("--ctas", type=_ctas, default=[8, 16, 32],
+                   help="NCCL max_ctas of the whole-GPU baselines, comma-separated, or 'none' (default: 8,16,32)")
+    s.add_argument("--repeats", type=int_arg(3), default=10, help="measured steps per point (default: %(default)s)")
+    s.add_argument("--warmup", type=int_arg(1), default=2, help="discarded steps per point (default: %(default)s)")
+    s.add_argument("--gemms", type=int_arg(1), default=8, help="matrix products per step (default: %(default)s)")
+    s.add_argument("--gemm-n", type=int_arg(128), default=4096, help="their size, bf16 N^3 (default: %(default)s)")
+    s.add_argument("--no-trace", action="store_true", help="skip the CUPTI attribution steps")
+    s.add_argument("--timeout", type=int_arg(10), default=900, help="seconds for the whole run (default: %(default)s)")
+    s.add_argument("--tolerance", type=float, default=0.01, help="the answer's tolerance (default: %(default)s)")
+    s.add_argument("--out", required=True, metavar="FILE", help="results file (.parquet or .csv); the kernel "
+                                                                "trace goes beside it as FILE-trace.parquet")
+    s.set_defaults(func=cmd_comm)
+
+
+def spec_from(args):
+    """The CommSpec of the arguments (ValueError in one sentence)."""
+    from ..experiments.comm import CommSpec
+
+    return CommSpec(collectives=args.collectives, sizes=args.sizes, comm_sms=args.comm_sms, ctas=args.ctas,
+                    repeats=args.repeats, warmup=args.warmup, gemms=args.gemms, gemm_n=args.gemm_n,
+                    trace=not args.no_trace)
+
+
+def cmd_comm(args) -> int:
+    import sys
+
+    import pandas as pd
+
+    out = writable_file(args.out, _SUFFIXES, "--out")
+    if not 0 <= args.tolerance < 1:
+        raise Usage(f"--tolerance is a fraction in [0, 1), got {args.tolerance}")
+    spec = spec_from(args)
+    from ..analysis.comm import bandwidth_table, comm_answer, nccl_attribution
+    from ..experiments.comm_launch import CommLaunchError, comm_sweep
+    from ..experiments.comm_tune import recommend_comm
+    from ..results.io import save
+
+    traces: list = []
+    try:
+        df = comm_sweep(spec, gpus=args.gpus, timeout_s=args.timeout, traces=traces)
+    except CommLaunchError as e:
+        if e.rows is not None and len(e.rows):
+            save(e.rows, out)
+            print(f"gcexplore comm: {len(e.rows)} rows measured before the failure are in {out}", file=sys.stderr)
+        raise
+    if traces:
+        trace = pd.concat(traces, ignore_index=True)
+        df.attrs["attribution"] = nccl_attribution(trace).to_dict("records")
+        save(trace, out.with_name(out.stem + "-trace.parquet"))
+    save(df, out)
+    with pd.option_context("display.width", 160, "display.max_columns", 20):
+        print(comm_answer(df, args.tolerance).to_string(index=False))
+        print(bandwidth_table(df).to_string(index=False))
+        print(recommend_comm(df, args.tolerance).drop(columns=["search_answer"]).to_string(index=False))
+    print(df.attrs["zero_sm"])
+    print(f"results: {out}")
+    return 0

@@ -1,0 +1,336 @@
+"""Communication SMs: one rank's part of the experiment that puts an NCCL collective on a partition
+and a GEMM chain on the rest of the SMs, in steps, at every split of a sweep, with the whole-GPU
+baselines (plain streams with NCCL's own CTA count, and communicators capped by ``max_ctas``).
+
+:class:`CommSpec` is what a run measures, checked before any GPU work. :func:`run_rank` is what
+each rank's process does (:mod:`.comm_launch` starts one process per GPU). Every rank runs the same
+steps in the same order, so the collectives match up.
+
+How a step is timed
+-------------------
+A spin kernel on a gate stream holds the device while the host enqueues the step; then a 4-byte
+all-reduce on the gate stream (a GPU-side barrier: no rank's step starts before every rank's gate
+has ended, so a rank's host jitter does not land in another rank's collective time), then the common
+start event; each measured stream waits on it, runs a 1 us settling spin, and brackets its workload
+with events. ``mode`` ``"alone"`` runs one workload; ``"overlapped"`` both. The step time is the
+last end minus the common start.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+from collections.abc import Sequence
+
+from .._checks import as_count, as_int
+from ..workloads.collectives import COLLECTIVES
+
+__all__ = ["CommSpec", "parse_size", "run_rank", "size_text"]
+
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+_MAX_SIZE = 8 << 30  # a buffer beyond this per rank is a typo, not an experiment
+_SETTLE_NS = 1_000
+_GATE_US = 60.0
+
+
+def parse_size(text) -> int:
+    """``"256M"`` -> 268435456 (K, M, G are powers of 1024; plain numbers are bytes)."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        value = text
+    else:
+        m = re.fullmatch(r"\s*(\d+)\s*([KMG]?)(?:i?B)?\s*", str(text), re.IGNORECASE)
+        if not m:
+            raise ValueError(f"a message size is a whole number of bytes with an optional K, M or G "
+                             f"(powers of 1024), e.g. 1M or 256M, got {text!r}")
+        value = int(m.group(1)) * _UNITS[m.group(2).upper()]
+    if not 0 < value <= _MAX_SIZE:
+        raise ValueError(f"a message size must be between 1 byte and 8G, got {text!r}")
+    return value
+
+
+def size_text(size_bytes: int) -> str:
+    """268435456 -> ``"256M"`` (the inverse of :func:`parse_size` for whole units)."""
+    for unit in ("G", "M", "K"):
+        if size_bytes % _UNITS[unit] == 0:
+            return f"{size_bytes // _UNITS[unit]}{unit}"
+    return str(size_bytes)
+
+
+@dataclasses.dataclass(frozen=True)
+class CommSpec:
+    """What a communication-SMs run measures; checked when built.
+
+    Parameters
+    ----------
+    collectives : sequence of str
+        Any of ``"allreduce"``, ``"allgather"``, ``"reducescatter"``, ``"alltoall"``.
+    sizes : sequence of int or str
+        Message sizes (nccl-tests' sizes: see :mod:`gcexplore.workloads.collective`), e.g. ``"256M"``.
+    comm_sms : sequence of int
+        SMs of the communication partition at each split of the sweep (the rest compute).
+    ctas : sequence of int
+        NCCL ``max_ctas`` of the whole-GPU baselines (1 to 32; empty: none), besides NCCL's default.
+    repeats, warmup : int
+        Measured and discarded steps per workload, mode and split.
+    gemms, gemm_n : int
+        The compute: a chain of ``gemms`` bf16 ``gemm_n`` cubed matrix products (PyTorch) per step.
+    trace : bool
+        One more overlapped step per split and collective under CUPTI, to attribute every kernel to
+        its partition.
+    """
+
+    collectives: tuple = ("allreduce",)
+    sizes: tuple = (1 << 20, 16 << 20, 256 << 20, 1 << 30)
+    comm_sms: tuple = (8, 16, 24, 32, 40, 48, 56, 64)
+    ctas: tuple = (8, 16, 32)
+    repeats: int = 10
+    warmup: int = 2
+    gemms: int = 8
+    gemm_n: int = 4096
+    trace: bool = True
+
+    def __post_init__(self):
+        colls = tuple(str(c).lower().replace("_", "").replace("-", "") for c in _seq("collectives", self.collectives))
+        bad = [c for c in colls if c not in COLLECTIVES]
+        if bad or not colls or len(set(colls)) != len(colls):
+            raise ValueError(f"collectives must be distinct names among {', '.join(COLLECTIVES)}, "
+                             f"got {list(self.collectives)!r}")
+        sizes = tuple(parse_size(s) for s in _seq("sizes", self.sizes))
+        sms = tuple(as_count("comm_sms", s) for s in _seq("comm_sms", self.comm_sms))
+        ctas = tuple(as_int("ctas", c, minimum=1, maximum=32) for c in _seq("ctas", self.ctas, empty=True))
+        for name, v in (("sizes", sizes), ("comm_sms", sms), ("ctas", ctas)):
+            if len(set(v)) != len(v):
+                raise ValueError(f"{name} must not repeat a value, got {list(v)}")
+        object.__setattr__(self, "collectives", colls)
+        object.__setattr__(self, "sizes", tuple(sorted(sizes)))
+        object.__setattr__(self, "comm_sms", tuple(sorted(sms)))
+        object.__setattr__(self, "ctas", tuple(sorted(ctas)))
+        object.__setattr__(self, "repeats", as_int("repeats", self.repeats, minimum=3, maximum=1000))
+        object.__setattr__(self, "warmup", as_int("warmup", self.warmup, minimum=1, maximum=100))
+        object.__setattr__(self, "gemms", as_int("gemms", self.gemms, minimum=1, maximum=1000))
+        object.__setattr__(self, "gemm_n", as_int("gemm_n", self.gemm_n, minimum=128, maximum=32768))
+        if not isinstance(self.trace, bool):
+            raise TypeError(f"trace must be True or False, got {self.trace!r}")
+
+    def check(self, info, nranks: int) -> None:
+        """Refuse what this device and rank count cannot run, in one sentence (before any GPU work)."""
+        valid = info.valid_sm_counts()
+        for s in self.comm_sms:
+            if s not in valid or info.sm_count - s < info.min_partition_size:
+                raise ValueError(f"a communication partition of {s} SMs cannot be split exactly on {info.name} "
+                                 f"with at least {info.min_partition_size} SMs left to compute: valid sizes are "
+                                 f"{info.describe_valid()} up to {info.sm_count - info.min_partition_size}")
+        quantum = 4 * nranks
+        bad = [s for s in self.sizes if s % quantum]
+        if bad:
+            raise ValueError(f"over {nranks} ranks every size must be a multiple of {quantum} bytes "
+                             f"(float32 elements split evenly), got {', '.join(map(size_text, bad))}")
+
+    def metadata(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _seq(name: str, value, empty: bool = False) -> list:
+    if isinstance(value, (str, int)):
+        value = [value]
+    if not isinstance(value, Sequence) or (not value and not empty):
+        raise ValueError(f"{name} must be a non-empty list, got {value!r}")
+    return list(value)
+
+
+# ------------------------------------------------------------------------------ the rank program
+
+
+class _Stepper:
+    """The gate, the barrier and the events of one rank's steps."""
+
+    def __init__(self, engine, barrier):
+        self.engine, self.barrier = engine, barrier
+        self.gate_us = _GATE_US
+
+    def step(self, slots, tag=None, barrier: bool = True):
+        """One step of ``[(workload, stream), ...]``: ``([(start_ms, duration_ms)], step_ms)``.
+
+        ``tag(i)``: a context around the launch of slot ``i`` (a trace region). ``barrier=False``
+        (traced steps, whose times are not kept): no barrier kernel, so every NCCL kernel of the
+        trace is the collective's."""
+        eng = self.engine
+        opts = eng.event_options
+        t0 = time.perf_counter()
+        eng.launch_spin(eng.gate, int(self.gate_us * 1000))
+        if barrier:
+            self.barrier(stream=eng.gate)
+        common = eng.gate.record(options=opts)
+        pairs = []
+        for i, (wl, s) in enumerate(slots):
+            s.wait(common)
+            eng.launch_spin(s, _SETTLE_NS)
+            e0 = s.record(options=opts)
+            if tag is None:
+                wl(stream=s)
+            else:
+                with tag(i):
+                    wl(stream=s)
+            pairs.append((e0, s.record(options=opts)))
+        enqueue_us = (time.perf_counter() - t0) * 1e6
+        for _, e1 in pairs:
+            e1.sync()
+        # the gate must outlast the host's enqueueing (as the engine's gate does)
+        self.gate_us = max(_GATE_US, 2.0 * enqueue_us + 20.0, 0.8 * self.gate_us)
+        times = [(float(e0 - common), float(e1 - e0)) for e0, e1 in pairs]
+        return times, max(float(e1 - common) for _, e1 in pairs)
+
+
+def _gemm_chain(torch, device: int, gemms: int, n: int):
+    from ..workloads.workload import from_torch
+
+    dev = torch.device("cuda", device)
+    gen = torch.Generator(device=dev).manual_seed(0)
+    a = torch.randn(n, n, device=dev, dtype=torch.bfloat16, generator=gen) / n ** 0.5
+    b = torch.randn(n, n, device=dev, dtype=torch.bfloat16, generator=gen) / n ** 0.5
+    out = [torch.empty(n, n, device=dev, dtype=torch.bfloat16) for _ in range(2)]
+
+    def chain():
+        x = a
+        for i in range(gemms):
+            torch.matmul(x, b, out=out[i % 2])
+            x = out[i % 2]
+
+    return from_torch(chain, name="gemm", device=device, flops=2.0 * n ** 3 * gemms)
+
+
+class _Rank:
+    """One rank's communicators, workloads and rows."""
+
+    def __init__(self, rank: int, nranks: int, uid: bytes, spec: CommSpec, send):
+        import torch
+
+        from ..device.driver import device_info
+        from ..workloads.collectives import nccl_barrier, nccl_module
+        from .engine import Engine
+
+        self.rank, self.nranks, self.spec, self.send = rank, nranks, spec, send
+        self.torch, self.nccl = torch, nccl_module()
+        torch.cuda.set_device(rank)
+        self.info = device_info(rank)
+        self.comm = self.nccl.Communicator.init(nranks, rank, self.nccl.UniqueId.from_bytes(uid))
+        self.engine = Engine(self.info, streams=2)
+        self.stepper = _Stepper(self.engine, nccl_barrier(self.comm, device=rank))
+        self.compute = _gemm_chain(torch, rank, spec.gemms, spec.gemm_n)
+        self.rows: list[dict] = []
+        self.recipes: dict[str, str] = {}
+        self.trace_error = ""
+
+    def close(self) -> None:
+        self.engine.close()
+        self.comm.destroy()
+
+    def _measure(self, base: dict, mode: str, slots, names) -> None:
+        for i in range(self.spec.warmup + self.spec.repeats):
+            times, step_ms = self.stepper.step(slots)
+            if i < self.spec.warmup:
+                continue
+            for (wl, _), name, (start, dur) in zip(slots, names, times):
+                self.rows.append({**base, "mode": mode, "rep": i - self.spec.warmup, "workload": name,
+                                  "start_ms": start, "duration_ms": dur, "step_ms": step_ms,
+                                  "flops": wl.flops if wl.flops is not None else float("nan"),
+                                  "bytes": wl.bytes if wl.bytes is not None else float("nan")})
+
+    def _collectives(self, comm):
+        from ..workloads.collectives import collective
+
+        for kind in self.spec.collectives:
+            for size in self.spec.sizes:
+                wl = collective(comm, kind, size, device=self.rank)
+                yield kind, size, wl
+                del wl
+                self.torch.cuda.synchronize(self.rank)
+
+    def _layout(self, base: dict, comm, comm_stream, compute_stream) -> None:
+        cbase = {**base, "collective": "", "size_bytes": 0}
+        self._measure(cbase, "alone", [(self.compute, compute_stream)], ["compute"])
+        for kind, size, wl in self._collectives(comm):
+            kbase = {**base, "collective": kind, "size_bytes": size}
+            self._measure(kbase, "alone", [(wl, comm_stream)], ["comm"])
+            self._measure(kbase, "overlapped", [(wl, comm_stream), (self.compute, compute_stream)],
+                          ["comm", "compute"])
+            if kind == "alltoall":
+                from ..workloads.collectives import alltoall_recipe
+
+                self.recipes["alltoall"] = alltoall_recipe(wl)
+
+    def run_split(self, comm_sms: int) -> None:
+        from ..device.partitions import split
+
+        info = self.info
+        with split([comm_sms], device=self.rank, rounding="exact") as parts:
+            base = {"nranks": self.nranks, "rank": self.rank, "setup": "partition", "layout": parts.label,
+                    "comm_sm_count": int(parts[0].sm_count), "compute_sm_count": int(parts.remainder.sm_count),
+                    "max_ctas": None, "device_name": info.name}
+            cs, rs = parts[0].stream, parts.remainder.stream
+            self._layout(base, self.comm, cs, rs)
+            if self.spec.trace and not self.trace_error:
+                try:
+                    self._trace_split(parts, cs, rs)
+                except Exception as e:  # CUPTI missing or held: every rank fails alike, before any collective
+                    self.trace_error = f"{type(e).__name__}: {e}"
+
+    def _trace_split(self, parts, cs, rs) -> None:
+        from ..trace.user import kernel_trace
+        from ..workloads.collectives import collective
+
+        with kernel_trace(parts, device=self.rank) as t:
+            for kind in self.spec.collectives:
+                for size in self.spec.sizes:
+                    wl = collective(self.comm, kind, size, device=self.rank)
+                    names = (f"comm:{kind}:{size}", "compute")
+                    self.stepper.step([(wl, cs), (self.compute, rs)], tag=lambda i: t.region(names[i]),
+                                      barrier=False)
+        frame = t.frame()
+        frame = frame.assign(rank=self.rank)
+        self.send(("trace", frame))
+
+    def run_baselines(self) -> None:
+        a, b = self.engine.whole.streams[:2]
+        sm = self.info.sm_count
+        base = {"nranks": self.nranks, "rank": self.rank, "setup": "plain", "layout": "plain",
+                "comm_sm_count": sm, "compute_sm_count": sm, "max_ctas": None, "device_name": self.info.name}
+        self._layout(base, self.comm, a, b)
+        self.flush()
+        for c in self.spec.ctas:
+            cfg = self.nccl.NCCLConfig(max_ctas=c)
+            sub = self.comm.split(color=0, key=self.rank, config=cfg)
+            try:
+                self._layout({**base, "setup": "ctas", "layout": f"ctas={c}", "max_ctas": c}, sub, a, b)
+            finally:
+                self.torch.cuda.synchronize(self.rank)
+                sub.destroy()
+            self.flush()
+
+    def flush(self) -> None:
+        if self.rows:
+            self.send(("rows", self.rows))
+            self.rows = []
+
+
+def run_rank(rank: int, nranks: int, uid: bytes, spec: CommSpec, send) -> dict:
+    """Everything one rank measures; rows go out through ``send(("rows", [...]))`` after each
+    layout (so a failure later loses none), traces through ``send(("trace", frame))``. Returns
+    the rank's metadata."""
+    r = _Rank(rank, nranks, uid, spec, send)
+    try:
+        for k in spec.comm_sms:
+            r.run_split(k)
+            r.flush()
+        r.run_baselines()
+        r.flush()
+        from ..workloads.collectives import nccl_versions
+
+        return {"rank": rank, **r.info.metadata(), **nccl_versions(),
+                "alltoall_recipe": r.recipes.get("alltoall", ""),
+                "gate_us": round(r.stepper.gate_us, 1), "torch_version": r.torch.__version__,
+                "trace_error": r.trace_error}
+    finally:
+        r.flush()
+        r.close()

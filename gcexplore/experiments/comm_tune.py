@@ -1,0 +1,104 @@
+"""The recommendation: the fewest communication SMs within a tolerance of the best step, found by the
+split tuner's search (:func:`gcexplore.experiments.search.search`) instead of a full sweep.
+
+:func:`recommend_comm` runs the search over a recorded sweep: its ``measure`` hands out a layout's recorded
+overlapped steps in the order they were measured, so the search sees what it would have measured,
+and the GPU time it spent is the sum of the steps it took. Then it walks down from the search's
+answer, one partition size at a time, while the smaller partition's median step stays within the
+tolerance of the best median measured (each such layout costs all its recorded steps). The answer is
+compared with the exhaustive one (:func:`gcexplore.analysis.comm.comm_answer`) computed from every
+step of every split.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..analysis.comm import comm_answer, comm_steps
+from ..analysis.stats import quantile
+from .search import Settings, search
+
+__all__ = ["recommend_comm"]
+
+
+def _reps(steps: pd.DataFrame) -> dict[int, list[tuple[float, tuple[float, float]]]]:
+    """comm SMs -> [(step_ms, (comm_ms, compute_ms)), ...] in measured order."""
+    over = steps[steps["mode"] == "overlapped"]
+    out = {}
+    for k, g in over.groupby("comm_sm_count", sort=True):
+        wide = g.pivot_table(index="rep", columns="workload", values=["duration_ms", "step_ms"], aggfunc="max")
+        out[int(k)] = [(float(r[("step_ms", "comm")]), (float(r[("duration_ms", "comm")]),
+                                                        float(r[("duration_ms", "compute")])))
+                       for _, r in wide.sort_index().iterrows()]
+    return out
+
+
+def _one(reps: dict, sm_count: int, tolerance: float) -> dict:
+    repeats = min(len(v) for v in reps.values())
+    used = {k: 0 for k in reps}
+
+    def measure(layout, n):
+        k = layout[0]
+        got = reps[k][used[k]:used[k] + n]
+        used[k] += len(got)
+        return got
+
+    cands = [(k, sm_count - k) for k in sorted(reps)]
+    out = search(cands, measure, Settings(tolerance=tolerance, repeats=min(5, repeats), max_repeats=repeats),
+                 names=("comm", "compute"))
+    med = {k: quantile([m for m, _ in reps[k][:used[k]]], 0.5) for k in reps if used[k]}
+    best = min(med.values())
+    answer = int(out.answer.split("+")[0])
+    walked = []
+    for k in sorted((k for k in reps if k < answer), reverse=True):
+        if not used[k]:
+            measure((k,), repeats)
+            med[k] = quantile([m for m, _ in reps[k][:used[k]]], 0.5)
+            best = min(best, med[k])
+        walked.append(k)
+        if med[k] > best * (1.0 + tolerance):
+            break
+    ok = sorted(k for k in med if med[k] <= best * (1.0 + tolerance))
+    answer = ok[0] if ok else answer
+    spent = sum(m for k in reps for m, _ in reps[k][:used[k]])
+    total = sum(m for k in reps for m, _ in reps[k])
+    return {"recommended_sm_count": answer, "layouts_measured": sum(1 for k in used if used[k]),
+            "steps_measured": sum(used.values()), "gpu_ms": spent, "sweep_gpu_ms": total,
+            "gpu_share": spent / total, "search_answer": out.answer, "walked_down": walked}
+
+
+def recommend_comm(df: pd.DataFrame, tolerance: float = 0.01) -> pd.DataFrame:
+    """Per collective and size: the tuner's answer over the recorded sweep, against the exhaustive one.
+
+    Columns: ``collective``, ``size_bytes``, ``nranks``, ``recommended_sm_count``,
+    ``recommended_step_ms`` (median of all its recorded steps, as the sweep's), ``sweep_sm_count``,
+    ``sweep_best_step_ms``, ``within`` (recommended / best step - 1), ``layouts_measured``, ``splits``,
+    ``steps_measured``, ``gpu_ms``, ``sweep_gpu_ms``, ``gpu_share`` (the search's GPU time over the
+    concurrent sweep's), ``search_answer``.
+    """
+    steps = comm_steps(df)
+    part = steps[(steps["setup"] == "partition") & (steps["collective"] != "")]
+    exhaustive = comm_answer(df, tolerance).set_index(["collective", "size_bytes", "nranks"])
+    sm_count = int(df.attrs.get("device_sm_count") or (part["comm_sm_count"] + part["compute_sm_count"]).max())
+    rows = []
+    for (coll, size, n), g in part.groupby(["collective", "size_bytes", "nranks"], sort=True):
+        reps = _reps(g)
+        if len(reps) < 2:
+            continue
+        r = _one(reps, sm_count, tolerance)
+        ex = exhaustive.loc[(coll, size, n)]
+        rec_ms = quantile([m for m, _ in reps[r["recommended_sm_count"]]], 0.5)
+        rows.append({"collective": coll, "size_bytes": int(size), "nranks": int(n),
+                     "recommended_sm_count": r["recommended_sm_count"], "recommended_step_ms": rec_ms,
+                     "sweep_sm_count": int(ex["answer_sm_count"]), "sweep_best_step_ms": float(ex["best_step_ms"]),
+                     "within": rec_ms / float(ex["best_step_ms"]) - 1.0, "layouts_measured": r["layouts_measured"],
+                     "splits": len(reps), "steps_measured": r["steps_measured"], "gpu_ms": r["gpu_ms"],
+                     "sweep_gpu_ms": r["sweep_gpu_ms"], "gpu_share": r["gpu_share"],
+                     "search_answer": r["search_answer"]})
+    out = pd.DataFrame(rows)
+    out.attrs["tolerance"] = tolerance
+    out.attrs["how"] = ("the tuner's search replayed over the recorded sweep (each layout's recorded steps "
+                        "in measured order); gpu_share = its steps' time / every overlapped step's time")
+    if out.empty:
+        out.attrs["note"] = "fewer than two splits per collective and size: nothing to search"
+    return out

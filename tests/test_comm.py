@@ -1,0 +1,325 @@
+"""Communication SMs on the CPU: the decomposition and the answers on a synthetic result of a known
+model (tests/_comm_synth.py), the tuner's recommendation replayed over it, the launcher's and the
+spec's checks, the refusals of a missing NCCL or a single GPU, the figure, save and load."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pandas as pd
+import pytest
+
+import gcexplore as gx
+from gcexplore.experiments.comm import CommSpec, parse_size, size_text
+from gcexplore.experiments.comm_launch import check_launch
+from gcexplore.workloads.collectives import buffer_elements, zero_sm_offered
+
+from _comm_synth import SM, comm_ms, comm_result, compute_ms
+
+
+@pytest.fixture(scope="module")
+def synth():
+    return comm_result()
+
+
+@pytest.fixture(scope="module")
+def table(synth):
+    return gx.comm_table(synth)
+
+
+# ------------------------------------------------------------------------------- analysis
+
+
+def test_steps_take_the_slowest_rank(synth):
+    s = gx.analysis.comm_steps(synth)
+    assert set(s["ranks"]) == {2}
+    one = synth[(synth["layout"] == "16+116") & (synth["collective"] == "allreduce")
+                & (synth["size_bytes"] == 1 << 30) & (synth["mode"] == "overlapped") & (synth["rep"] == 3)]
+    got = s[(s["layout"] == "16+116") & (s["collective"] == "allreduce") & (s["size_bytes"] == 1 << 30)
+            & (s["mode"] == "overlapped") & (s["rep"] == 3)]
+    assert got["step_ms"].iloc[0] == one["step_ms"].max()
+    comm = got[got["workload"] == "comm"]["duration_ms"].iloc[0]
+    assert comm == one[one["workload"] == "comm"]["duration_ms"].max()
+
+
+def test_decomposition_adds_up_and_matches_the_model(table):
+    t = table
+    total = t["compute_whole_ms"] + t["split_loss_ms"] + t["interference_ms"] + t["exposed_comm_ms"]
+    assert (total - t["step_ms"]).abs().max() < 1e-9
+    r = t[(t["layout"] == "24+108") & (t["collective"] == "allreduce") & (t["size_bytes"] == 1 << 30)].iloc[0]
+    assert r["compute_alone_ms"] == pytest.approx(compute_ms(108), rel=0.01)
+    assert r["split_loss_ms"] == pytest.approx(compute_ms(108) - compute_ms(SM), rel=0.03)
+    assert r["comm_alone_ms"] == pytest.approx(comm_ms("allreduce", 1 << 30, 2, 24), rel=0.01)
+    # the collective's own split loss: 8 SMs move less than the whole GPU, 24 as much (the model's peak)
+    r8 = t[(t["layout"] == "8+124") & (t["collective"] == "allreduce") & (t["size_bytes"] == 1 << 30)].iloc[0]
+    assert r8["comm_split_loss_ms"] > 1.0 and abs(r["comm_split_loss_ms"]) < 0.02
+    assert set(t["setup"]) == {"partition", "plain", "ctas"}
+    assert t[t["setup"] == "ctas"]["max_ctas"].notna().all() and t[t["setup"] != "ctas"]["max_ctas"].isna().all()
+
+
+def test_summarize_is_the_comm_table(synth, table):
+    pd.testing.assert_frame_equal(gx.summarize(synth), table)
+
+
+def test_bus_bandwidth_follows_nccl_tests():
+    assert gx.analysis.bus_factor("allreduce", 4) == pytest.approx(1.5)
+    assert gx.analysis.bus_factor("allgather", 4) == pytest.approx(0.75)
+    assert gx.analysis.bus_bw_gbs("allreduce", 2, 1e9, 1000.0) == pytest.approx(1.0)
+    assert math.isnan(gx.analysis.bus_bw_gbs("allreduce", 2, 1e9, 0.0))
+    with pytest.raises(ValueError, match="2 or more ranks"):
+        gx.analysis.bus_factor("allreduce", 1)
+
+
+def _expected_answer(df, coll, size, tol=0.01):
+    """Independently: slowest rank per step, median per split, fewest SMs within tol of the best."""
+    d = df[(df["setup"] == "partition") & (df["collective"] == coll) & (df["size_bytes"] == size)
+           & (df["mode"] == "overlapped") & (df["workload"] == "comm")]
+    med = d.groupby(["comm_sm_count", "rep"])["step_ms"].max().groupby("comm_sm_count").median()
+    return int(min(k for k, v in med.items() if v <= med.min() * (1 + tol))), float(med.min())
+
+
+def test_answer_is_the_fewest_sms_within_one_percent(synth):
+    a = gx.comm_answer(synth, 0.01)
+    assert len(a) == 6
+    for r in a.itertuples():
+        k, best = _expected_answer(synth, r.collective, r.size_bytes)
+        assert (r.answer_sm_count, r.best_step_ms) == (k, pytest.approx(best))
+        assert r.answer_step_ms <= r.best_step_ms * 1.01
+    big = a[(a["collective"] == "allreduce") & (a["size_bytes"] == 1 << 30)].iloc[0]
+    small = a[(a["collective"] == "allreduce") & (a["size_bytes"] == 1 << 20)].iloc[0]
+    assert big["answer_sm_count"] > small["answer_sm_count"] == 8  # a big message needs more SMs
+    with pytest.raises(ValueError, match="tolerance"):
+        gx.comm_answer(synth, 1.5)
+
+
+def test_bandwidth_table_finds_the_model_saturation(synth):
+    b = gx.bandwidth_table(synth, 0.95)
+    big = b[b["size_bytes"] == 1 << 30]
+    # the model saturates at 360 / 24 = 15 SMs: 16 is the first measured size at 95% of the peak
+    assert list(big["min_sm_count"]) == [16.0, 16.0]
+    assert (big["bus_bw_at_min_gbs"] >= 0.95 * big["peak_bus_bw_gbs"]).all()
+    assert list(big["min_ctas"]) == [16.0, 16.0]
+
+
+def test_recommendation_matches_the_sweep_at_a_fraction(synth):
+    r = gx.recommend_comm(synth, 0.01)
+    a = gx.comm_answer(synth, 0.01)
+    m = r.merge(a, on=["collective", "size_bytes", "nranks"])
+    assert (m["within"] <= 0.03).all()
+    assert (m["recommended_step_ms"] <= m["best_step_ms"] * 1.03).all()
+    assert (m["gpu_share"] < 1.0).all() and (m["layouts_measured"] < m["splits_x"] if "splits_x" in m
+                                            else m["layouts_measured"] < 8).all()
+    flat = r[r["size_bytes"] == 1 << 20]
+    assert (flat["gpu_share"] <= 0.25).all()  # a clear answer costs a quarter of the sweep or less
+
+
+def test_nccl_attribution_counts_kernels_off_the_partition():
+    rows = [{"rank": 0, "layout": "16+116", "partition": "p0", "name": "ncclDevKernel_AllReduce", "sm_count": 16,
+             "activity": "kernel"},
+            {"rank": 0, "layout": "16+116", "partition": "p0", "name": "gcx_spin", "sm_count": 16,
+             "activity": "kernel"},
+            {"rank": 0, "layout": "16+116", "partition": "remainder", "name": "sm90_gemm", "sm_count": 116,
+             "activity": "kernel"},
+            {"rank": 1, "layout": "16+116", "partition": "p0", "name": "ncclDevKernel_AllReduce", "sm_count": 16,
+             "activity": "kernel"},
+            {"rank": 1, "layout": "16+116", "partition": "context 1", "name": "ncclDevKernel_AllReduce",
+             "sm_count": 132, "activity": "kernel"},
+            {"rank": 1, "layout": "16+116", "partition": "p0", "name": "sm90_gemm", "sm_count": 16,
+             "activity": "kernel"}]
+    a = gx.nccl_attribution(pd.DataFrame(rows)).set_index("rank")
+    assert a.loc[0, "share"] == 1.0 and a.loc[0, "sm_count"] == 16 and a.loc[0, "other_on_comm"] == 0
+    assert a.loc[1, "share"] == 0.5 and a.loc[1, "partitions"] == "context 1,p0" and a.loc[1, "other_on_comm"] == 1
+
+
+# ------------------------------------------------------------------------------- spec and launcher
+
+
+def test_sizes_parse_and_print():
+    assert parse_size("256M") == 256 << 20 and parse_size("1G") == 1 << 30 and parse_size("4096") == 4096
+    assert parse_size("1MiB") == 1 << 20 and size_text(256 << 20) == "256M" and size_text(1000) == "1000"
+    for bad in ("1T", "-1M", "0", "1.5M", "16G"):
+        with pytest.raises(ValueError, match="message size"):
+            parse_size(bad)
+
+
+def test_spec_refuses_what_cannot_run(h100_like):
+    s = CommSpec(collectives=["all-reduce", "all_gather"], sizes=["1G", "1M"], comm_sms=[24, 8])
+    assert s.collectives == ("allreduce", "allgather") and s.sizes == (1 << 20, 1 << 30) and s.comm_sms == (8, 24)
+    s.check(h100_like, 4)
+    with pytest.raises(ValueError, match="collectives must be"):
+        CommSpec(collectives=["broadcast"])
+    with pytest.raises(ValueError, match="must not repeat"):
+        CommSpec(sizes=["1M", "1024K"])
+    with pytest.raises(ValueError, match="ctas"):
+        CommSpec(ctas=[64])
+    with pytest.raises(ValueError, match="repeats"):
+        CommSpec(repeats=1)
+    with pytest.raises(ValueError, match="cannot be split exactly"):
+        CommSpec(comm_sms=[12]).check(h100_like, 2)
+    with pytest.raises(ValueError, match="at least 8 SMs left"):
+        CommSpec(comm_sms=[128]).check(h100_like, 2)
+    with pytest.raises(ValueError, match="multiple of 24 bytes"):
+        CommSpec(sizes=[1000]).check(h100_like, 6)
+
+
+def test_buffers_per_collective():
+    assert buffer_elements("allreduce", 1 << 20, 2) == (1 << 18, 1 << 18)
+    assert buffer_elements("allgather", 1 << 20, 4) == (1 << 16, 1 << 18)
+    assert buffer_elements("reducescatter", 1 << 20, 4) == (1 << 18, 1 << 16)
+    with pytest.raises(ValueError, match="multiple of 16 bytes"):
+        buffer_elements("alltoall", 1000, 4)
+
+
+def test_single_gpu_and_missing_nccl_are_refused_in_one_sentence():
+    with pytest.raises(gx.UnsupportedError) as e:
+        check_launch(None, 1, None)
+    assert str(e.value) == "a collective needs at least 2 GPUs on this host; the driver sees 1"
+    with pytest.raises(gx.UnsupportedError, match="nccl4py") as e:
+        check_launch(None, 4, "NCCL collectives need NVIDIA's nccl4py and a libnccl (pip install nccl4py); x")
+    assert "\n" not in str(e.value)
+    with pytest.raises(ValueError, match="driver sees 4 GPUs"):
+        check_launch(5, 4, None)
+    with pytest.raises(ValueError, match="gpus"):
+        check_launch(1, 4, None)
+    assert check_launch(None, 4, None) == 4 and check_launch(2, 4, None) == 2
+
+
+def test_missing_nccl_module_says_what_to_install(monkeypatch):
+    import builtins
+
+    real = builtins.__import__
+
+    def no_nccl(name, *a, **k):
+        if name == "nccl.core" or name.startswith("nccl"):
+            raise ImportError("No module named 'nccl'")
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", no_nccl)
+    with pytest.raises(gx.UnsupportedError, match=r"pip install nccl4py") as e:
+        gx.workloads.collectives.nccl_module()
+    assert "\n" not in str(e.value)
+
+
+class _Proc:
+    exitcode = 1
+
+
+def _fake_ranks(n, script):
+    """Threads standing in for rank processes: ``script(rank, conn)`` on the child end of a pipe."""
+    import multiprocessing as mp
+    import threading
+
+    pipes, threads = [], []
+    for rank in range(n):
+        parent, child = mp.Pipe()
+        th = threading.Thread(target=script, args=(rank, child), daemon=True)
+        pipes.append(parent)
+        threads.append(th)
+    for th in threads:
+        th.start()
+    return pipes, [_Proc() for _ in range(n)], threads
+
+
+def test_collector_relays_the_unique_id_and_keeps_rows_of_a_failed_rank():
+    from gcexplore.experiments.comm_launch import _collect
+
+    seen = {}
+
+    def script(rank, conn):
+        if rank == 0:
+            conn.send(("uid", b"nccl-id"))
+        seen[rank] = conn.recv()
+        conn.send(("rows", [{"rank": rank, "rep": 0}]))
+        if rank == 1:
+            conn.send(("error", "rank 1: RuntimeError: NCCL error", "Traceback ..."))
+        else:
+            conn.send(("done", {"rank": rank}))
+        conn.close()
+
+    pipes, procs, threads = _fake_ranks(2, script)
+    rows, metas, errors, details, traces = _collect(pipes, procs, 20.0)
+    for th in threads:
+        th.join(5)
+    assert seen == {0: ("uid", b"nccl-id"), 1: ("uid", b"nccl-id")}
+    assert {r["rank"] for r in rows} >= {1} and errors == ["rank 1: RuntimeError: NCCL error"]
+    assert details == ["Traceback ..."]
+
+
+def test_collector_times_out_and_names_the_ranks_still_running():
+    from gcexplore.experiments.comm_launch import _collect
+
+    def script(rank, conn):
+        conn.send(("rows", [{"rank": rank}]))
+        time.sleep(1.5)
+        conn.close()
+
+    pipes, procs, _ = _fake_ranks(2, script)
+    rows, metas, errors, _, _ = _collect(pipes, procs, 0.5)
+    assert len(rows) == 2 and errors == ["timed out after 0.5 s with ranks [0, 1] still running"]
+
+
+def test_a_rank_that_fails_sends_its_error_and_traceback(monkeypatch):
+    import gcexplore.experiments.comm as C
+    from gcexplore.experiments.comm_launch import _child
+
+    class Conn:
+        def __init__(self):
+            self.sent = []
+
+        def send(self, m):
+            self.sent.append(m)
+
+        def recv(self):
+            return ("uid", b"id")
+
+        def close(self):
+            pass
+
+    def boom(rank, nranks, uid, spec, send):
+        send(("rows", [{"rank": rank}]))
+        raise RuntimeError(f"no peer for {uid!r}")
+
+    monkeypatch.setattr(gx.workloads.collectives, "nccl_module", lambda: None)
+    monkeypatch.setattr(C, "run_rank", boom)
+    conn = Conn()
+    _child(1, 2, conn, CommSpec(trace=False))
+    assert conn.sent[0] == ("rows", [{"rank": 1}])
+    kind, message, tb = conn.sent[1]
+    assert kind == "error" and message == "rank 1: RuntimeError: no peer for b'id'" and "boom" in tb
+
+
+def test_zero_sm_collectives_by_nccl_version():
+    ok, text = zero_sm_offered("2.28.9")
+    assert not ok and "2.30.0+" in text and "none were measured" in text
+    assert zero_sm_offered("2.30.3")[0] and not zero_sm_offered("banana")[0]
+
+
+def test_cli_checks_arguments_before_any_gpu_work(tmp_path, capsys):
+    from gcexplore.cli import main
+
+    assert main(["comm", "--collectives", "gossip", "--out", str(tmp_path / "c.parquet")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "collectives must be" in err
+    assert main(["comm", "--sizes", "3T", "--out", str(tmp_path / "c.parquet")]) == 2
+    assert main(["comm", "--ctas", "0", "--out", str(tmp_path / "c.parquet")]) == 2
+    assert main(["comm", "--out", str(tmp_path / "c.txt")]) == 2
+    assert not list(tmp_path.iterdir())
+
+
+# ------------------------------------------------------------------------------- figure, files
+
+
+def test_figure_draws_the_parts_and_the_answer(synth):
+    fig = gx.plot_comm(synth, collective="allreduce")
+    gids = {a.get_gid() for ax in fig.axes for a in [*ax.patches, *ax.lines]}
+    assert {"part:split_loss_ms", "part:exposed_comm_ms", "step", "answer", "busbw:alone", "plain"} <= gids
+    with pytest.raises(ValueError, match="collectives here"):
+        gx.plot_comm(synth, collective="alltoall")
+
+
+def test_result_saves_and_loads(synth, tmp_path):
+    p = gx.save(synth, tmp_path / "comm.parquet")
+    back = gx.load(p)
+    assert back.attrs["kind"] == "comm" and len(back) == len(synth)
+    pd.testing.assert_frame_equal(gx.comm_table(back), gx.comm_table(synth), check_like=True)

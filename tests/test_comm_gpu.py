@@ -1,0 +1,61 @@
+"""Communication SMs on two GPUs: an all-reduce on a 16-SM partition beside a GEMM chain on the rest,
+one process per GPU, every NCCL kernel attributed to the partition by CUPTI, the numbers saved and
+read back. Needs two GPUs, nccl4py and PyTorch (skipped with the reason otherwise). With
+``GCEXPLORE_COMM_OUT`` set, the result and its trace are also written there."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+pytestmark = [pytest.mark.gpu, pytest.mark.multigpu]
+
+
+@pytest.fixture(scope="module")
+def run():
+    for m, pip in (("nccl", "nccl4py"), ("torch", "torch"), ("cupti", "cupti-python")):
+        if importlib.util.find_spec(m) is None:
+            pytest.skip(f"needs {pip}")
+    import gcexplore as gx
+
+    traces: list = []
+    spec = gx.CommSpec(collectives=["allreduce"], sizes=["64M"], comm_sms=[16], ctas=[16], repeats=5, warmup=2,
+                       gemms=4, trace=True)
+    df = gx.comm_sweep(spec, gpus=2, timeout_s=240, traces=traces)
+    return df, pd.concat(traces, ignore_index=True)
+
+
+def test_every_nccl_kernel_ran_on_the_16_sm_partition(run):
+    import gcexplore as gx
+
+    df, trace = run
+    att = gx.nccl_attribution(trace)
+    assert set(att["rank"]) == {0, 1}
+    assert (att["nccl_kernels"] > 0).all()
+    assert (att["share"] == 1.0).all(), att.to_string()
+    assert (att["sm_count"] == 16).all() and (att["other_on_comm"] == 0).all()
+    gemm = trace[(trace["workload"] == "compute") & (trace["activity"] == "kernel")]
+    assert len(gemm) and (gemm["partition"] == "remainder").all() and (gemm["sm_count"] == 116).all()
+
+
+def test_numbers_are_saved_and_read_back(run, tmp_path):
+    import gcexplore as gx
+
+    df, trace = run
+    assert set(df["rank"]) == {0, 1} and set(df["setup"]) == {"partition", "plain", "ctas"}
+    t = gx.comm_table(df)
+    part = t[t["setup"] == "partition"].iloc[0]
+    assert part["comm_sm_count"] == 16 and part["bus_bw_alone_gbs"] > 1.0
+    assert part["step_ms"] >= max(part["compute_alone_ms"], part["comm_alone_ms"]) * 0.9
+    assert df.attrs["nccl_version"] and "zero-SM" in df.attrs["zero_sm"]
+    out = Path(os.environ.get("GCEXPLORE_COMM_OUT") or tmp_path)
+    out.mkdir(parents=True, exist_ok=True)
+    df.attrs["attribution"] = gx.nccl_attribution(trace).to_dict("records")
+    back = gx.load(gx.save(df, out / "comm-test-2gpu.parquet"))
+    gx.save(trace, out / "comm-test-2gpu-trace.parquet")
+    pd.testing.assert_frame_equal(gx.comm_table(back), t, check_like=True)
+    assert back.attrs["attribution"] == df.attrs["attribution"]

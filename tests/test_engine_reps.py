@@ -1,0 +1,102 @@
+"""The engine's pipelined repetitions, on fake streams and events (no GPU): each repetition is
+enqueued behind the end of the one before, results come back in order, and a repetition whose
+predecessor had already ended when its enqueue finished is measured again behind a sized gate."""
+
+from __future__ import annotations
+
+import itertools
+
+from gcexplore.experiments import engine as E
+
+
+class _Event:
+    def __init__(self, log, t, done):
+        self.log, self.t, self._done = log, t, done
+
+    def __sub__(self, other):
+        return self.t - other.t
+
+    def sync(self):
+        self._done = True
+
+    @property
+    def is_done(self):
+        return self._done
+
+
+class _Stream:
+    def __init__(self, name, log, clock, finished):
+        self.name, self.log, self.clock, self.finished = name, log, clock, finished
+
+    def record(self, options=None):
+        ev = _Event(self.log, next(self.clock), self.finished())
+        self.log.append(("record", self.name, ev))
+        return ev
+
+    def wait(self, ev):
+        self.log.append(("wait", self.name, ev))
+
+
+class _Workload:
+    name = "w"
+
+
+class _Part:
+    name = "p0"
+
+
+def _engine(finished, trace=None):
+    log, clock = [], itertools.count()
+    eng = object.__new__(E.Engine)
+    eng.trace, eng._l2, eng.event_options = trace, None, None
+    eng.gate_us, eng.max_enqueue_us = E._GATE_US_START, 0.0
+    eng.gate = _Stream("gate", log, clock, finished)
+    eng._spin, eng._spin_config = None, None
+    eng._launch = lambda stream, cfg, kernel, ns, _: log.append(("spin", stream.name, int(ns)))
+    stream = _Stream("s0", log, clock, finished)
+    slot = E.Slot(_Workload(), _Part(), stream, run=lambda: log.append(("run", "s0", None)))
+    return eng, slot, log
+
+
+def _gates(log):
+    return [ns for what, name, ns in log if what == "spin" and name == "gate"]
+
+
+def test_repetitions_are_queued_behind_the_one_before_while_it_runs():
+    eng, slot, log = _engine(finished=lambda: False)  # the GPU is always busy: every rep is clean
+    labels = [("8+124", "concurrent", r) for r in range(4)]
+    out = list(eng.run_reps([slot], labels))
+    assert [label for label, _, _ in out] == labels
+    gates = _gates(log)
+    assert len(gates) == 4  # nothing measured twice
+    assert gates[0] == int(E._GATE_US_START * 1000) and set(gates[1:]) == {int(E._GATE_US_QUEUED * 1000)}
+    gate_waits = [ev for what, name, ev in log if what == "wait" and name == "gate"]
+    assert len(gate_waits) == 3  # reps 1..3 each wait for the end of the rep before
+    ends = [ev for what, name, ev in log if what == "record" and name == "s0"][1::2]
+    assert gate_waits == ends[:3]
+
+
+def test_a_repetition_queued_after_its_predecessor_ended_is_measured_again_behind_a_sized_gate():
+    eng, slot, log = _engine(finished=lambda: True)  # short reps: each ends before the next is queued
+    labels = [("8+124", "alone", r) for r in range(3)]
+    out = list(eng.run_reps([slot], labels))
+    assert [label for label, _, _ in out] == labels
+    gates = _gates(log)
+    # rep 0 gated; rep 1 queued (5 us gate), found unclean, measured again gated; rep 2 gated
+    assert gates[1] == int(E._GATE_US_QUEUED * 1000)
+    assert len(gates) == 4 and all(g >= int(E._GATE_US_START * 1000) for g in (gates[0], *gates[2:]))
+
+
+def test_no_pipelining_while_tracing():
+    class _Trace:
+        def group(self, label):
+            pass
+
+        def tag(self, *a, **k):
+            import contextlib
+            return contextlib.nullcontext()
+
+    eng, slot, log = _engine(finished=lambda: False, trace=_Trace())
+    list(eng.run_reps([slot], [("8+124", "alone", r) for r in range(3)]))
+    assert not [1 for what, name, _ in log if what == "wait" and name == "gate"]
+    assert all(g >= int(E._GATE_US_START * 1000) for g in _gates(log))
