@@ -7,17 +7,22 @@ comparison shows (the CLI, :func:`gcexplore.plot_compare` and the explorer draw 
 
 How it decides (docs/guide.md, "Comparing two results")
 --------------------------------------------------------
-Per layout and mode, the ratio B / A of the median times with a confidence interval
-from the raw repetitions: Hodges-Lehmann on the logarithms, the interval's ends taken
-from the exact Mann-Whitney distribution (:func:`gcexplore.analysis.stats.ratio_ci`).
-Every interval is at level ``1 - min(1%, (1 - confidence) / m)`` for ``m`` layout x mode
-pairs compared (Bonferroni), so all of them hold together with probability at least
-``confidence``. The verdict is FAST (B faster) or SLOW (B slower) only when the whole
-interval lies beyond the practical-equivalence band ``±min_effect``, SAME when it lies
-inside it, UNCLEAR otherwise, with the reason (too few repetitions, the interval
-straddles the band's edge, a side flagged noisy). Where both sides recorded the SM
-clock, the same test on time x clock (cycles) confirms it; a FAST / SLOW that is SAME
-in cycles is labelled a clock difference.
+Per layout and mode, the ratio B / A of the median times with a confidence interval whose unit
+is the round (:func:`row_verdict`, :func:`gcexplore.analysis.stats.round_ratio_ci`): the mean of
+each side's log round medians, a t interval from their between-round variance (each row's own,
+shrunk toward the variance pooled over all rows compared), plus the card's run-to-run excess
+(:func:`gcexplore.analysis.stats.noise_floor`). Repetitions of one run agree more closely than
+runs do, so an interval from one run's repetitions alone is too narrow. A side measured in one
+round (results from before rounds, or ``rounds=1``) has no between-round variance of its own:
+the recorded floor stands in, so a small difference there is UNCLEAR, with the number of rounds
+per side that would decide it. Every interval is at level ``1 - min(1%, (1 - confidence) / m)``
+for ``m`` layout x mode pairs compared (Bonferroni), so all of them hold together with
+probability at least ``confidence``. The verdict is FAST (B faster) or SLOW (B slower) only when
+the whole interval lies beyond the practical-equivalence band ``±min_effect``, SAME when it lies
+inside it, UNCLEAR otherwise, with the reason (too few repetitions, the interval straddles the
+band's edge, a side flagged noisy). Where both sides recorded the SM clock, the same test on
+time x clock (cycles) confirms it; a FAST / SLOW that is SAME in cycles is labelled a clock
+difference.
 
 Cards with different SM counts are aligned by the fraction of SMs of each partition
 (nearest within half a partition step); sizes stay absolute in the table, and layouts
@@ -38,7 +43,7 @@ from ..results.validate import check_result
 from ..schema import kind_of, parse_layout
 from .display import placement
 from .identity import identity_diff
-from .stats import (Floor, noise_floor, pooled_variance, quantile, quantile_ci, ratio_ci, round_medians,
+from .stats import (Floor, noise_floor, pooled_variance, quantile, quantile_ci, round_median_ci, round_medians,
                     round_ratio_ci, round_variance, rounds_needed)
 from .stats import stats as sample_stats
 
@@ -427,24 +432,26 @@ def _curves(sa: pd.DataFrame, sb: pd.DataFrame) -> pd.DataFrame:
 # --------------------------------------------------------------------- best splits
 
 
-def _by_layout(s: pd.DataFrame, group: str) -> dict[str, np.ndarray]:
+def _by_layout(s: pd.DataFrame, group: str) -> dict[str, tuple[np.ndarray, list]]:
     g = s[s["group"] == group]
-    return {lay: x["value"].to_numpy(float) for lay, x in g.groupby("layout", sort=False)}
+    return {lay: (x["value"].to_numpy(float), x["round"].tolist()) for lay, x in g.groupby("layout", sort=False)}
 
 
-def _best_of(s: pd.DataFrame, confidence: float) -> dict | None:
+def _best_of(s: pd.DataFrame, confidence: float, floor: Floor) -> dict | None:
     per = _by_layout(s, "concurrent")
     if not per:
         return None
     frac = {r.layout: r.fractions[0] for r in s.drop_duplicates("layout").itertuples()}
-    lay = min(per, key=lambda k: (float(np.median(per[k])), frac[k]))
-    lo, hi = quantile_ci(per[lay], 0.5, confidence)
-    return {"layout": lay, "fraction": frac[lay], "median_ms": float(np.median(per[lay])), "ci_low_ms": lo,
-            "ci_high_ms": hi, "reps": len(per[lay])}
+    lay = min(per, key=lambda k: (float(np.median(per[k][0])), frac[k]))
+    _, lo, hi = round_median_ci(per[lay][0], per[lay][1], confidence, floor=floor)
+    return {"layout": lay, "fraction": frac[lay], "median_ms": float(np.median(per[lay][0])), "ci_low_ms": lo,
+            "ci_high_ms": hi, "reps": len(per[lay][0]), "rounds": len(set(per[lay][1]))}
 
 
-def _cost(s: pd.DataFrame, best: str, other: str | None, confidence: float, min_effect: float) -> dict:
-    """What running ``other`` instead of this side's ``best`` costs on this side."""
+def _cost(s: pd.DataFrame, best: str, other: str | None, confidence: float, min_effect: float,
+          floor: Floor) -> dict:
+    """What running ``other`` instead of this side's ``best`` costs on this side (one run: the
+    rounds carry the noise; both layouts share the run, so the floor's run part cancels)."""
     if other is None:
         return {"layout": None, "ratio": math.nan, "low": math.nan, "high": math.nan, "verdict": "",
                 "reason": "that layout was not measured on this side"}
@@ -452,22 +459,24 @@ def _cost(s: pd.DataFrame, best: str, other: str | None, confidence: float, min_
     if other == best:
         return {"layout": other, "ratio": 1.0, "low": 1.0, "high": 1.0, "verdict": "SAME",
                 "reason": "the same layout is best here"}
-    ratio = float(np.median(per[other]) / np.median(per[best]))
-    _, lo, hi = ratio_ci(per[best], per[other], confidence)
-    verdict, reason = decide(lo, hi, min_effect)
-    return {"layout": other, "ratio": ratio, "low": lo, "high": hi, "verdict": verdict, "reason": reason}
+    ratio = float(np.median(per[other][0]) / np.median(per[best][0]))
+    r = round_ratio_ci(per[best][0], per[other][0], per[best][1], per[other][1], confidence,
+                       floor=dataclasses.replace(floor, run_sd=0.0))
+    verdict, reason = decide(r["low"], r["high"], min_effect)
+    return {"layout": other, "ratio": ratio, "low": r["low"], "high": r["high"], "verdict": verdict, "reason": reason}
 
 
 def _best(sa, sb, pairs, settings) -> dict:
-    a, b = _best_of(sa, settings["confidence"]), _best_of(sb, settings["confidence"])
+    floor = Floor(**settings["floor"])
+    a, b = _best_of(sa, settings["confidence"], floor), _best_of(sb, settings["confidence"], floor)
     if a is None or b is None:
         return {}
     a_to_b = {x: y for g, x, y in pairs if g == "concurrent" and x is not None}
     b_to_a = {y: x for g, x, y in pairs if g == "concurrent" and y is not None}
     conf, eff = settings["confidence"], settings["min_effect"]
     return {"a": a, "b": b, "moved": a_to_b.get(a["layout"]) != b["layout"],
-            "a_best_on_b": _cost(sb, b["layout"], a_to_b.get(a["layout"]), conf, eff),
-            "b_best_on_a": _cost(sa, a["layout"], b_to_a.get(b["layout"]), conf, eff)}
+            "a_best_on_b": _cost(sb, b["layout"], a_to_b.get(a["layout"]), conf, eff, floor),
+            "b_best_on_a": _cost(sa, a["layout"], b_to_a.get(b["layout"]), conf, eff, floor)}
 
 
 # ------------------------------------------------------------------ latency target

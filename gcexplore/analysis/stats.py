@@ -20,7 +20,7 @@ import numpy as np
 __all__ = ["DEFAULT_FLOOR", "EXACT_MAX_PAIRS", "FLOOR_COLUMNS", "Floor", "NOISY_FRACTION", "NOISY_RANGE_FRACTION",
            "PRIOR_WEIGHT", "STAT_COLUMNS", "finite", "finite_positive", "mann_whitney_cdf", "mann_whitney_k",
            "nanmedian", "noise_floor", "pooled_variance", "quantile", "quantile_ci", "quantiles", "ratio",
-           "ratio_bound", "ratio_ci", "round_medians", "round_ratio_ci", "round_variance", "rounds_needed",
+           "ratio_bound", "ratio_ci", "round_median_ci", "round_medians", "round_ratio_ci", "round_variance", "rounds_needed",
            "shift_ci", "stats", "t_cdf", "t_quantile"]
 
 #: Largest n*m for which the exact Mann-Whitney distribution is built (200 x 200 reps).
@@ -425,3 +425,25 @@ def rounds_needed(ratio: float, sd_round: float, min_effect: float, z: float, *,
         return math.inf
     r = math.ceil(2.0 * sd_round ** 2 / room)
     return float(max(2, r)) if r <= limit else math.inf
+
+
+def round_median_ci(values, rounds=None, confidence: float = 0.9, *, floor: Floor = DEFAULT_FLOOR) -> tuple[float, float, float]:
+    """(median, low, high) of a run's typical time with the between-round component in it.
+
+    The centre is exp(mean log round median); the interval a t interval over the round medians
+    (their spread divided by the round count), widened by the floor's ``run_sd``; with a single
+    round, the floor's ``round_sd`` and the round median's sampling variance stand in.
+    """
+    m = round_medians(values, rounds)
+    if m.size == 0:
+        return math.nan, -math.inf, math.inf
+    var = floor.run_sd ** 2
+    if m.size > 1:
+        var += float(np.var(m, ddof=1)) / m.size
+        z = t_quantile(0.5 + confidence / 2.0, m.size - 1)
+    else:
+        logs = np.log(finite_positive(values))
+        var += floor.round_sd ** 2 + (float(np.var(logs, ddof=1)) * math.pi / 2.0 / logs.size if logs.size > 1 else 0.0)
+        z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
+    c, h = float(m.mean()), z * math.sqrt(var)
+    return math.exp(c), math.exp(c - h), math.exp(c + h)
