@@ -13,8 +13,8 @@ DIR/campaign_bench.json:
 - per-task overhead: the gap between a worker's tasks (scheduling), the shard write and
   the final gather (load_campaign) per task, as % of a task's experiment time (goal <= 2%);
 - agreement: one task's sweep run directly with gcexplore.sweep on GPU 0 against the same
-  task's rows of the one-GPU campaign (also GPU 0): per layout, mode and workload, the
-  medians differ by at most the wider p10-p90 spread of the two (gcexplore.summarize).
+  task's rows of the one-GPU campaign (also GPU 0): per layout and mode, the medians'
+  ratio lies inside compare's combined interval (rounds as the unit) at every layout and mode.
 
 DIR/campaign-2gpu is the two-GPU campaign folder (gcexplore.load_campaign reads it),
 DIR/campaign-1gpu the one-GPU one; DIR/campaign.parquet is the two-GPU result as one file,
@@ -91,15 +91,14 @@ def _agreement(df_campaign, folder, splits, repeats) -> dict:
     finally:
         for w in wls.values():
             w.close()
-    keys = ["layout", "mode", "workload"]
-    m = gx.summarize(shard).merge(gx.summarize(direct), on=keys, suffixes=("_campaign", "_direct"))
-    spread = (m["p90_ms_campaign"] - m["p10_ms_campaign"]).combine(m["p90_ms_direct"] - m["p10_ms_direct"], max)
-    m["diff_ms"] = (m["median_ms_campaign"] - m["median_ms_direct"]).abs()
-    m["agree"] = m["diff_ms"] <= spread
-    worst = m.sort_values("diff_ms").iloc[-1]
-    return {"rows": len(m), "agree": int(m["agree"].sum()),
-            "worst": {k: (round(float(v), 4) if isinstance(v, float) else v)
-                      for k, v in worst[keys + ["median_ms_campaign", "median_ms_direct"]].items()},
+    # every difference must lie inside the combined interval (rounds as the unit, gcexplore.compare)
+    t = gx.compare(shard, direct).table
+    t = t[t["present"] == "both"].copy()
+    t["agree"] = (t["ratio_low"] <= 1.0) & (1.0 <= t["ratio_high"])
+    worst = t.loc[(t["ratio"] - 1.0).abs().idxmax()]
+    return {"rows": len(t), "agree": int(t["agree"].sum()),
+            "worst": {"layout": worst["layout_a"], "mode": worst["group"], "ratio": round(float(worst["ratio"]), 4),
+                      "interval": [round(float(worst["ratio_low"]), 4), round(float(worst["ratio_high"]), 4)]},
             "same_uuid": sorted(set(shard["device_uuid"]))}
 
 
@@ -141,8 +140,8 @@ def main() -> int:
         f"speedup 2 GPUs vs 1: {res['speedup']:.2f}x (goal >= 1.8x: {'met' if res['speedup'] >= 1.8 else 'NOT met'})",
         f"overhead per task: {max(o1['overhead_pct'], o2['overhead_pct']):.2f}% of its experiment time "
         f"(goal <= 2%: {'met' if max(o1['overhead_pct'], o2['overhead_pct']) <= 2 else 'NOT met'})",
-        f"campaign vs direct sweep on {', '.join(ag['same_uuid'])}: {ag['agree']} of {ag['rows']} medians within "
-        f"the wider p10-p90 spread; largest difference at {ag['worst']}",
+        f"campaign vs direct sweep on {', '.join(ag['same_uuid'])}: {ag['agree']} of {ag['rows']} differences "
+        f"inside compare's combined interval (rounds as the unit); largest at {ag['worst']}",
         f"failed tasks: {res['failed'] or 'none'}",
     ]
     text = "\n".join(lines)

@@ -41,6 +41,7 @@ import gcexplore
 from gcexplore import workloads as W
 from gcexplore.analysis import stats as S
 from gcexplore.analysis.comparison import compare, decide
+from gcexplore.analysis.tuning import gpu_time_ms
 from _needs import needs  # noqa: E402
 
 KINDS = ("compute", "memory", "gemm", "attention", "sort", "fft")
@@ -107,6 +108,8 @@ def side(kind: str, shift: float, args, **kw) -> tuple[pd.DataFrame, float]:
         return df, time.perf_counter() - t0
     finally:
         wl.close()
+        if "torch" in sys.modules:  # each side's fresh streams leave cached blocks behind
+            sys.modules["torch"].cuda.empty_cache()
 
 
 def gpu_ms(df: pd.DataFrame) -> float:
@@ -292,7 +295,7 @@ def main(argv=None) -> int:
             t0 = time.perf_counter()
             df = gcexplore.sweep(pair, sizes, device=args.device, progress=False, **kw)
             summary["cost"][f"sweep_{tag}"] = {"wall_s": time.perf_counter() - t0,
-                                               "gpu_ms": gcexplore.analysis.gpu_time_ms(df),
+                                               "gpu_ms": gpu_time_ms(df),
                                                "settings": {k: df.attrs.get(k) for k in ("repeats", "warmup", "rounds")}}
     finally:
         for w in pair.values():

@@ -165,3 +165,27 @@ def test_compare_prints_the_floor_it_used():
     c = compare(sweep(1, rounds=1), sweep(2, rounds=1))
     assert "noise floor" in c.settings["floor_text"]
     assert c.table["reason"].str.contains("one round").all()
+
+
+def test_the_tuners_search_adds_rounds_not_doublings():
+    from gcexplore.experiments import search as S
+
+    rng = np.random.default_rng(2)
+    cands = [(k, 132 - k) for k in range(8, 129, 8)]
+    calls = []
+
+    def measure(layout, n):  # each call is a round: the layout moves by 1% per round, reps by 0.1%
+        calls.append((layout, n))
+        true = 1.0 + 0.5 * ((layout[0] - 72) / 132) ** 2
+        eff = rng.normal(0, 0.01)
+        return [(true * np.exp(eff + rng.normal(0, 0.001)),) * 1 + ((0.5, 0.5),) for _ in range(n)]
+
+    out = S.search(cands, measure, S.Settings(repeats=4, max_repeats=24))
+    assert {n for _, n in calls} == {4}  # every visit is one round of `repeats` repetitions
+    per = {}
+    for lay, _ in calls:
+        per[lay] = per.get(lay, 0) + 1
+    assert max(per.values()) >= 2  # close rivals got more rounds
+    assert all("round" in v for v in out.visits)
+    best = min(cands, key=lambda c: abs(c[0] - 72))
+    assert abs(int(out.answer.split("+")[0]) - best[0]) <= 16

@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from .overlap import layout_table, makespan_stats
+from .stats import noise_floor, round_median_ci
 
 __all__ = [
     "L2_FIT_FRACTION",
@@ -487,7 +488,20 @@ def _require_prediction(df, where: str) -> None:
 
 
 ERROR_COLUMNS = ["layout", "split_sm_count", "predicted_ms", "predicted_low_ms", "predicted_high_ms",
-                 "measured_ms", "error", "inside", "predicted_interference", "measured_interference"]
+                 "measured_ms", "measured_low_ms", "measured_high_ms", "error", "inside", "predicted_interference",
+                 "measured_interference"]
+
+
+def _measured_intervals(measured: pd.DataFrame, confidence: float = 0.9) -> dict[str, tuple[float, float]]:
+    """Per layout: the interval of the run's concurrent makespan with the between-round component
+    (:func:`~gcexplore.analysis.stats.round_median_ci`; the card's floor for a single round)."""
+    conc = measured[measured["mode"] == "concurrent"]
+    rnd = conc["round"] if "round" in conc.columns else pd.Series(0, index=conc.index)
+    per = conc.assign(_r=rnd).groupby(["layout", "_r", "rep"], sort=False)["makespan_ms"].max().reset_index()
+    name = str(conc["device_name"].iloc[0]) if "device_name" in conc.columns and len(conc) else ""
+    floor = noise_floor(name, sorted(set(conc["workload"].astype(str))))
+    return {lay: round_median_ci(g["makespan_ms"], g["_r"], confidence, floor=floor)[1:]
+            for lay, g in per.groupby("layout", sort=False)}
 
 
 def predict_error(prediction: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFrame:
@@ -504,8 +518,10 @@ def predict_error(prediction: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFr
     -------
     pandas.DataFrame
         Columns ``layout``, ``split_sm_count``, ``predicted_ms`` (and ``_low_ms``,
-        ``_high_ms``), ``measured_ms`` (median over repetitions), ``error`` (predicted /
-        measured - 1), ``inside`` (the measured median lies in the interval),
+        ``_high_ms``), ``measured_ms`` (median over repetitions) with ``measured_low_ms`` /
+        ``measured_high_ms`` (its 90% interval, the round as the unit: another run would land
+        there), ``error`` (predicted / measured - 1), ``inside`` (the two intervals meet: the
+        prediction agrees with the measurement up to its run-to-run noise),
         ``predicted_interference`` and ``measured_interference`` (NaN without ``alone``
         rows); sorted by ``split_sm_count``.
     """
@@ -519,11 +535,15 @@ def predict_error(prediction: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFr
     lay = predicted_layouts(prediction)
     lay = lay[lay["layout"].isin(ms.index)]
     m = lay["layout"].map(ms).to_numpy(dtype=float)
+    iv = _measured_intervals(measured)
+    mlo = np.array([iv.get(x, (math.nan, math.nan))[0] for x in lay["layout"]], dtype=float)
+    mhi = np.array([iv.get(x, (math.nan, math.nan))[1] for x in lay["layout"]], dtype=float)
     out = pd.DataFrame({
         "layout": lay["layout"], "split_sm_count": lay["split_sm_count"], "predicted_ms": lay["makespan_ms"],
         "predicted_low_ms": lay["makespan_low_ms"], "predicted_high_ms": lay["makespan_high_ms"],
-        "measured_ms": m, "error": lay["makespan_ms"].to_numpy() / m - 1.0,
-        "inside": (lay["makespan_low_ms"].to_numpy() <= m) & (m <= lay["makespan_high_ms"].to_numpy()),
+        "measured_ms": m, "measured_low_ms": mlo, "measured_high_ms": mhi,
+        "error": lay["makespan_ms"].to_numpy() / m - 1.0,
+        "inside": (lay["makespan_low_ms"].to_numpy() <= mhi) & (mlo <= lay["makespan_high_ms"].to_numpy()),
         "predicted_interference": lay["interference"],
         "measured_interference": lay["layout"].map(inter).to_numpy(dtype=float),
     }, columns=ERROR_COLUMNS).reset_index(drop=True)
