@@ -37,7 +37,9 @@ def _md(df) -> str:
 
 
 def _sms_table(t):
-    part = t[t["setup"] != "ctas"].copy()
+    part = t[t["setup"] != "ctas"].sort_values(["collective", "size_bytes", "setup", "comm_sm_count"],
+                                               ascending=[True, True, False, True])
+    part = part.assign(SMs="")
     part["SMs"] = part.apply(lambda r: "whole" if r["setup"] == "plain" else str(int(r["comm_sm_count"])), axis=1)
     cols = ["collective", "size_bytes", "SMs", "comm_alone_ms", "bus_bw_alone_gbs", "compute_alone_ms", "step_ms",
             "split_loss_ms", "interference_ms", "exposed_comm_ms"]
@@ -56,17 +58,32 @@ def run(n: int, spec, out: Path, timeout: float, lines: list[str]) -> None:
         df = gx.comm_sweep(spec, gpus=n, timeout_s=timeout, traces=traces)
     except CommLaunchError as e:
         print(f"{n} GPUs: FAILED after {time.perf_counter() - t0:.0f} s: {e}\n{e.details}", file=sys.stderr)
-        lines.append(f"## {n} GPUs: failed\n\n{e}\n")
-        if e.rows is not None and len(e.rows):
-            gx.save(e.rows, out / f"comm-{n}gpu-partial.parquet")
-        return
+        lines.append(f"## {n} GPUs: failed: {e}\n")
+        if e.rows is None or not len(e.rows):
+            return
+        df, name = e.rows, f"comm-{n}gpu-partial"  # the layouts finished before the failure
+    else:
+        name = f"comm-{n}gpu"
     wall = time.perf_counter() - t0
     if traces:
         trace = pd.concat(traces, ignore_index=True)
         df.attrs["attribution"] = gx.nccl_attribution(trace).to_dict("records")
-        gx.save(trace, out / f"comm-{n}gpu-trace.parquet")
+        gx.save(trace, out / f"{name}-trace.parquet")
     df.attrs["wall_s"] = round(wall, 1)
-    gx.save(df, out / f"comm-{n}gpu.parquet")
+    gx.save(df, out / f"{name}.parquet")
+    try:
+        tables(df, n, name, wall, out, lines)
+    except Exception:  # a partial result may lack a part: the rows are saved, the traceback says what
+        import traceback
+
+        traceback.print_exc()
+
+
+def tables(df, n: int, name: str, wall: float, out: Path, lines: list[str]) -> None:
+    import pandas as pd
+
+    import gcexplore as gx
+
     t = gx.comm_table(df)
     att = pd.DataFrame(df.attrs.get("attribution", []))
     parts = [f"## {n} GPUs ({df.attrs['device_name']}, NCCL {df.attrs['nccl_version']}, "
@@ -84,9 +101,9 @@ def run(n: int, spec, out: Path, timeout: float, lines: list[str]) -> None:
     text = "\n\n".join(parts)
     print(text, flush=True)
     lines.append(text)
-    for coll in spec.collectives:
+    for coll in set(df["collective"]) - {""}:
         fig = gx.plot_comm(df, collective=coll)
-        fig.savefig(out / f"comm-{n}gpu-{coll}.png", dpi=110)
+        fig.savefig(out / f"{name}-{coll}.png", dpi=110)
 
 
 def main() -> int:

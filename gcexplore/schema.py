@@ -28,7 +28,11 @@ from ._checks import as_count, as_int
 __all__ = [
     "trace_groups",
     "COLUMNS",
+    "IDENTITY",
     "IDENTITY_COLUMNS",
+    "IdentityField",
+    "RUN_COLUMNS",
+    "SAMPLE_IDENTITY",
     "KINDS",
     "MODES",
     "MODE_DESCRIPTIONS",
@@ -41,6 +45,9 @@ __all__ = [
     "check_modes",
     "columns",
     "conform",
+    "environment_identity",
+    "identity_name",
+    "identity_of",
     "frame",
     "kind_of",
     "new_run_id",
@@ -70,8 +77,59 @@ SCENARIOS = tuple(SCENARIO_DESCRIPTIONS)
 
 ROUNDINGS = ("up", "down", "exact")
 
-#: Identity of the card and the run, in every result's columns (last).
-IDENTITY_COLUMNS = {"device_name": "str", "run_id": "str"}
+
+@dataclasses.dataclass(frozen=True)
+class IdentityField:
+    """One field of a run's identity: its column (and ``attrs`` key), dtype, the label reports
+    and identity diffs print, and the :class:`~gcexplore.device.driver.DeviceInfo` attribute it
+    is read from (None: filled by the experiment, e.g. the host, or by the trace, CUPTI)."""
+
+    name: str
+    dtype: str
+    label: str
+    source: str | None = None
+    run_key: bool = False  # part of what tells one run from another
+
+
+#: The identity of a run, in order: the only spelling of these names. A new identity field is one
+#: line here; rows, attrs, DeviceInfo.identity(), the campaign columns, identity diffs, compare's
+#: ``by=`` and the run (:mod:`gcexplore.results.run`) all derive from it.
+IDENTITY = (
+    IdentityField("device_name", "str", "card", "name", run_key=True),
+    IdentityField("device_uuid", "str", "device UUID", "uuid", run_key=True),
+    IdentityField("device_index", "Int64", "device index", "index", run_key=True),
+    IdentityField("pci_bus_id", "str", "PCI bus id", "pci_bus_id"),
+    IdentityField("device_sm_count", "Int64", "SM count", "sm_count"),
+    IdentityField("l2_bytes", "Int64", "L2 size (bytes)", "l2_bytes"),
+    IdentityField("host", "str", "host"),
+    IdentityField("driver_version", "str", "driver", "driver_version_str"),
+    IdentityField("cuda_core_version", "str", "cuda-core", "cuda_core_version"),
+    IdentityField("cuda_bindings_version", "str", "cuda-bindings", "cuda_bindings_version"),
+    IdentityField("cupti_version", "str", "CUPTI"),
+    IdentityField("torch_version", "str", "PyTorch"),
+    IdentityField("cupy_version", "str", "CuPy"),
+    IdentityField("options", "str", "options"),
+    IdentityField("run_id", "str", "run", run_key=True),
+)
+#: Identity columns (name -> dtype), last in every measurement kind's columns.
+IDENTITY_COLUMNS = {f.name: f.dtype for f in IDENTITY}
+#: The identity columns that tell one run from another (rows sharing them are one run).
+RUN_COLUMNS = tuple(f.name for f in IDENTITY if f.run_key)
+
+
+def identity_name(source: str) -> str:
+    """The identity column read from :class:`~gcexplore.device.driver.DeviceInfo`'s ``source``
+    attribute ("uuid" -> its column name), for code that fills one field by hand."""
+    for f in IDENTITY:
+        if f.source == source:
+            return f.name
+    raise KeyError(f"no identity field comes from DeviceInfo.{source}; sources: "
+                   f"{', '.join(f.source for f in IDENTITY if f.source)}")
+
+
+#: Per-sample kinds (traces, occupancy, PM samples: up to millions of rows) carry only these; the
+#: rest of their identity is their run's (attrs), so a trace does not repeat fifteen strings a kernel.
+SAMPLE_IDENTITY = {"device_name": "str", "run_id": "str"}
 
 _OVERLAP = {
     "layout": "str", "split_sm_count": "int64", "mode": "str", "rep": "int64", "round": "int64", "workload": "str",
@@ -131,10 +189,10 @@ COLUMNS = {
     "sweep": {**_OVERLAP, **IDENTITY_COLUMNS},
     "scaling": {**_SCALING, **IDENTITY_COLUMNS},
     "isolation": {**_ISOLATION, **IDENTITY_COLUMNS},
-    "occupancy": {**_OCCUPANCY, **IDENTITY_COLUMNS},
-    "trace": {**_TRACE, **IDENTITY_COLUMNS},
+    "occupancy": {**_OCCUPANCY, **SAMPLE_IDENTITY},
+    "trace": {**_TRACE, **SAMPLE_IDENTITY},
     "tune": {**_TUNE, **IDENTITY_COLUMNS},
-    "pm": {**_PM, **IDENTITY_COLUMNS},
+    "pm": {**_PM, **SAMPLE_IDENTITY},
     "comm": {**_COMM, **IDENTITY_COLUMNS},
 }
 KINDS = tuple(COLUMNS)
@@ -209,6 +267,50 @@ def _as_dtype(series, dtype: str):
     return series.astype(dtype)
 
 
+def _missing_value(dtype: str):
+    return None if dtype == "Int64" else ""
+
+
+def identity_of(attrs, kind: str | None = None) -> dict:
+    """The identity columns of ``kind`` (default all of :data:`IDENTITY`) as a result's ``attrs``
+    give them: each field's attrs value, ``""`` (or None for counts) where absent; ``options`` from
+    the options the kind records (:meth:`Options.metadata`)."""
+    names = _columns_of(kind) if kind else IDENTITY_COLUMNS
+    out = {}
+    for f in IDENTITY:
+        if f.name not in names:
+            continue
+        v = attrs.get(f.name)
+        if f.name == "options" and v is None:
+            v = options_text(attrs, kind)
+        out[f.name] = _missing_value(f.dtype) if _is_missing(v) else (v if f.dtype != "str" else str(v))
+    return out
+
+
+def options_text(attrs, kind: str | None) -> str:
+    """The measurement options ``attrs`` records for ``kind``, as one line ("repeats=20, warmup=3, ...")."""
+    names = Options.APPLIES.get(kind or attrs.get("kind"), ())
+    parts = []
+    for n in names:
+        if n in attrs:
+            v = attrs[n]
+            parts.append(f"{n}={','.join(map(str, v)) if isinstance(v, (list, tuple)) else v}")
+    return ", ".join(parts)
+
+
+def environment_identity() -> dict:
+    """The identity fields the process knows (no device): the host, and the versions of PyTorch
+    and CuPy where they are already loaded (never imported here)."""
+    import socket
+    import sys
+
+    out = {"host": socket.gethostname()}
+    for field, module in (("torch_version", "torch"), ("cupy_version", "cupy")):
+        mod = sys.modules.get(module)
+        out[field] = str(getattr(mod, "__version__", "")) if mod is not None else ""
+    return out
+
+
 def conform(df, kind: str | None = None):
     """Give each known column of ``df`` its schema dtype (in place), and return ``df``.
 
@@ -227,6 +329,10 @@ def conform(df, kind: str | None = None):
             df["round"] = 0  # measured before rounds existed: all of it one round
         elif df["round"].isna().any():
             df["round"] = df["round"].fillna(0)
+    if len(df.columns):
+        for col, v in identity_of(df.attrs, kind).items():
+            if col not in df.columns:
+                df[col] = v
     for col, dtype in _columns_of(kind).items():
         if dtype != "str" and col in df.columns and str(df[col].dtype) != dtype:
             df[col] = _as_dtype(df[col], dtype)
@@ -236,13 +342,13 @@ def conform(df, kind: str | None = None):
 def frame(rows: list[dict], kind: str, attrs: dict):
     """A result DataFrame of ``kind`` from records, columns in schema order, with ``attrs``.
 
-    The identity columns are taken from ``attrs`` (``device_name``, ``run_id``).
+    The identity columns are taken from ``attrs`` (:func:`identity_of`) where a row lacks them.
     """
     import pandas as pd
 
     cols = _columns_of(kind)
-    ident = {"device_name": str(attrs.get("device_name", "")), "run_id": str(attrs.get("run_id", ""))}
-    df = pd.DataFrame.from_records([{**r, **ident} for r in rows], columns=list(cols))
+    ident = identity_of(attrs, kind)
+    df = pd.DataFrame.from_records([{**ident, **r} for r in rows], columns=list(cols))
     df.attrs.update(attrs)
     return conform(df, kind)
 

@@ -1005,13 +1005,67 @@ gcexplore.plot_compare(cmp)
 ]
 
 
+# Notebook 04, last section: communication SMs on two GPUs (issue 27).
+CAMPAIGN += [
+    md("""
+## Communication SMs: how many SMs a collective needs beside compute
+
+`gcexplore.comm_sweep` puts an NCCL collective on one partition of every GPU and a chain of
+bf16 GEMMs on the rest, in steps, at every split, and the same steps on the whole GPU (plain
+streams with NCCL's own CTA count, and communicators capped by `max_ctas`). One process per
+GPU, joined by NCCL's own bootstrap. With two GPUs and nccl4py here it runs a small sweep;
+otherwise it shows the sweep recorded by `bench/comm.py` on the project's machine (2 GPUs).
+"""),
+    code("""
+import importlib.util
+
+COMM_LIVE = LIVE and importlib.util.find_spec("nccl") is not None and gcexplore.device_count() >= 2
+if COMM_LIVE:
+    spec = gcexplore.CommSpec(collectives=["allreduce"], sizes=["16M", "256M"], comm_sms=[8, 16, 32],
+                              ctas=[16], repeats=REPEATS, trace=False)
+    comm = gcexplore.comm_sweep(spec, gpus=2)
+elif "comm" in gcexplore.results.recorded_names():
+    comm = recorded("comm")
+else:
+    comm = None
+    print("recorded result 'comm' is not in this installation yet; it is recorded on a 2-GPU machine with "
+          "python3 bench/comm.py --out DIR --gpus 2 (comm-2gpu.parquet). Without it, two GPUs or nccl4py, "
+          "this section shows no measurement.")
+if comm is not None:
+    print(f"{comm.attrs['nranks']} GPUs, NCCL {comm.attrs['nccl_version']}; {comm.attrs['zero_sm']}")
+    att = pd.DataFrame(comm.attrs.get("attribution", []))
+    if len(att):
+        print(f"NCCL kernels on the communication partition: {att['on_comm_partition'].sum()} of "
+              f"{att['nccl_kernels'].sum()} (CUPTI, every rank and split)")
+"""),
+    md("""
+Per collective and size, the fewest communication SMs whose step is within 1% of the best
+split's, against the plain streams and the best CTA cap; then the fewest SMs (and CTAs)
+that reach 95% of the peak bus bandwidth; then the split tuner's answer, found by replaying
+its search over the sweep's steps, with the share of the sweep's GPU time it needed.
+"""),
+    code("""
+if comm is not None:
+    display(gcexplore.comm_answer(comm, 0.01).round(4))
+    display(gcexplore.bandwidth_table(comm, 0.95).round(1))
+    display(gcexplore.recommend_comm(comm, 0.01).drop(columns=["search_answer"]).round(4))
+"""),
+    code("""
+if comm is not None:
+    t = gcexplore.comm_table(comm)
+    big = t[t["collective"] == t["collective"].iloc[0]]["size_bytes"].max()
+    display(gcexplore.plot_comm(comm, size_bytes=int(big)))
+"""),
+]
+
+
 NOTEBOOKS = {
     "01_quickstart.ipynb": (QUICKSTART, ["sweep", "occupancy", "torch_sweep"], "gcexplore quickstart"),
     "02_sweeping_sm_splits.ipynb": (SWEEPING, ["sweep", "torch_sweep", "trace_overlap", "trace", "scaling"],
                                     "Sweeping SM splits", ["sweep_second"]),
     "03_sm_isolation.ipynb": (ISOLATION, ["occupancy", "isolation"], "SM isolation",
                               ["primary_sms", "bandwidth_sharing", "l2_sharing", "pm", "pm_trace"]),
-    "04_campaigns.ipynb": (CAMPAIGN, ["campaign"], "Campaigns"),
+    "04_campaigns.ipynb": (CAMPAIGN, ["campaign"], "Campaigns", ["comm"]),
 }
 
 

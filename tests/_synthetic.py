@@ -49,13 +49,16 @@ def attrs(kind: str, *, sm_count: int = 132, repeats: int = 5, recorded: bool = 
 
 
 def _identify(df: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
-    """The identity columns every result carries (the card and the run), and its round (one)."""
+    """The identity columns every result carries (the card and the run), from its attrs, and its
+    round (one)."""
+    from gcexplore.schema import conform, identity_of
+
     if "rep" in df.columns and "round" not in df.columns and df.attrs.get("kind") != "pm":
         df.insert(df.columns.get_loc("rep") + 1, "round", 0)
-    df["device_name"] = SYNTHETIC_DEVICE
-    df["run_id"] = f"synthetic-{seed}"
     df.attrs["run_id"] = f"synthetic-{seed}"
-    return df
+    for col, v in identity_of({**df.attrs, "device_name": SYNTHETIC_DEVICE}, df.attrs.get("kind")).items():
+        df[col] = v
+    return conform(df)
 
 
 def _compute_ms(sm: int, total: int) -> float:

@@ -305,6 +305,12 @@ def test_cli_checks_arguments_before_any_gpu_work(tmp_path, capsys):
     assert main(["comm", "--ctas", "0", "--out", str(tmp_path / "c.parquet")]) == 2
     assert main(["comm", "--out", str(tmp_path / "c.txt")]) == 2
     assert not list(tmp_path.iterdir())
+    if (gx.device_count() if gx.gpu_available() else 0) < 2:  # no second GPU (or none): one line, exit 1
+        capsys.readouterr()
+        assert main(["comm", "--out", str(tmp_path / "c.parquet")]) == 1
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and ("2 GPUs" in err or "driver" in err or "nccl4py" in err)
+        assert not list(tmp_path.iterdir())
 
 
 # ------------------------------------------------------------------------------- figure, files

@@ -38,10 +38,12 @@ BELOW["cli"] = set().union(*BELOW.values()) - {"explorers"} | {"cli"}
 #: analysis modules (pure pandas/numpy, importing nothing of the measuring wing): the tuner's
 #: search decides with ``stats`` (quantiles, their intervals, the ratio bound); the tuner's
 #: prior and ``solo_profile`` predict with ``prediction``; ``solo_profile`` summarises its
-#: scaling and sweep with ``summaries`` and turns them into GPU time with ``tuning``; the
-#: communication-SMs recommendation replays the search over the steps ``comm`` joins across ranks.
+#: scaling and sweep with ``summaries``, turns them into GPU time with ``tuning`` and puts its
+#: counted traffic into the profile with ``traffic_profile``; the communication-SMs
+#: recommendation replays the search over the steps ``comm`` joins across ranks.
 EXPERIMENTS_MAY_USE = {"gcexplore.analysis.stats", "gcexplore.analysis.prediction",
-                       "gcexplore.analysis.summaries", "gcexplore.analysis.tuning", "gcexplore.analysis.comm"}
+                       "gcexplore.analysis.summaries", "gcexplore.analysis.tuning", "gcexplore.analysis.comm",
+                       "gcexplore.analysis.traffic_profile"}
 TOP = {"explorers", "cli"}  # front ends: nothing below imports them
 
 

@@ -35,7 +35,8 @@ def _trace():
     rows = []
     group = {m: i for i, m in enumerate(T0)}  # one repetition group per mode, as the collector numbers them
     for (mode, n), (a, b) in KERNELS.items():
-        rows.append({**dict.fromkeys(columns("trace"), 0), "layout": "24+108", "mode": mode, "rep": 0,
+        # every column but the identity (device_name, run_id), which frame() takes from the attrs
+        rows.append({**dict.fromkeys(columns("trace")[:-2], 0), "layout": "24+108", "mode": mode, "rep": 0,
                      "group": group[mode], "workload": n, "partition": "p0" if n == "a" else "remainder", "sm_count": 24 if n == "a" else 108,
                      "stream_id": 7, "activity": "kernel", "name": "k", "start_ms": a, "end_ms": b,
                      "correlation_id": len(rows) + 1})

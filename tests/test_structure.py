@@ -73,8 +73,12 @@ def test_options_are_checked_where_written():
 
 
 def test_every_result_kind_names_its_columns_and_identity():
-    for kind in ("overlap", "sweep", "scaling", "isolation", "occupancy"):
-        assert columns(kind)[-2:] == ["device_name", "run_id"]
+    from gcexplore.schema import IDENTITY_COLUMNS, SAMPLE_IDENTITY
+
+    for kind in ("overlap", "sweep", "scaling", "isolation", "tune"):
+        assert columns(kind)[-len(IDENTITY_COLUMNS):] == list(IDENTITY_COLUMNS)
+    for kind in ("occupancy", "trace", "pm"):  # per-sample kinds: the run key only
+        assert columns(kind)[-2:] == list(SAMPLE_IDENTITY) == ["device_name", "run_id"]
     df = S.sweep_df()
     assert list(df.columns) == columns("sweep")
 
@@ -110,7 +114,7 @@ def test_concatenated_runs_are_summarized_per_run():
 
 def test_one_run_views_refuse_several_runs_and_say_how_to_pick():
     both = _two_runs()
-    with pytest.raises(ValueError, match=r"2 runs: synthetic-1 .*, synthetic-2 \(another synthetic GPU\)"):
+    with pytest.raises(ValueError, match=r"2 runs: synthetic-1 .*, synthetic-2 \(another synthetic GPU"):
         gcexplore.best_split(both)
     with pytest.raises(ValueError, match="select one"):
         P.plot_sweep(both)

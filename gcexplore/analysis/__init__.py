@@ -13,7 +13,8 @@ PUBLIC = {
     "trace": ("busy_time", "kernel_gaps", "tpc_map"),
     "occupancy_estimate": ("estimate_occupancy", "sm_usage"),
     "pm": ("dram_summary",),
-    "prediction": ("predict", "predict_error", "prediction_facts"),
+    "prediction": ("predict",),
+    "prediction_check": ("predict_error", "prediction_facts"),
     "comparison": ("compare",),
     "comm": ("bandwidth_table", "comm_answer", "comm_table", "nccl_attribution"),
 }

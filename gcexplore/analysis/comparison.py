@@ -40,15 +40,17 @@ import pandas as pd
 
 from ..results.io import load
 from ..results.validate import check_result
-from ..schema import kind_of, parse_layout
+from ..schema import IDENTITY, kind_of, parse_layout
 from .display import placement
+from .compare_sets import Comparisons, set_pairs, split_by
 from .identity import identity_diff
 from .stats import (Floor, noise_floor, pooled_variance, quantile, quantile_ci, round_median_ci, round_medians,
                     round_ratio_ci, round_variance, rounds_needed)
 from .stats import stats as sample_stats
 
-__all__ = ["COMPARE_COLUMNS", "Comparison", "VERDICTS", "compare", "identity_diff", "row_verdict"]
+__all__ = ["COMPARE_COLUMNS", "Comparison", "Comparisons", "VERDICTS", "compare", "identity_diff", "row_verdict"]
 
+IDENTITY_LABELS = {f.name: f.label for f in IDENTITY}
 VERDICTS = ("FAST", "SLOW", "SAME", "UNCLEAR")
 #: No single interval is wider than this error rate, however few pairs are compared.
 MAX_ALPHA_EACH = 0.01
@@ -87,9 +89,11 @@ class Comparison:
         Per side, group and layout: median, p10 and p90 in ms (:data:`CURVE_COLUMNS`).
     best : dict
         Per side (``"a"``, ``"b"``): the best split (lowest median concurrent makespan) with
-        its interval; ``moved``; ``a_best_on_b`` / ``b_best_on_a``: what one side's best
-        costs on the other (ratio to that side's best, interval, verdict). Empty for
-        scaling results.
+        its interval; ``moved``, decided over the layouts both sides measured (``common``
+        of them; their bests ``a_common`` / ``b_common``; None with ``note`` saying why when
+        there is none, and ``note`` naming a best measured on one side only);
+        ``a_best_on_b`` / ``b_best_on_a``: what one side's best among the common layouts costs
+        on the other (ratio to that side's best, interval, verdict). Empty for scaling results.
     slo : dict or None
         The latency-target answer per side when ``slo_ms`` was given (see :func:`compare`).
     identity : pandas.DataFrame
@@ -140,26 +144,6 @@ def _load(x, name: str) -> tuple[pd.DataFrame, str | None]:
                     f"got {type(x).__name__}")
 
 
-def _split_by(df: pd.DataFrame, by: str, labels) -> tuple[pd.DataFrame, pd.DataFrame, tuple[str, str]]:
-    if by not in df.columns:
-        raise ValueError(f"compare: by={by!r} is not a column of this result; columns that tell runs apart "
-                         f"here: {[c for c in df.columns if c in ('run_id', 'device_name', 'device_uuid', 'host', 'driver', 'campaign_id')]}")
-    values = list(dict.fromkeys(df[by].astype(str)))
-    if labels is None and len(values) != 2:
-        raise ValueError(f"compare: by={by!r} must split the rows into two groups, it gives {len(values)}: "
-                         f"{values[:8]}; pass labels=(first, second) to pick two of them")
-    picked = tuple(map(str, labels)) if labels is not None else tuple(values)
-    missing = [v for v in picked if v not in values]
-    if len(picked) != 2 or missing:
-        raise ValueError(f"compare: labels must name two values of {by!r} ({values[:8]}), got {list(picked)}")
-    sides = []
-    for v in picked:
-        part = df[df[by].astype(str) == v].reset_index(drop=True)
-        part.attrs = dict(df.attrs)
-        sides.append(part)
-    return sides[0], sides[1], picked
-
-
 def _workloads(df: pd.DataFrame, family: str) -> tuple:
     if family == "scaling":
         return tuple(sorted(set(df["workload"])))
@@ -169,13 +153,15 @@ def _workloads(df: pd.DataFrame, family: str) -> tuple:
         return tuple(sorted(set(df["workload"])))
 
 
-def _sides(a, b, by, labels) -> tuple[pd.DataFrame, pd.DataFrame, tuple[str, str], str]:
+def _sides(a, b, by, labels) -> tuple[pd.DataFrame, pd.DataFrame, tuple[str, str], str, str | None]:
+    """The two sides, their labels, their kind family and the column that split them (``by``)."""
     fa, na = _load(a, "A")
+    col = None
     if b is None:
         if by is None:
             raise ValueError("compare needs two results, or one result and by= a column that splits it in two "
                              "(run_id, device_uuid, driver, ...)")
-        fa, fb, labels = _split_by(fa, by, labels)
+        fa, fb, labels, col = split_by(fa, by, labels)
     else:
         if by is not None:
             raise ValueError("compare: pass either two results or one result with by=, not both")
@@ -203,12 +189,15 @@ def _sides(a, b, by, labels) -> tuple[pd.DataFrame, pd.DataFrame, tuple[str, str
                          f"{_VALID}")
     for df, side in ((fa, "A"), (fb, "B")):
         check_result(df, kinds["AB".index(side)], f"compare (side {side})")
-    wa, wb = _workloads(fa, fams[0]), _workloads(fb, fams[0])
+    return fa, fb, labels, fams[0], col
+
+
+def _same_workloads(fa: pd.DataFrame, fb: pd.DataFrame, family: str) -> None:
+    wa, wb = _workloads(fa, family), _workloads(fb, family)
     if wa != wb:
-        what = "in partition order " if fams[0] != "scaling" and set(wa) == set(wb) else ""
+        what = "in partition order " if family != "scaling" and set(wa) == set(wb) else ""
         raise ValueError(f"compare: the two sides time different workloads {what}(A: {', '.join(wa)}; "
                          f"B: {', '.join(wb)}); compare results of the same workloads in the same placement")
-    return fa, fb, labels, fams[0]
 
 
 # ------------------------------------------------------------------------- samples
@@ -467,16 +456,31 @@ def _cost(s: pd.DataFrame, best: str, other: str | None, confidence: float, min_
 
 
 def _best(sa, sb, pairs, settings) -> dict:
+    """Each side's best split, and whether it moved: decided only over the concurrent layouts both
+    sides measured (``common``); ``moved`` is None, with ``note`` saying why, where there is none."""
     floor = Floor(**settings["floor"])
     a, b = _best_of(sa, settings["confidence"], floor), _best_of(sb, settings["confidence"], floor)
     if a is None or b is None:
         return {}
-    a_to_b = {x: y for g, x, y in pairs if g == "concurrent" and x is not None}
-    b_to_a = {y: x for g, x, y in pairs if g == "concurrent" and y is not None}
+    common = [(x, y) for g, x, y in pairs if g == "concurrent" and x is not None and y is not None]
+    out = {"a": a, "b": b, "common": len(common), "note": ""}
+    if not common:
+        out.update(moved=None, note="no concurrent layout was measured on both sides, so whether the best split "
+                                    "moved cannot be told")
+        return out
+    a_to_b, b_to_a = dict(common), {y: x for x, y in common}
+    ca = _best_of(sa[sa["layout"].isin(a_to_b)], settings["confidence"], floor)
+    cb = _best_of(sb[sb["layout"].isin(b_to_a)], settings["confidence"], floor)
+    outside = [f"{side}'s best overall, {x['layout']}, was measured on that side only"
+               for side, x, c in (("A", a, ca), ("B", b, cb)) if x["layout"] != c["layout"]]
+    if outside:
+        out["note"] = (f"decided over the {len(common)} layouts both sides measured ({ca['layout']} on A, "
+                       f"{cb['layout']} on B best among them); " + "; ".join(outside))
     conf, eff = settings["confidence"], settings["min_effect"]
-    return {"a": a, "b": b, "moved": a_to_b.get(a["layout"]) != b["layout"],
-            "a_best_on_b": _cost(sb, b["layout"], a_to_b.get(a["layout"]), conf, eff, floor),
-            "b_best_on_a": _cost(sa, a["layout"], b_to_a.get(b["layout"]), conf, eff, floor)}
+    out.update(a_common=ca, b_common=cb, moved=a_to_b[ca["layout"]] != cb["layout"],
+               a_best_on_b=_cost(sb, cb["layout"], a_to_b[ca["layout"]], conf, eff, floor),
+               b_best_on_a=_cost(sa, ca["layout"], b_to_a[cb["layout"]], conf, eff, floor))
+    return out
 
 
 # ------------------------------------------------------------------ latency target
@@ -577,7 +581,11 @@ def compare(a, b=None, *, by: str | None = None, labels=None, min_effect: float 
 
     Returns
     -------
-    Comparison
+    Comparison or Comparisons
+        A :class:`Comparison` where both sides measured one and the same workload set; where
+        they measured several (a campaign's pairs), a :class:`Comparisons` with one comparison
+        per set measured on both sides and the sets measured on one side only: different
+        workload sets are never pooled.
 
     Raises
     ------
@@ -586,7 +594,22 @@ def compare(a, b=None, *, by: str | None = None, labels=None, min_effect: float 
         compared; the message names what is valid.
     """
     _check_settings(min_effect, confidence, slo_ms, percentile)
-    fa, fb, labels, family = _sides(a, b, by, labels)
+    fa, fb, labels, family, by = _sides(a, b, by, labels)
+    both, one_sided = set_pairs(fa, fb)
+    if len(both) == 1 and not one_sided:
+        return _compare_pair(both[0][1], both[0][2], labels, family, by, min_effect=min_effect,
+                             confidence=confidence, slo_ms=slo_ms, percentile=percentile, floor=floor)
+    if not both and len(one_sided) == 2:  # one set a side, different ones: say so as before
+        _same_workloads(fa, fb, family)
+    pairs = {k: _compare_pair(x, y, labels, family, by, min_effect=min_effect, confidence=confidence,
+                              slo_ms=slo_ms, percentile=percentile, floor=floor) for k, x, y in both}
+    return Comparisons(tuple(labels), pairs, one_sided, by)
+
+
+def _compare_pair(fa, fb, labels, family, by, *, min_effect, confidence, slo_ms, percentile,
+                  floor: Floor | None = None) -> Comparison:
+    """The comparison of two sides that measured the same workload set (the grouping is done)."""
+    _same_workloads(fa, fb, family)
     sa, sb = _samples(fa, family), _samples(fb, family)
     pairs = _align(sa, sb)
     table, settings = _table(sa, sb, pairs, float(min_effect), float(confidence), floor or _floor(fa, fb))
@@ -597,9 +620,9 @@ def compare(a, b=None, *, by: str | None = None, labels=None, min_effect: float 
     if slo_ms is not None and family != "scaling":
         slo = _slo(fa, fb, pairs, float(slo_ms), float(percentile), float(confidence))
     ident = identity_diff(fa, fb)
-    if by is not None:  # the column that made the two sides differs by construction
+    if by is not None:  # the column that made the two sides differs by construction (named once)
+        ident = ident[ident["field"] != IDENTITY_LABELS.get(by, by)]
         ident = pd.concat([pd.DataFrame([{"field": by, "a": labels[0], "b": labels[1], "same": False}]), ident],
                           ignore_index=True)
     return Comparison(family, tuple(labels), table, _curves(sa, sb), best, slo, ident, settings,
                       (dict(fa.attrs), dict(fb.attrs)))
-

@@ -8,27 +8,22 @@ import math
 import numpy as np
 import pandas as pd
 
+from ..results.run import identity_fields
+from ..schema import IDENTITY, identity_name
+
 __all__ = ["IDENTITY_FIELDS", "identity_diff"]
 
-#: Fields compared first, in this order: (name, attrs key, row column).
+#: Fields compared first, in this order: (name, key): the run's identity
+#: (:data:`gcexplore.schema.IDENTITY`, its one spelling), then the context a result records.
 IDENTITY_FIELDS = (
-    ("card", "device_name", "device_name"),
-    ("device UUID", "device_uuid", "device_uuid"),
-    ("device index", "device_index", "device_index"),
-    ("host", "host", "host"),
-    ("SM count", "device_sm_count", None),
-    ("compute capability", "compute_capability", None),
-    ("driver", "driver_version", "driver"),
-    ("cuda-core", "cuda_core_version", "cuda_core"),
-    ("cuda-bindings", "cuda_bindings_version", None),
-    ("CUPTI", "cupti_version", "cupti"),
-    ("PyTorch", "torch_version", None),
-    ("CuPy", "cupy_version", None),
-    ("gcexplore", "gcexplore_version", None),
-    ("run", "run_id", "run_id"),
-    ("campaign", "campaign_id", "campaign_id"),
-    ("date", "date", None),
+    *((f.label, f.name) for f in IDENTITY if f.name != "run_id"),
+    ("compute capability", "compute_capability"),
+    ("gcexplore", "gcexplore_version"),
+    ("run", "run_id"),
+    ("campaign", "campaign_id"),
+    ("date", "date"),
 )
+_SM_COUNT = identity_name("sm_count")
 # attrs that are results or bookkeeping, not identity or options
 _SKIP = {"recorded", "lower_bound", "rate_notes", "summary_of", "resumed_layouts", "reason", "notes",
          "comparisons", "unmeasured", "visits", "answer", "trace_diagnostics", "rep_origins", "max_enqueue_us"}
@@ -43,21 +38,23 @@ def _text(v) -> str:
     return str(v)
 
 
-def _value(df: pd.DataFrame, key: str, col: str | None) -> str:
-    if col and col in df.columns:  # rows carry identity where concat dropped differing attrs
-        vals = [v for v in dict.fromkeys(df[col].astype(str)) if v not in ("", "nan", "<NA>", "None")]
-        if vals:
-            return ", ".join(vals[:4]) + (f" (+{len(vals) - 4} more)" if len(vals) > 4 else "")
+def _value(df: pd.DataFrame, key: str, recorded: dict) -> str:
+    vals = recorded.get(key)
+    if vals is None and key in df.columns and len(df):  # context columns (campaign_id)
+        vals = [v for v in dict.fromkeys(df[key].astype(str)) if v not in ("", "nan", "<NA>", "None")]
+    if vals:
+        vals = list(dict.fromkeys(map(_text, vals)))
+        return ", ".join(vals[:4]) + (f" (+{len(vals) - 4} more)" if len(vals) > 4 else "")
     return _text(df.attrs.get(key))
 
 
-def _sm_total(df: pd.DataFrame) -> str:
+def _sm_total(df: pd.DataFrame, recorded: dict) -> str:
     if "layout" in df.columns and len(df):
         totals = sorted({sum(int(p) for p in str(lay).split("+")) for lay in dict.fromkeys(df["layout"])})
         return ", ".join(map(str, totals))
     if "sm_count" in df.columns and len(df):
         return str(int(df["sm_count"].max()))
-    return _text(df.attrs.get("device_sm_count"))
+    return _value(df, _SM_COUNT, recorded)
 
 
 def _declared(df: pd.DataFrame) -> dict[str, str]:
@@ -71,13 +68,14 @@ def _declared(df: pd.DataFrame) -> dict[str, str]:
 
 
 def _fields(df: pd.DataFrame) -> dict[str, str]:
-    out = {name: (_sm_total(df) if key == "device_sm_count" else _value(df, key, col))
-           for name, key, col in IDENTITY_FIELDS}
+    recorded = identity_fields(df)
+    out = {name: (_sm_total(df, recorded) if key == _SM_COUNT else _value(df, key, recorded))
+           for name, key in IDENTITY_FIELDS}
     for name, col in _MEASURED:
         if col in df.columns and df[col].notna().any():
             out[name] = f"{float(df[col].median()):.0f}"
     out.update(_declared(df))
-    known = {k for _, k, _ in IDENTITY_FIELDS}
+    known = {k for _, k in IDENTITY_FIELDS}
     for key in sorted(df.attrs):
         v = df.attrs[key]
         if key in known or key in _SKIP or isinstance(v, dict):
@@ -89,8 +87,8 @@ def _fields(df: pd.DataFrame) -> dict[str, str]:
 def identity_diff(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
     """What differs between two results and what is the same.
 
-    Reads each side's identity columns (``device_name``, ``device_uuid``, ``host``,
-    ``driver``, ``run_id`` ...) where the rows carry them, else ``df.attrs``; the SM count
+    Reads each side's identity (every field of :data:`gcexplore.schema.IDENTITY`) where the
+    rows carry it, else ``df.attrs``; the SM count
     from the layouts; the median SM clock and power measured; the declared work of each
     workload; and every other plain attrs entry (options such as ``repeats``,
     ``l2_flush``, ``graphs``, ``workload_notes``).

@@ -10,9 +10,9 @@ import math
 import numpy as np
 import pandas as pd
 
-from ..results.provenance import identity, per_run, require_one_run
-from ..results.validate import check_result, require_columns
-from ..schema import MODES
+from ..results.run import per_run, require_one_run, run_of, with_identity
+from ..results.validate import open_run, require_columns
+from ..schema import IDENTITY_COLUMNS, MODES
 from .stats import STAT_COLUMNS, finite, nanmedian, noise_floor, ratio, round_median_ci, round_ratio_ci, stats
 
 __all__ = ["BOUND_FIELDS", "CONCURRENT_COLUMNS", "LAYOUT_TABLE_COLUMNS", "OVERLAP_SUMMARY_COLUMNS", "PER_LAYOUT_COLUMNS",
@@ -31,7 +31,7 @@ OVERLAP_SUMMARY_COLUMNS = [
     "layout", "split_sm_count", "mode", "workload", "partition", "sm_count", "requested_sm_count",
     *STAT_COLUMNS, "makespan_median_ms", "throughput_tflops", "bandwidth_gbs", "speedup_vs_sequential",
     "speedup_vs_streams", "slowdown_vs_alone", "interference_free_ms", "interference", "split_loss",
-    "lower_bound_ms", "efficiency", "device_name", "run_id",
+    "lower_bound_ms", "efficiency", *IDENTITY_COLUMNS,
 ]
 #: The per-layout columns of :func:`layout_table`; in a summary, ``lower_bound_ms`` (one value per
 #: run) is on every row and the others (:data:`CONCURRENT_COLUMNS`) on the layout's concurrent rows.
@@ -52,10 +52,8 @@ LAYOUT_TABLE_COLUMNS = [
 
 
 def _rep_makespans(df: pd.DataFrame, mode: str | None = None) -> pd.DataFrame:
-    """One makespan per (layout, mode, rep): every workload row of a repetition repeats it."""
-    sel = df if mode is None else df[df["mode"] == mode]
-    keys = ["layout", "split_sm_count", "mode", "rep"]
-    return sel.groupby(keys, sort=False)["makespan_ms"].max().reset_index()
+    """One makespan per (layout, mode, rep): the run's (:meth:`Run.rep_makespans`, computed once)."""
+    return run_of(df).rep_makespans(mode)
 
 
 def makespan_stats(df: pd.DataFrame, mode: str) -> pd.DataFrame:
@@ -84,6 +82,12 @@ def _makespan_medians(df: pd.DataFrame) -> dict[tuple[str, str], float]:
 
 
 def summarize_overlap(df: pd.DataFrame) -> pd.DataFrame:
+    """The overlap summary of one run's rows (see :func:`gcexplore.summarize`), computed once per
+    unchanged frame (the run's memo); a copy, so a caller's edits never reach the kept one."""
+    return run_of(df).memo("overlap_summary", lambda: _summarize_overlap(df)).copy()
+
+
+def _summarize_overlap(df: pd.DataFrame) -> pd.DataFrame:
     require_columns(df, ["layout", "split_sm_count", "mode", "rep", "workload", "partition",
                           "sm_count", "duration_ms", "makespan_ms"], "summarize")
     if df.empty:
@@ -112,7 +116,7 @@ def summarize_overlap(df: pd.DataFrame) -> pd.DataFrame:
     med = {(r.layout, r.mode, r.workload): r.median_ms for r in s.itertuples()}
     s["slowdown_vs_alone"] = [ratio(r.median_ms, med.get((r.layout, "alone", r.workload), math.nan))
                               if r.mode == "concurrent" else math.nan for r in s.itertuples()]
-    s = s.assign(**identity(df))
+    s = with_identity(s, df)
     s = s[OVERLAP_SUMMARY_COLUMNS].reset_index(drop=True)
     s["requested_sm_count"] = pd.array([None if pd.isna(v) else int(v) for v in s["requested_sm_count"]],
                                        dtype="Int64")
@@ -177,6 +181,10 @@ def lower_bound(df: pd.DataFrame) -> pd.Series:
         measured term and its spread; ``measured_ms``; ``resource_ms`` (NaN when not
         used) and ``resource_note`` (why or why not).
     """
+    return run_of(df).memo("lower_bound", lambda: _lower_bound(df)).copy()
+
+
+def _lower_bound(df: pd.DataFrame) -> pd.Series:
     solo = _fastest_alone(df)
     out = dict.fromkeys(BOUND_FIELDS, math.nan)
     out.update(workload="", mode="", sm_count=0)
@@ -233,7 +241,7 @@ def resource_bound(df: pd.DataFrame) -> tuple[float, str]:
 
 def overlap_summary(df: pd.DataFrame) -> pd.DataFrame:
     """:func:`summarize_overlap` per run, after the result's checks (what ``summarize`` gives)."""
-    check_result(df, ("overlap", "sweep", "tune"), "summarize")
+    open_run(df, ("overlap", "sweep", "tune"), "summarize", one_run=False)
     return per_run(df, summarize_overlap)
 
 

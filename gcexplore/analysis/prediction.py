@@ -40,8 +40,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .overlap import layout_table, makespan_stats
-from .stats import noise_floor, round_median_ci
+from .traffic_profile import TRAFFIC_PROFILE_COLUMNS, scale_profiles, with_traffic_columns
 
 __all__ = [
     "L2_FIT_FRACTION",
@@ -52,12 +51,10 @@ __all__ = [
     "SHARING",
     "ProfileError",
     "check_profiles",
-    "fit_model",
     "predict",
-    "predict_error",
     "predicted_layouts",
-    "prediction_facts",
     "profile_from",
+    "require_prediction",
 ]
 
 #: Columns of a solo profile (one row per workload x position x size x repetition).
@@ -207,7 +204,7 @@ def check_profiles(profiles) -> pd.DataFrame:
         if df[col].nunique() > 1:
             raise _bad(f"profiles of different cards ({col}: {sorted(map(str, df[col].unique()))}); "
                        "predict pairs from profiles measured on one card")
-    out = df[PROFILE_COLUMNS].reset_index(drop=True)
+    out = df[PROFILE_COLUMNS + [c for c in TRAFFIC_PROFILE_COLUMNS if c in df.columns]].reset_index(drop=True)
     out.attrs.update(df.attrs)
     out.attrs["kind"] = "solo_profile"
     return out
@@ -231,6 +228,10 @@ class _Curve:
         self.bytes = float(b[0]) if np.isfinite(b[0]) else math.nan
         w = rows["working_set_bytes"].to_numpy(dtype=float)
         self.working_set = float(w[0]) if np.isfinite(w[0]) else math.nan
+        cold = float(rows["dram_cold_bytes"].iloc[0]) if "dram_cold_bytes" in rows else math.nan
+        # counted with the L2 emptied before each call: what exceeds the back-to-back count is
+        # re-read from L2 across calls, and a neighbour's traffic can evict it
+        self.cold = cold if math.isfinite(cold) and math.isfinite(self.bytes) and cold > self.bytes else math.nan
         starts = rows.loc[rows["position"] == "first", "start_ms"].to_numpy(dtype=float)
         self.offset = float(np.nanmedian(starts)) if np.isfinite(starts).any() else 0.0
 
@@ -308,18 +309,35 @@ def _dram_bytes(c: _Curve, spill: float, worst: bool, peak: float, t: float) -> 
     """Bytes the workload pulls from DRAM per call (``spill``: share of L2 re-reads that miss)."""
     if not math.isfinite(c.bytes):
         return peak * t * 1e6 if worst else 0.0  # unknown: as if it saturated DRAM alone (worst case)
+    if math.isfinite(c.cold):  # counted: back to back, and with the L2 emptied before each call
+        return c.bytes + spill * (c.cold - c.bytes)
     if math.isfinite(c.working_set) and c.working_set < c.bytes:
         return c.working_set + spill * (c.bytes - c.working_set)
     return c.bytes
 
 
-def _spill(curves: list[_Curve], l2: float) -> float:
+def _footprint(c: _Curve) -> float:
+    """What the workload moves through L2 per call: its counted cold bytes, else its declared working set,
+    else its bytes."""
+    for v in (c.cold, c.working_set, c.bytes):
+        if math.isfinite(v):
+            return v
+    return 0.0
+
+
+def _kept(c: _Curve) -> float:
+    """What the workload keeps in L2 across calls: counted, the cold bytes above the back-to-back ones."""
+    return c.cold - c.bytes if math.isfinite(c.cold) else _footprint(c)
+
+
+def _spill(curves: list[_Curve], l2: float) -> list[float]:
+    """Per workload, the share of its L2 re-reads that miss: what it keeps in L2 and what the others
+    move through it, against the L2 size (a ramp from L2_FIT_FRACTION to L2_SPILL_FRACTION)."""
     if not (math.isfinite(l2) and l2 > 0) or len(curves) < 2:
-        return 0.0
-    feet = sum(c.working_set if math.isfinite(c.working_set) else (c.bytes if math.isfinite(c.bytes) else 0.0)
-               for c in curves)
+        return [0.0] * len(curves)
+    feet = [_footprint(c) for c in curves]
     lo, hi = L2_FIT_FRACTION * l2, L2_SPILL_FRACTION * l2
-    return float(np.clip((feet - lo) / (hi - lo), 0.0, 1.0))
+    return [float(np.clip((_kept(c) + sum(feet) - f - lo) / (hi - lo), 0.0, 1.0)) for c, f in zip(curves, feet)]
 
 
 def _fluid(curves: list[_Curve], times: list[float], sms: list[int], peak: float, l2: float, sharing: str,
@@ -330,7 +348,7 @@ def _fluid(curves: list[_Curve], times: list[float], sms: list[int], peak: float
     while any(math.isnan(e) for e in end):
         act = [i for i in range(n) if math.isnan(end[i])]
         spill = _spill([curves[i] for i in act], l2)
-        demand = [_dram_bytes(curves[i], spill, worst, peak, times[i]) / (times[i] * 1e6) for i in act]
+        demand = [_dram_bytes(curves[i], sp, worst, peak, times[i]) / (times[i] * 1e6) for i, sp in zip(act, spill)]
         speed = [1.0] * len(act)
         # a bandwidth-bound workload's best pattern present sets what DRAM gives (48 MiB triads
         # reached 2.63 TB/s alone and 2.67 together); workloads far below the peak say nothing of it
@@ -385,9 +403,17 @@ def _as_layouts(layouts, n: int, profiles: pd.DataFrame) -> list[tuple[int, ...]
     return out
 
 
+def _error_pair(model_error) -> tuple[float, float]:
+    pair = tuple(model_error) if isinstance(model_error, (tuple, list)) else (model_error, model_error)
+    if len(pair) != 2 or not all(isinstance(e, (int, float)) and 0 <= e < 1 for e in pair):
+        raise ValueError(f"model_error must be a fraction in [0, 1) or a (below, above) pair of them, "
+                         f"got {model_error!r}")
+    return float(pair[0]), float(pair[1])
+
+
 def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, sharing: str = "pressure",
-            model_error: float = MODEL_ERROR, shared_bandwidth_gbs: float | None = None,
-            l2_bytes: float | None = None) -> pd.DataFrame:
+            model_error=MODEL_ERROR, shared_bandwidth_gbs: float | None = None,
+            l2_bytes: float | None = None, card: Mapping | None = None) -> pd.DataFrame:
     """Predicted concurrent makespan and per-workload durations at every layout, with intervals.
 
     Parameters
@@ -402,10 +428,14 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
         SM counts per workload, remainder last (``"24+108"``). Default: every valid layout.
     sharing : {"pressure", "demand", "equal"}
         How saturated DRAM is divided (:data:`SHARING`).
-    model_error : float, default :data:`MODEL_ERROR`
-        Relative error added to both ends of every interval.
+    model_error : float or (float, float), default :data:`MODEL_ERROR`
+        Relative error added to both ends of every interval, or (below, above) as
+        :func:`fit_model` calibrates them on measured pairs.
     shared_bandwidth_gbs, l2_bytes : float, optional
         Override the card's values in the profiles.
+    card : mapping, optional
+        Predict for another card (:func:`~gcexplore.analysis.traffic_profile.scale_profiles`:
+        its SM count, shared bandwidth, SM clock, L2); ``attrs["assumed"]`` says what was assumed.
 
     Returns
     -------
@@ -419,11 +449,12 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
         ``lower_bound_ms`` (the slowest workload's fastest solo time).
         ``attrs["kind"] = "prediction"`` with the settings.
     """
-    prof = check_profiles(profiles)
+    prof = with_traffic_columns(check_profiles(profiles))
     if sharing not in SHARING:
         raise ValueError(f"sharing must be one of {SHARING}, got {sharing!r}")
-    if not (isinstance(model_error, (int, float)) and 0 <= model_error < 1):
-        raise ValueError(f"model_error must be a fraction in [0, 1), got {model_error!r}")
+    err = _error_pair(model_error)
+    if card is not None:
+        prof = scale_profiles(prof, card)
     curves = _curves(prof)
     names, sources = [], []
     for w in (workloads or list(curves)):
@@ -440,11 +471,15 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
     bound = max(c.fastest() for c in sources)
     rows = []
     for lay in _as_layouts(layouts, len(names), prof):
-        rows.extend(_predict_layout(lay, names, sources, peak, l2, sharing, model_error, bound))
+        rows.extend(_predict_layout(lay, names, sources, peak, l2, sharing, err, bound))
     out = pd.DataFrame(rows, columns=PREDICTION_COLUMNS)
-    out.attrs.update(kind="prediction", workloads=names, sharing=sharing, model_error=float(model_error),
+    src = prof.groupby("workload", sort=False)["bytes_source"].first()
+    out.attrs.update(kind="prediction", workloads=names, sharing=sharing,
+                     model_error=err[0] if err[0] == err[1] else list(err),
                      shared_bandwidth_gbs=peak, l2_bytes=l2, device_name=str(prof["device_name"].iloc[0]),
-                     unknown_bytes=[n for n, c in zip(names, sources) if not math.isfinite(c.bytes)])
+                     unknown_bytes=[n for n, c in zip(names, sources) if not math.isfinite(c.bytes)],
+                     bytes_source={n: str(src.get(c.name, "missing")) for n, c in zip(names, sources)},
+                     assumed=list(prof.attrs.get("assumed", [])))
     return out
 
 
@@ -460,146 +495,27 @@ def _predict_layout(lay, names, curves, peak, l2, sharing, err, bound) -> list[d
     make, make_lo, make_hi = max(mid) + offset, max(low) + offset, max(high) + offset
     free = max(a[0] for a in alone)
     label = "+".join(map(str, lay))
-    per_layout = {"makespan_ms": make, "makespan_low_ms": make_lo * (1 - err),
-                  "makespan_high_ms": make_hi * (1 + err), "interference_free_ms": free,
+    below, above = err
+    per_layout = {"makespan_ms": make, "makespan_low_ms": make_lo * (1 - below),
+                  "makespan_high_ms": make_hi * (1 + above), "interference_free_ms": free,
                   "interference": make / free, "split_loss": free / bound, "lower_bound_ms": bound}
     return [{"layout": label, "split_sm_count": lay[0], "workload": name,
              "partition": "remainder" if i == last else f"p{i}", "sm_count": lay[i], "alone_ms": a[0],
              "alone_low_ms": a[1], "alone_high_ms": a[2], "alone_measured": a[3], "duration_ms": mid[i],
-             "duration_low_ms": low[i] * (1 - err), "duration_high_ms": high[i] * (1 + err), **per_layout}
+             "duration_low_ms": low[i] * (1 - below), "duration_high_ms": high[i] * (1 + above), **per_layout}
             for i, (name, a) in enumerate(zip(names, alone))]
 
 
 def predicted_layouts(prediction: pd.DataFrame) -> pd.DataFrame:
     """One row per layout of a :func:`predict` result (columns ``LAYOUT_COLUMNS``), by first size."""
-    _require_prediction(prediction, "predicted_layouts")
+    require_prediction(prediction, "predicted_layouts")
     g = prediction.groupby("layout", sort=False)
     out = g.first()[LAYOUT_COLUMNS[1:-1]].assign(all_measured=g["alone_measured"].all()).reset_index()
     return out.sort_values("split_sm_count", kind="stable").reset_index(drop=True)[LAYOUT_COLUMNS]
 
 
-def _require_prediction(df, where: str) -> None:
+def require_prediction(df, where: str) -> None:
+    """ValueError unless ``df`` is a :func:`predict` result (``where`` names the caller)."""
     if not isinstance(df, pd.DataFrame) or df.attrs.get("kind") != "prediction":
         raise ValueError(f"{where} needs the result of gcexplore.predict(profiles) "
                          f"(attrs kind 'prediction'), got {getattr(df, 'attrs', {}).get('kind', type(df).__name__)!r}")
-
-
-# ------------------------------------------------------------------------ against a measurement
-
-
-ERROR_COLUMNS = ["layout", "split_sm_count", "predicted_ms", "predicted_low_ms", "predicted_high_ms",
-                 "measured_ms", "measured_low_ms", "measured_high_ms", "error", "inside", "predicted_interference",
-                 "measured_interference"]
-
-
-def _measured_intervals(measured: pd.DataFrame, confidence: float = 0.9) -> dict[str, tuple[float, float]]:
-    """Per layout: the interval of the run's concurrent makespan with the between-round component
-    (:func:`~gcexplore.analysis.stats.round_median_ci`; the card's floor for a single round)."""
-    conc = measured[measured["mode"] == "concurrent"]
-    rnd = conc["round"] if "round" in conc.columns else pd.Series(0, index=conc.index)
-    per = conc.assign(_r=rnd).groupby(["layout", "_r", "rep"], sort=False)["makespan_ms"].max().reset_index()
-    name = str(conc["device_name"].iloc[0]) if "device_name" in conc.columns and len(conc) else ""
-    floor = noise_floor(name, sorted(set(conc["workload"].astype(str))))
-    return {lay: round_median_ci(g["makespan_ms"], g["_r"], confidence, floor=floor)[1:]
-            for lay, g in per.groupby("layout", sort=False)}
-
-
-def predict_error(prediction: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFrame:
-    """Per layout measured in both: the predicted against the measured median concurrent makespan.
-
-    Parameters
-    ----------
-    prediction : pandas.DataFrame
-        :func:`predict`'s result.
-    measured : pandas.DataFrame
-        A sweep, overlap or tune result with ``concurrent`` rows (one run).
-
-    Returns
-    -------
-    pandas.DataFrame
-        Columns ``layout``, ``split_sm_count``, ``predicted_ms`` (and ``_low_ms``,
-        ``_high_ms``), ``measured_ms`` (median over repetitions) with ``measured_low_ms`` /
-        ``measured_high_ms`` (its 90% interval, the round as the unit: another run would land
-        there), ``error`` (predicted / measured - 1), ``inside`` (the two intervals meet: the
-        prediction agrees with the measurement up to its run-to-run noise),
-        ``predicted_interference`` and ``measured_interference`` (NaN without ``alone``
-        rows); sorted by ``split_sm_count``.
-    """
-    _require_prediction(prediction, "predict_error")
-    if "mode" not in measured.columns or not (measured["mode"] == "concurrent").any():
-        raise ValueError("predict_error needs a measured result with 'concurrent' rows (sweep, overlap or tune)")
-    ms = makespan_stats(measured, "concurrent").set_index("layout")["median_ms"]
-    inter = pd.Series(dtype=float)
-    if (measured["mode"] == "alone").any():
-        inter = layout_table(measured).set_index("layout")["interference"]
-    lay = predicted_layouts(prediction)
-    lay = lay[lay["layout"].isin(ms.index)]
-    m = lay["layout"].map(ms).to_numpy(dtype=float)
-    iv = _measured_intervals(measured)
-    mlo = np.array([iv.get(x, (math.nan, math.nan))[0] for x in lay["layout"]], dtype=float)
-    mhi = np.array([iv.get(x, (math.nan, math.nan))[1] for x in lay["layout"]], dtype=float)
-    out = pd.DataFrame({
-        "layout": lay["layout"], "split_sm_count": lay["split_sm_count"], "predicted_ms": lay["makespan_ms"],
-        "predicted_low_ms": lay["makespan_low_ms"], "predicted_high_ms": lay["makespan_high_ms"],
-        "measured_ms": m, "measured_low_ms": mlo, "measured_high_ms": mhi,
-        "error": lay["makespan_ms"].to_numpy() / m - 1.0,
-        "inside": (lay["makespan_low_ms"].to_numpy() <= mhi) & (mlo <= lay["makespan_high_ms"].to_numpy()),
-        "predicted_interference": lay["interference"],
-        "measured_interference": lay["layout"].map(inter).to_numpy(dtype=float),
-    }, columns=ERROR_COLUMNS).reset_index(drop=True)
-    if out.empty:
-        raise ValueError(f"no layout is both predicted and measured (predicted {list(prediction['layout'].unique())[:4]}"
-                         f"..., measured {list(ms.index)[:4]}...)")
-    return out
-
-
-def prediction_facts(prediction: pd.DataFrame, measured: pd.DataFrame) -> dict:
-    """Everything a sentence about a prediction against a measured sweep may say.
-
-    Returns
-    -------
-    dict
-        ``layouts`` (compared), ``median_abs_error``, ``max_abs_error`` (fractions),
-        ``worst_layout``, ``inside`` (fraction of measured medians inside the intervals),
-        ``predicted_best`` (layout), ``predicted_best_measured_ms`` (its measured median),
-        ``measured_best``, ``measured_best_ms``, ``best_gap`` (predicted best's measured /
-        measured best - 1).
-    """
-    e = predict_error(prediction, measured)
-    a = e["error"].abs()
-    pb = e.loc[e["predicted_ms"].idxmin()]
-    mb = e.loc[e["measured_ms"].idxmin()]
-    return {"layouts": int(len(e)), "median_abs_error": float(a.median()), "max_abs_error": float(a.max()),
-            "worst_layout": str(e.loc[a.idxmax(), "layout"]), "inside": float(e["inside"].mean()),
-            "predicted_best": str(pb["layout"]), "predicted_best_measured_ms": float(pb["measured_ms"]),
-            "measured_best": str(mb["layout"]), "measured_best_ms": float(mb["measured_ms"]),
-            "best_gap": float(pb["measured_ms"] / mb["measured_ms"] - 1.0)}
-
-
-def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9) -> dict:
-    """The sharing rule and model error that the measured pairs demand.
-
-    Parameters
-    ----------
-    cases : sequence of (profiles, workloads, measured)
-        Each: the profiles, the workload names as for :func:`predict`, and a measured
-        sweep of that pair (concurrent rows).
-    quantile : float, default 0.9
-        The model error is this quantile of |error| of the best rule over all layouts.
-
-    Returns
-    -------
-    dict
-        ``sharing`` (the rule of :data:`SHARING` with the lowest median |error|),
-        ``model_error``, and ``median_abs_error`` per rule.
-    """
-    if not cases:
-        raise ValueError("fit_model needs at least one (profiles, workloads, measured sweep) case")
-    errs = {}
-    for rule in SHARING:
-        parts = [predict_error(predict(p, w, sharing=rule, model_error=0.0), m)["error"].abs()
-                 for p, w, m in cases]
-        errs[rule] = pd.concat(parts, ignore_index=True)
-    best = min(SHARING, key=lambda r: (float(errs[r].median()), float(errs[r].mean())))
-    return {"sharing": best, "model_error": float(errs[best].quantile(quantile)),
-            "median_abs_error": {r: float(e.median()) for r, e in errs.items()}}

@@ -7,8 +7,8 @@ import math
 
 import pandas as pd
 
-from ..results.provenance import identity, per_run
-from ..results.validate import check_result, check_trace_matches, require_columns
+from ..results.run import fingerprint, per_run, run_of, with_identity
+from ..results.validate import check_trace_matches, open_run, require_columns
 from ..schema import KINDS, columns
 from . import trace as busy
 from .occupancy import sm_busy
@@ -72,7 +72,12 @@ def summarize(df: pd.DataFrame, trace: pd.DataFrame | None = None) -> pd.DataFra
     :func:`gcexplore.busy.trace_summary` are added; a trace of other workloads or of
     another run is refused (ValueError, :func:`gcexplore.analysis.trace.require_trace_of`).
     """
-    kind = check_result(df, KINDS, "summarize")
+    kind = open_run(df, KINDS, "summarize", one_run=False).kind
+    key = ("summary", None if trace is None else (id(trace), fingerprint(trace)))
+    return run_of(df).memo(key, lambda: _summarize(df, kind, trace)).copy()
+
+
+def _summarize(df: pd.DataFrame, kind: str, trace: pd.DataFrame | None) -> pd.DataFrame:
     one = {"overlap": summarize_overlap, "sweep": summarize_overlap, "tune": summarize_overlap,
            "scaling": _summarize_scaling, "isolation": _summarize_isolation, "occupancy": sm_busy,
            "trace": busy.busy_time, "pm": summarize_pm, "comm": _summarize_comm}[kind]
@@ -108,7 +113,7 @@ def _summarize_scaling(df: pd.DataFrame) -> pd.DataFrame:
     s["parallel_efficiency"] = eff
     s["requested_sm_count"] = pd.array([None if pd.isna(v) else int(v) for v in s["requested_sm_count"]],
                                        dtype="Int64")
-    s = s.assign(**identity(df))
+    s = with_identity(s, df)
     s.attrs.update(df.attrs)
     s.attrs["summary_of"] = "scaling"
     return s
@@ -125,7 +130,7 @@ def _summarize_isolation(df: pd.DataFrame) -> pd.DataFrame:
     alone = {(r.role, r.workload): r.median_ms for r in s.itertuples() if r.scenario == "alone"}
     s["slowdown_vs_alone"] = [ratio(r.median_ms, alone.get((r.role, r.workload), math.nan))
                               for r in s.itertuples()]
-    s = s.assign(**identity(df))
+    s = with_identity(s, df)
     s.attrs.update(df.attrs)
     s.attrs["summary_of"] = "isolation"
     return s

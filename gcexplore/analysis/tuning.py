@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..results.provenance import require_one_run
+from ..results.run import require_one_run
 from ..results.validate import require_columns
 from .display import placement
 from .stats import quantile, quantile_ci

@@ -286,24 +286,22 @@ def _add_tune(sub) -> None:
 
 
 def _cmd_compare(args) -> int:
-    import pandas as pd
-
-    from ..analysis.comparison import compare
-    from ..views.compare_text import describe
+    from ..analysis.comparison import Comparisons, compare
+    from ..views.compare_text import describe_sets
 
     for path in filter(None, (args.a, args.b)):
         if not Path(path).exists():
             raise Usage(f"{path!r} does not exist; give two saved results (.parquet or .csv)")
     c = compare(args.a, args.b, by=args.by, min_effect=args.threshold / 100.0, confidence=args.confidence,
                 slo_ms=args.slo_ms)
-    cols = ["group", "layout_a", "layout_b", "median_a_ms", "median_b_ms", "ratio", "ratio_low", "ratio_high",
-            "verdict", "cycles_verdict", "reason"]
-    with pd.option_context("display.width", 220, "display.max_rows", 1000, "display.max_colwidth", 90,
-                           "display.float_format", "{:.4f}".format):
-        print(c.table[cols].to_string(index=False))
-    print()
-    for line in describe(c):
-        print(f"- {line}")
+    sets = list(c) if isinstance(c, Comparisons) else [("", c)]
+    for name, one in sets:
+        if name:
+            print(f"== {name} ==")
+        _print_comparison(one)
+    if isinstance(c, Comparisons):
+        for line in describe_sets(c):
+            print(f"- {line}")
     if args.plot:
         from ..views.compare import plot_compare
 
@@ -312,10 +310,27 @@ def _cmd_compare(args) -> int:
         bad = c.regressions(args.fail_on_regression / 100.0)
         if len(bad):
             worst = bad.loc[bad["ratio_low"].idxmax()]
+            where = f" of {worst['measured']}" if "measured" in bad.columns else ""
             return _fail("compare", f"regression: {len(bad)} layout x mode pair(s) SLOW by more than "
                                     f"{args.fail_on_regression:g}% (at least {worst['ratio_low'] - 1:+.1%} at "
-                                    f"{worst['group']} {worst['layout_b']})", 1)
+                                    f"{worst['group']} {worst['layout_b']}{where})", 1)
     return 0
+
+
+def _print_comparison(c) -> None:
+    import pandas as pd
+
+    from ..views.compare_text import describe
+
+    cols = ["group", "layout_a", "layout_b", "median_a_ms", "median_b_ms", "ratio", "ratio_low", "ratio_high",
+            "verdict", "cycles_verdict", "reason"]
+    with pd.option_context("display.width", 220, "display.max_rows", 1000, "display.max_colwidth", 90,
+                           "display.float_format", "{:.4f}".format):
+        print(c.table[cols].to_string(index=False))
+    print()
+    for line in describe(c):
+        print(f"- {line}")
+    print()
 
 
 def _add_compare(sub) -> None:

@@ -98,6 +98,10 @@ class DeviceInfo:
         ``cuDriverGetVersion`` value, e.g. 13000 for CUDA 13.0.
     cuda_core_version, cuda_bindings_version : str
         Versions of the Python packages in use.
+    uuid, pci_bus_id : str
+        The card's UUID (two cards of one model share a name) and PCI bus id ("" when unknown).
+    l2_bytes : int
+        L2 cache size in bytes (0 when unknown).
     """
 
     name: str
@@ -109,6 +113,9 @@ class DeviceInfo:
     driver_version: int
     cuda_core_version: str = ""
     cuda_bindings_version: str = ""
+    uuid: str = ""
+    pci_bus_id: str = ""
+    l2_bytes: int = 0
 
     def __post_init__(self):
         for field in ("sm_count", "min_partition_size", "alignment"):
@@ -156,34 +163,41 @@ class DeviceInfo:
         """The card a sweep was measured on, from its metadata (``df.attrs``) and its split sizes
         (the smallest gives ``min_partition_size``, their common step ``alignment``): planning
         for a recorded card needs no GPU."""
+        from ..schema import IDENTITY
+
         a = df.attrs
-        missing = [k for k in ("device_name", "device_sm_count", "driver_version") if not a.get(k)]
+        src = {f.source: a.get(f.name) for f in IDENTITY if f.source}  # DeviceInfo field -> recorded value
+        missing = [f.name for f in IDENTITY if f.source in ("name", "sm_count", "driver_version_str")
+                   and not src[f.source]]
         if missing or "split_sm_count" not in getattr(df, "columns", ()):
             raise ValueError(f"DeviceInfo.from_result needs a sweep with its metadata; missing "
                              f"{missing or ['the split_sm_count column']}")
         sizes = sorted({int(k) for k in df["split_sm_count"]})
-        drv = a["driver_version"]
+        drv = src["driver_version_str"]
         if isinstance(drv, str):  # "13.0", as metadata() writes it
             major, minor = (drv.split(".") + ["0"])[:2]
             drv = int(major) * 1000 + int(minor) * 10
         cc = a.get("compute_capability", "0.0")
         cc = tuple(int(x) for x in (cc.split(".") if isinstance(cc, str) else cc))
-        return cls(name=str(a["device_name"]), index=int(a.get("device_index", 0)), compute_capability=cc,
-                   sm_count=int(a["device_sm_count"]), min_partition_size=sizes[0],
-                   alignment=math.gcd(*sizes), driver_version=int(drv))
+        return cls(name=str(src["name"]), index=int(src["index"] or 0), compute_capability=cc,
+                   sm_count=int(src["sm_count"]), min_partition_size=sizes[0],
+                   alignment=math.gcd(*sizes), driver_version=int(drv), uuid=str(src["uuid"] or ""),
+                   pci_bus_id=str(src["pci_bus_id"] or ""), l2_bytes=int(src["l2_bytes"] or 0))
+
+    def identity(self) -> dict[str, Any]:
+        """The identity fields this card gives (:data:`gcexplore.schema.IDENTITY` with a
+        ``source``), named as every result names them."""
+        from ..schema import IDENTITY
+
+        return {f.name: getattr(self, f.source) for f in IDENTITY if f.source}
 
     def metadata(self) -> dict[str, Any]:
         """The device facts as plain values, for ``DataFrame.attrs``."""
         from .._version import __version__
 
         return {
-            "device_name": self.name,
-            "device_index": self.index,
-            "device_sm_count": self.sm_count,
+            **self.identity(),
             "compute_capability": f"{self.compute_capability[0]}.{self.compute_capability[1]}",
-            "driver_version": self.driver_version_str,
-            "cuda_core_version": self.cuda_core_version,
-            "cuda_bindings_version": self.cuda_bindings_version,
             "gcexplore_version": __version__,
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         }
@@ -314,7 +328,7 @@ def device_info(device=0) -> DeviceInfo:
             facts = {"name": name, "compute_capability": tuple(dev.compute_capability), "sm_count": int(sm.sm_count),
                      "min_partition_size": int(sm.min_partition_size), "alignment": int(sm.coscheduled_alignment)}
     info = DeviceInfo(index=index, driver_version=version, cuda_core_version=importlib.metadata.version("cuda-core"),
-                      cuda_bindings_version=cuda.bindings.__version__, **facts)
+                      cuda_bindings_version=cuda.bindings.__version__, **facts, **card_facts(index))
     _info_cache[index] = info
     return info
 
@@ -332,6 +346,34 @@ def bindings_facts(index: int) -> dict:
     res = check(d.cuDeviceGetDevResource(dev, d.CUdevResourceType.CU_DEV_RESOURCE_TYPE_SM), "cuDeviceGetDevResource")
     return {"name": bytes(raw).split(b"\0", 1)[0].decode(), "compute_capability": cc, "sm_count": int(res.sm.smCount),
             "min_partition_size": int(res.sm.minSmPartitionSize), "alignment": int(res.sm.smCoscheduledAlignment)}
+
+
+def card_facts(index: int) -> dict:
+    """UUID, PCI bus id and L2 size of device ``index`` through the driver API (what tells two cards
+    of one model apart); a field the binding cannot read is left empty rather than failing."""
+    d = driver_module()
+    out = {}
+    try:
+        dev = check(d.cuDeviceGet(index), "cuDeviceGet")
+    except Exception:
+        return out
+    try:
+        raw = bytes(check(d.cuDeviceGetUuid(dev), "cuDeviceGetUuid").bytes)[:16]
+        h = raw.hex()
+        out["uuid"] = f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+    except Exception:  # an older binding: the UUID stays unknown
+        pass
+    try:
+        bus = check(d.cuDeviceGetPCIBusId(32, dev), "cuDeviceGetPCIBusId")
+        out["pci_bus_id"] = (bus if isinstance(bus, str) else bytes(bus).split(b"\0", 1)[0].decode()).strip("\0")
+    except Exception:
+        pass
+    try:
+        l2 = d.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE
+        out["l2_bytes"] = int(check(d.cuDeviceGetAttribute(l2, dev), "cuDeviceGetAttribute"))
+    except Exception:
+        pass
+    return out
 
 
 # ---------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from ..device.driver import device_count
 from ..results import io as _io
 from ..results.campaign_store import CampaignFolder
+from ..schema import IDENTITY_COLUMNS, identity_name, identity_of
 from ..workloads.builtins import parse_builtin
 from .measure_isolation import isolation
 from .measure_scaling import scaling
@@ -176,19 +177,15 @@ def _device_uuid(device: int) -> str:
 
 
 def _identity(attrs: dict, device: int, trace_attrs: dict) -> dict:
-    def pick(key, default=None):
-        v = attrs.get(key)
-        return default if v is None else v
-
-    return {
-        "device_uuid": pick("device_uuid") or _device_uuid(device),
-        "device_index": _physical_index(int(pick("device_index", device))),
-        "device_name": pick("device_name", ""), "host": socket.gethostname(),
-        "device_sm_count": pick("device_sm_count"), "driver_version": str(pick("driver_version", "")),
-        "cuda_core_version": str(pick("cuda_core_version", "")),
-        "cupti_version": str(trace_attrs.get("cupti_version") or attrs.get("cupti_version") or ""),
-        "run_id": str(pick("run_id", "")),
-    }
+    """The run's identity (:data:`gcexplore.schema.IDENTITY`) as the result recorded it, the CUPTI
+    version from the trace, and the physical device index and UUID of this worker's card."""
+    traced = {k: v for k, v in trace_attrs.items() if k in IDENTITY_COLUMNS and v}
+    ident = identity_of({**attrs, **traced})
+    index, uuid, host = identity_name("index"), identity_name("uuid"), "host"
+    ident[index] = _physical_index(int(device if ident[index] is None else ident[index]))
+    ident[uuid] = ident[uuid] or _device_uuid(device)
+    ident[host] = ident[host] or socket.gethostname()
+    return ident
 
 
 def _check_worker(exp: Experiment) -> None:

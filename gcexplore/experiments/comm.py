@@ -320,11 +320,13 @@ def run_rank(rank: int, nranks: int, uid: bytes, spec: CommSpec, send) -> dict:
     the rank's metadata."""
     r = _Rank(rank, nranks, uid, spec, send)
     try:
-        for k in spec.comm_sms:
-            r.run_split(k)
-            r.flush()
+        # baselines first, then the largest partition first: if a small partition fails (or hangs until
+        # the launcher's timeout), everything measured before it is already with the launcher
         r.run_baselines()
         r.flush()
+        for k in sorted(spec.comm_sms, reverse=True):
+            r.run_split(k)
+            r.flush()
         from ..workloads.collectives import nccl_versions
 
         return {"rank": rank, **r.info.metadata(), **nccl_versions(),

@@ -15,7 +15,7 @@ import math
 from ..device import partitions
 from ..device.driver import DeviceInfo, device_info
 from ..device.partitions import Partitioning
-from ..schema import Options, frame, new_run_id
+from ..schema import Options, environment_identity, frame, new_run_id
 from ..trace.collector import Collector
 from ..workloads.spec import as_workloads, workload_names
 from ..workloads.workload import Workload
@@ -65,6 +65,7 @@ class Experiment:
 
     def frame(self, rows: list[dict]):
         a = self.info.metadata()
+        a.update(environment_identity())
         a.update(kind=self.kind, recorded=False, run_id=self.run_id, launch_gap_us=self.gap,
                  **self.options.metadata(self.kind))
         if self.engine is not None:

@@ -4,16 +4,21 @@
 remainder of every split (a concurrent-free sweep of the workload beside a copy of
 itself, ``alone`` mode only: one layout gives both sizes), adds the card's shared DRAM
 bandwidth (:func:`card_bandwidth`, measured once per card and passed on) and the L2
-size, and returns profile rows (:data:`gcexplore.analysis.prediction.PROFILE_COLUMNS`) that
-:func:`gcexplore.predict` reads. :func:`save_profiles` / :func:`load_profiles` keep them.
+size, counts its DRAM and L2 traffic per call with CUPTI where the loaded CUPTI can
+(:mod:`gcexplore.experiments.traffic`; else one sentence and the declared bytes), and
+returns profile rows (:data:`gcexplore.analysis.prediction.PROFILE_COLUMNS` with the traffic
+columns of :mod:`gcexplore.analysis.traffic_profile`) that :func:`gcexplore.predict` reads.
+:func:`save_profiles` / :func:`load_profiles` keep them.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from pathlib import Path
 
 from ..analysis import prediction as model
+from ..analysis.traffic_profile import attach_traffic, with_traffic_columns
 from ..analysis.summaries import summarize
 from ..analysis.tuning import gpu_time_ms
 from ..results.io import load, save
@@ -42,9 +47,35 @@ def card_bandwidth(device=0, *, repeats: int = 5) -> float:
     return float(s["bandwidth_gbs"].max())
 
 
+def _sm_clock_mhz(device: int) -> float:
+    try:
+        from cuda.core import Device
+
+        return float(Device(device).properties.clock_rate) / 1000.0  # kHz
+    except Exception:  # noqa: BLE001 - an older cuda.core: cross-card scaling then assumes equal clocks
+        return math.nan
+
+
+def _traffic(wl, traffic, device: int, small: int):
+    """Counted traffic rows, or None with a warning of one sentence where CUPTI cannot count."""
+    if traffic is False or traffic is None:
+        return None
+    if not isinstance(traffic, str):
+        return traffic  # measure_traffic rows given by the caller
+    from .traffic import TrafficUnavailable, measure_traffic
+
+    try:
+        return measure_traffic(wl, sm_counts=(None, small), flush=True, device=device)
+    except TrafficUnavailable as e:
+        if traffic == "required":
+            raise
+        warnings.warn(str(e), stacklevel=3)
+        return None
+
+
 def solo_profile(workload, *, device=0, repeats: int = 6, warmup: int = 1, rounds: int | None = None, sm_counts=None,
                  bytes: float | None = None, working_set_bytes: float | None = None,  # noqa: A002
-                 shared_bandwidth_gbs: float | None = None, progress: bool = False):
+                 shared_bandwidth_gbs: float | None = None, traffic="auto", progress: bool = False):
     """Measure one workload's solo profile.
 
     Parameters
@@ -60,18 +91,27 @@ def solo_profile(workload, *, device=0, repeats: int = 6, warmup: int = 1, round
     sm_counts : sequence of int, optional
         First-partition sizes (default every valid size; the remainders are the rest).
     bytes, working_set_bytes : float, optional
-        DRAM bytes per call (default the workload's declared ``bytes``) and its L2 working set.
+        DRAM bytes per call and its L2 working set, declared: ``bytes`` overrides the
+        counted traffic (default: counted where CUPTI can, else the workload's declared ``bytes``).
     shared_bandwidth_gbs : float, optional
         The card's shared DRAM bandwidth; default :func:`card_bandwidth` (measured now:
         measure it once and pass it to every profile of the card).
+    traffic : {"auto", "required", False} or DataFrame, default "auto"
+        Count the DRAM and L2 traffic per call with CUPTI
+        (:func:`~gcexplore.experiments.traffic.measure_traffic`, on the whole device and on
+        the smallest profiled size, back to back and with the L2 flushed): "auto" falls back
+        to the declared bytes with a one-sentence warning where the loaded CUPTI cannot
+        count, "required" raises instead, False does not count; or rows measured earlier.
     progress : bool, default False
 
     Returns
     -------
     pandas.DataFrame
-        Profile rows (:data:`~gcexplore.analysis.prediction.PROFILE_COLUMNS`); ``attrs`` has
-        ``kind="solo_profile"``, the card and ``gpu_time_ms`` (the measured repetitions'
-        time, for comparison with a sweep's).
+        Profile rows (:data:`~gcexplore.analysis.prediction.PROFILE_COLUMNS` and the traffic
+        columns of :mod:`gcexplore.analysis.traffic_profile`, ``bytes_source`` saying where
+        ``bytes`` came from); ``attrs`` has ``kind="solo_profile"``, the card and
+        ``gpu_time_ms`` (the measured repetitions' time and the counted calls', for
+        comparison with a sweep's).
 
     Raises
     ------
@@ -81,12 +121,17 @@ def solo_profile(workload, *, device=0, repeats: int = 6, warmup: int = 1, round
     for name, v in (("bytes", bytes), ("working_set_bytes", working_set_bytes)):
         if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
             raise ValueError(f"solo_profile: {name} must be a finite number >= 0 or None, got {v!r}")
+    if not (traffic in ("auto", "required", False, None) or hasattr(traffic, "columns")):
+        raise ValueError(f"solo_profile: traffic must be 'auto', 'required', False or measure_traffic rows, "
+                         f"got {traffic!r}")
     wl = as_workload(workload, device=device)
     name = wl.name
     twin = {name: wl, name + _COPY: wl}
     try:
         df = sweep(twin, sm_counts=sm_counts, modes=("alone",), repeats=repeats, warmup=warmup, rounds=rounds,
                    device=device, progress=progress)
+        small = min(int(k) for k in df.loc[df["partition"] != "remainder", "sm_count"])
+        counted = _traffic(wl, traffic, device, small) if bytes is None else None
     finally:
         if isinstance(workload, str):  # a built-in made here from its name holds device memory
             wl.close()
@@ -95,7 +140,13 @@ def solo_profile(workload, *, device=0, repeats: int = 6, warmup: int = 1, round
     prof = model.profile_from(df, bytes={name: bytes} if bytes is not None else None,
                               working_set_bytes={name: working_set_bytes} if working_set_bytes is not None else None,
                               shared_bandwidth_gbs=peak, l2_bytes=_l2_bytes(device), rename={name + _COPY: name})
-    prof.attrs["gpu_time_ms"] = gpu_time_ms(df)
+    prof["sm_clock_mhz"] = _sm_clock_mhz(device)
+    attrs = dict(prof.attrs)
+    prof = with_traffic_columns(prof)
+    if counted is not None and len(counted):
+        prof = attach_traffic(prof, counted.assign(workload=name))
+    prof.attrs.update(attrs, gpu_time_ms=gpu_time_ms(df) + float(
+        counted.attrs.get("gpu_time_ms", 0.0) if counted is not None else 0.0))
     return prof
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from ._base import W
 
-from ..analysis.comparison import compare
+from ..analysis.comparison import Comparisons, compare
 from ..views.compare import plot_compare
-from ..views.compare_text import describe
+from ..views.compare_text import describe, describe_sets
 from ._base import Controller, esc, load_result
 
 __all__ = ["CompareExplorer"]
@@ -31,15 +31,22 @@ class CompareExplorer(Controller):
         super().__init__()
         self._inputs = (load_result(a), None if b is None else load_result(b), kwargs)
         self.comparison = compare(self._inputs[0], self._inputs[1], min_effect=min_effect, **kwargs)
-        groups = list(dict.fromkeys(self.comparison.curves["group"]))
+        sets = list(self.comparison.pairs) if isinstance(self.comparison, Comparisons) else []
+        if isinstance(self.comparison, Comparisons) and not sets:
+            raise ValueError("CompareExplorer: " + "; ".join(describe_sets(self.comparison)))
+        # several workload sets (a campaign): one at a time, never pooled
+        self.measured = W.Dropdown(options=sets or [""], value=(sets or [""])[0], description="workloads")
+        self.measured.layout.display = "" if len(sets) > 1 else "none"
+        groups = list(dict.fromkeys(self._current().curves["group"]))
         self.group = W.Dropdown(options=groups, value="concurrent" if "concurrent" in groups else groups[0],
                                 description="mode")
         self.band = W.BoundedFloatText(value=100 * min_effect, min=0.1, max=50.0, step=0.5,
                                        description="same within ±%")
         self.words = W.HTML()
         self.group.observe(lambda _c: self._redraw(), names="value")
+        self.measured.observe(lambda _c: self._redraw(), names="value")
         self.band.observe(lambda _c: self._recompute(), names="value")
-        self._root = W.VBox([W.HBox([self.group, self.band]), self.error_box, self.words, self.plot_output,
+        self._root = W.VBox([W.HBox([self.measured, self.group, self.band]), self.error_box, self.words, self.plot_output,
                              self.table_output])
         self._root.add_class(self._root_class)
         self._redraw()
@@ -53,10 +60,16 @@ class CompareExplorer(Controller):
             return
         self._redraw()
 
+    def _current(self):
+        """The comparison of the chosen workload set (the only one where there is one)."""
+        c = self.comparison
+        return c.pairs[self.measured.value] if isinstance(c, Comparisons) else c
+
     def _redraw(self) -> None:
         self._clear_error()
-        c = self.comparison
-        self.words.value = "<ul>" + "".join(f"<li>{esc(s)}</li>" for s in describe(c)) + "</ul>"
+        c = self._current()
+        extra = describe_sets(self.comparison) if isinstance(self.comparison, Comparisons) else []
+        self.words.value = "<ul>" + "".join(f"<li>{esc(s)}</li>" for s in [*describe(c), *extra]) + "</ul>"
         self._draw("sweep", self.plot_output, lambda: plot_compare(c, group=self.group.value))
         cols = ["group", "layout_a", "layout_b", "median_a_ms", "median_b_ms", "ratio", "ratio_low", "ratio_high",
                 "verdict", "reason"]

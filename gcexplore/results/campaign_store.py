@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import io as _io
-from ..schema import conform, kind_of
+from ..schema import IDENTITY_COLUMNS, SAMPLE_IDENTITY, conform, identity_name, kind_of
 
 __all__ = ["CAMPAIGN_COLUMNS", "FORMAT", "CampaignFolder", "campaign_status", "load_campaign"]
 
@@ -37,10 +37,11 @@ SPEC_NAME = "campaign.json"
 #: Columns a campaign adds to every row (after the experiment's own), with their dtypes.
 CAMPAIGN_COLUMNS = {
     "experiment": "str", "pair": "str", "split_set": "str", "task_key": "str", "campaign_id": "str",
-    "device_uuid": "str", "device_index": "Int64", "host": "str", "device_sm_count": "Int64",
-    "driver_version": "str", "cuda_core_version": "str", "cupti_version": "str",
+    **{k: v for k, v in IDENTITY_COLUMNS.items() if k not in SAMPLE_IDENTITY},  # the one spelling: schema
     "task_started_s": "float64", "task_finished_s": "float64",
 }
+
+_UUID = identity_name("uuid")
 
 
 def _write_json(path: Path, data: dict) -> None:
@@ -207,7 +208,7 @@ def _task_row(key: str, task: dict, shard, failure, layouts: int) -> dict:
     return {"task_key": key, "experiment": task.get("experiment", ""), "pair": task.get("pair", ""),
             "split_set": task.get("split_set", ""), "card": task.get("card", "any"), "status": status,
             "rows": 0 if shard is None else len(shard), "layouts_checkpointed": layouts,
-            "device_uuid": ident.get("device_uuid", ""), "host": ident.get("host", ""),
+            _UUID: ident.get(_UUID, ""), "host": ident.get("host", ""),
             "error": "" if failure is None else str(failure.get("error", ""))}
 
 
@@ -220,7 +221,7 @@ def _scan_with_status(folder, repair: bool):
                       store.checkpointed_layouts(k)) for k, t in tasks.items()]
     status = pd.DataFrame.from_records(rows, columns=["task_key", "experiment", "pair", "split_set", "card",
                                                       "status", "rows", "layouts_checkpointed",
-                                                      "device_uuid", "host", "error"])
+                                                      _UUID, "host", "error"])
     counts = {s: int((status["status"] == s).sum()) for s in ("done", "failed", "started", "pending")}
     status.attrs.update(campaign_id=spec["campaign_id"], folder=str(store.root), torn=torn, counts=counts,
                         unknown_shards=sorted(set(shards) - set(tasks)))

@@ -256,7 +256,7 @@ def to_chrome_trace(df: pd.DataFrame, path, *, reps: int | None = 5) -> Path:
     """
     from .._checks import as_count
     from .io import as_path, atomic_write, check_target, is_sidecar, plain_attrs, without_attrs
-    from .provenance import require_one_run
+    from .run import require_one_run
     from .validate import check_result
 
     if reps is not None:

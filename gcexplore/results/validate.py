@@ -16,16 +16,19 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..schema import KINDS, kind_of, parse_layout
-from .provenance import repeated_rows, require_one_run, runs
+from ..schema import IDENTITY, KINDS, kind_of, parse_layout
+from .run import Run, repeated_rows, require_one_run, run_columns, run_of, runs
 
-__all__ = ["ResultError", "check_pm_matches", "check_pm_rows", "check_result", "check_trace_matches",
+__all__ = ["ResultError", "open_run", "check_pm_matches", "check_pm_rows", "check_result", "check_trace_matches",
            "check_trace_rows", "require_columns"]
 
 _MAKERS = {"overlap": "gcexplore.profile_overlap()", "sweep": "gcexplore.sweep()",
            "scaling": "gcexplore.scaling()", "isolation": "gcexplore.isolation()",
            "occupancy": "gcexplore.occupancy()", "tune": "gcexplore.tune()", "trace": "trace=True",
            "pm": "gcexplore.dram_timeline()"}
+
+
+_SM_COUNT = next(f.name for f in IDENTITY if f.source == "sm_count")
 
 
 class ResultError(ValueError):
@@ -73,7 +76,7 @@ def _check_overlap(df: pd.DataFrame, where: str) -> None:
             (lay, mode, _, wl) = per[per > 1].index[0]
             raise ResultError(f"{where}: workload {wl!r} ran on two partitions in {lay} {mode}; give each "
                               "partition's workload its own name")
-    total = df.attrs.get("device_sm_count")
+    total = df.attrs.get(_SM_COUNT)
     if total and "layout" in df.columns:
         for lay in dict.fromkeys(df["layout"]):
             try:
@@ -95,7 +98,7 @@ def _check_occupancy(df: pd.DataFrame, where: str) -> None:
 
 def _check_scaling(df: pd.DataFrame, where: str) -> None:
     _check_positive(df, "duration_ms", where)
-    total = df.attrs.get("device_sm_count")
+    total = df.attrs.get(_SM_COUNT)
     if total and "sm_count" in df.columns and (pd.to_numeric(df["sm_count"]) > int(total)).any():
         raise ResultError(f"{where}: sizes above the device's {total} SMs; the rows and attrs disagree")
 
@@ -193,10 +196,30 @@ def check_result(df, kinds, where: str) -> str:
     return kind
 
 
+def open_run(df, kinds, where: str, *, columns=(), one_run: bool = True) -> Run:
+    """The door every reader of a result goes through: ``df`` checked once (:func:`check_result`
+    for ``kinds``, the ``columns`` it needs, one run unless ``one_run=False``) and its
+    :class:`~gcexplore.results.run.Run` returned. A frame that passed once is not checked again
+    while it is unchanged; ``where`` names the caller in the message of a frame that fails."""
+    kinds = (kinds,) if isinstance(kinds, str) else tuple(kinds)
+    if not isinstance(df, pd.DataFrame):
+        check_result(df, kinds, where)  # the TypeError that says what was expected
+    run = run_of(df)
+    key = ("checked", kinds, tuple(columns), one_run)  # the kind is read after the check: a bad label fails there
+    if key not in run._memo:
+        check_result(df, kinds, where)
+        require_columns(df, columns, where)
+        if one_run:
+            require_one_run(df, where)
+        run.memo(key, lambda: True)
+    return run
+
+
 def _same_run(df: pd.DataFrame, trace: pd.DataFrame, where: str, what: str) -> None:
     require_one_run(df, f"{where} with a trace")
     require_one_run(trace, f"{where}(trace=...)")
-    mine, theirs = runs(df), runs(trace)
+    cols = [c for c in run_columns(df) if c in trace.columns]  # traces carry the run key only
+    mine, theirs = (runs(x[cols]) if cols else [] for x in (df, trace))
     if mine and theirs and mine != theirs:
         raise ResultError(f"{where}: the trace is of run {theirs[0]}, the {what} of run {mine[0]}; pass the trace "
                           f"recorded with these {what}s (the run returns both)")

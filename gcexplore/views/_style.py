@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FixedFormatter
 
 from .. import analysis as A
-from ..results.provenance import stamp_text
+from ..results.run import stamp_text
 from ..schema import MODE_DESCRIPTIONS, MODES
 
 __all__ = ["WORKLOAD_COLORS", "figure_stamp", "fmt_value", "metric_label", "mode_color", "mode_label",

@@ -9,7 +9,7 @@ import math
 import pandas as pd
 from matplotlib.figure import Figure
 
-from ..analysis.comparison import Comparison, compare
+from ..analysis.comparison import Comparison, Comparisons, compare
 from ._style import figure_stamp, new_figure
 from .compare_text import plain
 
@@ -25,8 +25,10 @@ def plot_compare(c, b=None, *, group: str | None = None, figsize=(8.5, 5.0), **k
 
     Parameters
     ----------
-    c : Comparison or result
+    c : Comparison, Comparisons or result
         A :func:`gcexplore.compare` result, or side A (then ``b`` and ``kwargs`` go to compare).
+        A :class:`~gcexplore.analysis.comparison.Comparisons` of one workload set is drawn; of
+        several, pick one (``c.pairs["compute+memory"]``): sets are never drawn pooled.
     group : str, optional
         The mode (sweeps: default ``"concurrent"``) or workload (scaling: default the first).
     figsize : tuple of float
@@ -37,8 +39,13 @@ def plot_compare(c, b=None, *, group: str | None = None, figsize=(8.5, 5.0), **k
         Lines with gids ``"a"`` and ``"b"``, bands ``"a_band"`` / ``"b_band"``, best-split
         markers ``"best_a"`` / ``"best_b"``, verdict marks ``"verdict_<layout>"``.
     """
-    if not isinstance(c, Comparison):
+    if not isinstance(c, (Comparison, Comparisons)):
         c = compare(c, b, **kwargs)
+    if isinstance(c, Comparisons):
+        if len(c.pairs) != 1:
+            raise ValueError(f"plot_compare: these results measured {len(c.pairs)} workload sets on both sides "
+                             f"({', '.join(c.pairs) or 'none'}); draw one: plot_compare(c.pairs[name])")
+        c = next(iter(c.pairs.values()))
     groups = list(dict.fromkeys(c.curves["group"]))
     group = group or ("concurrent" if "concurrent" in groups else groups[0])
     if group not in groups:

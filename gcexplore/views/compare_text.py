@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..analysis.comparison import Comparison
+from ..analysis.comparison import Comparison, Comparisons
 
-__all__ = ["describe", "plain"]
+__all__ = ["describe", "describe_sets", "plain"]
 
 
 
@@ -58,6 +58,25 @@ def describe(c: Comparison) -> list[str]:
     return lines
 
 
+def describe_sets(cs: Comparisons) -> list[str]:
+    """What a comparison of several workload sets found, set by set, in sentences computed from ``cs``:
+    which sets were compared, which were measured on one side only, and, where nothing was measured
+    on both sides, that there is nothing like-for-like to decide on."""
+    a, b = cs.labels
+    lines = []
+    if cs.pairs:
+        lines.append(f"{len(cs.pairs)} workload set(s) measured on both {a} and {b}, compared each on its own: "
+                     + ", ".join(cs.pairs))
+    for side, name in (("A only", a), ("B only", b)):
+        sets = [k for k, v in cs.one_sided.items() if v == side]
+        if sets:
+            lines.append(f"measured on {name} only, not compared: {', '.join(sets)}")
+    if not cs.compared():
+        lines.append(f"nothing like-for-like: no layout of any workload set was measured on both {a} and {b}, "
+                     "so no verdict is given")
+    return lines
+
+
 def _best_lines(c: Comparison) -> list[str]:
     if not c.best:
         return []
@@ -66,6 +85,11 @@ def _best_lines(c: Comparison) -> list[str]:
     out = [f"best split on {a}: {ba['layout']} ({ba['fraction']:.0%} of the SMs), {ba['median_ms']:.4g} ms "
            f"[{ba['ci_low_ms']:.4g}, {ba['ci_high_ms']:.4g}]; on {b}: {bb['layout']} ({bb['fraction']:.0%}), "
            f"{bb['median_ms']:.4g} ms [{bb['ci_low_ms']:.4g}, {bb['ci_high_ms']:.4g}]"]
+    if c.best.get("moved") is None:
+        out.append(c.best.get("note") or "whether the best split moved cannot be told")
+        return out
+    if c.best.get("note"):
+        out.append(c.best["note"])
     if not c.best["moved"]:
         out.append("the best split did not move")
         return out

@@ -7,7 +7,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from .. import analysis as A
-from ..results.provenance import require_one_run
+from ..results.run import require_one_run
 from ..results.validate import check_result
 from ._style import fmt_value, mode_color, new_figure, ratio_text, require_result, stamp
 from ..schema import SCENARIOS

@@ -8,7 +8,7 @@ from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from ..results.provenance import require_one_run
+from ..results.run import require_one_run
 from ..results.validate import check_result
 from ._style import WORKLOAD_COLORS, new_figure, require_result, stamp
 from ..schema import partition_key, sorted_partitions

@@ -7,7 +7,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from .. import analysis as A
-from ..results.provenance import require_one_run
+from ..results.run import require_one_run
 from ..results.validate import check_result
 from ._style import metric_label, mode_color, mode_label, new_figure, panel_format, require_result, stamp
 from ..schema import layout_key

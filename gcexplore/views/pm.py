@@ -11,7 +11,7 @@ from matplotlib.patches import Patch
 
 from ..analysis.modes import dram_headline
 from ..analysis.pm import dram_summary
-from ..results.provenance import require_one_run
+from ..results.run import require_one_run
 from ._style import WORKLOAD_COLORS, figure_stamp, mode_label, new_figure
 from ..results.validate import check_result
 

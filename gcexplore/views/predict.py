@@ -8,7 +8,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from ..analysis.overlap import makespan_stats
-from ..analysis.prediction import predict_error, predicted_layouts, prediction_facts
+from ..analysis.prediction import predicted_layouts
+from ..analysis.prediction_check import predict_error, prediction_facts
 from ._style import figure_stamp, new_figure
 
 __all__ = ["plot_predict"]
@@ -63,7 +64,7 @@ def plot_predict(prediction: pd.DataFrame, measured: pd.DataFrame | None = None,
         :func:`gcexplore.predict`'s result (two workloads: one curve over the first size).
     measured : pandas.DataFrame, optional
         A sweep of the same pair (its concurrent medians with p10-p90 are drawn, and the
-        error facts of :func:`~gcexplore.analysis.prediction.prediction_facts` written).
+        error facts of :func:`~gcexplore.analysis.prediction_check.prediction_facts` written).
     figsize : tuple, default (11.0, 4.4)
 
     Returns
@@ -80,7 +81,10 @@ def plot_predict(prediction: pd.DataFrame, measured: pd.DataFrame | None = None,
     _curve(left, lay, measured, facts)
     _decomposition(right, lay, err)
     a = prediction.attrs
+    src = a.get("bytes_source") or {}
+    said = f"; bytes {', '.join(f'{w} {s}' for w, s in src.items())}" if src else ""
     fig.suptitle(f"Predicted from solo profiles: {' + '.join(a.get('workloads', []))} "
-                 f"(DRAM shared by {a.get('sharing')}, {a.get('shared_bandwidth_gbs', float('nan')):,.0f} GB/s)\n"
+                 f"(DRAM shared by {a.get('sharing')}, {a.get('shared_bandwidth_gbs', float('nan')):,.0f} GB/s"
+                 f"{said})\n"
                  f"{figure_stamp(measured.attrs if measured is not None else a)}", fontsize=9, color="0.2")
     return fig

@@ -13,7 +13,7 @@ import math
 import pandas as pd
 
 from .. import analysis as A
-from ..results.provenance import stamp_text
+from ..results.run import stamp_text
 
 __all__ = ["alone_sentence", "layout_report", "verdict", "outcome_sentence", "bound_sentence"]
 

@@ -8,7 +8,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from .. import analysis as A
-from ..results.provenance import require_one_run
+from ..results.run import require_one_run
 from ._style import figure_stamp, mode_color, new_figure, require_result
 
 __all__ = ["plot_tune"]

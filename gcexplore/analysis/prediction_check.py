@@ -1,0 +1,145 @@
+"""A prediction against a measurement: per-layout errors, the facts a sentence may state, and the
+model's sharing rule and interval fitted on measured pairs (pure pandas/numpy, no GPU)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from .overlap import layout_table, makespan_stats
+from .prediction import SHARING, predict, predicted_layouts, require_prediction
+from .stats import noise_floor, round_median_ci
+
+__all__ = ["ERROR_COLUMNS", "fit_model", "predict_error", "prediction_facts"]
+
+ERROR_COLUMNS = ["layout", "split_sm_count", "predicted_ms", "predicted_low_ms", "predicted_high_ms",
+                 "measured_ms", "measured_low_ms", "measured_high_ms", "error", "inside", "predicted_interference",
+                 "measured_interference"]
+
+
+def _measured_intervals(measured: pd.DataFrame, confidence: float = 0.9) -> dict[str, tuple[float, float]]:
+    """Per layout: the interval of the run's concurrent makespan with the between-round component
+    (:func:`~gcexplore.analysis.stats.round_median_ci`; the card's floor for a single round)."""
+    conc = measured[measured["mode"] == "concurrent"]
+    rnd = conc["round"] if "round" in conc.columns else pd.Series(0, index=conc.index)
+    per = conc.assign(_r=rnd).groupby(["layout", "_r", "rep"], sort=False)["makespan_ms"].max().reset_index()
+    name = str(conc["device_name"].iloc[0]) if "device_name" in conc.columns and len(conc) else ""
+    floor = noise_floor(name, sorted(set(conc["workload"].astype(str))))
+    return {lay: round_median_ci(g["makespan_ms"], g["_r"], confidence, floor=floor)[1:]
+            for lay, g in per.groupby("layout", sort=False)}
+
+
+def predict_error(prediction: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFrame:
+    """Per layout measured in both: the predicted against the measured median concurrent makespan.
+
+    Parameters
+    ----------
+    prediction : pandas.DataFrame
+        :func:`predict`'s result.
+    measured : pandas.DataFrame
+        A sweep, overlap or tune result with ``concurrent`` rows (one run).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``layout``, ``split_sm_count``, ``predicted_ms`` (and ``_low_ms``,
+        ``_high_ms``), ``measured_ms`` (median over repetitions) with ``measured_low_ms`` /
+        ``measured_high_ms`` (its 90% interval, the round as the unit: where another run would
+        land), ``error`` (predicted / measured - 1), ``inside`` (the two intervals meet: the
+        prediction agrees with the measurement up to its run-to-run noise),
+        ``predicted_interference`` and ``measured_interference`` (NaN without ``alone``
+        rows); sorted by ``split_sm_count``.
+    """
+    require_prediction(prediction, "predict_error")
+    if "mode" not in measured.columns or not (measured["mode"] == "concurrent").any():
+        raise ValueError("predict_error needs a measured result with 'concurrent' rows (sweep, overlap or tune)")
+    ms = makespan_stats(measured, "concurrent").set_index("layout")["median_ms"]
+    inter = pd.Series(dtype=float)
+    if (measured["mode"] == "alone").any():
+        inter = layout_table(measured).set_index("layout")["interference"]
+    lay = predicted_layouts(prediction)
+    lay = lay[lay["layout"].isin(ms.index)]
+    m = lay["layout"].map(ms).to_numpy(dtype=float)
+    iv = _measured_intervals(measured)
+    mlo = np.array([iv.get(x, (np.nan, np.nan))[0] for x in lay["layout"]], dtype=float)
+    mhi = np.array([iv.get(x, (np.nan, np.nan))[1] for x in lay["layout"]], dtype=float)
+    out = pd.DataFrame({
+        "layout": lay["layout"], "split_sm_count": lay["split_sm_count"], "predicted_ms": lay["makespan_ms"],
+        "predicted_low_ms": lay["makespan_low_ms"], "predicted_high_ms": lay["makespan_high_ms"],
+        "measured_ms": m, "measured_low_ms": mlo, "measured_high_ms": mhi,
+        "error": lay["makespan_ms"].to_numpy() / m - 1.0,
+        "inside": (lay["makespan_low_ms"].to_numpy() <= mhi) & (mlo <= lay["makespan_high_ms"].to_numpy()),
+        "predicted_interference": lay["interference"],
+        "measured_interference": lay["layout"].map(inter).to_numpy(dtype=float),
+    }, columns=ERROR_COLUMNS).reset_index(drop=True)
+    if out.empty:
+        raise ValueError(f"no layout is both predicted and measured (predicted {list(prediction['layout'].unique())[:4]}"
+                         f"..., measured {list(ms.index)[:4]}...)")
+    return out
+
+
+def prediction_facts(prediction: pd.DataFrame, measured: pd.DataFrame) -> dict:
+    """Everything a sentence about a prediction against a measured sweep may say.
+
+    Returns
+    -------
+    dict
+        ``layouts`` (compared), ``median_abs_error``, ``max_abs_error`` (fractions),
+        ``worst_layout``, ``inside`` (fraction of measured medians inside the intervals),
+        ``predicted_best`` (layout), ``predicted_best_measured_ms`` (its measured median),
+        ``measured_best``, ``measured_best_ms``, ``best_gap`` (predicted best's measured /
+        measured best - 1).
+    """
+    e = predict_error(prediction, measured)
+    a = e["error"].abs()
+    pb = e.loc[e["predicted_ms"].idxmin()]
+    mb = e.loc[e["measured_ms"].idxmin()]
+    return {"layouts": int(len(e)), "median_abs_error": float(a.median()), "max_abs_error": float(a.max()),
+            "worst_layout": str(e.loc[a.idxmax(), "layout"]), "inside": float(e["inside"].mean()),
+            "predicted_best": str(pb["layout"]), "predicted_best_measured_ms": float(pb["measured_ms"]),
+            "measured_best": str(mb["layout"]), "measured_best_ms": float(mb["measured_ms"]),
+            "best_gap": float(pb["measured_ms"] / mb["measured_ms"] - 1.0)}
+
+
+def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9) -> dict:
+    """The sharing rule and the interval that the measured pairs demand.
+
+    Parameters
+    ----------
+    cases : sequence of (profiles, workloads, measured)
+        Each: the profiles, the workload names as for :func:`predict`, and a measured
+        sweep of that pair (concurrent rows).
+    quantile : float, default 0.9
+        The coverage the interval is calibrated to: the margins below and above are the
+        (1 + quantile) / 2 quantiles of how far the measured medians fall outside the
+        model's own bounds (so at most (1 - quantile) / 2 of the layouts miss on each side).
+
+    Returns
+    -------
+    dict
+        ``sharing`` (the rule of :data:`SHARING` with the lowest median |error|),
+        ``model_error`` (below, above: pass it to :func:`predict`), ``coverage`` (the
+        fraction of these layouts inside the calibrated interval), and
+        ``median_abs_error`` per rule.
+    """
+    if not cases:
+        raise ValueError("fit_model needs at least one (profiles, workloads, measured sweep) case")
+    if not 0 < quantile < 1:
+        raise ValueError(f"quantile must be in (0, 1), got {quantile!r}")
+    errs, raw = {}, {}
+    for rule in SHARING:
+        parts = [predict_error(predict(p, w, sharing=rule, model_error=0.0), m) for p, w, m in cases]
+        raw[rule] = pd.concat(parts, ignore_index=True)
+        errs[rule] = raw[rule]["error"].abs()
+    best = min(SHARING, key=lambda r: (float(errs[r].median()), float(errs[r].mean())))
+    e = raw[best]
+    q = (1 + quantile) / 2
+    above = float(np.quantile(np.maximum(e["measured_ms"] / e["predicted_high_ms"] - 1, 0), q))
+    below = float(np.quantile(np.maximum(1 - e["measured_ms"] / e["predicted_low_ms"], 0), q))
+    err = (min(below, 0.99), min(above, 0.99))
+    inside = (e["predicted_low_ms"] * (1 - err[0]) <= e["measured_ms"]) & (
+        e["measured_ms"] <= e["predicted_high_ms"] * (1 + err[1]))
+    return {"sharing": best, "model_error": err, "coverage": float(inside.mean()),
+            "median_abs_error": {r: float(x.median()) for r, x in errs.items()}}

@@ -1,0 +1,242 @@
+"""What a solo profile knows about a workload's memory traffic, and where each number came from.
+
+A profile's ``bytes`` (DRAM bytes per call) is *measured* (CUPTI counters,
+:func:`gcexplore.experiments.traffic.measure_traffic`), *declared* (the workload's
+``bytes=``, or ``solo_profile(bytes=...)``, which overrides a measurement), or *missing*
+(the model then assumes none for its point, and DRAM saturated for its interval's top).
+:func:`attach_traffic` puts counted traffic into profile rows; :func:`classify` says
+whether a workload is compute-, memory- or latency-bound; :func:`profile_sources` lists
+the source of every number; :func:`scale_profiles` moves profiles to another card.
+
+Traffic columns (:data:`TRAFFIC_PROFILE_COLUMNS`, optional in a profile: older profiles
+get them filled by :func:`with_traffic_columns`):
+
+- ``bytes_source``: "measured", "declared" or "missing" (the source of ``bytes``);
+- ``dram_read_bytes`` / ``dram_write_bytes``: counted per call on the whole device;
+- ``dram_cold_bytes``: counted with the L2 emptied before each call; what exceeds
+  ``bytes`` is re-read from L2 across calls, which a neighbour can evict;
+- ``l2_traffic_bytes``: L2 (LTS) traffic per call;
+- ``small_dram_bytes`` at ``small_sm_count``: the same count on a small partition;
+- ``achieved_gbs``: DRAM GB/s of one call on the whole device;
+- ``bound`` / ``bound_source``: :func:`classify`'s answer and what it rested on;
+- ``sm_clock_mhz``: the card's SM clock when profiled (cross-card scaling).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["BOUNDS", "MEMORY_BOUND_SHARE", "SCALES_SHARE", "TRAFFIC_PROFILE_COLUMNS", "attach_traffic", "classify",
+           "profile_sources", "scale_profiles", "with_traffic_columns"]
+
+TRAFFIC_PROFILE_COLUMNS = ["bytes_source", "dram_read_bytes", "dram_write_bytes", "dram_cold_bytes",
+                           "l2_traffic_bytes", "small_dram_bytes", "small_sm_count", "achieved_gbs", "bound",
+                           "bound_source", "sm_clock_mhz"]
+BOUNDS = ("memory", "compute", "latency")
+#: A workload drawing at least this share of the card's shared DRAM bandwidth alone is memory-bound.
+MEMORY_BOUND_SHARE = 0.5
+#: One that gains at least this share of linear speed-up from the small partition to the whole
+#: device (and is not memory-bound) is compute-bound; one that gains less is latency-bound.
+SCALES_SHARE = 0.5
+_TEXT = {"bytes_source", "bound", "bound_source"}
+
+
+_NEEDED = ("workload", "sm_count", "duration_ms", "bytes", "working_set_bytes", "shared_bandwidth_gbs", "l2_bytes",
+           "device_name", "device_sm_count")
+
+
+def _require(df, where: str) -> pd.DataFrame:
+    """Profile rows (as :func:`gcexplore.analysis.prediction.check_profiles` makes them); ValueError if not."""
+    if not isinstance(df, pd.DataFrame) or df.empty or not set(_NEEDED) <= set(df.columns):
+        have = sorted(df.columns) if isinstance(df, pd.DataFrame) else type(df).__name__
+        raise ValueError(f"{where} needs solo profile rows (gcexplore.solo_profile) with columns {list(_NEEDED)}; "
+                         f"got {have}")
+    return df
+
+
+def with_traffic_columns(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with every traffic column present: missing numbers NaN, ``bytes_source`` from
+    whether ``bytes`` is there ("declared" or "missing"), the classification recomputed."""
+    out = df.copy()
+    for col in TRAFFIC_PROFILE_COLUMNS:
+        if col not in out.columns:
+            out[col] = "" if col in _TEXT else math.nan
+    b = out["bytes"].to_numpy(dtype=float)
+    src = out["bytes_source"].astype(str).to_numpy()
+    out["bytes_source"] = np.where(np.isin(src, ("measured", "declared", "missing")), src,
+                                   np.where(np.isfinite(b), "declared", "missing"))
+    out.attrs.update(df.attrs)
+    return _with_bounds(out)
+
+
+def _whole_times(rows: pd.DataFrame) -> pd.Series:
+    return rows.groupby("sm_count")["duration_ms"].median().sort_index()
+
+
+def classify(rows: pd.DataFrame) -> tuple[str, str]:
+    """``(bound, source)`` of one workload's profile rows.
+
+    Memory-bound when its DRAM GB/s on the largest profiled partition reaches
+    :data:`MEMORY_BOUND_SHARE` of the card's shared bandwidth; else compute-bound when it
+    gains at least :data:`SCALES_SHARE` of a linear speed-up from its smallest to its
+    largest profiled partition; else latency-bound. ``source`` says what it rested on:
+    "measured" (counted bytes and measured times), "declared" (declared bytes), or
+    "assumed" (no bytes: taken as not memory-bound).
+    """
+    times = _whole_times(rows)
+    big, small = int(times.index[-1]), int(times.index[0])
+    b = float(rows["bytes"].iloc[0])
+    peak = float(rows["shared_bandwidth_gbs"].max())
+    src = str(rows["bytes_source"].iloc[0]) if "bytes_source" in rows else ("declared" if math.isfinite(b) else "")
+    source = {"measured": "measured", "declared": "declared"}.get(src, "assumed")
+    drawn = b / (times.iloc[-1] * 1e6) if math.isfinite(b) else 0.0  # GB/s on the largest partition
+    if math.isfinite(peak) and peak > 0 and drawn >= MEMORY_BOUND_SHARE * peak:
+        return "memory", source
+    if big > small and (times[small] / times[big]) / (big / small) >= SCALES_SHARE:
+        return "compute", source
+    return "latency", source
+
+
+def _with_bounds(df: pd.DataFrame) -> pd.DataFrame:
+    for w, rows in df.groupby("workload", sort=False):
+        bound, source = classify(rows)
+        df.loc[rows.index, "bound"] = bound
+        df.loc[rows.index, "bound_source"] = source
+        b = float(rows["bytes"].iloc[0])
+        df.loc[rows.index, "achieved_gbs"] = b / (_whole_times(rows).iloc[-1] * 1e6) if math.isfinite(b) else math.nan
+    return df
+
+
+def attach_traffic(profiles: pd.DataFrame, traffic: pd.DataFrame, *, declared: Iterable[str] = ()) -> pd.DataFrame:
+    """Profiles with counted traffic: ``bytes`` becomes the measured DRAM bytes per call.
+
+    Parameters
+    ----------
+    profiles : pandas.DataFrame
+        Solo profile rows (:func:`gcexplore.solo_profile`).
+    traffic : pandas.DataFrame
+        :func:`~gcexplore.experiments.traffic.measure_traffic` rows (any workloads; those
+        without a profile are ignored, profiles without traffic keep their bytes).
+    declared : iterable of str
+        Workloads whose declared bytes override the measurement (``solo_profile(bytes=)``).
+    """
+    out = with_traffic_columns(_require(profiles, "attach_traffic"))
+    keep = set(declared)
+    for w, t in traffic.groupby("workload", sort=False):
+        rows = out.index[out["workload"] == w]
+        if not len(rows) or w in keep:
+            continue
+        whole = t[~t["flushed"].astype(bool)].sort_values("sm_count")
+        if whole.empty:
+            continue
+        big, small = whole.iloc[-1], whole.iloc[0]
+        cold = t[t["flushed"].astype(bool)]
+        read, write = float(big["dram_read_bytes"]), float(big["dram_write_bytes"])
+        if not (math.isfinite(read) and math.isfinite(write)):
+            continue
+        out.loc[rows, "bytes"] = read + write
+        out.loc[rows, "bytes_source"] = "measured"
+        out.loc[rows, "dram_read_bytes"] = read
+        out.loc[rows, "dram_write_bytes"] = write
+        out.loc[rows, "l2_traffic_bytes"] = float(big["l2_bytes"])
+        if len(cold):
+            c = cold.iloc[-1]
+            out.loc[rows, "dram_cold_bytes"] = float(c["dram_read_bytes"] + c["dram_write_bytes"])
+        if len(whole) > 1:
+            out.loc[rows, "small_dram_bytes"] = float(small["dram_read_bytes"] + small["dram_write_bytes"])
+            out.loc[rows, "small_sm_count"] = int(small["sm_count"])
+    out.attrs.update(profiles.attrs)
+    out.attrs["traffic_metric_set"] = traffic.attrs.get("metric_set", str(traffic["metric_set"].iloc[0])
+                                                        if "metric_set" in traffic and len(traffic) else "")
+    return _with_bounds(out)
+
+
+def profile_sources(profiles: pd.DataFrame) -> pd.DataFrame:
+    """The source of every number the model reads, per workload.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per workload: ``duration`` ("measured"), ``bytes`` (measured / declared /
+        missing), ``working_set`` (measured: the flushed count; declared; or missing),
+        ``bound`` (measured / declared / assumed), ``shared_bandwidth`` and ``l2``
+        ("measured" / "device property", or "missing"), ``card``.
+    """
+    df = with_traffic_columns(profiles)
+    rows = []
+    for w, g in df.groupby("workload", sort=False):
+        r = g.iloc[0]
+        ws = ("measured" if math.isfinite(float(r["dram_cold_bytes"])) else
+              "declared" if math.isfinite(float(r["working_set_bytes"])) else "missing")
+        rows.append({"workload": w, "duration": "measured", "bytes": r["bytes_source"], "working_set": ws,
+                     "bound": r["bound_source"],
+                     "shared_bandwidth": "measured" if math.isfinite(float(r["shared_bandwidth_gbs"])) else "missing",
+                     "l2": "device property" if math.isfinite(float(r["l2_bytes"])) else "missing",
+                     "card": str(r["device_name"])})
+    return pd.DataFrame(rows)
+
+
+CARD_KEYS = ("device_name", "device_sm_count", "shared_bandwidth_gbs", "sm_clock_mhz", "l2_bytes")
+
+
+def scale_profiles(profiles: pd.DataFrame, card: Mapping) -> pd.DataFrame:
+    """Profiles moved to another card: each alone time scaled by that card's bandwidth and clock.
+
+    A workload drawing a share m of the profiled card's shared bandwidth at a size
+    (counted or declared bytes / its time there / that bandwidth, at most 1) takes
+    ``t x (m x bw_from / bw_to + (1 - m) x clock_from / clock_to)`` there; sizes keep
+    their SM counts (the target's SM count sets the layouts; sizes beyond the profiled
+    ones are the model's bounds). ``attrs["assumed"]`` lists what was assumed, in sentences.
+
+    Parameters
+    ----------
+    card : mapping
+        The target: ``device_sm_count`` and ``shared_bandwidth_gbs`` (measured with
+        :func:`gcexplore.card_bandwidth`, or a datasheet value: then say so), optional
+        ``sm_clock_mhz``, ``l2_bytes``, ``device_name``.
+    """
+    df = with_traffic_columns(_require(profiles, "scale_profiles"))
+    unknown = sorted(set(card) - set(CARD_KEYS))
+    if unknown:
+        raise ValueError(f"card has unknown keys {unknown}; valid: {', '.join(CARD_KEYS)}")
+    for key in ("device_sm_count", "shared_bandwidth_gbs"):
+        v = card.get(key)
+        if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+            raise ValueError(f"card needs a positive {key}, got {v!r}")
+    assumed = []
+    bw_from, bw_to = float(df["shared_bandwidth_gbs"].max()), float(card["shared_bandwidth_gbs"])
+    if not (math.isfinite(bw_from) and bw_from > 0):
+        raise ValueError("the profiles record no shared bandwidth of their card: cannot scale by bandwidth")
+    clk_from = float(df["sm_clock_mhz"].max())
+    clk_to = float(card.get("sm_clock_mhz") or math.nan)
+    if not (math.isfinite(clk_from) and math.isfinite(clk_to) and clk_from > 0 and clk_to > 0):
+        clk_from = clk_to = 1.0
+        assumed.append("the same SM clock on both cards (a clock was not recorded)")
+    out = df.copy()
+    for w, g in df.groupby("workload", sort=False):
+        b = float(g["bytes"].iloc[0])
+        if not math.isfinite(b):
+            assumed.append(f"{w} draws no DRAM bandwidth (no bytes): scaled by the clock only")
+            b = 0.0
+        t = g["duration_ms"].to_numpy(dtype=float)
+        m = np.minimum(1.0, b / (t * 1e6) / bw_from)
+        out.loc[g.index, "duration_ms"] = t * (m * bw_from / bw_to + (1 - m) * clk_from / clk_to)
+    out["shared_bandwidth_gbs"] = bw_to
+    out["device_sm_count"] = int(card["device_sm_count"])
+    out["device_name"] = str(card.get("device_name", "target card"))
+    if card.get("l2_bytes"):
+        out["l2_bytes"] = float(card["l2_bytes"])
+    else:
+        assumed.append("the profiled card's L2 size")
+    out["sm_clock_mhz"] = clk_to if clk_to != 1.0 else math.nan
+    if int(card["device_sm_count"]) != int(df["device_sm_count"].iloc[0]):
+        assumed.append(f"sizes above the {int(df['sm_count'].max())} profiled SMs run no slower and at most "
+                       "linearly faster (the model's bounds)")
+    assumed.append("the same DRAM bytes per call (the same kernels)")
+    out.attrs.update(df.attrs)
+    out.attrs.update(assumed=assumed, scaled_from=str(df["device_name"].iloc[0]))
+    return _with_bounds(out)

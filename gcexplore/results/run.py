@@ -1,0 +1,382 @@
+"""The run: one owner for who measured a result, which rows belong together, and every number
+derived from them, computed once.
+
+A **run** is the rows that share the identity columns :data:`~gcexplore.schema.RUN_COLUMNS`
+(``run_id`` and the device's ``device_uuid``, ``device_index``, ``device_name``) that a result
+carries. Two cards that share a run id are two runs. A result without identity columns (an older
+file) is one run only if no repetition appears twice in it (:func:`repeated_rows`).
+
+:func:`run_of` gives the :class:`Run` of a frame: its identity (every field of
+:data:`~gcexplore.schema.IDENTITY`, from the rows where they carry it, else the attrs), what it
+measured (:attr:`Run.measured`: the workload set in placement order, with their recipes), its
+per-repetition makespans, and :meth:`Run.memo`, where the analysis layer keeps the numbers it
+derives (the summary, the lower bound, the best split): asking twice for the same unchanged frame
+computes once. The door that validates a frame once is
+:func:`gcexplore.results.validate.open_run`.
+
+Results of several runs that measured different things (a campaign's pairs) are split by
+:func:`measured_groups` before anything pools them.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import weakref
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from ..schema import IDENTITY, IDENTITY_COLUMNS, RUN_COLUMNS, identity_of, kind_of
+
+__all__ = ["MEASURED_COLUMN", "RUN_COLUMNS", "Run", "fingerprint", "identity", "identity_fields", "measured_groups",
+           "measured_label", "per_run", "repeated_rows", "require_one_run", "run_columns", "run_of", "runs",
+           "stamp_text", "with_identity"]
+
+# The columns one repetition's row is unique by, within one run, per result kind.
+_ROW_KEYS = {
+    "overlap": ("layout", "mode", "rep", "workload"),
+    "sweep": ("layout", "mode", "rep", "workload"),
+    "tune": ("layout", "mode", "rep", "workload"),
+    "scaling": ("workload", "sm_count", "rep"),
+    "trace": ("layout", "mode", "rep", "correlation_id"),
+}
+_EMPTY = ("", "nan", "<NA>", "None")
+
+
+# ------------------------------------------------------------------------ membership
+
+
+def run_columns(df: pd.DataFrame) -> list[str]:
+    """The identity columns of :data:`RUN_COLUMNS` that ``df`` has; none without ``run_id`` (the
+    device columns alone cannot tell two runs of one card apart)."""
+    if "run_id" not in df.columns:
+        return []
+    return [c for c in RUN_COLUMNS if c in df.columns]
+
+
+def _run_groups(df: pd.DataFrame):
+    cols = run_columns(df)
+    if not cols or not len(df):
+        return cols, None
+    return cols, df.groupby(cols, sort=False, dropna=False)
+
+
+def _label(cols: list[str], values) -> str:
+    values = dict(zip(cols, values))
+    head = values.pop("run_id", None)
+    rest = ", ".join(dict.fromkeys(v for v in values.values() if v not in _EMPTY))
+    if head is None:
+        return rest
+    return f"{head} ({rest})" if rest else str(head)
+
+
+def runs(df: pd.DataFrame) -> list[str]:
+    """The runs in a result, each as its run id with its device (one for a single run; none for
+    frames without identity columns)."""
+    cols, groups = _run_groups(df)
+    if groups is None:
+        return []
+    return [_label(cols, map(str, k if isinstance(k, tuple) else (k,))) for k in groups.indices]
+
+
+def require_one_run(df: pd.DataFrame, where: str) -> None:
+    """ValueError when ``df`` holds rows of several runs (pick one first), or repeats a
+    repetition (:func:`repeated_rows`)."""
+    ids = runs(df)
+    if len(ids) > 1:
+        raise ValueError(f"{where} takes one run, but these rows hold {len(ids)} runs: {', '.join(ids)}; "
+                         "select one, e.g. df[df.run_id == ...], or summarize(df) to compare them")
+    found = repeated_rows(df)
+    if found:
+        raise ValueError(f"{where}: {found}")
+
+
+def per_run(df: pd.DataFrame, one) -> pd.DataFrame:
+    """``one`` applied to each run's rows (:func:`runs`), the outputs concatenated; identity
+    columns that tell runs apart and that ``one`` dropped are put back on its rows."""
+    cols, groups = _run_groups(df)
+    if groups is None or groups.ngroups <= 1:
+        return one(df)
+    parts = []
+    for idx in groups.indices.values():
+        rows = df.iloc[idx]
+        out = one(rows)
+        for c in cols:
+            if c not in out.columns:
+                out[c] = rows[c].iloc[0]
+        parts.append(out)
+    out = pd.concat(parts, ignore_index=True)
+    out.attrs.update(parts[0].attrs)
+    return out
+
+
+def repeated_rows(df: pd.DataFrame, kind: str | None = None) -> str:
+    """Why ``df``'s rows are not one measurement each ("" when they are): a repetition that
+    appears twice within a run (the same run concatenated twice), or, without identity
+    columns, twice at all (several runs that cannot be told apart). ``kind``: default
+    :func:`~gcexplore.schema.kind_of`."""
+    try:
+        keys = _ROW_KEYS.get(kind or kind_of(df))
+    except ValueError:
+        return ""
+    if not keys or not set(keys) <= set(df.columns) or not len(df):
+        return ""
+    cols = run_columns(df)
+    dup = df.duplicated([*cols, *keys], keep=False)
+    if not dup.any():
+        return ""
+    first = df.loc[dup, list(keys)].iloc[0].to_dict()
+    where = ", ".join(f"{k} {v!r}" for k, v in first.items())
+    if not cols:
+        return (f"{int(dup.sum())} rows repeat a repetition ({where}) and carry no run identity (run_id, "
+                "device_name columns): several runs pooled cannot be told apart; summarize each file on its "
+                "own, or give each its run_id column before concatenating")
+    return (f"{int(dup.sum())} rows repeat a repetition within one run ({where}, run {runs(df.loc[dup])[0]}): "
+            "the same run concatenated twice would count its repetitions twice; drop the copy "
+            "(df.drop_duplicates()) or keep each run once")
+
+
+# -------------------------------------------------------------------------- identity
+
+
+def _plain(v):
+    if v is None or (isinstance(v, float) and math.isnan(v)) or str(v) in _EMPTY:
+        return None
+    return v.item() if hasattr(v, "item") else v
+
+
+def identity_fields(df: pd.DataFrame) -> dict:
+    """Every field of :data:`~gcexplore.schema.IDENTITY` of a result: the distinct values its rows
+    carry (a list; rows of several runs carry several), else its attrs' value, else absent."""
+    out = {}
+    for f in IDENTITY:
+        vals = []
+        if f.name in df.columns and len(df):
+            vals = [v for v in (_plain(x) for x in pd.unique(df[f.name])) if v is not None]
+        if not vals and _plain(df.attrs.get(f.name)) is not None:
+            vals = [_plain(df.attrs[f.name])]
+        if vals:
+            out[f.name] = vals
+    return out
+
+
+def identity(df: pd.DataFrame) -> dict:
+    """The identity columns of one run's rows (every field of :data:`~gcexplore.schema.IDENTITY`),
+    as its summary rows carry them: the first row's value where the rows have the column, else the
+    attrs' (:func:`gcexplore.schema.identity_of`)."""
+    out = identity_of(df.attrs)
+    if not len(df):
+        return out
+    for col in out:
+        if col in df.columns:
+            v = df[col].iloc[0]
+            out[col] = None if _plain(v) is None and IDENTITY_COLUMNS[col] != "str" else (
+                "" if _plain(v) is None else (str(v) if IDENTITY_COLUMNS[col] == "str" else v))
+    return out
+
+
+def with_identity(out: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
+    """``out`` (a table derived from one run's rows ``df``) with the run's :func:`identity`
+    columns, in their schema dtypes."""
+    out = out.assign(**identity(df))
+    for col, dtype in IDENTITY_COLUMNS.items():
+        if dtype == "Int64":
+            out[col] = pd.array([None if _plain(v) is None else int(v) for v in out[col]], dtype="Int64")
+    return out
+
+
+def stamp_text(source: pd.DataFrame | Mapping) -> str:
+    """Where a result's numbers were measured: device, recorded or live, date (one line).
+
+    ``source`` is a result (its ``attrs`` are read) or its ``attrs``: the card's name, SM count and
+    driver (:data:`~gcexplore.schema.IDENTITY`), ``date`` and ``recorded`` when present. E.g.
+    ``"NVIDIA H100 80GB HBM3 (132 SMs, driver 13.0) · recorded 2025-11-26"``. Figures carry it
+    as their title (:func:`gcexplore.views.plot.figure_stamp`), text reports as their head line.
+    """
+    attrs = source.attrs if isinstance(source, pd.DataFrame) else source
+    field = {f.source: f.name for f in IDENTITY if f.source}
+    name = attrs.get(field["name"]) or "unknown device"
+    details = []
+    if attrs.get(field["sm_count"]):
+        details.append(f"{attrs[field['sm_count']]} SMs")
+    drv = attrs.get(field["driver_version_str"])
+    if isinstance(drv, (int, np.integer)) and not isinstance(drv, bool) and drv > 0:
+        details.append(f"driver {drv // 1000}.{(drv % 1000) // 10}")
+    elif isinstance(drv, str) and drv:
+        details.append(f"driver {drv}")  # DeviceInfo.metadata() stores "13.0"
+    device = f"{name} ({', '.join(details)})" if details else name
+    date = str(attrs["date"])[:10] if attrs.get("date") else ", date unknown"
+    how = "recorded" if attrs.get("recorded") else "measured live"
+    return f"{device} · {how}{'' if date.startswith(',') else ' '}{date}"
+
+
+# ------------------------------------------------------------------- what was measured
+
+#: The column a campaign names its workload set in (``"compute+memory"``), when present.
+MEASURED_COLUMN = "pair"
+
+
+def _placement(df: pd.DataFrame) -> tuple[str, ...]:
+    """The workloads of the rows in partition order (p0, p1, ..., remainder), or sorted by name."""
+    from ..schema import partition_key
+
+    if "partition" in df.columns and "workload" in df.columns and len(df):
+        part = df.loc[~df["partition"].isin(["device"]), ["partition", "workload"]].drop_duplicates()
+        if len(part):
+            order = sorted(zip(part["partition"], part["workload"]), key=lambda pw: (partition_key(pw[0]), pw[1]))
+            return tuple(dict.fromkeys(w for _, w in order))
+    if "workload" in df.columns:
+        return tuple(sorted(set(map(str, df["workload"]))))
+    return ()
+
+
+def _recipes(attrs: Mapping, names: tuple[str, ...]) -> tuple[str, ...]:
+    specs = attrs.get("workload_specs") or {}
+    return tuple(str(specs.get(n, "")) for n in names) if isinstance(specs, Mapping) else ()
+
+
+def measured_label(df: pd.DataFrame) -> str:
+    """What one run's rows measured, as one line: the workload set in placement order
+    ("compute+memory"), with each workload's recipe where the result recorded one."""
+    names = _placement(df)
+    recipes = _recipes(df.attrs, names)
+    if recipes and any(recipes):
+        return "+".join(r or n for n, r in zip(names, recipes))
+    return "+".join(names)
+
+
+def measured_groups(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """The rows of ``df`` split by what they measured, each ``(label, rows)``, in first-seen order.
+
+    Rows of one workload set (its workloads in placement order, with their recipes) stay together,
+    however many runs they span; rows of different sets are never pooled. A campaign's ``pair``
+    column names the set; without it, each run's rows are labelled by :func:`measured_label`.
+    """
+    if not len(df):
+        return [(measured_label(df), df)]
+    if MEASURED_COLUMN in df.columns:
+        keys = df[MEASURED_COLUMN].astype(str)
+    else:
+        cols, groups = _run_groups(df)
+        if groups is None or groups.ngroups <= 1:
+            return [(measured_label(df), df)]
+        keys = pd.Series("", index=df.index)
+        for idx in groups.indices.values():
+            rows = df.iloc[idx]
+            keys.iloc[idx] = measured_label(rows)
+    out = []
+    for label in dict.fromkeys(keys):
+        part = df[keys == label]
+        part.attrs = dict(df.attrs)
+        out.append((str(label), part))
+    return out
+
+
+# ------------------------------------------------------------------------------ Run
+
+
+class Run:
+    """One run's rows with its identity, what it measured, and the numbers derived from it, each
+    computed once (:meth:`memo`). Get one with :func:`run_of` (or the validating door,
+    :func:`gcexplore.results.validate.open_run`), not by hand.
+
+    Attributes
+    ----------
+    rows : pandas.DataFrame
+        The result as given (not copied).
+    kind : str
+        Its result kind (:func:`gcexplore.schema.kind_of`).
+    """
+
+    def __init__(self, rows: pd.DataFrame, kind: str | None, memo: dict, *, _token=None):
+        if _token is not _TOKEN:
+            raise TypeError("Run cannot be built directly; use gcexplore.results.run.run_of(df)")
+        self.rows, self._kind, self._memo = rows, kind, memo
+
+    @property
+    def kind(self) -> str:
+        """The result kind (:func:`gcexplore.schema.kind_of`; ValueError where the rows are no result)."""
+        return self._kind or self.memo("kind", lambda: kind_of(self.rows))
+
+    def __repr__(self) -> str:
+        return f"<Run {', '.join(runs(self.rows)) or '(no identity)'}: {self.kind}, {len(self.rows)} rows>"
+
+    @property
+    def identity(self) -> dict:
+        """Every identity field this run records, one value each (several where the rows are of
+        several runs, joined by ", ")."""
+        return self.memo("identity", lambda: {k: v[0] if len(v) == 1 else ", ".join(map(str, v))
+                                              for k, v in identity_fields(self.rows).items()})
+
+    @property
+    def label(self) -> str:
+        """The run id with its device, as errors and stamps name it."""
+        return ", ".join(runs(self.rows)) or str(self.rows.attrs.get("run_id", ""))
+
+    @property
+    def stamp(self) -> str:
+        """:func:`stamp_text` of the run."""
+        return stamp_text(self.rows)
+
+    @property
+    def measured(self) -> str:
+        """What the run measured: its workload set in placement order, with recipes."""
+        return self.memo("measured", lambda: measured_label(self.rows))
+
+    def rep_makespans(self, mode: str | None = None) -> pd.DataFrame:
+        """One makespan per (layout, split_sm_count, mode, rep) of an overlap, sweep or tune run:
+        every workload row of a repetition repeats it; computed once for all modes."""
+        every = self.memo("rep_makespans", lambda: self.rows.groupby(
+            ["layout", "split_sm_count", "mode", "rep"], sort=False)["makespan_ms"].max().reset_index())
+        return every if mode is None else every[every["mode"] == mode]
+
+    def memo(self, name, compute):
+        """``compute()`` the first time ``name`` is asked of this unchanged frame, the kept value
+        after. ``name`` may be any hashable (a tuple with the trace's fingerprint, say)."""
+        with _LOCK:
+            if name in self._memo:
+                return self._memo[name]
+        value = compute()
+        with _LOCK:
+            return self._memo.setdefault(name, value)
+
+
+_TOKEN = object()
+_LOCK = threading.Lock()
+# id(frame) -> (weak reference, fingerprint, memo): one memo per live, unchanged frame
+_RUNS: dict[int, tuple] = {}
+
+
+def fingerprint(df: pd.DataFrame) -> tuple:
+    """What changes when a frame is changed in ways its derived numbers see: its length, columns,
+    plain attrs, and the sums of its timing columns (cheap: no hashing of rows)."""
+    attrs = tuple(sorted((k, v) for k, v in df.attrs.items() if isinstance(v, (str, int, float, bool, type(None)))))
+    sums = []
+    for col in ("makespan_ms", "duration_ms", "start_ms", "end_ms", "rep", "sm_count"):
+        if col in df.columns:
+            try:
+                sums.append(float(np.nansum(df[col].to_numpy(dtype=float, na_value=np.nan))))
+            except (TypeError, ValueError):
+                sums.append(None)
+    return (len(df), tuple(map(str, df.columns)), attrs, tuple(sums))
+
+
+def _forget(key: int) -> None:
+    with _LOCK:
+        _RUNS.pop(key, None)
+
+
+def run_of(df: pd.DataFrame, kind: str | None = None) -> Run:
+    """The :class:`Run` of ``df``: the same memo for the same unchanged frame (a frame changed in
+    place, rows, columns, timings or plain attrs, starts a fresh one)."""
+    if isinstance(df, Run):
+        return df
+    key, fp = id(df), fingerprint(df)
+    with _LOCK:
+        entry = _RUNS.get(key)
+        if entry is None or entry[0]() is not df or entry[1] != fp:
+            entry = (weakref.ref(df, lambda _r, k=key: _forget(k)), fp, {})
+            _RUNS[key] = entry
+    return Run(df, kind, entry[2], _token=_TOKEN)

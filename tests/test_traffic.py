@@ -1,0 +1,238 @@
+"""Counted traffic without a GPU: samples to bytes per call, profiles with measured, declared and
+missing traffic, the model's use of counted bytes and L2 re-reads, the bound, cross-card scaling,
+calibrated intervals, and the one sentence where CUPTI cannot count."""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import gcexplore as gx
+from gcexplore.analysis import traffic_profile as TP
+from gcexplore.analysis.prediction_check import fit_model
+from gcexplore.experiments import traffic as T
+from test_predict import PEAK, _profile
+
+READ, WRITE = "dram__bytes_read.sum", "dram__bytes_write.sum"
+
+
+# ----------------------------------------------------------------------------- samples -> bytes
+
+
+def _samples(n=100, busy=range(10, 60), per=(1e6, 5e5, 3e6)):
+    st = np.arange(n) * 1000
+    vals = np.zeros((n, len(per)))
+    vals[list(busy)] = per
+    return st, st + 1000, vals
+
+
+def test_sum_counters_add_up_over_the_run_and_divide_by_the_calls():
+    st, en, vals = _samples()
+    r = T.traffic_from_samples(st, en, vals, [READ, WRITE, "lts__t_bytes.sum"], 10_000, 60_000, calls=10)
+    assert r["dram_read_bytes"] == pytest.approx(50 * 1e6 / 10)
+    assert r["dram_write_bytes"] == pytest.approx(50 * 5e5 / 10)
+    assert r["l2_bytes"] == pytest.approx(50 * 3e6 / 10)
+    assert r["peak_gbs"] == pytest.approx(1.5e6 / 1000)  # bytes per ns are GB/s
+    assert r["window"] == "run"
+
+
+def test_a_sample_half_inside_the_run_counts_half():
+    st, en, vals = _samples()
+    r = T.traffic_from_samples(st, en, vals, [READ, WRITE, "lts__t_bytes.sum"], 10_500, 60_000, calls=1)
+    assert r["dram_read_bytes"] == pytest.approx(49.5 * 1e6)
+
+
+def test_rates_are_integrated_and_sectors_are_32_bytes():
+    st, en, vals = _samples(per=(1e12, 2e12))  # bytes per second over 1 us samples: 1e6 and 2e6 bytes
+    r = T.traffic_from_samples(st, en, vals, [READ + ".per_second", WRITE + ".per_second"], 10_000, 60_000, 50)
+    assert r["dram_read_bytes"] == pytest.approx(1e6) and r["dram_write_bytes"] == pytest.approx(2e6)
+    assert math.isnan(r["l2_bytes"])
+    st, en, vals = _samples(per=(0, 0, 10))
+    r = T.traffic_from_samples(st, en, vals, [READ, WRITE, "lts__t_sectors.sum"], 10_000, 60_000, 1)
+    assert r["l2_bytes"] == pytest.approx(50 * 10 * 32)
+
+
+def test_no_sample_means_unknown_bytes_not_zero_and_a_clock_mismatch_is_said():
+    r = T.traffic_from_samples([], [], np.zeros((0, 2)), [READ, WRITE], 0, 5, 1)
+    assert math.isnan(r["dram_read_bytes"]) and r["window"] == "no samples"
+    st, en, vals = _samples()
+    # another clock: samples of about the run's length, none inside its timestamps -> all of them count
+    r = T.traffic_from_samples(st, en, vals, [READ, WRITE, "lts__t_bytes.sum"], 10 ** 12, 10 ** 12 + 50_000, 1)
+    assert r["dram_read_bytes"] == pytest.approx(50e6) and "none inside" in r["window"]
+    # samples far longer than the run (an earlier run's too) and none inside: unknown, never a guess
+    r = T.traffic_from_samples(st, en, vals, [READ, WRITE, "lts__t_bytes.sum"], 10 ** 12, 10 ** 12 + 5, 1)
+    assert math.isnan(r["dram_read_bytes"]) and r["window"] == "no sample inside the run"
+    with pytest.raises(ValueError, match="calls"):
+        T.traffic_from_samples(st, en, vals, [READ, WRITE, "lts__t_bytes.sum"], 0, 1, 0)
+
+
+# ----------------------------------------------------------------------------- the refusal
+
+
+def test_without_cupti_python_the_refusal_is_one_sentence_and_says_what_happens_instead(monkeypatch):
+    monkeypatch.setattr("gcexplore.trace.collector.preload_cupti", lambda: None)
+    monkeypatch.setitem(sys.modules, "cupti", None)  # import cupti raises ImportError
+    msg = T.counters_refusal()
+    assert msg is not None and msg.count(". ") == 0 and msg.startswith("measured DRAM and L2 traffic needs")
+    assert "declared bytes instead" in msg and "cannot be imported" in msg
+
+
+def test_an_old_cupti_is_refused_with_its_version_before_the_profiler_is_touched(monkeypatch):
+    from gcexplore.trace import features as F
+
+    class Fake:  # a cupti module stand-in
+        pass
+
+    fake = type(sys)("cupti")
+    fake.cupti, fake.pm_sampling = Fake(), Fake()
+    monkeypatch.setattr("gcexplore.trace.collector.preload_cupti", lambda: None)
+    monkeypatch.setitem(sys.modules, "cupti", fake)
+    monkeypatch.setattr(F, "describe", lambda cupti: F.LoadedCupti(library="/x/libcupti.so.13", version=(13, 0, 85),
+                                                                  package="13.4.0", pm_module=True))
+    msg = T.counters_refusal()
+    assert "CUPTI 13.0.85" in msg and "declared bytes instead" in msg
+
+
+def test_solo_profile_falls_back_to_declared_bytes_with_the_sentence_as_a_warning(monkeypatch):
+    from gcexplore.experiments import solo
+
+    def refuse(*a, **k):
+        raise T.TrafficUnavailable(T.traffic_refusal("no PM sampler here"))
+
+    monkeypatch.setattr(T, "measure_traffic", refuse)
+    with pytest.warns(UserWarning, match="no PM sampler here"):
+        assert solo._traffic(object(), "auto", 0, 8) is None
+    with pytest.raises(T.TrafficUnavailable):
+        solo._traffic(object(), "required", 0, 8)
+    assert solo._traffic(object(), False, 0, 8) is None
+
+
+# ----------------------------------------------------------------------------- profiles
+
+
+def _counted(name, read, write, *, cold=None, l2=math.nan, sizes=(40, 8)):
+    rows = [{"workload": name, "sm_count": k, "flushed": False, "dram_read_bytes": read, "dram_write_bytes": write,
+             "l2_bytes": l2, "metric_set": "dram_l2"} for k in sizes]
+    if cold is not None:
+        rows.append({"workload": name, "sm_count": sizes[0], "flushed": True, "dram_read_bytes": cold,
+                     "dram_write_bytes": 0.0, "l2_bytes": l2, "metric_set": "dram_l2"})
+    return pd.DataFrame(rows)
+
+
+def _quiet(name, **kw):  # a workload that declares nothing, 1 ms on any size
+    return _profile(name, lambda k: 1.0, **kw)
+
+
+def _stream(name, gb=3.0, **kw):
+    return _profile(name, lambda k: max(1.0, 16.0 / k) * gb / 3.0, bytes=gb * 1e9, **kw)
+
+
+def test_profiles_with_measured_declared_and_missing_traffic_say_so():
+    prof = gx.analysis.prediction.check_profiles([_stream("declared"), _quiet("missing"), _quiet("counted")])
+    prof = TP.attach_traffic(prof, _counted("counted", 2e9, 1e9, cold=3.5e9, l2=5e9))
+    src = TP.profile_sources(prof).set_index("workload")
+    assert src.loc["declared", "bytes"] == "declared" and src.loc["missing", "bytes"] == "missing"
+    assert src.loc["counted", "bytes"] == "measured" and src.loc["counted", "working_set"] == "measured"
+    assert src.loc["missing", "bound"] == "assumed" and src.loc["counted", "bound"] == "measured"
+    row = prof[prof["workload"] == "counted"].iloc[0]
+    assert row["bytes"] == 3e9 and row["dram_cold_bytes"] == 3.5e9 and row["l2_traffic_bytes"] == 5e9
+    assert row["small_dram_bytes"] == 3e9 and row["small_sm_count"] == 8
+
+
+def test_declared_bytes_override_the_count_when_asked():
+    prof = TP.attach_traffic(_stream("s"), _counted("s", 1e9, 1e9), declared=["s"])
+    assert set(prof["bytes"]) == {3e9} and set(prof["bytes_source"]) == {"declared"}
+
+
+def test_the_model_uses_counted_bytes_where_nothing_was_declared():
+    pair = [_stream("a"), _quiet("b")]
+    blind = gx.predict(pair, layouts=["16+24"])
+    assert blind.attrs["bytes_source"] == {"a": "declared", "b": "missing"}
+    assert blind["interference"].iloc[0] == pytest.approx(1.0)  # b assumed to draw none
+    prof = TP.attach_traffic(gx.analysis.prediction.check_profiles(pair), _counted("b", 2e9, 1e9))
+    seen = gx.predict(prof, layouts=["16+24"])
+    assert seen.attrs["bytes_source"]["b"] == "measured"
+    # both move 3 GB in 1 ms alone at the card's 3000 GB/s: together 6 GB take 2 ms
+    assert seen["makespan_ms"].iloc[0] == pytest.approx(2.0, rel=1e-6)
+
+
+def test_counted_l2_re_reads_go_to_dram_only_when_the_neighbour_does_not_fit_beside_them():
+    mib = 2 ** 20
+    # alone: 0.3 GB from DRAM per 1 ms call; with the L2 flushed 16 MiB more: re-read from L2 across calls
+    cold = 3e8 + 16 * mib
+    reuse = TP.attach_traffic(_quiet("reuse"), _counted("reuse", 2e8, 1e8, cold=cold))
+    small = _profile("small", lambda k: 1.0, bytes=4 * mib)  # moves 4 MiB: 20 MiB together, 40% of the L2
+    big = _stream("big")  # streams 3 GB: evicts everything
+    with_small = gx.predict([reuse, small], layouts=["16+24"])
+    assert with_small["interference"].iloc[0] == pytest.approx(1.0, abs=1e-6)
+    # beside the stream its re-reads go to DRAM: as if it had declared its cold bytes
+    with_big = gx.predict([reuse, big], layouts=["16+24"])
+    as_cold = gx.predict([_quiet("reuse", bytes=cold), big], layouts=["16+24"])
+    assert with_big["makespan_ms"].iloc[0] == pytest.approx(as_cold["makespan_ms"].iloc[0], rel=1e-9)
+    warm_only = gx.predict([_quiet("reuse", bytes=3e8), big], layouts=["16+24"])
+    assert with_big["makespan_ms"].iloc[0] > warm_only["makespan_ms"].iloc[0]
+
+
+@pytest.mark.parametrize("name,time_at,nbytes,bound", [
+    ("stream", lambda k: max(1.0, 16.0 / k), 3e9, "memory"),
+    ("compute", lambda k: 8.0 / k, 1e3, "compute"),
+    ("latency", lambda k: 1.0, 1e3, "latency"),
+])
+def test_the_bound_is_memory_compute_or_latency(name, time_at, nbytes, bound):
+    prof = TP.with_traffic_columns(_profile(name, time_at, bytes=nbytes))
+    assert set(prof["bound"]) == {bound} and set(prof["bound_source"]) == {"declared"}
+
+
+# ----------------------------------------------------------------------------- another card
+
+
+def test_scaling_to_another_card_moves_memory_bound_time_by_bandwidth_and_compute_by_clock():
+    card = {"device_sm_count": 40, "shared_bandwidth_gbs": 2 * PEAK, "sm_clock_mhz": 2000.0, "device_name": "B"}
+    prof = TP.with_traffic_columns(gx.analysis.prediction.check_profiles([_stream("s"), _profile(
+        "c", lambda k: 8.0 / k, bytes=1e3)]))
+    prof["sm_clock_mhz"] = 1000.0
+    moved = TP.scale_profiles(prof, card)
+    t = lambda df, w, k: float(df[(df["workload"] == w) & (df["sm_count"] == k)]["duration_ms"].median())  # noqa: E731
+    assert t(moved, "s", 32) == pytest.approx(t(prof, "s", 32) / 2, rel=1e-6)  # all memory-bound at 32 SMs
+    assert t(moved, "c", 32) == pytest.approx(t(prof, "c", 32) / 2, rel=1e-3)  # all clock
+    pred = gx.predict(prof, card=card, layouts=["16+24"])
+    assert pred.attrs["device_name"] == "B" and any("L2" in a for a in pred.attrs["assumed"])
+    with pytest.raises(ValueError, match="shared_bandwidth_gbs"):
+        TP.scale_profiles(prof, {"device_sm_count": 40})
+    with pytest.raises(ValueError, match="unknown keys"):
+        TP.scale_profiles(prof, {**card, "hbm": 1})
+
+
+def test_without_recorded_clocks_the_scaling_says_it_assumed_equal_clocks():
+    moved = TP.scale_profiles(_stream("s"), {"device_sm_count": 48, "shared_bandwidth_gbs": PEAK})
+    assert any("SM clock" in a for a in moved.attrs["assumed"])
+    assert any("profiled SMs" in a for a in moved.attrs["assumed"])
+
+
+# ----------------------------------------------------------------------------- intervals
+
+
+def test_a_calibrated_interval_covers_the_pairs_it_was_fitted_on_and_a_zero_width_one_does_not():
+    sweep = gx.load_recorded("sweep")  # compute + memory on an H100, with its alone rows
+    prof = gx.analysis.prediction.profile_from(sweep, shared_bandwidth_gbs=3000.0, l2_bytes=50 * 2 ** 20)
+    fit = fit_model([(prof, ["compute", "memory"], sweep)])
+    assert fit["coverage"] >= 0.9
+    err = gx.predict_error(gx.predict(prof, ["compute", "memory"], sharing=fit["sharing"],
+                                      model_error=fit["model_error"]), sweep)
+    assert err["inside"].mean() == pytest.approx(fit["coverage"])
+    narrow = gx.predict_error(gx.predict(prof, ["compute", "memory"], model_error=(0.0, 0.0)), sweep)
+    assert narrow["inside"].mean() < 0.9
+    with pytest.raises(ValueError, match="below, above"):
+        gx.predict(prof, ["compute", "memory"], model_error=(0.1, 1.5))
+
+
+def test_the_figure_says_where_each_workloads_bytes_came_from():
+    pytest.importorskip("matplotlib")
+    prof = TP.attach_traffic(gx.analysis.prediction.check_profiles([_stream("a"), _quiet("b")]),
+                             _counted("b", 2e9, 1e9))
+    fig = gx.plot_predict(gx.predict(prof))
+    assert "a declared, b measured" in fig._suptitle.get_text()

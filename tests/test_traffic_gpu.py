@@ -1,0 +1,57 @@
+"""On the GPU: CUPTI's counted DRAM traffic of the built-in memory kernel (known bytes) and a pair's
+prediction from profiles with counted traffic inside its interval."""
+
+from __future__ import annotations
+
+import pytest
+
+import gcexplore as gx
+
+
+def _count(w, **kw):
+    from gcexplore.experiments.traffic import TrafficUnavailable, measure_traffic
+
+    try:
+        return measure_traffic(w, **kw)
+    except TrafficUnavailable as e:
+        pytest.skip(str(e))
+
+
+@pytest.mark.gpu
+def test_the_memory_kernels_counted_dram_bytes_are_its_known_bytes_within_5_percent():
+    from gcexplore import workloads as W
+
+    w = W.memory()  # a triad: reads 8n bytes and writes 4n per call
+    try:
+        df = _count(w, sm_counts=(None, 16))
+    finally:
+        w.close()
+    n = w.items
+    for r in df.itertuples():
+        assert abs(r.dram_read_bytes / (8 * n) - 1) <= 0.05, r
+        assert abs(r.dram_write_bytes / (4 * n) - 1) <= 0.05, r
+        assert r.achieved_gbs > 0
+
+
+@pytest.mark.gpu
+def test_a_pairs_prediction_from_counted_traffic_lies_inside_its_interval():
+    from gcexplore import workloads as W
+
+    sizes = [32, 64, 96]
+    peak = gx.card_bandwidth(0)
+    wls = {"compute": W.compute(), "memory": W.memory()}
+    try:
+        profs = [gx.solo_profile(w, sm_counts=list(range(8, 129, 8)), repeats=3, shared_bandwidth_gbs=peak,
+                                 traffic="required") for w in wls.values()]
+        sweep = gx.sweep(wls, sm_counts=sizes, modes=("concurrent",), repeats=5, warmup=1, progress=False)
+    except gx.UnsupportedError as e:
+        pytest.skip(str(e))
+    finally:
+        for w in wls.values():
+            w.close()
+    from gcexplore.analysis.prediction import check_profiles
+
+    prof = check_profiles(profs)
+    assert set(prof["bytes_source"]) == {"measured"}
+    err = gx.predict_error(gx.predict(prof, ["compute", "memory"], model_error=(0.05, 0.05)), sweep)
+    assert err["inside"].all(), err
