@@ -44,9 +44,8 @@ from ..schema import IDENTITY, kind_of, parse_layout
 from .display import placement
 from .compare_sets import Comparisons, set_pairs, split_by
 from .identity import identity_diff
-from .stats import (Floor, noise_floor, pooled_variance, quantile, quantile_ci, round_median_ci, round_medians,
-                    round_ratio_ci, round_variance, rounds_needed)
-from .stats import stats as sample_stats
+from .stats import Floor, quantile, quantile_ci, round_median_ci, round_ratio_ci
+from .verdict import decide, prior_variance, row_verdict, side_floor
 
 __all__ = ["COMPARE_COLUMNS", "Comparison", "Comparisons", "VERDICTS", "compare", "identity_diff", "row_verdict"]
 
@@ -271,80 +270,6 @@ def _align(sa: pd.DataFrame, sb: pd.DataFrame) -> list[tuple[str, str | None, st
 # ------------------------------------------------------------------------- verdicts
 
 
-def _pct(r: float) -> str:
-    return f"{r - 1:+.2%}"
-
-
-def decide(low: float, high: float, min_effect: float) -> tuple[str, str]:
-    """(verdict, reason) of a ratio interval against the band ``[1/(1+e), 1+e]``."""
-    if not (math.isfinite(low) and math.isfinite(high)) or low <= 0:
-        return "UNCLEAR", "too few repetitions to bound the ratio at this level"
-    up, down = 1.0 + min_effect, 1.0 / (1.0 + min_effect)
-    span = f"interval [{_pct(low)}, {_pct(high)}]"
-    if high < down:
-        return "FAST", f"{span} lies below -{min_effect:.1%}"
-    if low > up:
-        return "SLOW", f"{span} lies above +{min_effect:.1%}"
-    if low >= down and high <= up:
-        return "SAME", f"{span} lies within ±{min_effect:.1%}"
-    return "UNCLEAR", f"{span} straddles the ±{min_effect:.1%} band's edge"
-
-
-def _noise(v: np.ndarray, side: str) -> str:
-    s = sample_stats(v)
-    if not s["noisy"]:
-        return ""
-    return (f"{side} flagged noisy (IQR {s['iqr_ms'] / s['median_ms']:.0%}, p10-p90 "
-            f"{(s['p90_ms'] - s['p10_ms']) / s['median_ms']:.0%} of its median)")
-
-
-def row_verdict(va, vb, ra, rb, ca, cb, *, level: float, min_effect: float, floor: Floor,
-                prior: tuple[float, int] | None = None, prior_cycles: tuple[float, int] | None = None) -> dict:
-    """The verdict of one compared row, its interval and why: the one place compare decides.
-
-    ``va``/``vb`` are the repetitions' times (ms) of side A and B, ``ra``/``rb`` their round keys,
-    ``ca``/``cb`` their SM clocks (MHz, NaN where unrecorded). The interval of B / A is
-    :func:`~gcexplore.analysis.stats.round_ratio_ci` (the round is the unit; a side of one round
-    carries ``floor``); FAST / SLOW / SAME against the ``±min_effect`` band, UNCLEAR otherwise with
-    the number of rounds per side that would decide it. Where both sides recorded the clock, the
-    same test on time x clock (cycles) confirms a FAST / SLOW or names it a clock difference.
-    """
-    out = {"ratio_low": math.nan, "ratio_high": math.nan, "noisy_a": False, "noisy_b": False,
-           "clock_difference": False, "cycles_verdict": ""}
-    r = round_ratio_ci(va, vb, ra, rb, level, floor=floor, prior=prior)
-    out.update(ratio_low=r["low"], ratio_high=r["high"], rounds_a=r["rounds_a"], rounds_b=r["rounds_b"],
-               rounds_needed=math.nan)
-    verdict, reason = decide(r["low"], r["high"], min_effect)
-    if r["floor_used"]:
-        reason += (f"; a side measured in one round: between-round spread {r['sd_round']:.2%} from the "
-                   f"{floor.text()}")
-    if verdict == "UNCLEAR" and math.isfinite(r["ratio"]):
-        need = rounds_needed(r["ratio"], r["sd_round"], min_effect, r["z"] if math.isfinite(r["z"]) else 3.0,
-                             run_sd=floor.run_sd)
-        out["rounds_needed"] = need
-        reason += (f"; about {int(need)} rounds per side would decide it" if math.isfinite(need) else
-                   "; no number of rounds decides it at this spread (more runs, or a wider min_effect)")
-    noisy = [n for n in (_noise(va, "A"), _noise(vb, "B")) if n]
-    out["noisy_a"], out["noisy_b"] = bool(_noise(va, "A")), bool(_noise(vb, "B"))
-    if noisy:
-        verdict, reason = "UNCLEAR", f"{'; '.join(noisy)}; {reason}"
-    if np.isfinite(ca).all() and np.isfinite(cb).all() and len(ca) and len(cb):
-        out["clock_a_mhz"], out["clock_b_mhz"] = float(np.median(ca)), float(np.median(cb))
-        c = round_ratio_ci(va * ca, vb * cb, ra, rb, level, floor=floor, prior=prior_cycles)
-        out["cycles_low"], out["cycles_high"] = c["low"], c["high"]
-        out["cycles_ratio"] = float(np.median(vb * cb) / np.median(va * ca))
-        out["cycles_verdict"] = decide(c["low"], c["high"], min_effect)[0]
-        if verdict in ("FAST", "SLOW"):
-            if out["cycles_verdict"] == "SAME":
-                out["clock_difference"] = True
-                reason += (f"; SAME in clock-normalised time (SM clock {out['clock_a_mhz']:.0f} -> "
-                           f"{out['clock_b_mhz']:.0f} MHz): a clock difference")
-            elif out["cycles_verdict"] == verdict:
-                reason += "; confirmed in clock-normalised time"
-    out["verdict"], out["reason"] = verdict, reason
-    return out
-
-
 def _row(group, lay_a, lay_b, a, b, info_a, info_b, decide_row) -> dict:
     row = dict.fromkeys(COMPARE_COLUMNS, math.nan)
     row.update(group=group, layout_a=lay_a or "", layout_b=lay_b or "", verdict="", reason="",
@@ -369,15 +294,6 @@ def _arrays(g) -> tuple[np.ndarray, list, np.ndarray]:
     return g["value"].to_numpy(float), g["round"].tolist(), g["clock"].to_numpy(float)
 
 
-def _prior(rows, cycles: bool = False) -> tuple[float, int]:
-    """The between-round variance pooled over every row compared (each row's own is shrunk toward it)."""
-    parts = []
-    for (va, ra, ca), (vb, rb, cb) in rows:
-        x, y = (va * ca, vb * cb) if cycles else (va, vb)
-        parts.append(round_variance(round_medians(x, ra), round_medians(y, rb)))
-    return pooled_variance(parts)
-
-
 def _table(sa, sb, pairs, min_effect, confidence, floor: Floor) -> tuple[pd.DataFrame, dict]:
     m = sum(1 for _, x, y in pairs if x is not None and y is not None)
     alpha_each = min(MAX_ALPHA_EACH, (1.0 - confidence) / max(1, m))
@@ -388,7 +304,7 @@ def _table(sa, sb, pairs, min_effect, confidence, floor: Floor) -> tuple[pd.Data
     info_b = {r.layout: (r.sm, r.fractions) for r in sb.drop_duplicates("layout").itertuples()}
     data = [(g, la, lb, _arrays(ga.get((g, la))), _arrays(gb.get((g, lb)))) for g, la, lb in pairs]
     both = [(a, b) for _, la, lb, a, b in data if la is not None and lb is not None]
-    prior, prior_c = _prior(both), _prior(both, cycles=True)
+    prior, prior_c = prior_variance(both), prior_variance(both, cycles=True)
 
     def decide_row(a, b):
         return row_verdict(a[0], b[0], a[1], b[1], a[2], b[2], level=level, min_effect=min_effect, floor=floor,
@@ -540,16 +456,6 @@ def _check_settings(min_effect, confidence, slo_ms, percentile) -> None:
         raise ValueError(f"compare: slo_ms must be a positive number of milliseconds, got {slo_ms!r}")
 
 
-def _floor(fa: pd.DataFrame, fb: pd.DataFrame) -> Floor:
-    """The larger recorded run-to-run floor of the two sides' cards for these workloads."""
-    floors = []
-    for df in (fa, fb):
-        name = str(df["device_name"].iloc[0]) if "device_name" in df.columns and len(df) else \
-            str(df.attrs.get("device_name", ""))
-        floors.append(noise_floor(name, sorted(set(df["workload"].astype(str)))))
-    return max(floors, key=lambda f: (math.hypot(f.round_sd, f.run_sd), f.source))
-
-
 def compare(a, b=None, *, by: str | None = None, labels=None, min_effect: float = 0.01,
             confidence: float = 0.95, slo_ms: float | None = None, percentile: float = 50.0,
             floor: Floor | None = None) -> Comparison:
@@ -612,7 +518,7 @@ def _compare_pair(fa, fb, labels, family, by, *, min_effect, confidence, slo_ms,
     _same_workloads(fa, fb, family)
     sa, sb = _samples(fa, family), _samples(fb, family)
     pairs = _align(sa, sb)
-    table, settings = _table(sa, sb, pairs, float(min_effect), float(confidence), floor or _floor(fa, fb))
+    table, settings = _table(sa, sb, pairs, float(min_effect), float(confidence), floor or side_floor(fa, fb))
     best = _best(sa, sb, pairs, settings) if family != "scaling" else {}
     if slo_ms is None and family == "tune":
         slo_ms = fa.attrs.get("slo_ms") or None
