@@ -22,7 +22,10 @@ through cuBLAS), attention (scaled-dot-product attention, bf16), sort (torch.sor
 fft (torch.fft.fft2 of a batch of complex64 images). Run on the GPU machine from the project
 root: ``python3 bench/compare_real.py --out DIR`` (about 2 minutes on an H100 at the defaults;
 ``--runs 3 --sizes 16,96`` for a quick look). Writes ``compare_real.parquet`` (every compared
-row), ``summary.json`` (the tables) and ``noise_floor.csv`` into ``--out``.
+row), ``compare_real_raw.parquet`` (every side's repetitions, for :func:`recompute`),
+``summary.json`` (the tables) and ``noise_floor.csv`` into ``--out``.
+``--recompute RAW`` redoes the comparisons from a recorded raw file on any machine (no GPU),
+with the noise floor the package now ships.
 """
 
 from __future__ import annotations
@@ -231,6 +234,31 @@ def causes(args) -> list[dict]:
     return out
 
 
+# ---------------------------------------------------------------------------- recompute
+
+
+def recompute(raw_path, args) -> dict:
+    """The comparisons and rates from recorded sides (no GPU): each side back as a scaling frame."""
+    from gcexplore.schema import frame
+
+    raw = pd.read_parquet(raw_path)
+    out, rows = {}, []
+    for kind, g in raw.groupby("kind", sort=False):
+        name = str(g["device_name"].iloc[0])
+
+        def sides(role):
+            return [frame(d.assign(workload=kind, requested_sm_count=d["sm_count"]).to_dict("records"), "scaling",
+                          {"device_name": name, "run_id": str(d["run_id"].iloc[0]), "warmup": args.warmup})
+                    for _, d in g[g["role"] == role].groupby("side", sort=True)]
+        u, s = sides("u"), sides("s")
+        r = [x for i in range(1, len(u)) for x in judge(u[i - 1], u[i], kind, "null", i, args)]
+        r += [x for i, (a, b) in enumerate(zip(u, s)) for x in judge(a, b, kind, "shift", i, args)]
+        out[kind] = rates(pd.DataFrame(r))
+        rows.extend(r)
+    out["overall"] = rates(pd.DataFrame(rows))
+    return out
+
+
 # ------------------------------------------------------------------------------- main
 
 
@@ -250,7 +278,11 @@ def main(argv=None) -> int:
     ap.add_argument("--cause-rounds", type=int, default=6)
     ap.add_argument("--cause-reps", type=int, default=4)
     ap.add_argument("--no-causes", action="store_true")
+    ap.add_argument("--recompute", metavar="RAW", help="recompute the rates from a compare_real_raw.parquet (no GPU)")
     args = ap.parse_args(argv)
+    if args.recompute:
+        print(json.dumps(recompute(args.recompute, args), indent=1))
+        return 0
     args.sizes = [int(x) for x in args.sizes.split(",") if x]
     args.cause_sizes = [int(x) for x in args.cause_sizes.split(",") if x]
     kinds = [k for k in args.kinds.split(",") if k]
@@ -260,7 +292,7 @@ def main(argv=None) -> int:
     info = gcexplore.device_info(args.device)
     summary: dict = {"device": info.name, "args": {k: v for k, v in vars(args).items()}, "kinds": {}, "cost": {}}
     new = dict(repeats=args.repeats, rounds=args.rounds, warmup=args.warmup)
-    allrows, floors = [], []
+    allrows, floors, raw = [], [], []
     for kind in kinds:
         side(kind, 0.0, args, repeats=3, rounds=1, warmup=1)  # compile, allocate, load libraries: untimed
         runs, shifted, walls = [], [], []
@@ -275,6 +307,9 @@ def main(argv=None) -> int:
         for i, (u, s) in enumerate(zip(runs, shifted)):
             rows += judge(u, s, kind, "shift", i, args)
         old_df, old_wall = side(kind, 0.0, args, repeats=20, rounds=1, warmup=3)
+        for role, dfs in (("u", runs), ("s", shifted), ("old", [old_df])):
+            raw.extend(d.assign(kind=kind, role=role, side=i, shift=args.shift if role == "s" else 0.0)
+                       for i, d in enumerate(dfs))
         summary["cost"][kind] = {"new_wall_s": float(np.median([w for w, _ in walls])),
                                  "new_gpu_ms": float(np.median([g for _, g in walls])),
                                  "old_wall_s": old_wall, "old_gpu_ms": gpu_ms(old_df)}
@@ -303,6 +338,9 @@ def main(argv=None) -> int:
     if not args.no_causes and "torch" in sys.modules:
         summary["causes"] = causes(args)
     table.to_parquet(out / "compare_real.parquet")
+    keep = ["kind", "role", "side", "shift", "sm_count", "rep", "round", "duration_ms", "sm_clock_mhz_before",
+            "power_w_before", "sm_clock_mhz", "power_w", "device_name", "run_id"]
+    pd.concat(raw, ignore_index=True)[keep].to_parquet(out / "compare_real_raw.parquet")
     pd.DataFrame(floors, columns=S.FLOOR_COLUMNS).to_csv(out / "noise_floor.csv", index=False)
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     print(json.dumps({"overall": summary["overall"], "cost": summary["cost"], "floor": floors,

@@ -189,3 +189,35 @@ def test_the_tuners_search_adds_rounds_not_doublings():
     assert all("round" in v for v in out.visits)
     best = min(cands, key=lambda c: abs(c[0] - 72))
     assert abs(int(out.answer.split("+")[0]) - best[0]) <= 16
+
+
+def test_the_calibration_bench_recomputes_its_rates_from_recorded_sides(tmp_path):
+    import importlib
+    import sys
+    import types
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[1] / "bench"
+    sys.path.insert(0, str(bench))
+    try:
+        C = importlib.import_module("compare_real")
+    finally:
+        sys.path.remove(str(bench))
+    rng = np.random.default_rng(4)
+    raw = []
+    for role, shift in (("u", 1.0), ("s", 1.04)):
+        for side in range(4):
+            for k in (16, 64, 132):
+                for r in range(5):
+                    eff = rng.normal(0, 0.003)
+                    for i in range(3):
+                        raw.append({"kind": "gemm", "role": role, "side": side, "shift": shift - 1, "sm_count": k,
+                                    "rep": 3 * r + i, "round": r, "duration_ms": shift * 132 / k * np.exp(eff + rng.normal(0, 0.001)),
+                                    "sm_clock_mhz_before": 1980.0, "power_w_before": 300.0, "sm_clock_mhz": 1980.0,
+                                    "power_w": 300.0, "device_name": "synthetic", "run_id": f"{role}{side}"})
+    p = tmp_path / "raw.parquet"
+    pd.DataFrame(raw).to_parquet(p)
+    out = C.recompute(p, types.SimpleNamespace(min_effect=0.01, warmup=1))["overall"]
+    assert out["null_comparisons"] == 3 and out["null_rows"] == 9 and out["shift_rows"] == 12
+    assert out["new_false_decisions"] == 0 and out["new_false_gate"] == 0
+    assert out["new_power"] >= 0.9

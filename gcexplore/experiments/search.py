@@ -450,6 +450,10 @@ def _makespan_outcome(st: _State, close: set) -> Outcome:
     for d in comps:
         if d["decision"].startswith("too close"):
             reason.append(f"{d['layout']} is {d['decision']}; the lower median wins")
+    single = sum(1 for c in st.measured() if st.rounds(c) < 2)
+    if single:
+        reason.append(f"each visit of a layout is a round (a fresh split); {single} layout(s) measured in one round "
+                      f"carry the {st.s.floor.text()}")
     return Outcome("makespan", label(best), True, v, label(best), reason, comps, unmeasured,
                    st.visits, st.notes())
 
