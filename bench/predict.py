@@ -166,7 +166,7 @@ def _tune_all(args, out: Path, wls: dict, info) -> None:
 
 
 def _kw(fit: dict) -> dict:
-    return {k: fit[k] for k in ("sharing", "model_error", "l2_spill") if k in fit}
+    return {k: fit[k] for k in ("sharing", "model_error", "l2_bandwidth_gbs") if k in fit}
 
 
 def _slo(prof: pd.DataFrame) -> float:
@@ -293,7 +293,9 @@ def report(out: Path) -> bool:
         tables[measured] = err
         print(f"\n== {tag}: fitted on the 'fitted' pairs: sharing={fit['sharing']}, interval margins below / above "
               f"{fit['model_error'][0]:.3f} / {fit['model_error'][1]:.3f} (coverage there {fit['coverage']:.0%}); "
-              "median |error| per rule: " + ", ".join(f"{k} {v:.2%}" for k, v in fit["median_abs_error"].items()))
+              "median |error| per rule: " + ", ".join(f"{k} {v:.2%}" for k, v in fit["median_abs_error"].items())
+              + f"; L2 bandwidth {fit['l2_bandwidth_gbs'] or 'not modelled'} (median |error| per choice: "
+              + ", ".join(f"{k} {v:.2%}" for k, v in fit["l2_median_abs_error"].items()) + ")")
         with pd.option_context(*opts):
             cols = ["pair", "layouts", "median_abs_error", "max_abs_error", "worst_layout", "inside", "predicted_best",
                     "measured_best", "best_gap", "best_ok"]

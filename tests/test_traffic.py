@@ -236,3 +236,39 @@ def test_the_figure_says_where_each_workloads_bytes_came_from():
                              _counted("b", 2e9, 1e9))
     fig = gx.plot_predict(gx.predict(prof))
     assert "a declared, b measured" in fig._suptitle.get_text()
+
+
+def test_the_l2_bandwidth_is_a_second_shared_resource_only_when_asked():
+    # two workloads that touch DRAM little but each push 6 TB/s through the L2 alone
+    pair = [TP.attach_traffic(_quiet(n), _counted(n, 1e6, 1e6, l2=6e9)) for n in "ab"]
+    free = gx.predict(pair, layouts=["16+24"])
+    assert free["interference"].iloc[0] == pytest.approx(1.0, abs=1e-6)
+    shared = gx.predict(pair, layouts=["16+24"], l2_bandwidth_gbs=6000.0, sharing="equal")
+    # 12 TB/s asked of 6: equal halves, each fully L2-bound, so twice as long
+    assert shared["makespan_ms"].iloc[0] == pytest.approx(2.0, rel=1e-6)
+    assert gx.analysis.prediction.l2_drawn_gbs(pair) == pytest.approx(6000.0)
+    with pytest.raises(ValueError, match="l2_bandwidth_gbs"):
+        gx.predict(pair, l2_bandwidth_gbs=0)
+
+
+def test_fit_model_says_whether_modelling_the_l2_bandwidth_helped():
+    sweep = gx.load_recorded("sweep")
+    prof = gx.analysis.prediction.profile_from(sweep, shared_bandwidth_gbs=3000.0, l2_bytes=50 * 2 ** 20)
+    fit = fit_model([(prof, ["compute", "memory"], sweep)])
+    assert fit["l2_bandwidth_gbs"] is None and list(fit["l2_median_abs_error"]) == ["none"]  # no L2 counted
+
+
+def test_bytes_counted_on_a_small_partition_apply_to_small_partitions():
+    # 3 GB per call on the whole device (40 SMs), 1.5 GB on 8 SMs (fewer tiles in flight, more L2 hits)
+    prof = TP.attach_traffic(_quiet("q"), _counted("q", 2e9, 1e9, sizes=(40, 8)))
+    prof.loc[:, "small_dram_bytes"] = 1.5e9
+    c = gx.analysis.prediction._curves(prof)["q"]
+    assert c.bytes_at(40) == pytest.approx(3e9) and c.bytes_at(8) == pytest.approx(1.5e9)
+    assert c.bytes_at(24) == pytest.approx(2.25e9)
+
+
+def test_measure_traffic_refuses_no_partition_before_any_gpu_work():
+    with pytest.raises(ValueError, match="sm_counts"):
+        T.measure_traffic("memory", sm_counts=())
+    with pytest.raises(ValueError, match="sm_counts"):
+        T.measure_traffic("memory", sm_counts=(0,))

@@ -44,6 +44,7 @@ from .traffic_profile import TRAFFIC_PROFILE_COLUMNS, scale_profiles, with_traff
 
 __all__ = [
     "L2_FIT_FRACTION",
+    "l2_drawn_gbs",
     "L2_SPILL_FRACTION",
     "MODEL_ERROR",
     "PREDICTION_COLUMNS",
@@ -232,6 +233,13 @@ class _Curve:
         # counted with the L2 emptied before each call: what exceeds the back-to-back count is
         # re-read from L2 across calls, and a neighbour's traffic can evict it
         self.cold = cold if math.isfinite(cold) and math.isfinite(self.bytes) and cold > self.bytes else math.nan
+        self.l2 = float(rows["l2_traffic_bytes"].iloc[0]) if "l2_traffic_bytes" in rows else math.nan
+        # counted on a small partition too: bytes per call between the two sizes, linear in SMs
+        small = float(rows["small_dram_bytes"].iloc[0]) if "small_dram_bytes" in rows else math.nan
+        k_small = float(rows["small_sm_count"].iloc[0]) if "small_sm_count" in rows else math.nan
+        k_big = float(rows["device_sm_count"].iloc[0])
+        self.small = (k_small, small) if math.isfinite(small) and math.isfinite(k_small) and k_small < k_big else None
+        self.k_big = k_big
         starts = rows.loc[rows["position"] == "first", "start_ms"].to_numpy(dtype=float)
         self.offset = float(np.nanmedian(starts)) if np.isfinite(starts).any() else 0.0
 
@@ -261,21 +269,40 @@ class _Curve:
         ta = self.any[a][0]
         return ta, ta * a / n, ta, False
 
+    def bytes_at(self, n: int) -> float:
+        """DRAM bytes per call on ``n`` SMs: the whole device's count, or between the two counted sizes."""
+        if self.small is None or not math.isfinite(self.bytes):
+            return self.bytes
+        k, b = self.small
+        x = min(max((n - k) / (self.k_big - k), 0.0), 1.0)
+        return b + x * (self.bytes - b)
+
     def fastest(self) -> float:
         return min(v[0] for v in self.any.values())
+
+    def l2_gbs(self) -> float:
+        """The highest L2 GB/s it drew alone at any size (NaN without counted L2 traffic)."""
+        return self.l2 / (self.fastest() * 1e6) if math.isfinite(self.l2) else math.nan
 
     def ceiling_gbs(self) -> float:
         """The highest DRAM GB/s it drew alone at any size (NaN without bytes): its access
         pattern's share of the card's bandwidth."""
         if not math.isfinite(self.bytes):
             return math.nan
-        return max(self.bytes / (t[0] * 1e6) for t in self.any.values())
+        return max(self.bytes_at(k) / (t[0] * 1e6) for k, t in self.any.items())
 
     def per_sm_gbs(self) -> float:
         """DRAM GB/s per SM at the least saturated measured size (NaN without bytes)."""
         if not math.isfinite(self.bytes):
             return math.nan
-        return max(self.bytes / (t[0] * 1e6) / k for k, t in self.any.items())
+        return max(self.bytes_at(k) / (t[0] * 1e6) / k for k, t in self.any.items())
+
+
+def l2_drawn_gbs(profiles) -> float:
+    """The highest L2 GB/s any profiled workload drew alone (NaN without counted L2 traffic)."""
+    vals = [c.l2_gbs() for c in _curves(with_traffic_columns(check_profiles(profiles))).values()]
+    vals = [v for v in vals if math.isfinite(v)]
+    return max(vals) if vals else math.nan
 
 
 def _curves(profiles: pd.DataFrame) -> dict[str, _Curve]:
@@ -305,15 +332,16 @@ def _waterfill(total: float, caps: list[float], weights: list[float]) -> list[fl
     return share
 
 
-def _dram_bytes(c: _Curve, spill: float, worst: bool, peak: float, t: float) -> float:
-    """Bytes the workload pulls from DRAM per call (``spill``: share of L2 re-reads that miss)."""
+def _dram_bytes(c: _Curve, spill: float, worst: bool, peak: float, t: float, n: int) -> float:
+    """Bytes the workload pulls from DRAM per call on ``n`` SMs (``spill``: share of L2 re-reads that miss)."""
     if not math.isfinite(c.bytes):
         return peak * t * 1e6 if worst else 0.0  # unknown: as if it saturated DRAM alone (worst case)
     if math.isfinite(c.cold):  # counted: back to back, and with the L2 emptied before each call
-        return c.bytes + spill * (c.cold - c.bytes)
+        warm = c.bytes_at(n)
+        return warm + spill * max(c.cold - warm, 0.0)
     if math.isfinite(c.working_set) and c.working_set < c.bytes:
         return c.working_set + spill * (c.bytes - c.working_set)
-    return c.bytes
+    return c.bytes_at(n)
 
 
 def _footprint(c: _Curve) -> float:
@@ -340,34 +368,44 @@ def _spill(curves: list[_Curve], l2: float) -> list[float]:
     return [float(np.clip((_kept(c) + sum(feet) - f - lo) / (hi - lo), 0.0, 1.0)) for c, f in zip(curves, feet)]
 
 
+def _slowed(cap: float, demand: list[float], weights: list[float]) -> list[float]:
+    """Speed (1 = as alone) of each workload when ``demand`` GB/s share ``cap`` GB/s, divided by ``weights``."""
+    if not (math.isfinite(cap) and sum(demand) > cap):
+        return [1.0] * len(demand)
+    got = _waterfill(cap, demand, weights)
+    # a workload drawing a share m of the bandwidth alone is bound by it to that degree
+    bound = [min(1.0, d / cap) for d in demand]
+    return [1.0 / ((1.0 - m) + m * d / g) if d > 0 and g > 0 else (1.0 if d <= 0 else 0.0)
+            for g, d, m in zip(got, demand, bound)]
+
+
 def _fluid(curves: list[_Curve], times: list[float], sms: list[int], peak: float, l2: float, sharing: str,
-           worst: bool) -> list[float]:
-    """Finish time (ms) of each workload started together, sharing ``peak`` GB/s of DRAM."""
+           worst: bool, l2_peak: float = math.nan) -> list[float]:
+    """Finish time (ms) of each workload started together, sharing ``peak`` GB/s of DRAM (and
+    ``l2_peak`` GB/s of L2 bandwidth where given)."""
     n = len(curves)
     left, end, now = [1.0] * n, [math.nan] * n, 0.0
     while any(math.isnan(e) for e in end):
         act = [i for i in range(n) if math.isnan(end[i])]
         spill = _spill([curves[i] for i in act], l2)
-        demand = [_dram_bytes(curves[i], sp, worst, peak, times[i]) / (times[i] * 1e6) for i, sp in zip(act, spill)]
-        speed = [1.0] * len(act)
+        demand = [_dram_bytes(curves[i], sp, worst, peak, times[i], sms[i]) / (times[i] * 1e6)
+                  for i, sp in zip(act, spill)]
         # a bandwidth-bound workload's best pattern present sets what DRAM gives (48 MiB triads
         # reached 2.63 TB/s alone and 2.67 together); workloads far below the peak say nothing of it
         ceilings = [c for c in (curves[i].ceiling_gbs() for i in act) if math.isfinite(c) and c >= 0.5 * peak]
         cap = min(peak, max(ceilings)) if ceilings else peak
-        if math.isfinite(cap) and sum(demand) > cap:
-            if sharing == "equal":
-                weights = [1.0] * len(act)
-            elif sharing == "demand":
-                weights = demand
-            else:
-                per_sm = [curves[i].per_sm_gbs() for i in act]
-                weights = [sms[i] * (p if math.isfinite(p) else 4 * peak / max(sms)) for i, p in zip(act, per_sm)]
-            got = _waterfill(cap, demand, weights)
-            # a workload drawing a share m of the bandwidth alone is memory-bound to that degree
-            bound = [min(1.0, d / cap) for d in demand]
-            speed = [1.0 / ((1.0 - m) + m * d / g) if d > 0 and g > 0 else (1.0 if d <= 0 else 0.0)
-                     for g, d, m in zip(got, demand, bound)]
-        rates = [s / times[i] for s, i in zip(speed, act)]
+        if sharing == "equal":
+            weights = [1.0] * len(act)
+        elif sharing == "demand":
+            weights = demand
+        else:
+            per_sm = [curves[i].per_sm_gbs() for i in act]
+            weights = [sms[i] * (p if math.isfinite(p) else 4 * peak / max(sms)) for i, p in zip(act, per_sm)]
+        speed = _slowed(cap, demand, weights)
+        if math.isfinite(l2_peak):  # the L2's own bandwidth, shared the same way
+            l2d = [curves[i].l2 / (times[i] * 1e6) if math.isfinite(curves[i].l2) else 0.0 for i in act]
+            speed = [min(a, b) for a, b in zip(speed, _slowed(l2_peak, l2d, l2d if sharing == "demand" else weights))]
+        rates = [sp / times[i] for sp, i in zip(speed, act)]
         dt = min(left[i] / r for i, r in zip(act, rates))
         now += dt
         for i, r in zip(act, rates):
@@ -413,7 +451,8 @@ def _error_pair(model_error) -> tuple[float, float]:
 
 def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, sharing: str = "pressure",
             model_error=MODEL_ERROR, shared_bandwidth_gbs: float | None = None,
-            l2_bytes: float | None = None, card: Mapping | None = None) -> pd.DataFrame:
+            l2_bytes: float | None = None, card: Mapping | None = None,
+            l2_bandwidth_gbs: float | None = None) -> pd.DataFrame:
     """Predicted concurrent makespan and per-workload durations at every layout, with intervals.
 
     Parameters
@@ -433,6 +472,10 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
         :func:`fit_model` calibrates them on measured pairs.
     shared_bandwidth_gbs, l2_bytes : float, optional
         Override the card's values in the profiles.
+    l2_bandwidth_gbs : float, optional
+        Model the L2's bandwidth as a second shared resource of this many GB/s (each
+        workload asks for its counted L2 traffic / solo time); default not modelled.
+        :func:`~gcexplore.analysis.prediction_check.fit_model` decides from measured pairs.
     card : mapping, optional
         Predict for another card (:func:`~gcexplore.analysis.traffic_profile.scale_profiles`:
         its SM count, shared bandwidth, SM clock, L2); ``attrs["assumed"]`` says what was assumed.
@@ -469,9 +512,12 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
     peak = float(shared_bandwidth_gbs if shared_bandwidth_gbs is not None else prof["shared_bandwidth_gbs"].max())
     l2 = float(l2_bytes if l2_bytes is not None else prof["l2_bytes"].max())
     bound = max(c.fastest() for c in sources)
+    if l2_bandwidth_gbs is not None and not (isinstance(l2_bandwidth_gbs, (int, float)) and l2_bandwidth_gbs > 0):
+        raise ValueError(f"l2_bandwidth_gbs must be a positive number of GB/s or None, got {l2_bandwidth_gbs!r}")
+    l2_peak = float(l2_bandwidth_gbs) if l2_bandwidth_gbs is not None else math.nan
     rows = []
     for lay in _as_layouts(layouts, len(names), prof):
-        rows.extend(_predict_layout(lay, names, sources, peak, l2, sharing, err, bound))
+        rows.extend(_predict_layout(lay, names, sources, peak, l2, sharing, err, bound, l2_peak))
     out = pd.DataFrame(rows, columns=PREDICTION_COLUMNS)
     src = prof.groupby("workload", sort=False)["bytes_source"].first()
     out.attrs.update(kind="prediction", workloads=names, sharing=sharing,
@@ -479,17 +525,18 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
                      shared_bandwidth_gbs=peak, l2_bytes=l2, device_name=str(prof["device_name"].iloc[0]),
                      unknown_bytes=[n for n, c in zip(names, sources) if not math.isfinite(c.bytes)],
                      bytes_source={n: str(src.get(c.name, "missing")) for n, c in zip(names, sources)},
+                     l2_bandwidth_gbs=l2_bandwidth_gbs,
                      assumed=list(prof.attrs.get("assumed", [])))
     return out
 
 
-def _predict_layout(lay, names, curves, peak, l2, sharing, err, bound) -> list[dict]:
+def _predict_layout(lay, names, curves, peak, l2, sharing, err, bound, l2_peak) -> list[dict]:
     last = len(lay) - 1
     alone = [c.at(k, "last" if i == last else "first") for i, (c, k) in enumerate(zip(curves, lay))]
     offset = max(c.offset for c in curves)
-    mid = _fluid(curves, [a[0] for a in alone], list(lay), peak, l2, sharing, worst=False)
-    low = _fluid(curves, [a[1] for a in alone], list(lay), peak, l2, sharing, worst=False)
-    high = _fluid(curves, [a[2] for a in alone], list(lay), peak, l2, sharing, worst=True)
+    mid = _fluid(curves, [a[0] for a in alone], list(lay), peak, l2, sharing, worst=False, l2_peak=l2_peak)
+    low = _fluid(curves, [a[1] for a in alone], list(lay), peak, l2, sharing, worst=False, l2_peak=l2_peak)
+    high = _fluid(curves, [a[2] for a in alone], list(lay), peak, l2, sharing, worst=True, l2_peak=l2_peak)
     low = [min(a, b) for a, b in zip(low, mid)]  # shorter solo times can mean more contention
     high = [max(a, b) for a, b in zip(high, mid)]
     make, make_lo, make_hi = max(mid) + offset, max(low) + offset, max(high) + offset

@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 
 from .overlap import layout_table, makespan_stats
-from .prediction import SHARING, predict, predicted_layouts, require_prediction
+from .prediction import SHARING, l2_drawn_gbs, predict, predicted_layouts, require_prediction
 from .stats import noise_floor, round_median_ci
 
-__all__ = ["ERROR_COLUMNS", "fit_model", "predict_error", "prediction_facts"]
+__all__ = ["ERROR_COLUMNS", "L2_CANDIDATES", "fit_model", "predict_error", "prediction_facts"]
 
 ERROR_COLUMNS = ["layout", "split_sm_count", "predicted_ms", "predicted_low_ms", "predicted_high_ms",
                  "measured_ms", "measured_low_ms", "measured_high_ms", "error", "inside", "predicted_interference",
@@ -103,8 +103,13 @@ def prediction_facts(prediction: pd.DataFrame, measured: pd.DataFrame) -> dict:
             "best_gap": float(pb["measured_ms"] / mb["measured_ms"] - 1.0)}
 
 
+#: Multiples of the highest L2 GB/s any profiled workload drew alone that fit_model tries as the
+#: L2's shared bandwidth (None: not modelled).
+L2_CANDIDATES = (None, 1.0, 1.25, 1.5)
+
+
 def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9) -> dict:
-    """The sharing rule and the interval that the measured pairs demand.
+    """The sharing rule, the L2 bandwidth and the interval that the measured pairs demand.
 
     Parameters
     ----------
@@ -119,27 +124,33 @@ def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9) -> dict:
     Returns
     -------
     dict
-        ``sharing`` (the rule of :data:`SHARING` with the lowest median |error|),
-        ``model_error`` (below, above: pass it to :func:`predict`), ``coverage`` (the
-        fraction of these layouts inside the calibrated interval), and
-        ``median_abs_error`` per rule.
+        ``sharing`` (the rule of :data:`SHARING`) and ``l2_bandwidth_gbs`` (None, or a
+        multiple of :data:`L2_CANDIDATES` of the highest L2 GB/s drawn alone) with the
+        lowest median |error|, ``model_error`` (below, above: pass all three to
+        :func:`predict`), ``coverage`` (the fraction of these layouts inside the calibrated
+        interval), and ``median_abs_error`` per rule (L2 not modelled) and per L2 choice.
     """
     if not cases:
         raise ValueError("fit_model needs at least one (profiles, workloads, measured sweep) case")
     if not 0 < quantile < 1:
         raise ValueError(f"quantile must be in (0, 1), got {quantile!r}")
-    errs, raw = {}, {}
+    drawn = max((l2_drawn_gbs(p) for p, _, _ in cases), key=lambda v: v if np.isfinite(v) else -1.0)
+    l2s = [None] + ([m * drawn for m in L2_CANDIDATES[1:]] if np.isfinite(drawn) else [])
+    raw = {}
     for rule in SHARING:
-        parts = [predict_error(predict(p, w, sharing=rule, model_error=0.0), m) for p, w, m in cases]
-        raw[rule] = pd.concat(parts, ignore_index=True)
-        errs[rule] = raw[rule]["error"].abs()
-    best = min(SHARING, key=lambda r: (float(errs[r].median()), float(errs[r].mean())))
+        for l2 in l2s:
+            parts = [predict_error(predict(p, w, sharing=rule, model_error=0.0, l2_bandwidth_gbs=l2), m)
+                     for p, w, m in cases]
+            raw[rule, l2] = pd.concat(parts, ignore_index=True)
+    score = {k: (float(v["error"].abs().median()), float(v["error"].abs().mean())) for k, v in raw.items()}
+    best = min(raw, key=score.get)
     e = raw[best]
     q = (1 + quantile) / 2
-    above = float(np.quantile(np.maximum(e["measured_ms"] / e["predicted_high_ms"] - 1, 0), q))
-    below = float(np.quantile(np.maximum(1 - e["measured_ms"] / e["predicted_low_ms"], 0), q))
+    above = float(np.quantile(np.maximum(e["measured_ms"] / e["predicted_high_ms"] - 1, 0), q, method="higher"))
+    below = float(np.quantile(np.maximum(1 - e["measured_ms"] / e["predicted_low_ms"], 0), q, method="higher"))
     err = (min(below, 0.99), min(above, 0.99))
     inside = (e["predicted_low_ms"] * (1 - err[0]) <= e["measured_ms"]) & (
         e["measured_ms"] <= e["predicted_high_ms"] * (1 + err[1]))
-    return {"sharing": best, "model_error": err, "coverage": float(inside.mean()),
-            "median_abs_error": {r: float(x.median()) for r, x in errs.items()}}
+    return {"sharing": best[0], "l2_bandwidth_gbs": best[1], "model_error": err, "coverage": float(inside.mean()),
+            "median_abs_error": {r: score[r, None][0] for r in SHARING},
+            "l2_median_abs_error": {("none" if l2 is None else f"{l2:.0f}"): score[best[0], l2][0] for l2 in l2s}}

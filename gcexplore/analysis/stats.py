@@ -3,7 +3,8 @@ vectorised): medians and spread with the noisy flag, quantiles and their distrib
 intervals, and the Hodges-Lehmann shift / ratio interval from the Mann-Whitney distribution.
 
 Costs: :func:`quantile_ci` is O(n log n); :func:`shift_ci` sorts the n*m pairwise
-differences (O(nm log nm)); the exact Mann-Whitney null distribution is built with
+differences up to :data:`PAIRS_SORTED` of them and selects its three order statistics
+beyond, in O(n + m) memory (:func:`pairwise_order_stats`); the exact Mann-Whitney null distribution is built with
 O(n) vectorised polynomial steps (O(n^2 m) operations) up to :data:`EXACT_MAX_PAIRS`
 pairs, the normal approximation (continuity-corrected) beyond.
 """
@@ -122,12 +123,74 @@ def shift_ci(base, other, confidence: float = 0.95) -> tuple[float, float, float
     x, y = finite(base), finite(other)
     if x.size == 0 or y.size == 0:
         return math.nan, -math.inf, math.inf
-    d = np.sort((y[:, None] - x[None, :]).ravel())
+    nm = x.size * y.size
     k = mann_whitney_k(x.size, y.size, (1.0 - confidence) / 2.0)
-    est = float(np.median(d))
+    ranks = [nm // 2] if nm % 2 else [nm // 2, nm // 2 + 1]
+    if k >= 1:
+        ranks += [k, nm + 1 - k]
+    values = pairwise_order_stats(y, x, ranks)
+    est = float(np.mean(values[: 1 if nm % 2 else 2]))  # np.median's middle (or mean of the two middle)
     if k < 1:
         return est, -math.inf, math.inf
-    return est, float(d[k - 1]), float(d[d.size - k])
+    return est, values[-2], values[-1]
+
+
+#: Up to this many pairwise differences are sorted outright; beyond, they are selected in O(n + m) memory.
+PAIRS_SORTED = 1 << 21
+
+
+def pairwise_order_stats(y, x, ranks, *, sorted_max: int = PAIRS_SORTED) -> list[float]:
+    """The ``r``-th smallest (1-based) of the differences ``y_i - x_j`` for each ``r`` in ``ranks``,
+    the same floats a sort of all ``n * m`` of them gives, in O(n + m) memory past ``sorted_max``
+    pairs (a randomized selection over the implicit sorted matrix; seeded, so repeatable)."""
+    ys, xr = np.sort(np.asarray(y, float)), np.sort(np.asarray(x, float))[::-1]  # each row ys[i] - xr rises
+    n, m = ys.size, xr.size
+    if n * m <= sorted_max:
+        d = np.sort((ys[:, None] - xr[None, :]).ravel())
+        return [float(d[r - 1]) for r in ranks]
+    return [_select(ys, xr, int(r), min(sorted_max, 1 << 18)) for r in ranks]
+
+
+def _count(ys, xr, p: float, strict: bool) -> np.ndarray:
+    """Per row i: how many j have ``ys[i] - xr[j]`` < p (strict) or <= p; a vectorised bisection
+    on the differences as computed, so rounding is the same as in a full sort."""
+    lo, hi = np.zeros(ys.size, np.int64), np.full(ys.size, xr.size, np.int64)
+    while True:
+        active = lo < hi
+        if not active.any():
+            return lo
+        mid = (lo + hi) // 2
+        v = ys - xr[np.minimum(mid, xr.size - 1)]
+        below = (v < p) if strict else (v <= p)
+        lo = np.where(active & below, mid + 1, lo)
+        hi = np.where(active & ~below, mid, hi)
+
+
+def _select(ys, xr, k: int, small: int) -> float:
+    rng = np.random.default_rng(k)
+    low, high = np.zeros(ys.size, np.int64), np.full(ys.size, xr.size, np.int64)  # candidates [low, high) per row
+    while True:
+        sizes = high - low
+        total = int(sizes.sum())
+        if total <= small:  # few enough left: take them out and partition
+            rows = np.repeat(np.arange(ys.size), sizes)
+            cols = low[rows] + np.arange(total) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+            vals = ys[rows] - xr[cols]
+            return float(np.partition(vals, k - 1)[k - 1])
+        r = int(rng.integers(total))
+        ends = np.cumsum(sizes)
+        row = int(np.searchsorted(ends, r, side="right"))
+        pivot = ys[row] - xr[low[row] + r - (ends[row] - sizes[row])]
+        lt = np.clip(_count(ys, xr, pivot, True), low, high)
+        le = np.clip(_count(ys, xr, pivot, False), low, high)
+        n_lt, n_le = int((lt - low).sum()), int((le - low).sum())
+        if k <= n_lt:
+            high = lt
+        elif k <= n_le:
+            return float(pivot)
+        else:
+            k -= n_le
+            low = le
 
 
 def ratio_ci(base, other, confidence: float = 0.95) -> tuple[float, float, float]:

@@ -6,6 +6,7 @@ their sidecars and --checkpoint)."""
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from pathlib import Path
 
@@ -140,6 +141,14 @@ def check_checkpoint(args, out: Path, kernels: Path | None) -> None:
         raise Usage(f"--checkpoint {args.checkpoint!r} is also {taken[ck.resolve()]}: saving the results "
                      f"would destroy the checkpoint a rerun resumes from; give it its own name, e.g. "
                      f"{str(out.with_suffix('.ckpt.jsonl'))!r}")
+
+
+def percent_arg(text: str) -> float:
+    """A finite, non-negative percentage (``nan`` or ``inf`` would switch a gate off)."""
+    v = float_arg(text)
+    if not math.isfinite(v) or v < 0:
+        raise argparse.ArgumentTypeError(f"expected a finite percentage >= 0 such as 5, got {text!r}")
+    return v
 
 
 def float_arg(text: str) -> float:

@@ -257,15 +257,21 @@ def measure_traffic(workload, *, sm_counts: Sequence[int | None] = (None,), flus
     from ..workloads.builtins import copy as copy_kernel
     from ..workloads.spec import as_workload
 
+    sizes = list(sm_counts)
+    if not sizes or not all(k is None or (isinstance(k, (int, np.integer)) and k > 0) for k in sizes):
+        raise ValueError(f"sm_counts must name partitions to measure on (None: the whole device, or SM counts > 0), "
+                         f"got {sm_counts!r}")
     info = device_info(device)
+    refused = counters_refusal()
+    if refused:  # before anything is built
+        raise TrafficUnavailable(refused)
     wl = as_workload(workload, device=info.index)
-    sampler = _Sampler(info.index, metric_set, interval_us)
-    rows, flusher, gpu_ms = [], None, 0.0
+    sampler, rows, flusher, gpu_ms = None, [], None, 0.0
     try:
         if flush:
             l2 = _l2_size(info.index)
             flusher = copy_kernel(n=max(int(2 * l2 // 4), 1 << 20), device=info.index)
-        for k in sm_counts:
+        for k in sizes:
             part = whole_device(info.index) if k is None else split([int(k)], device=info.index)
             try:
                 p = part if k is None else part[0]
@@ -278,6 +284,8 @@ def measure_traffic(workload, *, sm_counts: Sequence[int | None] = (None,), flus
                             _f(stream=stream)
                             _w(stream=stream)
                     calls = _calls_for(fn, stream, min_ms)
+                    if sampler is None:  # with a context current and the workload warm
+                        sampler = _Sampler(info.index, metric_set, interval_us)
                     r = sampler.run(fn, stream, calls, interval_us)
                     gpu_ms += r["duration_ms"] * (calls + 3)
                     if flushed:  # take the flush's own traffic and time off
@@ -296,7 +304,8 @@ def measure_traffic(workload, *, sm_counts: Sequence[int | None] = (None,), flus
             finally:
                 part.close()
     finally:
-        sampler.close()
+        if sampler is not None:
+            sampler.close()
         if flusher is not None:
             flusher.close()
         if isinstance(workload, str):

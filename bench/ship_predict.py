@@ -1,0 +1,61 @@
+"""Ship bench/predict.py's GPU output as recorded results (no GPU; real GPU output only).
+
+``python3 bench/ship_predict.py DIR`` reads DIR (``bench/predict.py --out DIR`` after its
+traffic and measure stages) and writes to ``gcexplore/data/``:
+
+- ``predict_profiles.parquet``: every workload's solo profile with its counted traffic
+  attached (``bytes_source`` says measured / declared), and in ``attrs["fit"]`` the model
+  fitted on the *fitted* pairs (sharing rule, interval margins, their coverage);
+- ``predict_sweeps.parquet``: the concurrent-only sweeps of every pair, one frame with a
+  ``pair`` column and ``attrs["pairs"]`` ({pair: [workloads as for predict], "fitted" or
+  "checked"});
+
+So ``predict``, ``predict_error`` and ``plot_predict`` run offline (README).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+import gcexplore as gx
+from predict import CHECKED, FITTED, _fit, _profiles
+
+DATA = Path(__file__).resolve().parents[1] / "gcexplore" / "data"
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("src", help="bench/predict.py's --out folder")
+    ap.add_argument("--data", default=str(DATA), help="where to write (default: gcexplore/data)")
+    args = ap.parse_args(argv)
+    src, data = Path(args.src), Path(args.data)
+    fit = _fit(src)
+    prof = _profiles(src)
+    fitted_on = [p for p in FITTED if (src / f"sweep_{p}.parquet").exists()]
+    prof.attrs["fit"] = {"sharing": fit["sharing"], "model_error": list(fit["model_error"]),
+                         "l2_bandwidth_gbs": fit["l2_bandwidth_gbs"],
+                         "coverage": fit["coverage"], "fitted_on": fitted_on}
+    gx.save_profiles(prof, data / "predict_profiles.parquet")
+    frames, pairs = [], {}
+    for group, table in (("fitted", FITTED), ("checked", CHECKED)):
+        for pair, names in table.items():
+            path = src / f"sweep_{pair}.parquet"
+            if path.exists():
+                frames.append(gx.load(path).assign(pair=pair))
+                pairs[pair] = {"workloads": names, "group": group}
+    sweeps = pd.concat(frames, ignore_index=True)
+    sweeps.attrs.update(frames[0].attrs)
+    sweeps.attrs["pairs"] = pairs
+    gx.save(sweeps, data / "predict_sweeps.parquet")
+    print(f"shipped {prof['workload'].nunique()} profiles and {len(pairs)} pair sweeps to {data}; "
+          f"fit {prof.attrs['fit']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
