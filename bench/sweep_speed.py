@@ -80,7 +80,7 @@ def main(argv=None) -> int:
 
     per_rep = df.groupby(["layout", "mode", "rep"])["makespan_ms"].max()
     floor = per_rep.sum() / 1000
-    with_warmup = floor * (args.repeats + args.warmup) / args.repeats
+    with_warmup = gcexplore.analysis.gpu_time_ms(df) / 1000  # measured + warm-up repetitions
     by_mode = per_rep.groupby(level="mode").sum() / 1000
     ratio = wall / floor
     table = pd.DataFrame([

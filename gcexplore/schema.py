@@ -31,6 +31,7 @@ __all__ = [
     "IDENTITY",
     "IDENTITY_COLUMNS",
     "IdentityField",
+    "RECIPES_ATTR",
     "RUN_COLUMNS",
     "SAMPLE_IDENTITY",
     "KINDS",
@@ -100,7 +101,7 @@ IDENTITY = (
     IdentityField("device_index", "Int64", "device index", "index", run_key=True),
     IdentityField("pci_bus_id", "str", "PCI bus id", "pci_bus_id"),
     IdentityField("device_sm_count", "Int64", "SM count", "sm_count"),
-    IdentityField("l2_bytes", "Int64", "L2 size (bytes)", "l2_bytes"),
+    IdentityField("l2_cache_bytes", "Int64", "L2 cache (bytes)", "l2_cache_bytes"),
     IdentityField("host", "str", "host"),
     IdentityField("driver_version", "str", "driver", "driver_version_str"),
     IdentityField("cuda_core_version", "str", "cuda-core", "cuda_core_version"),
@@ -126,6 +127,10 @@ def identity_name(source: str) -> str:
     raise KeyError(f"no identity field comes from DeviceInfo.{source}; sources: "
                    f"{', '.join(f.source for f in IDENTITY if f.source)}")
 
+
+#: The attrs key of a result's ``{workload name: recipe}`` (:func:`gcexplore.workloads.spec.parse_recipe`):
+#: part of what a run measured.
+RECIPES_ATTR = "workload_specs"
 
 #: Per-sample kinds (traces, occupancy, PM samples: up to millions of rows) carry only these; the
 #: rest of their identity is their run's (attrs), so a trace does not repeat fifteen strings a kernel.
@@ -173,9 +178,20 @@ _PM = {
     "sm_active_pct": "float64",
 }
 
+# One row per decode gap or prefill request of a serving run; see gcexplore.experiments.serving.
+_SERVING = {
+    "mode": "str", "layout": "str", "decode_sm_count": "int64", "prefill_sm_count": "int64", "load": "str",
+    "rate_rps": "float64", "pattern": "str", "burst": "int64", "duration_s": "float64", "seed": "int64",
+    "record": "str", "index": "int64", "start_ms": "float64", "end_ms": "float64", "itl_ms": "float64",
+    "arrival_ms": "float64", "ttft_ms": "float64", "queue_ms": "float64", "tokens": "int64",
+    "window_ms": "float64", "run_ms": "float64",
+}
+
 # One row per rank, step and workload of the communication-SMs experiment; see gcexplore.experiments.comm.
 # setup: "partition" (collective on comm_sm_count SMs, compute on the rest), "plain" (two plain streams,
 # NCCL's own CTA count) or "ctas" (plain streams, NCCL max_ctas); compute-alone rows have no collective.
+# One run spans every rank: the identity columns are the run's (rank 0's card); rank r ran on GPU r,
+# and attrs["ranks"] holds each rank's card.
 _COMM = {
     "collective": "str", "size_bytes": "int64", "nranks": "int64", "rank": "int64", "setup": "str",
     "layout": "str", "comm_sm_count": "int64", "compute_sm_count": "int64", "max_ctas": "Int64", "mode": "str",
@@ -193,13 +209,15 @@ COLUMNS = {
     "trace": {**_TRACE, **SAMPLE_IDENTITY},
     "tune": {**_TUNE, **IDENTITY_COLUMNS},
     "pm": {**_PM, **SAMPLE_IDENTITY},
+    "serving": {**_SERVING, **IDENTITY_COLUMNS},
     "comm": {**_COMM, **IDENTITY_COLUMNS},
 }
 KINDS = tuple(COLUMNS)
 
 # Columns that tell a kind apart when attrs["kind"] is gone (e.g. after pd.concat).
-_SIGNATURE = (("comm", "comm_sm_count"), ("trace", "correlation_id"), ("tune", "step"), ("pm", "dram_pct"),
-              ("overlap", "mode"), ("isolation", "scenario"), ("occupancy", "sm_id"), ("scaling", "sm_count"))
+_SIGNATURE = (("serving", "ttft_ms"), ("comm", "comm_sm_count"), ("trace", "correlation_id"), ("tune", "step"),
+              ("pm", "dram_pct"), ("overlap", "mode"), ("isolation", "scenario"), ("occupancy", "sm_id"),
+              ("scaling", "sm_count"))
 
 
 def columns(kind: str) -> list[str]:
@@ -405,7 +423,9 @@ class Options:
     repeats : int, default 20
         Measured repetitions per configuration, over all rounds (1 to 100,000).
     warmup : int, default 3
-        Discarded repetitions at the start of each round (0 to 10,000).
+        Discarded repetitions at the start of each round (0 to 10,000). Overlap experiments
+        run them before each layout's first mode (its partitions are new) and one before each
+        later mode.
     rounds : int, default 1
         Rounds the repetitions are split into (1 to ``repeats``): each round measures every
         layout again, in a fresh shuffled order, on freshly made partitions and streams, so the
@@ -548,7 +568,7 @@ def _derive_groups(df) -> None:
                               for w in o["workloads"]], columns=[*keys, "workload", "origin"])
         table = table.drop_duplicates([*keys, "workload"], keep="last")  # the last entry wins, as before
         for k in keys:
-            table[k] = table[k].astype(cols[k].dtype, copy=False)
+            table[k] = table[k].astype(cols[k].dtype)
         hit = cols.merge(table, on=[*keys, "workload"], how="left", sort=False)["origin"].to_numpy()
         group = pd.Series(hit).fillna(pd.Series(group)).to_numpy().astype("int64")
     df["group"] = group

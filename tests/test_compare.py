@@ -163,6 +163,7 @@ def test_one_frame_split_by_a_column():
     c = compare(both, by="run_id")
     assert c.labels == ("r1", "r2") and c.counts()["SLOW"] == 64
     assert c.identity.iloc[0]["field"] == "run_id" and not c.identity.iloc[0]["same"]
+    assert "run" not in list(c.identity["field"])  # the run is named once
 
 
 # ------------------------------------------------------------------ bad pairs
@@ -254,7 +255,8 @@ def test_plot_compare_draws_the_comparison_and_escapes_dollars():
         assert marks[f"verdict_{r.layout_a}"][0] == {"FAST": "F", "SLOW": "S", "SAME": "=", "UNCLEAR": "?"}[r.verdict]
     assert r"\$5 card" in fig._suptitle.get_text()
     lines = describe(c)
-    assert any(f"best split on A: {c.best['a']['layout']}" in s for s in lines)
+    assert c.labels[1] == "B (a $5 card)"  # different cards: each side named with its card
+    assert any(f"best split on {c.labels[0]}: {c.best['a']['layout']}" in s for s in lines)
     assert any("the best split moved" in s for s in lines)
 
 

@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..results.io import load
+from ..results.io import load, load_recorded, recorded_names
 from ..results.validate import check_result
 from ..schema import IDENTITY, kind_of, parse_layout
 from .display import placement
@@ -113,13 +113,26 @@ class Comparison:
     settings: dict
     attrs: tuple = ({}, {})
 
-    def counts(self) -> dict[str, int]:
-        """How many compared rows got each verdict (and how many rows are one-sided)."""
-        both = self.table[self.table["present"] == "both"]
+    def counts(self, group: str | None = None) -> dict[str, int]:
+        """How many compared rows got each verdict (and how many rows are one-sided); only
+        ``group``'s rows (a mode; a workload for scaling) when given."""
+        table = self.table if group is None else self.table[self.table["group"] == group]
+        both = table[table["present"] == "both"]
         out = {v: int((both["verdict"] == v).sum()) for v in VERDICTS}
-        out["one-sided"] = int((self.table["present"] != "both").sum())
+        out["compared"] = len(both)
+        out["one-sided"] = int((table["present"] != "both").sum())
         out["clock differences"] = int(both["clock_difference"].sum())
         return out
+
+    def by_group(self) -> pd.DataFrame:
+        """Per group (mode; workload for scaling): rows compared, the count of each verdict,
+        and the median over its layouts of the ratio B / A (``median_ratio``)."""
+        both = self.table[self.table["present"] == "both"]
+        rows = []
+        for g, t in both.groupby("group", sort=False):
+            rows.append({"group": g, "compared": len(t), **{v: int((t["verdict"] == v).sum()) for v in VERDICTS},
+                         "median_ratio": float(np.median(t["ratio"])) if len(t) else math.nan})
+        return pd.DataFrame(rows, columns=["group", "compared", *VERDICTS, "median_ratio"])
 
     def regressions(self, threshold: float = 0.0) -> pd.DataFrame:
         """Rows where B is SLOW and even the interval's low end exceeds ``1 + threshold``."""
@@ -134,13 +147,28 @@ def _load(x, name: str) -> tuple[pd.DataFrame, str | None]:
     if isinstance(x, pd.DataFrame):
         return x, None
     if isinstance(x, (str, Path)):
-
         p = Path(x)
         if not p.exists():
-            raise FileNotFoundError(f"compare: {name} file {str(p)!r} does not exist")
+            if isinstance(x, str) and x in recorded_names():  # as the explorers take them
+                return load_recorded(x), x
+            raise FileNotFoundError(f"compare: {name} {str(p)!r} does not exist and is not a recorded result "
+                                    f"(recorded: {', '.join(recorded_names())})")
         return load(p), p.stem
-    raise TypeError(f"compare: {name} must be a result DataFrame or a path to a saved result, "
+    raise TypeError(f"compare: {name} must be a result DataFrame, a path to a saved result or a recorded name, "
                     f"got {type(x).__name__}")
+
+
+# columns that say what was measured, not which run measured it: no by= of these makes two sides
+_MEASUREMENT_COLUMNS = ("layout", "mode", "rep", "workload", "partition", "sm_count", "split_sm_count",
+                        "requested_sm_count", "step", "group")
+_NEEDED = {"overlap": ("layout", "mode", "rep", "makespan_ms"), "tune": ("layout", "mode", "rep", "makespan_ms"),
+           "scaling": ("workload", "sm_count", "rep", "duration_ms")}
+
+
+def _with_card(label: str, df: pd.DataFrame) -> str:
+    names = list(dict.fromkeys(df["device_name"].astype(str))) if "device_name" in df.columns else []
+    name = names[0] if len(names) == 1 else df.attrs.get("device_name")
+    return f"{label} ({name})" if name else label
 
 
 def _workloads(df: pd.DataFrame, family: str) -> tuple:
@@ -160,12 +188,23 @@ def _sides(a, b, by, labels) -> tuple[pd.DataFrame, pd.DataFrame, tuple[str, str
         if by is None:
             raise ValueError("compare needs two results, or one result and by= a column that splits it in two "
                              "(run_id, device_uuid, driver, ...)")
+        if by in _MEASUREMENT_COLUMNS:
+            raise ValueError(f"compare: by={by!r} splits what was measured, not who measured it: the two sides "
+                             "would share no layout x mode pair; split by a column that tells runs apart (run_id, "
+                             "device_uuid, device_name, host, driver, campaign_id)")
         fa, fb, labels, col = split_by(fa, by, labels)
     else:
         if by is not None:
             raise ValueError("compare: pass either two results or one result with by=, not both")
         fb, nb = _load(b, "B")
-        labels = tuple(map(str, labels)) if labels is not None else (na or "A", nb or "B")
+        if labels is None:
+            labels = (na or "A", nb or "B")
+            cards = [_with_card("", f) for f in (fa, fb)]
+            if cards[0] != cards[1]:  # different cards: say which side ran on which
+                labels = (_with_card(labels[0], fa), _with_card(labels[1], fb))
+        labels = tuple(map(str, labels))
+        if len(labels) != 2:
+            raise ValueError(f"compare: labels must be two names (A, B), got {len(labels)}: {list(labels)}")
         if labels[0] == labels[1]:
             labels = (f"A ({labels[0]})", f"B ({labels[1]})")
     for df, side in ((fa, "A"), (fb, "B")):
@@ -188,6 +227,11 @@ def _sides(a, b, by, labels) -> tuple[pd.DataFrame, pd.DataFrame, tuple[str, str
                          f"{_VALID}")
     for df, side in ((fa, "A"), (fb, "B")):
         check_result(df, kinds["AB".index(side)], f"compare (side {side})")
+        missing = [c for c in _NEEDED[fams[0]] if c not in df.columns]
+        if missing:
+            raise ValueError(f"compare: side {side} ({labels['AB'.index(side)]}) has no {', '.join(missing)} "
+                             f"column; a {kinds['AB'.index(side)]} result compares with "
+                             f"{', '.join(_NEEDED[fams[0]])}")
     return fa, fb, labels, fams[0], col
 
 
@@ -509,7 +553,7 @@ def compare(a, b=None, *, by: str | None = None, labels=None, min_effect: float 
         _same_workloads(fa, fb, family)
     pairs = {k: _compare_pair(x, y, labels, family, by, min_effect=min_effect, confidence=confidence,
                               slo_ms=slo_ms, percentile=percentile, floor=floor) for k, x, y in both}
-    return Comparisons(tuple(labels), pairs, one_sided, by)
+    return Comparisons(tuple(labels), pairs, one_sided, by, tuple(COMPARE_COLUMNS))
 
 
 def _compare_pair(fa, fb, labels, family, by, *, min_effect, confidence, slo_ms, percentile,
@@ -518,6 +562,10 @@ def _compare_pair(fa, fb, labels, family, by, *, min_effect, confidence, slo_ms,
     _same_workloads(fa, fb, family)
     sa, sb = _samples(fa, family), _samples(fb, family)
     pairs = _align(sa, sb)
+    if not any(x is not None and y is not None for _, x, y in pairs):
+        raise ValueError(f"compare: no layout x {'workload' if family == 'scaling' else 'mode'} pair was measured "
+                         f"on both sides ({labels[0]}: {', '.join(dict.fromkeys(sa['layout']))[:200]}; {labels[1]}: "
+                         f"{', '.join(dict.fromkeys(sb['layout']))[:200]}); nothing to compare")
     table, settings = _table(sa, sb, pairs, float(min_effect), float(confidence), floor or side_floor(fa, fb))
     best = _best(sa, sb, pairs, settings) if family != "scaling" else {}
     if slo_ms is None and family == "tune":

@@ -59,6 +59,12 @@ def predict_error(prediction: pd.DataFrame, measured: pd.DataFrame, *, floor: Fl
     require_prediction(prediction, "predict_error")
     if "mode" not in measured.columns or not (measured["mode"] == "concurrent").any():
         raise ValueError("predict_error needs a measured result with 'concurrent' rows (sweep, overlap or tune)")
+    conc = measured[measured["mode"] == "concurrent"]
+    names = list(prediction.attrs.get("workloads") or [])
+    if names and set(conc["workload"].astype(str)) != set(names):
+        raise ValueError(f"predict_error: the prediction is of {', '.join(names)}, the measurement of "
+                         f"{', '.join(dict.fromkeys(conc['workload'].astype(str)))}; compare a prediction with a "
+                         "sweep of the same workloads")
     ms = makespan_stats(measured, "concurrent").set_index("layout")["median_ms"]
     inter = pd.Series(dtype=float)
     if (measured["mode"] == "alone").any():

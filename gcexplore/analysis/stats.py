@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import sys
 from statistics import NormalDist
 
 import numpy as np
@@ -62,6 +63,10 @@ def quantile_ci(values, q: float = 0.5, confidence: float = 0.9) -> tuple[float,
     probability at most ``(1 - confidence) / 2`` under Binomial(n, q). A side that ``n``
     samples cannot bound is infinite (at 90%, the median needs 5 samples).
     """
+    if not 0.0 < q < 1.0:
+        raise ValueError(f"quantile_ci: q must be a quantile between 0 and 1 (0.5: the median), got {q!r}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"quantile_ci: confidence must be between 0 and 1 (0.9: 90%), got {confidence!r}")
     v = np.sort(finite(values))
     n, alpha = v.size, (1.0 - confidence) / 2.0
     if n == 0:
@@ -510,3 +515,18 @@ def round_median_ci(values, rounds=None, confidence: float = 0.9, *, floor: Floo
         z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
     c, h = float(m.mean()), z * math.sqrt(var)
     return math.exp(c), math.exp(c - h), math.exp(c + h)
+
+
+class _CallableModule(type(functools)):
+    """Earlier versions had a function ``gcexplore.analysis.stats``; calling the module still
+    works for one release, with a DeprecationWarning."""
+
+    def __call__(self, values) -> dict:
+        import warnings
+
+        warnings.warn("gcexplore.analysis.stats is a module now; call gcexplore.analysis.stats.stats(values) "
+                      "(calling the module goes in the next release)", DeprecationWarning, stacklevel=2)
+        return stats(values)
+
+
+sys.modules[__name__].__class__ = _CallableModule

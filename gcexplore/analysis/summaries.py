@@ -10,6 +10,7 @@ import pandas as pd
 from ..results.run import fingerprint, per_run, run_of, with_identity
 from ..results.validate import check_trace_matches, open_run, require_columns
 from ..schema import KINDS, columns
+from .serving import serving_table
 from . import trace as busy
 from .occupancy import sm_busy
 from .overlap import summarize_overlap
@@ -60,6 +61,8 @@ def summarize(df: pd.DataFrame, trace: pd.DataFrame | None = None) -> pd.DataFra
 
     Occupancy results: :func:`sm_busy`. Traces: :func:`gcexplore.busy.busy_time`.
 
+    Serving results: one row per run, :func:`gcexplore.serving_table`.
+
     Tune results: as overlap results (their rows are concurrent ones); see also
     :func:`tune_table`. PM samples (kind ``"pm"``): per repetition group, ``samples``
     and the means of the counters over its whole window, ``dram_pct_max``; per workload
@@ -80,7 +83,7 @@ def summarize(df: pd.DataFrame, trace: pd.DataFrame | None = None) -> pd.DataFra
 def _summarize(df: pd.DataFrame, kind: str, trace: pd.DataFrame | None) -> pd.DataFrame:
     one = {"overlap": summarize_overlap, "sweep": summarize_overlap, "tune": summarize_overlap,
            "scaling": _summarize_scaling, "isolation": _summarize_isolation, "occupancy": sm_busy,
-           "trace": busy.busy_time, "pm": summarize_pm, "comm": _summarize_comm}[kind]
+           "trace": busy.busy_time, "pm": summarize_pm, "comm": _summarize_comm, "serving": serving_table}[kind]
     if trace is not None:
         check_trace_matches(df, trace, "summarize", kind)
     out = per_run(df, one)

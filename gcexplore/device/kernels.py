@@ -92,9 +92,28 @@ extern "C" __global__ void gcx_spin(unsigned long long ns, unsigned long long* r
         r[0] = smid; r[1] = t0; r[2] = t;
     }
 }
+
+// Serving clocks (gcexplore.experiments.serving): out[i] = %globaltimer when the stream reaches it.
+extern "C" __global__ void gcx_tick(unsigned long long* out, unsigned long long i) {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    out[i] = t;
+    __threadfence_system();
+}
+
+// An open-loop arrival: holds its stream until %globaltimer >= base[0] + offset_ns (base[0] is
+// written by the first gcx_tick of the run), then records when it let the stream go in out[i].
+extern "C" __global__ void gcx_arrive(const volatile unsigned long long* base, unsigned long long offset_ns,
+                                      unsigned long long* out, unsigned long long i) {
+    unsigned long long b, t;
+    do { b = base[0]; } while (b == 0ull);
+    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t < b + offset_ns);
+    out[i] = t;
+    __threadfence_system();
+}
 """
 
-KERNEL_NAMES = ("gcx_fma", "gcx_triad", "gcx_copy", "gcx_spin")
+KERNEL_NAMES = ("gcx_fma", "gcx_triad", "gcx_copy", "gcx_spin", "gcx_tick", "gcx_arrive")
 _kernels: dict[str, dict[str, Any]] = {}
 _kernels_lock = threading.Lock()
 

@@ -24,6 +24,7 @@ import time
 from collections.abc import Sequence
 
 from .._checks import as_count, as_int
+from ..schema import environment_identity
 from ..workloads.collectives import COLLECTIVES
 
 __all__ = ["CommSpec", "parse_size", "run_rank", "size_text"]
@@ -263,11 +264,10 @@ class _Rank:
     def run_split(self, comm_sms: int) -> None:
         from ..device.partitions import split
 
-        info = self.info
         with split([comm_sms], device=self.rank, rounding="exact") as parts:
             base = {"nranks": self.nranks, "rank": self.rank, "setup": "partition", "layout": parts.label,
                     "comm_sm_count": int(parts[0].sm_count), "compute_sm_count": int(parts.remainder.sm_count),
-                    "max_ctas": None, "device_name": info.name}
+                    "max_ctas": None}
             cs, rs = parts[0].stream, parts.remainder.stream
             self._layout(base, self.comm, cs, rs)
             if self.spec.trace and not self.trace_error:
@@ -295,7 +295,7 @@ class _Rank:
         a, b = self.engine.whole.streams[:2]
         sm = self.info.sm_count
         base = {"nranks": self.nranks, "rank": self.rank, "setup": "plain", "layout": "plain",
-                "comm_sm_count": sm, "compute_sm_count": sm, "max_ctas": None, "device_name": self.info.name}
+                "comm_sm_count": sm, "compute_sm_count": sm, "max_ctas": None}
         self._layout(base, self.comm, a, b)
         self.flush()
         for c in self.spec.ctas:
@@ -331,7 +331,7 @@ def run_rank(rank: int, nranks: int, uid: bytes, spec: CommSpec, send) -> dict:
 
         return {"rank": rank, **r.info.metadata(), **nccl_versions(),
                 "alltoall_recipe": r.recipes.get("alltoall", ""),
-                "gate_us": round(r.stepper.gate_us, 1), "torch_version": r.torch.__version__,
+                "gate_us": round(r.stepper.gate_us, 1), **environment_identity(),
                 "trace_error": r.trace_error}
     finally:
         r.flush()

@@ -16,6 +16,7 @@ import pandas as pd
 
 from ..analysis.comm import comm_answer, comm_steps
 from ..analysis.stats import Floor, quantile
+from ..schema import identity_name
 from .search import Settings, search
 
 __all__ = ["recommend_comm"]
@@ -82,7 +83,7 @@ def recommend_comm(df: pd.DataFrame, tolerance: float = 0.01) -> pd.DataFrame:
     steps = comm_steps(df)
     part = steps[(steps["setup"] == "partition") & (steps["collective"] != "")]
     exhaustive = comm_answer(df, tolerance).set_index(["collective", "size_bytes", "nranks"])
-    sm_count = int(df.attrs.get("device_sm_count") or (part["comm_sm_count"] + part["compute_sm_count"]).max())
+    sm_count = int(df.attrs.get(identity_name("sm_count")) or (part["comm_sm_count"] + part["compute_sm_count"]).max())
     rows = []
     for (coll, size, n), g in part.groupby(["collective", "size_bytes", "nranks"], sort=True):
         reps = _reps(g)

@@ -52,7 +52,7 @@ from ..device.driver import DeviceInfo, check, device_info, use
 from ..device.partitions import whole_device
 from ..workloads.workload import Workload
 
-__all__ = ["Engine", "Nvml", "Slot", "launch_gap", "nvtx_available", "nvtx_range", "spin_samples"]
+__all__ = ["Engine", "Nvml", "Slot", "capture_graph", "launch_gap", "nvtx_available", "nvtx_range", "spin_samples"]
 
 _GATE_US_START = 60.0
 _GATE_US_MAX = 20_000.0
@@ -145,6 +145,31 @@ class Slot:
         return self.partition.name
 
 
+def capture_graph(launch: Callable[[], None], stream, where) -> tuple[Any, Any]:
+    """``(graph, exec)``: what ``launch()`` enqueues on ``stream``, captured in a CUDA graph and
+    instantiated with ``where`` (a partition or device) current; launch it with
+    ``cuGraphLaunch(exec, stream.handle)`` and destroy both when done."""
+    from cuda.bindings import driver
+
+    mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+    check(driver.cuStreamBeginCapture(stream.handle, mode), "cuStreamBeginCapture")
+    try:
+        launch()
+    except BaseException:
+        with contextlib.suppress(Exception):
+            driver.cuStreamEndCapture(stream.handle)
+        raise
+    graph = check(driver.cuStreamEndCapture(stream.handle), "cuStreamEndCapture")
+    try:
+        with use(where):
+            exe = check(driver.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
+    except BaseException:
+        with contextlib.suppress(Exception):
+            driver.cuGraphDestroy(graph)  # the captured graph would leak
+        raise
+    return graph, exe
+
+
 class _Queued(NamedTuple):
     """One enqueued repetition, not yet collected."""
 
@@ -211,23 +236,7 @@ class Engine:
 
         key = (id(wl), int(stream.handle))
         if key not in self._graphs:
-            mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
-            check(driver.cuStreamBeginCapture(stream.handle, mode), "cuStreamBeginCapture")
-            try:
-                wl(stream=stream)
-            except BaseException:
-                with contextlib.suppress(Exception):
-                    driver.cuStreamEndCapture(stream.handle)
-                raise
-            graph = check(driver.cuStreamEndCapture(stream.handle), "cuStreamEndCapture")
-            try:
-                with use(slot.partition):
-                    exe = check(driver.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
-            except BaseException:
-                with contextlib.suppress(Exception):
-                    driver.cuGraphDestroy(graph)  # the captured graph would leak
-                raise
-            self._graphs[key] = (graph, exe)
+            self._graphs[key] = capture_graph(lambda: wl(stream=stream), stream, slot.partition)
         exe = self._graphs[key][1]
         return lambda: check(driver.cuGraphLaunch(exe, stream.handle), "cuGraphLaunch")
 
@@ -251,7 +260,7 @@ class Engine:
         """
         return self._finish(self._enqueue(slots, chain, label))
 
-    def run_reps(self, slots: Sequence[Slot], labels: Sequence[tuple], *, chain: bool = False):
+    def run_reps(self, slots: Sequence[Slot], labels: Sequence[tuple], *, chain: bool = False, on_queued=None):
         """Repetitions of one group, one per label, each enqueued while the one before runs.
 
         Yields ``(label, per_slot, makespan_ms)`` in order, as :meth:`run_group` returns
@@ -261,19 +270,25 @@ class Engine:
         was still running when its enqueue finished (its gate had not started, so no host
         time can show in it); otherwise it is discarded, measured again behind a sized
         gate, and the rest go one at a time (repetitions shorter than the host's enqueue).
-        Not pipelined while tracing.
+        Not pipelined while tracing. ``on_queued(i)``, when given, runs once label ``i``'s
+        repetition is enqueued for good (host work that can overlap it: NVML reads).
         """
         pipelined = self.trace is None
         pending = None  # (label, queued repetition) not yet collected
-        for label in labels:
+        for i, label in enumerate(labels):
             queued = self._enqueue(slots, chain, label, after=pending[1] if pending else None)
-            if pending is not None:
-                yield (pending[0], *self._finish(pending[1]))
-                pending = None
             if not queued.clean:
+                if pending is not None:
+                    yield (pending[0], *self._finish(pending[1]))
+                    pending = None
                 self._finish(queued)  # it may hold host time: measured again, gated
                 pipelined = False
                 queued = self._enqueue(slots, chain, label)
+            if on_queued is not None:
+                on_queued(i)
+            if pending is not None:
+                yield (pending[0], *self._finish(pending[1]))
+                pending = None
             if pipelined:
                 pending = (label, queued)
             else:

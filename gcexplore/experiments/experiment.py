@@ -15,9 +15,9 @@ import math
 from ..device import partitions
 from ..device.driver import DeviceInfo, device_info
 from ..device.partitions import Partitioning
-from ..schema import Options, environment_identity, frame, new_run_id
+from ..schema import RECIPES_ATTR, Options, environment_identity, frame, new_run_id
 from ..trace.collector import Collector
-from ..workloads.spec import as_workloads, workload_names
+from ..workloads.spec import as_workloads, recipes_of, workload_names
 from ..workloads.workload import Workload
 from .engine import Engine, launch_gap
 from .runner import round_plan
@@ -98,6 +98,9 @@ def experiment(kind: str, workloads, device, options: Options, *, check=None, st
     run_id = check(info, names) if check is not None else None
     wls, made = as_workloads(workloads, device=info.index)
     run = Experiment(kind, info, options, wls, run_id or new_run_id())
+    recipes = recipes_of(workloads)
+    if recipes:  # what was measured, in the one recipe grammar (compare never pools two recipes)
+        run.extra[RECIPES_ATTR] = recipes
     for w in made:
         run.adopt(w)
     try:

@@ -66,34 +66,48 @@ def overlap_row(layout, split_k, mode, rep, slot: Slot, start, dur, makespan, ro
     }
 
 
-def _reps(engine: Engine, groups, labels):
-    """``(label, [(per_slot, makespan) per group])`` for each label: one group is pipelined."""
+def _reps(engine: Engine, groups, labels, on_queued=None):
+    """``(label, [(per_slot, makespan) per group])`` for each label: one group is pipelined.
+    ``on_queued(i)`` runs once label ``i``'s repetition is enqueued (the GPU busy with it)."""
     if len(groups) == 1:
         (gslots, chain), = groups
-        for label, per_slot, makespan in engine.run_reps(gslots, labels, chain=chain):
+        for label, per_slot, makespan in engine.run_reps(gslots, labels, chain=chain, on_queued=on_queued):
             yield label, [(per_slot, makespan)]
         return
-    for label in labels:
+    for i, label in enumerate(labels):
+        if on_queued is not None:
+            on_queued(i)
         yield label, [engine.run_group(gslots, chain=chain, label=label) for gslots, chain in groups]
 
 
-def _measure_mode(engine: Engine, groups, layout, split_k, mode, opts: Options, rnd: Round, rows: list[dict]) -> None:
+def _measure_mode(engine: Engine, groups, layout, split_k, mode, opts: Options, rnd: Round, rows: list[dict],
+                  warmup: int) -> None:
+    """``warmup`` discarded repetitions, then the round's measured ones, as one pipelined
+    stream; NVML is read while the first and the last measured repetition run (not in a gap)."""
     for gslots, _ in groups:
         for s in gslots:
             s.run = engine.runner(s)
-    for _ in _reps(engine, groups, [(layout, mode, None)] * opts.warmup):
-        pass
-    first = len(rows)
-    before = engine.clocks()
     reps = range(rnd.first_rep, rnd.first_rep + rnd.repeats)
-    for (_, _, rep), outs in _reps(engine, groups, [(layout, mode, rep) for rep in reps]):
+    labels = [(layout, mode, None)] * warmup + [(layout, mode, rep) for rep in reps]
+    reads = {}
+
+    def on_queued(i):
+        if i in (warmup, len(labels) - 1):
+            reads[i] = engine.nvml.read()
+
+    first = len(rows)
+    for (_, _, rep), outs in _reps(engine, groups, labels, on_queued):
+        if rep is None:
+            continue
         rep_rows = []
         for (gslots, _), (per_slot, makespan) in zip(groups, outs):
             for slot, launches in zip(gslots, per_slot):
                 start, dur = launches[0]
                 rep_rows.append(overlap_row(layout, split_k, mode, rep, slot, start, dur, makespan, rnd.index))
         rows.extend(rep_rows)
-    engine.stamp(rows[first:], before)
+    (clock0, power0), (clock, power) = reads.get(warmup, (math.nan,) * 2), reads.get(len(labels) - 1, (math.nan,) * 2)
+    for r in rows[first:]:
+        r.update(sm_clock_mhz_before=clock0, power_w_before=power0, sm_clock_mhz=clock, power_w=power)
 
 
 def measure_layout(run: Experiment, parts, rows: list[dict], options: Options | None = None,
@@ -105,13 +119,17 @@ def measure_layout(run: Experiment, parts, rows: list[dict], options: Options | 
     """
     engine, wls, opts = run.engine, run.wls, run.options if options is None else options
     rnd = rnd or Round(0, opts.repeats, 0)
+    run.extra["warmup_later_modes"] = min(opts.warmup, 1)  # what gpu_time_ms counts
     placed = parts.all[:len(wls)]
     part_slots = [Slot(w, p, p.stream) for w, p in zip(wls, placed)]
     try:
-        for mode in opts.modes:
+        for i, mode in enumerate(opts.modes):
             groups = _schedule(mode, wls, placed, engine.whole, part_slots, opts.l2_flush)
+            # the layout's first mode warms its new partitions, streams and kernels; a later mode
+            # runs on warm ones and needs one repetition to settle its own pattern (caches, clocks)
+            warmup = opts.warmup if i == 0 else min(opts.warmup, 1)
             with nvtx_range(f"{parts.label} {mode}"):
-                _measure_mode(engine, groups, parts.label, parts[0].sm_count, mode, opts, rnd, rows)
+                _measure_mode(engine, groups, parts.label, parts[0].sm_count, mode, opts, rnd, rows, warmup)
     finally:
         engine.drain([p.stream for p in placed])
         engine.drop_graphs()
@@ -135,9 +153,10 @@ def profile_overlap(workloads, split, *, repeats: int = 15, warmup: int = 1, rou
         made on ``device`` (used as they are, not closed).
     repeats, warmup, rounds, modes, l2_flush, graphs, rounding
         See :class:`gcexplore.schema.Options`: measured repetitions per mode over all
-        rounds (15), discarded ones at the start of each round (1), rounds (default
-        ``min(5, repeats // 3)``, at least 1: 5 rounds of 3; each round splits the device
-        afresh, makes fresh streams and measures the layouts in a new order, so the
+        rounds (15), discarded ones at the start of each round (1 before the first mode of
+        a layout, which warms its new partitions; at most 1 before each later mode), rounds
+        (default ``min(5, repeats // 3)``, at least 1: 5 rounds of 3; each round splits the
+        device afresh, makes fresh streams and measures the layouts in a new order, so the
         variation between runs is measured, not assumed away), which of ``"alone"`` (each workload by itself on
         its partition), ``"concurrent"`` (all at once on their partitions),
         ``"sequential"`` (one after another on the whole device) and ``"streams"`` (all
@@ -170,10 +189,10 @@ def profile_overlap(workloads, split, *, repeats: int = 15, warmup: int = 1, rou
         - ``throughput_tflops`` (float): flops / duration, in 1e12/s (NaN if undeclared).
         - ``bandwidth_gbs`` (float): bytes / duration, in GB/s (NaN if undeclared).
         - ``sm_clock_mhz_before``, ``power_w_before`` (float): NVML SM clock (MHz) and
-          board power (W) read after the warm-up, before the mode's measured
-          repetitions of the round (NaN without nvidia-ml-py).
-        - ``sm_clock_mhz``, ``power_w`` (float): the same, read after them; a clock that
-          fell in between shows throttling.
+          board power (W) read while the mode's first measured repetition of the round runs
+          (NaN without nvidia-ml-py).
+        - ``sm_clock_mhz``, ``power_w`` (float): the same, read while its last
+          repetition of the round runs; a clock that fell in between shows throttling.
         - ``device_name``, ``run_id`` (str): the card and this run, so results
           concatenated with others stay apart.
 
