@@ -222,11 +222,9 @@ def check_profiles(profiles, *, bandwidth_given: bool = False) -> pd.DataFrame:
     if len(set(bw[np.isfinite(bw)])) > 1 and not bandwidth_given:
         raise _bad(f"profiles measured at different shared bandwidths ({', '.join(f'{v:g}' for v in sorted(set(bw[np.isfinite(bw)])))} "
                    "GB/s); profile on one card, or pass predict(..., shared_bandwidth_gbs=) to say which holds")
-    runs = df.groupby("workload", sort=False)["run_id"].nunique()
-    if (runs > 1).any():
-        w = runs[runs > 1].index[0]
-        raise _bad(f"workload {w!r} was profiled in {int(runs[w])} runs; give one profile per workload "
-                   "(or rename one: profile.assign(workload='other name'))")
+    if ((runs := df.groupby("workload", sort=False)["run_id"].nunique()) > 1).any():
+        raise _bad(f"workload {runs[runs > 1].index[0]!r} was profiled in {int(runs.max())} runs; give one profile "
+                   "per workload (or rename one: profile.assign(workload='other name'))")
     out = df[PROFILE_COLUMNS + [c for c in TRAFFIC_PROFILE_COLUMNS if c in df.columns]].reset_index(drop=True)
     out.attrs.update(df.attrs)
     out.attrs["kind"] = "solo_profile"
