@@ -78,10 +78,11 @@ def gpu_time_ms(df: pd.DataFrame) -> float:
 
     Warm-up repetitions are not recorded; each is counted at the median makespan of the
     repetitions measured after it: ``attrs["warmup"]`` of them before a layout's first mode
-    (per tuner step), and ``attrs["warmup_later_modes"]`` before each later mode (results
-    recorded before that schedule: ``attrs["warmup"]`` before every mode).
+    in each round (per tuner step), and ``attrs["warmup_later_modes"]`` before each later mode
+    (results recorded before that schedule: ``attrs["warmup"]`` before every mode).
     """
     keys = [c for c in ("layout", "mode", "step") if c in df.columns]
+    keys += ["round"] if "round" in df.columns else []  # each round warms up again
     per_rep = df.groupby([*keys, "rep"], sort=False)["makespan_ms"].max()
     warm = df.attrs.get("warmup", 0) or 0
     if isinstance(warm, bool) or not isinstance(warm, (int, float)) or warm < 0 or warm != int(warm):

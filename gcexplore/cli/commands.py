@@ -128,7 +128,7 @@ def _print_overlap(df) -> None:
         print()
     print(layout_report(df))
     a = df.attrs
-    print(f"{a.get('repeats')} repetitions after {a.get('warmup')} warm-up, launch gap "
+    print(f"{a.get('repeats')} repetitions in {a.get('rounds', 1)} round(s), each after {a.get('warmup')} warm-up, launch gap "
           f"{a.get('launch_gap_us', float('nan')):.1f} us (included in every duration)")
 
 
@@ -166,10 +166,10 @@ def _measure(args, cmd: str, measure) -> int:
     kernels = kernel_trace_file(args, out)
     if getattr(args, "checkpoint", None):
         check_checkpoint(args, out, kernels)
-    from ..schema import Options
+    from ..schema import Options, auto_rounds
 
-    Options(repeats=args.repeats, warmup=args.warmup, modes=args.modes, l2_flush=args.l2_flush,
-            graphs=args.graphs)  # every option checked before the GPU is asked
+    Options(repeats=args.repeats, warmup=args.warmup, rounds=auto_rounds(args.repeats, args.rounds), modes=args.modes,
+            l2_flush=args.l2_flush, graphs=args.graphs)  # every option checked before the GPU is asked
     parsed = workload_names(args.workloads)
     if kernels is not None:
         from ..trace.collector import TraceUnavailable, require_cupti
@@ -216,7 +216,8 @@ def _cmd_profile(args) -> int:
     from ..experiments.overlap import profile_overlap
 
     return _measure(args, "profile", lambda wls: profile_overlap(
-        wls, args.split, repeats=args.repeats, warmup=args.warmup, device=args.device, modes=args.modes,
+        wls, args.split, repeats=args.repeats, warmup=args.warmup, rounds=args.rounds, device=args.device,
+        modes=args.modes,
         l2_flush=args.l2_flush, graphs=args.graphs, **_trace_kw(args)))
 
 
@@ -228,7 +229,7 @@ def _cmd_sweep(args) -> int:
     from ..experiments.overlap import sweep
 
     return _measure(args, "sweep", lambda wls: sweep(
-        wls, args.sizes, others=args.others or (), repeats=args.repeats, warmup=args.warmup,
+        wls, args.sizes, others=args.others or (), repeats=args.repeats, warmup=args.warmup, rounds=args.rounds,
         device=args.device, modes=args.modes, l2_flush=args.l2_flush, graphs=args.graphs,
         checkpoint=args.checkpoint, progress=not args.quiet, **_trace_kw(args)))
 
@@ -411,9 +412,13 @@ def _add_measuring(sub) -> None:
         s.add_argument("workloads", nargs="+", metavar="WORKLOAD",
                        help="built-in workloads in partition order: compute, memory, copy, spin, latency, "
                             "optionally with options, e.g. spin:us=100 or memory:n=67108864")
-        s.add_argument("--repeats", type=int_arg(1), default=20,
-                       help=f"measured repetitions per mode, 1..{MAX_REPEATS} (default: %(default)s)")
-        s.add_argument("--warmup", type=int_arg(0), default=3, help="warm-up repetitions (default: %(default)s)")
+        s.add_argument("--repeats", type=int_arg(1), default=15,
+                       help=f"measured repetitions per mode over all rounds, 1..{MAX_REPEATS} (default: %(default)s)")
+        s.add_argument("--warmup", type=int_arg(0), default=1,
+                       help="warm-up repetitions at the start of each round (default: %(default)s)")
+        s.add_argument("--rounds", type=int_arg(1), default=None,
+                       help="rounds the repetitions are split into, each splitting afresh in a new order "
+                            "(default: min(5, repeats // 3))")
         s.add_argument("--device", type=int_arg(0), default=0, help="GPU index (default: %(default)s)")
         s.add_argument("--modes", type=mode_list, default=MODES,
                        help=f"comma-separated modes (default: {','.join(MODES)})")

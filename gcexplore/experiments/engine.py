@@ -371,6 +371,29 @@ class Engine:
                 self.gate_us = max(_GATE_US_START, 2.0 * enqueue_us + 20.0, 0.8 * self.gate_us)
         return per_slot, makespan
 
+    def new_round(self) -> None:
+        """Fresh whole-device streams and gate for a new round (state that differs between runs
+        is drawn again: stream handles, and with them a library's per-stream workspaces)."""
+        self.drain([self.gate, *self.whole.streams])
+        self.drop_graphs()
+        old, gate = self.whole, self.gate
+        self.whole = whole_device(self.info.index, streams=len(old.streams))
+        self.gate = self.whole.create_stream()
+        with contextlib.suppress(Exception):  # drained above; the L2 buffer is freed on the new gate
+            gate.close()
+        old.close()
+
+    def clocks(self) -> dict:
+        """NVML SM clock and power now, as the ``*_before`` columns of a round's rows."""
+        clock, power = self.nvml.read()
+        return {"sm_clock_mhz_before": clock, "power_w_before": power}
+
+    def stamp(self, rows: list[dict], before: dict) -> None:
+        """Write the round's clock and power (read before, and now) into its rows."""
+        clock, power = self.nvml.read()
+        for r in rows:
+            r.update(before, sm_clock_mhz=clock, power_w=power)
+
     def drain(self, streams) -> None:
         for s in streams:
             with contextlib.suppress(Exception):

@@ -19,6 +19,23 @@ def _pct(r: float) -> str:
     return f"{r - 1:+.1%}"
 
 
+def _noise_lines(c: Comparison) -> list[str]:
+    """The rounds each side measured, the between-round spread and the floor used; the rounds
+    that would decide what is UNCLEAR."""
+    s = c.settings
+    if "floor_text" not in s:
+        return []
+    t = c.table[c.table["present"] == "both"]
+    ra, rb = (int(t[f"rounds_{x}"].min()) if len(t) else 0 for x in "ab")
+    spread = f"between-round spread {s['round_sd']:.2%}; " if s.get("round_df") else ""
+    lines = [f"intervals from round medians ({ra} round(s) on A, {rb} on B; {spread}{s['floor_text']})"]
+    need = t["rounds_needed"].dropna()
+    if len(need) and np.isfinite(need).any():
+        lines.append(f"{int(np.isfinite(need).sum())} UNCLEAR row(s) would be decided by about "
+                     f"{int(need[np.isfinite(need)].max())} rounds per side")
+    return lines
+
+
 def describe(c: Comparison, group: str | None = None, *, all_differences: bool = False) -> list[str]:
     """The comparison in sentences, each computed from ``c``.
 
@@ -35,6 +52,7 @@ def describe(c: Comparison, group: str | None = None, *, all_differences: bool =
     jointly = f"{s['confidence']:.0%} jointly" + (f" over all {s['compared']} pairs" if group is not None else "")
     lines = [f"{b} against {a}, {where} SAME within ±{s['min_effect']:.1%}, {n['FAST']} FAST, {n['SLOW']} SLOW, "
              f"{n['UNCLEAR']} UNCLEAR (each interval at {s['level']:.2%}, {jointly})"]
+    lines.extend(_noise_lines(c))
     lines.extend(_finding_lines(c))
     if n["one-sided"]:
         lines.append(f"{n['one-sided']} layout(s) were measured on one side only")
