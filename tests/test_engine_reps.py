@@ -134,7 +134,10 @@ def test_nvml_is_read_while_the_first_and_last_measured_repetitions_run():
     eng.nvml = type("N", (), {"read": lambda self: log.append(("nvml", "", None)) or (1980.0, 300.0)})()
     eng.runner = lambda s: s.run
     rows = []
-    O._measure_mode(eng, [([slot], False)], "8+124", 8, "concurrent", Options(repeats=3, warmup=2), rows, 2)
+    from gcexplore.experiments.runner import Round
+
+    O._measure_mode(eng, [([slot], False)], "8+124", 8, "concurrent", Options(repeats=3, warmup=2), Round(0, 3, 0),
+                    rows, 2)
     order = [what for what, name, _ in log if what == "nvml" or (what == "spin" and name == "gate")]
     # 2 warm-up + 3 measured gates; NVML right after the first measured (3rd) and the last (5th) enqueue
     assert order == ["spin", "spin", "spin", "nvml", "spin", "spin", "nvml"]
