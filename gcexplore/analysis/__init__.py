@@ -29,6 +29,7 @@ EXTRA = {
     "serving": ("Advice", "SERVING_TABLE_COLUMNS", "advise", "advise_recorded", "loads_of", "predict_serving", "prediction_errors",
                 "trade_facts", "ttft_queue"),
     "comm": ("bus_bw_gbs", "bus_factor", "comm_steps"),
+    "campaigns": ("task_best_splits",),
     "clusters": ("cluster_labels", "group_modes", "rep_mode", "sample_modes", "trace_modes"),
     "pm": ("dram_headline",),
     "scaling": ("scaling_facts",),

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -169,7 +170,7 @@ def _bad(what: str) -> ProfileError:
                         "gcexplore.analysis.prediction.profile_from(scaling or sweep result))")
 
 
-def check_profiles(profiles) -> pd.DataFrame:
+def check_profiles(profiles, *, bandwidth_given: bool = False) -> pd.DataFrame:
     """One profile frame from a frame, a sequence or a mapping of them; :class:`ProfileError` if unusable.
 
     Checks: the columns of :data:`PROFILE_COLUMNS`; positive finite durations; positive
@@ -181,7 +182,14 @@ def check_profiles(profiles) -> pd.DataFrame:
     if isinstance(profiles, (list, tuple)):
         if not profiles:
             raise _bad("no profiles given")
-        frames = [check_profiles(p) for p in profiles]
+        frames = [check_profiles(p, bandwidth_given=bandwidth_given) for p in profiles]
+        seen: dict[str, int] = {}
+        for i, f in enumerate(frames):
+            for w in dict.fromkeys(f["workload"].astype(str)):
+                if w in seen:  # pooled, two measurements would make one curve of both
+                    raise _bad(f"workload {w!r} is in profiles {seen[w]} and {i}; give one profile per workload "
+                               "(or rename one: profile.assign(workload='other name'))")
+                seen[w] = i
         df = pd.concat(frames, ignore_index=True)
         df.attrs.update(frames[0].attrs)
     elif isinstance(profiles, pd.DataFrame):
@@ -208,6 +216,15 @@ def check_profiles(profiles) -> pd.DataFrame:
         if df[col].nunique() > 1:
             raise _bad(f"profiles of different cards ({col}: {sorted(map(str, df[col].unique()))}); "
                        "predict pairs from profiles measured on one card")
+    bw = df["shared_bandwidth_gbs"].to_numpy(dtype=float)
+    if np.any(bw[np.isfinite(bw)] <= 0):
+        raise _bad("shared_bandwidth_gbs must be a positive bandwidth in GB/s, or missing")
+    if len(set(bw[np.isfinite(bw)])) > 1 and not bandwidth_given:
+        raise _bad(f"profiles measured at different shared bandwidths ({', '.join(f'{v:g}' for v in sorted(set(bw[np.isfinite(bw)])))} "
+                   "GB/s); profile on one card, or pass predict(..., shared_bandwidth_gbs=) to say which holds")
+    if ((runs := df.groupby("workload", sort=False)["run_id"].nunique()) > 1).any():
+        raise _bad(f"workload {runs[runs > 1].index[0]!r} was profiled in {int(runs.max())} runs; give one profile "
+                   "per workload (or rename one: profile.assign(workload='other name'))")
     out = df[PROFILE_COLUMNS + [c for c in TRAFFIC_PROFILE_COLUMNS if c in df.columns]].reset_index(drop=True)
     out.attrs.update(df.attrs)
     out.attrs["kind"] = "solo_profile"
@@ -440,6 +457,10 @@ def _as_layouts(layouts, n: int, profiles: pd.DataFrame) -> list[tuple[int, ...]
         if len(t) != n or min(t) <= 0:
             raise ValueError(f"layout {lay!r} must give {n} positive SM counts (one per workload, remainder "
                              f"last), e.g. '24+108'")
+        total = int(profiles["device_sm_count"].iloc[0])
+        if total > 0 and sum(t) > total:
+            raise ValueError(f"layout {lay!r} needs {sum(t)} SMs; the profiled card ({profiles['device_name'].iloc[0]}) "
+                             f"has {total}")
         out.append(t)
     return out
 
@@ -495,7 +516,7 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
         ``lower_bound_ms`` (the slowest workload's fastest solo time).
         ``attrs["kind"] = "prediction"`` with the settings.
     """
-    prof = with_traffic_columns(check_profiles(profiles))
+    prof = with_traffic_columns(check_profiles(profiles, bandwidth_given=shared_bandwidth_gbs is not None))
     if sharing not in SHARING:
         raise ValueError(f"sharing must be one of {SHARING}, got {sharing!r}")
     err = _error_pair(model_error)
@@ -513,6 +534,13 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
     if len(names) < 2 or len(set(names)) != len(names):
         raise ValueError(f"predict needs two or more distinct workload names, got {names}")
     peak = float(shared_bandwidth_gbs if shared_bandwidth_gbs is not None else prof["shared_bandwidth_gbs"].max())
+    if shared_bandwidth_gbs is not None and not (math.isfinite(peak) and peak > 0):
+        raise ValueError(f"shared_bandwidth_gbs must be a positive bandwidth in GB/s, got {shared_bandwidth_gbs!r}")
+    notes = []
+    if not math.isfinite(peak):
+        notes.append("the profiles carry no shared DRAM bandwidth, so DRAM sharing is not modelled (interference "
+                     "1.0 wherever only DRAM is shared); pass shared_bandwidth_gbs= (the card's DRAM bandwidth)")
+        warnings.warn(notes[-1], stacklevel=2)
     l2 = float(l2_bytes if l2_bytes is not None else prof["l2_bytes"].max())
     bound = max(c.fastest() for c in sources)
     if l2_bandwidth_gbs is not None and not (isinstance(l2_bandwidth_gbs, (int, float)) and l2_bandwidth_gbs > 0):
@@ -529,7 +557,7 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
                      unknown_bytes=[n for n, c in zip(names, sources) if not math.isfinite(c.bytes)],
                      bytes_source={n: str(src.get(c.name, "missing")) for n, c in zip(names, sources)},
                      l2_bandwidth_gbs=l2_bandwidth_gbs,
-                     assumed=list(prof.attrs.get("assumed", [])))
+                     assumed=list(prof.attrs.get("assumed", [])), notes=notes)
     return out
 
 

@@ -53,19 +53,28 @@ def mode_list(text: str) -> tuple[str, ...]:
 
 
 def writable_file(path: str, suffixes: tuple[str, ...], what: str) -> Path:
-    """``path`` if it has a valid suffix and its folder can be written; else Usage."""
+    """``path`` if it has a valid suffix and could be written; else Usage. Creates nothing: a
+    run that fails before it measures (no GPU) leaves no empty folder behind; the folder is made
+    when the file is written."""
     p = Path(path)
     if p.suffix.lower() not in suffixes:
         raise Usage(f"{what} {path!r} must end in {' or '.join(suffixes)}")
     if p.is_dir():
         raise Usage(f"{what} {path!r} is a folder; give a file name ending in {' or '.join(suffixes)}")
-    folder = p.parent if str(p.parent) else Path(".")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise Usage(f"cannot create the folder of {what} {path!r}: {e.strerror or e}") from None
-    if not os.access(folder, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
-        raise Usage(f"{what} {path!r} cannot be written (no write permission in {str(folder)!r})")
+    existing = p.parent if str(p.parent) else Path(".")
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise Usage(f"cannot create the folder of {what} {path!r}: {str(existing)!r} is a file")
+    if not os.access(existing, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise Usage(f"{what} {path!r} cannot be written (no write permission in {str(existing)!r})")
+    side = p.with_suffix(".json")
+    if p.suffix.lower() == ".csv" and side.exists():
+        from ..results.io import is_sidecar
+
+        if not is_sidecar(side, p.name):  # found now, not after measuring (the save would refuse)
+            raise Usage(f"{what} {path!r}: {str(side)!r} exists and is not its metadata sidecar; saving the "
+                        "CSV would replace it: choose another name, move that file, or use .parquet")
     return p
 
 

@@ -20,6 +20,7 @@ from ..trace.collector import Collector
 from ..workloads.spec import as_workloads, recipes_of, workload_names
 from ..workloads.workload import Workload
 from .engine import Engine, launch_gap
+from .runner import round_plan
 
 __all__ = ["Experiment", "experiment"]
 
@@ -38,11 +39,23 @@ class Experiment:
         self.gap = math.nan
         self.extra: dict = {}
         self._owned: list = []
+        self._round = 0
 
     def adopt(self, resource):
         """Close ``resource`` (a workload or recorder) when the run ends."""
         self._owned.append(resource)
         return resource
+
+    def rounds(self, layouts, options: Options | None = None):
+        """The visits of ``layouts`` in this run's rounds (:func:`~gcexplore.experiments.runner.round_plan`)."""
+        o = options or self.options
+        return round_plan(layouts, o.repeats, o.rounds, seed=self.run_id)
+
+    def enter_round(self, index: int) -> None:
+        """Start round ``index`` (a no-op within a round): fresh whole-device streams and gate."""
+        if index != self._round and self.engine is not None:
+            self.engine.new_round()
+        self._round = index
 
     def partitioned(self, split):
         """The split's partitions: a Partitioning given (left open) or a new one (closed after)."""

@@ -181,7 +181,7 @@ class Explorer(TraceView, Controller):
         n_groups = max(1, len(placement) - 1)
         self.total_sm = int(results.attrs.get(identity_name("sm_count"))
                             or sum(next(iter(self.layouts))))
-        best = A.best_layout(results)
+        best = str(A.best_split(self.run_summary())["layout"])  # the summary the table draws too
         start = parse_layout(best)
         self.sliders = []
         for i in range(n_groups):
