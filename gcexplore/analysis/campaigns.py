@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..schema import parse_layout
+from ..schema import identity_name, parse_layout
 from .overlap import best_split
 
 __all__ = ["task_best_splits"]
+
+_CARD = [identity_name(k) for k in ("name", "uuid", "index")]  # how a task's card is named
 
 
 def task_best_splits(df: pd.DataFrame) -> pd.DataFrame:
@@ -35,8 +37,8 @@ def task_best_splits(df: pd.DataFrame) -> pd.DataFrame:
         step = min((b - a for a, b in zip(sizes, sizes[1:])), default=sizes[0])
         total = sum(parse_layout(best))
         beyond_low, beyond_high = first == sizes[0] and first - step >= step, first == sizes[-1] and first + step < total
-        card = (f"{g['device_name'].iloc[0]} #{g['device_index'].iloc[0]} ({str(g['device_uuid'].iloc[0])[:8]})"
-                if {"device_name", "device_index", "device_uuid"} <= set(g.columns) else "")
+        name, uuid, index = (g[c].iloc[0] if c in g.columns else "" for c in _CARD)
+        card = f"{name} #{index} ({str(uuid)[:8]})" if name else ""
         rows.append({"card": card, "pair": g["pair"].iloc[0], "split_set": g["split_set"].iloc[0], "best_split": best,
                      "at_edge": bool(len(sizes) > 1 and (beyond_low or beyond_high)), "rows": len(g)})
     cols = ["card", "pair", "split_set", "best_split", "at_edge", "rows"]

@@ -562,10 +562,6 @@ def _compare_pair(fa, fb, labels, family, by, *, min_effect, confidence, slo_ms,
     _same_workloads(fa, fb, family)
     sa, sb = _samples(fa, family), _samples(fb, family)
     pairs = _align(sa, sb)
-    if not any(x is not None and y is not None for _, x, y in pairs):
-        raise ValueError(f"compare: no layout x {'workload' if family == 'scaling' else 'mode'} pair was measured "
-                         f"on both sides ({labels[0]}: {', '.join(dict.fromkeys(sa['layout']))[:200]}; {labels[1]}: "
-                         f"{', '.join(dict.fromkeys(sb['layout']))[:200]}); nothing to compare")
     table, settings = _table(sa, sb, pairs, float(min_effect), float(confidence), floor or side_floor(fa, fb))
     best = _best(sa, sb, pairs, settings) if family != "scaling" else {}
     if slo_ms is None and family == "tune":

@@ -457,7 +457,7 @@ def _as_layouts(layouts, n: int, profiles: pd.DataFrame) -> list[tuple[int, ...]
         if len(t) != n or min(t) <= 0:
             raise ValueError(f"layout {lay!r} must give {n} positive SM counts (one per workload, remainder "
                              f"last), e.g. '24+108'")
-        total = int(profiles["device_sm_count"].iloc[0])
+        total = int(profiles[SM_COUNT].iloc[0])
         if total > 0 and sum(t) > total:
             raise ValueError(f"layout {lay!r} needs {sum(t)} SMs; the profiled card ({profiles['device_name'].iloc[0]}) "
                              f"has {total}")
