@@ -93,9 +93,11 @@ def test_side_a_is_not_hidden_under_b_and_small_differences_show(cards):
     assert ax.get_yscale() == "log"
     assert rax.get_gid() == "ratio"
     low, high = rax.get_ylim()
-    assert high - low < 0.1  # a 2% difference is a fifth of the axis, not a pixel
     conc = cards.table[(cards.table["group"] == "concurrent") & (cards.table["present"] == "both")]
     assert low < conc["ratio"].min() and conc["ratio"].max() < high  # every point in view
+    # scaled to the ratios and the band, not to intervals (a one-round recording's are floor-wide):
+    # a 2% difference is a good part of the panel, not a pixel
+    assert high - low < 0.1
 
 
 # ------------------------------------------------------------------ compare's edges
