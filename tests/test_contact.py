@@ -94,9 +94,10 @@ def test_side_a_is_not_hidden_under_b_and_small_differences_show(cards):
     assert rax.get_gid() == "ratio"
     low, high = rax.get_ylim()
     conc = cards.table[(cards.table["group"] == "concurrent") & (cards.table["present"] == "both")]
-    assert low <= conc["ratio_low"].min() and conc["ratio_high"].max() <= high
-    # the axis fits the intervals (one-round recordings: their run-to-run floor sets the width), not 0..2
-    assert high - low < 1.3 * (conc["ratio_high"].max() - conc["ratio_low"].min()) + 0.02
+    assert low < conc["ratio"].min() and conc["ratio"].max() < high  # every point in view
+    # scaled to the ratios and the band, not to intervals (a one-round recording's are floor-wide):
+    # a 2% difference is a good part of the panel, not a pixel
+    assert high - low < 0.1
 
 
 # ------------------------------------------------------------------ compare's edges
@@ -119,12 +120,14 @@ def test_compare_names_a_missing_column(col):
         compare(t.drop(columns=[col]), t)
 
 
-def test_compare_refuses_sides_with_no_layout_in_common():
+def test_sides_with_no_layout_in_common_do_not_claim_the_best_moved():
     t = gcexplore.load_recorded("sweep")
     a, b = t[t["layout"] == "8+124"].copy(), t[t["layout"] == "16+116"].copy()
     a.attrs = b.attrs = dict(t.attrs)
-    with pytest.raises(ValueError, match="no layout x mode pair was measured on both sides"):
-        compare(a, b)
+    c = compare(a, b)
+    assert c.best["moved"] is None and c.counts()["compared"] == 0
+    text = "\n".join(describe(c))
+    assert "the best split moved:" not in text and "cannot be told" in text
 
 
 # ------------------------------------------------------------------ the command line

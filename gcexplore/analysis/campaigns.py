@@ -10,7 +10,7 @@ from .overlap import best_split
 
 __all__ = ["task_best_splits"]
 
-_NAME, _INDEX, _UUID = (identity_name(k) for k in ("name", "index", "uuid"))  # the schema's spelling
+_CARD = [identity_name(k) for k in ("name", "uuid", "index")]  # how a task's card is named
 
 
 def task_best_splits(df: pd.DataFrame) -> pd.DataFrame:
@@ -37,8 +37,8 @@ def task_best_splits(df: pd.DataFrame) -> pd.DataFrame:
         step = min((b - a for a, b in zip(sizes, sizes[1:])), default=sizes[0])
         total = sum(parse_layout(best))
         beyond_low, beyond_high = first == sizes[0] and first - step >= step, first == sizes[-1] and first + step < total
-        card = (f"{g[_NAME].iloc[0]} #{g[_INDEX].iloc[0]} ({str(g[_UUID].iloc[0])[:8]})"
-                if {_NAME, _INDEX, _UUID} <= set(g.columns) else "")
+        name, uuid, index = (g[c].iloc[0] if c in g.columns else "" for c in _CARD)
+        card = f"{name} #{index} ({str(uuid)[:8]})" if name else ""
         rows.append({"card": card, "pair": g["pair"].iloc[0], "split_set": g["split_set"].iloc[0], "best_split": best,
                      "at_edge": bool(len(sizes) > 1 and (beyond_low or beyond_high)), "rows": len(g)})
     cols = ["card", "pair", "split_set", "best_split", "at_edge", "rows"]

@@ -554,21 +554,17 @@ def compare(a, b=None, *, by: str | None = None, labels=None, min_effect: float 
     # set by set; a set with no layout in common is kept (each side's best, one-sided rows), and
     # Comparisons says that nothing there was compared: no verdict is invented for it
     pairs = {k: _compare_pair(x, y, labels, family, by, min_effect=min_effect, confidence=confidence,
-                              slo_ms=slo_ms, percentile=percentile, floor=floor, require_common=False)
+                              slo_ms=slo_ms, percentile=percentile, floor=floor)
              for k, x, y in both}
     return Comparisons(tuple(labels), pairs, one_sided, by, tuple(COMPARE_COLUMNS))
 
 
 def _compare_pair(fa, fb, labels, family, by, *, min_effect, confidence, slo_ms, percentile,
-                  floor: Floor | None = None, require_common: bool = True) -> Comparison:
+                  floor: Floor | None = None) -> Comparison:
     """The comparison of two sides that measured the same workload set (the grouping is done)."""
     _same_workloads(fa, fb, family)
     sa, sb = _samples(fa, family), _samples(fb, family)
     pairs = _align(sa, sb)
-    if require_common and not any(x is not None and y is not None for _, x, y in pairs):
-        raise ValueError(f"compare: no layout x {'workload' if family == 'scaling' else 'mode'} pair was measured "
-                         f"on both sides ({labels[0]}: {', '.join(dict.fromkeys(sa['layout']))[:200]}; {labels[1]}: "
-                         f"{', '.join(dict.fromkeys(sb['layout']))[:200]}); nothing to compare")
     table, settings = _table(sa, sb, pairs, float(min_effect), float(confidence), floor or side_floor(fa, fb))
     best = _best(sa, sb, pairs, settings) if family != "scaling" else {}
     if slo_ms is None and family == "tune":

@@ -98,9 +98,11 @@ def _ratio_panel(rax, rows: pd.DataFrame, c: Comparison) -> None:
     err = [both["ratio"] - both["ratio_low"], both["ratio_high"] - both["ratio"]]
     rax.errorbar(x, both["ratio"], yerr=err, fmt="o", ms=4, color=_SIDE_COLORS["b"], capsize=2,
                  gid="ratio_b_over_a", label=f"B / A, {c.settings['level']:.2%} interval")
-    lows = [float(both["ratio_low"].min()), 1 - band] if len(both) else [1 - band]
-    highs = [float(both["ratio_high"].max()), 1 + band] if len(both) else [1 + band]
-    pad = 0.15 * (max(highs) - min(lows))
+    # the scale of the ratios and the band: a wide interval runs past the panel rather than
+    # squeezing a 2% difference into a few pixels
+    lows = [float(both["ratio"].min()), 1 - band] if len(both) else [1 - band]
+    highs = [float(both["ratio"].max()), 1 + band] if len(both) else [1 + band]
+    pad = 0.5 * (max(highs) - min(lows))
     rax.set_ylim(min(lows) - pad, max(highs) + pad)
     rax.yaxis.set_major_formatter(lambda v, _pos: f"{v - 1:+.0%}" if abs(v - 1) >= 0.01 or v == 1 else f"{v - 1:+.1%}")
     rax.set_ylabel("B / A - 1", fontsize=8)
