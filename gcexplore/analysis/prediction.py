@@ -369,7 +369,9 @@ def _spill(curves: list[_Curve], l2: float) -> list[float]:
 
 
 def _slowed(cap: float, demand: list[float], weights: list[float]) -> list[float]:
-    """Speed (1 = as alone) of each workload when ``demand`` GB/s share ``cap`` GB/s, divided by ``weights``."""
+    """Speed (1 = as alone) of each workload when ``demand`` GB/s share ``cap`` GB/s, divided by ``weights``
+    (never less than any one of them drew alone: no workload is slowed by itself)."""
+    cap = max([cap, *demand]) if math.isfinite(cap) else cap
     if not (math.isfinite(cap) and sum(demand) > cap):
         return [1.0] * len(demand)
     got = _waterfill(cap, demand, weights)
@@ -380,7 +382,7 @@ def _slowed(cap: float, demand: list[float], weights: list[float]) -> list[float
 
 
 def _fluid(curves: list[_Curve], times: list[float], sms: list[int], peak: float, l2: float, sharing: str,
-           worst: bool, l2_peak: float = math.nan) -> list[float]:
+           worst: bool, l2_peak: float = math.nan, gain: float = 1.0) -> list[float]:
     """Finish time (ms) of each workload started together, sharing ``peak`` GB/s of DRAM (and
     ``l2_peak`` GB/s of L2 bandwidth where given)."""
     n = len(curves)
@@ -393,7 +395,7 @@ def _fluid(curves: list[_Curve], times: list[float], sms: list[int], peak: float
         # a bandwidth-bound workload's best pattern present sets what DRAM gives (48 MiB triads
         # reached 2.63 TB/s alone and 2.67 together); workloads far below the peak say nothing of it
         ceilings = [c for c in (curves[i].ceiling_gbs() for i in act) if math.isfinite(c) and c >= 0.5 * peak]
-        cap = min(peak, max(ceilings)) if ceilings else peak
+        cap = (min(peak, max(ceilings)) if ceilings else peak) * gain
         if sharing == "equal":
             weights = [1.0] * len(act)
         elif sharing == "demand":
@@ -452,7 +454,7 @@ def _error_pair(model_error) -> tuple[float, float]:
 def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, sharing: str = "pressure",
             model_error=MODEL_ERROR, shared_bandwidth_gbs: float | None = None,
             l2_bytes: float | None = None, card: Mapping | None = None,
-            l2_bandwidth_gbs: float | None = None) -> pd.DataFrame:
+            l2_bandwidth_gbs: float | None = None, bandwidth_gain: float = 1.0) -> pd.DataFrame:
     """Predicted concurrent makespan and per-workload durations at every layout, with intervals.
 
     Parameters
@@ -476,6 +478,10 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
         Model the L2's bandwidth as a second shared resource of this many GB/s (each
         workload asks for its counted L2 traffic / solo time); default not modelled.
         :func:`~gcexplore.analysis.prediction_check.fit_model` decides from measured pairs.
+    bandwidth_gain : float, default 1
+        What DRAM gives workloads running together, as a multiple of the best any of them
+        drew alone (two triads together drew up to 10% more than one alone on an H200);
+        :func:`~gcexplore.analysis.prediction_check.fit_model` fits it on measured pairs.
     card : mapping, optional
         Predict for another card (:func:`~gcexplore.analysis.traffic_profile.scale_profiles`:
         its SM count, shared bandwidth, SM clock, L2); ``attrs["assumed"]`` says what was assumed.
@@ -515,9 +521,12 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
     if l2_bandwidth_gbs is not None and not (isinstance(l2_bandwidth_gbs, (int, float)) and l2_bandwidth_gbs > 0):
         raise ValueError(f"l2_bandwidth_gbs must be a positive number of GB/s or None, got {l2_bandwidth_gbs!r}")
     l2_peak = float(l2_bandwidth_gbs) if l2_bandwidth_gbs is not None else math.nan
+    if not (isinstance(bandwidth_gain, (int, float)) and 0.5 <= bandwidth_gain <= 2):
+        raise ValueError(f"bandwidth_gain must be a factor in [0.5, 2], got {bandwidth_gain!r}")
+    gain = float(bandwidth_gain)
     rows = []
     for lay in _as_layouts(layouts, len(names), prof):
-        rows.extend(_predict_layout(lay, names, sources, peak, l2, sharing, err, bound, l2_peak))
+        rows.extend(_predict_layout(lay, names, sources, peak, l2, sharing, err, bound, (l2_peak, gain)))
     out = pd.DataFrame(rows, columns=PREDICTION_COLUMNS)
     src = prof.groupby("workload", sort=False)["bytes_source"].first()
     out.attrs.update(kind="prediction", workloads=names, sharing=sharing,
@@ -525,18 +534,20 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
                      shared_bandwidth_gbs=peak, l2_bytes=l2, device_name=str(prof["device_name"].iloc[0]),
                      unknown_bytes=[n for n, c in zip(names, sources) if not math.isfinite(c.bytes)],
                      bytes_source={n: str(src.get(c.name, "missing")) for n, c in zip(names, sources)},
-                     l2_bandwidth_gbs=l2_bandwidth_gbs,
+                     l2_bandwidth_gbs=l2_bandwidth_gbs, bandwidth_gain=gain,
                      assumed=list(prof.attrs.get("assumed", [])))
     return out
 
 
-def _predict_layout(lay, names, curves, peak, l2, sharing, err, bound, l2_peak) -> list[dict]:
+def _predict_layout(lay, names, curves, peak, l2, sharing, err, bound, extra) -> list[dict]:
+    l2_peak, gain = extra
     last = len(lay) - 1
     alone = [c.at(k, "last" if i == last else "first") for i, (c, k) in enumerate(zip(curves, lay))]
     offset = max(c.offset for c in curves)
-    mid = _fluid(curves, [a[0] for a in alone], list(lay), peak, l2, sharing, worst=False, l2_peak=l2_peak)
-    low = _fluid(curves, [a[1] for a in alone], list(lay), peak, l2, sharing, worst=False, l2_peak=l2_peak)
-    high = _fluid(curves, [a[2] for a in alone], list(lay), peak, l2, sharing, worst=True, l2_peak=l2_peak)
+    kw = {"l2_peak": l2_peak, "gain": gain}
+    mid = _fluid(curves, [a[0] for a in alone], list(lay), peak, l2, sharing, worst=False, **kw)
+    low = _fluid(curves, [a[1] for a in alone], list(lay), peak, l2, sharing, worst=False, **kw)
+    high = _fluid(curves, [a[2] for a in alone], list(lay), peak, l2, sharing, worst=True, **kw)
     low = [min(a, b) for a, b in zip(low, mid)]  # shorter solo times can mean more contention
     high = [max(a, b) for a, b in zip(high, mid)]
     make, make_lo, make_hi = max(mid) + offset, max(low) + offset, max(high) + offset
