@@ -804,7 +804,7 @@ if pm_samples is not None and pm_trace is not None:
     solo = " and ".join(f"{w} {r.dram_pct:.0f}% (SMs active {r.sm_active_pct:.0f}%)"
                         for w, r in alone.iterrows() if "+" not in w)
     h = gcexplore.analysis.dram_headline(med.reset_index())
-    what = {"no more than one alone": (f"no more than {h['top']} alone (within {gcexplore.analysis.modes.DRAM_SAME_POINTS:g} "
+    what = {"no more than one alone": (f"no more than {h['top']} alone (within {gcexplore.analysis.pm.DRAM_SAME_POINTS:g} "
                                        "points): the second kernel added no DRAM throughput"),
             "adds up": "the sum of the two alone: DRAM had room for both",
             "more than one alone, less than both": f"{h['added']:.0f} points over {h['top']} alone, short of "

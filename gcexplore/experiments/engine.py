@@ -69,7 +69,7 @@ def _tag(trace, role: str, slot=None, launch: int = 0):
 class Nvml:
     """SM clock and board power via nvidia-ml-py, or NaN when it is absent."""
 
-    def __init__(self, device_index: int):
+    def __init__(self, device_index: int, pci_bus_id: str = ""):
         self.handle = None
         try:
             import pynvml
@@ -77,10 +77,11 @@ class Nvml:
             pynvml.nvmlInit()
             self._nvml = pynvml
             try:
-                from cuda.core import Device
+                if not pci_bus_id:  # DeviceInfo read it already; a hand-built one may lack it
+                    from cuda.core import Device
 
-                bus = Device(device_index).pci_bus_id
-                self.handle = pynvml.nvmlDeviceGetHandleByPciBusId_v2(bus)
+                    pci_bus_id = Device(device_index).pci_bus_id
+                self.handle = pynvml.nvmlDeviceGetHandleByPciBusId_v2(pci_bus_id)
             except Exception:
                 self.handle = pynvml.nvmlDeviceGetHandleByIndex(device_index)
         except Exception:  # no nvidia-ml-py or no NVML: columns stay NaN
@@ -215,7 +216,7 @@ class Engine:
                 if l2_flush:
                     size = 2 * max(int(dev.properties.l2_cache_size), 1 << 20)
                     self._l2 = (dev.allocate(size, stream=self.gate), size)
-            self.nvml = Nvml(info.index)
+            self.nvml = Nvml(info.index, info.pci_bus_id)
             if trace is not None:  # fails in one sentence now, not after a sweep
                 trace.probe(lambda: self.launch_spin(self.gate, 1_000), self.gate)
         except BaseException:
