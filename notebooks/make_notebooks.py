@@ -18,6 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import nbformat as nbf
+import serving_cells
 
 HERE = Path(__file__).resolve().parent
 
@@ -803,7 +804,7 @@ if pm_samples is not None and pm_trace is not None:
     solo = " and ".join(f"{w} {r.dram_pct:.0f}% (SMs active {r.sm_active_pct:.0f}%)"
                         for w, r in alone.iterrows() if "+" not in w)
     h = gcexplore.analysis.dram_headline(med.reset_index())
-    what = {"no more than one alone": (f"no more than {h['top']} alone (within {gcexplore.analysis.modes.DRAM_SAME_POINTS:g} "
+    what = {"no more than one alone": (f"no more than {h['top']} alone (within {gcexplore.analysis.pm.DRAM_SAME_POINTS:g} "
                                        "points): the second kernel added no DRAM throughput"),
             "adds up": "the sum of the two alone: DRAM had room for both",
             "more than one alone, less than both": f"{h['added']:.0f} points over {h['top']} alone, short of "
@@ -929,9 +930,11 @@ import tempfile
 import pandas as pd
 
 DASK = importlib.util.find_spec("distributed") is not None
-if LIVE and not DASK:
+if not DASK:  # said with or without a GPU: a reader learns what running a campaign needs
     print("campaigns run on Dask distributed, which this environment lacks (pip install 'gcexplore[campaign]'); "
           "showing the recorded campaign instead")
+elif not LIVE:
+    print("Dask distributed is installed: with a GPU this notebook runs a campaign; here it shows the recorded one")
 if LIVE and DASK:
     folder = tempfile.mkdtemp(prefix="gcexplore-campaign-")
     c = gcexplore.campaign([["compute", "memory"], ["compute", "copy"]], [[16, 32], [48, 64]] if QUICK else [None],
@@ -939,7 +942,10 @@ if LIVE and DASK:
     df = c.result()
     display(c.status())
 else:
-    df = recorded("campaign")
+    df = recorded("campaign")  # shipped as a campaign folder: load_campaign and campaign status work on it
+    folder = df.attrs["folder"]
+    print(f"the recorded campaign's folder: {folder} (try: gcexplore campaign status {folder})")
+    display(gcexplore.campaign_status(folder))
 a = df.attrs
 print(f"campaign {a['campaign_id']}: {a['done']} of {a['tasks']} tasks done, {len(a['failed'])} failed, "
       f"{len(a['pending'])} pending")
@@ -949,11 +955,13 @@ Each task is one sweep of one pair over one split set on one card. Per task, the
 the lowest concurrent makespan (`gcexplore.best_split`), grouped by card and pair:
 '''),
     code('''
-best = pd.DataFrame([{"card": f"{g['device_name'].iloc[0]} #{g['device_index'].iloc[0]} ({g['device_uuid'].iloc[0][:8]})",
-                      "pair": g["pair"].iloc[0], "split_set": g["split_set"].iloc[0],
-                      "best_split": gcexplore.best_split(g).name, "rows": len(g)}
-                     for _, g in df.groupby("task_key")]).sort_values(["card", "pair", "split_set"])
+best = gcexplore.analysis.task_best_splits(df)
 display(best)
+edge = best[best["at_edge"]]
+if len(edge):
+    print(f"{len(edge)} of {len(best)} tasks have their best split at the edge of their split set "
+          f"({'; '.join(f'{r.pair} {r.best_split} in {r.split_set}' for r in edge.itertuples())}): "
+          "the optimum may lie outside the set; sweep the sizes beyond that edge to know")
 '''),
     md('''
 One task's sweep, as `gcexplore.plot_sweep` draws any sweep:
@@ -977,8 +985,12 @@ their ratio with an interval from the raw repetitions, and a verdict that is FAS
 only when the whole interval lies beyond ±1%, SAME when it lies within, UNCLEAR otherwise
 (the method and its error rates are in docs/guide.md). It also says where each side's best
 split is and what one side's best costs on the other. The second side here is a sweep
-recorded under another condition where this installation has one (`sweep_second`);
-otherwise the two halves of this sweep's own repetitions, which should agree.
+recorded under another condition where this installation has one (`sweep_second`, another
+card); otherwise the two halves of this sweep's own repetitions, which should agree. The first
+line counts the concurrent rows, the ones the table and the figure below show; the lines after it
+say what each mode found over all its layouts. The figure's lower panel is the ratio B / A per
+layout with its interval: differences of a few percent that the log-scale curves above barely
+separate.
 """),
     code("""
 from gcexplore.views.compare_text import describe
@@ -991,12 +1003,12 @@ else:
           "python3 bench/record_second_side.py --out DIR (then copied to gcexplore/data). Without it "
           "this section compares the two halves of the sweep above.")
 if second is not None:
-    cmp = gcexplore.compare(sweep_df, second, labels=("sweep above", f"sweep_second ({second.attrs.get('condition', 'recorded')})"))
+    cmp = gcexplore.compare(sweep_df, second)  # the sides are named with their cards when the cards differ
 else:
     cut = sweep_df["rep"].max() / 2
     halves = sweep_df.assign(half=["first half" if r <= cut else "second half" for r in sweep_df["rep"]])
     cmp = gcexplore.compare(halves, by="half", labels=("first half", "second half"))
-for line in describe(cmp):
+for line in describe(cmp, "concurrent"):
     print(line)
 display(cmp.table[cmp.table["group"] == "concurrent"][
     ["layout_a", "layout_b", "median_a_ms", "median_b_ms", "ratio", "ratio_low", "ratio_high", "verdict"]].round(4))
@@ -1024,19 +1036,13 @@ if COMM_LIVE:
     spec = gcexplore.CommSpec(collectives=["allreduce"], sizes=["16M", "256M"], comm_sms=[8, 16, 32],
                               ctas=[16], repeats=REPEATS, trace=False)
     comm = gcexplore.comm_sweep(spec, gpus=2)
-elif "comm" in gcexplore.results.recorded_names():
-    comm = recorded("comm")
 else:
-    comm = None
-    print("recorded result 'comm' is not in this installation yet; it is recorded on a 2-GPU machine with "
-          "python3 bench/comm.py --out DIR --gpus 2 (comm-2gpu.parquet). Without it, two GPUs or nccl4py, "
-          "this section shows no measurement.")
-if comm is not None:
-    print(f"{comm.attrs['nranks']} GPUs, NCCL {comm.attrs['nccl_version']}; {comm.attrs['zero_sm']}")
-    att = pd.DataFrame(comm.attrs.get("attribution", []))
-    if len(att):
-        print(f"NCCL kernels on the communication partition: {att['on_comm_partition'].sum()} of "
-              f"{att['nccl_kernels'].sum()} (CUPTI, every rank and split)")
+    comm = recorded("comm")
+print(f"{comm.attrs['nranks']} GPUs, NCCL {comm.attrs['nccl_version']}; {comm.attrs['zero_sm']}")
+att = pd.DataFrame(comm.attrs.get("attribution", []))
+if len(att):
+    print(f"NCCL kernels on the communication partition: {att['on_comm_partition'].sum()} of "
+          f"{att['nccl_kernels'].sum()} (CUPTI, every rank and split)")
 """),
     md("""
 Per collective and size, the fewest communication SMs whose step is within 1% of the best
@@ -1045,16 +1051,21 @@ that reach 95% of the peak bus bandwidth; then the split tuner's answer, found b
 its search over the sweep's steps, with the share of the sweep's GPU time it needed.
 """),
     code("""
-if comm is not None:
-    display(gcexplore.comm_answer(comm, 0.01).round(4))
-    display(gcexplore.bandwidth_table(comm, 0.95).round(1))
-    display(gcexplore.recommend_comm(comm, 0.01).drop(columns=["search_answer"]).round(4))
+answer = gcexplore.comm_answer(comm, 0.01)
+table = gcexplore.comm_table(comm)
+part = table[table["setup"] == "partition"]
+print(f"the GEMM chain alone: {table['compute_whole_ms'].iloc[0]:.3f} ms on the whole GPU, "
+      f"{part['compute_alone_ms'].min():.3f} to {part['compute_alone_ms'].max():.3f} ms on the partitions left to it")
+wins = answer[answer["speedup_vs_plain"] > 1]
+print(f"a split beats plain streams for {len(wins)} of {len(answer)} collective x size points"
+      + (": " + ", ".join(f"{r.collective} {r.size_bytes >> 20} MiB on {r.answer_sm_count} SMs "
+                          f"({r.speedup_vs_plain:.2f}x)" for r in wins.itertuples()) if len(wins) else ""))
+display(answer.round(4))
+display(gcexplore.bandwidth_table(comm, 0.95).round(1))
+display(gcexplore.recommend_comm(comm, 0.01).drop(columns=["search_answer"]).round(4))
 """),
     code("""
-if comm is not None:
-    t = gcexplore.comm_table(comm)
-    big = t[t["collective"] == t["collective"].iloc[0]]["size_bytes"].max()
-    display(gcexplore.plot_comm(comm, size_bytes=int(big)))
+display(gcexplore.plot_comm(comm, collective="allreduce"))
 """),
 ]
 
@@ -1065,7 +1076,8 @@ NOTEBOOKS = {
                                     "Sweeping SM splits", ["sweep_second"]),
     "03_sm_isolation.ipynb": (ISOLATION, ["occupancy", "isolation"], "SM isolation",
                               ["primary_sms", "bandwidth_sharing", "l2_sharing", "pm", "pm_trace"]),
-    "04_campaigns.ipynb": (CAMPAIGN, ["campaign"], "Campaigns", ["comm"]),
+    "04_campaigns.ipynb": (CAMPAIGN, ["campaign", "comm"], "Campaigns"),
+    "05_serving_splits.ipynb": (serving_cells.cells(md, code, PARAMETERS, DETECT), ["serving"], "Serving splits"),
 }
 
 

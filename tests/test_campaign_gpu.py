@@ -65,7 +65,7 @@ def test_worker_killed_mid_campaign(tmp_path):
             assert time.monotonic() < deadline, "no task checkpointed a layout"
             for addr, keys in client.processing().items():
                 for key in keys:
-                    if store.checkpointed_layouts(key) >= 1:
+                    if key in c.tasks and store.checkpointed_layouts(key) >= 1:  # not a warm-up
                         victim = key, client.run(os.getpid, workers=[addr])[addr]
             time.sleep(0.05)
         os.kill(victim[1], signal.SIGKILL)
@@ -113,3 +113,26 @@ def test_scheduler_and_workers_started_by_hand(tmp_path):
                 p.wait(timeout=30)
     _each_task_once(df, c)
     assert len(c.tasks) == 2 and df["device_uuid"].nunique() == 2, "cards='each' runs the task once on each GPU"
+
+
+def test_two_gpu_task_times_match_the_same_tasks_one_by_one(tmp_path):
+    """Scaling does not slow a task down or buy speed with noise: 4 tasks on 2 cards against
+    the same 4 on one card (one after the other), per task and per layout x mode."""
+    from gcexplore.analysis.stats import ratio_ci
+
+    grid, opts = (PAIRS, [[16, 32], [48, 64]]), {"repeats": 20}
+    one = gx.campaign(*grid, options=opts, folder=tmp_path / "one", devices=["0"], progress=False)
+    two = gx.campaign(*grid, options=opts, folder=tmp_path / "two", devices=["0", "1"], progress=False)
+    assert len(one.tasks) == 4 and set(one.reports) == set(two.reports) == set(one.tasks)
+    t1 = {k: r["experiment_s"] for k, r in one.reports.items()}
+    t2 = {k: r["experiment_s"] for k, r in two.reports.items()}
+    ratio = sum(t2.values()) / sum(t1.values())
+    assert 0.85 <= ratio <= 1.15, f"the tasks took {ratio:.2f}x as long on two cards: {t1} vs {t2}"
+    assert all(0.7 <= t2[k] / t1[k] <= 1.3 for k in t1), (t1, t2)
+    keys = ["task_key", "layout", "mode", "rep"]
+    a = gx.load_campaign(tmp_path / "one").groupby(keys)["makespan_ms"].max()
+    b = gx.load_campaign(tmp_path / "two").groupby(keys)["makespan_ms"].max()
+    groups = sorted(set(a.index.droplevel("rep")))
+    inside = sum(lo <= 1.0 <= hi for g in groups
+                 for _, lo, hi in [ratio_ci(a.loc[g].to_numpy(), b.loc[g].to_numpy(), 1 - 0.05 / len(groups))])
+    assert inside >= 0.9 * len(groups), f"only {inside} of {len(groups)} makespan intervals contain a ratio of 1"

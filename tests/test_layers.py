@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "gcexplore"
 
 GROUND = {"gcexplore.schema", "gcexplore._checks", "gcexplore._lazy", "gcexplore._version"}
-FACES = {"gcexplore": "face", "gcexplore.api": "face", "gcexplore.profile": "face", "gcexplore.widgets": "face"}
+FACES = {"gcexplore": "face", "gcexplore.api": "face", "gcexplore.profile": "face", "gcexplore.widgets": "face",
+         "gcexplore.__main__": "face"}  # python -m gcexplore: the command
 BELOW = {  # layer -> the layers it may import (its own included)
     "ground": {"ground"},
     "device": {"ground", "device"},
@@ -40,10 +41,11 @@ BELOW["cli"] = set().union(*BELOW.values()) - {"explorers"} | {"cli"}
 #: prior and ``solo_profile`` predict with ``prediction``; ``solo_profile`` summarises its
 #: scaling and sweep with ``summaries``, turns them into GPU time with ``tuning`` and puts its
 #: counted traffic into the profile with ``traffic_profile``; the communication-SMs
-#: recommendation replays the search over the steps ``comm`` joins across ranks.
+#: recommendation replays the search over the steps ``comm`` joins across ranks; the serving
+#: advisor predicts and searches with ``serving``.
 EXPERIMENTS_MAY_USE = {"gcexplore.analysis.stats", "gcexplore.analysis.prediction",
                        "gcexplore.analysis.summaries", "gcexplore.analysis.tuning", "gcexplore.analysis.comm",
-                       "gcexplore.analysis.traffic_profile"}
+                       "gcexplore.analysis.traffic_profile", "gcexplore.analysis.serving"}
 TOP = {"explorers", "cli"}  # front ends: nothing below imports them
 
 

@@ -1,6 +1,6 @@
 """Every derived number, computed here and only here (pure pandas, no GPU): statistics, overlap
 tables and bounds, summaries of every result kind, kernel-trace analysis, the occupancy estimate,
-PM numbers and tuning tables. Views, explorers, the CLI and notebooks call these and compute none
+PM numbers, tuning tables and serving tails, goodput and advice. Views, explorers, the CLI and notebooks call these and compute none
 of them. Nothing here imports the measuring wing."""
 
 from .._lazy import face
@@ -16,17 +16,22 @@ PUBLIC = {
     "prediction": ("predict",),
     "prediction_check": ("predict_error", "prediction_facts"),
     "comparison": ("compare",),
+    "serving": ("ServingSLO", "goodput_table", "serving_table"),
     "comm": ("bandwidth_table", "comm_answer", "comm_table", "nccl_attribution"),
 }
 EXTRA = {
     "stats": ("NOISY_FRACTION", "STAT_COLUMNS", "quantiles"),
-    "overlap": ("OVERLAP_SUMMARY_COLUMNS", "SPAN_INCLUDES_WAIT", "baseline_ms", "best_layout", "lower_bound",
-                "makespan_stats", "resource_bound", "verdict_facts"),
+    "overlap": ("OVERLAP_SUMMARY_COLUMNS", "SPAN_INCLUDES_WAIT", "baseline_choice", "baseline_ms", "best_layout",
+                "launch_limits", "lower_bound", "makespan_stats", "resource_bound", "verdict_facts"),
     "display": ("RATES", "modes_in", "placement", "rate_quantiles", "rates", "workload_order"),
-    "occupancy": ("occupancy_layout",),
+    "occupancy": ("busy_shares", "occupancy_layout"),
     "tuning": ("TUNE_TABLE_COLUMNS", "gpu_time_ms", "slo_split"),
+    "serving": ("Advice", "SERVING_TABLE_COLUMNS", "advise", "advise_recorded", "loads_of", "predict_serving", "prediction_errors",
+                "trade_facts", "ttft_queue"),
     "comm": ("bus_bw_gbs", "bus_factor", "comm_steps"),
-    "modes": ("baseline_choice", "busy_shares", "cluster_labels", "dram_headline", "group_modes", "launch_limits",
-              "rep_mode", "sample_modes", "scaling_facts", "trace_modes"),
+    "campaigns": ("task_best_splits",),
+    "clusters": ("cluster_labels", "group_modes", "rep_mode", "sample_modes", "trace_modes"),
+    "pm": ("dram_headline",),
+    "scaling": ("scaling_facts",),
 }
 __all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC, EXTRA)

@@ -4,6 +4,7 @@ split (:func:`best_split`), speedups, interference, split loss, efficiency and t
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -12,10 +13,10 @@ import pandas as pd
 from ..results.run import per_run, require_one_run, run_of, with_identity
 from ..results.validate import open_run, require_columns
 from ..schema import IDENTITY_COLUMNS, MODES
-from .stats import STAT_COLUMNS, finite, nanmedian, ratio, stats
+from .stats import STAT_COLUMNS, finite, nanmedian, noise_floor, ratio, round_median_ci, round_ratio_ci, stats
 
 __all__ = ["BOUND_FIELDS", "CONCURRENT_COLUMNS", "LAYOUT_TABLE_COLUMNS", "OVERLAP_SUMMARY_COLUMNS", "PER_LAYOUT_COLUMNS",
-           "SPAN_INCLUDES_WAIT", "baseline_ms", "best_layout", "best_split", "layout_table", "lower_bound",
+           "LAUNCH_BOUND_RATIO", "SPAN_INCLUDES_WAIT", "baseline_choice", "baseline_ms", "best_layout", "best_split", "launch_limits", "layout_table", "lower_bound",
            "makespan_stats", "overlap_summary", "resource_bound", "summarize_overlap", "verdict_facts"]
 
 
@@ -301,7 +302,11 @@ def best_split(df: pd.DataFrame) -> pd.Series:
     Returns
     -------
     pandas.Series
-        Named by the layout, with the columns of :func:`layout_table`.
+        Named by the layout, with the columns of :func:`layout_table`; from raw rows also
+        ``ci_low_ms`` / ``ci_high_ms`` (90% interval of its median concurrent makespan, the
+        round as the unit: :func:`~gcexplore.analysis.stats.round_median_ci`), ``rounds``, and
+        ``tied`` (layouts whose makespan is not shown above the best's by more than 1% at 90%,
+        rounds as the unit: as good, within what another run could show).
 
     Raises
     ------
@@ -319,8 +324,26 @@ def best_split(df: pd.DataFrame) -> pd.Series:
     if table.empty:
         raise ValueError("best_split: no layout has a finite concurrent makespan")
     best = table.loc[table["concurrent_ms"].idxmin()]
+    if "rep" in df.columns and "makespan_ms" in df.columns:
+        best = pd.concat([best, pd.Series(_best_interval(df, str(best["layout"])), dtype=object)])
     best.name = best["layout"]
     return best
+
+
+def _best_interval(df: pd.DataFrame, layout: str, confidence: float = 0.9, tolerance: float = 0.01) -> dict:
+    conc = df[df["mode"] == "concurrent"]
+    rnd = conc["round"] if "round" in conc.columns else pd.Series(0, index=conc.index)
+    per = conc.assign(_r=rnd).groupby(["layout", "_r", "rep"], sort=False)["makespan_ms"].max().reset_index()
+    floor = noise_floor(str(conc["device_name"].iloc[0]) if "device_name" in conc.columns else "",
+                        sorted(set(conc["workload"].astype(str))))
+    groups = {lay: g for lay, g in per.groupby("layout", sort=False)}
+    b = groups[layout]
+    _, lo, hi = round_median_ci(b["makespan_ms"], b["_r"], confidence, floor=floor)
+    within = dataclasses.replace(floor, run_sd=0.0)  # one run: its layouts share the run's offset
+    tied = [lay for lay, g in groups.items() if lay != layout and
+            round_ratio_ci(b["makespan_ms"], g["makespan_ms"], b["_r"], g["_r"], confidence, floor=within)["low"]
+            <= 1.0 + tolerance]
+    return {"ci_low_ms": lo, "ci_high_ms": hi, "rounds": int(b["_r"].nunique()), "tied": tied}
 
 
 def best_layout(df: pd.DataFrame) -> str:
@@ -393,3 +416,58 @@ def baseline_ms(df: pd.DataFrame, mode: str) -> float:
 
 # Per-SM busy fractions and the tuner's table live beside this module; they are part of
 # this one analysis layer and are re-exported here.
+
+
+def baseline_choice(df: pd.DataFrame, layout: str, mode: str = "sequential", *,
+                    summary: pd.DataFrame | None = None) -> dict:
+    """A split's speedup over a whole-device baseline, against both baselines one can mean.
+
+    A sweep measures ``sequential`` (or ``streams``) next to every split; the guide's
+    ``speedup_vs_<mode>`` divides by the one measured next to ``layout``, while the sweep
+    figure draws the median over all layouts. Returns ``layout``, ``concurrent_ms``,
+    ``next_ms`` (the baseline measured next to it), ``median_ms`` (the median of every
+    repetition of the baseline in the run: the line the sweep figure draws), ``low_ms`` /
+    ``high_ms`` (the lowest and highest layout's baseline median), ``layouts``, ``rank``
+    (1 = the highest of the layouts' baselines),
+    ``speedup_next`` and ``speedup_median``.
+    """
+    table = layout_table(df if summary is None else summary)  # summary: of df, when the caller has it
+    col = f"{mode}_ms"
+    if layout not in set(table["layout"]):
+        raise ValueError(f"layout {layout!r} was not measured; layouts {list(table['layout'])}")
+    base = table[col].dropna()
+    row = table[table["layout"] == layout].iloc[0]
+    nxt, med = float(row[col]), float(baseline_ms(df, mode))
+    return {"layout": layout, "concurrent_ms": float(row["concurrent_ms"]), "next_ms": nxt, "median_ms": med,
+            "low_ms": float(base.min()), "high_ms": float(base.max()), "layouts": len(base),
+            "rank": int((base > nxt).sum()) + 1, "speedup_next": nxt / float(row["concurrent_ms"]),
+            "speedup_median": med / float(row["concurrent_ms"])}
+
+
+#: A launch that takes less than this many launch gaps is limited by launching, not memory.
+LAUNCH_BOUND_RATIO = 1.25
+
+
+def launch_limits(summary: pd.DataFrame, *, passes: int, launch_gap_us: float, by: str = "working_set_mib",
+                  mode: str = "alone") -> pd.DataFrame:
+    """Time per kernel launch against the run's launch gap, per ``by`` value.
+
+    Every launch costs the launch gap (``df.attrs["launch_gap_us"]``: an event-timed launch
+    minus the kernel's own span, the overhead the kernel does not see). A call that
+    launches ``passes`` kernels and takes less than :data:`LAUNCH_BOUND_RATIO` gaps per
+    launch measures that overhead, not the memory system.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by ``by``: ``median_ms`` (mean over workloads of the ``mode`` medians),
+        ``us_per_launch``, ``launch_gap_us``, ``gaps`` (their ratio) and ``launch_bound``.
+    """
+    if passes < 1 or not np.isfinite(launch_gap_us) or launch_gap_us <= 0:
+        raise ValueError(f"launch_limits needs passes >= 1 and a positive launch gap; got {passes}, {launch_gap_us}")
+    rows = summary[summary["mode"] == mode].groupby(by)["median_ms"].mean().to_frame()
+    rows["us_per_launch"] = rows["median_ms"] * 1e3 / passes
+    rows["launch_gap_us"] = float(launch_gap_us)
+    rows["gaps"] = rows["us_per_launch"] / float(launch_gap_us)
+    rows["launch_bound"] = rows["gaps"] < LAUNCH_BOUND_RATIO
+    return rows

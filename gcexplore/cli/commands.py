@@ -20,8 +20,10 @@ from pathlib import Path
 
 from .._version import __version__
 from .args import (RESULT_SUFFIXES, Usage, check_checkpoint, float_arg, int_arg, int_list, kernel_trace_file,
-                   mode_list, workload_names, writable_file)
+                   mode_list, percent_arg, workload_names, writable_file)
+from .campaign import add_campaign
 from .comm import add_comm
+from .serve import add_serve
 
 
 class _Parser(argparse.ArgumentParser):
@@ -31,11 +33,29 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
+# Advice in library errors names Python arguments; on the command line, the flags that do the same.
+_CLI_WORDS = (("pass labels=(first, second) to pick", "pass --labels FIRST,SECOND to pick"),
+              ("labels must name", "--labels must name"), ("labels must be", "--labels must be"),
+              ("by=", "--by "), ("pass client= or scheduler=", "pass --scheduler"), ("slo_ms", "--slo-ms"))
+
+
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7f, *range(0x80, 0xa0)) if c not in (0x0a, 0x09)}
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with every control character but newline and tab written as ``\\xNN``: names,
+    run ids and failure records from files cannot move the cursor or recolour the terminal."""
+    return str(text).translate(_CONTROLS)
+
+
 def _fail(cmd: str, message: str, code: int, cause: BaseException | None = None) -> int:
     """One line on stderr; with ``cause`` (--verbose) also the chain of errors behind it."""
-    print(f"gcexplore {cmd}: {message}", file=sys.stderr)
+    message = message.removeprefix(f"{cmd}: ")  # "gcexplore compare: compare: ..." says it twice
+    for python, flag in _CLI_WORDS:
+        message = message.replace(python, flag)
+    print(escape_controls(f"gcexplore {cmd}: {message}"), file=sys.stderr)
     while cause is not None and (cause := cause.__cause__ or cause.__context__) is not None:
-        print(f"  caused by {type(cause).__name__}: {cause}", file=sys.stderr)
+        print(escape_controls(f"  caused by {type(cause).__name__}: {cause}"), file=sys.stderr)
     return code
 
 
@@ -108,7 +128,7 @@ def _print_overlap(df) -> None:
         print()
     print(layout_report(df))
     a = df.attrs
-    print(f"{a.get('repeats')} repetitions after {a.get('warmup')} warm-up, launch gap "
+    print(f"{a.get('repeats')} repetitions in {a.get('rounds', 1)} round(s), each after {a.get('warmup')} warm-up, launch gap "
           f"{a.get('launch_gap_us', float('nan')):.1f} us (included in every duration)")
 
 
@@ -146,10 +166,10 @@ def _measure(args, cmd: str, measure) -> int:
     kernels = kernel_trace_file(args, out)
     if getattr(args, "checkpoint", None):
         check_checkpoint(args, out, kernels)
-    from ..schema import Options
+    from ..schema import Options, auto_rounds
 
-    Options(repeats=args.repeats, warmup=args.warmup, modes=args.modes, l2_flush=args.l2_flush,
-            graphs=args.graphs)  # every option checked before the GPU is asked
+    Options(repeats=args.repeats, warmup=args.warmup, rounds=auto_rounds(args.repeats, args.rounds), modes=args.modes,
+            l2_flush=args.l2_flush, graphs=args.graphs)  # every option checked before the GPU is asked
     parsed = workload_names(args.workloads)
     if kernels is not None:
         from ..trace.collector import TraceUnavailable, require_cupti
@@ -196,7 +216,8 @@ def _cmd_profile(args) -> int:
     from ..experiments.overlap import profile_overlap
 
     return _measure(args, "profile", lambda wls: profile_overlap(
-        wls, args.split, repeats=args.repeats, warmup=args.warmup, device=args.device, modes=args.modes,
+        wls, args.split, repeats=args.repeats, warmup=args.warmup, rounds=args.rounds, device=args.device,
+        modes=args.modes,
         l2_flush=args.l2_flush, graphs=args.graphs, **_trace_kw(args)))
 
 
@@ -208,7 +229,7 @@ def _cmd_sweep(args) -> int:
     from ..experiments.overlap import sweep
 
     return _measure(args, "sweep", lambda wls: sweep(
-        wls, args.sizes, others=args.others or (), repeats=args.repeats, warmup=args.warmup,
+        wls, args.sizes, others=args.others or (), repeats=args.repeats, warmup=args.warmup, rounds=args.rounds,
         device=args.device, modes=args.modes, l2_flush=args.l2_flush, graphs=args.graphs,
         checkpoint=args.checkpoint, progress=not args.quiet, **_trace_kw(args)))
 
@@ -288,35 +309,59 @@ def _cmd_compare(args) -> int:
     from ..analysis.comparison import Comparisons, compare
     from ..views.compare_text import describe_sets
 
-    for path in filter(None, (args.a, args.b)):
-        if not Path(path).exists():
-            raise Usage(f"{path!r} does not exist; give two saved results (.parquet or .csv)")
-    c = compare(args.a, args.b, by=args.by, min_effect=args.threshold / 100.0, confidence=args.confidence,
-                slo_ms=args.slo_ms)
+    labels = None
+    if args.labels is not None:
+        labels = [x.strip() for x in args.labels.split(",")]
+        if len(labels) != 2 or not all(labels):
+            raise Usage(f"--labels takes two names separated by a comma, got {args.labels!r}")
+    try:
+        c = compare(args.a, args.b, by=args.by, labels=labels, min_effect=args.threshold / 100.0,
+                    confidence=args.confidence, slo_ms=args.slo_ms)  # paths or recorded names
+    except FileNotFoundError as e:  # a wrong argument, not a failed run
+        raise Usage(str(e)) from None
     sets = list(c) if isinstance(c, Comparisons) else [("", c)]
     for name, one in sets:
         if name:
             print(f"== {name} ==")
-        _print_comparison(one)
+        _print_comparison(one, all_differences=args.all)
     if isinstance(c, Comparisons):
         for line in describe_sets(c):
             print(f"- {line}")
     if args.plot:
         from ..views.compare import plot_compare
 
-        plot_compare(c).savefig(writable_file(args.plot, (".png", ".svg", ".pdf"), "--plot"))
+        target = writable_file(args.plot, (".png", ".svg", ".pdf"), "--plot")
+        fig = plot_compare(c, group=args.mode)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(target)
+        print(f"wrote {target} ({fig.axes[0].get_title()})")
     if args.fail_on_regression is not None:
-        bad = c.regressions(args.fail_on_regression / 100.0)
-        if len(bad):
-            worst = bad.loc[bad["ratio_low"].idxmax()]
-            where = f" of {worst['measured']}" if "measured" in bad.columns else ""
-            return _fail("compare", f"regression: {len(bad)} layout x mode pair(s) SLOW by more than "
-                                    f"{args.fail_on_regression:g}% (at least {worst['ratio_low'] - 1:+.1%} at "
-                                    f"{worst['group']} {worst['layout_b']}{where})", 1)
+        return _gate(c.table, args.fail_on_regression)
     return 0
 
 
-def _print_comparison(c) -> None:
+def _gate(table, pct: float) -> int:
+    """``--fail-on-regression PCT``: 1 when some row's interval lies wholly above +PCT% (whatever
+    its verdict: a noisy side does not hide a regression), 3 when none does but some interval
+    reaches beyond +PCT% (too noisy to rule one out), else 0."""
+    limit = 1.0 + pct / 100.0
+    of = lambda row: f" of {row['measured']}" if "measured" in table.columns else ""  # noqa: E731
+    slow = table[table["ratio_low"] > limit]
+    if len(slow):
+        worst = slow.loc[slow["ratio_low"].idxmax()]
+        return _fail("compare", f"regression: {len(slow)} layout x mode pair(s) SLOW by more than {pct:g}% (at "
+                                f"least {worst['ratio_low'] - 1:+.1%} at {worst['group']} {worst['layout_b']}"
+                                f"{of(worst)}, verdict {worst['verdict']})", 1)
+    unsure = table[~(table["ratio_high"] <= limit) & table["ratio_low"].notna()]
+    if len(unsure):
+        worst = unsure.loc[unsure["ratio_high"].idxmax()]
+        return _fail("compare", f"cannot rule out a regression beyond {pct:g}%: {len(unsure)} layout x mode pair(s) "
+                                f"are too noisy (up to {worst['ratio_high'] - 1:+.1%} at {worst['group']} "
+                                f"{worst['layout_b']}{of(worst)}); measure more repetitions or fewer layouts", 3)
+    return 0
+
+
+def _print_comparison(c, *, all_differences: bool = False) -> None:
     import pandas as pd
 
     from ..views.compare_text import describe
@@ -327,7 +372,7 @@ def _print_comparison(c) -> None:
                            "display.float_format", "{:.4f}".format):
         print(c.table[cols].to_string(index=False))
     print()
-    for line in describe(c):
+    for line in describe(c, all_differences=all_differences):
         print(f"- {line}")
     print()
 
@@ -335,17 +380,25 @@ def _print_comparison(c) -> None:
 def _add_compare(sub) -> None:
     s = sub.add_parser("compare", help="compare two results layout by layout: which differences are beyond the "
                                        "noise (FAST/SLOW/SAME/UNCLEAR) and whether the best split moved")
-    s.add_argument("a", metavar="A", help="reference result file (.parquet or .csv)")
+    s.add_argument("a", metavar="A", help="reference result: a file (.parquet or .csv) or a recorded name "
+                                           "(sweep, sweep_second, ...)")
     s.add_argument("b", metavar="B", nargs="?", help="the result compared with it (or use --by)")
     s.add_argument("--by", help="a column that splits A into two sides (run_id, device_uuid, driver, ...)")
+    s.add_argument("--labels", metavar="A,B", help="names of the two sides (with --by: which two values "
+                                                   "of the column, in order)")
     s.add_argument("--threshold", type=float_arg, default=1.0,
                    help="differences within this many percent count as SAME (default: %(default)s)")
     s.add_argument("--confidence", type=float_arg, default=0.95,
                    help="joint level of the intervals over all layouts (default: %(default)s)")
     s.add_argument("--slo-ms", type=float_arg, help="also compare the latency-target answer for this target")
-    s.add_argument("--fail-on-regression", type=float_arg, metavar="PCT",
-                   help="exit 1 when B is SLOW by more than PCT percent (interval's low end) anywhere")
+    s.add_argument("--fail-on-regression", type=percent_arg, metavar="PCT",
+                   help="exit 1 when B is slower by more than PCT percent anywhere (the interval's low end, "
+                        "whatever the verdict), 3 when an interval is too wide to rule that out")
     s.add_argument("--plot", help="also save plot_compare to this .png/.svg/.pdf")
+    s.add_argument("--all", action="store_true", help="list every field that differs between the two sides "
+                                                       "(default: the first eight)")
+    s.add_argument("--mode", metavar="MODE", help="the mode the plot shows (sweeps: default concurrent; "
+                                                  "scaling: a workload, default the first)")
     s.set_defaults(func=_cmd_compare)
 
 
@@ -359,9 +412,13 @@ def _add_measuring(sub) -> None:
         s.add_argument("workloads", nargs="+", metavar="WORKLOAD",
                        help="built-in workloads in partition order: compute, memory, copy, spin, latency, "
                             "optionally with options, e.g. spin:us=100 or memory:n=67108864")
-        s.add_argument("--repeats", type=int_arg(1), default=20,
-                       help=f"measured repetitions per mode, 1..{MAX_REPEATS} (default: %(default)s)")
-        s.add_argument("--warmup", type=int_arg(0), default=3, help="warm-up repetitions (default: %(default)s)")
+        s.add_argument("--repeats", type=int_arg(1), default=15,
+                       help=f"measured repetitions per mode over all rounds, 1..{MAX_REPEATS} (default: %(default)s)")
+        s.add_argument("--warmup", type=int_arg(0), default=1,
+                       help="warm-up repetitions at the start of each round (default: %(default)s)")
+        s.add_argument("--rounds", type=int_arg(1), default=None,
+                       help="rounds the repetitions are split into, each splitting afresh in a new order "
+                            "(default: min(5, repeats // 3))")
         s.add_argument("--device", type=int_arg(0), default=0, help="GPU index (default: %(default)s)")
         s.add_argument("--modes", type=mode_list, default=MODES,
                        help=f"comma-separated modes (default: {','.join(MODES)})")
@@ -390,78 +447,6 @@ def _add_measuring(sub) -> None:
     s.set_defaults(func=_cmd_sweep)
 
 
-def _read_spec(path: str) -> dict:
-    """A campaign spec from TOML (tomllib) or YAML (when PyYAML is installed)."""
-    p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"no campaign spec {path!r} (a .toml or .yaml file, or `campaign status DIR`)")
-    if p.suffix.lower() in (".yaml", ".yml"):
-        try:
-            import yaml
-        except ImportError:
-            raise Usage(f"{path!r} is YAML but PyYAML is not installed; pip install pyyaml or write TOML") from None
-        spec = yaml.safe_load(p.read_text())
-    else:
-        try:
-            import tomllib
-        except ImportError:  # Python 3.10
-            import tomli as tomllib
-        try:
-            spec = tomllib.loads(p.read_text())
-        except tomllib.TOMLDecodeError as e:
-            raise Usage(f"{path!r} is not valid TOML ({e})") from None
-    known = {"experiment", "workloads", "splits", "options", "cards", "folder", "devices"}
-    if not isinstance(spec, dict) or set(spec) - known or "workloads" not in spec:
-        raise Usage(f"{path!r} must be a table with workloads and optionally {', '.join(sorted(known - {'workloads'}))}"
-                     + (f"; unknown keys: {', '.join(sorted(set(spec) - known))}" if isinstance(spec, dict) else ""))
-    return spec
-
-
-def _print_campaign(status) -> None:
-    n = status.attrs["counts"]
-    print(f"campaign {status.attrs['campaign_id']} in {status.attrs['folder']}: {n['done']} of {len(status)} tasks "
-          f"done, {n['failed']} failed, {n['started']} started, {n['pending']} pending")
-    for note in status.attrs["torn"]:
-        print(f"  torn shard moved aside: {note}")
-    for r in status[status["status"] == "failed"].itertuples():
-        print(f"  failed {r.task_key}: {r.error.splitlines()[0] if r.error else '?'}")
-
-
-def _cmd_campaign(args) -> int:
-    from ..results.campaign_store import campaign_status
-
-    if args.target == "status":
-        if not args.folder:
-            raise Usage("campaign status needs the campaign folder: gcexplore campaign status DIR")
-        _print_campaign(campaign_status(args.folder))
-        return 0
-    if args.folder:
-        raise Usage(f"unexpected {args.folder!r}: run `gcexplore campaign SPEC` or `gcexplore campaign status DIR`")
-    spec = _read_spec(args.target)
-    from ..experiments.campaigns import campaign
-
-    folder = args.out or spec.get("folder") or "gcexplore-out/campaign"
-    c = campaign(spec["workloads"], spec.get("splits"), experiment=spec.get("experiment", "sweep"),
-                 options=spec.get("options"), cards=spec.get("cards", "any"), folder=folder,
-                 scheduler=args.scheduler, devices=spec.get("devices"), progress=not args.quiet)
-    status = c.status()
-    _print_campaign(status)
-    return 1 if status.attrs["counts"]["failed"] else 0
-
-
-def _add_campaign(sub) -> None:
-    s = sub.add_parser("campaign", help="run a grid of experiments (a TOML or YAML spec) as Dask tasks, resumable; "
-                                        "`campaign status DIR` shows a campaign folder")
-    s.add_argument("target", metavar="SPEC|status", help="the spec file, or 'status'")
-    s.add_argument("folder", nargs="?", metavar="DIR", help="with 'status': the campaign folder")
-    s.add_argument("--scheduler", metavar="ADDR", help="a running Dask scheduler (tcp://host:8786); default: a local "
-                                                        "cluster with one worker per visible GPU")
-    s.add_argument("--out", metavar="DIR", help="the campaign folder (default: the spec's folder, else "
-                                                "gcexplore-out/campaign); rerunning on it resumes")
-    s.add_argument("--quiet", action="store_true", help="no progress bar")
-    s.set_defaults(func=_cmd_campaign)
-
-
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="gcexplore", description="Explore and profile CUDA green contexts.")
     p.add_argument("--version", action="version", version=f"gcexplore {__version__}")
@@ -473,7 +458,8 @@ def _parser() -> argparse.ArgumentParser:
     _add_measuring(sub)
     _add_tune(sub)
     _add_compare(sub)
-    _add_campaign(sub)
+    add_campaign(sub)
+    add_serve(sub)
     add_comm(sub)
     s = sub.add_parser(
         "demo", help="sweep the built-in compute + memory pair (or, without a GPU, show the "
@@ -506,7 +492,8 @@ class _PipeSafe:
     def write(self, text: str) -> int:
         if not self.broken:
             try:
-                return self._stream.write(text)
+                self._stream.write(escape_controls(text))
+                return len(text)
             except BrokenPipeError:
                 self._closed()
         return len(text)

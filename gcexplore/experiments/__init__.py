@@ -1,5 +1,5 @@
 """The measuring experiments: overlap profiles and sweeps, scaling, isolation, occupancy, the split
-tuner, DRAM sampling; and what they share (the timing engine, the layout loop, the checks of a
+tuner, DRAM sampling, serving splits (decode and prefill under load); and what they share (the timing engine, the layout loop, the checks of a
 request made before any GPU work). ``gcexplore.profile`` is the profiler's public face."""
 
 from .._lazy import face
@@ -15,8 +15,10 @@ PUBLIC = {
     "pm": ("DramTimeline", "PmSamplingError", "dram_timeline"),
     "solo": ("card_bandwidth", "load_profiles", "save_profiles", "solo_profile"),
     "campaigns": ("Campaign", "campaign", "register_experiment"),
+    "serving": ("advise_split", "serve"),
     "comm_launch": ("CommLaunchError", "comm_sweep"),
     "comm": ("CommSpec",),
     "comm_tune": ("recommend_comm",),
 }
-__all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC)
+EXTRA = {"serving": ("SERVING_MODES",)}
+__all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC, EXTRA)

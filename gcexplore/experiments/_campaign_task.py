@@ -9,12 +9,22 @@ a summary of the worker's traceback and returns normally, so it stops no other t
 
 Experiments are looked up in :data:`EXPERIMENTS` on the client (see
 :func:`register_experiment`); the function itself travels with the task.
+
+A worker keeps what a task set up for the next one: :func:`warm_up` (submitted once
+per worker ahead of the tasks) imports, makes the GPU context and compiles the
+built-in kernels; the workloads a recipe built stay in a small per-worker cache keyed
+by the recipe and the factory's code (:func:`recipe_digest`), so a changed recipe or
+factory builds afresh. Each task reports the seconds of each phase.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import hashlib
 import importlib
+import inspect
+import json
 import os
 import socket
 import time
@@ -25,13 +35,15 @@ from ..device.driver import device_count
 from ..results import io as _io
 from ..results.campaign_store import CampaignFolder
 from ..schema import IDENTITY_COLUMNS, identity_name, identity_of
-from ..workloads.builtins import parse_builtin
+from ..workloads.spec import parse_builtin, parse_recipe
+from .runner import Checkpoint
 from .measure_isolation import isolation
 from .measure_scaling import scaling
 from .overlap import profile_overlap, sweep
 from .tuner import tune
 
-__all__ = ["EXPERIMENTS", "Experiment", "parse_builtin", "register_experiment", "resolve_factory", "run_task"]
+__all__ = ["EXPERIMENTS", "Experiment", "parse_builtin", "recipe_digest", "register_experiment", "resolve_factory",
+           "run_task", "warm_up"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,13 +143,10 @@ def register_experiment(name: str, fn: Callable, *, gpu: bool = True) -> None:
 def _build(recipe: dict, factory, device: int) -> tuple[dict, list]:
     """(workloads by name, those to close) from a recipe, on ``device``."""
     if "builtins" in recipe:
-        from ..workloads import builtin
-
         made: dict = {}
         try:
             for name, spec in recipe["builtins"].items():
-                base, kwargs = parse_builtin(spec)
-                made[name] = builtin(base, device=device, **kwargs)
+                made[name] = parse_recipe(spec).build(device=device)
         except BaseException:
             for w in made.values():
                 w.close()
@@ -150,6 +159,88 @@ def _build(recipe: dict, factory, device: int) -> tuple[dict, list]:
 
         out = dict(zip(workload_names(out), out))
     return dict(out), [w for w in out.values() if hasattr(w, "close")]
+
+
+def _code_digest(fn) -> str:
+    """What identifies a factory's code: its source, else its bytecode and constants."""
+    try:
+        return inspect.getsource(fn)
+    except (OSError, TypeError):
+        code = getattr(fn, "__code__", None)
+        return repr((code.co_code, code.co_consts)) if code is not None else repr(fn)
+
+
+def recipe_digest(recipe: dict, factory=None) -> str:
+    """The cache key of a recipe's workloads: the recipe and, for a factory, its code (a factory
+    edited between campaigns builds afresh, as does any change of name, option or kwargs)."""
+    parts = [json.dumps(recipe, sort_keys=True, default=str)]
+    if "factory" in recipe:
+        parts.append(_code_digest(factory if factory is not None else resolve_factory(recipe["factory"])))
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+#: Workloads built on this worker, by :func:`recipe_digest`; the least recently used are closed.
+_BUILT: collections.OrderedDict[str, tuple[dict, list]] = collections.OrderedDict()
+CACHE_SIZE = 4
+
+
+def _cached_build(recipe: dict, factory, device: int) -> tuple[dict, bool]:
+    """(workloads by name, True when they came from this worker's cache)."""
+    key = recipe_digest(recipe, factory)
+    if key in _BUILT:
+        _BUILT.move_to_end(key)
+        return _BUILT[key][0], True
+    made = _build(recipe, factory, device)
+    _BUILT[key] = made
+    while len(_BUILT) > CACHE_SIZE:
+        _close(_BUILT.popitem(last=False)[1][1])
+    return made[0], False
+
+
+def _close(owned: list) -> None:
+    for w in owned:
+        try:
+            w.close()
+        except Exception:  # one workload failing to close must not keep the others
+            pass
+
+
+def clear_cache() -> int:
+    """Close every cached workload of this worker; how many recipes were cached."""
+    n = len(_BUILT)
+    while _BUILT:
+        _close(_BUILT.popitem()[1][1])
+    return n
+
+
+def warm_up(modules=(), gpu: bool = True) -> dict:
+    """On a worker, before its first task: import gcexplore's experiments and the factory
+    ``modules``, make the GPU context and compile the built-in kernels. Seconds per step."""
+    steps, t = {}, time.perf_counter()
+    from . import overlap, tuner  # noqa: F401 (the imports are the warm-up)
+
+    steps["import_s"] = time.perf_counter() - t
+    for name in modules:
+        t = time.perf_counter()
+        importlib.import_module(name)
+        steps[f"import {name}_s"] = time.perf_counter() - t
+    try:
+        gpus = device_count() if gpu else 0
+    except Exception:  # no driver here (the CPU stand-in): nothing to warm
+        gpus = 0
+    if gpus:
+        t = time.perf_counter()
+        from cuda.core import Device
+
+        from ..device.kernels import builtin_kernel
+
+        dev = Device(0)
+        dev.set_current()
+        steps["context_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        builtin_kernel(dev, "gcx_fma")
+        steps["kernels_s"] = time.perf_counter() - t
+    return {"pid": os.getpid(), "host": socket.gethostname(), **steps}
 
 
 def _summarise(exc: BaseException, limit: int = 6) -> str:
@@ -169,10 +260,10 @@ def _physical_index(local: int):
 
 def _device_uuid(device: int) -> str:
     try:
-        from cuda.core import Device
+        from ..device.driver import device_info
 
-        return str(Device(device).uuid)
-    except Exception:  # no GPU or an older cuda.core: the row says so with an empty UUID
+        return device_info(device).uuid  # read once through the driver API (DeviceInfo)
+    except Exception:  # no GPU: the row says so with an empty UUID
         return ""
 
 
@@ -216,31 +307,48 @@ def _finish(df, task: dict, ident: dict, campaign_id: str, times: tuple[float, f
     return df
 
 
-def run_task(task: dict, folder: str, campaign_id: str, experiment: Experiment, factory=None) -> dict:
+def run_task(task: dict, folder: str, campaign_id: str, experiment: Experiment, factory=None, *,
+             reuse: bool = True) -> dict:
     """Run one task and write its shard (or its failure record); return what happened.
 
     Returns a dict with ``key``, ``status`` ("done" or "failed"), ``rows``,
-    ``started_s`` and ``ended_s`` (Unix seconds), ``experiment_s`` (the experiment's
-    own time), ``write_s`` (the shard write), ``host``, ``pid`` and, for a failure,
-    ``error``.
+    ``started_s`` and ``ended_s`` (Unix seconds), ``host``, ``pid``, ``cached``
+    (the workloads came from this worker's cache; ``reuse=False`` builds and closes
+    them per task), ``first`` (the worker's first task) and the seconds of each phase:
+    ``build_s`` (workload construction), ``experiment_s`` (the experiment's own time),
+    ``checkpoint_s`` (its checkpoint appends, inside ``experiment_s``), ``cpu_s``
+    (this process's CPU time during the experiment), ``write_s`` (shard and trace
+    writes); for a failure, ``error``.
     """
+    global _TASKS_RUN
     store = CampaignFolder(folder)
     key, started = task["key"], time.time()
-    report = {"key": key, "host": socket.gethostname(), "started_s": started, "pid": os.getpid()}
+    report = {"key": key, "host": socket.gethostname(), "started_s": started, "pid": os.getpid(),
+              "first": _TASKS_RUN == 0}
+    _TASKS_RUN += 1
     try:
         _check_worker(experiment)
-        wls, owned = _build(task["workloads"], factory, 0)
+        store.prepare("checkpoints")
+        t0 = time.perf_counter()
+        if reuse:
+            wls, report["cached"] = _cached_build(task["workloads"], factory, 0)
+            owned = []
+        else:
+            (wls, owned), report["cached"] = _build(task["workloads"], factory, 0), False
+        report["build_s"] = time.perf_counter() - t0
         try:
-            t0 = time.perf_counter()
+            t0, cpu0, ck0 = time.perf_counter(), time.process_time(), Checkpoint.write_s
             out = experiment.fn(wls, splits=task["splits"], device=0, checkpoint=str(store.checkpoint_path(key)),
                                 **task["options"])
             report["experiment_s"] = time.perf_counter() - t0
+            report["cpu_s"], report["checkpoint_s"] = time.process_time() - cpu0, Checkpoint.write_s - ck0
         finally:
-            for w in owned:
-                w.close()
+            _close(owned)
         df, trace = (out.result, out.trace) if hasattr(out, "trace") and hasattr(out, "result") else (out, None)
         ident = _identity(dict(df.attrs), 0, dict(trace.attrs) if trace is not None else {})
         _finish(df, task, ident, campaign_id, (started, time.time()))
+        df.attrs["campaign"]["phases"] = {k: report[k] for k in ("build_s", "experiment_s", "cpu_s", "checkpoint_s",
+                                                                 "cached", "first")}
     except Exception as exc:
         summary = _summarise(exc)
         store.write_failure(key, {**{k: task[k] for k in ("key", "experiment", "pair", "split_set", "card")},
@@ -249,8 +357,12 @@ def run_task(task: dict, folder: str, campaign_id: str, experiment: Experiment, 
         return {**report, "status": "failed", "error": summary}
     t1 = time.perf_counter()
     if trace is not None:
+        store.prepare("traces")
         _io.save(_finish(trace, task, ident, campaign_id, (started, df["task_finished_s"].iloc[0]
                                                            if len(df) else time.time())),
-                 store.root / "traces" / f"{key}.parquet")
+                 store.trace_path(key))
     store.write_shard(key, df)
     return {**report, "status": "done", "rows": len(df), "write_s": time.perf_counter() - t1, "ended_s": time.time()}
+
+
+_TASKS_RUN = 0

@@ -21,18 +21,21 @@ import itertools
 import json
 import os
 import re
+import sys
 from collections.abc import Callable, Mapping, Sequence
 
 import pandas as pd
 
 from .._version import __version__
 from ..results.campaign_store import CampaignFolder, campaign_status, load_campaign
-from ..device.driver import UnsupportedError, device_count, device_info
+from ..device.driver import device_info
 from ..schema import new_run_id
 
-from ._campaign_task import EXPERIMENTS, Experiment, parse_builtin, register_experiment, resolve_factory, run_task
+from .cluster import require_distributed, local_cluster, visible_gpus  # noqa: F401 (visible_gpus re-exported)
+from ._campaign_task import (EXPERIMENTS, Experiment, parse_builtin, register_experiment, resolve_factory, run_task,
+                             warm_up)
 
-__all__ = ["Campaign", "campaign", "local_cluster", "plan_tasks", "register_experiment"]
+__all__ = ["Campaign", "campaign", "local_cluster", "plan_tasks", "register_experiment", "task_order"]
 
 CARDS = ("any", "each")
 
@@ -43,6 +46,8 @@ CARDS = ("any", "each")
 def _recipe(obj) -> tuple[dict, str, Callable | None]:
     """(JSON description, pair label, factory function or None) of one workload recipe."""
     if isinstance(obj, str) and ":" in obj and obj.split(":", 1)[0] not in _builtin_names():
+        if not _REF.match(obj):
+            raise ValueError(f"a workload factory is written 'module:function', got {obj!r}")
         return {"factory": obj, "kwargs": {}}, obj.rsplit(":", 1)[1], None
     if isinstance(obj, Mapping) and "factory" in obj:
         extra = set(obj) - {"factory", "kwargs", "name"}
@@ -109,14 +114,46 @@ _PASSED = {"device", "checkpoint", "progress", "workloads", "workload", "critica
            "sm_counts", "split"}
 
 
-def lookup_experiment(name: str) -> Experiment:
-    """A registered experiment, or ``"module:function"`` imported here (it must import on the workers too)."""
-    if name in EXPERIMENTS:
-        return EXPERIMENTS[name]
-    if ":" in str(name):
-        return Experiment(resolve_factory(name))
+_REF = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*\Z")
+
+
+def _check_experiment_name(name) -> None:
+    """A registered name or a ``"module:function"`` reference, checked without importing anything."""
+    if isinstance(name, str) and (name in EXPERIMENTS or _REF.match(name)):
+        return
     raise ValueError(f"unknown experiment {name!r}; campaign experiments are {', '.join(sorted(EXPERIMENTS))}, "
                      "or a 'module:function' (register_experiment adds one by name)")
+
+
+def lookup_experiment(name: str) -> Experiment:
+    """A registered experiment, or ``"module:function"`` imported here (it must import on the workers too).
+
+    Importing runs the module's code: :func:`plan_tasks` calls this only after the whole grid is checked.
+    """
+    _check_experiment_name(name)
+    return EXPERIMENTS[name] if name in EXPERIMENTS else Experiment(resolve_factory(name))
+
+
+def check_factory(fn: Callable, kwargs: dict, ref: str) -> None:
+    """TypeError unless ``fn(device=0, **kwargs)`` matches ``fn``'s signature by name: a factory
+    names ``device`` and every keyword it is given (none swallowed by ``**kwargs``)."""
+    import inspect
+
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        raise TypeError(f"workload factory {ref!r} has no inspectable signature; wrap it in a function "
+                        "def factory(device=0, ...)") from None
+    named = {k for k, p in sig.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    missing = [k for k in ("device", *kwargs) if k not in named]
+    if missing:
+        raise TypeError(f"workload factory {ref!r} is called as fn(device=0, **kwargs) but does not name the "
+                        f"parameter(s) {', '.join(missing)}; its signature is {sig} (a factory names device and "
+                        "each of its kwargs)")
+    try:
+        sig.bind(device=0, **kwargs)
+    except TypeError as e:
+        raise TypeError(f"workload factory {ref!r}: kwargs {sorted(kwargs)} do not fit {sig} ({e})") from None
 
 
 def _check_options(experiment: str, options: dict) -> None:
@@ -146,6 +183,11 @@ def plan_tasks(experiment="sweep", workloads=(), splits=(None,), options=({},), 
     options and card only, so the same grid gives the same keys in every process and
     on every run.
 
+    A spec is code: experiments and factories given as ``"module:function"`` are
+    imported (their modules run) only after every other part of the grid is checked,
+    and a factory's ``kwargs`` are then checked against its signature
+    (:func:`check_factory`) before anything calls it.
+
     Raises
     ------
     ValueError, TypeError
@@ -153,7 +195,7 @@ def plan_tasks(experiment="sweep", workloads=(), splits=(None,), options=({},), 
     """
     exps = [experiment] if isinstance(experiment, str) else list(experiment)
     for e in exps:
-        lookup_experiment(e)
+        _check_experiment_name(e)
     recipes = [_recipe(w) for w in (workloads if isinstance(workloads, (list, tuple)) else [workloads])]
     if not recipes:
         raise ValueError("a campaign needs at least one workload recipe, e.g. workloads=[['compute', 'memory']]")
@@ -163,6 +205,11 @@ def plan_tasks(experiment="sweep", workloads=(), splits=(None,), options=({},), 
         json.dumps(o)  # options must be recordable in the spec
         for e in exps:
             _check_options(e, o)
+    for e in exps:  # the grid is checked: now (and only now) import what it names
+        lookup_experiment(e)
+    for desc, _, fn in recipes:
+        if "factory" in desc:
+            check_factory(fn if fn is not None else resolve_factory(desc["factory"]), desc["kwargs"], desc["factory"])
     tasks, factories = {}, {}
     for exp, (desc, pair, fn), sp, opt, card in itertools.product(exps, recipes, split_sets, opts, cards):
         t = {"experiment": exp, "workloads": desc, "pair": pair, "splits": sp, "split_set": _split_label(sp),
@@ -175,56 +222,6 @@ def plan_tasks(experiment="sweep", workloads=(), splits=(None,), options=({},), 
 
 
 # ------------------------------------------------------------------ the cluster
-
-
-def visible_gpus() -> list[str]:
-    """The GPUs this process may use: CUDA_VISIBLE_DEVICES entries, else 0..device_count-1."""
-    env = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if env is not None:
-        return [v.strip() for v in env.split(",") if v.strip()]
-
-    try:
-        return [str(i) for i in range(device_count())]
-    except UnsupportedError:
-        return []
-
-
-def _distributed():
-    try:
-        import distributed
-    except ImportError:
-        raise ImportError("campaigns run on Dask distributed, which is not installed: "
-                          "pip install 'gcexplore[campaign]' (or pip install distributed)") from None
-    return distributed
-
-
-def local_cluster(devices: Sequence | None = None, *, dashboard_address: str = ":0", **scheduler_options):
-    """A Dask cluster on this machine: one worker process per GPU, one thread each.
-
-    Each worker is a Nanny-managed process with ``CUDA_VISIBLE_DEVICES`` set to its one
-    GPU before it starts, so a worker's device 0 is its own card.
-
-    Parameters
-    ----------
-    devices : sequence of int or str, optional
-        GPU indices or UUIDs; default every visible GPU.
-    dashboard_address : str, default ":0" (a free port)
-
-    Raises
-    ------
-    RuntimeError
-        No GPU is visible (pass ``client=`` or ``scheduler=`` to use a cluster elsewhere).
-    """
-    d = _distributed()
-    Nanny, Scheduler, SpecCluster = d.Nanny, d.Scheduler, d.SpecCluster
-    devs = [str(d) for d in (visible_gpus() if devices is None else devices)]
-    if not devs:
-        raise RuntimeError("no GPU is visible here, so a local campaign cluster has no workers; pass client= "
-                           "or scheduler='tcp://host:8786' to use a cluster whose workers have GPUs")
-    workers = {f"gpu{d}": {"cls": Nanny, "options": {"nthreads": 1, "name": f"gpu{d}", "silence_logs": 40,
-                                                     "env": {"CUDA_VISIBLE_DEVICES": d}}} for d in devs}
-    scheduler = {"cls": Scheduler, "options": {"dashboard_address": dashboard_address, **scheduler_options}}
-    return SpecCluster(workers=workers, scheduler=scheduler, name="gcexplore-campaign", silence_logs=40)
 
 
 def _worker_card() -> str:
@@ -257,12 +254,16 @@ class Campaign:
         reported: the folder, not Dask's memory, says what is done).
     """
 
-    def __init__(self, folder, spec: dict, tasks: dict, skipped: list[str], futures: dict, client, cluster):
+    def __init__(self, folder, spec: dict, tasks: dict, skipped: list[str], futures: dict, client, cluster,
+                 lock=None, warm: dict | None = None):
         self.folder = CampaignFolder(folder).root
         self.campaign_id, self.tasks, self.skipped = spec["campaign_id"], tasks, skipped
-        self.futures, self.client, self._cluster = futures, client, cluster
+        self.futures, self.client, self._cluster, self._lock = futures, client, cluster, lock
         self.submitted = sorted(futures)
         self.reports: dict[str, dict] = {}
+        self._warm = dict(warm or {})
+        #: worker address -> what its warm-up did and how long each step took (see ``warm_up``).
+        self.warm_ups: dict[str, dict] = {}
 
     def __repr__(self) -> str:
         return (f"<Campaign {self.campaign_id} in {str(self.folder)!r}: {len(self.tasks)} tasks, "
@@ -294,8 +295,20 @@ class Campaign:
         finally:
             if bar is not None:
                 bar.close()
+        self._gather_warm_ups()
         self.close()  # every task has reported: a local cluster started for this campaign is done
         return self.reports
+
+    def _gather_warm_ups(self) -> None:
+        """Each worker's warm-up report; one not finished (its worker died) is cancelled, not waited for."""
+        for addr, fut in self._warm.items():
+            if fut.status == "finished":
+                self.warm_ups[addr] = fut.result()
+            else:  # a failed warm-up only costs its time: the task builds as before
+                self.warm_ups[addr] = {"error": f"warm-up {fut.status}"}
+                fut.cancel()
+            fut.release()
+        self._warm = {}
 
     def _report(self, key: str, fut) -> dict:
         if fut.status == "finished":
@@ -319,7 +332,11 @@ class Campaign:
         return load_campaign(self.folder)
 
     def close(self) -> None:
-        """Close the client (and the local cluster) this campaign started, if it did (idempotent)."""
+        """Close the client (and the local cluster) this campaign started, if it did, and
+        release the folder's lock (idempotent)."""
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
         if self._cluster is not None:
             self.client.close()
             if self._cluster is not True:  # True: a client made for scheduler=, no cluster of ours
@@ -333,16 +350,81 @@ class Campaign:
         self.close()
 
 
+_GUARD = ("call campaign() under `if __name__ == \"__main__\":` in a script: each worker of the local "
+          "cluster starts by importing the script again, and a campaign at its top level starts once more there")
+
+
+def _not_while_a_worker_imports_the_script() -> None:
+    """A spawned worker re-imports the script as ``__mp_main__``: one sentence, not a traceback per worker."""
+    frame = sys._getframe(1)
+    while frame is not None:  # the script's top level, on the call stack, runs as __mp_main__ there
+        if frame.f_globals.get("__name__") == "__mp_main__":
+            raise SystemExit(f"gcexplore: {_GUARD}")
+        frame = frame.f_back
+
+
 def _connect(client, scheduler, devices):
     if client is not None and scheduler is not None:
         raise ValueError("pass client= or scheduler=, not both")
-    Client = _distributed().Client
+    Client = require_distributed().Client
     if client is not None:
         return client, None
     if scheduler is not None:
         return Client(scheduler), True  # ours to close, the cluster is not
-    cluster = local_cluster(devices)
-    return Client(cluster), cluster
+    try:
+        cluster = local_cluster(devices)
+    except Exception as e:
+        main = sys.modules.get("__main__")
+        if "Nanny failed to start" in str(e) and getattr(main, "__file__", None):
+            raise RuntimeError(f"the local campaign cluster's workers did not start; {_GUARD}") from None
+        raise
+    return Client(cluster, security=cluster.security), cluster
+
+
+def _warm_up(client, tasks: dict) -> dict:
+    """Submit one warm-up per worker (imports, the GPU context, the built-in kernels, the modules
+    of factory recipes), ahead of every task; worker address -> its future."""
+    modules = sorted({t["workloads"]["factory"].split(":", 1)[0] for t in tasks.values()
+                      if "factory" in t["workloads"] and not t["workloads"]["factory"].startswith("__main__")})
+    gpu = any(lookup_experiment(t["experiment"]).gpu for t in tasks.values())
+    return {addr: client.submit(warm_up, modules, gpu, key=f"gcexplore-warm-up-{addr}", workers=[addr],
+                                allow_other_workers=False, pure=False, priority=1 << 30)
+            for addr in client.scheduler_info(n_workers=-1)["workers"]}
+
+
+def _grid_cost(task: dict) -> float:
+    """A task's relative duration from its grid entry: layouts x repetitions x modes x workloads."""
+    from ..schema import MODES
+
+    sp, opt, wl = task["splits"], task["options"], task["workloads"]
+    layouts = 16 if sp is None else 1 if isinstance(sp, int) else max(1, len(sp))
+    reps = float(opt.get("repeats", 20)) + float(opt.get("warmup", 3))
+    modes = len(opt.get("modes", MODES)) if isinstance(opt.get("modes", MODES), (list, tuple)) else 1
+    return layouts * reps * modes * max(1, len(wl.get("builtins", {"a": 0, "b": 0})))
+
+
+def _known_durations(durations) -> dict[str, float]:
+    """key -> seconds: a dict as given, or read from an earlier campaign folder's shards."""
+    if durations is None:
+        return {}
+    if isinstance(durations, Mapping):
+        return {str(k): float(v) for k, v in durations.items()}
+    shards, _, _ = CampaignFolder(durations).scan()
+    out = {}
+    for key, df in shards.items():
+        meta = df.attrs.get("campaign", {})
+        if isinstance(meta.get("started_s"), (int, float)) and isinstance(meta.get("finished_s"), (int, float)):
+            out[key] = float(meta["finished_s"]) - float(meta["started_s"])
+    return out
+
+
+def task_order(tasks: dict, known: Mapping[str, float] | None = None) -> list[str]:
+    """Keys longest first: by the seconds in ``known`` where given, else by the grid's estimate
+    scaled to the known ones (so the two kinds of numbers compare); ties by key."""
+    known = {k: v for k, v in (known or {}).items() if k in tasks}
+    cost = {k: _grid_cost(t) for k, t in tasks.items()}
+    scale = (sum(known.values()) / sum(cost[k] for k in known)) if known else 1.0
+    return sorted(tasks, key=lambda k: (-(known[k] if k in known else cost[k] * scale), k))
 
 
 def _pin(client, tasks: dict, cards: Sequence[str]) -> dict[str, list[str]]:
@@ -357,7 +439,7 @@ def _pin(client, tasks: dict, cards: Sequence[str]) -> dict[str, list[str]]:
 
 def campaign(workloads, splits=None, *, experiment="sweep", options=None, folder, cards: str = "any",
              client=None, scheduler: str | None = None, devices=None, campaign_id: str | None = None,
-             progress: bool = True, wait: bool = True) -> Campaign:
+             durations=None, progress: bool = True, wait: bool = True) -> Campaign:
     """Run a grid of experiments as Dask tasks, one shard per task, resumable.
 
     Parameters
@@ -389,6 +471,11 @@ def campaign(workloads, splits=None, *, experiment="sweep", options=None, folder
         GPUs of the local cluster (default all visible); ignored with a client or scheduler.
     campaign_id : str, optional
         Default: the folder's, or a new one.
+    durations : dict or str or path, optional
+        Seconds each task took before (key -> seconds, or the folder of an earlier
+        campaign of the same grid): the longest tasks are started first. Without it
+        tasks are ordered by an estimate from the grid (layouts x repetitions x modes
+        x workloads).
     progress : bool, default True
     wait : bool, default True
         False: return at once (call ``.wait()`` / ``.result()`` later).
@@ -398,42 +485,54 @@ def campaign(workloads, splits=None, *, experiment="sweep", options=None, folder
     Campaign
         ``.result()`` is one DataFrame (see :func:`gcexplore.load_campaign`).
 
+    A spec is code: a ``"module:function"`` experiment or factory is imported and run
+    like a script. It is imported only after the whole grid is checked.
+
     Raises
     ------
     ValueError, TypeError
         A bad grid (before anything is submitted or measured), or a folder of a newer format.
+    RuntimeError
+        Another campaign holds the folder (``campaign.lock``).
     """
+    _not_while_a_worker_imports_the_script()
     if cards not in CARDS:
         raise ValueError(f"cards must be one of {', '.join(map(repr, CARDS))}, got {cards!r}")
-    tasks, factories = plan_tasks(experiment, workloads, [None] if splits is None else splits,
-                                  [{}] if options is None else options)
+    grid = (experiment, workloads, [None] if splits is None else splits, [{}] if options is None else options)
+    tasks, factories = plan_tasks(*grid)
     store = CampaignFolder(folder)
-    if store.spec_path.exists():
+    if os.path.lexists(store.spec_path):
         store.read_spec()  # a newer format is refused before a cluster starts
-    client_, cluster = _connect(client, scheduler, devices)
+    lock = store.lock()  # a second campaign on this folder is refused here, before a cluster starts
+    client_, cluster = None, None
     try:
+        client_, cluster = _connect(client, scheduler, devices)
+        warm = _warm_up(client_, tasks)  # runs on the workers while the client plans and scans the folder
         if cards == "each":
             pinned = _pin(client_, tasks, ["each"])
-            tasks, factories = plan_tasks(experiment, workloads, [None] if splits is None else splits,
-                                          [{}] if options is None else options, cards=sorted(pinned))
+            tasks, factories = plan_tasks(*grid, cards=sorted(pinned))
         else:
             pinned = {"any": []}
         spec = store.write_spec(campaign_id or new_run_id(), tasks, __version__)
-        done = store.finished_keys()
+        done = store.finished_keys(spec, repair=True)
+        order = task_order(tasks, _known_durations(durations))
         futures = {}
-        for key, t in tasks.items():
+        for rank, key in enumerate(order):
             if key in done:
                 continue
+            t = tasks[key]
             futures[key] = client_.submit(run_task, t, str(store.root), spec["campaign_id"],
                                           lookup_experiment(t["experiment"]), factories.get(key), key=key,
-                                          workers=pinned[t["card"]] or None, allow_other_workers=False)
+                                          workers=pinned[t["card"]] or None, allow_other_workers=False,
+                                          priority=len(order) - rank)
     except BaseException:
         if cluster is not None:
             client_.close()
             if cluster is not True:
                 cluster.close()
+        lock.release()
         raise
-    handle = Campaign(store.root, spec, tasks, sorted(done & set(tasks)), futures, client_, cluster)
+    handle = Campaign(store.root, spec, tasks, sorted(done & set(tasks)), futures, client_, cluster, lock, warm)
     if wait:
         handle.wait(progress=progress)
     return handle

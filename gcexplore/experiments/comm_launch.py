@@ -162,7 +162,9 @@ def comm_sweep(spec=None, *, gpus: int | None = None, timeout_s: float = 900.0, 
         traces.extend(trace_frames)
     versions = next(iter(metas.values()), {}) if metas else {}
     nccl_v = versions.get("nccl") or _quiet(lambda: nccl_versions()["nccl"])
-    attrs = {**info.metadata(), "kind": "comm", "nranks": n, "spec": spec.metadata(),
+    from ..schema import environment_identity
+
+    attrs = {**info.metadata(), **environment_identity(), "kind": "comm", "nranks": n, "spec": spec.metadata(),
              "nccl_version": nccl_v, "nccl4py_version": versions.get("nccl4py", ""),
              "zero_sm": zero_sm_offered(nccl_v)[1], "ranks": [metas[r] for r in sorted(metas)],
              "alltoall_recipe": versions.get("alltoall_recipe", ""), "binding": "nccl4py (one process per GPU)"}

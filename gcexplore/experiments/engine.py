@@ -52,11 +52,13 @@ from ..device.driver import DeviceInfo, check, device_info, use
 from ..device.partitions import whole_device
 from ..workloads.workload import Workload
 
-__all__ = ["Engine", "Nvml", "Slot", "launch_gap", "nvtx_available", "nvtx_range", "spin_samples"]
+__all__ = ["Engine", "Nvml", "Slot", "capture_graph", "launch_gap", "nvtx_available", "nvtx_range", "spin_samples"]
 
 _GATE_US_START = 60.0
 _GATE_US_MAX = 20_000.0
 _GATE_US_QUEUED = 5.0  # the gate of a repetition enqueued while the one before still runs
+# queue a repetition behind the running one only when that one takes this many host enqueues and more
+_QUEUE_FACTOR, _QUEUE_MARGIN_US = 4.0, 200.0
 _SETTLE_NS = 1_000  # the tiny spin each stream runs after its waits, before its start event
 _UNTRACED = contextlib.nullcontext()
 
@@ -69,7 +71,7 @@ def _tag(trace, role: str, slot=None, launch: int = 0):
 class Nvml:
     """SM clock and board power via nvidia-ml-py, or NaN when it is absent."""
 
-    def __init__(self, device_index: int):
+    def __init__(self, device_index: int, pci_bus_id: str = ""):
         self.handle = None
         try:
             import pynvml
@@ -77,10 +79,11 @@ class Nvml:
             pynvml.nvmlInit()
             self._nvml = pynvml
             try:
-                from cuda.core import Device
+                if not pci_bus_id:  # DeviceInfo read it already; a hand-built one may lack it
+                    from cuda.core import Device
 
-                bus = Device(device_index).pci_bus_id
-                self.handle = pynvml.nvmlDeviceGetHandleByPciBusId_v2(bus)
+                    pci_bus_id = Device(device_index).pci_bus_id
+                self.handle = pynvml.nvmlDeviceGetHandleByPciBusId_v2(pci_bus_id)
             except Exception:
                 self.handle = pynvml.nvmlDeviceGetHandleByIndex(device_index)
         except Exception:  # no nvidia-ml-py or no NVML: columns stay NaN
@@ -145,6 +148,31 @@ class Slot:
         return self.partition.name
 
 
+def capture_graph(launch: Callable[[], None], stream, where) -> tuple[Any, Any]:
+    """``(graph, exec)``: what ``launch()`` enqueues on ``stream``, captured in a CUDA graph and
+    instantiated with ``where`` (a partition or device) current; launch it with
+    ``cuGraphLaunch(exec, stream.handle)`` and destroy both when done."""
+    from cuda.bindings import driver
+
+    mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+    check(driver.cuStreamBeginCapture(stream.handle, mode), "cuStreamBeginCapture")
+    try:
+        launch()
+    except BaseException:
+        with contextlib.suppress(Exception):
+            driver.cuStreamEndCapture(stream.handle)
+        raise
+    graph = check(driver.cuStreamEndCapture(stream.handle), "cuStreamEndCapture")
+    try:
+        with use(where):
+            exe = check(driver.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
+    except BaseException:
+        with contextlib.suppress(Exception):
+            driver.cuGraphDestroy(graph)  # the captured graph would leak
+        raise
+    return graph, exe
+
+
 class _Queued(NamedTuple):
     """One enqueued repetition, not yet collected."""
 
@@ -190,7 +218,7 @@ class Engine:
                 if l2_flush:
                     size = 2 * max(int(dev.properties.l2_cache_size), 1 << 20)
                     self._l2 = (dev.allocate(size, stream=self.gate), size)
-            self.nvml = Nvml(info.index)
+            self.nvml = Nvml(info.index, info.pci_bus_id)
             if trace is not None:  # fails in one sentence now, not after a sweep
                 trace.probe(lambda: self.launch_spin(self.gate, 1_000), self.gate)
         except BaseException:
@@ -211,23 +239,7 @@ class Engine:
 
         key = (id(wl), int(stream.handle))
         if key not in self._graphs:
-            mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
-            check(driver.cuStreamBeginCapture(stream.handle, mode), "cuStreamBeginCapture")
-            try:
-                wl(stream=stream)
-            except BaseException:
-                with contextlib.suppress(Exception):
-                    driver.cuStreamEndCapture(stream.handle)
-                raise
-            graph = check(driver.cuStreamEndCapture(stream.handle), "cuStreamEndCapture")
-            try:
-                with use(slot.partition):
-                    exe = check(driver.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
-            except BaseException:
-                with contextlib.suppress(Exception):
-                    driver.cuGraphDestroy(graph)  # the captured graph would leak
-                raise
-            self._graphs[key] = (graph, exe)
+            self._graphs[key] = capture_graph(lambda: wl(stream=stream), stream, slot.partition)
         exe = self._graphs[key][1]
         return lambda: check(driver.cuGraphLaunch(exe, stream.handle), "cuGraphLaunch")
 
@@ -251,35 +263,54 @@ class Engine:
         """
         return self._finish(self._enqueue(slots, chain, label))
 
-    def run_reps(self, slots: Sequence[Slot], labels: Sequence[tuple], *, chain: bool = False):
+    def run_reps(self, slots: Sequence[Slot], labels: Sequence[tuple], *, chain: bool = False, on_queued=None):
         """Repetitions of one group, one per label, each enqueued while the one before runs.
 
         Yields ``(label, per_slot, makespan_ms)`` in order, as :meth:`run_group` returns
-        them. The host enqueues repetition ``r + 1`` (behind a gate that waits for the end
-        of ``r``) while ``r`` runs, then collects ``r``: neither the enqueue nor the
-        Python between repetitions leaves the GPU idle. A repetition counts only if ``r``
-        was still running when its enqueue finished (its gate had not started, so no host
-        time can show in it); otherwise it is discarded, measured again behind a sized
-        gate, and the rest go one at a time (repetitions shorter than the host's enqueue).
-        Not pipelined while tracing.
+        them. Where the last repetition collected took several times the host's enqueue,
+        the host enqueues repetition ``r + 1`` (behind a gate that waits for the end of
+        ``r``) while ``r`` runs, then collects ``r``: neither the enqueue nor the Python
+        between repetitions leaves the GPU idle. Shorter repetitions go one at a time
+        behind a sized gate, as :meth:`run_group` runs them, so every workload is called
+        once per repetition. A queued repetition counts only if ``r`` was still running
+        when its enqueue finished (its gate had not started, so no host time can show in
+        it); otherwise (a host stall) it is measured again, gated, and the rest go one at a
+        time. A workload that raises while ``r + 1`` is enqueued still gives ``r``'s
+        times first. Not pipelined while tracing. ``on_queued(i)``, when given, runs once
+        label ``i``'s repetition is enqueued for good (host work that can overlap it: NVML).
         """
         pipelined = self.trace is None
-        pending = None  # (label, queued repetition) not yet collected
-        for label in labels:
-            queued = self._enqueue(slots, chain, label, after=pending[1] if pending else None)
-            if pending is not None:
-                yield (pending[0], *self._finish(pending[1]))
-                pending = None
+        pending, last_ms = None, None  # (label, queued repetition) not yet collected; last makespan
+
+        def collect():
+            nonlocal pending, last_ms
+            out = (pending[0], *self._finish(pending[1]))
+            pending, last_ms = None, out[2]
+            return out
+
+        for i, label in enumerate(labels):
+            behind = (pipelined and pending is not None and last_ms is not None
+                      and last_ms * 1e3 > _QUEUE_FACTOR * self.max_enqueue_us + _QUEUE_MARGIN_US)
+            if pending is not None and not behind:
+                yield collect()
+            try:
+                queued = self._enqueue(slots, chain, label, after=pending[1] if pending else None)
+            except BaseException:
+                if pending is not None:  # measured already: its times reach the caller first
+                    yield collect()
+                raise
             if not queued.clean:
+                yield collect()
                 self._finish(queued)  # it may hold host time: measured again, gated
                 pipelined = False
                 queued = self._enqueue(slots, chain, label)
-            if pipelined:
-                pending = (label, queued)
-            else:
-                yield (label, *self._finish(queued))
+            if on_queued is not None:
+                on_queued(i)
+            if pending is not None:
+                yield collect()
+            pending = (label, queued)
         if pending is not None:
-            yield (pending[0], *self._finish(pending[1]))
+            yield collect()
 
     def _enqueue(self, slots: Sequence[Slot], chain: bool, label: tuple | None, after=None) -> _Queued:
         """Enqueue one repetition behind the gate; behind the end of ``after`` when given."""
@@ -355,6 +386,29 @@ class Engine:
             else:
                 self.gate_us = max(_GATE_US_START, 2.0 * enqueue_us + 20.0, 0.8 * self.gate_us)
         return per_slot, makespan
+
+    def new_round(self) -> None:
+        """Fresh whole-device streams and gate for a new round (state that differs between runs
+        is drawn again: stream handles, and with them a library's per-stream workspaces)."""
+        self.drain([self.gate, *self.whole.streams])
+        self.drop_graphs()
+        old, gate = self.whole, self.gate
+        self.whole = whole_device(self.info.index, streams=len(old.streams))
+        self.gate = self.whole.create_stream()
+        with contextlib.suppress(Exception):  # drained above; the L2 buffer is freed on the new gate
+            gate.close()
+        old.close()
+
+    def clocks(self) -> dict:
+        """NVML SM clock and power now, as the ``*_before`` columns of a round's rows."""
+        clock, power = self.nvml.read()
+        return {"sm_clock_mhz_before": clock, "power_w_before": power}
+
+    def stamp(self, rows: list[dict], before: dict) -> None:
+        """Write the round's clock and power (read before, and now) into its rows."""
+        clock, power = self.nvml.read()
+        for r in rows:
+            r.update(before, sm_clock_mhz=clock, power_w=power)
 
     def drain(self, streams) -> None:
         for s in streams:

@@ -3,31 +3,70 @@
 - :func:`run_layouts` measures layout after layout and keeps every row: when a
   workload raises or the user interrupts, it raises :class:`MeasurementFailed` or
   :class:`MeasurementInterrupted` with all rows so far in ``exc.partial``.
+- :func:`round_plan` lays the layouts out in rounds: every layout once per round, each round in
+  a fresh shuffled order (seeded by the run id), so drift and the state drawn per round fall on
+  every layout alike; each visit is one unit of :func:`run_layouts` (and of the checkpoint).
 - :class:`Checkpoint` appends each finished layout to a JSON-lines file (flushed and
   fsynced per layout); a rerun with the same file skips the layouts already there. A
   torn last line (a crash mid-write) is cut off before anything is appended, so a
-  finished layout is never glued to a fragment and lost.
+  finished layout is never glued to a fragment and lost. The file is never opened
+  through a symlink (``O_NOFOLLOW``) and a new one is made from an exclusive temporary.
 
 Pure Python and pandas; nothing here touches the GPU.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
+import random
+import stat
+import tempfile
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..device.driver import GreenContextError
+from ..schema import round_sizes
 
 __all__ = [
     "Checkpoint",
     "MeasurementAborted",
     "MeasurementFailed",
     "MeasurementInterrupted",
+    "Round",
+    "round_plan",
     "run_layouts",
 ]
+
+
+@dataclasses.dataclass(frozen=True)
+class Round:
+    """One round of a measurement: its index, its measured repetitions, the ``rep`` of its first
+    (repetitions count on across rounds, so ``(layout, mode, rep)`` still names one repetition)."""
+
+    index: int = 0
+    repeats: int = 1
+    first_rep: int = 0
+
+
+def round_plan(layouts: Sequence[tuple[str, Any]], repeats: int, rounds: int, seed: str = "") -> list[tuple[str, Any]]:
+    """``(key, (arg, Round))`` for every layout in every round, round by round.
+
+    With one round the layouts keep their order and their labels as keys; with more, each
+    round is shuffled afresh (``random.Random(seed)``) and the keys read ``"<label> round <k>"``.
+    """
+    rng = random.Random(str(seed))
+    out, first = [], 0
+    for k, n in enumerate(round_sizes(repeats, rounds)):
+        order = list(layouts)
+        if rounds > 1:
+            rng.shuffle(order)
+        out.extend((label if rounds == 1 else f"{label} round {k}", (arg, Round(k, n, first))) for label, arg in order)
+        first += n
+    return out
 
 
 class MeasurementAborted(BaseException):
@@ -84,6 +123,8 @@ class Checkpoint:
     """
 
     VERSION = 1
+    #: Seconds this process spent appending and fsyncing layouts (a campaign task reports its share).
+    write_s = 0.0
     #: Header keys that differ between a run and its resume.
     _PER_PROCESS = ("run_id",)
 
@@ -104,11 +145,14 @@ class Checkpoint:
         """
         folder = os.path.dirname(os.path.abspath(self.path))
         os.makedirs(folder, exist_ok=True)
-        if not os.path.exists(self.path) or os.path.getsize(self.path) == 0:
+        if not os.path.lexists(self.path):
             self._write_new()
             return {}
-        with open(self.path, "rb") as f:
+        with self._open(os.O_RDONLY, "rb") as f:
             data = f.read()
+        if not data:
+            self._write_new()
+            return {}
         lines = data.split(b"\n")
         torn = lines[-1] != b""  # the last record lacks its newline
         complete = lines[:-1]
@@ -158,16 +202,37 @@ class Checkpoint:
                              "({'layout': str, 'rows': [dict, ...]})")
         return entry
 
+    def _open(self, flags: int, mode: str):
+        """The checkpoint opened never through a symlink, and only when it is a plain file."""
+        try:
+            fd = os.open(self.path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as e:
+            if os.path.islink(self.path):
+                raise self._fail("it is a symlink (gcexplore never writes through one)") from e
+            raise
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise self._fail("it is not a plain file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, mode)
+
     def _write_new(self) -> None:
-        tmp = f"{self.path}.tmp{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(json.dumps(self.header) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        folder = os.path.dirname(os.path.abspath(self.path))
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(self.path)}.", suffix=".tmp", dir=folder)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(json.dumps(self.header) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, self.path)  # replaces a symlink planted at the name, never writes through it
+        except BaseException:
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
+            raise
 
     def _truncate(self, size: int) -> None:
-        with open(self.path, "r+b") as f:
+        with self._open(os.O_RDWR, "r+b") as f:
             f.truncate(size)
             f.flush()
             os.fsync(f.fileno())
@@ -176,15 +241,17 @@ class Checkpoint:
         """Append one finished layout as one line, flushed and fsynced."""
         clean = [{k: _jsonable(v) for k, v in r.items()} for r in rows]
         line = (json.dumps({"layout": label, "rows": clean}, allow_nan=False) + "\n").encode()
-        with open(self.path, "ab") as f:
-            if f.tell() > 0:
-                with open(self.path, "rb") as r:
-                    r.seek(-1, os.SEEK_END)
-                    if r.read(1) != b"\n":  # never glue a record to a fragment
-                        line = b"\n" + line
+        t0 = time.perf_counter()
+        with self._open(os.O_RDWR | os.O_APPEND, "r+b") as f:
+            end = f.seek(0, os.SEEK_END)
+            if end > 0:
+                f.seek(end - 1)
+                if f.read(1) != b"\n":  # never glue a record to a fragment
+                    line = b"\n" + line
             f.write(line)
             f.flush()
             os.fsync(f.fileno())
+        Checkpoint.write_s += time.perf_counter() - t0
 
 
 def _progress(total: int, desc: str, enabled: bool, initial: int = 0):

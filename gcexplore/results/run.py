@@ -28,7 +28,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from ..schema import IDENTITY, IDENTITY_COLUMNS, RUN_COLUMNS, identity_of, kind_of
+from ..schema import IDENTITY, IDENTITY_COLUMNS, RECIPES_ATTR, RUN_COLUMNS, identity_of, kind_of
 
 __all__ = ["MEASURED_COLUMN", "RUN_COLUMNS", "Run", "fingerprint", "identity", "identity_fields", "measured_groups",
            "measured_label", "per_run", "repeated_rows", "require_one_run", "run_columns", "run_of", "runs",
@@ -41,6 +41,7 @@ _ROW_KEYS = {
     "tune": ("layout", "mode", "rep", "workload"),
     "scaling": ("workload", "sm_count", "rep"),
     "trace": ("layout", "mode", "rep", "correlation_id"),
+    "serving": ("mode", "layout", "load", "record", "index"),
 }
 _EMPTY = ("", "nan", "<NA>", "None")
 
@@ -84,11 +85,12 @@ def runs(df: pd.DataFrame) -> list[str]:
 def require_one_run(df: pd.DataFrame, where: str) -> None:
     """ValueError when ``df`` holds rows of several runs (pick one first), or repeats a
     repetition (:func:`repeated_rows`)."""
-    ids = runs(df)
+    run = run_of(df)
+    ids = run.memo("runs", lambda: runs(df))  # asked by every view and table: counted once per frame
     if len(ids) > 1:
         raise ValueError(f"{where} takes one run, but these rows hold {len(ids)} runs: {', '.join(ids)}; "
                          "select one, e.g. df[df.run_id == ...], or summarize(df) to compare them")
-    found = repeated_rows(df)
+    found = run.memo("repeated", lambda: repeated_rows(df))
     if found:
         raise ValueError(f"{where}: {found}")
 
@@ -233,7 +235,7 @@ def _placement(df: pd.DataFrame) -> tuple[str, ...]:
 
 
 def _recipes(attrs: Mapping, names: tuple[str, ...]) -> tuple[str, ...]:
-    specs = attrs.get("workload_specs") or {}
+    specs = attrs.get(RECIPES_ATTR) or {}
     return tuple(str(specs.get(n, "")) for n in names) if isinstance(specs, Mapping) else ()
 
 
@@ -267,7 +269,7 @@ def measured_groups(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
             rows = df.iloc[idx]
             keys.iloc[idx] = measured_label(rows)
     out = []
-    for label in dict.fromkeys(keys):
+    for label in pd.unique(keys):
         part = df[keys == label]
         part.attrs = dict(df.attrs)
         out.append((str(label), part))

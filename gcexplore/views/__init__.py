@@ -14,6 +14,7 @@ PUBLIC = {
     "pm": ("plot_dram_timeline",),
     "predict": ("plot_predict",),
     "compare": ("plot_compare",),
+    "serving": ("plot_serving",),
     "comm": ("plot_comm",),
 }
 __all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC)

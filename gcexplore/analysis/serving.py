@@ -1,0 +1,337 @@
+"""Serving numbers, computed once: per-run ITL and TTFT tails and throughputs, SLO attainment and
+goodput per split, predictions from solo profiles, and the advisor's search.
+
+- :class:`ServingSLO`: TTFT <= ``ttft_ms`` for at least ``attainment`` of the requests (an
+  unserved request is a miss) and ITL p99 <= ``itl_p99_ms``.
+- :func:`serving_table`: one row per run (mode, layout, load) of a ``"serving"`` result.
+- :func:`goodput_table`: per mode and layout, the highest rate whose run met the SLO (DistServe's
+  goodput), with that run's tails and throughputs.
+- :func:`predict_serving`: ITL and TTFT per split and load from the ``alone`` rows (the decode
+  step's own gaps; a FIFO queue of the same arrivals served in the solo prefill time).
+- :func:`advise`: the split with the highest goodput, measuring only the runs its predictions
+  cannot settle; :func:`prediction_errors` compares predictions with measurements.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+
+from ..results.run import per_run, with_identity
+from ..schema import RUN_COLUMNS
+from ..results.validate import check_result
+from .stats import quantile
+
+__all__ = ["Advice", "SERVING_TABLE_COLUMNS", "ServingSLO", "advise", "advise_recorded", "goodput_table", "loads_of", "predict_serving",
+           "prediction_errors", "serving_table", "trade_facts", "ttft_queue"]
+
+RUN_KEYS = ["mode", "layout", "load"]
+SERVING_TABLE_COLUMNS = [
+    "mode", "layout", "decode_sm_count", "prefill_sm_count", "load", "rate_rps", "gaps", "itl_p50_ms", "itl_p99_ms",
+    "itl_max_ms", "requests", "served", "ttft_p50_ms", "ttft_p99_ms", "queue_p50_ms", "service_p50_ms",
+    "decode_tokens_per_s", "prefill_tokens_per_s", "window_ms", "run_ms",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class ServingSLO:
+    """Service-level objectives of a serving run.
+
+    Attributes
+    ----------
+    ttft_ms : float
+        Time to first token a request must not exceed (queueing included).
+    itl_p99_ms : float
+        Bound on the 99th percentile of the decode gaps.
+    attainment : float, default 0.9
+        Share of requests that must meet ``ttft_ms`` (an unserved request misses).
+    """
+
+    ttft_ms: float
+    itl_p99_ms: float
+    attainment: float = 0.9
+
+    def __post_init__(self):
+        for name in ("ttft_ms", "itl_p99_ms"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                raise ValueError(f"{name} must be a positive number of ms, got {v!r}")
+        if not (isinstance(self.attainment, (int, float)) and 0 < self.attainment <= 1):
+            raise ValueError(f"attainment must be in (0, 1], e.g. 0.9, got {self.attainment!r}")
+
+    def text(self) -> str:
+        return (f"TTFT <= {self.ttft_ms:g} ms for {self.attainment:.0%} of requests, "
+                f"ITL p99 <= {self.itl_p99_ms:g} ms")
+
+
+def _q(values, q: float) -> float:
+    """The ``q`` quantile, linear interpolation as :func:`~gcexplore.analysis.stats.quantile`, with a
+    NaN (an unserved request) counted as infinitely late: inf when the quantile reaches one."""
+    v = np.asarray(values, dtype=float)
+    if not len(v):
+        return math.nan
+    if not np.isnan(v).any():
+        return quantile(v, q)
+    v = np.sort(np.where(np.isnan(v), np.inf, v))
+    pos = q * (len(v) - 1)
+    lo, hi = math.floor(pos), math.ceil(pos)
+    if math.isinf(v[hi]) and pos > lo or math.isinf(v[lo]):
+        return math.inf
+    return float(v[lo] + (v[hi] - v[lo]) * (pos - lo))
+
+
+def _one_run(keys, g: pd.DataFrame) -> dict:
+    gaps, reqs = g[g["record"] == "gap"], g[g["record"] == "request"]
+    first = g.iloc[0]
+    window = float(first["window_ms"])
+    served = reqs[reqs["ttft_ms"].notna()]
+    return {
+        **dict(zip(RUN_KEYS, keys)), "decode_sm_count": int(first["decode_sm_count"]),
+        "prefill_sm_count": int(first["prefill_sm_count"]), "rate_rps": float(first["rate_rps"]),
+        "gaps": len(gaps), "itl_p50_ms": _q(gaps["itl_ms"], 0.5), "itl_p99_ms": _q(gaps["itl_ms"], 0.99),
+        "itl_max_ms": float(gaps["itl_ms"].max()) if len(gaps) else math.nan,
+        "requests": len(reqs), "served": len(served), "ttft_p50_ms": _q(reqs["ttft_ms"], 0.5),
+        "ttft_p99_ms": _q(reqs["ttft_ms"], 0.99), "queue_p50_ms": _q(served["queue_ms"], 0.5),
+        "service_p50_ms": _q(served["end_ms"] - served["start_ms"], 0.5),
+        "decode_tokens_per_s": float(gaps["tokens"].sum()) / window * 1e3 if len(gaps) and window > 0 else math.nan,
+        "prefill_tokens_per_s": float(served["tokens"].sum()) / window * 1e3 if len(served) and window > 0
+        else math.nan,
+        "window_ms": window, "run_ms": float(first["run_ms"]),
+    }
+
+
+def serving_table(df: pd.DataFrame, slo: ServingSLO | None = None) -> pd.DataFrame:
+    """One row per run (mode, layout, load) of a ``"serving"`` result: ITL p50 / p99 / max, TTFT p50 / p99 (NaN TTFTs,
+    unserved requests, count as infinitely late), queueing and service medians, decode and prefill
+    tokens per second over the run's window, and its GPU time (``run_ms``), with the identity
+    columns of the measurement it came from (results of several cards or runs stay apart).
+
+    With ``slo``: ``ttft_attainment`` (share of requests within ``slo.ttft_ms``) and ``meets_slo``.
+    ``alone`` rows give the decode step's gaps (``prefill_sm_count`` 0) and the prefill service
+    time (``decode_sm_count`` 0) on each partition by themselves.
+    """
+    check_result(df, "serving", "serving_table")
+    out = per_run(df, lambda rows: with_identity(_table(rows, slo), rows))
+    out.attrs.update({k: v for k, v in df.attrs.items() if k in ("device_name", "run_id", "model", "graphs")})
+    return out
+
+
+def _table(df: pd.DataFrame, slo: ServingSLO | None) -> pd.DataFrame:
+    rows = []
+    for keys, g in df.groupby(RUN_KEYS, sort=False):
+        if keys[0] != "alone":
+            rows.append(_one_run(keys, g))
+        else:  # alone: the decode rows and the prefill rows are two measurements
+            rows.extend(_one_run(keys, part) for _, part in g.groupby("record", sort=True))
+    out = pd.DataFrame(rows, columns=SERVING_TABLE_COLUMNS)
+    if slo is not None:
+        att = []
+        for keys, g in df[df["record"] == "request"].groupby(RUN_KEYS, sort=False):
+            att.append((*keys, float((g["ttft_ms"] <= slo.ttft_ms).mean()) if len(g) else 1.0))
+        att_df = pd.DataFrame(att, columns=[*RUN_KEYS, "ttft_attainment"])
+        out = out.merge(att_df, on=RUN_KEYS, how="left")
+        out["ttft_attainment"] = out["ttft_attainment"].fillna(1.0)
+        out["meets_slo"] = (out["ttft_attainment"] >= slo.attainment) & (out["itl_p99_ms"] <= slo.itl_p99_ms)
+        out.loc[out["mode"] == "alone", "meets_slo"] = False
+    return out
+
+
+def goodput_table(df_or_table: pd.DataFrame, slo: ServingSLO) -> pd.DataFrame:
+    """Per mode and layout: ``goodput_rps``, the highest measured rate whose run met ``slo`` (0 when
+    none did), with that run's ITL p99, TTFT p50 and decode tokens per second. Accepts a serving
+    result or its :func:`serving_table` with ``slo``."""
+    t = df_or_table if "meets_slo" in df_or_table.columns else serving_table(df_or_table, slo)
+    rows = []
+    keys = [c for c in RUN_COLUMNS if c != "device_name" and c in t.columns]  # the run key, as the schema names it
+    for k, g in t[t["mode"] != "alone"].groupby([*keys, "mode", "layout"], sort=False, dropna=False):
+        mode, layout = k[-2:]
+        ok = g[g["meets_slo"]].sort_values("rate_rps")
+        best = ok.iloc[-1] if len(ok) else None
+        rows.append({**dict(zip(keys, k[:-2])), "mode": mode, "layout": layout, "decode_sm_count": int(g["decode_sm_count"].iloc[0]),
+                     "goodput_rps": float(best["rate_rps"]) if best is not None else 0.0,
+                     "loads_met": len(ok), "loads": len(g),
+                     **{c: float(best[c]) if best is not None else math.nan
+                        for c in ("itl_p99_ms", "ttft_p50_ms", "decode_tokens_per_s")}})
+    return pd.DataFrame(rows)
+
+
+def loads_of(df: pd.DataFrame) -> dict:
+    """``{load: (rate_rps, arrival times in ms)}`` of the loaded runs of a serving result (the
+    arrivals are the same for every split and mode of one load)."""
+    out = {}
+    reqs = df[(df["record"] == "request") & (df["mode"] != "alone")]
+    for load, g in reqs.groupby("load", sort=False):
+        first = g[RUN_KEYS[:2]].iloc[0]
+        one = g[(g["mode"] == first["mode"]) & (g["layout"] == first["layout"])].sort_values("index")
+        out[str(load)] = (float(one["rate_rps"].iloc[0]), one["arrival_ms"].to_numpy(float))
+    return out
+
+
+def ttft_queue(arrival_ms, service_ms: float, deadline_ms: float = math.inf) -> np.ndarray:
+    """TTFTs of FIFO requests served one at a time in ``service_ms`` each (NaN: not started by
+    ``deadline_ms``)."""
+    free, out = 0.0, []
+    for a in np.sort(np.asarray(arrival_ms, dtype=float)):
+        start = max(a, free)
+        if start > deadline_ms:
+            out.append(math.nan)
+            continue
+        free = start + service_ms
+        out.append(free - a)
+    return np.asarray(out)
+
+
+def predict_serving(alone: pd.DataFrame, loads: dict, slo: ServingSLO | None = None,
+                    deadline_ms: float = math.inf) -> pd.DataFrame:
+    """Predicted ITL p50 / p99 and TTFT p50 / p99 (and, with ``slo``, attainment and ``meets_slo``) of
+    each partitioned split and load, from the ``alone`` rows of a serving result: the decode gaps
+    measured by themselves on the split's decode partition, and a FIFO queue of the load's arrivals
+    served in the prefill's solo time on the complement. Neighbours sharing DRAM make the real
+    numbers larger; :func:`prediction_errors` says by how much."""
+    check_result(alone, "serving", "predict_serving")
+    a = alone[(alone["mode"] == "alone") & alone["layout"].str.contains(r"\+", regex=True)]
+    rows = []
+    for layout, g in a.groupby("layout", sort=False):
+        gaps = g[g["record"] == "gap"]["itl_ms"]
+        reqs = g[g["record"] == "request"]
+        service = _q(reqs["end_ms"] - reqs["start_ms"], 0.5)
+        dsm, psm = (int(x) for x in str(layout).split("+"))
+        for load, (rate, arr) in loads.items():
+            ttft = ttft_queue(arr, service, deadline_ms)
+            row = {"layout": layout, "decode_sm_count": dsm, "prefill_sm_count": psm, "load": load, "rate_rps": rate,
+                   "itl_p50_ms": _q(gaps, 0.5), "itl_p99_ms": _q(gaps, 0.99), "service_ms": service,
+                   "ttft_p50_ms": _q(ttft, 0.5), "ttft_p99_ms": _q(ttft, 0.99)}
+            if slo is not None:
+                att = float(np.mean(np.nan_to_num(ttft, nan=np.inf) <= slo.ttft_ms)) if len(ttft) else 1.0
+                row.update(ttft_attainment=att, ttft_at_attainment_ms=_q(ttft, slo.attainment),
+                           meets_slo=bool(att >= slo.attainment and row["itl_p99_ms"] <= slo.itl_p99_ms))
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def prediction_errors(predicted: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFrame:
+    """Relative error (predicted / measured - 1) of ITL p99 and TTFT p50 per split and load, joining
+    :func:`predict_serving` to a :func:`serving_table` of the partitioned runs."""
+    m = measured[measured["mode"] == "partitioned"]
+    j = predicted.merge(m, on=["layout", "load"], suffixes=("_pred", ""))
+    out = j[["layout", "load", "decode_sm_count", "rate_rps"]].copy()
+    for c in ("itl_p99_ms", "ttft_p50_ms"):
+        out[c.replace("_ms", "_pred_ms")] = j[f"{c}_pred"]
+        out[c] = j[c]
+        out[c.replace("_ms", "_error")] = j[f"{c}_pred"] / j[c] - 1.0
+    return out
+
+
+@dataclasses.dataclass
+class Advice:
+    """What :func:`advise` found: the split, its measured goodput, what it measured and cost."""
+
+    layout: str | None
+    goodput_rps: float
+    predicted: pd.DataFrame
+    measured: list
+    cost_ms: float
+    reason: str
+
+
+def _rank(pred: pd.DataFrame, slo: ServingSLO) -> list[tuple[str, float, list[float]]]:
+    """Splits by predicted goodput (ties: the larger slack, the smaller of the two SLOs' ratios to the
+    predicted numbers at that rate), each with its rates high to low."""
+    out = []
+    for layout, g in pred.groupby("layout", sort=False):
+        ok = g[g["meets_slo"]].sort_values("rate_rps")
+        good = float(ok["rate_rps"].iloc[-1]) if len(ok) else 0.0
+        at = ok.iloc[-1] if len(ok) else g.sort_values("rate_rps").iloc[0]
+        slack = min(slo.itl_p99_ms / at["itl_p99_ms"], slo.ttft_ms / max(at["ttft_at_attainment_ms"], 1e-9))
+        out.append((str(layout), good, slack, sorted(g["rate_rps"].unique(), reverse=True)))
+    out.sort(key=lambda r: (-r[1], -r[2]))
+    return [(layout, good, rates) for layout, good, _, rates in out]
+
+
+def advise(alone: pd.DataFrame, loads: dict, slo: ServingSLO, measure: Callable[[str, float], pd.DataFrame],
+           deadline_ms: float = math.inf) -> Advice:
+    """The split meeting ``slo`` with the highest goodput, measuring only what predictions leave open.
+
+    Splits are ranked by the goodput :func:`predict_serving` gives them; the best is measured at its
+    predicted goodput rate (and lower rates while it misses), and the next split is measured only
+    while its prediction promises more than the best goodput confirmed so far. ``measure(layout,
+    rate)`` runs one split at one load and returns its :func:`serving_table` row(s) with ``slo``.
+    The cost is the ``alone`` runs' GPU time plus every measured run's.
+    """
+    pred = predict_serving(alone, loads, slo, deadline_ms)
+    if pred.empty:
+        raise ValueError("advise needs alone rows of partitioned splits (serve(..., modes=('alone',)))")
+    a = alone[alone["mode"] == "alone"]
+    cost = float(a.groupby(["layout", "decode_sm_count"])["run_ms"].first().sum())
+    measured: list = []
+    best_layout, best_rate = None, 0.0
+    for layout, promised, rates in _rank(pred, slo):
+        if best_layout is not None and promised <= best_rate:
+            break
+        for rate in [r for r in rates if r <= max(promised, min(rates)) and r > best_rate]:
+            t = measure(layout, rate)
+            measured.append(t)
+            cost += float(t["run_ms"].sum())
+            if bool(t["meets_slo"].all()):
+                best_layout, best_rate = layout, rate
+                break
+    reason = (f"{best_layout} met {slo.text()} at {best_rate:g} requests/s" if best_layout
+              else f"no split met {slo.text()} at any measured rate")
+    return Advice(best_layout, best_rate, pred, measured, cost, reason)
+
+
+def trade_facts(table: pd.DataFrame) -> dict:
+    """Whether the decode tail falls and the TTFT rises as the decode share grows, per load, from a
+    :func:`serving_table`: the smallest and largest decode share's ITL p99 and TTFT p50, and a
+    sentence saying what the data show."""
+    part = table[table["mode"] == "partitioned"]
+    per_load = []
+    for load, g in part.groupby("load", sort=False):
+        g = g.sort_values("decode_sm_count")
+        lo, hi = g.iloc[0], g.iloc[-1]
+        per_load.append({"load": load, "small": int(lo["decode_sm_count"]), "large": int(hi["decode_sm_count"]),
+                         "itl_p99_small_ms": float(lo["itl_p99_ms"]), "itl_p99_large_ms": float(hi["itl_p99_ms"]),
+                         "ttft_p50_small_ms": float(lo["ttft_p50_ms"]), "ttft_p50_large_ms": float(hi["ttft_p50_ms"])})
+    falls = [p["itl_p99_large_ms"] < p["itl_p99_small_ms"] for p in per_load]
+    rises = [p["ttft_p50_large_ms"] > p["ttft_p50_small_ms"] for p in per_load]
+    if not per_load:
+        text = "no partitioned runs"
+    else:
+        p = per_load[-1]
+        text = (f"from {p['small']} to {p['large']} decode SMs at {p['load']}: ITL p99 "
+                f"{p['itl_p99_small_ms']:.3g} -> {p['itl_p99_large_ms']:.3g} ms, TTFT p50 "
+                f"{p['ttft_p50_small_ms']:.3g} -> {p['ttft_p50_large_ms']:.3g} ms; the decode tail falls at "
+                f"{sum(falls)} of {len(falls)} loads and the TTFT rises at {sum(rises)} of {len(rises)}")
+    return {"per_load": per_load, "itl_falls": all(falls) and bool(falls), "ttft_rises": all(rises) and bool(rises),
+            "text": text}
+
+
+def advise_recorded(df: pd.DataFrame, slo: ServingSLO) -> tuple[Advice, dict]:
+    """:func:`advise` replayed on a recorded grid (its ``alone`` rows and every split x load): each
+    run the advisor asks for is looked up instead of measured, at its recorded GPU time. Returns the
+    advice and ``{"grid_best_layout", "grid_best_goodput_rps", "grid_cost_ms", "cost_share",
+    "reaches"}`` (the advised split's goodput in the grid over the grid's best)."""
+    table = serving_table(df, slo)
+    part = table[table["mode"] == "partitioned"]
+    if part.empty:
+        raise ValueError("advise_recorded needs the partitioned runs of a split x load grid")
+
+    def lookup(layout: str, rate: float) -> pd.DataFrame:
+        return part[(part["layout"] == layout) & (part["rate_rps"] == rate)]
+
+    drain = float(df.attrs.get("drain_s", df["duration_s"].iloc[0]))
+    advice = advise(df[df["mode"] == "alone"], loads_of(df), slo, lookup,
+                    deadline_ms=(float(df["duration_s"].iloc[0]) + drain) * 1e3)
+    good = goodput_table(table, slo)
+    good = good[good["mode"] == "partitioned"].sort_values("goodput_rps", kind="stable")
+    best = good.iloc[-1]
+    grid_cost = float(part["run_ms"].sum())
+    mine = good[good["layout"] == advice.layout]["goodput_rps"]
+    reached = float(mine.iloc[0]) if len(mine) else 0.0
+    return advice, {"grid_best_layout": str(best["layout"]), "grid_best_goodput_rps": float(best["goodput_rps"]),
+                    "grid_cost_ms": grid_cost, "cost_share": advice.cost_ms / grid_cost if grid_cost else math.nan,
+                    "reaches": reached / float(best["goodput_rps"]) if best["goodput_rps"] else math.nan}

@@ -1,0 +1,159 @@
+"""``gcexplore campaign SPEC | status DIR | repair DIR``: a spec read with bounded size and
+depth, the folder read without changing it (``repair`` is the one command that moves
+damaged shards aside)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .args import Usage
+
+#: A campaign spec larger or deeper than this is refused before it is parsed.
+MAX_SPEC_BYTES = 1 << 20
+MAX_SPEC_DEPTH = 32
+_KNOWN = ("experiment", "workloads", "splits", "options", "cards", "folder", "devices")
+
+SPEC_IS_CODE = ("A spec is code: its experiment and workload factories ('module:function') are imported and "
+                "run with your rights, like a script, so run only specs you would run as a script. They are "
+                "imported only after the whole spec is checked; a factory's kwargs must be named parameters "
+                "of it; the spec's folder is not put on the import path (set PYTHONPATH for your modules). "
+                "The local cluster listens on 127.0.0.1 only.")
+
+
+def _toml_depth(text: str) -> int:
+    """The deepest nesting of arrays and inline tables in TOML text, found without parsing it."""
+    depth = deepest = i = 0
+    n = len(text)
+    while i < n:
+        c = text[i]
+        if c == "#":
+            i = text.find("\n", i)
+            i = n if i < 0 else i
+        elif c in "\"'":
+            quote = c * 3 if text.startswith(c * 3, i) else c
+            j = i + len(quote)
+            while j < n and not text.startswith(quote, j):
+                j += 2 if c == '"' and text[j] == "\\" else 1
+            i = j + len(quote) - 1
+        elif c in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in "]}":
+            depth = max(0, depth - 1)
+        i += 1
+    return deepest
+
+
+def _yaml_checked(text: str, path: str):
+    """The YAML document, after a pass over its events: no aliases (an alias bomb expands
+    exponentially), no nesting deeper than :data:`MAX_SPEC_DEPTH`."""
+    import yaml
+
+    depth = 0
+    try:
+        for ev in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(ev, yaml.AliasEvent):
+                raise Usage(f"{path!r} uses a YAML alias (*{ev.anchor}); a campaign spec spells every value out "
+                            "(aliases can expand exponentially)")
+            if isinstance(ev, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_SPEC_DEPTH:
+                    raise Usage(f"{path!r} nests deeper than {MAX_SPEC_DEPTH} levels; a campaign spec needs a few")
+            elif isinstance(ev, yaml.CollectionEndEvent):
+                depth -= 1
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise Usage(f"{path!r} is not valid YAML ({e})") from None
+
+
+def read_spec(path: str) -> dict:
+    """A campaign spec from TOML (tomllib) or YAML (when PyYAML is installed), size and depth
+    checked before it is parsed."""
+    from ..results.campaign_store import NotRegular, read_bounded
+
+    p = Path(path)
+    try:
+        data = read_bounded(p, MAX_SPEC_BYTES)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no campaign spec {path!r} (a .toml or .yaml file, or `campaign status DIR`)") \
+            from None
+    except NotRegular as e:
+        raise Usage(f"{e}; a campaign spec is a plain .toml or .yaml file") from None
+    except ValueError as e:
+        raise Usage(f"{e}: a campaign spec is at most {MAX_SPEC_BYTES} bytes") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise Usage(f"{path!r} is not UTF-8 text ({e})") from None
+    if p.suffix.lower() in (".yaml", ".yml"):
+        try:
+            import yaml  # noqa: F401
+        except ImportError:
+            raise Usage(f"{path!r} is YAML but PyYAML is not installed; pip install pyyaml or write TOML") from None
+        spec = _yaml_checked(text, path)
+    else:
+        try:
+            import tomllib
+        except ImportError:  # Python 3.10
+            import tomli as tomllib
+        if _toml_depth(text) > MAX_SPEC_DEPTH:
+            raise Usage(f"{path!r} nests deeper than {MAX_SPEC_DEPTH} levels; a campaign spec needs a few")
+        try:
+            spec = tomllib.loads(text)
+        except (tomllib.TOMLDecodeError, RecursionError) as e:
+            raise Usage(f"{path!r} is not valid TOML ({type(e).__name__}: {str(e)[:200]})") from None
+    if not isinstance(spec, dict) or set(spec) - set(_KNOWN) or "workloads" not in spec:
+        extra = f"; unknown keys: {', '.join(sorted(map(str, set(spec) - set(_KNOWN))))}" if isinstance(spec, dict) else ""
+        raise Usage(f"{path!r} must be a table with workloads and optionally "
+                    f"{', '.join(k for k in _KNOWN if k != 'workloads')}{extra}")
+    return spec
+
+
+def _print_status(status) -> None:
+    n = status.attrs["counts"]
+    print(f"campaign {status.attrs['campaign_id']} in {status.attrs['folder']}: {n['done']} of {len(status)} tasks "
+          f"done, {n['failed']} failed, {n['started']} started, {n['pending']} pending")
+    for note in status.attrs["torn"]:
+        print(f"  set aside: {note}")
+    for r in status[status["status"] == "failed"].itertuples():
+        print(f"  failed {r.task_key}: {r.error.splitlines()[0] if r.error else '?'}")
+
+
+def cmd_campaign(args) -> int:
+    from ..results.campaign_store import campaign_status
+
+    if args.target in ("status", "repair"):
+        if not args.folder:
+            raise Usage(f"campaign {args.target} needs the campaign folder: gcexplore campaign {args.target} DIR")
+        _print_status(campaign_status(args.folder, repair=args.target == "repair"))
+        return 0
+    if args.folder:
+        raise Usage(f"unexpected {args.folder!r}: run `gcexplore campaign SPEC`, `gcexplore campaign status DIR` "
+                    "or `gcexplore campaign repair DIR`")
+    spec = read_spec(args.target)
+    from ..experiments.campaigns import campaign
+
+    folder = args.out or spec.get("folder") or "gcexplore-out/campaign"
+    c = campaign(spec["workloads"], spec.get("splits"), experiment=spec.get("experiment", "sweep"),
+                 options=spec.get("options"), cards=spec.get("cards", "any"), folder=folder,
+                 scheduler=args.scheduler, devices=spec.get("devices"), progress=not args.quiet)
+    status = c.status()
+    _print_status(status)
+    return 1 if status.attrs["counts"]["failed"] else 0
+
+
+def add_campaign(sub) -> None:
+    s = sub.add_parser("campaign", help="run a grid of experiments (a TOML or YAML spec) as Dask tasks, resumable; "
+                                        "`campaign status DIR` shows a campaign folder (reading only), "
+                                        "`campaign repair DIR` moves its damaged shards aside",
+                       description="Run a grid of experiments as Dask tasks, one shard per task, resumable. "
+                                   + SPEC_IS_CODE)
+    s.add_argument("target", metavar="SPEC|status|repair", help="the spec file, or 'status' or 'repair'")
+    s.add_argument("folder", nargs="?", metavar="DIR", help="with 'status' or 'repair': the campaign folder")
+    s.add_argument("--scheduler", metavar="ADDR", help="a running Dask scheduler (tcp:// or tls://host:8786); "
+                                                        "default: a local cluster on 127.0.0.1 with one worker "
+                                                        "per visible GPU")
+    s.add_argument("--out", metavar="DIR", help="the campaign folder (default: the spec's folder, else "
+                                                "gcexplore-out/campaign); rerunning on it resumes")
+    s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.set_defaults(func=cmd_campaign)

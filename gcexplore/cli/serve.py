@@ -1,0 +1,118 @@
+"""``gcexplore serve``: decode and prefill of a synthetic decoder stack on one GPU, per split and
+load; prints the per-run tails and, with SLOs, the goodput per split against both baselines (or,
+with ``--advise``, the advisor's split and what it cost). ``--recorded`` shows the recorded H100
+run without a GPU. Every argument is checked before the GPU is touched."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from .args import RESULT_SUFFIXES, Usage, float_arg, int_arg, int_list, writable_file
+
+_COLS = ["mode", "layout", "load", "itl_p50_ms", "itl_p99_ms", "ttft_p50_ms", "ttft_p99_ms", "served", "requests",
+         "decode_tokens_per_s", "prefill_tokens_per_s"]
+
+
+def _rates(text: str) -> list[float]:
+    try:
+        rates = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated requests per second such as 20,40, got {text!r}")
+    if not rates or any(not (math.isfinite(r) and r > 0) for r in rates):
+        raise argparse.ArgumentTypeError(f"rates must be positive numbers of requests per second, got {text!r}")
+    return rates
+
+
+def add_serve(sub) -> None:
+    s = sub.add_parser("serve", help="decode and prefill of a synthetic decoder stack on one GPU: ITL and TTFT "
+                                     "tails per decode share and load, goodput at SLOs against plain streams and "
+                                     "time slicing")
+    s.add_argument("--decode-sms", type=int_list, default=[32, 64, 96],
+                   help="decode partition sizes; prefill gets the rest (default: 32,64,96)")
+    s.add_argument("--rates", type=_rates, default=[20.0], help="requests per second (default: 20)")
+    s.add_argument("--pattern", choices=("poisson", "burst"), default="poisson")
+    s.add_argument("--burst", type=int_arg(1), default=8, help="requests per burst (default: %(default)s)")
+    s.add_argument("--duration", type=float_arg, default=1.0, help="seconds of arrivals (default: %(default)s)")
+    s.add_argument("--seed", type=int_arg(0), default=0)
+    s.add_argument("--layers", type=int_arg(1), default=4)
+    s.add_argument("--batch", type=int_arg(1), default=32, help="sequences per decode step")
+    s.add_argument("--kv-len", type=int_arg(1), default=2048)
+    s.add_argument("--prompt", type=int_arg(1), default=2048, help="tokens per prefill request")
+    s.add_argument("--chunk", type=int_arg(1), default=512, help="prefill chunk of the time-sliced baseline")
+    s.add_argument("--no-graphs", action="store_true", help="launch the decode step without a CUDA graph")
+    s.add_argument("--ttft-ms", type=float_arg, help="SLO: TTFT bound (with --itl-p99-ms)")
+    s.add_argument("--itl-p99-ms", type=float_arg, help="SLO: ITL p99 bound (with --ttft-ms)")
+    s.add_argument("--attainment", type=float_arg, default=0.9, help="SLO: share of requests within --ttft-ms")
+    s.add_argument("--advise", action="store_true", help="run the advisor (needs the SLO) instead of the full grid")
+    s.add_argument("--recorded", action="store_true", help="show the recorded H100 run (no GPU needed)")
+    s.add_argument("--device", type=int_arg(0), default=0)
+    s.add_argument("--out", default="serving.parquet", help="results file (.parquet or .csv)")
+    s.set_defaults(func=cmd_serve)
+
+
+def _slo(args):
+    if (args.ttft_ms is None) != (args.itl_p99_ms is None):
+        raise Usage("give both --ttft-ms and --itl-p99-ms, or neither")
+    if args.ttft_ms is None:
+        if args.advise:
+            raise Usage("--advise needs the SLO: --ttft-ms and --itl-p99-ms")
+        return None
+    from ..analysis.serving import ServingSLO
+
+    return ServingSLO(args.ttft_ms, args.itl_p99_ms, args.attainment)
+
+
+def cmd_serve(args) -> int:
+    slo = _slo(args)
+    from ..analysis import serving as S
+
+    if args.recorded:
+        from ..results.io import load_recorded
+
+        df = load_recorded("serving")
+        if slo is None:
+            slo = S.ServingSLO(df.attrs["slo_ttft_ms"], df.attrs["slo_itl_p99_ms"], df.attrs["slo_attainment"])
+        _show(df, slo)
+        return 0
+    out = writable_file(args.out, RESULT_SUFFIXES, "--out")
+    if args.chunk > args.prompt:
+        raise Usage(f"--chunk ({args.chunk}) must not exceed --prompt ({args.prompt})")
+    from ..experiments.serving import advise_split, serve
+    from ..results.io import save
+    from ..workloads.serving import ModelShape, arrivals, decoder_stack
+
+    for r in args.rates:  # the load is checked before the model takes GPU memory
+        arrivals(r, args.duration, seed=args.seed, pattern=args.pattern, burst=args.burst)
+
+    model = decoder_stack(ModelShape(layers=args.layers), batch=args.batch, kv_len=args.kv_len, prompt=args.prompt,
+                          chunk=args.chunk, device=args.device)
+    kw = dict(rates=args.rates, pattern=args.pattern, burst=args.burst, duration_s=args.duration, seed=args.seed,
+              graphs=not args.no_graphs, device=args.device, progress=print)
+    try:
+        if args.advise:
+            advice, df = advise_split(model, args.decode_sms, slo, **kw)
+            save(df, out)
+            print(f"advised split: {advice.reason}; GPU time {advice.cost_ms / 1e3:.2f} s "
+                  f"({len(advice.measured)} loaded runs measured)")
+            print(f"wrote {out}")
+            return 0
+        df = serve(model, args.decode_sms, **kw)
+    finally:
+        model.close()
+    save(df, out)
+    _show(df, slo)
+    print(f"wrote {out}")
+    return 0
+
+
+def _show(df, slo) -> None:
+    from ..analysis import serving as S
+
+    t = S.serving_table(df, slo)
+    print(t[t["mode"] != "alone"][_COLS].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    print(S.trade_facts(t)["text"])
+    if slo is not None:
+        print(f"goodput at {slo.text()}:")
+        g = S.goodput_table(t, slo)
+        print(g[["mode", "layout", "goodput_rps", "loads_met", "loads"]].to_string(index=False))

@@ -1,0 +1,109 @@
+"""The Dask cluster of a local campaign: one worker process per GPU, on loopback or with TLS.
+
+Whoever can reach a Dask scheduler or worker can run code on it as its user, so the
+local cluster's listeners (scheduler, nannies, workers, dashboards) bind 127.0.0.1
+unless the caller asks for a network address, and then only with TLS. Dask is imported
+only when a cluster starts.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from ..device.driver import UnsupportedError, device_count
+
+__all__ = ["LOOPBACK", "local_cluster", "require_distributed", "visible_gpus"]
+
+
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use: CUDA_VISIBLE_DEVICES entries, else 0..device_count-1."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return [v.strip() for v in env.split(",") if v.strip()]
+
+    try:
+        return [str(i) for i in range(device_count())]
+    except UnsupportedError:
+        return []
+
+
+def require_distributed():
+    try:
+        import distributed
+    except ImportError:
+        raise ImportError("campaigns run on Dask distributed, which is not installed: "
+                          "pip install 'gcexplore[campaign]' (or pip install distributed)") from None
+    return distributed
+
+
+LOOPBACK = "127.0.0.1"
+
+
+def _is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, security=None,
+                  dashboard_address: str | None = None, **scheduler_options):
+    """A Dask cluster on this machine: one worker process per GPU, one thread each.
+
+    Each worker is a Nanny-managed process with ``CUDA_VISIBLE_DEVICES`` set to its one
+    GPU before it starts, so a worker's device 0 is its own card. Whoever can reach a
+    Dask scheduler or worker can run code on it as this user, so by default every
+    listener (scheduler, nannies, workers, dashboard) is on the loopback interface
+    only; a cluster reachable from other machines (``host`` not loopback) needs TLS.
+
+    Parameters
+    ----------
+    devices : sequence of int or str, optional
+        GPU indices or UUIDs; default every visible GPU.
+    host : str, default "127.0.0.1"
+        The interface every listener binds; a non-loopback address (``"0.0.0.0"``, the
+        machine's own) needs ``security``.
+    security : distributed.Security, optional
+        TLS certificates with ``require_encryption=True``; the listeners then speak
+        ``tls://`` and refuse peers without a certificate of the same authority.
+    dashboard_address : str, optional
+        Default a free port on ``host``.
+
+    Raises
+    ------
+    UnsupportedError (a RuntimeError)
+        No GPU is visible (pass ``client=`` or ``scheduler=`` to use a cluster elsewhere).
+    ValueError
+        A network-reachable ``host`` without a TLS ``security``.
+    """
+    d = require_distributed()
+    Nanny, Scheduler, SpecCluster = d.Nanny, d.Scheduler, d.SpecCluster
+    tls = security is not None and bool(getattr(security, "require_encryption", False))
+    if not _is_loopback(host) and not tls:
+        raise ValueError(f"a campaign cluster on {host!r} could be reached from the network, and whoever reaches "
+                         "a Dask worker runs code as you: pass security=distributed.Security(tls_ca_file=..., "
+                         "tls_scheduler_cert=..., tls_worker_cert=..., tls_client_cert=..., require_encryption=True) "
+                         "(docs/guide.md, 'Campaigns on several machines'), or keep host='127.0.0.1'")
+    devs = [str(d) for d in (visible_gpus() if devices is None else devices)]
+    if not devs:
+        why = "no GPU is visible here"
+        try:
+            device_count()
+        except UnsupportedError as e:  # "no NVIDIA driver found", as every GPU-less error opens
+            why = str(e).split(";")[0]
+        raise UnsupportedError(f"{why}, so a local campaign cluster has no workers; pass client= "
+                               "or scheduler='tcp://host:8786' to use a cluster whose workers have GPUs")
+    bind = f"[{host}]" if ":" in host else host
+    net = {"host": host, "protocol": "tls" if tls else "tcp", **({"security": security} if tls else {})}
+    workers = {f"gpu{d}": {"cls": Nanny, "options": {"nthreads": 1, "name": f"gpu{d}", "silence_logs": 40,
+                                                     "dashboard_address": f"{bind}:0", **net,
+                                                     "env": {"CUDA_VISIBLE_DEVICES": d}}} for d in devs}
+    scheduler = {"cls": Scheduler, "options": {"dashboard_address": dashboard_address or f"{bind}:0", **net,
+                                               **scheduler_options}}
+    return SpecCluster(workers=workers, scheduler=scheduler, name="gcexplore-campaign", silence_logs=40,
+                       **({"security": security} if tls else {}))

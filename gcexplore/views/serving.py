@@ -1,0 +1,86 @@
+"""Serving figures: ITL and TTFT tails against the decode share, goodput per split against both
+baselines, the advised split marked. The numbers come from :mod:`gcexplore.analysis.serving`."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from ..analysis import serving as S
+from ..results.validate import check_result
+from ._style import new_figure, stamp
+
+__all__ = ["plot_serving"]
+
+_BASELINES = {"streams": ("plain streams (whole GPU)", "--"), "time_sliced": ("time-sliced (whole GPU)", ":")}
+
+
+def _tail_panel(ax, table: pd.DataFrame, col: str, label: str, colors, slo_line=None) -> None:
+    part = table[table["mode"] == "partitioned"]
+    for (load, g), c in zip(part.groupby("load", sort=False), colors):
+        g = g.sort_values("decode_sm_count")
+        y = g[col].to_numpy(float)
+        ax.plot(g["decode_sm_count"], np.where(np.isinf(y), np.nan, y), "o-", color=c, ms=4, label=load,
+                gid=f"{col}:{load}")
+        for mode, (name, ls) in _BASELINES.items():
+            b = table[(table["mode"] == mode) & (table["load"] == load)]
+            if len(b) and np.isfinite(b[col].iloc[0]):
+                ax.axhline(float(b[col].iloc[0]), color=c, linestyle=ls, linewidth=1, alpha=0.8,
+                           gid=f"{mode}:{col}:{load}")
+    if slo_line is not None:
+        ax.axhline(slo_line, color="#d62728", linewidth=1.4, gid=f"slo:{col}", label=f"SLO {slo_line:.3g} ms")
+    ax.set_yscale("log")
+    ax.set_xlabel("decode partition (SMs)")
+    ax.set_ylabel(label)
+    ax.grid(True, alpha=0.3, which="both")
+
+
+def plot_serving(df: pd.DataFrame, slo: S.ServingSLO | None = None, *, advised: str | None = None,
+                 figsize=(13.0, 4.4)) -> Figure:
+    """ITL p99 and TTFT p50 against the decode share (one line per load; the baselines at the same
+    load dashed: plain streams, dotted: time-sliced), and with ``slo`` the goodput per split against
+    both baselines, ``advised`` (a layout such as ``"64+68"``) starred.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        A ``"serving"`` result (:func:`gcexplore.serve`, or ``load_recorded("serving")``).
+    slo : ServingSLO, optional
+    advised : str, optional
+        The advisor's layout (:func:`gcexplore.advise_split`).
+    """
+    check_result(df, "serving", "plot_serving")
+    table = S.serving_table(df, slo)
+    facts = S.trade_facts(table)
+    panels = 3 if slo is not None else 2
+    fig = new_figure(figsize=figsize if panels == 3 else (figsize[0] * 2 / 3, figsize[1]))
+    axes = fig.subplots(1, panels)
+    colors = [f"C{i}" for i in range(10)]
+    _tail_panel(axes[0], table, "itl_p99_ms", "ITL p99 (ms)", colors, slo.itl_p99_ms if slo else None)
+    axes[0].set_title("decode: inter-token latency p99")
+    axes[0].legend(fontsize=7, title="load", title_fontsize=7)
+    _tail_panel(axes[1], table, "ttft_p50_ms", "TTFT p50 (ms)", colors, None)
+    axes[1].set_title("prefill: time to first token p50")
+    if slo is not None:
+        good = S.goodput_table(table, slo)
+        ax = axes[2]
+        part = good[good["mode"] == "partitioned"].sort_values("decode_sm_count")
+        ax.bar(part["decode_sm_count"], part["goodput_rps"], width=6, color="C0", gid="goodput",
+               label="split (partitioned)")
+        for mode, (name, ls) in _BASELINES.items():
+            b = good[good["mode"] == mode]
+            if len(b):
+                ax.axhline(float(b["goodput_rps"].iloc[0]), color="0.3", linestyle=ls, gid=f"goodput:{mode}",
+                           label=f"{name}: {float(b['goodput_rps'].iloc[0]):.3g}/s")
+        if advised is not None and advised in set(part["layout"]):
+            r = part[part["layout"] == advised].iloc[0]
+            ax.plot([r["decode_sm_count"]], [r["goodput_rps"]], "*", ms=16, color="gold", markeredgecolor="black",
+                    gid="advised", label=f"advised {advised}: {r['goodput_rps']:.3g}/s")
+        ax.set_xlabel("decode partition (SMs)")
+        ax.set_ylabel("goodput (requests/s meeting the SLO)")
+        ax.set_title(slo.text(), fontsize=8)
+        ax.legend(fontsize=7)
+        ax.grid(True, alpha=0.3)
+    stamp(fig, df, facts["text"])
+    return fig

@@ -1,0 +1,383 @@
+"""Serving splits without a GPU: arrivals from a seed, the SLO / goodput arithmetic on synthetic gap
+and TTFT records with known answers, predictions from solo profiles, and the advisor's search.
+
+The synthetic frames are made up here (device "synthetic GPU (not a measurement)"), never saved.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gcexplore.analysis import serving as S
+from gcexplore.schema import frame
+from gcexplore.workloads.serving import ModelShape, arrivals, serving_roles
+
+SYNTH = {"device_name": "synthetic GPU (not a measurement)", "run_id": "synthetic", "kind": "serving"}
+
+
+def _load(rate):
+    return dict(load=f"poisson {rate:g}/s", rate_rps=float(rate), pattern="poisson", burst=1, duration_s=1.0, seed=0)
+
+
+def _run(mode, layout, dsm, psm, rate, itls, arrivals_ms, ttfts, tokens=(32, 2048), window=1000.0):
+    """Rows of one run: gaps with the given ITLs, requests with the given TTFTs (NaN: unserved)."""
+    common = dict(mode=mode, layout=layout, decode_sm_count=dsm, prefill_sm_count=psm, **_load(rate),
+                  window_ms=window, run_ms=window)
+    rows, t = [], 0.0
+    for j, g in enumerate(itls):
+        rows.append(dict(common, record="gap", index=j, start_ms=t, end_ms=t + g, itl_ms=g, tokens=tokens[0]))
+        t += g
+    for i, (a, ttft) in enumerate(zip(arrivals_ms, ttfts)):
+        r = dict(common, record="request", index=i, arrival_ms=a, tokens=tokens[1])
+        if not math.isnan(ttft):
+            r.update(start_ms=a, end_ms=a + ttft, ttft_ms=ttft, queue_ms=0.0)
+        rows.append(r)
+    return rows
+
+
+# -- arrivals ---------------------------------------------------------------
+
+def test_arrivals_are_reproducible_from_a_seed_and_follow_the_rate():
+    a, b, c = arrivals(50, 2.0, seed=7), arrivals(50, 2.0, seed=7), arrivals(50, 2.0, seed=8)
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
+    assert np.all(np.diff(a) >= 0) and a.min() >= 0 and a.max() < 2000
+    counts = [len(arrivals(50, 2.0, seed=s)) for s in range(200)]
+    assert abs(np.mean(counts) - 100) < 3  # Poisson mean rate x duration
+    burst = arrivals(40, 1.0, seed=1, pattern="burst", burst=4)
+    assert len(burst) % 4 == 0 and len(np.unique(burst)) == len(burst) // 4
+
+
+@pytest.mark.parametrize("kw, msg", [({"rate": 0}, "rate"), ({"duration_s": -1}, "duration_s"),
+                                     ({"pattern": "uniform"}, "valid: poisson, burst")])
+def test_arrivals_refuse_bad_loads(kw, msg):
+    args = {"rate": 10, "duration_s": 1.0, **kw}
+    with pytest.raises(ValueError, match=msg):
+        arrivals(args.pop("rate"), args.pop("duration_s"), **args)
+
+
+def test_model_shape_counts_llama_like_work():
+    s = ModelShape()
+    assert s.head_dim == 128 and s.layer_params == 218_103_808  # Llama-3-8B's layer without norms
+    assert s.prefill_flops(2048) > 2 * 2048 * s.layer_params * s.layers
+    with pytest.raises(ValueError, match="multiple of kv_heads"):
+        ModelShape(heads=32, kv_heads=6)
+
+
+class _Stream:
+    def __init__(self, name):
+        self.name = name
+
+    def __cuda_stream__(self):
+        return (0, 0)
+
+    def __repr__(self):
+        return self.name
+
+
+def test_user_callables_become_roles():
+    calls, s, t = [], _Stream("s"), _Stream("t")
+    m = serving_roles(decode=lambda *, stream: calls.append(("d", stream)), prefill=lambda *, stream: calls.append(
+        ("p", stream)), decode_tokens=8, prompt_tokens=100)
+    m.decode(stream=s)
+    m.prefill_chunks[0](stream=t)
+    assert calls == [("d", s), ("p", t)] and m.decode_tokens == 8 and not m.graphable
+    with pytest.raises(TypeError, match="decode must be a callable"):
+        serving_roles(decode=3, prefill=print)
+
+
+# -- SLO and goodput arithmetic ---------------------------------------------
+
+def test_table_tails_and_throughputs_have_known_values():
+    itls = [1.0] * 98 + [5.0, 9.0]                       # p50 1, max 9
+    ttfts = [float(t) for t in range(1, 10)] + [math.nan]  # one unserved request
+    df = frame(_run("partitioned", "64+68", 64, 68, 10, itls, np.arange(10) * 50.0, ttfts), "serving", SYNTH)
+    t = S.serving_table(df).iloc[0]
+    assert t["itl_p50_ms"] == 1.0 and t["itl_max_ms"] == 9.0
+    assert t["itl_p99_ms"] == pytest.approx(5.0 + 0.01 * 4.0)  # linear between the 99th and 100th gaps
+    assert t["ttft_p50_ms"] == pytest.approx(5.5) and math.isinf(t["ttft_p99_ms"])
+    assert t["served"] == 9 and t["requests"] == 10
+    assert t["decode_tokens_per_s"] == pytest.approx(100 * 32 / 1.0)   # 100 gaps in a 1 s window
+    assert t["prefill_tokens_per_s"] == pytest.approx(9 * 2048 / 1.0)
+
+
+def test_slo_attainment_counts_unserved_requests_as_misses():
+    ttfts = [float(t) for t in range(1, 10)] + [math.nan]
+    df = frame(_run("partitioned", "64+68", 64, 68, 10, [1.0] * 10, np.zeros(10), ttfts), "serving", SYNTH)
+    t = S.serving_table(df, S.ServingSLO(ttft_ms=9.0, itl_p99_ms=2.0, attainment=0.9)).iloc[0]
+    assert t["ttft_attainment"] == pytest.approx(0.9) and bool(t["meets_slo"])
+    t = S.serving_table(df, S.ServingSLO(ttft_ms=8.5, itl_p99_ms=2.0, attainment=0.9)).iloc[0]
+    assert t["ttft_attainment"] == pytest.approx(0.8) and not bool(t["meets_slo"])
+    t = S.serving_table(df, S.ServingSLO(ttft_ms=100.0, itl_p99_ms=0.5)).iloc[0]
+    assert not bool(t["meets_slo"])  # the ITL p99 misses
+
+
+def test_goodput_is_the_highest_rate_meeting_the_slo():
+    rows = []
+    for rate, ttft in ((10, 5.0), (20, 8.0), (30, 50.0)):  # the TTFT grows with the load
+        rows += _run("partitioned", "64+68", 64, 68, rate, [1.0] * 20, np.arange(10.0), [ttft] * 10)
+        rows += _run("streams", "streams", 132, 132, rate, [3.0] * 20, np.arange(10.0), [ttft / 2] * 10)
+    df = frame(rows, "serving", SYNTH)
+    g = S.goodput_table(df, S.ServingSLO(ttft_ms=10.0, itl_p99_ms=2.0)).set_index("mode")
+    assert g.loc["partitioned", "goodput_rps"] == 20.0 and g.loc["partitioned", "loads_met"] == 2
+    assert g.loc["streams", "goodput_rps"] == 0.0  # its ITL misses at every load
+
+
+def test_slo_refuses_nonsense():
+    with pytest.raises(ValueError, match="ttft_ms"):
+        S.ServingSLO(ttft_ms=0, itl_p99_ms=1)
+    with pytest.raises(ValueError, match="attainment"):
+        S.ServingSLO(ttft_ms=1, itl_p99_ms=1, attainment=1.5)
+
+
+def test_fifo_queue_has_known_ttfts():
+    np.testing.assert_allclose(S.ttft_queue([0.0, 1.0, 2.0, 20.0], 5.0), [5.0, 9.0, 13.0, 5.0])
+    out = S.ttft_queue([0.0, 0.0, 0.0], 5.0, deadline_ms=6.0)
+    assert out[0] == 5.0 and out[1] == 10.0 and math.isnan(out[2])  # the third would start at 10 > 6
+
+
+# -- predictions and the advisor --------------------------------------------
+
+def _alone(layouts):
+    """Alone rows: decode gaps of ``itl`` ms on each decode partition, prefill in ``service`` ms."""
+    rows = []
+    for dsm, itl, service in layouts:
+        lay = f"{dsm}+{132 - dsm}"
+        rows += _run("alone", lay, dsm, 0, 0.0, [itl] * 40, [], [], window=40 * itl)
+        rows += _run("alone", lay, 0, 132 - dsm, 0.0, [], [0.0] * 4, [service * (i + 1) for i in range(4)],
+                     window=4 * service)
+    df = frame(rows, "serving", SYNTH)
+    df.loc[df["record"] == "request", "start_ms"] = df.loc[df["record"] == "request", "end_ms"] - [
+        s for _, _, s in layouts for _ in range(4)]
+    return df
+
+
+def test_predictions_queue_the_loads_arrivals_at_the_solo_service_time():
+    alone = _alone([(32, 3.0, 4.0), (96, 1.0, 12.0)])
+    loads = {"poisson 50/s": (50.0, np.arange(0.0, 100.0, 20.0))}
+    p = S.predict_serving(alone, loads, S.ServingSLO(ttft_ms=10.0, itl_p99_ms=2.0)).set_index("layout")
+    assert p.loc["32+100", "service_ms"] == 4.0 and p.loc["32+100", "ttft_p50_ms"] == 4.0
+    assert p.loc["96+36", "ttft_p50_ms"] == 12.0 and p.loc["96+36", "itl_p99_ms"] == 1.0
+    assert not p.loc["32+100", "meets_slo"] and not p.loc["96+36", "meets_slo"]
+
+
+def test_advisor_measures_little_and_finds_the_grids_best():
+    # three splits; their "measured" truth is worse than predicted by 10% (DRAM sharing)
+    alone = _alone([(32, 3.0, 4.0), (64, 1.5, 6.0), (96, 1.0, 12.0)])
+    rates = [20.0, 40.0, 60.0, 80.0]
+    loads = {f"poisson {r:g}/s": (r, np.linspace(0, 1000, int(r), endpoint=False)) for r in rates}
+    slo = S.ServingSLO(ttft_ms=15.0, itl_p99_ms=2.0)
+    pred = S.predict_serving(alone, loads, slo)
+    rows = []
+    for r in pred.itertuples():
+        arr = loads[r.load][1]
+        ttft = S.ttft_queue(arr, r.service_ms * 1.1)
+        rows += _run("partitioned", r.layout, r.decode_sm_count, r.prefill_sm_count, r.rate_rps,
+                     [r.itl_p99_ms * 1.1] * 50, arr, ttft)
+    grid = frame(rows, "serving", SYNTH)
+    table = S.serving_table(grid, slo)
+    truth = S.goodput_table(table, slo).sort_values("goodput_rps").iloc[-1]
+    calls = []
+
+    def measure(layout, rate):
+        calls.append((layout, rate))
+        return table[(table["layout"] == layout) & (table["rate_rps"] == rate)]
+
+    advice = S.advise(alone, loads, slo, measure)
+    assert advice.layout == truth["layout"] == "64+68" and advice.goodput_rps == truth["goodput_rps"]
+    assert 0 < len(calls) < len(table) / 3
+    assert advice.cost_ms < 0.5 * table["run_ms"].sum()
+    errs = S.prediction_errors(pred, table)
+    assert np.allclose(errs["itl_p99_error"], 1 / 1.1 - 1)
+
+
+def _grid():
+    rows = []
+    for dsm, itl, ttft in ((32, 3.0, 5.0), (64, 1.5, 8.0), (96, 1.0, 30.0)):
+        for rate in (20.0, 40.0):
+            rows += _run("partitioned", f"{dsm}+{132 - dsm}", dsm, 132 - dsm, rate, [itl] * 30, np.arange(10.0),
+                         [ttft * rate / 20] * 10)
+    for rate in (20.0, 40.0):
+        rows += _run("streams", "streams", 132, 132, rate, [4.0] * 30, np.arange(10.0), [3.0] * 10)
+        rows += _run("time_sliced", "time_sliced", 132, 132, rate, [2.5] * 30, np.arange(10.0), [12.0] * 10)
+    return frame(rows, "serving", SYNTH)
+
+
+def test_trade_facts_say_what_the_rows_show():
+    f = S.trade_facts(S.serving_table(_grid()))
+    assert f["itl_falls"] and f["ttft_rises"]
+    assert "ITL p99 3 -> 1 ms" in f["text"] and "2 of 2 loads" in f["text"]
+
+
+def test_plot_serving_draws_tails_goodput_and_the_advised_split():
+    from gcexplore.views.serving import plot_serving
+
+    slo = S.ServingSLO(ttft_ms=20.0, itl_p99_ms=2.0)
+    fig = plot_serving(_grid(), slo, advised="64+68")
+    gids = {a.get_gid() for ax in fig.axes for a in [*ax.lines, *ax.patches] if a.get_gid()}
+    assert {"itl_p99_ms:poisson 20/s", "streams:itl_p99_ms:poisson 20/s", "time_sliced:ttft_p50_ms:poisson 40/s",
+            "advised", "goodput:streams", "slo:itl_p99_ms"} <= gids
+    star = next(ln for ax in fig.axes for ln in ax.lines if ln.get_gid() == "advised")
+    assert star.get_xdata()[0] == 64 and star.get_ydata()[0] == 40.0  # 64+68 meets at 40/s too (TTFT 16 ms)
+    with pytest.raises(Exception, match="serving"):
+        plot_serving(pd.DataFrame({"x": [1]}))
+
+
+def test_cli_serve_checks_before_the_gpu(capsys):
+    from gcexplore.cli import main
+
+    assert main(["serve", "--ttft-ms", "5"]) == 2
+    assert "give both --ttft-ms and --itl-p99-ms" in capsys.readouterr().err
+    assert main(["serve", "--chunk", "4096", "--prompt", "1024"]) == 2
+    with pytest.raises(SystemExit) as e:
+        main(["serve", "--rates", "0"])
+    assert e.value.code == 2 and "rates must be positive" in capsys.readouterr().err
+
+
+# -- the experiment's host logic on a simulated GPU ----------------------------
+
+class _SimStream:
+    """A stream with its own virtual clock (ms): work advances it, events are always done."""
+
+    def __init__(self, name, clock):
+        self.name, self.t = name, clock
+
+    def __cuda_stream__(self):
+        return (0, id(self))
+
+    def record(self):
+        return type("E", (), {"is_done": True, "sync": lambda self: None})()
+
+    def sync(self):
+        pass
+
+
+_T0 = time.perf_counter()
+
+
+def _cursor(stream) -> float:
+    """Where a simulated stream is (ms): its last work's end, or now when it is idle."""
+    now = stream.t["now"]
+    now[stream.name] = max(now[stream.name], (time.perf_counter() - _T0) * 1e3)
+    return now[stream.name]
+
+
+class _SimClock:
+    def __init__(self, *_):
+        self.steps, self.start, self.end = (np.zeros(4096, dtype=np.int64) for _ in range(3))
+
+    def reset(self):
+        for b in (self.steps, self.start, self.end):
+            b[:] = 0
+
+    def tick(self, stream, buf, i):
+        buf[i] = int(_cursor(stream) * 1e6)
+
+    def arrive(self, stream, offset_ms, i):
+        now = stream.t["now"]
+        # the GPU holds the request until the run's first tick; the simulation takes that as now
+        base = self.steps[0] / 1e6 if self.steps[0] else (time.perf_counter() - _T0) * 1e3
+        now[stream.name] = max(_cursor(stream), base + offset_ms)
+        self.start[i] = int(now[stream.name] * 1e6)
+
+    def read(self, steps, n):
+        return self.steps[:steps + 1].copy(), self.start[:n].copy(), self.end[:n].copy()
+
+
+def test_serve_runs_every_mode_on_a_simulated_gpu(monkeypatch):
+    import sys
+    import types
+
+    from gcexplore.device.driver import DeviceInfo
+    from gcexplore.experiments import serving as E
+
+    clocks = {"now": {}}
+
+    def stream(name):
+        clocks["now"].setdefault(name, 0.0)
+        return _SimStream(name, clocks)
+
+    def work(ms, wait):
+        def run(*, stream):  # a decode step holds the host as long as the simulated GPU works
+            if wait:
+                time.sleep(ms / 1e3)
+            stream.t["now"][stream.name] = _cursor(stream) + ms
+        return run
+
+    model = serving_roles(decode=work(1.0, True), prefill=work(5.0, False), decode_tokens=32, prompt_tokens=2048,
+                          prefill_chunks=[work(1.25, False)] * 4)
+
+    class _Dec:
+        def __init__(self, model, s, where, graphs):
+            self.stream = s
+            self.step = lambda: model.decode(stream=s)
+
+        def close(self):
+            pass
+
+    class _Parts:
+        def __init__(self, k):
+            self.k = k
+            self.parts = [types.SimpleNamespace(sm_count=k, stream=stream(f"d{k}"))]
+            self.remainder = types.SimpleNamespace(sm_count=132 - k, stream=stream(f"p{k}"))
+
+        def __getitem__(self, i):
+            return self.parts[i]
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    whole = types.SimpleNamespace(streams=(stream("w0"), stream("w1")), __enter__=None)
+
+    class _Whole:
+        def __enter__(self):
+            return whole
+
+        def __exit__(self, *exc):
+            return False
+
+    info = DeviceInfo(name="simulated GPU (not a measurement)", index=0, compute_capability=(9, 0), sm_count=132,
+                      min_partition_size=8, alignment=8, driver_version=13000)
+    fake_torch = types.SimpleNamespace(cuda=types.SimpleNamespace(empty_cache=lambda: None))
+    monkeypatch.setitem(sys.modules, "torch", fake_torch)
+    monkeypatch.setattr(E, "_Clock", _SimClock)
+    monkeypatch.setattr(E, "_Decode", _Dec)
+    monkeypatch.setattr(E, "device_info", lambda device: info)
+    monkeypatch.setattr(E.partitions, "split", lambda counts, **kw: _Parts(counts[0]))
+    monkeypatch.setattr(E.partitions, "whole_device", lambda *a, **kw: _Whole())
+    df = E.serve(model, [32, 96], rates=[30.0, 60.0], duration_s=0.2, seed=2)
+    t = S.serving_table(df)
+    assert set(t["mode"]) == {"alone", "partitioned", "streams", "time_sliced"}
+    assert set(t[t["mode"] == "partitioned"]["layout"]) == {"32+100", "96+36"}
+    loaded = t[t["mode"] != "alone"]
+    assert (loaded["served"] == loaded["requests"]).all() and (loaded["gaps"] > 0).all()
+    # every request ends after it arrived; not checked time-sliced, where the simulated stream runs
+    # ahead of the host without the GPU's back-pressure
+    reqs = df[(df["record"] == "request") & df["mode"].isin(["partitioned", "streams"])]
+    assert (reqs["ttft_ms"] > 0).all() and (reqs["queue_ms"] >= 0).all()
+    alone = t[t["mode"] == "alone"]
+    assert set(alone["service_p50_ms"].dropna().round(3)) == {5.0}
+    assert np.allclose(alone["itl_p50_ms"].dropna(), 1.0, atol=0.3)  # plus the host's own time
+    with pytest.raises(ValueError, match="valid partition sizes are 8, 16"):
+        E.serve(model, [132], rates=[10.0])
+
+
+def test_two_cards_stay_apart_and_a_doubled_run_is_refused():
+    a = _grid()
+    b = _grid().assign(run_id="other", device_uuid="GPU-other")
+    both = pd.concat([a, b], ignore_index=True)
+    slo = S.ServingSLO(ttft_ms=20.0, itl_p99_ms=2.0)
+    t = S.serving_table(both, slo)
+    assert len(t) == 2 * len(S.serving_table(a, slo)) and set(t["run_id"]) == {"synthetic", "other"}
+    g = S.goodput_table(t, slo)
+    assert len(g) == 2 * len(S.goodput_table(a, slo))
+    with pytest.raises(Exception, match="repeat a repetition"):
+        S.serving_table(pd.concat([a, a], ignore_index=True))
