@@ -2,33 +2,26 @@
 
 A *solo profile* holds one workload's alone times on partitions of every size, as the
 first partition (``position`` "first": 8, 16, ..., 128 SMs on an H100) and as the
-remainder ("last": 124, 116, ..., 4), with the DRAM bytes it declares per call, its L2
-working set where declared, and the card's shared DRAM bandwidth and L2 size. One
-profile serves every pair the workload is in. :func:`profile_from` makes profile rows
-from a scaling result or the ``alone`` rows of a sweep; :func:`check_profiles` refuses
-bad ones with the reason.
+remainder ("last": 124, 116, ..., 4), its DRAM bytes per call (counted, declared or
+missing: :mod:`.traffic_profile`), and the card's shared DRAM bandwidth and L2 size; it
+serves every pair the workload is in. :func:`profile_from` makes profile rows from a
+scaling result or a sweep's ``alone`` rows; :func:`check_profiles` refuses bad ones.
 
-The model (:func:`predict`), per layout:
-
-1. **Split loss**: each workload's solo time at its partition size, read off its
-   profile (between measured sizes, the rate 1/T is interpolated linearly in SMs; the
-   interval then spans what "no faster on fewer SMs, at most linearly faster on more"
-   allows, so it widens where data is missing).
-2. **Shared DRAM bandwidth**: a fluid model. While workloads run together, each asks
-   for the bandwidth it drew alone (declared DRAM bytes / solo time). When the
-   demands exceed the card's shared bandwidth, it is divided among them (``sharing``:
-   in proportion to their outstanding requests, ~ SMs x per-SM rate, by default) and
-   a workload given less than it drew alone progresses at that fraction of its solo
-   rate (it is memory-bound at that point). When one finishes, the others get its share.
-3. **L2**: workloads that declare a working set that fits in L2 alone pull only that
-   from DRAM; when the working sets of the workloads running together exceed the
-   usable L2, their re-reads go to DRAM (a ramp between :data:`L2_FIT_FRACTION` and
-   :data:`L2_SPILL_FRACTION` of the L2 size).
-4. A small start offset (the gate to the first kernel) from the profiles.
-
-Workloads that declare no bytes are assumed to draw no DRAM bandwidth in the point
-estimate; the interval's top assumes they saturate it. The interval also carries the
-profile's p10-p90 spread and ``model_error`` (fitted on measured pairs, :func:`fit_model`).
+The model (:func:`predict`), per layout: (1) **split loss**: each workload's solo time at
+its partition size (between measured sizes the rate 1/T is interpolated linearly in SMs;
+the interval spans what "no faster on fewer SMs, at most linearly faster on more"
+allows); (2) **shared DRAM bandwidth**, a fluid model: each asks for the bandwidth it
+drew alone (bytes / solo time); when the asks exceed the card's, it is divided
+(``sharing``: by outstanding requests, ~ SMs x per-SM rate, by default) and a workload
+given less than it drew progresses at that fraction of its solo rate as far as it is
+memory-bound; when one finishes the others get its share (optionally the L2's bandwidth
+too, ``l2_bandwidth_gbs``); (3) **L2**: a workload's re-reads from L2 go to DRAM as what
+it keeps there and the others' traffic exceed the usable L2 (a ramp between
+:data:`L2_FIT_FRACTION` and :data:`L2_SPILL_FRACTION` of its size); (4) a small start
+offset from the profiles. Workloads without bytes are assumed to draw none in the point
+estimate and to saturate DRAM at the interval's top; the interval also carries the
+profiles' p10-p90 spread and ``model_error``
+(:func:`~gcexplore.analysis.prediction_check.fit_model` calibrates it on measured pairs).
 """
 
 from __future__ import annotations
@@ -365,12 +358,8 @@ def _dram_bytes(c: _Curve, spill: float, worst: bool, peak: float, t: float, n: 
 
 
 def _footprint(c: _Curve) -> float:
-    """What the workload moves through L2 per call: its counted cold bytes, else its declared working set,
-    else its bytes."""
-    for v in (c.cold, c.working_set, c.bytes):
-        if math.isfinite(v):
-            return v
-    return 0.0
+    """What it moves through L2 per call: its counted cold bytes, else its declared working set or bytes."""
+    return next((v for v in (c.cold, c.working_set, c.bytes) if math.isfinite(v)), 0.0)
 
 
 def _kept(c: _Curve) -> float:
