@@ -21,7 +21,8 @@ it reports the decomposition of the end-to-end time:
   interval, and at 95% jointly over the comparisons), so that speed is not bought with noise.
 
 Written to DIR/campaign_bench.md and .json; DIR/campaign-<N>gpu are the campaign folders
-and DIR/campaign.parquet the 2-GPU result as one file.
+and DIR/campaign.parquet the 2-GPU result as one file (bench/campaign_folder.py turns it into the
+folder gcexplore/data/campaign, notebook 04's recording).
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ def _sms_table(t):
     return part[cols]
 
 
-def run(n: int, spec, out: Path, timeout: float, lines: list[str]) -> None:
+def run(n: int, spec, out: Path, timeout: float, lines: list[str], tag: str = "") -> None:
     import pandas as pd
 
     import gcexplore as gx
@@ -61,9 +61,9 @@ def run(n: int, spec, out: Path, timeout: float, lines: list[str]) -> None:
         lines.append(f"## {n} GPUs: failed: {e}\n")
         if e.rows is None or not len(e.rows):
             return
-        df, name = e.rows, f"comm-{n}gpu-partial"  # the layouts finished before the failure
+        df, name = e.rows, f"comm-{n}gpu{tag}-partial"  # the layouts finished before the failure
     else:
-        name = f"comm-{n}gpu"
+        name = f"comm-{n}gpu{tag}"
     wall = time.perf_counter() - t0
     if traces:
         trace = pd.concat(traces, ignore_index=True)
@@ -86,7 +86,9 @@ def tables(df, n: int, name: str, wall: float, out: Path, lines: list[str]) -> N
 
     t = gx.comm_table(df)
     att = pd.DataFrame(df.attrs.get("attribution", []))
-    parts = [f"## {n} GPUs ({df.attrs['device_name']}, NCCL {df.attrs['nccl_version']}, "
+    fit = "GEMMs sized for their partition (cuBLASLt SM target)" if df.attrs.get("spec", {}).get("compute_fit") \
+        else "stock cuBLAS GEMMs"
+    parts = [f"## {n} GPUs, {fit} ({df.attrs['device_name']}, NCCL {df.attrs['nccl_version']}, "
              f"nccl4py {df.attrs['nccl4py_version']}; {len(df)} rows in {wall:.0f} s)",
              "### SMs -> bus bandwidth and step time", _md(_sms_table(t)),
              "### Fewest SMs within 1% of the best step (every split measured)", _md(gx.comm_answer(t, 0.01)),
@@ -120,21 +122,23 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--no-trace", action="store_true")
+    ap.add_argument("--compute-fit", action="store_true", help="GEMMs sized for the compute partition (cuBLASLt)")
+    ap.add_argument("--tag", default="", help="appended to the file names (comm-2gpu<tag>.parquet)")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per rank count")
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
     spec = gx.CommSpec(collectives=a.collectives.split(","), sizes=a.sizes.split(","),
                        comm_sms=[int(x) for x in a.comm_sms.split(",")],
                        ctas=[int(x) for x in a.ctas.split(",") if x.strip()], repeats=a.repeats, warmup=a.warmup,
-                       trace=not a.no_trace)
+                       trace=not a.no_trace, compute_fit=a.compute_fit)
     have = gx.device_count()
     lines = [f"# Communication SMs ({time.strftime('%Y-%m-%d %H:%M')}, {have} GPUs visible)", ""]
     for n in [int(x) for x in a.gpus.split(",")]:
         if n > have:
             lines.append(f"## {n} GPUs: skipped, {have} visible\n")
             continue
-        run(n, spec, a.out, a.timeout, lines)
-    (a.out / "comm_bench.md").write_text("\n".join(lines))
+        run(n, spec, a.out, a.timeout, lines, a.tag)
+    (a.out / f"comm_bench{a.tag}.md").write_text("\n".join(lines))
     return 0
 
 

@@ -3,7 +3,8 @@
 For four pairs — the built-in compute + memory, PyTorch's 8192^3 bf16 matmul + sigmoid
 over 512 MiB, memory + memory, and latency + compute with a latency target on the first
 — runs :func:`gcexplore.tune` and a concurrent-only :func:`gcexplore.sweep` (every valid
-split, 20 repetitions after 3 warm-up), alternating which goes first in each round, and
+split, 15 repetitions in 5 rounds, each after 1 warm-up), alternating which goes first in
+each rerun (``--rounds`` reruns per pair), and
 prints per pair and round: layouts measured, repetitions, GPU time (sum of measured
 makespans plus warm-up, :func:`gcexplore.analysis.gpu_time_ms`) and wall time of each,
 the tuner's answer against the sweep's, and pass/fail against issue 11's goals:
@@ -69,8 +70,8 @@ def _round(name: str, wls: dict, slo_ms, args, rnd: int, out: Path | None) -> di
     def tune():
         return gcexplore.tune(wls, slo_ms=slo_ms, device=args.device, progress=False)
 
-    def sweep():
-        return gcexplore.sweep(wls, modes=("concurrent",), repeats=20, warmup=3, device=args.device,
+    def sweep():  # the exhaustive reference: every split, in rounds (15 repetitions in 5 rounds)
+        return gcexplore.sweep(wls, modes=("concurrent",), repeats=args.sweep_repeats, device=args.device,
                                progress=False)
 
     if rnd % 2 == 0:
@@ -106,6 +107,9 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--slo-ms", type=float, help="latency target of the latency pair (default: see above)")
     ap.add_argument("--no-torch", action="store_true", help="skip the PyTorch pair")
+    ap.add_argument("--pairs", default="", help="comma-separated pair names to run (default: all four)")
+    ap.add_argument("--sweep-repeats", type=int, default=15,
+                    help="repetitions of the reference sweep, in min(5, n // 3) rounds (default: %(default)s)")
     ap.add_argument("--out", default="gcexplore-out/bench_tune", help="folder for results and plots ('' for none)")
     args = ap.parse_args(argv)
     needs()
@@ -116,7 +120,12 @@ def main(argv=None) -> int:
         out.mkdir(parents=True, exist_ok=True)
     gcexplore.launch_gap(info.index)
     rows, notes = [], []
-    for name, wls in _pairs(info.index, info.sm_count, not args.no_torch).items():
+    pairs = _pairs(info.index, info.sm_count, not args.no_torch)
+    if args.pairs:
+        for skip in set(pairs) - set(args.pairs.split(",")):
+            for w in pairs.pop(skip).values():
+                w.close()
+    for name, wls in pairs.items():
         slo = None
         if name == "latency+compute":
             slo = args.slo_ms or _target(wls, info.index)

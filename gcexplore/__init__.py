@@ -16,6 +16,8 @@ explorers. The public names are the union of the subpackages' ``__all__``.
 from __future__ import annotations
 
 import importlib
+import sys
+import warnings
 
 from . import analysis, device, experiments, explorers, results, trace, views, workloads
 from ._version import __version__  # noqa: F401 (in __all__)
@@ -43,7 +45,48 @@ _MODULES = {
 }
 
 
+# The flat modules of earlier versions (not the faces): importable for one more release, with
+# a DeprecationWarning naming where they went.
+_MOVED = {old: new for old, new in _MODULES.items() if old not in ("api", "profile", "widgets", "schema", "cli")}
+
+
+def _moved(old: str):
+    warnings.warn(f"gcexplore.{old} moved to gcexplore.{_MOVED[old]}; the old name goes in the next release",
+                  DeprecationWarning, stacklevel=3)
+    return importlib.import_module(f".{_MOVED[old]}", __name__)
+
+
+class _OldPaths:
+    """``import gcexplore.report``, ``from gcexplore.runner import Checkpoint``: the module it
+    moved to (a meta-path finder, so plain imports work, not only attribute access)."""
+
+    @staticmethod
+    def find_spec(fullname, path=None, target=None):
+        head, _, old = fullname.partition(".")
+        if head != __name__ or old not in _MOVED:
+            return None
+        import importlib.util
+
+        return importlib.util.spec_from_loader(fullname, _OldPaths)
+
+    @staticmethod
+    def create_module(spec):
+        module = _moved(spec.name.partition(".")[2])
+        _OldPaths._spec = module.__spec__  # the import system sets the alias's spec on it; put it back
+        return module
+
+    @staticmethod
+    def exec_module(module):
+        module.__spec__ = _OldPaths._spec
+
+
+if not any(isinstance(f, type) and f.__name__ == "_OldPaths" for f in sys.meta_path):
+    sys.meta_path.append(_OldPaths)
+
+
 def __getattr__(name: str):
+    if name in _MOVED:
+        return _moved(name)
     if name in _MODULES:
         return importlib.import_module(f".{_MODULES[name]}", __name__)
     module = _WHERE.get(name)

@@ -31,6 +31,7 @@ __all__ = [
     "IDENTITY",
     "IDENTITY_COLUMNS",
     "IdentityField",
+    "RECIPES_ATTR",
     "RUN_COLUMNS",
     "SAMPLE_IDENTITY",
     "KINDS",
@@ -41,6 +42,7 @@ __all__ = [
     "SCENARIOS",
     "SCENARIO_DESCRIPTIONS",
     "UNTAGGED",
+    "auto_rounds",
     "check_modes",
     "columns",
     "conform",
@@ -53,6 +55,7 @@ __all__ = [
     "layout_key",
     "parse_layout",
     "partition_key",
+    "round_sizes",
     "sorted_partitions",
 ]
 
@@ -98,7 +101,7 @@ IDENTITY = (
     IdentityField("device_index", "Int64", "device index", "index", run_key=True),
     IdentityField("pci_bus_id", "str", "PCI bus id", "pci_bus_id"),
     IdentityField("device_sm_count", "Int64", "SM count", "sm_count"),
-    IdentityField("l2_bytes", "Int64", "L2 size (bytes)", "l2_bytes"),
+    IdentityField("l2_cache_bytes", "Int64", "L2 cache (bytes)", "l2_cache_bytes"),
     IdentityField("host", "str", "host"),
     IdentityField("driver_version", "str", "driver", "driver_version_str"),
     IdentityField("cuda_core_version", "str", "cuda-core", "cuda_core_version"),
@@ -125,24 +128,31 @@ def identity_name(source: str) -> str:
                    f"{', '.join(f.source for f in IDENTITY if f.source)}")
 
 
+#: The attrs key of a result's ``{workload name: recipe}`` (:func:`gcexplore.workloads.spec.parse_recipe`):
+#: part of what a run measured.
+RECIPES_ATTR = "workload_specs"
+
 #: Per-sample kinds (traces, occupancy, PM samples: up to millions of rows) carry only these; the
 #: rest of their identity is their run's (attrs), so a trace does not repeat fifteen strings a kernel.
 SAMPLE_IDENTITY = {"device_name": "str", "run_id": "str"}
 
 _OVERLAP = {
-    "layout": "str", "split_sm_count": "int64", "mode": "str", "rep": "int64", "workload": "str",
+    "layout": "str", "split_sm_count": "int64", "mode": "str", "rep": "int64", "round": "int64", "workload": "str",
     "partition": "str", "sm_count": "int64", "requested_sm_count": "Int64", "start_ms": "float64",
     "duration_ms": "float64", "makespan_ms": "float64", "flops": "float64", "bytes": "float64",
     "throughput_tflops": "float64", "bandwidth_gbs": "float64", "sm_clock_mhz_before": "float64",
     "power_w_before": "float64", "sm_clock_mhz": "float64", "power_w": "float64",
 }
+#: NVML SM clock (MHz) and board power (W) before and after each round's measured repetitions.
+_CLOCKS = {"sm_clock_mhz_before": "float64", "power_w_before": "float64", "sm_clock_mhz": "float64",
+           "power_w": "float64"}
 _SCALING = {
-    "workload": "str", "sm_count": "int64", "requested_sm_count": "Int64", "rep": "int64",
+    "workload": "str", "sm_count": "int64", "requested_sm_count": "Int64", "rep": "int64", "round": "int64",
     "duration_ms": "float64", "flops": "float64", "bytes": "float64",
-    "throughput_tflops": "float64", "bandwidth_gbs": "float64",
+    "throughput_tflops": "float64", "bandwidth_gbs": "float64", **_CLOCKS,
 }
-_ISOLATION = {"scenario": "str", "role": "str", "workload": "str", "rep": "int64", "sm_count": "int64",
-              "duration_ms": "float64"}
+_ISOLATION = {"scenario": "str", "role": "str", "workload": "str", "rep": "int64", "round": "int64",
+              "sm_count": "int64", "duration_ms": "float64", **_CLOCKS}
 #: The tuner's rows: the overlap columns (mode always "concurrent") and the search step.
 _TUNE = {"layout": "str", "split_sm_count": "int64", "step": "int64",
          **{k: v for k, v in _OVERLAP.items() if k not in ("layout", "split_sm_count")}}
@@ -332,6 +342,11 @@ def conform(df, kind: str | None = None):
     if "run_id" not in df.columns and len(df.columns):
         a = df.attrs
         df["run_id"] = str(a.get("run_id") or f"{a.get('device_name', 'unknown')} {a.get('date', '')}".strip())
+    if "round" in _columns_of(kind) and "rep" in df.columns:  # rows of repetitions, not a summary
+        if "round" not in df.columns:
+            df["round"] = 0  # measured before rounds existed: all of it one round
+        elif df["round"].isna().any():
+            df["round"] = df["round"].fillna(0)
     if len(df.columns):
         for col, v in identity_of(df.attrs, kind).items():
             if col not in df.columns:
@@ -376,6 +391,24 @@ def check_modes(modes) -> tuple[str, ...]:
 #: Upper bounds that catch typos (10**9 repetitions) before a run starts.
 MAX_REPEATS = 100_000
 MAX_WARMUP = 10_000
+MAX_ROUNDS = 1_000
+#: Rounds a measurement takes when the caller names none: as many as give each round at least
+#: :data:`MIN_REPS_PER_ROUND` repetitions, at most this many.
+DEFAULT_ROUNDS = 5
+MIN_REPS_PER_ROUND = 3
+
+
+def auto_rounds(repeats: int, rounds: int | None) -> int:
+    """``rounds``, or (None) the default for ``repeats``: ``min(DEFAULT_ROUNDS, repeats // 3)``, at least 1."""
+    if rounds is not None:
+        return rounds
+    return max(1, min(DEFAULT_ROUNDS, int(repeats) // MIN_REPS_PER_ROUND)) if isinstance(repeats, int) else 1
+
+
+def round_sizes(repeats: int, rounds: int) -> list[int]:
+    """Measured repetitions of each round: ``repeats`` split as evenly as possible, larger first."""
+    q, r = divmod(int(repeats), int(rounds))
+    return [q + (1 if i < r else 0) for i in range(int(rounds))]
 #: Most repetitions the tuner takes of one layout (``max_repeats``): its rank statistics
 #: compare every pair of samples, so each decision costs the square of this.
 MAX_TUNE_REPEATS = 1_000
@@ -388,9 +421,15 @@ class Options:
     Parameters
     ----------
     repeats : int, default 20
-        Measured repetitions per configuration (1 to 100,000).
+        Measured repetitions per configuration, over all rounds (1 to 100,000).
     warmup : int, default 3
-        Discarded repetitions before them (0 to 10,000).
+        Discarded repetitions at the start of each round (0 to 10,000). Overlap experiments
+        run them before each layout's first mode (its partitions are new) and one before each
+        later mode.
+    rounds : int, default 1
+        Rounds the repetitions are split into (1 to ``repeats``): each round measures every
+        layout again, in a fresh shuffled order, on freshly made partitions and streams, so the
+        variation between runs shows between rounds (:func:`round_sizes`).
     modes : sequence of str, default all of :data:`MODES`
         Overlap modes to measure (overlap experiments only).
     l2_flush : bool, default False
@@ -406,6 +445,7 @@ class Options:
 
     repeats: int = 20
     warmup: int = 3
+    rounds: int = 1
     modes: tuple[str, ...] = MODES
     l2_flush: bool = False
     graphs: bool = False
@@ -415,6 +455,10 @@ class Options:
     def __post_init__(self):
         object.__setattr__(self, "repeats", as_count("repeats", self.repeats, maximum=MAX_REPEATS))
         object.__setattr__(self, "warmup", as_int("warmup", self.warmup, minimum=0, maximum=MAX_WARMUP))
+        object.__setattr__(self, "rounds", as_int("rounds", self.rounds, minimum=1, maximum=MAX_ROUNDS))
+        if self.rounds > self.repeats:
+            raise ValueError(f"rounds ({self.rounds}) must not exceed repeats ({self.repeats}): each round measures at "
+                             f"least one repetition; pass rounds=1..{self.repeats} or more repeats")
         object.__setattr__(self, "modes", check_modes(self.modes))
         for flag in ("l2_flush", "graphs", "trace"):
             if not isinstance(getattr(self, flag), bool):
@@ -425,13 +469,13 @@ class Options:
 
     #: Which options each experiment takes (and records in its metadata).
     APPLIES = {
-        "overlap": ("repeats", "warmup", "modes", "l2_flush", "graphs", "rounding", "trace"),
-        "sweep": ("repeats", "warmup", "modes", "l2_flush", "graphs", "rounding", "trace"),
-        "scaling": ("repeats", "warmup", "l2_flush", "graphs", "trace"),
-        "isolation": ("repeats", "warmup", "trace"),
+        "overlap": ("repeats", "warmup", "rounds", "modes", "l2_flush", "graphs", "rounding", "trace"),
+        "sweep": ("repeats", "warmup", "rounds", "modes", "l2_flush", "graphs", "rounding", "trace"),
+        "scaling": ("repeats", "warmup", "rounds", "l2_flush", "graphs", "trace"),
+        "isolation": ("repeats", "warmup", "rounds", "trace"),
         "occupancy": ("warmup",),
         "trace": (),
-        "tune": ("repeats", "warmup", "l2_flush", "graphs", "rounding"),
+        "tune": ("repeats", "warmup", "rounds", "l2_flush", "graphs", "rounding"),
         "pm": ("repeats", "warmup", "modes", "rounding"),
     }
 
@@ -524,7 +568,7 @@ def _derive_groups(df) -> None:
                               for w in o["workloads"]], columns=[*keys, "workload", "origin"])
         table = table.drop_duplicates([*keys, "workload"], keep="last")  # the last entry wins, as before
         for k in keys:
-            table[k] = table[k].astype(cols[k].dtype, copy=False)
+            table[k] = table[k].astype(cols[k].dtype)
         hit = cols.merge(table, on=[*keys, "workload"], how="left", sort=False)["origin"].to_numpy()
         group = pd.Series(hit).fillna(pd.Series(group)).to_numpy().astype("int64")
     df["group"] = group

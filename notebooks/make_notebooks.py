@@ -930,9 +930,11 @@ import tempfile
 import pandas as pd
 
 DASK = importlib.util.find_spec("distributed") is not None
-if LIVE and not DASK:
+if not DASK:  # said with or without a GPU: a reader learns what running a campaign needs
     print("campaigns run on Dask distributed, which this environment lacks (pip install 'gcexplore[campaign]'); "
           "showing the recorded campaign instead")
+elif not LIVE:
+    print("Dask distributed is installed: with a GPU this notebook runs a campaign; here it shows the recorded one")
 if LIVE and DASK:
     folder = tempfile.mkdtemp(prefix="gcexplore-campaign-")
     c = gcexplore.campaign([["compute", "memory"], ["compute", "copy"]], [[16, 32], [48, 64]] if QUICK else [None],
@@ -940,7 +942,10 @@ if LIVE and DASK:
     df = c.result()
     display(c.status())
 else:
-    df = recorded("campaign")
+    df = recorded("campaign")  # shipped as a campaign folder: load_campaign and campaign status work on it
+    folder = df.attrs["folder"]
+    print(f"the recorded campaign's folder: {folder} (try: gcexplore campaign status {folder})")
+    display(gcexplore.campaign_status(folder))
 a = df.attrs
 print(f"campaign {a['campaign_id']}: {a['done']} of {a['tasks']} tasks done, {len(a['failed'])} failed, "
       f"{len(a['pending'])} pending")
@@ -950,11 +955,13 @@ Each task is one sweep of one pair over one split set on one card. Per task, the
 the lowest concurrent makespan (`gcexplore.best_split`), grouped by card and pair:
 '''),
     code('''
-best = pd.DataFrame([{"card": f"{g['device_name'].iloc[0]} #{g['device_index'].iloc[0]} ({g['device_uuid'].iloc[0][:8]})",
-                      "pair": g["pair"].iloc[0], "split_set": g["split_set"].iloc[0],
-                      "best_split": gcexplore.best_split(g).name, "rows": len(g)}
-                     for _, g in df.groupby("task_key")]).sort_values(["card", "pair", "split_set"])
+best = gcexplore.analysis.task_best_splits(df)
 display(best)
+edge = best[best["at_edge"]]
+if len(edge):
+    print(f"{len(edge)} of {len(best)} tasks have their best split at the edge of their split set "
+          f"({'; '.join(f'{r.pair} {r.best_split} in {r.split_set}' for r in edge.itertuples())}): "
+          "the optimum may lie outside the set; sweep the sizes beyond that edge to know")
 '''),
     md('''
 One task's sweep, as `gcexplore.plot_sweep` draws any sweep:
@@ -978,8 +985,12 @@ their ratio with an interval from the raw repetitions, and a verdict that is FAS
 only when the whole interval lies beyond ±1%, SAME when it lies within, UNCLEAR otherwise
 (the method and its error rates are in docs/guide.md). It also says where each side's best
 split is and what one side's best costs on the other. The second side here is a sweep
-recorded under another condition where this installation has one (`sweep_second`);
-otherwise the two halves of this sweep's own repetitions, which should agree.
+recorded under another condition where this installation has one (`sweep_second`, another
+card); otherwise the two halves of this sweep's own repetitions, which should agree. The first
+line counts the concurrent rows, the ones the table and the figure below show; the lines after it
+say what each mode found over all its layouts. The figure's lower panel is the ratio B / A per
+layout with its interval: differences of a few percent that the log-scale curves above barely
+separate.
 """),
     code("""
 from gcexplore.views.compare_text import describe
@@ -992,12 +1003,12 @@ else:
           "python3 bench/record_second_side.py --out DIR (then copied to gcexplore/data). Without it "
           "this section compares the two halves of the sweep above.")
 if second is not None:
-    cmp = gcexplore.compare(sweep_df, second, labels=("sweep above", f"sweep_second ({second.attrs.get('condition', 'recorded')})"))
+    cmp = gcexplore.compare(sweep_df, second)  # the sides are named with their cards when the cards differ
 else:
     cut = sweep_df["rep"].max() / 2
     halves = sweep_df.assign(half=["first half" if r <= cut else "second half" for r in sweep_df["rep"]])
     cmp = gcexplore.compare(halves, by="half", labels=("first half", "second half"))
-for line in describe(cmp):
+for line in describe(cmp, "concurrent"):
     print(line)
 display(cmp.table[cmp.table["group"] == "concurrent"][
     ["layout_a", "layout_b", "median_a_ms", "median_b_ms", "ratio", "ratio_low", "ratio_high", "verdict"]].round(4))

@@ -49,9 +49,12 @@ def attrs(kind: str, *, sm_count: int = 132, repeats: int = 5, recorded: bool = 
 
 
 def _identify(df: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
-    """The identity columns every result carries (the card and the run), from its attrs."""
+    """The identity columns every result carries (the card and the run), from its attrs, and its
+    round (one)."""
     from gcexplore.schema import conform, identity_of
 
+    if "rep" in df.columns and "round" not in df.columns and df.attrs.get("kind") != "pm":
+        df.insert(df.columns.get_loc("rep") + 1, "round", 0)
     df.attrs["run_id"] = f"synthetic-{seed}"
     for col, v in identity_of({**df.attrs, "device_name": SYNTHETIC_DEVICE}, df.attrs.get("kind")).items():
         df[col] = v
@@ -269,15 +272,16 @@ class _FakeParts:
         return False
 
 
-def _fake_measure_layout(run, parts, rows, options=None):
+def _fake_measure_layout(run, parts, rows, options=None, rnd=None):
     options = run.options if options is None else options
+    first, index = (rnd.first_rep, rnd.index) if rnd is not None else (0, 0)
     run.measured_with.append((run.options, options))
     if run.fail_at is not None and run.measurements == run.fail_at:
         raise RuntimeError("synthetic workload failure")
     run.measurements += 1
     sizes = [int(s) for s in parts.label.split("+")]
     k = sizes[0]
-    for rep in range(options.repeats):
+    for rep in range(first, first + options.repeats):
         durs = [_MODEL.get(w.name, _compute_ms)(s, 132) * 1.1 * float(run.rng.lognormal(0, 0.01))
                 for w, s in zip(run.wls, sizes)]
         span = max(durs) + 0.004
@@ -286,6 +290,7 @@ def _fake_measure_layout(run, parts, rows, options=None):
             row = _row(parts.label, k, "concurrent", rep, w.name if w.name in _WORK else "compute", part, s,
                        None if part == "remainder" else s, 0.004, d, span)
             row["workload"] = w.name
+            row["round"] = index
             rows.append(row)
 
 

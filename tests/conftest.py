@@ -66,3 +66,14 @@ def h100_like():
         name="NVIDIA H100 80GB HBM3", index=0, compute_capability=(9, 0), sm_count=132,
         min_partition_size=8, alignment=8, driver_version=13000,
     )
+
+
+def pytest_terminal_summary(terminalreporter):
+    """A skipped real-browser test is said at the end, apart from the GPU skips, with how to run it."""
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if "browser" in getattr(r, "keywords", {})]
+    if skipped:
+        reason = skipped[0].longrepr[2] if isinstance(skipped[0].longrepr, tuple) else str(skipped[0].longrepr)
+        terminalreporter.write_sep("=", "the real-browser test did not run", yellow=True)
+        terminalreporter.write_line(f"{len(skipped)} browser test(s) skipped: {reason.removeprefix('Skipped: ')}")
+        terminalreporter.write_line(".ci/browser-setup installs Debian's Chromium and the browser extra "
+                                    "(JupyterLab, Playwright); CI runs it there")

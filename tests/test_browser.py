@@ -349,6 +349,17 @@ def test_quickstart_explorer_in_chromium(sync_api, lab, tmp_path):
             assert occupancy.locator("img").count() == 1
             assert explorer.locator(f".{CSS['throughput']} img").count() == 1
 
+            # Every table of the explorer fits the output area it is drawn in (no 1,771 px table
+            # in a 944 px area, cut at the right edge of the screenshot).
+            tables = explorer.locator("table.gcexplore-table")
+            assert tables.count() >= 1, "the explorer shows no table"
+            area = explorer.bounding_box()
+            for i in range(tables.count()):
+                tb = tables.nth(i).bounding_box()
+                assert tb["x"] >= area["x"] - 1 and tb["x"] + tb["width"] <= area["x"] + area["width"] + 1, (
+                    f"table {i} spans x {tb['x']:.0f}..{tb['x'] + tb['width']:.0f} px, its explorer "
+                    f"{area['x']:.0f}..{area['x'] + area['width']:.0f} px")
+
             # Fold the file browser away and put the explorer at the top for the picture.
             current_left = page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab.lm-mod-current")
             if current_left.count():

@@ -232,10 +232,16 @@ def test_client_killed_mid_run_resumes_every_task_once(client, tmp_path):
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     shards = folder / "shards"
     deadline = time.monotonic() + 45
+
+    def mid_task():  # a task not finished that has checkpointed a layout: the kill lands inside it
+        done = {p.stem for p in shards.glob("*.parquet")}
+        spec = json.loads((folder / "campaign.json").read_text())
+        return [k for k in spec["tasks"] if k not in done and CampaignFolder(folder).checkpointed_layouts(k)]
+
     try:
-        while not (shards.is_dir() and len(list(shards.glob("*.parquet"))) >= 2):
+        while not (shards.is_dir() and len(list(shards.glob("*.parquet"))) >= 2 and mid_task()):
             assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
-            assert time.monotonic() < deadline, "the client subprocess wrote no shard"
+            assert time.monotonic() < deadline, "the client subprocess wrote no shard and no task checkpoint"
             time.sleep(0.05)
         os.kill(proc.pid, signal.SIGKILL)  # the client dies first (kill -9)
     finally:
@@ -245,6 +251,7 @@ def test_client_killed_mid_run_resumes_every_task_once(client, tmp_path):
     assert 2 <= len(finished) < 6
     spec = json.loads((folder / "campaign.json").read_text())
     started = [k for k in spec["tasks"] if k not in finished and CampaignFolder(folder).checkpointed_layouts(k)]
+    assert started, "the kill landed between tasks: the resume check below would check nothing"
     c = gx.campaign([PAIR], [[8, 16, 24]] + [[k, k + 8, k + 16] for k in (32, 64, 96, 120, 136)], experiment=EXP,
                     options={"layout_s": 0.3}, folder=folder, client=client, progress=False)
     assert set(c.skipped) == finished and set(c.submitted) == set(spec["tasks"]) - finished

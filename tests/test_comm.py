@@ -155,6 +155,8 @@ def test_spec_refuses_what_cannot_run(h100_like):
         CommSpec(ctas=[64])
     with pytest.raises(ValueError, match="repeats"):
         CommSpec(repeats=1)
+    with pytest.raises(TypeError, match="compute_fit must be True or False"):
+        CommSpec(compute_fit="yes")
     with pytest.raises(ValueError, match="cannot be split exactly"):
         CommSpec(comm_sms=[12]).check(h100_like, 2)
     with pytest.raises(ValueError, match="at least 8 SMs left"):

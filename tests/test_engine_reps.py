@@ -39,10 +39,12 @@ class _Stream:
 
 class _Workload:
     name = "w"
+    flops = bytes = None
 
 
 class _Part:
     name = "p0"
+    sm_count, requested_sm_count = 8, 8
 
 
 def _engine(finished, trace=None):
@@ -100,3 +102,43 @@ def test_no_pipelining_while_tracing():
     list(eng.run_reps([slot], [("8+124", "alone", r) for r in range(3)]))
     assert not [1 for what, name, _ in log if what == "wait" and name == "gate"]
     assert all(g >= int(E._GATE_US_START * 1000) for g in _gates(log))
+
+
+def test_a_layouts_first_mode_gets_every_warmup_and_later_modes_one(monkeypatch):
+    import types
+
+    from gcexplore.experiments import overlap as O
+    from gcexplore.schema import Options
+
+    calls = []
+    monkeypatch.setattr(O, "_measure_mode", lambda *a: calls.append((a[4], a[-1])))
+
+    class _Parts(list):
+        label = "8+124"
+        all = property(lambda self: list(self))
+
+    p = types.SimpleNamespace(name="p0", sm_count=8, stream=None)
+    whole = types.SimpleNamespace(streams=[None, None])
+    engine = types.SimpleNamespace(whole=whole, drain=lambda s: None, drop_graphs=lambda: None)
+    run = types.SimpleNamespace(engine=engine, wls=[_Workload(), _Workload()], options=Options(warmup=3), extra={})
+    O.measure_layout(run, _Parts([p, p]), [])
+    assert calls == [("alone", 3), ("concurrent", 1), ("sequential", 1), ("streams", 1)]
+    assert run.extra["warmup_later_modes"] == 1
+
+
+def test_nvml_is_read_while_the_first_and_last_measured_repetitions_run():
+    from gcexplore.experiments import overlap as O
+    from gcexplore.schema import Options
+
+    eng, slot, log = _engine(finished=lambda: False)
+    eng.nvml = type("N", (), {"read": lambda self: log.append(("nvml", "", None)) or (1980.0, 300.0)})()
+    eng.runner = lambda s: s.run
+    rows = []
+    from gcexplore.experiments.runner import Round
+
+    O._measure_mode(eng, [([slot], False)], "8+124", 8, "concurrent", Options(repeats=3, warmup=2), Round(0, 3, 0),
+                    rows, 2)
+    order = [what for what, name, _ in log if what == "nvml" or (what == "spin" and name == "gate")]
+    # 2 warm-up + 3 measured gates; NVML right after the first measured (3rd) and the last (5th) enqueue
+    assert order == ["spin", "spin", "spin", "nvml", "spin", "spin", "nvml"]
+    assert [r["rep"] for r in rows] == [0, 1, 2] and rows[0]["sm_clock_mhz_before"] == 1980.0

@@ -54,27 +54,37 @@ def test_a_csv_save_does_not_replace_a_checkpoint_of_the_same_name(tmp_path):
     assert ck.read_bytes() == before
 
 
-def test_a_crash_between_the_two_renames_leaves_the_old_result_loadable(tmp_path, monkeypatch):
+CRASH_BETWEEN_RENAMES = """
+import os, sys
+sys.path.insert(0, {tests!r})
+import _synthetic as S
+from gcexplore.results import io as R
+real, calls = os.replace, []
+
+def crash_on_second(src, dst):
+    calls.append(dst)
+    if len(calls) == 2:
+        os._exit(3)  # the process dies between the sidecar's rename and the CSV's: no cleanup runs
+    return real(src, dst)
+
+os.replace = crash_on_second
+R.save(S.sweep_df(splits=[8, 16, 24]), {path!r})
+"""
+
+
+def test_a_crash_between_the_two_renames_leaves_the_old_result_loadable(tmp_path):
     old = S.sweep_df(splits=[8])
     path = R.save(old, tmp_path / "r.csv")
-    real = os.replace
-    calls = []
-
-    def crash_on_second(src, dst):
-        calls.append(dst)
-        if len(calls) == 2:
-            raise KeyboardInterrupt  # the process stops between the sidecar's rename and the CSV's
-        return real(src, dst)
-
-    monkeypatch.setattr(os, "replace", crash_on_second)
-    with pytest.raises(KeyboardInterrupt):
-        R.save(S.sweep_df(splits=[8, 16, 24]), path)
-    monkeypatch.setattr(os, "replace", real)
+    code = CRASH_BETWEEN_RENAMES.format(tests=str(Path(__file__).parent), path=str(path))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 3, r.stderr  # it died where it should, not earlier
+    left = [n for n in _entries(tmp_path) if n.endswith(".tmp")]
+    assert left, "a real crash leaves the CSV's temporary behind"
     back = R.load(path)
     assert len(back) == len(old) and sorted(set(back["split_sm_count"])) == [8]
-    assert not [n for n in _entries(tmp_path) if n.endswith(".tmp")]
-    R.save(S.sweep_df(splits=[8, 16, 24]), path)  # and the next save completes normally
+    R.save(S.sweep_df(splits=[8, 16, 24]), path)  # the next save completes and clears the dead writer's temporary
     assert len(R.load(path)) == len(S.sweep_df(splits=[8, 16, 24]))
+    assert not [n for n in _entries(tmp_path) if n.endswith(".tmp")]
 
 
 def _device_or_fifo(path: Path) -> Path:

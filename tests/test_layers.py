@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "gcexplore"
 
 GROUND = {"gcexplore.schema", "gcexplore._checks", "gcexplore._lazy", "gcexplore._version"}
-FACES = {"gcexplore": "face", "gcexplore.api": "face", "gcexplore.profile": "face", "gcexplore.widgets": "face"}
+FACES = {"gcexplore": "face", "gcexplore.api": "face", "gcexplore.profile": "face", "gcexplore.widgets": "face",
+         "gcexplore.__main__": "face"}  # python -m gcexplore: the command
 BELOW = {  # layer -> the layers it may import (its own included)
     "ground": {"ground"},
     "device": {"ground", "device"},

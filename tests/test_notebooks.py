@@ -246,9 +246,46 @@ def _dram_sentence_from_its_medians(out):
     assert "add up" not in line
 
 
+def _compare_headline_counts_what_is_shown(out):
+    """02 §6: the headline counts the concurrent rows the table and figure show; each mode's finding."""
+    import gcexplore
+
+    from gcexplore.results import recorded_names as present
+
+    if "sweep_second" not in present():
+        return
+    c = gcexplore.compare(_recorded("sweep"), _recorded("sweep_second"))
+    n = c.counts("concurrent")
+    line = _line(out, f"{c.labels[1]} against {c.labels[0]}, concurrent:")
+    assert f"{n['SAME']} of {n['compared']} layouts SAME" in line and f"{n['UNCLEAR']} UNCLEAR" in line
+    for r in c.by_group().itertuples():
+        said = _line(out, f"{r.group}: ")
+        if r.FAST == r.compared:
+            assert f"faster at all {r.compared} layouts, by {1 - r.median_ratio:.1%}" in said
+
+
+def _campaign_edges_and_dask_are_said(out):
+    """04: the tasks whose best split sits at the edge of their split set; whether Dask is here."""
+    import importlib.util
+
+    import gcexplore
+
+    best = gcexplore.analysis.task_best_splits(_recorded("campaign"))
+    edge = best[best["at_edge"]]
+    assert len(edge), "the recorded campaign has best splits at the edge of their sets"
+    line = _line(out, f"{len(edge)} of {len(best)} tasks have their best split at the edge")
+    assert all(f"{r.pair} {r.best_split} in {r.split_set}" in line for r in edge.itertuples())
+    if importlib.util.find_spec("distributed") is None:
+        assert "campaigns run on Dask distributed, which this environment lacks" in out
+    else:
+        assert "Dask distributed is installed" in out
+
+
 SENTENCES = {
     "01_quickstart.ipynb": (_alone_01,),
-    "02_sweeping_sm_splits.ipynb": (_bimodal_waits_are_both_named, _torch_baseline_is_named, _alone_02),
+    "04_campaigns.ipynb": (_campaign_edges_and_dask_are_said,),
+    "02_sweeping_sm_splits.ipynb": (_bimodal_waits_are_both_named, _torch_baseline_is_named, _alone_02,
+                                    _compare_headline_counts_what_is_shown),
     "03_sm_isolation.ipynb": (_busy_is_a_share_of_the_run, _l2_limits_are_said, _dram_sentence_from_its_medians),
 }
 

@@ -30,7 +30,7 @@ def test_the_run_names_the_card_it_ran_on(live, info, tmp_path):
 
     ident = run_of(live).identity
     assert ident["device_uuid"] == str(Device(info.index).uuid)  # the driver API read, as cuda.core reads it
-    assert ident["pci_bus_id"] and ident["l2_bytes"] > 0 and ident["device_sm_count"] == info.sm_count
+    assert ident["pci_bus_id"] and ident["l2_cache_bytes"] > 0 and ident["device_sm_count"] == info.sm_count
     assert ident["host"] and ident["options"].startswith("repeats=8, warmup=2")
     for f in IDENTITY:  # every row carries the whole identity, one value per run
         assert live[f.name].astype(str).nunique() == 1, f.name

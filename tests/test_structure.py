@@ -68,7 +68,7 @@ def test_options_are_checked_where_written():
         Options(l2_flush="yes")
     assert Options(repeats=np.int64(5)).repeats == 5
     assert Options(modes="alone,concurrent").modes == ("alone", "concurrent")
-    assert Options(repeats=7).metadata("scaling") == {"repeats": 7, "warmup": 3, "l2_flush": False, "trace": False,
+    assert Options(repeats=7).metadata("scaling") == {"repeats": 7, "warmup": 3, "rounds": 1, "l2_flush": False, "trace": False,
                                                       "graphs": False}
 
 

@@ -147,7 +147,7 @@ def _cli(*args, cwd=ROOT):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["tune", "compute", "memory", "--slo-ms", "0"], "slo_ms must be a number of milliseconds in (0, 1e+06]"),
+    (["tune", "compute", "memory", "--slo-ms", "0"], "--slo-ms must be a number of milliseconds in (0, 1e+06]"),
     (["tune", "compute", "memory", "--slo-ms", "x"], "--slo-ms: expected a number, got 'x'"),
     (["tune", "compute", "memory", "--percentile", "100"], "percentile must be in (0, 100)"),
     (["tune", "compute", "memory", "--tolerance", "0.9"], "tolerance must be a number in [0.001, 0.5]"),

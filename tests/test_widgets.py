@@ -362,23 +362,31 @@ def test_table_shows_the_runs_bound_and_efficiency_like_best_split(cls):
     assert alone_bound != pytest.approx(best["lower_bound_ms"], rel=1e-3)
 
 
-def test_sweep_plot_and_table_come_from_one_summary(monkeypatch):
-    """The sweep figure and every split's table draw one summarize() of the whole run."""
-    from gcexplore.explorers import render as R
+@pytest.mark.parametrize("cls", ["SweepExplorer", "Explorer"])
+def test_sweep_plot_and_table_come_from_one_summary(monkeypatch, cls):
+    """The sweep figure, the best split and every split's table draw one summary of the whole run.
+
+    Counted where every summary is made (``summarize_overlap``, whichever front door called
+    it: summarize, best_split, baseline_choice), not at one of the doors."""
+    from gcexplore.analysis import overlap as O, summaries as SM
 
     calls = []
-    real = R.A.summarize
+    real = O.summarize_overlap
 
-    def counting(df, trace=None):
+    def counting(df):
         calls.append(len(df))
-        return real(df, trace=trace)
+        return real(df)
 
-    monkeypatch.setattr(R.A, "summarize", counting)
+    monkeypatch.setattr(O, "summarize_overlap", counting)
+    monkeypatch.setattr(SM, "summarize_overlap", counting)
     df = S.sweep_df(recorded=True)
-    sx = GW.SweepExplorer.from_results(df)
-    sx.split_slider.value = 24
-    sx.split_slider.value = 40
-    assert calls == [len(df)] and sx.redraws["summary"] == 3
+    ex = getattr(GW, cls).from_results(df)
+    if cls == "SweepExplorer":
+        ex.split_slider.value = 24
+        ex.split_slider.value = 40
+    else:
+        ex.sliders[0].value = 24
+    assert calls == [len(df)] and ex.redraws["summary"] == (3 if cls == "SweepExplorer" else 2)
 
 
 def test_live_one_workload_on_two_partitions_is_named_as_the_cli_names_it(fake_gpu):

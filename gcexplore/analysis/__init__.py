@@ -29,6 +29,7 @@ EXTRA = {
     "serving": ("Advice", "SERVING_TABLE_COLUMNS", "advise", "advise_recorded", "deadline_of", "loads_of",
                 "predict_serving", "prediction_errors", "trade_facts", "ttft_queue"),
     "comm": ("bus_bw_gbs", "bus_factor", "comm_steps"),
+    "campaigns": ("task_best_splits",),
     "modes": ("baseline_choice", "busy_shares", "cluster_labels", "dram_headline", "group_modes", "launch_limits",
               "rep_mode", "sample_modes", "scaling_facts", "trace_modes"),
 }

@@ -107,18 +107,29 @@ class Comparisons:
         Workload set -> ``"A only"`` or ``"B only"``.
     by : str or None
         The column that split one result into the two sides.
+    columns : tuple of str
+        The columns of a comparison table (what :attr:`table` has when no set was compared).
     """
 
     labels: tuple[str, str]
     pairs: dict
     one_sided: dict
     by: str | None = None
+    columns: tuple = ()
 
     def __iter__(self):
         return iter(self.pairs.items())
 
     def __len__(self) -> int:
         return len(self.pairs)
+
+    @property
+    def table(self) -> pd.DataFrame:
+        """Every set's comparison table, one after the other, with the set in column ``measured``."""
+        parts = [c.table.assign(measured=k) for k, c in self.pairs.items()]
+        if not parts:
+            return pd.DataFrame(columns=[*self.columns, "measured"])
+        return pd.concat(parts, ignore_index=True)
 
     def compared(self) -> int:
         """How many layout x mode rows were measured on both sides, over every set."""

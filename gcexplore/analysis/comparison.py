@@ -7,17 +7,22 @@ comparison shows (the CLI, :func:`gcexplore.plot_compare` and the explorer draw 
 
 How it decides (docs/guide.md, "Comparing two results")
 --------------------------------------------------------
-Per layout and mode, the ratio B / A of the median times with a confidence interval
-from the raw repetitions: Hodges-Lehmann on the logarithms, the interval's ends taken
-from the exact Mann-Whitney distribution (:func:`gcexplore.analysis.stats.ratio_ci`).
-Every interval is at level ``1 - min(1%, (1 - confidence) / m)`` for ``m`` layout x mode
-pairs compared (Bonferroni), so all of them hold together with probability at least
-``confidence``. The verdict is FAST (B faster) or SLOW (B slower) only when the whole
-interval lies beyond the practical-equivalence band ``±min_effect``, SAME when it lies
-inside it, UNCLEAR otherwise, with the reason (too few repetitions, the interval
-straddles the band's edge, a side flagged noisy). Where both sides recorded the SM
-clock, the same test on time x clock (cycles) confirms it; a FAST / SLOW that is SAME
-in cycles is labelled a clock difference.
+Per layout and mode, the ratio B / A of the median times with a confidence interval whose unit
+is the round (:func:`row_verdict`, :func:`gcexplore.analysis.stats.round_ratio_ci`): the mean of
+each side's log round medians, a t interval from their between-round variance (each row's own,
+shrunk toward the variance pooled over all rows compared), plus the card's run-to-run excess
+(:func:`gcexplore.analysis.stats.noise_floor`). Repetitions of one run agree more closely than
+runs do, so an interval from one run's repetitions alone is too narrow. A side measured in one
+round (results from before rounds, or ``rounds=1``) has no between-round variance of its own:
+the recorded floor stands in, so a small difference there is UNCLEAR, with the number of rounds
+per side that would decide it. Every interval is at level ``1 - min(1%, (1 - confidence) / m)``
+for ``m`` layout x mode pairs compared (Bonferroni), so all of them hold together with
+probability at least ``confidence``. The verdict is FAST (B faster) or SLOW (B slower) only when
+the whole interval lies beyond the practical-equivalence band ``±min_effect``, SAME when it lies
+inside it, UNCLEAR otherwise, with the reason (too few repetitions, the interval straddles the
+band's edge, a side flagged noisy). Where both sides recorded the SM clock, the same test on
+time x clock (cycles) confirms it; a FAST / SLOW that is SAME in cycles is labelled a clock
+difference.
 
 Cards with different SM counts are aligned by the fraction of SMs of each partition
 (nearest within half a partition step); sizes stay absolute in the table, and layouts
@@ -33,16 +38,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..results.io import load
+from ..results.io import load, load_recorded, recorded_names
 from ..results.validate import check_result
 from ..schema import IDENTITY, kind_of, parse_layout
 from .display import placement
 from .compare_sets import Comparisons, set_pairs, split_by
 from .identity import identity_diff
-from .stats import quantile, quantile_ci, ratio_ci
-from .stats import stats as sample_stats
+from .stats import Floor, quantile, quantile_ci, round_median_ci, round_ratio_ci
+from .verdict import decide, prior_variance, row_verdict, side_floor
 
-__all__ = ["COMPARE_COLUMNS", "Comparison", "Comparisons", "VERDICTS", "compare", "identity_diff"]
+__all__ = ["COMPARE_COLUMNS", "Comparison", "Comparisons", "VERDICTS", "compare", "identity_diff", "row_verdict"]
 
 IDENTITY_LABELS = {f.name: f.label for f in IDENTITY}
 VERDICTS = ("FAST", "SLOW", "SAME", "UNCLEAR")
@@ -53,7 +58,7 @@ COMPARE_COLUMNS = [
     "group", "present", "layout_a", "layout_b", "sm_a", "sm_b", "fraction_a", "fraction_b", "reps_a", "reps_b",
     "median_a_ms", "median_b_ms", "ratio", "ratio_low", "ratio_high", "noisy_a", "noisy_b", "verdict",
     "clock_a_mhz", "clock_b_mhz", "cycles_ratio", "cycles_low", "cycles_high", "cycles_verdict",
-    "clock_difference", "reason",
+    "clock_difference", "rounds_a", "rounds_b", "rounds_needed", "reason",
 ]
 CURVE_COLUMNS = ["side", "group", "layout", "sm", "fraction", "reps", "median_ms", "p10_ms", "p90_ms"]
 
@@ -108,13 +113,26 @@ class Comparison:
     settings: dict
     attrs: tuple = ({}, {})
 
-    def counts(self) -> dict[str, int]:
-        """How many compared rows got each verdict (and how many rows are one-sided)."""
-        both = self.table[self.table["present"] == "both"]
+    def counts(self, group: str | None = None) -> dict[str, int]:
+        """How many compared rows got each verdict (and how many rows are one-sided); only
+        ``group``'s rows (a mode; a workload for scaling) when given."""
+        table = self.table if group is None else self.table[self.table["group"] == group]
+        both = table[table["present"] == "both"]
         out = {v: int((both["verdict"] == v).sum()) for v in VERDICTS}
-        out["one-sided"] = int((self.table["present"] != "both").sum())
+        out["compared"] = len(both)
+        out["one-sided"] = int((table["present"] != "both").sum())
         out["clock differences"] = int(both["clock_difference"].sum())
         return out
+
+    def by_group(self) -> pd.DataFrame:
+        """Per group (mode; workload for scaling): rows compared, the count of each verdict,
+        and the median over its layouts of the ratio B / A (``median_ratio``)."""
+        both = self.table[self.table["present"] == "both"]
+        rows = []
+        for g, t in both.groupby("group", sort=False):
+            rows.append({"group": g, "compared": len(t), **{v: int((t["verdict"] == v).sum()) for v in VERDICTS},
+                         "median_ratio": float(np.median(t["ratio"])) if len(t) else math.nan})
+        return pd.DataFrame(rows, columns=["group", "compared", *VERDICTS, "median_ratio"])
 
     def regressions(self, threshold: float = 0.0) -> pd.DataFrame:
         """Rows where B is SLOW and even the interval's low end exceeds ``1 + threshold``."""
@@ -129,13 +147,28 @@ def _load(x, name: str) -> tuple[pd.DataFrame, str | None]:
     if isinstance(x, pd.DataFrame):
         return x, None
     if isinstance(x, (str, Path)):
-
         p = Path(x)
         if not p.exists():
-            raise FileNotFoundError(f"compare: {name} file {str(p)!r} does not exist")
+            if isinstance(x, str) and x in recorded_names():  # as the explorers take them
+                return load_recorded(x), x
+            raise FileNotFoundError(f"compare: {name} {str(p)!r} does not exist and is not a recorded result "
+                                    f"(recorded: {', '.join(recorded_names())})")
         return load(p), p.stem
-    raise TypeError(f"compare: {name} must be a result DataFrame or a path to a saved result, "
+    raise TypeError(f"compare: {name} must be a result DataFrame, a path to a saved result or a recorded name, "
                     f"got {type(x).__name__}")
+
+
+# columns that say what was measured, not which run measured it: no by= of these makes two sides
+_MEASUREMENT_COLUMNS = ("layout", "mode", "rep", "workload", "partition", "sm_count", "split_sm_count",
+                        "requested_sm_count", "step", "group")
+_NEEDED = {"overlap": ("layout", "mode", "rep", "makespan_ms"), "tune": ("layout", "mode", "rep", "makespan_ms"),
+           "scaling": ("workload", "sm_count", "rep", "duration_ms")}
+
+
+def _with_card(label: str, df: pd.DataFrame) -> str:
+    names = list(dict.fromkeys(df["device_name"].astype(str))) if "device_name" in df.columns else []
+    name = names[0] if len(names) == 1 else df.attrs.get("device_name")
+    return f"{label} ({name})" if name else label
 
 
 def _workloads(df: pd.DataFrame, family: str) -> tuple:
@@ -155,12 +188,23 @@ def _sides(a, b, by, labels) -> tuple[pd.DataFrame, pd.DataFrame, tuple[str, str
         if by is None:
             raise ValueError("compare needs two results, or one result and by= a column that splits it in two "
                              "(run_id, device_uuid, driver, ...)")
+        if by in _MEASUREMENT_COLUMNS:
+            raise ValueError(f"compare: by={by!r} splits what was measured, not who measured it: the two sides "
+                             "would share no layout x mode pair; split by a column that tells runs apart (run_id, "
+                             "device_uuid, device_name, host, driver, campaign_id)")
         fa, fb, labels, col = split_by(fa, by, labels)
     else:
         if by is not None:
             raise ValueError("compare: pass either two results or one result with by=, not both")
         fb, nb = _load(b, "B")
-        labels = tuple(map(str, labels)) if labels is not None else (na or "A", nb or "B")
+        if labels is None:
+            labels = (na or "A", nb or "B")
+            cards = [_with_card("", f) for f in (fa, fb)]
+            if cards[0] != cards[1]:  # different cards: say which side ran on which
+                labels = (_with_card(labels[0], fa), _with_card(labels[1], fb))
+        labels = tuple(map(str, labels))
+        if len(labels) != 2:
+            raise ValueError(f"compare: labels must be two names (A, B), got {len(labels)}: {list(labels)}")
         if labels[0] == labels[1]:
             labels = (f"A ({labels[0]})", f"B ({labels[1]})")
     for df, side in ((fa, "A"), (fb, "B")):
@@ -183,6 +227,11 @@ def _sides(a, b, by, labels) -> tuple[pd.DataFrame, pd.DataFrame, tuple[str, str
                          f"{_VALID}")
     for df, side in ((fa, "A"), (fb, "B")):
         check_result(df, kinds["AB".index(side)], f"compare (side {side})")
+        missing = [c for c in _NEEDED[fams[0]] if c not in df.columns]
+        if missing:
+            raise ValueError(f"compare: side {side} ({labels['AB'.index(side)]}) has no {', '.join(missing)} "
+                             f"column; a {kinds['AB'.index(side)]} result compares with "
+                             f"{', '.join(_NEEDED[fams[0]])}")
     return fa, fb, labels, fams[0], col
 
 
@@ -205,23 +254,32 @@ def _clock(df: pd.DataFrame) -> pd.Series:
 
 
 def _samples(df: pd.DataFrame, family: str) -> pd.DataFrame:
-    """One row per repetition: group, layout, sm, fractions, value (ms), clock (MHz)."""
+    """One row per repetition: group, layout, sm, fractions, value (ms), clock (MHz), round (a run's
+    rounds told apart from another run's: results measured before rounds are one round per run)."""
     run = ["run_id"] if "run_id" in df.columns else []
-    d = df.assign(_clock=_clock(df))
+    d = df.assign(_clock=_clock(df), _round=_round_key(df))
     if family == "scaling":
         keys = [*run, "workload", "sm_count", "rep"]
-        per = d.groupby(keys, sort=False).agg(value=("duration_ms", "max"), clock=("_clock", "mean")).reset_index()
+        per = d.groupby(keys, sort=False).agg(value=("duration_ms", "max"), clock=("_clock", "mean"),
+                                              round=("_round", "first")).reset_index()
         total = float(per["sm_count"].max())
         per["group"], per["layout"], per["sm"] = per["workload"], per["sm_count"].astype(str), per["sm_count"]
         per["fractions"] = [(s / total,) for s in per["sm_count"]]
     else:
         keys = [*run, "layout", "mode", *(["step"] if "step" in df.columns else []), "rep"]
-        per = d.groupby(keys, sort=False).agg(value=("makespan_ms", "max"), clock=("_clock", "mean")).reset_index()
+        per = d.groupby(keys, sort=False).agg(value=("makespan_ms", "max"), clock=("_clock", "mean"),
+                                              round=("_round", "first")).reset_index()
         sizes = {lay: parse_layout(lay) for lay in dict.fromkeys(per["layout"])}
         per["group"] = per["mode"]
         per["sm"] = [sizes[lay][0] for lay in per["layout"]]
         per["fractions"] = [tuple(s / sum(sizes[lay]) for s in sizes[lay]) for lay in per["layout"]]
-    return per[["group", "layout", "sm", "fractions", "value", "clock"]]
+    return per[["group", "layout", "sm", "fractions", "value", "clock", "round"]]
+
+
+def _round_key(df: pd.DataFrame) -> pd.Series:
+    run = df["run_id"].astype(str) if "run_id" in df.columns else pd.Series("", index=df.index)
+    rnd = df["round"].astype(str) if "round" in df.columns else pd.Series("0", index=df.index)
+    return run + "/" + rnd
 
 
 def _step(fracs) -> float:
@@ -256,70 +314,31 @@ def _align(sa: pd.DataFrame, sb: pd.DataFrame) -> list[tuple[str, str | None, st
 # ------------------------------------------------------------------------- verdicts
 
 
-def _pct(r: float) -> str:
-    return f"{r - 1:+.2%}"
-
-
-def decide(low: float, high: float, min_effect: float) -> tuple[str, str]:
-    """(verdict, reason) of a ratio interval against the band ``[1/(1+e), 1+e]``."""
-    if not (math.isfinite(low) and math.isfinite(high)) or low <= 0:
-        return "UNCLEAR", "too few repetitions to bound the ratio at this level"
-    up, down = 1.0 + min_effect, 1.0 / (1.0 + min_effect)
-    span = f"interval [{_pct(low)}, {_pct(high)}]"
-    if high < down:
-        return "FAST", f"{span} lies below -{min_effect:.1%}"
-    if low > up:
-        return "SLOW", f"{span} lies above +{min_effect:.1%}"
-    if low >= down and high <= up:
-        return "SAME", f"{span} lies within ±{min_effect:.1%}"
-    return "UNCLEAR", f"{span} straddles the ±{min_effect:.1%} band's edge"
-
-
-def _noise(v: np.ndarray, side: str) -> str:
-    s = sample_stats(v)
-    if not s["noisy"]:
-        return ""
-    return (f"{side} flagged noisy (IQR {s['iqr_ms'] / s['median_ms']:.0%}, p10-p90 "
-            f"{(s['p90_ms'] - s['p10_ms']) / s['median_ms']:.0%} of its median)")
-
-
-def _row(group, lay_a, lay_b, va, vb, ca, cb, info_a, info_b, level, min_effect) -> dict:
+def _row(group, lay_a, lay_b, a, b, info_a, info_b, decide_row) -> dict:
     row = dict.fromkeys(COMPARE_COLUMNS, math.nan)
     row.update(group=group, layout_a=lay_a or "", layout_b=lay_b or "", verdict="", reason="",
                clock_difference=False, cycles_verdict="", noisy_a=False, noisy_b=False)
-    for side, lay, v, info in (("a", lay_a, va, info_a), ("b", lay_b, vb, info_b)):
+    for side, lay, x, info in (("a", lay_a, a, info_a), ("b", lay_b, b, info_b)):
         if lay is not None:
-            row.update({f"sm_{side}": info[lay][0], f"fraction_{side}": info[lay][1][0], f"reps_{side}": len(v),
-                        f"median_{side}_ms": float(np.median(v))})
+            row.update({f"sm_{side}": info[lay][0], f"fraction_{side}": info[lay][1][0], f"reps_{side}": len(x[0]),
+                        f"median_{side}_ms": float(np.median(x[0])), f"rounds_{side}": len(set(x[1]))})
     if lay_a is None or lay_b is None:
         row["present"] = "A only" if lay_b is None else "B only"
         row["reason"] = f"measured on {row['present'].split()[0]} only"
         return row
     row["present"] = "both"
     row["ratio"] = row["median_b_ms"] / row["median_a_ms"]
-    _, row["ratio_low"], row["ratio_high"] = ratio_ci(va, vb, level)
-    verdict, reason = decide(row["ratio_low"], row["ratio_high"], min_effect)
-    noisy = [n for n in (_noise(va, "A"), _noise(vb, "B")) if n]
-    row["noisy_a"], row["noisy_b"] = bool(_noise(va, "A")), bool(_noise(vb, "B"))
-    if noisy:
-        verdict, reason = "UNCLEAR", f"{'; '.join(noisy)}; {reason}"
-    row["verdict"], row["reason"] = verdict, reason
-    if np.isfinite(ca).all() and np.isfinite(cb).all() and len(ca) and len(cb):
-        row["clock_a_mhz"], row["clock_b_mhz"] = float(np.median(ca)), float(np.median(cb))
-        _, row["cycles_low"], row["cycles_high"] = ratio_ci(va * ca, vb * cb, level)
-        row["cycles_ratio"] = float(np.median(vb * cb) / np.median(va * ca))
-        row["cycles_verdict"] = decide(row["cycles_low"], row["cycles_high"], min_effect)[0]
-        if verdict in ("FAST", "SLOW"):
-            if row["cycles_verdict"] == "SAME":
-                row["clock_difference"] = True
-                row["reason"] += (f"; SAME in clock-normalised time (SM clock {row['clock_a_mhz']:.0f} -> "
-                                  f"{row['clock_b_mhz']:.0f} MHz): a clock difference")
-            elif row["cycles_verdict"] == verdict:
-                row["reason"] += "; confirmed in clock-normalised time"
+    row.update(decide_row(a, b))
     return row
 
 
-def _table(sa, sb, pairs, min_effect, confidence) -> tuple[pd.DataFrame, dict]:
+def _arrays(g) -> tuple[np.ndarray, list, np.ndarray]:
+    if g is None:
+        return np.array([]), [], np.array([])
+    return g["value"].to_numpy(float), g["round"].tolist(), g["clock"].to_numpy(float)
+
+
+def _table(sa, sb, pairs, min_effect, confidence, floor: Floor) -> tuple[pd.DataFrame, dict]:
     m = sum(1 for _, x, y in pairs if x is not None and y is not None)
     alpha_each = min(MAX_ALPHA_EACH, (1.0 - confidence) / max(1, m))
     level = 1.0 - alpha_each
@@ -327,24 +346,23 @@ def _table(sa, sb, pairs, min_effect, confidence) -> tuple[pd.DataFrame, dict]:
     gb = {k: g for k, g in sb.groupby(["group", "layout"], sort=False)}
     info_a = {r.layout: (r.sm, r.fractions) for r in sa.drop_duplicates("layout").itertuples()}
     info_b = {r.layout: (r.sm, r.fractions) for r in sb.drop_duplicates("layout").itertuples()}
-    empty = np.array([])
-    rows = []
-    for group, la, lb in pairs:
-        a = ga.get((group, la))
-        b = gb.get((group, lb))
-        rows.append(_row(group, la, lb,
-                         a["value"].to_numpy(float) if a is not None else empty,
-                         b["value"].to_numpy(float) if b is not None else empty,
-                         a["clock"].to_numpy(float) if a is not None else empty,
-                         b["clock"].to_numpy(float) if b is not None else empty,
-                         info_a, info_b, level, min_effect))
+    data = [(g, la, lb, _arrays(ga.get((g, la))), _arrays(gb.get((g, lb)))) for g, la, lb in pairs]
+    both = [(a, b) for _, la, lb, a, b in data if la is not None and lb is not None]
+    prior, prior_c = prior_variance(both), prior_variance(both, cycles=True)
+
+    def decide_row(a, b):
+        return row_verdict(a[0], b[0], a[1], b[1], a[2], b[2], level=level, min_effect=min_effect, floor=floor,
+                           prior=prior, prior_cycles=prior_c)
+
+    rows = [_row(g, la, lb, a, b, info_a, info_b, decide_row) for g, la, lb, a, b in data]
     t = pd.DataFrame(rows, columns=COMPARE_COLUMNS)
     t["_f"] = t["fraction_a"].fillna(t["fraction_b"])
     order = {g: i for i, g in enumerate(dict.fromkeys(t["group"]))}
     t = t.sort_values(["group", "_f"], key=lambda s: s.map(order) if s.name == "group" else s, kind="stable")
     t = t.drop(columns="_f").reset_index(drop=True)
     return t, {"min_effect": min_effect, "confidence": confidence, "compared": m, "alpha_each": alpha_each,
-               "level": level}
+               "level": level, "floor": dataclasses.asdict(floor), "floor_text": floor.text(),
+               "round_sd": math.sqrt(prior[0]) if prior[1] else math.nan, "round_df": prior[1]}
 
 
 def _curves(sa: pd.DataFrame, sb: pd.DataFrame) -> pd.DataFrame:
@@ -363,24 +381,26 @@ def _curves(sa: pd.DataFrame, sb: pd.DataFrame) -> pd.DataFrame:
 # --------------------------------------------------------------------- best splits
 
 
-def _by_layout(s: pd.DataFrame, group: str) -> dict[str, np.ndarray]:
+def _by_layout(s: pd.DataFrame, group: str) -> dict[str, tuple[np.ndarray, list]]:
     g = s[s["group"] == group]
-    return {lay: x["value"].to_numpy(float) for lay, x in g.groupby("layout", sort=False)}
+    return {lay: (x["value"].to_numpy(float), x["round"].tolist()) for lay, x in g.groupby("layout", sort=False)}
 
 
-def _best_of(s: pd.DataFrame, confidence: float) -> dict | None:
+def _best_of(s: pd.DataFrame, confidence: float, floor: Floor) -> dict | None:
     per = _by_layout(s, "concurrent")
     if not per:
         return None
     frac = {r.layout: r.fractions[0] for r in s.drop_duplicates("layout").itertuples()}
-    lay = min(per, key=lambda k: (float(np.median(per[k])), frac[k]))
-    lo, hi = quantile_ci(per[lay], 0.5, confidence)
-    return {"layout": lay, "fraction": frac[lay], "median_ms": float(np.median(per[lay])), "ci_low_ms": lo,
-            "ci_high_ms": hi, "reps": len(per[lay])}
+    lay = min(per, key=lambda k: (float(np.median(per[k][0])), frac[k]))
+    _, lo, hi = round_median_ci(per[lay][0], per[lay][1], confidence, floor=floor)
+    return {"layout": lay, "fraction": frac[lay], "median_ms": float(np.median(per[lay][0])), "ci_low_ms": lo,
+            "ci_high_ms": hi, "reps": len(per[lay][0]), "rounds": len(set(per[lay][1]))}
 
 
-def _cost(s: pd.DataFrame, best: str, other: str | None, confidence: float, min_effect: float) -> dict:
-    """What running ``other`` instead of this side's ``best`` costs on this side."""
+def _cost(s: pd.DataFrame, best: str, other: str | None, confidence: float, min_effect: float,
+          floor: Floor) -> dict:
+    """What running ``other`` instead of this side's ``best`` costs on this side (one run: the
+    rounds carry the noise; both layouts share the run, so the floor's run part cancels)."""
     if other is None:
         return {"layout": None, "ratio": math.nan, "low": math.nan, "high": math.nan, "verdict": "",
                 "reason": "that layout was not measured on this side"}
@@ -388,16 +408,18 @@ def _cost(s: pd.DataFrame, best: str, other: str | None, confidence: float, min_
     if other == best:
         return {"layout": other, "ratio": 1.0, "low": 1.0, "high": 1.0, "verdict": "SAME",
                 "reason": "the same layout is best here"}
-    ratio = float(np.median(per[other]) / np.median(per[best]))
-    _, lo, hi = ratio_ci(per[best], per[other], confidence)
-    verdict, reason = decide(lo, hi, min_effect)
-    return {"layout": other, "ratio": ratio, "low": lo, "high": hi, "verdict": verdict, "reason": reason}
+    ratio = float(np.median(per[other][0]) / np.median(per[best][0]))
+    r = round_ratio_ci(per[best][0], per[other][0], per[best][1], per[other][1], confidence,
+                       floor=dataclasses.replace(floor, run_sd=0.0))
+    verdict, reason = decide(r["low"], r["high"], min_effect)
+    return {"layout": other, "ratio": ratio, "low": r["low"], "high": r["high"], "verdict": verdict, "reason": reason}
 
 
 def _best(sa, sb, pairs, settings) -> dict:
     """Each side's best split, and whether it moved: decided only over the concurrent layouts both
     sides measured (``common``); ``moved`` is None, with ``note`` saying why, where there is none."""
-    a, b = _best_of(sa, settings["confidence"]), _best_of(sb, settings["confidence"])
+    floor = Floor(**settings["floor"])
+    a, b = _best_of(sa, settings["confidence"], floor), _best_of(sb, settings["confidence"], floor)
     if a is None or b is None:
         return {}
     common = [(x, y) for g, x, y in pairs if g == "concurrent" and x is not None and y is not None]
@@ -407,8 +429,8 @@ def _best(sa, sb, pairs, settings) -> dict:
                                     "moved cannot be told")
         return out
     a_to_b, b_to_a = dict(common), {y: x for x, y in common}
-    ca = _best_of(sa[sa["layout"].isin(a_to_b)], settings["confidence"])
-    cb = _best_of(sb[sb["layout"].isin(b_to_a)], settings["confidence"])
+    ca = _best_of(sa[sa["layout"].isin(a_to_b)], settings["confidence"], floor)
+    cb = _best_of(sb[sb["layout"].isin(b_to_a)], settings["confidence"], floor)
     outside = [f"{side}'s best overall, {x['layout']}, was measured on that side only"
                for side, x, c in (("A", a, ca), ("B", b, cb)) if x["layout"] != c["layout"]]
     if outside:
@@ -416,8 +438,8 @@ def _best(sa, sb, pairs, settings) -> dict:
                        f"{cb['layout']} on B best among them); " + "; ".join(outside))
     conf, eff = settings["confidence"], settings["min_effect"]
     out.update(a_common=ca, b_common=cb, moved=a_to_b[ca["layout"]] != cb["layout"],
-               a_best_on_b=_cost(sb, cb["layout"], a_to_b[ca["layout"]], conf, eff),
-               b_best_on_a=_cost(sa, ca["layout"], b_to_a[cb["layout"]], conf, eff))
+               a_best_on_b=_cost(sb, cb["layout"], a_to_b[ca["layout"]], conf, eff, floor),
+               b_best_on_a=_cost(sa, ca["layout"], b_to_a[cb["layout"]], conf, eff, floor))
     return out
 
 
@@ -479,7 +501,8 @@ def _check_settings(min_effect, confidence, slo_ms, percentile) -> None:
 
 
 def compare(a, b=None, *, by: str | None = None, labels=None, min_effect: float = 0.01,
-            confidence: float = 0.95, slo_ms: float | None = None, percentile: float = 50.0) -> Comparison:
+            confidence: float = 0.95, slo_ms: float | None = None, percentile: float = 50.0,
+            floor: Floor | None = None) -> Comparison:
     """Compare two results layout by layout; say which differences are real and whether the best split moved.
 
     Parameters
@@ -501,6 +524,10 @@ def compare(a, b=None, *, by: str | None = None, labels=None, min_effect: float 
         whose ``percentile`` duration meets it (sweeps and overlaps; a tune result's
         own ``slo_ms`` when it has one).
     percentile : float, default 50
+    floor : Floor, optional
+        Run-to-run noise standing in for a side measured in one round; default the larger
+        recorded floor of the two sides' cards and workloads
+        (:func:`gcexplore.analysis.stats.noise_floor`), shown in ``settings["floor_text"]``.
 
     Returns
     -------
@@ -521,20 +548,21 @@ def compare(a, b=None, *, by: str | None = None, labels=None, min_effect: float 
     both, one_sided = set_pairs(fa, fb)
     if len(both) == 1 and not one_sided:
         return _compare_pair(both[0][1], both[0][2], labels, family, by, min_effect=min_effect,
-                             confidence=confidence, slo_ms=slo_ms, percentile=percentile)
+                             confidence=confidence, slo_ms=slo_ms, percentile=percentile, floor=floor)
     if not both and len(one_sided) == 2:  # one set a side, different ones: say so as before
         _same_workloads(fa, fb, family)
     pairs = {k: _compare_pair(x, y, labels, family, by, min_effect=min_effect, confidence=confidence,
-                              slo_ms=slo_ms, percentile=percentile) for k, x, y in both}
-    return Comparisons(tuple(labels), pairs, one_sided, by)
+                              slo_ms=slo_ms, percentile=percentile, floor=floor) for k, x, y in both}
+    return Comparisons(tuple(labels), pairs, one_sided, by, tuple(COMPARE_COLUMNS))
 
 
-def _compare_pair(fa, fb, labels, family, by, *, min_effect, confidence, slo_ms, percentile) -> Comparison:
+def _compare_pair(fa, fb, labels, family, by, *, min_effect, confidence, slo_ms, percentile,
+                  floor: Floor | None = None) -> Comparison:
     """The comparison of two sides that measured the same workload set (the grouping is done)."""
     _same_workloads(fa, fb, family)
     sa, sb = _samples(fa, family), _samples(fb, family)
     pairs = _align(sa, sb)
-    table, settings = _table(sa, sb, pairs, float(min_effect), float(confidence))
+    table, settings = _table(sa, sb, pairs, float(min_effect), float(confidence), floor or side_floor(fa, fb))
     best = _best(sa, sb, pairs, settings) if family != "scaling" else {}
     if slo_ms is None and family == "tune":
         slo_ms = fa.attrs.get("slo_ms") or None

@@ -218,7 +218,8 @@ def busy_shares(occupancy: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def baseline_choice(df: pd.DataFrame, layout: str, mode: str = "sequential") -> dict:
+def baseline_choice(df: pd.DataFrame, layout: str, mode: str = "sequential", *,
+                    summary: pd.DataFrame | None = None) -> dict:
     """A split's speedup over a whole-device baseline, against both baselines one can mean.
 
     A sweep measures ``sequential`` (or ``streams``) next to every split; the guide's
@@ -233,7 +234,7 @@ def baseline_choice(df: pd.DataFrame, layout: str, mode: str = "sequential") -> 
     from .overlap import baseline_ms, layout_table
     from .summaries import summarize
 
-    table = layout_table(summarize(df))
+    table = layout_table(summarize(df) if summary is None else summary)  # summary: of df, computed once
     col = f"{mode}_ms"
     if layout not in set(table["layout"]):
         raise ValueError(f"layout {layout!r} was not measured; layouts {list(table['layout'])}")

@@ -4,6 +4,7 @@ split (:func:`best_split`), speedups, interference, split loss, efficiency and t
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -12,7 +13,7 @@ import pandas as pd
 from ..results.run import per_run, require_one_run, run_of, with_identity
 from ..results.validate import open_run, require_columns
 from ..schema import IDENTITY_COLUMNS, MODES
-from .stats import STAT_COLUMNS, finite, nanmedian, ratio, stats
+from .stats import STAT_COLUMNS, finite, nanmedian, noise_floor, ratio, round_median_ci, round_ratio_ci, stats
 
 __all__ = ["BOUND_FIELDS", "CONCURRENT_COLUMNS", "LAYOUT_TABLE_COLUMNS", "OVERLAP_SUMMARY_COLUMNS", "PER_LAYOUT_COLUMNS",
            "SPAN_INCLUDES_WAIT", "baseline_ms", "best_layout", "best_split", "layout_table", "lower_bound",
@@ -301,7 +302,11 @@ def best_split(df: pd.DataFrame) -> pd.Series:
     Returns
     -------
     pandas.Series
-        Named by the layout, with the columns of :func:`layout_table`.
+        Named by the layout, with the columns of :func:`layout_table`; from raw rows also
+        ``ci_low_ms`` / ``ci_high_ms`` (90% interval of its median concurrent makespan, the
+        round as the unit: :func:`~gcexplore.analysis.stats.round_median_ci`), ``rounds``, and
+        ``tied`` (layouts whose makespan is not shown above the best's by more than 1% at 90%,
+        rounds as the unit: as good, within what another run could show).
 
     Raises
     ------
@@ -319,8 +324,26 @@ def best_split(df: pd.DataFrame) -> pd.Series:
     if table.empty:
         raise ValueError("best_split: no layout has a finite concurrent makespan")
     best = table.loc[table["concurrent_ms"].idxmin()]
+    if "rep" in df.columns and "makespan_ms" in df.columns:
+        best = pd.concat([best, pd.Series(_best_interval(df, str(best["layout"])), dtype=object)])
     best.name = best["layout"]
     return best
+
+
+def _best_interval(df: pd.DataFrame, layout: str, confidence: float = 0.9, tolerance: float = 0.01) -> dict:
+    conc = df[df["mode"] == "concurrent"]
+    rnd = conc["round"] if "round" in conc.columns else pd.Series(0, index=conc.index)
+    per = conc.assign(_r=rnd).groupby(["layout", "_r", "rep"], sort=False)["makespan_ms"].max().reset_index()
+    floor = noise_floor(str(conc["device_name"].iloc[0]) if "device_name" in conc.columns else "",
+                        sorted(set(conc["workload"].astype(str))))
+    groups = {lay: g for lay, g in per.groupby("layout", sort=False)}
+    b = groups[layout]
+    _, lo, hi = round_median_ci(b["makespan_ms"], b["_r"], confidence, floor=floor)
+    within = dataclasses.replace(floor, run_sd=0.0)  # one run: its layouts share the run's offset
+    tied = [lay for lay, g in groups.items() if lay != layout and
+            round_ratio_ci(b["makespan_ms"], g["makespan_ms"], b["_r"], g["_r"], confidence, floor=within)["low"]
+            <= 1.0 + tolerance]
+    return {"ci_low_ms": lo, "ci_high_ms": hi, "rounds": int(b["_r"].nunique()), "tied": tied}
 
 
 def best_layout(df: pd.DataFrame) -> str:

@@ -35,12 +35,16 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from .traffic_profile import TRAFFIC_PROFILE_COLUMNS, scale_profiles, with_traffic_columns
+from ..schema import identity_name
+
+SM_COUNT = identity_name("sm_count")  # the card's SM count, as every result names it
 
 __all__ = [
     "L2_FIT_FRACTION",
@@ -60,7 +64,7 @@ __all__ = [
 
 #: Columns of a solo profile (one row per workload x position x size x repetition).
 PROFILE_COLUMNS = ["workload", "position", "sm_count", "rep", "duration_ms", "start_ms", "bytes", "flops",
-                   "working_set_bytes", "shared_bandwidth_gbs", "l2_bytes", "device_sm_count",
+                   "working_set_bytes", "shared_bandwidth_gbs", "l2_bytes", SM_COUNT,
                    "sm_alignment", "device_name", "run_id"]
 #: How a saturated DRAM is divided: by outstanding requests (SMs x per-SM rate), by the
 #: bandwidth each drew alone, or equally (max-min fair).
@@ -150,13 +154,13 @@ def profile_from(result: pd.DataFrame, *, bytes: Mapping[str, float] | None = No
     out["shared_bandwidth_gbs"] = float(shared_bandwidth_gbs if shared_bandwidth_gbs is not None
                                         else a.get("shared_bandwidth_gbs", math.nan) or math.nan)
     out["l2_bytes"] = float(l2_bytes if l2_bytes is not None else a.get("l2_bytes", math.nan) or math.nan)
-    out["device_sm_count"] = int(a.get("device_sm_count", 0) or 0)
+    out[SM_COUNT] = int(a.get(SM_COUNT, 0) or 0)
     out["sm_alignment"] = int(a.get("sm_alignment", 0) or np.gcd.reduce(
         rows.loc[rows["position"] == "first", "sm_count"].astype(int).to_numpy()))
     out["device_name"] = rows["device_name"].to_numpy() if "device_name" in rows else str(a.get("device_name", ""))
     out["run_id"] = rows["run_id"].to_numpy() if "run_id" in rows else str(a.get("run_id", ""))
     out = out[PROFILE_COLUMNS]
-    out.attrs.update({k: v for k, v in a.items() if k in ("device_name", "device_sm_count", "date", "recorded")})
+    out.attrs.update({k: v for k, v in a.items() if k in ("device_name", SM_COUNT, "date", "recorded")})
     out.attrs["kind"] = "solo_profile"
     return check_profiles(out)
 
@@ -166,7 +170,7 @@ def _bad(what: str) -> ProfileError:
                         "gcexplore.analysis.prediction.profile_from(scaling or sweep result))")
 
 
-def check_profiles(profiles) -> pd.DataFrame:
+def check_profiles(profiles, *, bandwidth_given: bool = False) -> pd.DataFrame:
     """One profile frame from a frame, a sequence or a mapping of them; :class:`ProfileError` if unusable.
 
     Checks: the columns of :data:`PROFILE_COLUMNS`; positive finite durations; positive
@@ -178,7 +182,14 @@ def check_profiles(profiles) -> pd.DataFrame:
     if isinstance(profiles, (list, tuple)):
         if not profiles:
             raise _bad("no profiles given")
-        frames = [check_profiles(p) for p in profiles]
+        frames = [check_profiles(p, bandwidth_given=bandwidth_given) for p in profiles]
+        seen: dict[str, int] = {}
+        for i, f in enumerate(frames):
+            for w in dict.fromkeys(f["workload"].astype(str)):
+                if w in seen:  # pooled, two measurements would make one curve of both
+                    raise _bad(f"workload {w!r} is in profiles {seen[w]} and {i}; give one profile per workload "
+                               "(or rename one: profile.assign(workload='other name'))")
+                seen[w] = i
         df = pd.concat(frames, ignore_index=True)
         df.attrs.update(frames[0].attrs)
     elif isinstance(profiles, pd.DataFrame):
@@ -201,10 +212,19 @@ def check_profiles(profiles) -> pd.DataFrame:
         v = df[col].to_numpy(dtype=float)
         if np.any(v[np.isfinite(v)] < 0):
             raise _bad(f"{col} must be >= 0 or missing")
-    for col in ("device_name", "device_sm_count"):
+    for col in ("device_name", SM_COUNT):
         if df[col].nunique() > 1:
             raise _bad(f"profiles of different cards ({col}: {sorted(map(str, df[col].unique()))}); "
                        "predict pairs from profiles measured on one card")
+    bw = df["shared_bandwidth_gbs"].to_numpy(dtype=float)
+    if np.any(bw[np.isfinite(bw)] <= 0):
+        raise _bad("shared_bandwidth_gbs must be a positive bandwidth in GB/s, or missing")
+    if len(set(bw[np.isfinite(bw)])) > 1 and not bandwidth_given:
+        raise _bad(f"profiles measured at different shared bandwidths ({', '.join(f'{v:g}' for v in sorted(set(bw[np.isfinite(bw)])))} "
+                   "GB/s); profile on one card, or pass predict(..., shared_bandwidth_gbs=) to say which holds")
+    if ((runs := df.groupby("workload", sort=False)["run_id"].nunique()) > 1).any():
+        raise _bad(f"workload {runs[runs > 1].index[0]!r} was profiled in {int(runs.max())} runs; give one profile "
+                   "per workload (or rename one: profile.assign(workload='other name'))")
     out = df[PROFILE_COLUMNS + [c for c in TRAFFIC_PROFILE_COLUMNS if c in df.columns]].reset_index(drop=True)
     out.attrs.update(df.attrs)
     out.attrs["kind"] = "solo_profile"
@@ -237,7 +257,7 @@ class _Curve:
         # counted on a small partition too: bytes per call between the two sizes, linear in SMs
         small = float(rows["small_dram_bytes"].iloc[0]) if "small_dram_bytes" in rows else math.nan
         k_small = float(rows["small_sm_count"].iloc[0]) if "small_sm_count" in rows else math.nan
-        k_big = float(rows["device_sm_count"].iloc[0])
+        k_big = float(rows[SM_COUNT].iloc[0])
         self.small = (k_small, small) if math.isfinite(small) and math.isfinite(k_small) and k_small < k_big else None
         self.k_big = k_big
         starts = rows.loc[rows["position"] == "first", "start_ms"].to_numpy(dtype=float)
@@ -419,7 +439,7 @@ def _fluid(curves: list[_Curve], times: list[float], sms: list[int], peak: float
 
 
 def _layouts(profiles: pd.DataFrame, n: int) -> list[tuple[int, ...]]:
-    total = int(profiles["device_sm_count"].iloc[0])
+    total = int(profiles[SM_COUNT].iloc[0])
     step = int(profiles["sm_alignment"].iloc[0])
     if total <= 0 or step <= 0:
         raise _bad("device_sm_count and sm_alignment are unknown; pass layouts= explicitly")
@@ -437,6 +457,10 @@ def _as_layouts(layouts, n: int, profiles: pd.DataFrame) -> list[tuple[int, ...]
         if len(t) != n or min(t) <= 0:
             raise ValueError(f"layout {lay!r} must give {n} positive SM counts (one per workload, remainder "
                              f"last), e.g. '24+108'")
+        total = int(profiles[SM_COUNT].iloc[0])
+        if total > 0 and sum(t) > total:
+            raise ValueError(f"layout {lay!r} needs {sum(t)} SMs; the profiled card ({profiles['device_name'].iloc[0]}) "
+                             f"has {total}")
         out.append(t)
     return out
 
@@ -492,7 +516,7 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
         ``lower_bound_ms`` (the slowest workload's fastest solo time).
         ``attrs["kind"] = "prediction"`` with the settings.
     """
-    prof = with_traffic_columns(check_profiles(profiles))
+    prof = with_traffic_columns(check_profiles(profiles, bandwidth_given=shared_bandwidth_gbs is not None))
     if sharing not in SHARING:
         raise ValueError(f"sharing must be one of {SHARING}, got {sharing!r}")
     err = _error_pair(model_error)
@@ -510,6 +534,13 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
     if len(names) < 2 or len(set(names)) != len(names):
         raise ValueError(f"predict needs two or more distinct workload names, got {names}")
     peak = float(shared_bandwidth_gbs if shared_bandwidth_gbs is not None else prof["shared_bandwidth_gbs"].max())
+    if shared_bandwidth_gbs is not None and not (math.isfinite(peak) and peak > 0):
+        raise ValueError(f"shared_bandwidth_gbs must be a positive bandwidth in GB/s, got {shared_bandwidth_gbs!r}")
+    notes = []
+    if not math.isfinite(peak):
+        notes.append("the profiles carry no shared DRAM bandwidth, so DRAM sharing is not modelled (interference "
+                     "1.0 wherever only DRAM is shared); pass shared_bandwidth_gbs= (the card's DRAM bandwidth)")
+        warnings.warn(notes[-1], stacklevel=2)
     l2 = float(l2_bytes if l2_bytes is not None else prof["l2_bytes"].max())
     bound = max(c.fastest() for c in sources)
     if l2_bandwidth_gbs is not None and not (isinstance(l2_bandwidth_gbs, (int, float)) and l2_bandwidth_gbs > 0):
@@ -526,7 +557,7 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
                      unknown_bytes=[n for n, c in zip(names, sources) if not math.isfinite(c.bytes)],
                      bytes_source={n: str(src.get(c.name, "missing")) for n, c in zip(names, sources)},
                      l2_bandwidth_gbs=l2_bandwidth_gbs,
-                     assumed=list(prof.attrs.get("assumed", [])))
+                     assumed=list(prof.attrs.get("assumed", [])), notes=notes)
     return out
 
 

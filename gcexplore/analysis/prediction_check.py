@@ -10,14 +10,29 @@ import pandas as pd
 
 from .overlap import layout_table, makespan_stats
 from .prediction import SHARING, l2_drawn_gbs, predict, predicted_layouts, require_prediction
+from .stats import Floor, noise_floor, round_median_ci
 
 __all__ = ["ERROR_COLUMNS", "L2_CANDIDATES", "fit_model", "predict_error", "prediction_facts"]
 
 ERROR_COLUMNS = ["layout", "split_sm_count", "predicted_ms", "predicted_low_ms", "predicted_high_ms",
-                 "measured_ms", "error", "inside", "predicted_interference", "measured_interference"]
+                 "measured_ms", "measured_low_ms", "measured_high_ms", "error", "inside", "predicted_interference",
+                 "measured_interference"]
 
 
-def predict_error(prediction: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFrame:
+def _measured_intervals(measured: pd.DataFrame, confidence: float = 0.9,
+                        floor: Floor | None = None) -> dict[str, tuple[float, float]]:
+    """Per layout: the interval of the run's concurrent makespan with the between-round component
+    (:func:`~gcexplore.analysis.stats.round_median_ci`; the card's floor for a single round)."""
+    conc = measured[measured["mode"] == "concurrent"]
+    rnd = conc["round"] if "round" in conc.columns else pd.Series(0, index=conc.index)
+    per = conc.assign(_r=rnd).groupby(["layout", "_r", "rep"], sort=False)["makespan_ms"].max().reset_index()
+    name = str(conc["device_name"].iloc[0]) if "device_name" in conc.columns and len(conc) else ""
+    floor = floor or noise_floor(name, sorted(set(conc["workload"].astype(str))))
+    return {lay: round_median_ci(g["makespan_ms"], g["_r"], confidence, floor=floor)[1:]
+            for lay, g in per.groupby("layout", sort=False)}
+
+
+def predict_error(prediction: pd.DataFrame, measured: pd.DataFrame, *, floor: Floor | None = None) -> pd.DataFrame:
     """Per layout measured in both: the predicted against the measured median concurrent makespan.
 
     Parameters
@@ -26,19 +41,30 @@ def predict_error(prediction: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFr
         :func:`predict`'s result.
     measured : pandas.DataFrame
         A sweep, overlap or tune result with ``concurrent`` rows (one run).
+    floor : Floor, optional
+        Run-to-run noise of a layout measured in one round (default: the card's recorded
+        :func:`~gcexplore.analysis.stats.noise_floor`; ``Floor(0)`` counts only the repetitions).
 
     Returns
     -------
     pandas.DataFrame
         Columns ``layout``, ``split_sm_count``, ``predicted_ms`` (and ``_low_ms``,
-        ``_high_ms``), ``measured_ms`` (median over repetitions), ``error`` (predicted /
-        measured - 1), ``inside`` (the measured median lies in the interval),
+        ``_high_ms``), ``measured_ms`` (median over repetitions) with ``measured_low_ms`` /
+        ``measured_high_ms`` (its 90% interval, the round as the unit: where another run would
+        land), ``error`` (predicted / measured - 1), ``inside`` (the two intervals meet: the
+        prediction agrees with the measurement up to its run-to-run noise),
         ``predicted_interference`` and ``measured_interference`` (NaN without ``alone``
         rows); sorted by ``split_sm_count``.
     """
     require_prediction(prediction, "predict_error")
     if "mode" not in measured.columns or not (measured["mode"] == "concurrent").any():
         raise ValueError("predict_error needs a measured result with 'concurrent' rows (sweep, overlap or tune)")
+    conc = measured[measured["mode"] == "concurrent"]
+    names = list(prediction.attrs.get("workloads") or [])
+    if names and set(conc["workload"].astype(str)) != set(names):
+        raise ValueError(f"predict_error: the prediction is of {', '.join(names)}, the measurement of "
+                         f"{', '.join(dict.fromkeys(conc['workload'].astype(str)))}; compare a prediction with a "
+                         "sweep of the same workloads")
     ms = makespan_stats(measured, "concurrent").set_index("layout")["median_ms"]
     inter = pd.Series(dtype=float)
     if (measured["mode"] == "alone").any():
@@ -46,11 +72,15 @@ def predict_error(prediction: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFr
     lay = predicted_layouts(prediction)
     lay = lay[lay["layout"].isin(ms.index)]
     m = lay["layout"].map(ms).to_numpy(dtype=float)
+    iv = _measured_intervals(measured, floor=floor)
+    mlo = np.array([iv.get(x, (np.nan, np.nan))[0] for x in lay["layout"]], dtype=float)
+    mhi = np.array([iv.get(x, (np.nan, np.nan))[1] for x in lay["layout"]], dtype=float)
     out = pd.DataFrame({
         "layout": lay["layout"], "split_sm_count": lay["split_sm_count"], "predicted_ms": lay["makespan_ms"],
         "predicted_low_ms": lay["makespan_low_ms"], "predicted_high_ms": lay["makespan_high_ms"],
-        "measured_ms": m, "error": lay["makespan_ms"].to_numpy() / m - 1.0,
-        "inside": (lay["makespan_low_ms"].to_numpy() <= m) & (m <= lay["makespan_high_ms"].to_numpy()),
+        "measured_ms": m, "measured_low_ms": mlo, "measured_high_ms": mhi,
+        "error": lay["makespan_ms"].to_numpy() / m - 1.0,
+        "inside": (lay["makespan_low_ms"].to_numpy() <= mhi) & (mlo <= lay["makespan_high_ms"].to_numpy()),
         "predicted_interference": lay["interference"],
         "measured_interference": lay["layout"].map(inter).to_numpy(dtype=float),
     }, columns=ERROR_COLUMNS).reset_index(drop=True)
@@ -126,11 +156,12 @@ def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9) -> dict:
     best = min(raw, key=score.get)
     e = raw[best]
     q = (1 + quantile) / 2
-    above = float(np.quantile(np.maximum(e["measured_ms"] / e["predicted_high_ms"] - 1, 0), q, method="higher"))
-    below = float(np.quantile(np.maximum(1 - e["measured_ms"] / e["predicted_low_ms"], 0), q, method="higher"))
+    # how far each measurement's round interval (where another run would land) lies outside
+    above = float(np.quantile(np.maximum(e["measured_low_ms"] / e["predicted_high_ms"] - 1, 0), q, method="higher"))
+    below = float(np.quantile(np.maximum(1 - e["measured_high_ms"] / e["predicted_low_ms"], 0), q, method="higher"))
     err = (min(below, 0.99), min(above, 0.99))
-    inside = (e["predicted_low_ms"] * (1 - err[0]) <= e["measured_ms"]) & (
-        e["measured_ms"] <= e["predicted_high_ms"] * (1 + err[1]))
+    inside = (e["predicted_low_ms"] * (1 - err[0]) <= e["measured_high_ms"]) & (
+        e["measured_low_ms"] <= e["predicted_high_ms"] * (1 + err[1]))
     return {"sharing": best[0], "l2_bandwidth_gbs": best[1], "model_error": err, "coverage": float(inside.mean()),
             "median_abs_error": {r: score[r, None][0] for r in SHARING},
             "l2_median_abs_error": {("none" if l2 is None else f"{l2:.0f}"): score[best[0], l2][0] for l2 in l2s}}

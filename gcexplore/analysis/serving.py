@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ..results.run import per_run, with_identity
+from ..schema import RUN_COLUMNS
 from ..results.validate import check_result
 from .stats import quantile
 
@@ -145,7 +146,7 @@ def goodput_table(df_or_table: pd.DataFrame, slo: ServingSLO) -> pd.DataFrame:
     result or its :func:`serving_table` with ``slo``."""
     t = df_or_table if "meets_slo" in df_or_table.columns else serving_table(df_or_table, slo)
     rows = []
-    keys = [c for c in ("device_uuid", "device_index", "run_id") if c in t.columns]
+    keys = [c for c in RUN_COLUMNS if c != "device_name" and c in t.columns]  # the run key, as the schema names it
     for k, g in t[t["mode"] != "alone"].groupby([*keys, "mode", "layout"], sort=False, dropna=False):
         mode, layout = k[-2:]
         ok = g[g["meets_slo"]].sort_values("rate_rps")

@@ -11,15 +11,19 @@ pairs, the normal approximation (continuity-corrected) beyond.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
+import sys
 from statistics import NormalDist
 
 import numpy as np
 
-__all__ = ["EXACT_MAX_PAIRS", "NOISY_FRACTION", "NOISY_RANGE_FRACTION", "STAT_COLUMNS", "finite", "finite_positive",
-           "mann_whitney_cdf", "mann_whitney_k", "nanmedian", "quantile", "quantile_ci", "quantiles", "ratio",
-           "ratio_bound", "ratio_ci", "shift_ci", "stats"]
+__all__ = ["DEFAULT_FLOOR", "EXACT_MAX_PAIRS", "FLOOR_COLUMNS", "Floor", "NOISY_FRACTION", "NOISY_RANGE_FRACTION",
+           "PRIOR_WEIGHT", "STAT_COLUMNS", "finite", "finite_positive", "mann_whitney_cdf", "mann_whitney_k",
+           "nanmedian", "noise_floor", "pooled_variance", "quantile", "quantile_ci", "quantiles", "ratio",
+           "ratio_bound", "ratio_ci", "round_median_ci", "round_medians", "round_ratio_ci", "round_variance", "rounds_needed",
+           "shift_ci", "stats", "t_cdf", "t_quantile"]
 
 #: Largest n*m for which the exact Mann-Whitney distribution is built (200 x 200 reps).
 EXACT_MAX_PAIRS = 40_000
@@ -59,6 +63,10 @@ def quantile_ci(values, q: float = 0.5, confidence: float = 0.9) -> tuple[float,
     probability at most ``(1 - confidence) / 2`` under Binomial(n, q). A side that ``n``
     samples cannot bound is infinite (at 90%, the median needs 5 samples).
     """
+    if not 0.0 < q < 1.0:
+        raise ValueError(f"quantile_ci: q must be a quantile between 0 and 1 (0.5: the median), got {q!r}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"quantile_ci: confidence must be between 0 and 1 (0.9: 90%), got {confidence!r}")
     v = np.sort(finite(values))
     n, alpha = v.size, (1.0 - confidence) / 2.0
     if n == 0:
@@ -248,3 +256,277 @@ def ratio_bound(base, other, confidence: float = 0.9) -> tuple[float, float]:
     to give one (5 each at 90%: k = 5 of 25 ratios)."""
     est, low, _ = ratio_ci(base, other, confidence)
     return est, low
+
+
+# ----------------------------------------------------------------------------- rounds
+# The run is the unit of noise: repetitions of one round agree more closely than rounds and runs
+# do, so an interval that decides something is built from round medians (a t interval whose unit
+# is the round), with the between-round variance of a row shrunk toward the pooled variance of
+# all rows compared (one run's layouts share their noise), plus the known run-to-run excess of the
+# card (:class:`Floor`). A side with a single round has no between-round variance of its own: the
+# floor stands in for it.
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the regularised incomplete beta (modified Lentz)."""
+    tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        for aa in (m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
+            d = 1.0 + aa * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + aa / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-13:
+            break
+    return h
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    if x <= 0.0 or x >= 1.0:
+        return 0.0 if x <= 0.0 else 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def t_cdf(t: float, df: float) -> float:
+    """P(T <= t) of Student's t with ``df`` degrees of freedom (normal for infinite df)."""
+    if not math.isfinite(df):
+        return NormalDist().cdf(t)
+    tail = 0.5 * _betainc(df / 2.0, 0.5, df / (df + t * t))
+    return 1.0 - tail if t > 0 else tail
+
+
+def t_quantile(p: float, df: float) -> float:
+    """The ``p`` quantile of Student's t (bisection on :func:`t_cdf`; normal beyond 1e6 df)."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"t_quantile: p must be in (0, 1), got {p!r}")
+    if df <= 0:
+        return math.inf if p > 0.5 else -math.inf
+    if df > 1e6:
+        return NormalDist().inv_cdf(p)
+    lo, hi = -1.0, 1.0
+    while t_cdf(lo, df) > p:
+        lo *= 2.0
+    while t_cdf(hi, df) < p:
+        hi *= 2.0
+    for _ in range(100):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if t_cdf(mid, df) < p else (lo, mid)
+        if hi - lo < 1e-10 * max(1.0, abs(mid)):
+            break
+    return 0.5 * (lo + hi)
+
+
+@dataclasses.dataclass(frozen=True)
+class Floor:
+    """Run-to-run noise of one card and workload, as standard deviations of log time.
+
+    ``round_sd``: between the round medians of one run (stands in for a side measured in a single
+    round); ``run_sd``: what runs add beyond their rounds (a run's mean over many rounds still moves
+    by this much), 0 where rounds catch all of it; ``source``: where the numbers come from.
+    """
+
+    round_sd: float
+    run_sd: float = 0.0
+    source: str = "default"
+
+    def __post_init__(self):
+        for name in ("round_sd", "run_sd"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= float(v) < 1.0:
+                raise ValueError(f"Floor.{name} must be a standard deviation of log time in [0, 1), got {v!r}")
+
+    def text(self) -> str:
+        extra = f" + {self.run_sd:.2%} per run" if self.run_sd > 0 else ""
+        return f"noise floor {self.round_sd:.2%} per round{extra} ({self.source})"
+
+
+#: Used where no measurement of the card and workload exists: about the largest round-to-round
+#: spread the issue's H100 runs showed (2% at some sizes of a PyTorch GEMM chain).
+DEFAULT_FLOOR = Floor(0.02, 0.0, "default: no recorded floor for this card and workload")
+
+FLOOR_COLUMNS = ["device_name", "workload", "round_sd", "run_sd", "rounds", "runs", "source"]
+
+
+@functools.lru_cache(maxsize=4)
+def _floor_table(path: str) -> tuple[tuple, ...]:
+    import csv
+
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+    except FileNotFoundError:
+        return ()
+    out = []
+    for r in rows:
+        try:
+            out.append((r["device_name"], r["workload"], float(r["round_sd"]), float(r.get("run_sd") or 0.0),
+                        r.get("source", "")))
+        except (KeyError, ValueError):
+            continue  # a damaged line names no floor; the others still hold
+    return tuple(out)
+
+
+def _floor_path() -> str:
+    import os
+
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "noise_floor.csv")
+
+
+def noise_floor(device_name: str, workloads=(), *, table: str | None = None) -> Floor:
+    """The recorded run-to-run floor of ``workloads`` on the card ``device_name``.
+
+    Looks up ``gcexplore/data/noise_floor.csv`` (written by ``bench/compare_real.py`` from
+    measurements; ``table`` names another file): the largest floor of the named workloads on that
+    card; for names not measured, the largest floor of any workload measured on that card (a
+    conservative stand-in); :data:`DEFAULT_FLOOR` for a card never measured.
+    """
+    rows = [r for r in _floor_table(table or _floor_path()) if r[0] == str(device_name)]
+    if not rows:
+        return DEFAULT_FLOOR
+    names = {str(w) for w in workloads}
+    hit = [r for r in rows if r[1] in names]
+    if hit and {r[1] for r in hit} == names:
+        top = max(hit, key=lambda r: math.hypot(r[2], r[3]))
+        return Floor(top[2], top[3], f"{device_name}, {top[1]}, {top[4]}".rstrip(", "))
+    top = max(rows, key=lambda r: math.hypot(r[2], r[3]))
+    return Floor(top[2], top[3], f"{device_name}: largest of {len(rows)} measured workloads ({top[1]}), "
+                                 f"{', '.join(sorted(names - {r[1] for r in hit})) or 'these workloads'} not measured")
+
+
+def round_medians(values, rounds=None) -> np.ndarray:
+    """Log of each round's median (rounds in order of first appearance; one round without labels)."""
+    v = np.asarray(values, dtype=float).ravel()
+    r = np.zeros(v.size, dtype=np.int64) if rounds is None else np.asarray(rounds).ravel()
+    ok = np.isfinite(v) & (v > 0)
+    v, r = v[ok], r[ok]
+    out = [float(np.log(np.median(v[r == k]))) for k in dict.fromkeys(r.tolist())]
+    return np.asarray(out)
+
+
+def round_variance(a_rounds: np.ndarray, b_rounds: np.ndarray) -> tuple[float, int]:
+    """Pooled between-round variance of two sides' log round medians and its degrees of freedom."""
+    df = max(0, a_rounds.size - 1) + max(0, b_rounds.size - 1)
+    if df == 0:
+        return math.nan, 0
+    ss = sum(float(((x - x.mean()) ** 2).sum()) for x in (a_rounds, b_rounds) if x.size > 1)
+    return ss / df, df
+
+
+def pooled_variance(parts) -> tuple[float, int]:
+    """Pool ``(variance, df)`` pairs (rows of one comparison): the prior a row's own estimate is
+    shrunk toward."""
+    parts = [(s, d) for s, d in parts if d > 0 and math.isfinite(s)]
+    df = sum(d for _, d in parts)
+    return (sum(s * d for s, d in parts) / df, df) if df else (math.nan, 0)
+
+
+#: A row's own between-round variance gets at most this many times its own weight from the pooled
+#: prior (the rows of one comparison need not share one noise level exactly).
+PRIOR_WEIGHT = 1.0
+
+
+def round_ratio_ci(base, other, base_rounds=None, other_rounds=None, confidence: float = 0.99, *,
+                   floor: Floor = DEFAULT_FLOOR, prior: tuple[float, int] | None = None) -> dict:
+    """Ratio ``other / base`` with an interval whose unit is the round.
+
+    The estimate is exp(mean log round median of ``other`` - that of ``base``). Its variance:
+    the between-round variance (pooled over both sides' rounds, shrunk toward ``prior`` =
+    (variance, df) of all rows compared, weight at most :data:`PRIOR_WEIGHT` times the row's own)
+    over each side's round count, plus ``2 * floor.run_sd**2``; a side measured in one round uses
+    ``floor.round_sd`` (or the estimate, if larger) plus its median's sampling variance
+    (pi/2 x the variance of its log repetitions / their count). Student's t with the variance's degrees of
+    freedom (normal where the floor alone carries it).
+
+    Returns a dict: ``ratio``, ``low``, ``high``, ``rounds_a``, ``rounds_b``, ``sd_round`` (the
+    between-round standard deviation used), ``df``, ``floor_used`` (a side had a single round),
+    ``z`` (the quantile used).
+    """
+    a, b = round_medians(base, base_rounds), round_medians(other, other_rounds)
+    out = {"ratio": math.nan, "low": 0.0, "high": math.inf, "rounds_a": int(a.size), "rounds_b": int(b.size),
+           "sd_round": math.nan, "df": 0.0, "floor_used": False, "z": math.inf}
+    if a.size == 0 or b.size == 0:
+        return out
+    est = float(b.mean() - a.mean())
+    s2, df = round_variance(a, b)
+    if prior is not None and prior[1] > 0 and math.isfinite(prior[0]):
+        w = min(float(prior[1]), PRIOR_WEIGHT * df) if df else float(prior[1])
+        if df and math.isfinite(s2):
+            s2, df = (w * prior[0] + df * s2) / (w + df), df + w
+        elif w > 0:
+            s2, df = float(prior[0]), w
+    single = a.size < 2 or b.size < 2
+    var = 2.0 * floor.run_sd ** 2
+    for n, raw in ((a.size, base), (b.size, other)):
+        if n < 2:  # the floor for the round's offset, plus the round median's own sampling variance
+            logs = np.log(finite_positive(raw))
+            within = float(np.var(logs, ddof=1)) * (math.pi / 2.0) / logs.size if logs.size > 1 else 0.0
+            var += max(floor.round_sd ** 2, s2 if math.isfinite(s2) else 0.0) + within
+        else:
+            var += (s2 if math.isfinite(s2) else floor.round_sd ** 2) / n
+    dfe = df if (not single and df > 0 and math.isfinite(s2)) else math.inf
+    z = t_quantile(0.5 + confidence / 2.0, dfe)
+    half = z * math.sqrt(var)
+    sd = math.sqrt(s2) if math.isfinite(s2) else floor.round_sd
+    out.update(ratio=math.exp(est), low=math.exp(est - half), high=math.exp(est + half),
+               sd_round=max(sd, floor.round_sd) if single else sd, df=dfe, floor_used=single, z=z)
+    return out
+
+
+def rounds_needed(ratio: float, sd_round: float, min_effect: float, z: float, *, run_sd: float = 0.0,
+                  limit: int = 1000) -> float:
+    """Rounds per side that would take the interval clear of the band's edge at this estimate and
+    spread (normal quantile ``z``): inf where the run-to-run excess alone keeps it straddling, or
+    beyond ``limit``."""
+    if not (ratio > 0 and math.isfinite(sd_round) and math.isfinite(z)):
+        return math.inf
+    gap = abs(abs(math.log(ratio)) - math.log1p(min_effect))
+    room = (gap / z) ** 2 - 2.0 * run_sd ** 2
+    if room <= 0:
+        return math.inf
+    r = math.ceil(2.0 * sd_round ** 2 / room)
+    return float(max(2, r)) if r <= limit else math.inf
+
+
+def round_median_ci(values, rounds=None, confidence: float = 0.9, *, floor: Floor = DEFAULT_FLOOR) -> tuple[float, float, float]:
+    """(median, low, high) of a run's typical time with the between-round component in it.
+
+    The centre is exp(mean log round median); the interval a t interval over the round medians
+    (their spread divided by the round count), widened by the floor's ``run_sd``; with a single
+    round, the floor's ``round_sd`` and the round median's sampling variance stand in.
+    """
+    m = round_medians(values, rounds)
+    if m.size == 0:
+        return math.nan, -math.inf, math.inf
+    var = floor.run_sd ** 2
+    if m.size > 1:
+        var += float(np.var(m, ddof=1)) / m.size
+        z = t_quantile(0.5 + confidence / 2.0, m.size - 1)
+    else:
+        logs = np.log(finite_positive(values))
+        var += floor.round_sd ** 2 + (float(np.var(logs, ddof=1)) * math.pi / 2.0 / logs.size if logs.size > 1 else 0.0)
+        z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
+    c, h = float(m.mean()), z * math.sqrt(var)
+    return math.exp(c), math.exp(c - h), math.exp(c + h)
+
+
+class _CallableModule(type(functools)):
+    """Earlier versions had a function ``gcexplore.analysis.stats``; calling the module still
+    works for one release, with a DeprecationWarning."""
+
+    def __call__(self, values) -> dict:
+        import warnings
+
+        warnings.warn("gcexplore.analysis.stats is a module now; call gcexplore.analysis.stats.stats(values) "
+                      "(calling the module goes in the next release)", DeprecationWarning, stacklevel=2)
+        return stats(values)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -30,6 +30,10 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from ..schema import identity_name
+
+SM_COUNT = identity_name("sm_count")  # the card's SM count, as every result names it
+
 __all__ = ["BOUNDS", "MEMORY_BOUND_SHARE", "SCALES_SHARE", "TRAFFIC_PROFILE_COLUMNS", "attach_traffic", "classify",
            "profile_sources", "scale_profiles", "with_traffic_columns"]
 
@@ -46,7 +50,7 @@ _TEXT = {"bytes_source", "bound", "bound_source"}
 
 
 _NEEDED = ("workload", "sm_count", "duration_ms", "bytes", "working_set_bytes", "shared_bandwidth_gbs", "l2_bytes",
-           "device_name", "device_sm_count")
+           "device_name", SM_COUNT)
 
 
 def _require(df, where: str) -> pd.DataFrame:
@@ -180,7 +184,7 @@ def profile_sources(profiles: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-CARD_KEYS = ("device_name", "device_sm_count", "shared_bandwidth_gbs", "sm_clock_mhz", "l2_bytes")
+CARD_KEYS = ("device_name", SM_COUNT, "shared_bandwidth_gbs", "sm_clock_mhz", "l2_bytes")
 
 
 def scale_profiles(profiles: pd.DataFrame, card: Mapping) -> pd.DataFrame:
@@ -203,7 +207,7 @@ def scale_profiles(profiles: pd.DataFrame, card: Mapping) -> pd.DataFrame:
     unknown = sorted(set(card) - set(CARD_KEYS))
     if unknown:
         raise ValueError(f"card has unknown keys {unknown}; valid: {', '.join(CARD_KEYS)}")
-    for key in ("device_sm_count", "shared_bandwidth_gbs"):
+    for key in (SM_COUNT, "shared_bandwidth_gbs"):
         v = card.get(key)
         if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
             raise ValueError(f"card needs a positive {key}, got {v!r}")
@@ -226,14 +230,14 @@ def scale_profiles(profiles: pd.DataFrame, card: Mapping) -> pd.DataFrame:
         m = np.minimum(1.0, b / (t * 1e6) / bw_from)
         out.loc[g.index, "duration_ms"] = t * (m * bw_from / bw_to + (1 - m) * clk_from / clk_to)
     out["shared_bandwidth_gbs"] = bw_to
-    out["device_sm_count"] = int(card["device_sm_count"])
+    out[SM_COUNT] = int(card[SM_COUNT])
     out["device_name"] = str(card.get("device_name", "target card"))
     if card.get("l2_bytes"):
         out["l2_bytes"] = float(card["l2_bytes"])
     else:
         assumed.append("the profiled card's L2 size")
     out["sm_clock_mhz"] = clk_to if clk_to != 1.0 else math.nan
-    if int(card["device_sm_count"]) != int(df["device_sm_count"].iloc[0]):
+    if int(card[SM_COUNT]) != int(df[SM_COUNT].iloc[0]):
         assumed.append(f"sizes above the {int(df['sm_count'].max())} profiled SMs run no slower and at most "
                        "linearly faster (the model's bounds)")
     assumed.append("the same DRAM bytes per call (the same kernels)")

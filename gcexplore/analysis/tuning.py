@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..results.run import require_one_run
-from ..results.validate import require_columns
+from ..results.validate import check_result, require_columns
 from .display import placement
 from .stats import quantile, quantile_ci
 
@@ -40,6 +40,7 @@ def tune_table(df: pd.DataFrame) -> pd.DataFrame:
     require_one_run(df, "tune_table")
     require_columns(df, ["layout", "split_sm_count", "step", "rep", "workload", "partition", "duration_ms",
                           "makespan_ms"], "tune_table")
+    check_result(df, "tune", "tune_table")  # NaN or negative times: refused, as the search refuses them
     level = float(df.attrs.get("confidence", 0.9))
     q = float(df.attrs.get("percentile", 50.0)) / 100.0
     first = placement(df)[0][1] if len(df) else None
@@ -76,10 +77,21 @@ def gpu_time_ms(df: pd.DataFrame) -> float:
     """GPU time a result cost: every measured repetition's makespan, plus the warm-up.
 
     Warm-up repetitions are not recorded; each is counted at the median makespan of the
-    repetitions measured after it (``attrs["warmup"]`` of them per layout and mode, or
-    per tuner step).
+    repetitions measured after it: ``attrs["warmup"]`` of them before a layout's first mode
+    in each round (per tuner step), and ``attrs["warmup_later_modes"]`` before each later mode
+    (results recorded before that schedule: ``attrs["warmup"]`` before every mode).
     """
     keys = [c for c in ("layout", "mode", "step") if c in df.columns]
+    keys += ["round"] if "round" in df.columns else []  # each round warms up again
     per_rep = df.groupby([*keys, "rep"], sort=False)["makespan_ms"].max()
-    warm = int(df.attrs.get("warmup", 0) or 0)
-    return float(per_rep.sum() + warm * per_rep.groupby(level=list(range(len(keys)))).median().sum())
+    warm = df.attrs.get("warmup", 0) or 0
+    if isinstance(warm, bool) or not isinstance(warm, (int, float)) or warm < 0 or warm != int(warm):
+        raise ValueError(f"gpu_time_ms: attrs['warmup'] must be a whole number of repetitions >= 0, got {warm!r}")
+    warm = int(warm)
+    medians = per_rep.groupby(level=list(range(len(keys))), sort=False).median()
+    if "mode" in keys:  # the first mode of a layout gets every warm-up repetition, a later one at most one
+        modes = list(df.attrs.get("modes") or dict.fromkeys(df["mode"]))
+        later = int(df.attrs.get("warmup_later_modes", warm))
+        counts = [warm if m == modes[0] else later for m in medians.index.get_level_values("mode")]
+        return float(per_rep.sum() + (medians.to_numpy() * counts).sum())
+    return float(per_rep.sum() + warm * medians.sum())

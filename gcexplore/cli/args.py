@@ -53,57 +53,47 @@ def mode_list(text: str) -> tuple[str, ...]:
 
 
 def writable_file(path: str, suffixes: tuple[str, ...], what: str) -> Path:
-    """``path`` if it has a valid suffix and its folder can be written; else Usage."""
+    """``path`` if it has a valid suffix and could be written; else Usage. Creates nothing: a
+    run that fails before it measures (no GPU) leaves no empty folder behind; the folder is made
+    when the file is written."""
     p = Path(path)
     if p.suffix.lower() not in suffixes:
         raise Usage(f"{what} {path!r} must end in {' or '.join(suffixes)}")
     if p.is_dir():
         raise Usage(f"{what} {path!r} is a folder; give a file name ending in {' or '.join(suffixes)}")
-    folder = p.parent if str(p.parent) else Path(".")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise Usage(f"cannot create the folder of {what} {path!r}: {e.strerror or e}") from None
-    if not os.access(folder, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
-        raise Usage(f"{what} {path!r} cannot be written (no write permission in {str(folder)!r})")
+    existing = p.parent if str(p.parent) else Path(".")
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise Usage(f"cannot create the folder of {what} {path!r}: {str(existing)!r} is a file")
+    if not os.access(existing, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise Usage(f"{what} {path!r} cannot be written (no write permission in {str(existing)!r})")
+    side = p.with_suffix(".json")
+    if p.suffix.lower() == ".csv" and side.exists():
+        from ..results.io import is_sidecar
+
+        if not is_sidecar(side, p.name):  # found now, not after measuring (the save would refuse)
+            raise Usage(f"{what} {path!r}: {str(side)!r} exists and is not its metadata sidecar; saving the "
+                        "CSV would replace it: choose another name, move that file, or use .parquet")
     return p
 
 
 def parse_workload(spec: str) -> tuple[str, dict]:
-    """``name`` or ``name:key=value,...`` (e.g. ``spin:us=100``) -> (name, options); no GPU."""
-    from ..workloads.builtins import parse_builtin
+    """A built-in recipe (``name`` or ``name:key=value,...``, e.g. ``spin:us=100``) -> (name, options),
+    checked by :func:`gcexplore.workloads.spec.parse_recipe` (the one grammar); no GPU."""
+    from ..workloads.spec import parse_recipe
 
     try:
-        return parse_builtin(spec)
+        r = parse_recipe(spec)
     except ValueError as e:
         raise Usage(str(e)) from None
-
-
-def check_options(spec: str, name: str, kwargs: dict) -> None:
-    """Usage for an option the built-in does not take or a value of the wrong type (no GPU)."""
-    import inspect
-
-    from ..workloads import builtins as core
-
-    params = {k: p for k, p in inspect.signature(getattr(core, name)).parameters.items() if k != "device"}
-    for key, value in kwargs.items():
-        if key not in params:
-            raise Usage(f"workload {spec!r}: {name} has no option {key!r}; its options are {', '.join(params)}")
-        kind = str(params[key].annotation)
-        if "int" in kind.split(" | ") and not isinstance(value, int):
-            raise Usage(f"workload {spec!r}: {key} must be a positive integer, got {value!r}")
-        if "float" in kind.split(" | ") and not isinstance(value, (int, float)):
-            raise Usage(f"workload {spec!r}: {key} must be a positive number, got {value!r}")
-        if isinstance(value, (int, float)) and not value > 0:
-            raise Usage(f"workload {spec!r}: {key} must be positive, got {value!r}")
+    return r.name, dict(r.options)
 
 
 def workload_names(specs) -> list[tuple[str, str, dict]]:
     from ..workloads.spec import unique_names
 
     parsed = [parse_workload(spec) for spec in specs]
-    for spec, (name, kwargs) in zip(specs, parsed):
-        check_options(spec, name, kwargs)
     return [(key, name, kwargs) for key, (name, kwargs) in zip(unique_names([n for n, _ in parsed]), parsed)]
 
 

@@ -38,6 +38,8 @@ def add_comm(sub) -> None:
     s.add_argument("--gemms", type=int_arg(1), default=8, help="matrix products per step (default: %(default)s)")
     s.add_argument("--gemm-n", type=int_arg(128), default=4096, help="their size, bf16 N^3 (default: %(default)s)")
     s.add_argument("--no-trace", action="store_true", help="skip the CUPTI attribution steps")
+    s.add_argument("--compute-fit", action="store_true", help="size the GEMMs for the compute partition "
+                                                               "(cuBLASLt SM-count target) instead of the whole GPU")
     s.add_argument("--timeout", type=int_arg(10), default=900, help="seconds for the whole run (default: %(default)s)")
     s.add_argument("--tolerance", type=float, default=0.01, help="the answer's tolerance (default: %(default)s)")
     s.add_argument("--out", required=True, metavar="FILE", help="results file (.parquet or .csv); the kernel "
@@ -51,7 +53,7 @@ def spec_from(args):
 
     return CommSpec(collectives=args.collectives, sizes=args.sizes, comm_sms=args.comm_sms, ctas=args.ctas,
                     repeats=args.repeats, warmup=args.warmup, gemms=args.gemms, gemm_n=args.gemm_n,
-                    trace=not args.no_trace)
+                    trace=not args.no_trace, compute_fit=args.compute_fit)
 
 
 def cmd_comm(args) -> int:

@@ -33,6 +33,12 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
+# Advice in library errors names Python arguments; on the command line, the flags that do the same.
+_CLI_WORDS = (("pass labels=(first, second) to pick", "pass --labels FIRST,SECOND to pick"),
+              ("labels must name", "--labels must name"), ("labels must be", "--labels must be"),
+              ("by=", "--by "), ("pass client= or scheduler=", "pass --scheduler"), ("slo_ms", "--slo-ms"))
+
+
 _CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7f, *range(0x80, 0xa0)) if c not in (0x0a, 0x09)}
 
 
@@ -44,6 +50,9 @@ def escape_controls(text: str) -> str:
 
 def _fail(cmd: str, message: str, code: int, cause: BaseException | None = None) -> int:
     """One line on stderr; with ``cause`` (--verbose) also the chain of errors behind it."""
+    message = message.removeprefix(f"{cmd}: ")  # "gcexplore compare: compare: ..." says it twice
+    for python, flag in _CLI_WORDS:
+        message = message.replace(python, flag)
     print(escape_controls(f"gcexplore {cmd}: {message}"), file=sys.stderr)
     while cause is not None and (cause := cause.__cause__ or cause.__context__) is not None:
         print(escape_controls(f"  caused by {type(cause).__name__}: {cause}"), file=sys.stderr)
@@ -119,7 +128,7 @@ def _print_overlap(df) -> None:
         print()
     print(layout_report(df))
     a = df.attrs
-    print(f"{a.get('repeats')} repetitions after {a.get('warmup')} warm-up, launch gap "
+    print(f"{a.get('repeats')} repetitions in {a.get('rounds', 1)} round(s), each after {a.get('warmup')} warm-up, launch gap "
           f"{a.get('launch_gap_us', float('nan')):.1f} us (included in every duration)")
 
 
@@ -157,10 +166,10 @@ def _measure(args, cmd: str, measure) -> int:
     kernels = kernel_trace_file(args, out)
     if getattr(args, "checkpoint", None):
         check_checkpoint(args, out, kernels)
-    from ..schema import Options
+    from ..schema import Options, auto_rounds
 
-    Options(repeats=args.repeats, warmup=args.warmup, modes=args.modes, l2_flush=args.l2_flush,
-            graphs=args.graphs)  # every option checked before the GPU is asked
+    Options(repeats=args.repeats, warmup=args.warmup, rounds=auto_rounds(args.repeats, args.rounds), modes=args.modes,
+            l2_flush=args.l2_flush, graphs=args.graphs)  # every option checked before the GPU is asked
     parsed = workload_names(args.workloads)
     if kernels is not None:
         from ..trace.collector import TraceUnavailable, require_cupti
@@ -207,7 +216,8 @@ def _cmd_profile(args) -> int:
     from ..experiments.overlap import profile_overlap
 
     return _measure(args, "profile", lambda wls: profile_overlap(
-        wls, args.split, repeats=args.repeats, warmup=args.warmup, device=args.device, modes=args.modes,
+        wls, args.split, repeats=args.repeats, warmup=args.warmup, rounds=args.rounds, device=args.device,
+        modes=args.modes,
         l2_flush=args.l2_flush, graphs=args.graphs, **_trace_kw(args)))
 
 
@@ -219,7 +229,7 @@ def _cmd_sweep(args) -> int:
     from ..experiments.overlap import sweep
 
     return _measure(args, "sweep", lambda wls: sweep(
-        wls, args.sizes, others=args.others or (), repeats=args.repeats, warmup=args.warmup,
+        wls, args.sizes, others=args.others or (), repeats=args.repeats, warmup=args.warmup, rounds=args.rounds,
         device=args.device, modes=args.modes, l2_flush=args.l2_flush, graphs=args.graphs,
         checkpoint=args.checkpoint, progress=not args.quiet, **_trace_kw(args)))
 
@@ -299,23 +309,32 @@ def _cmd_compare(args) -> int:
     from ..analysis.comparison import Comparisons, compare
     from ..views.compare_text import describe_sets
 
-    for path in filter(None, (args.a, args.b)):
-        if not Path(path).exists():
-            raise Usage(f"{path!r} does not exist; give two saved results (.parquet or .csv)")
-    c = compare(args.a, args.b, by=args.by, min_effect=args.threshold / 100.0, confidence=args.confidence,
-                slo_ms=args.slo_ms)
+    labels = None
+    if args.labels is not None:
+        labels = [x.strip() for x in args.labels.split(",")]
+        if len(labels) != 2 or not all(labels):
+            raise Usage(f"--labels takes two names separated by a comma, got {args.labels!r}")
+    try:
+        c = compare(args.a, args.b, by=args.by, labels=labels, min_effect=args.threshold / 100.0,
+                    confidence=args.confidence, slo_ms=args.slo_ms)  # paths or recorded names
+    except FileNotFoundError as e:  # a wrong argument, not a failed run
+        raise Usage(str(e)) from None
     sets = list(c) if isinstance(c, Comparisons) else [("", c)]
     for name, one in sets:
         if name:
             print(f"== {name} ==")
-        _print_comparison(one)
+        _print_comparison(one, all_differences=args.all)
     if isinstance(c, Comparisons):
         for line in describe_sets(c):
             print(f"- {line}")
     if args.plot:
         from ..views.compare import plot_compare
 
-        plot_compare(c).savefig(writable_file(args.plot, (".png", ".svg", ".pdf"), "--plot"))
+        target = writable_file(args.plot, (".png", ".svg", ".pdf"), "--plot")
+        fig = plot_compare(c, group=args.mode)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(target)
+        print(f"wrote {target} ({fig.axes[0].get_title()})")
     if args.fail_on_regression is not None:
         return _gate(c.table, args.fail_on_regression)
     return 0
@@ -342,7 +361,7 @@ def _gate(table, pct: float) -> int:
     return 0
 
 
-def _print_comparison(c) -> None:
+def _print_comparison(c, *, all_differences: bool = False) -> None:
     import pandas as pd
 
     from ..views.compare_text import describe
@@ -353,7 +372,7 @@ def _print_comparison(c) -> None:
                            "display.float_format", "{:.4f}".format):
         print(c.table[cols].to_string(index=False))
     print()
-    for line in describe(c):
+    for line in describe(c, all_differences=all_differences):
         print(f"- {line}")
     print()
 
@@ -361,9 +380,12 @@ def _print_comparison(c) -> None:
 def _add_compare(sub) -> None:
     s = sub.add_parser("compare", help="compare two results layout by layout: which differences are beyond the "
                                        "noise (FAST/SLOW/SAME/UNCLEAR) and whether the best split moved")
-    s.add_argument("a", metavar="A", help="reference result file (.parquet or .csv)")
+    s.add_argument("a", metavar="A", help="reference result: a file (.parquet or .csv) or a recorded name "
+                                           "(sweep, sweep_second, ...)")
     s.add_argument("b", metavar="B", nargs="?", help="the result compared with it (or use --by)")
     s.add_argument("--by", help="a column that splits A into two sides (run_id, device_uuid, driver, ...)")
+    s.add_argument("--labels", metavar="A,B", help="names of the two sides (with --by: which two values "
+                                                   "of the column, in order)")
     s.add_argument("--threshold", type=float_arg, default=1.0,
                    help="differences within this many percent count as SAME (default: %(default)s)")
     s.add_argument("--confidence", type=float_arg, default=0.95,
@@ -373,6 +395,10 @@ def _add_compare(sub) -> None:
                    help="exit 1 when B is slower by more than PCT percent anywhere (the interval's low end, "
                         "whatever the verdict), 3 when an interval is too wide to rule that out")
     s.add_argument("--plot", help="also save plot_compare to this .png/.svg/.pdf")
+    s.add_argument("--all", action="store_true", help="list every field that differs between the two sides "
+                                                       "(default: the first eight)")
+    s.add_argument("--mode", metavar="MODE", help="the mode the plot shows (sweeps: default concurrent; "
+                                                  "scaling: a workload, default the first)")
     s.set_defaults(func=_cmd_compare)
 
 
@@ -386,9 +412,13 @@ def _add_measuring(sub) -> None:
         s.add_argument("workloads", nargs="+", metavar="WORKLOAD",
                        help="built-in workloads in partition order: compute, memory, copy, spin, latency, "
                             "optionally with options, e.g. spin:us=100 or memory:n=67108864")
-        s.add_argument("--repeats", type=int_arg(1), default=20,
-                       help=f"measured repetitions per mode, 1..{MAX_REPEATS} (default: %(default)s)")
-        s.add_argument("--warmup", type=int_arg(0), default=3, help="warm-up repetitions (default: %(default)s)")
+        s.add_argument("--repeats", type=int_arg(1), default=15,
+                       help=f"measured repetitions per mode over all rounds, 1..{MAX_REPEATS} (default: %(default)s)")
+        s.add_argument("--warmup", type=int_arg(0), default=1,
+                       help="warm-up repetitions at the start of each round (default: %(default)s)")
+        s.add_argument("--rounds", type=int_arg(1), default=None,
+                       help="rounds the repetitions are split into, each splitting afresh in a new order "
+                            "(default: min(5, repeats // 3))")
         s.add_argument("--device", type=int_arg(0), default=0, help="GPU index (default: %(default)s)")
         s.add_argument("--modes", type=mode_list, default=MODES,
                        help=f"comma-separated modes (default: {','.join(MODES)})")

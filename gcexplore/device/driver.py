@@ -100,7 +100,7 @@ class DeviceInfo:
         Versions of the Python packages in use.
     uuid, pci_bus_id : str
         The card's UUID (two cards of one model share a name) and PCI bus id ("" when unknown).
-    l2_bytes : int
+    l2_cache_bytes : int
         L2 cache size in bytes (0 when unknown).
     """
 
@@ -115,7 +115,7 @@ class DeviceInfo:
     cuda_bindings_version: str = ""
     uuid: str = ""
     pci_bus_id: str = ""
-    l2_bytes: int = 0
+    l2_cache_bytes: int = 0
 
     def __post_init__(self):
         for field in ("sm_count", "min_partition_size", "alignment"):
@@ -179,10 +179,11 @@ class DeviceInfo:
             drv = int(major) * 1000 + int(minor) * 10
         cc = a.get("compute_capability", "0.0")
         cc = tuple(int(x) for x in (cc.split(".") if isinstance(cc, str) else cc))
+        given = {"name", "index", "sm_count", "driver_version_str"}
+        rest = {k: v for k, v in src.items() if k not in given and v not in (None, "")}  # uuid, PCI, L2, versions
         return cls(name=str(src["name"]), index=int(src["index"] or 0), compute_capability=cc,
                    sm_count=int(src["sm_count"]), min_partition_size=sizes[0],
-                   alignment=math.gcd(*sizes), driver_version=int(drv), uuid=str(src["uuid"] or ""),
-                   pci_bus_id=str(src["pci_bus_id"] or ""), l2_bytes=int(src["l2_bytes"] or 0))
+                   alignment=math.gcd(*sizes), driver_version=int(drv), **rest)
 
     def identity(self) -> dict[str, Any]:
         """The identity fields this card gives (:data:`gcexplore.schema.IDENTITY` with a
@@ -365,12 +366,12 @@ def card_facts(index: int) -> dict:
         pass
     try:
         bus = check(d.cuDeviceGetPCIBusId(32, dev), "cuDeviceGetPCIBusId")
-        out["pci_bus_id"] = (bus if isinstance(bus, str) else bytes(bus).split(b"\0", 1)[0].decode()).strip("\0")
+        out.update(pci_bus_id=(bus if isinstance(bus, str) else bytes(bus).split(b"\0", 1)[0].decode()).strip("\0"))
     except Exception:
         pass
     try:
         l2 = d.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE
-        out["l2_bytes"] = int(check(d.cuDeviceGetAttribute(l2, dev), "cuDeviceGetAttribute"))
+        out.update(l2_cache_bytes=int(check(d.cuDeviceGetAttribute(l2, dev), "cuDeviceGetAttribute")))
     except Exception:
         pass
     return out

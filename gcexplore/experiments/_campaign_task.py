@@ -35,7 +35,7 @@ from ..device.driver import device_count
 from ..results import io as _io
 from ..results.campaign_store import CampaignFolder
 from ..schema import IDENTITY_COLUMNS, identity_name, identity_of
-from ..workloads.builtins import parse_builtin
+from ..workloads.spec import parse_builtin, parse_recipe
 from .runner import Checkpoint
 from .measure_isolation import isolation
 from .measure_scaling import scaling
@@ -143,13 +143,10 @@ def register_experiment(name: str, fn: Callable, *, gpu: bool = True) -> None:
 def _build(recipe: dict, factory, device: int) -> tuple[dict, list]:
     """(workloads by name, those to close) from a recipe, on ``device``."""
     if "builtins" in recipe:
-        from ..workloads import builtin
-
         made: dict = {}
         try:
             for name, spec in recipe["builtins"].items():
-                base, kwargs = parse_builtin(spec)
-                made[name] = builtin(base, device=device, **kwargs)
+                made[name] = parse_recipe(spec).build(device=device)
         except BaseException:
             for w in made.values():
                 w.close()

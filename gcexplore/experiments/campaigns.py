@@ -21,6 +21,7 @@ import itertools
 import json
 import os
 import re
+import sys
 from collections.abc import Callable, Mapping, Sequence
 
 import pandas as pd
@@ -349,6 +350,19 @@ class Campaign:
         self.close()
 
 
+_GUARD = ("call campaign() under `if __name__ == \"__main__\":` in a script: each worker of the local "
+          "cluster starts by importing the script again, and a campaign at its top level starts once more there")
+
+
+def _not_while_a_worker_imports_the_script() -> None:
+    """A spawned worker re-imports the script as ``__mp_main__``: one sentence, not a traceback per worker."""
+    frame = sys._getframe(1)
+    while frame is not None:  # the script's top level, on the call stack, runs as __mp_main__ there
+        if frame.f_globals.get("__name__") == "__mp_main__":
+            raise SystemExit(f"gcexplore: {_GUARD}")
+        frame = frame.f_back
+
+
 def _connect(client, scheduler, devices):
     if client is not None and scheduler is not None:
         raise ValueError("pass client= or scheduler=, not both")
@@ -357,7 +371,13 @@ def _connect(client, scheduler, devices):
         return client, None
     if scheduler is not None:
         return Client(scheduler), True  # ours to close, the cluster is not
-    cluster = local_cluster(devices)
+    try:
+        cluster = local_cluster(devices)
+    except Exception as e:
+        main = sys.modules.get("__main__")
+        if "Nanny failed to start" in str(e) and getattr(main, "__file__", None):
+            raise RuntimeError(f"the local campaign cluster's workers did not start; {_GUARD}") from None
+        raise
     return Client(cluster, security=cluster.security), cluster
 
 
@@ -475,6 +495,7 @@ def campaign(workloads, splits=None, *, experiment="sweep", options=None, folder
     RuntimeError
         Another campaign holds the folder (``campaign.lock``).
     """
+    _not_while_a_worker_imports_the_script()
     if cards not in CARDS:
         raise ValueError(f"cards must be one of {', '.join(map(repr, CARDS))}, got {cards!r}")
     grid = (experiment, workloads, [None] if splits is None else splits, [{}] if options is None else options)

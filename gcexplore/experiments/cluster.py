@@ -76,7 +76,7 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
 
     Raises
     ------
-    RuntimeError
+    UnsupportedError (a RuntimeError)
         No GPU is visible (pass ``client=`` or ``scheduler=`` to use a cluster elsewhere).
     ValueError
         A network-reachable ``host`` without a TLS ``security``.
@@ -91,8 +91,13 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
                          "(docs/guide.md, 'Campaigns on several machines'), or keep host='127.0.0.1'")
     devs = [str(d) for d in (visible_gpus() if devices is None else devices)]
     if not devs:
-        raise RuntimeError("no GPU is visible here, so a local campaign cluster has no workers; pass client= "
-                           "or scheduler='tcp://host:8786' to use a cluster whose workers have GPUs")
+        why = "no GPU is visible here"
+        try:
+            device_count()
+        except UnsupportedError as e:  # "no NVIDIA driver found", as every GPU-less error opens
+            why = str(e).split(";")[0]
+        raise UnsupportedError(f"{why}, so a local campaign cluster has no workers; pass client= "
+                               "or scheduler='tcp://host:8786' to use a cluster whose workers have GPUs")
     bind = f"[{host}]" if ":" in host else host
     net = {"host": host, "protocol": "tls" if tls else "tcp", **({"security": security} if tls else {})}
     workers = {f"gpu{d}": {"cls": Nanny, "options": {"nthreads": 1, "name": f"gpu{d}", "silence_logs": 40,

@@ -24,6 +24,7 @@ import time
 from collections.abc import Sequence
 
 from .._checks import as_count, as_int
+from ..schema import environment_identity
 from ..workloads.collectives import COLLECTIVES
 
 __all__ = ["CommSpec", "parse_size", "run_rank", "size_text"]
@@ -78,6 +79,11 @@ class CommSpec:
     trace : bool
         One more overlapped step per split and collective under CUPTI, to attribute every kernel to
         its partition.
+    compute_fit : bool
+        Size the GEMMs for the compute partition: cuBLASLt with its SM-count target set to the
+        partition's SMs (PyTorch's ``torch._C._set_sm_carveout_experimental``, the knob PyTorch's own
+        compute/communication overlap uses). False (default): PyTorch's stock cuBLAS, whose kernels
+        are sized for the whole GPU.
     """
 
     collectives: tuple = ("allreduce",)
@@ -89,6 +95,7 @@ class CommSpec:
     gemms: int = 8
     gemm_n: int = 4096
     trace: bool = True
+    compute_fit: bool = False
 
     def __post_init__(self):
         colls = tuple(str(c).lower().replace("_", "").replace("-", "") for c in _seq("collectives", self.collectives))
@@ -110,8 +117,9 @@ class CommSpec:
         object.__setattr__(self, "warmup", as_int("warmup", self.warmup, minimum=1, maximum=100))
         object.__setattr__(self, "gemms", as_int("gemms", self.gemms, minimum=1, maximum=1000))
         object.__setattr__(self, "gemm_n", as_int("gemm_n", self.gemm_n, minimum=128, maximum=32768))
-        if not isinstance(self.trace, bool):
-            raise TypeError(f"trace must be True or False, got {self.trace!r}")
+        for name in ("trace", "compute_fit"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
 
     def check(self, info, nranks: int) -> None:
         """Refuse what this device and rank count cannot run, in one sentence (before any GPU work)."""
@@ -217,6 +225,11 @@ class _Rank:
         self.comm = self.nccl.Communicator.init(nranks, rank, self.nccl.UniqueId.from_bytes(uid))
         self.engine = Engine(self.info, streams=2)
         self.stepper = _Stepper(self.engine, nccl_barrier(self.comm, device=rank))
+        if spec.compute_fit:
+            if not hasattr(torch._C, "_set_sm_carveout_experimental"):
+                raise RuntimeError(f"compute_fit needs PyTorch's SM carveout (torch._C._set_sm_carveout_experimental), "
+                                   f"which PyTorch {torch.__version__} lacks")
+            torch.backends.cuda.preferred_blas_library("cublaslt")
         self.compute = _gemm_chain(torch, rank, spec.gemms, spec.gemm_n)
         self.rows: list[dict] = []
         self.recipes: dict[str, str] = {}
@@ -260,6 +273,12 @@ class _Rank:
 
                 self.recipes["alltoall"] = alltoall_recipe(wl)
 
+    def _fit(self, compute_sms: int | None) -> None:
+        """The GEMMs' SM-count target: ``compute_sms`` (None: the whole GPU), with ``compute_fit``."""
+        if self.spec.compute_fit:
+            self.torch._C._set_sm_carveout_experimental(
+                None if compute_sms is None else self.info.sm_count - int(compute_sms))
+
     def run_split(self, comm_sms: int) -> None:
         from ..device.partitions import split
 
@@ -268,12 +287,14 @@ class _Rank:
                     "comm_sm_count": int(parts[0].sm_count), "compute_sm_count": int(parts.remainder.sm_count),
                     "max_ctas": None}
             cs, rs = parts[0].stream, parts.remainder.stream
+            self._fit(parts.remainder.sm_count)
             self._layout(base, self.comm, cs, rs)
             if self.spec.trace and not self.trace_error:
                 try:
                     self._trace_split(parts, cs, rs)
                 except Exception as e:  # CUPTI missing or held: every rank fails alike, before any collective
                     self.trace_error = f"{type(e).__name__}: {e}"
+            self._fit(None)
 
     def _trace_split(self, parts, cs, rs) -> None:
         from ..trace.user import kernel_trace
@@ -291,6 +312,7 @@ class _Rank:
         self.send(("trace", frame))
 
     def run_baselines(self) -> None:
+        self._fit(None)
         a, b = self.engine.whole.streams[:2]
         sm = self.info.sm_count
         base = {"nranks": self.nranks, "rank": self.rank, "setup": "plain", "layout": "plain",
@@ -330,7 +352,7 @@ def run_rank(rank: int, nranks: int, uid: bytes, spec: CommSpec, send) -> dict:
 
         return {"rank": rank, **r.info.metadata(), **nccl_versions(),
                 "alltoall_recipe": r.recipes.get("alltoall", ""),
-                "gate_us": round(r.stepper.gate_us, 1), "torch_version": r.torch.__version__,
+                "gate_us": round(r.stepper.gate_us, 1), **environment_identity(),
                 "trace_error": r.trace_error}
     finally:
         r.flush()

@@ -15,7 +15,8 @@ from __future__ import annotations
 import pandas as pd
 
 from ..analysis.comm import comm_answer, comm_steps
-from ..analysis.stats import quantile
+from ..analysis.stats import Floor, quantile
+from ..schema import identity_name
 from .search import Settings, search
 
 __all__ = ["recommend_comm"]
@@ -44,8 +45,11 @@ def _one(reps: dict, sm_count: int, tolerance: float) -> dict:
         return got
 
     cands = [(k, sm_count - k) for k in sorted(reps)]
-    out = search(cands, measure, Settings(tolerance=tolerance, repeats=min(5, repeats), max_repeats=repeats),
-                 names=("comm", "compute"))
+    # a replay of one recorded run: its "rounds" are consecutive chunks of that run's steps, so no
+    # run-to-run floor stands in for a layout replayed once (its chunks' own spread is what there is)
+    replay = Floor(0.0, 0.0, "replay of one recorded run")
+    out = search(cands, measure, Settings(tolerance=tolerance, repeats=min(5, repeats), max_repeats=repeats,
+                                          floor=replay), names=("comm", "compute"))
     med = {k: quantile([m for m, _ in reps[k][:used[k]]], 0.5) for k in reps if used[k]}
     best = min(med.values())
     answer = int(out.answer.split("+")[0])
@@ -79,7 +83,7 @@ def recommend_comm(df: pd.DataFrame, tolerance: float = 0.01) -> pd.DataFrame:
     steps = comm_steps(df)
     part = steps[(steps["setup"] == "partition") & (steps["collective"] != "")]
     exhaustive = comm_answer(df, tolerance).set_index(["collective", "size_bytes", "nranks"])
-    sm_count = int(df.attrs.get("device_sm_count") or (part["comm_sm_count"] + part["compute_sm_count"]).max())
+    sm_count = int(df.attrs.get(identity_name("sm_count")) or (part["comm_sm_count"] + part["compute_sm_count"]).max())
     rows = []
     for (coll, size, n), g in part.groupby(["collective", "size_bytes", "nranks"], sort=True):
         reps = _reps(g)

@@ -260,7 +260,7 @@ class Engine:
         """
         return self._finish(self._enqueue(slots, chain, label))
 
-    def run_reps(self, slots: Sequence[Slot], labels: Sequence[tuple], *, chain: bool = False):
+    def run_reps(self, slots: Sequence[Slot], labels: Sequence[tuple], *, chain: bool = False, on_queued=None):
         """Repetitions of one group, one per label, each enqueued while the one before runs.
 
         Yields ``(label, per_slot, makespan_ms)`` in order, as :meth:`run_group` returns
@@ -270,19 +270,25 @@ class Engine:
         was still running when its enqueue finished (its gate had not started, so no host
         time can show in it); otherwise it is discarded, measured again behind a sized
         gate, and the rest go one at a time (repetitions shorter than the host's enqueue).
-        Not pipelined while tracing.
+        Not pipelined while tracing. ``on_queued(i)``, when given, runs once label ``i``'s
+        repetition is enqueued for good (host work that can overlap it: NVML reads).
         """
         pipelined = self.trace is None
         pending = None  # (label, queued repetition) not yet collected
-        for label in labels:
+        for i, label in enumerate(labels):
             queued = self._enqueue(slots, chain, label, after=pending[1] if pending else None)
-            if pending is not None:
-                yield (pending[0], *self._finish(pending[1]))
-                pending = None
             if not queued.clean:
+                if pending is not None:
+                    yield (pending[0], *self._finish(pending[1]))
+                    pending = None
                 self._finish(queued)  # it may hold host time: measured again, gated
                 pipelined = False
                 queued = self._enqueue(slots, chain, label)
+            if on_queued is not None:
+                on_queued(i)
+            if pending is not None:
+                yield (pending[0], *self._finish(pending[1]))
+                pending = None
             if pipelined:
                 pending = (label, queued)
             else:
@@ -364,6 +370,29 @@ class Engine:
             else:
                 self.gate_us = max(_GATE_US_START, 2.0 * enqueue_us + 20.0, 0.8 * self.gate_us)
         return per_slot, makespan
+
+    def new_round(self) -> None:
+        """Fresh whole-device streams and gate for a new round (state that differs between runs
+        is drawn again: stream handles, and with them a library's per-stream workspaces)."""
+        self.drain([self.gate, *self.whole.streams])
+        self.drop_graphs()
+        old, gate = self.whole, self.gate
+        self.whole = whole_device(self.info.index, streams=len(old.streams))
+        self.gate = self.whole.create_stream()
+        with contextlib.suppress(Exception):  # drained above; the L2 buffer is freed on the new gate
+            gate.close()
+        old.close()
+
+    def clocks(self) -> dict:
+        """NVML SM clock and power now, as the ``*_before`` columns of a round's rows."""
+        clock, power = self.nvml.read()
+        return {"sm_clock_mhz_before": clock, "power_w_before": power}
+
+    def stamp(self, rows: list[dict], before: dict) -> None:
+        """Write the round's clock and power (read before, and now) into its rows."""
+        clock, power = self.nvml.read()
+        for r in rows:
+            r.update(before, sm_clock_mhz=clock, power_w=power)
 
     def drain(self, streams) -> None:
         for s in streams:

@@ -15,11 +15,12 @@ import math
 from ..device import partitions
 from ..device.driver import DeviceInfo, device_info
 from ..device.partitions import Partitioning
-from ..schema import Options, environment_identity, frame, new_run_id
+from ..schema import RECIPES_ATTR, Options, environment_identity, frame, new_run_id
 from ..trace.collector import Collector
-from ..workloads.spec import as_workloads, workload_names
+from ..workloads.spec import as_workloads, recipes_of, workload_names
 from ..workloads.workload import Workload
 from .engine import Engine, launch_gap
+from .runner import round_plan
 
 __all__ = ["Experiment", "experiment"]
 
@@ -38,11 +39,23 @@ class Experiment:
         self.gap = math.nan
         self.extra: dict = {}
         self._owned: list = []
+        self._round = 0
 
     def adopt(self, resource):
         """Close ``resource`` (a workload or recorder) when the run ends."""
         self._owned.append(resource)
         return resource
+
+    def rounds(self, layouts, options: Options | None = None):
+        """The visits of ``layouts`` in this run's rounds (:func:`~gcexplore.experiments.runner.round_plan`)."""
+        o = options or self.options
+        return round_plan(layouts, o.repeats, o.rounds, seed=self.run_id)
+
+    def enter_round(self, index: int) -> None:
+        """Start round ``index`` (a no-op within a round): fresh whole-device streams and gate."""
+        if index != self._round and self.engine is not None:
+            self.engine.new_round()
+        self._round = index
 
     def partitioned(self, split):
         """The split's partitions: a Partitioning given (left open) or a new one (closed after)."""
@@ -85,6 +98,9 @@ def experiment(kind: str, workloads, device, options: Options, *, check=None, st
     run_id = check(info, names) if check is not None else None
     wls, made = as_workloads(workloads, device=info.index)
     run = Experiment(kind, info, options, wls, run_id or new_run_id())
+    recipes = recipes_of(workloads)
+    if recipes:  # what was measured, in the one recipe grammar (compare never pools two recipes)
+        run.extra[RECIPES_ATTR] = recipes
     for w in made:
         run.adopt(w)
     try:

@@ -3,20 +3,22 @@ plain streams and on complementary partitions (NVIDIA's green-context sample as 
 
 from __future__ import annotations
 
+import random
+
 from .._checks import as_int, as_seconds_like
 from ..device import partitions
 from ..device.driver import plan_split
-from ..schema import Options
+from ..schema import Options, auto_rounds
 from ..trace.collector import traced
 from ..workloads.builtins import spin
 from .engine import Slot, nvtx_range
 from .experiment import Experiment, experiment
-from .runner import run_layouts
+from .runner import Round, run_layouts
 
 __all__ = ["isolation"]
 
 
-def _isolation_scenario(run: Experiment, name, groups, pacer, crit, out, within) -> None:
+def _isolation_scenario(run: Experiment, name, groups, pacer, crit, out, within, rnd: Round) -> None:
     engine, opts = run.engine, run.options
     for gslots in groups:
         for s in gslots:
@@ -24,8 +26,9 @@ def _isolation_scenario(run: Experiment, name, groups, pacer, crit, out, within)
     for _ in range(opts.warmup):
         for gslots in groups:
             engine.run_group(gslots)
-    inside = total = 0
-    for rep in range(opts.repeats):
+    inside, total = within.get(name, (0, 0))
+    first, before = len(out), engine.clocks()
+    for rep in range(rnd.first_rep, rnd.first_rep + rnd.repeats):
         for gslots in groups:
             per_slot, _ = engine.run_group(gslots, label=(run.extra["layout"], name, rep))
             ends = [[st + d for st, d in lst] for lst in per_slot]
@@ -36,17 +39,18 @@ def _isolation_scenario(run: Experiment, name, groups, pacer, crit, out, within)
                 for j, (_, dur) in enumerate(lst):
                     if slot.paced_by is not None:  # from its issue (the pacing end) to its end
                         dur = ends[i][j] - ends[slot.paced_by][j]
-                    out.append({"scenario": name, "role": role, "workload": slot.workload.name,
-                                "rep": rep, "sm_count": slot.partition.sm_count, "duration_ms": dur})
+                    out.append({"scenario": name, "role": role, "workload": slot.workload.name, "rep": rep,
+                                "round": rnd.index, "sm_count": slot.partition.sm_count, "duration_ms": dur})
             if name != "alone" and len(gslots) == 2:
                 inside += sum(e <= ends[0][-1] for e in ends[1])
                 total += len(ends[1])
+    engine.stamp(out[first:], before)
     if total:
-        within[name] = inside / total
+        within[name] = (inside, total)
 
 
-def isolation(critical, background, split=16, *, repeats: int = 20, warmup: int = 3, device=0,
-              launches: int = 20, pacer_us: float = 50.0, trace: bool = False):
+def isolation(critical, background, split=16, *, repeats: int = 15, warmup: int = 1, rounds: int | None = None,
+              device=0, launches: int = 20, pacer_us: float = 50.0, trace: bool = False):
     """Latency of a critical workload next to a background one: alone, plain streams, partitions.
 
     NVIDIA's green-context sample as a measurement. In each repetition the background
@@ -69,8 +73,9 @@ def isolation(critical, background, split=16, *, repeats: int = 20, warmup: int 
         E.g. ``"latency"`` and ``"compute"``; their names must differ.
     split : int, default 16
         SMs of the critical partition.
-    repeats, warmup, trace
-        As for :func:`profile_overlap` (20, 3, False; the trace's mode is the scenario).
+    repeats, warmup, rounds, trace
+        As for :func:`profile_overlap` (15, 1, 5 rounds, False; the trace's mode is the
+        scenario): each round splits afresh and runs the scenarios in a new order.
     device : int, default 0
     launches : int, default 20
         Critical launches per repetition (1 to 10,000).
@@ -81,15 +86,16 @@ def isolation(critical, background, split=16, *, repeats: int = 20, warmup: int 
     -------
     pandas.DataFrame
         Columns: ``scenario`` (str), ``role`` (``"critical"`` or ``"background"``),
-        ``workload`` (str), ``rep`` (int), ``sm_count`` (int: SMs available to it),
+        ``workload`` (str), ``rep`` (int), ``round`` (int), ``sm_count`` (int: SMs available to it),
         ``duration_ms`` (float: for the critical role one launch's latency from its
         issue to its end event, ``launches`` rows per repetition; for the background
-        one launch's event span, ``launches + 1`` rows per repetition),
+        one launch's event span, ``launches + 1`` rows per repetition), ``sm_clock_mhz_before``,
+        ``power_w_before``, ``sm_clock_mhz``, ``power_w`` (NVML, per scenario and round),
         ``device_name``, ``run_id``. ``attrs["kind"] = "isolation"``;
         ``attrs["critical_within_background"]``: per contended scenario, the fraction
         of critical launches that ended before the background's last launch did.
     """
-    opts = Options(repeats=repeats, warmup=warmup, trace=trace)
+    opts = Options(repeats=repeats, warmup=warmup, rounds=auto_rounds(repeats, rounds), trace=trace)
     launches = as_int("launches", launches, minimum=1, maximum=10_000)
     pacer_us = as_seconds_like("pacer_us", pacer_us, unit="microseconds", maximum=1e6)
     plans = []
@@ -107,12 +113,19 @@ def isolation(critical, background, split=16, *, repeats: int = 20, warmup: int 
         crit, bg = run.wls
         pacer = run.adopt(spin(pacer_us, device=run.info.index, name="pacer"))
         within: dict[str, float] = {}
+        counts: dict[str, tuple[int, int]] = {}
         run.extra.update(layout=plans[0].label, launches=launches, pacer_us=pacer_us,
                          critical_within_background=within)
-        whole = run.engine.whole
-        s0, s1 = whole.streams[0], whole.streams[1]
 
-        def measure(parts, out):
+        def measure(item, out):
+            _, rnd = item
+            run.enter_round(rnd.index)
+            with partitions.split(plans[0].requested, device=run.info.index) as parts:
+                run_scenarios(parts, rnd, out)
+
+        def run_scenarios(parts, rnd, out):
+            whole = run.engine.whole
+            s0, s1 = whole.streams[0], whole.streams[1]
             rem, p0 = parts.remainder, parts[0]
             scenarios = {
                 "alone": [[Slot(bg, whole, s0, launches + 1)],
@@ -121,13 +134,16 @@ def isolation(critical, background, split=16, *, repeats: int = 20, warmup: int 
                 "partitioned": [[Slot(bg, rem, rem.stream, launches + 1),
                                  Slot(crit, p0, p0.stream, launches, 0)]],
             }
+            order = list(scenarios)
+            if opts.rounds > 1:
+                random.Random(f"{run.run_id} {rnd.index}").shuffle(order)
             try:
-                for name, groups in scenarios.items():
+                for name in order:
                     with nvtx_range(f"isolation {name}"):
-                        _isolation_scenario(run, name, groups, pacer, crit, out, within)
+                        _isolation_scenario(run, name, scenarios[name], pacer, crit, out, counts, rnd)
             finally:
                 run.engine.drain([p.stream for p in parts.all])
+            within.update({k: i / t for k, (i, t) in counts.items()})
 
-        with partitions.split(plans[0].requested, device=run.info.index) as parts:
-            rows, _ = run_layouts([(parts.label, parts)], measure, build=run.frame, desc="isolation")
+        rows, _ = run_layouts(run.rounds([(plans[0].label, None)]), measure, build=run.frame, desc="isolation")
         return traced(run.frame(rows), run.trace)

@@ -23,12 +23,12 @@ from collections.abc import Sequence
 from ..device import partitions
 from ..device.driver import plan_split
 from ..device.partitions import Partitioning
-from ..schema import MODES, Options, new_run_id
+from ..schema import MODES, Options, auto_rounds, new_run_id
 from ..trace.collector import traced
 from .engine import Engine, Slot, nvtx_range
 from .experiment import Experiment, experiment
 from .request import as_sizes, check_partitioning, fit_workloads, sweep_sizes
-from .runner import Checkpoint, run_layouts
+from .runner import Checkpoint, Round, run_layouts
 
 __all__ = ["measure_layout", "overlap_row", "profile_overlap", "sweep"]
 
@@ -48,15 +48,16 @@ def _schedule(mode: str, wls, placed, whole, part_slots, l2_flush: bool):
                               "schedule for it (gcexplore.experiments.overlap)")
 
 
-def overlap_row(layout, split_k, mode, rep, slot: Slot, start, dur, makespan) -> dict:
-    """One result row: ``slot``'s workload ran ``dur`` ms from ``start`` in repetition ``rep``."""
+def overlap_row(layout, split_k, mode, rep, slot: Slot, start, dur, makespan, round_index: int = 0) -> dict:
+    """One result row: ``slot``'s workload ran ``dur`` ms from ``start`` in repetition ``rep``
+    (of round ``round_index``)."""
     wl, p = slot.workload, slot.partition
 
     def per_sec(amount):
         return math.nan if amount is None or not dur > 0 else float(amount) / (dur * 1e-3)
 
     return {
-        "layout": layout, "split_sm_count": split_k, "mode": mode, "rep": rep,
+        "layout": layout, "split_sm_count": split_k, "mode": mode, "rep": rep, "round": round_index,
         "workload": wl.name, "partition": p.name, "sm_count": p.sm_count,
         "requested_sm_count": p.requested_sm_count, "start_ms": start, "duration_ms": dur,
         "makespan_ms": makespan, "flops": math.nan if wl.flops is None else float(wl.flops),
@@ -65,58 +66,77 @@ def overlap_row(layout, split_k, mode, rep, slot: Slot, start, dur, makespan) ->
     }
 
 
-def _reps(engine: Engine, groups, labels):
-    """``(label, [(per_slot, makespan) per group])`` for each label: one group is pipelined."""
+def _reps(engine: Engine, groups, labels, on_queued=None):
+    """``(label, [(per_slot, makespan) per group])`` for each label: one group is pipelined.
+    ``on_queued(i)`` runs once label ``i``'s repetition is enqueued (the GPU busy with it)."""
     if len(groups) == 1:
         (gslots, chain), = groups
-        for label, per_slot, makespan in engine.run_reps(gslots, labels, chain=chain):
+        for label, per_slot, makespan in engine.run_reps(gslots, labels, chain=chain, on_queued=on_queued):
             yield label, [(per_slot, makespan)]
         return
-    for label in labels:
+    for i, label in enumerate(labels):
+        if on_queued is not None:
+            on_queued(i)
         yield label, [engine.run_group(gslots, chain=chain, label=label) for gslots, chain in groups]
 
 
-def _measure_mode(engine: Engine, groups, layout, split_k, mode, opts: Options, rows: list[dict]) -> None:
+def _measure_mode(engine: Engine, groups, layout, split_k, mode, opts: Options, rnd: Round, rows: list[dict],
+                  warmup: int) -> None:
+    """``warmup`` discarded repetitions, then the round's measured ones, as one pipelined
+    stream; NVML is read while the first and the last measured repetition run (not in a gap)."""
     for gslots, _ in groups:
         for s in gslots:
             s.run = engine.runner(s)
-    for _ in _reps(engine, groups, [(layout, mode, None)] * opts.warmup):
-        pass
+    reps = range(rnd.first_rep, rnd.first_rep + rnd.repeats)
+    labels = [(layout, mode, None)] * warmup + [(layout, mode, rep) for rep in reps]
+    reads = {}
+
+    def on_queued(i):
+        if i in (warmup, len(labels) - 1):
+            reads[i] = engine.nvml.read()
+
     first = len(rows)
-    clock0, power0 = engine.nvml.read()
-    for (_, _, rep), outs in _reps(engine, groups, [(layout, mode, rep) for rep in range(opts.repeats)]):
+    for (_, _, rep), outs in _reps(engine, groups, labels, on_queued):
+        if rep is None:
+            continue
         rep_rows = []
         for (gslots, _), (per_slot, makespan) in zip(groups, outs):
             for slot, launches in zip(gslots, per_slot):
                 start, dur = launches[0]
-                rep_rows.append(overlap_row(layout, split_k, mode, rep, slot, start, dur, makespan))
+                rep_rows.append(overlap_row(layout, split_k, mode, rep, slot, start, dur, makespan, rnd.index))
         rows.extend(rep_rows)
-    clock, power = engine.nvml.read()
+    (clock0, power0), (clock, power) = reads.get(warmup, (math.nan,) * 2), reads.get(len(labels) - 1, (math.nan,) * 2)
     for r in rows[first:]:
         r.update(sm_clock_mhz_before=clock0, power_w_before=power0, sm_clock_mhz=clock, power_w=power)
 
 
-def measure_layout(run: Experiment, parts, rows: list[dict], options: Options | None = None) -> None:
-    """All modes of one layout; appends one row per mode x rep x workload to ``rows``.
+def measure_layout(run: Experiment, parts, rows: list[dict], options: Options | None = None,
+                   rnd: Round | None = None) -> None:
+    """All modes of one layout in one round; appends one row per mode x rep x workload to ``rows``.
 
-    ``options`` (default: the run's) set the modes and repetitions; the tuner passes a copy
-    with its own repetition count.
+    ``options`` (default: the run's) set the modes and warm-up; ``rnd`` the round and its
+    repetitions (default: one round of ``options.repeats``). The tuner passes its own.
     """
     engine, wls, opts = run.engine, run.wls, run.options if options is None else options
+    rnd = rnd or Round(0, opts.repeats, 0)
+    run.extra["warmup_later_modes"] = min(opts.warmup, 1)  # what gpu_time_ms counts
     placed = parts.all[:len(wls)]
     part_slots = [Slot(w, p, p.stream) for w, p in zip(wls, placed)]
     try:
-        for mode in opts.modes:
+        for i, mode in enumerate(opts.modes):
             groups = _schedule(mode, wls, placed, engine.whole, part_slots, opts.l2_flush)
+            # the layout's first mode warms its new partitions, streams and kernels; a later mode
+            # runs on warm ones and needs one repetition to settle its own pattern (caches, clocks)
+            warmup = opts.warmup if i == 0 else min(opts.warmup, 1)
             with nvtx_range(f"{parts.label} {mode}"):
-                _measure_mode(engine, groups, parts.label, parts[0].sm_count, mode, opts, rows)
+                _measure_mode(engine, groups, parts.label, parts[0].sm_count, mode, opts, rnd, rows, warmup)
     finally:
         engine.drain([p.stream for p in placed])
         engine.drop_graphs()
 
 
-def profile_overlap(workloads, split, *, repeats: int = 20, warmup: int = 3, device=0,
-                    modes: Sequence[str] = MODES, l2_flush: bool = False, graphs: bool = False,
+def profile_overlap(workloads, split, *, repeats: int = 15, warmup: int = 1, rounds: int | None = None,
+                    device=0, modes: Sequence[str] = MODES, l2_flush: bool = False, graphs: bool = False,
                     rounding: str = "up", trace: bool = False):
     """Time workloads alone, concurrently on their partitions, one after another, and on plain streams.
 
@@ -131,9 +151,13 @@ def profile_overlap(workloads, split, *, repeats: int = 20, warmup: int = 3, dev
     split : int, sequence of int, or Partitioning
         SM counts of the groups (as for :func:`gcexplore.split`), or partitions already
         made on ``device`` (used as they are, not closed).
-    repeats, warmup, modes, l2_flush, graphs, rounding
-        See :class:`gcexplore.schema.Options`: measured repetitions per mode (20),
-        discarded ones before them (3), which of ``"alone"`` (each workload by itself on
+    repeats, warmup, rounds, modes, l2_flush, graphs, rounding
+        See :class:`gcexplore.schema.Options`: measured repetitions per mode over all
+        rounds (15), discarded ones at the start of each round (1 before the first mode of
+        a layout, which warms its new partitions; at most 1 before each later mode), rounds
+        (default ``min(5, repeats // 3)``, at least 1: 5 rounds of 3; each round splits the
+        device afresh, makes fresh streams and measures the layouts in a new order, so the
+        variation between runs is measured, not assumed away), which of ``"alone"`` (each workload by itself on
         its partition), ``"concurrent"`` (all at once on their partitions),
         ``"sequential"`` (one after another on the whole device) and ``"streams"`` (all
         at once on plain streams of the whole device); an L2 flush before every
@@ -151,7 +175,8 @@ def profile_overlap(workloads, split, *, repeats: int = 20, warmup: int = 3, dev
         - ``layout`` (str): granted sizes, e.g. ``"24+108"``.
         - ``split_sm_count`` (int): granted SMs of the first partition.
         - ``mode`` (str): one of :data:`gcexplore.schema.MODES`.
-        - ``rep`` (int): repetition, 0-based, after warm-up.
+        - ``rep`` (int): repetition, 0-based, after warm-up, counted on across rounds.
+        - ``round`` (int): the round, 0-based.
         - ``workload`` (str): workload name.
         - ``partition`` (str): ``"p0"``, ``"p1"``, ..., ``"remainder"``, or ``"device"``.
         - ``sm_count`` (int): SMs the workload ran on (whole device for sequential/streams).
@@ -164,10 +189,10 @@ def profile_overlap(workloads, split, *, repeats: int = 20, warmup: int = 3, dev
         - ``throughput_tflops`` (float): flops / duration, in 1e12/s (NaN if undeclared).
         - ``bandwidth_gbs`` (float): bytes / duration, in GB/s (NaN if undeclared).
         - ``sm_clock_mhz_before``, ``power_w_before`` (float): NVML SM clock (MHz) and
-          board power (W) read after the warm-up, before the mode's measured
-          repetitions (NaN without nvidia-ml-py).
-        - ``sm_clock_mhz``, ``power_w`` (float): the same, read after the mode's
-          repetitions; a clock that fell in between shows throttling.
+          board power (W) read while the mode's first measured repetition of the round runs
+          (NaN without nvidia-ml-py).
+        - ``sm_clock_mhz``, ``power_w`` (float): the same, read while its last
+          repetition of the round runs; a clock that fell in between shows throttling.
         - ``device_name``, ``run_id`` (str): the card and this run, so results
           concatenated with others stay apart.
 
@@ -183,8 +208,8 @@ def profile_overlap(workloads, split, *, repeats: int = 20, warmup: int = 3, dev
     MeasurementFailed, MeasurementInterrupted
         A workload raised or the user interrupted; ``exc.partial`` holds the rows so far.
     """
-    opts = Options(repeats=repeats, warmup=warmup, modes=modes, l2_flush=l2_flush, graphs=graphs,
-                   rounding=rounding, trace=trace)
+    opts = Options(repeats=repeats, warmup=warmup, rounds=auto_rounds(repeats, rounds), modes=modes,
+                   l2_flush=l2_flush, graphs=graphs, rounding=rounding, trace=trace)
     given = isinstance(split, Partitioning)
     labels = []
 
@@ -196,23 +221,26 @@ def profile_overlap(workloads, split, *, repeats: int = 20, warmup: int = 3, dev
         labels.append(plan.label)
 
     with experiment("overlap", workloads, device, opts, check=check) as run:
-        def measure(_, out):
-            with run.partitioned(split) as parts:
-                measure_layout(run, parts, out)
+        def measure(item, out):
+            rnd = item[1]
+            run.enter_round(rnd.index)
+            with run.partitioned(split) as parts:  # made afresh each round (a Partitioning given is kept)
+                measure_layout(run, parts, out, rnd=rnd)
 
-        rows, _ = run_layouts([(labels[0], None)], measure, build=run.frame)
+        rows, _ = run_layouts(run.rounds([(labels[0], None)]), measure, build=run.frame)
         return traced(run.frame(rows), run.trace)
 
 
-def sweep(workloads, sm_counts=None, *, others: Sequence[int] = (), repeats: int = 20,
-          warmup: int = 3, device=0, modes: Sequence[str] = MODES, l2_flush: bool = False,
+def sweep(workloads, sm_counts=None, *, others: Sequence[int] = (), repeats: int = 15,
+          warmup: int = 1, rounds: int | None = None, device=0, modes: Sequence[str] = MODES, l2_flush: bool = False,
           graphs: bool = False, rounding: str = "up", checkpoint=None, progress: bool = True,
           trace: bool = False):
     """:func:`profile_overlap` over every valid size of the first partition.
 
     The first workload gets ``k`` SMs, the last the remainder (middle workloads, if
-    any, the fixed sizes in ``others``). Each layout is split once and measured in
-    every mode; a progress bar (tqdm.auto) counts layouts.
+    any, the fixed sizes in ``others``). In each round every layout is split afresh and
+    measured in every mode, the layouts in a new shuffled order; a progress bar
+    (tqdm.auto) counts layout visits.
 
     Parameters
     ----------
@@ -223,13 +251,13 @@ def sweep(workloads, sm_counts=None, *, others: Sequence[int] = (), repeats: int
         (8, 16, ..., 128 on the H100).
     others : sequence of int, default ()
         Fixed sizes of the middle workloads (``len(workloads) - 2`` of them).
-    repeats, warmup, device, modes, l2_flush, graphs, rounding, trace
+    repeats, warmup, rounds, device, modes, l2_flush, graphs, rounding, trace
         As for :func:`profile_overlap` (layouts resumed from a checkpoint have no trace).
     checkpoint : str or path, optional
-        JSON-lines file: each finished layout's rows are appended (flushed and fsynced)
-        as soon as it is measured; rerunning with the same file (and the same
-        workloads, modes and options) skips the layouts already in it and returns all
-        rows, under the first run's ``run_id``.
+        JSON-lines file: each finished layout visit's rows are appended (flushed and
+        fsynced) as soon as it is measured; rerunning with the same file (and the same
+        workloads, modes and options) skips the visits already in it and returns all
+        rows, under the first run's ``run_id`` (so in the same rounds and order).
     progress : bool, default True
 
     Returns
@@ -248,8 +276,8 @@ def sweep(workloads, sm_counts=None, *, others: Sequence[int] = (), repeats: int
         A workload raised or the user interrupted: ``exc.partial`` holds every row
         measured so far (finished layouts are also in the checkpoint).
     """
-    opts = Options(repeats=repeats, warmup=warmup, modes=modes, l2_flush=l2_flush, graphs=graphs,
-                   rounding=rounding, trace=trace)
+    opts = Options(repeats=repeats, warmup=warmup, rounds=auto_rounds(repeats, rounds), modes=modes,
+                   l2_flush=l2_flush, graphs=graphs, rounding=rounding, trace=trace)
     fixed = as_sizes("others", others)  # numbers checked before the driver is asked
     if sm_counts is not None:
         as_sizes("sm_counts", sm_counts)
@@ -262,18 +290,19 @@ def sweep(workloads, sm_counts=None, *, others: Sequence[int] = (), repeats: int
         if checkpoint is not None:
             ckpt = Checkpoint(checkpoint, {"kind": "sweep", "device_name": info.name, "workloads": names,
                                            "others": fixed, **opts.metadata("sweep"), "run_id": new_run_id()})
-            done = ckpt.load()  # checks the file before any GPU work
-            plan.update(ckpt=ckpt, resumed=[lab for lab, _ in plan["layouts"] if lab in done])
-            return ckpt.header["run_id"]  # a resumed sweep keeps its first run's id
+            plan.update(ckpt=ckpt, done=ckpt.load())  # checks the file before any GPU work
+            return ckpt.header["run_id"]  # a resumed sweep keeps its first run's id (and order)
         return None
 
     with experiment("sweep", workloads, device, opts, check=check) as run:
-        run.extra["resumed_layouts"] = plan.get("resumed", [])
+        visits = run.rounds(plan["layouts"])
+        run.extra["resumed_layouts"] = [k for k, _ in visits if k in plan.get("done", {})]
 
-        def measure(counts, out):
+        def measure(item, out):
+            counts, rnd = item
+            run.enter_round(rnd.index)
             with partitions.split(counts, device=run.info.index, rounding=opts.rounding) as parts:
-                measure_layout(run, parts, out)
+                measure_layout(run, parts, out, rnd=rnd)
 
-        rows, _ = run_layouts(plan["layouts"], measure, build=run.frame, checkpoint=plan.get("ckpt"),
-                              progress=progress)
+        rows, _ = run_layouts(visits, measure, build=run.frame, checkpoint=plan.get("ckpt"), progress=progress)
         return traced(run.frame(rows), run.trace)

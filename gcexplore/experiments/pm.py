@@ -80,9 +80,9 @@ class DramTimeline(NamedTuple):
 
 def _workload_spec(workloads) -> dict:
     from ..workloads.builtins import BUILTINS
-    from ..workloads.spec import workload_names
+    from ..workloads.spec import is_recipe, workload_names
 
-    if isinstance(workloads, str) and ":" in workloads:
+    if isinstance(workloads, str) and ":" in workloads and not is_recipe(workloads):
         module, _, func = workloads.partition(":")
         if not module or not func.isidentifier():
             raise ValueError(f"a workload factory is 'module:function', got {workloads!r}")
@@ -94,7 +94,7 @@ def _workload_spec(workloads) -> dict:
         if not isinstance(obj, str):
             raise TypeError(
                 f"dram_timeline runs the workloads in a child process (so a crash in CUPTI cannot end "
-                f"yours) and builds them there: give built-in names ({', '.join(BUILTINS)}) or a factory "
+                f"yours) and builds them there: give built-in names ({', '.join(BUILTINS)}; recipes such as 'memory:n=1048576' too) or a factory "
                 f"'module:function' that returns the workloads; {name!r} is a {type(obj).__name__}")
     return {"names": dict(zip(names, objs))}
 

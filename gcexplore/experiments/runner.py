@@ -3,6 +3,9 @@
 - :func:`run_layouts` measures layout after layout and keeps every row: when a
   workload raises or the user interrupts, it raises :class:`MeasurementFailed` or
   :class:`MeasurementInterrupted` with all rows so far in ``exc.partial``.
+- :func:`round_plan` lays the layouts out in rounds: every layout once per round, each round in
+  a fresh shuffled order (seeded by the run id), so drift and the state drawn per round fall on
+  every layout alike; each visit is one unit of :func:`run_layouts` (and of the checkpoint).
 - :class:`Checkpoint` appends each finished layout to a JSON-lines file (flushed and
   fsynced per layout); a rerun with the same file skips the layouts already there. A
   torn last line (a crash mid-write) is cut off before anything is appended, so a
@@ -14,9 +17,11 @@ Pure Python and pandas; nothing here touches the GPU.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
+import random
 import stat
 import tempfile
 import time
@@ -24,14 +29,44 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..device.driver import GreenContextError
+from ..schema import round_sizes
 
 __all__ = [
     "Checkpoint",
     "MeasurementAborted",
     "MeasurementFailed",
     "MeasurementInterrupted",
+    "Round",
+    "round_plan",
     "run_layouts",
 ]
+
+
+@dataclasses.dataclass(frozen=True)
+class Round:
+    """One round of a measurement: its index, its measured repetitions, the ``rep`` of its first
+    (repetitions count on across rounds, so ``(layout, mode, rep)`` still names one repetition)."""
+
+    index: int = 0
+    repeats: int = 1
+    first_rep: int = 0
+
+
+def round_plan(layouts: Sequence[tuple[str, Any]], repeats: int, rounds: int, seed: str = "") -> list[tuple[str, Any]]:
+    """``(key, (arg, Round))`` for every layout in every round, round by round.
+
+    With one round the layouts keep their order and their labels as keys; with more, each
+    round is shuffled afresh (``random.Random(seed)``) and the keys read ``"<label> round <k>"``.
+    """
+    rng = random.Random(str(seed))
+    out, first = [], 0
+    for k, n in enumerate(round_sizes(repeats, rounds)):
+        order = list(layouts)
+        if rounds > 1:
+            rng.shuffle(order)
+        out.extend((label if rounds == 1 else f"{label} round {k}", (arg, Round(k, n, first))) for label, arg in order)
+        first += n
+    return out
 
 
 class MeasurementAborted(BaseException):

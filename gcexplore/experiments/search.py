@@ -22,12 +22,15 @@ How it decides
   two minima is not taken for one.
 - **Neighbours always.** The answer's neighbours (one SM chunk moved between two
   workloads) are measured whatever the bounds say.
-- **Repetitions until decided.** The answer is confirmed against a measured rival when
-  the lower confidence bound of rival / answer (Hodges-Lehmann with the exact
-  Mann-Whitney distribution, :func:`ratio_bound`) is at least ``1 / (1 + tolerance)``:
-  the rival is not faster by more than the tolerance. Until then both get more
-  repetitions (doubling), up to ``max_repeats``, after which the pair is recorded as
-  too close to call and the lower median wins. Medians are reported with
+- **Rounds until decided.** Every measurement of a layout is one round (a fresh split,
+  ``repeats`` repetitions). The answer is confirmed against a measured rival when the
+  lower confidence bound of rival / answer is at least ``1 / (1 + tolerance)``: the
+  rival is not faster by more than the tolerance. The bound's unit is the round
+  (:func:`~gcexplore.analysis.stats.round_ratio_ci`): a layout measured in one round
+  carries the card's run-to-run floor (``Settings.floor``), so a close pair is not
+  decided by the repetitions of one round. Until it is decided both get another round,
+  up to ``max_repeats`` repetitions, after which the pair is recorded as too close to
+  call and the lower median wins. Medians are reported with
   distribution-free intervals (order statistics, :func:`quantile_ci`).
 - **Latency targets.** With ``slo_ms`` the search looks for the smallest first
   partition whose ``percentile`` of the first workload's duration is at most the target:
@@ -46,7 +49,7 @@ import math
 from collections.abc import Callable, Sequence
 
 from .._checks import as_count, as_int, as_seconds_like
-from ..analysis.stats import quantile, quantile_ci, ratio_bound
+from ..analysis.stats import DEFAULT_FLOOR, Floor, quantile, quantile_ci, round_ratio_ci
 from ..schema import MAX_TUNE_REPEATS
 
 __all__ = ["Outcome", "Settings", "label", "search"]
@@ -94,6 +97,9 @@ class Settings:
         How much faster than linear scaling a workload may get before a bound is wrong.
     placement_slack : float, default 0.01
         How much faster a workload may be on fewer SMs (different SMs, noise).
+    floor : Floor, optional
+        The card's run-to-run noise (:func:`gcexplore.analysis.stats.noise_floor`), standing in
+        for the between-round spread of a layout measured in a single round.
     """
 
     slo_ms: float | None = None
@@ -104,6 +110,7 @@ class Settings:
     max_repeats: int = 40
     slack: float = 0.05
     placement_slack: float = 0.01
+    floor: Floor = DEFAULT_FLOOR
 
     def __post_init__(self):
         if self.slo_ms is not None:
@@ -116,6 +123,8 @@ class Settings:
         for name, lo, hi in (("tolerance", 0.001, 0.5), ("confidence", 0.5, 0.999), ("slack", 0.0, 1.0),
                              ("placement_slack", 0.0, 1.0)):
             object.__setattr__(self, name, _fraction(name, getattr(self, name), lo, hi))
+        if not isinstance(self.floor, Floor):
+            raise TypeError(f"floor must be a gcexplore.analysis.stats.Floor, got {type(self.floor).__name__}")
         object.__setattr__(self, "repeats", as_count("repeats", self.repeats, maximum=MAX_TUNE_REPEATS))
         object.__setattr__(self, "max_repeats", as_int("max_repeats", self.max_repeats, minimum=self.repeats,
                                                        maximum=MAX_TUNE_REPEATS))
@@ -198,6 +207,7 @@ class _State:
         self.n = widths.pop()
         self.measure, self.s, self.names = measure, settings, [str(n) for n in names]
         self.data: dict[Layout, list[Rep]] = {}
+        self.round_of: dict[Layout, list[int]] = {}  # the round (visit of the layout) of each repetition
         self.visits: list[dict] = []
         values = [sorted({c[i] for c in self.cands}) for i in range(self.n)]
         self.rank = {c: tuple(values[i].index(c[i]) for i in range(self.n)) for c in self.cands}
@@ -218,8 +228,10 @@ class _State:
         reps = [self._rep(r, layout) for r in self.measure(layout, n)]
         if len(reps) != n:
             raise ValueError(f"measure({label(layout)}, {n}) returned {len(reps)} repetitions, expected {n}")
-        self.visits.append({"step": len(self.visits), "layout": label(layout), "reps": n})
+        rnd = len(set(self.round_of.get(layout, [])))
+        self.visits.append({"step": len(self.visits), "layout": label(layout), "reps": n, "round": rnd})
         self.data.setdefault(layout, []).extend(reps)
+        self.round_of.setdefault(layout, []).extend([rnd] * n)
 
     def _rep(self, r, layout) -> Rep:
         makespan, durations = r
@@ -238,13 +250,21 @@ class _State:
     def reps(self, layout: Layout) -> int:
         return len(self.data.get(layout, []))
 
+    def rounds(self, layout: Layout) -> int:
+        return len(set(self.round_of.get(layout, [])))
+
     def more(self, layout: Layout) -> bool:
-        """Add repetitions (doubling); False when the layout is at ``max_repeats``."""
-        have = self.reps(layout)
-        if have >= self.s.max_repeats:
+        """Add a round of ``repeats`` repetitions; False when the layout is at ``max_repeats``."""
+        if self.reps(layout) >= self.s.max_repeats:
             return False
-        self.visit(layout, max(have, self.s.repeats))
+        self.visit(layout, self.s.repeats)
         return True
+
+    def bound(self, best: Layout, rival: Layout) -> tuple[float, float]:
+        """(estimate, lower bound) of rival / best at the confidence, the round as the unit."""
+        r = round_ratio_ci(self.samples(best), self.samples(rival), self.round_of[best], self.round_of[rival],
+                           self.s.confidence, floor=self.s.floor)
+        return r["ratio"], r["low"]
 
     # -- values -----------------------------------------------------------------
     def samples(self, layout: Layout) -> list[float]:
@@ -370,7 +390,7 @@ def _next_makespan(st: _State, best: Layout) -> Layout | None:
 
 def _confirmed(st: _State, best: Layout, rival: Layout) -> bool:
     """The rival is not faster than the answer by more than the tolerance (at the confidence)."""
-    return ratio_bound(st.samples(best), st.samples(rival), st.s.confidence)[1] * (1.0 + st.s.tolerance) >= 1.0
+    return st.bound(best, rival)[1] * (1.0 + st.s.tolerance) >= 1.0
 
 
 def _makespan_search(st: _State) -> set:
@@ -401,15 +421,16 @@ def _makespan_outcome(st: _State, close: set) -> Outcome:
         if c == best:
             continue
         rv, rci = st.value(c), st.ci(c)
-        est, low = ratio_bound(st.samples(best), st.samples(c), st.s.confidence)
+        est, low = st.bound(best, c)
         if frozenset((best, c)) in close:
-            decision = f"too close to call at {st.reps(c)} repetitions (median +{rv / v - 1:.2%})"
+            decision = (f"too close to call at {st.reps(c)} repetitions in {st.rounds(c)} rounds "
+                        f"(median +{rv / v - 1:.2%})")
         elif low > 1.0:
             decision = f"slower by at least {low - 1:.2%} (estimate {est - 1:.2%})"
         else:
             decision = f"within the {tol:.1%} tolerance (estimate {est - 1:+.2%}, at least {low - 1:+.2%})"
         comps.append({"layout": label(c), "split_sm_count": c[0], "median_ms": rv, "ci_low_ms": rci[0],
-                      "ci_high_ms": rci[1], "reps": st.reps(c), "margin": est - 1.0, "margin_low": low - 1.0,
+                      "ci_high_ms": rci[1], "reps": st.reps(c), "rounds": st.rounds(c), "margin": est - 1.0, "margin_low": low - 1.0,
                       "decision": decision, "neighbour": c in st.neighbours(best)})
     nb = [d for d in comps if d["neighbour"]]
     if nb:
@@ -429,6 +450,10 @@ def _makespan_outcome(st: _State, close: set) -> Outcome:
     for d in comps:
         if d["decision"].startswith("too close"):
             reason.append(f"{d['layout']} is {d['decision']}; the lower median wins")
+    single = sum(1 for c in st.measured() if st.rounds(c) < 2)
+    if single:
+        reason.append(f"each visit of a layout is a round (a fresh split); {single} layout(s) measured in one round "
+                      f"carry the {st.s.floor.text()}")
     return Outcome("makespan", label(best), True, v, label(best), reason, comps, unmeasured,
                    st.visits, st.notes())
 

@@ -73,7 +73,7 @@ def _traffic(wl, traffic, device: int, small: int):
         return None
 
 
-def solo_profile(workload, *, device=0, repeats: int = 5, warmup: int = 1, sm_counts=None,
+def solo_profile(workload, *, device=0, repeats: int = 6, warmup: int = 1, rounds: int | None = None, sm_counts=None,
                  bytes: float | None = None, working_set_bytes: float | None = None,  # noqa: A002
                  shared_bandwidth_gbs: float | None = None, traffic="auto", progress: bool = False):
     """Measure one workload's solo profile.
@@ -83,9 +83,11 @@ def solo_profile(workload, *, device=0, repeats: int = 5, warmup: int = 1, sm_co
     workload : workload or str
         A :class:`~gcexplore.workloads.Workload`, a built-in name or ``fn(*, stream)``.
     device : int, default 0
-    repeats, warmup : int, default 5, 1
-        Repetitions per size (each repetition runs it once on the first partition and
-        once on the remainder, one after the other).
+    repeats, warmup, rounds : int, default 6, 1, 2
+        Repetitions per size over all rounds (each repetition runs it once on the first
+        partition and once on the remainder, one after the other), warm-up per round, and
+        rounds (default ``min(5, repeats // 3)``: 2 rounds of 3, each splitting afresh, so
+        the profile carries a between-round spread for the predictor's calibration).
     sm_counts : sequence of int, optional
         First-partition sizes (default every valid size; the remainders are the rest).
     bytes, working_set_bytes : float, optional
@@ -126,8 +128,8 @@ def solo_profile(workload, *, device=0, repeats: int = 5, warmup: int = 1, sm_co
     name = wl.name
     twin = {name: wl, name + _COPY: wl}
     try:
-        df = sweep(twin, sm_counts=sm_counts, modes=("alone",), repeats=repeats, warmup=warmup, device=device,
-                      progress=progress)
+        df = sweep(twin, sm_counts=sm_counts, modes=("alone",), repeats=repeats, warmup=warmup, rounds=rounds,
+                   device=device, progress=progress)
         small = min(int(k) for k in df.loc[df["partition"] != "remainder", "sm_count"])
         counted = _traffic(wl, traffic, device, small) if bytes is None else None
     finally:

@@ -15,13 +15,14 @@ import itertools
 from collections.abc import Sequence
 
 from .._checks import as_int
+from ..analysis.stats import noise_floor
 from ..device import partitions
 from ..device.driver import DeviceInfo, GreenContextError, plan_split
 from .request import check_enumeration
 from ..schema import Options
 from .experiment import experiment
 from .overlap import measure_layout
-from .runner import run_layouts
+from .runner import Round, run_layouts
 from .search import Settings, label, search
 
 __all__ = ["candidates", "tune"]
@@ -90,24 +91,26 @@ def _progress(enabled: bool):
 def _gpu_measure(run, rows: list[dict], visits: list[dict], bar):
     """``measure(layout, n)`` for the search: ``n`` concurrent repetitions on the GPU."""
     done: dict[tuple, int] = {}
+    rounds: dict[tuple, int] = {}
     base = run.options
     width = len(run.wls)
 
     def measure(layout, n):
         first = len(rows)
         try:
+            rnd = Round(rounds.get(layout, 0), n, done.get(layout, 0))  # each visit is a round: a fresh split
             with partitions.split(list(layout[:-1]), device=run.info.index, rounding=base.rounding) as parts:
                 if parts.label != label(layout):
                     raise GreenContextError(f"asked for layout {label(layout)}, the driver gave {parts.label}")
-                measure_layout(run, parts, rows, dataclasses.replace(base, repeats=n))
+                measure_layout(run, parts, rows, dataclasses.replace(base, repeats=n), rnd=rnd)
         finally:
             new = rows[first:]
-            for r in new:  # search order, and repetitions counted across visits of a layout
+            for r in new:  # search order
                 r["step"] = len(visits)
-                r["rep"] += done.get(layout, 0)
             got = len(new) // width
             done[layout] = done.get(layout, 0) + got
-            visits.append({"step": len(visits), "layout": label(layout), "reps": got})
+            visits.append({"step": len(visits), "layout": label(layout), "reps": got, "round": rounds.get(layout, 0)})
+            rounds[layout] = rounds.get(layout, 0) + 1
             if bar is not None:
                 bar.set_postfix_str(f"{label(layout)} x{got}")
                 bar.update(1)
@@ -165,7 +168,9 @@ def tune(workloads, *, slo_ms: float | None = None, percentile: float = 50.0, ot
         First-partition sizes to choose from; default every valid size.
     tolerance, confidence, repeats, max_repeats
         See :class:`gcexplore.experiments.search.Settings`: the answer within ``tolerance`` (1%) of
-        the best, 90% intervals, 5 repetitions per layout at first, at most 40.
+        the best, 90% intervals, rounds of 5 repetitions (each a fresh split), at most 40 per
+        layout. A layout measured in one round carries the card's recorded run-to-run floor
+        (:func:`gcexplore.analysis.stats.noise_floor`, in ``attrs["floor"]``).
     warmup : int, default 1
         Discarded repetitions each time a layout is measured.
     device, l2_flush, graphs, rounding
@@ -210,18 +215,19 @@ def tune(workloads, *, slo_ms: float | None = None, percentile: float = 50.0, ot
             raise ValueError(f"a latency target with {len(names)} workloads needs others= (the middle "
                              "workloads' fixed sizes); only the first partition's size is searched")
         plan.update(names=names, cands=candidates(info, len(names), others=others, sm_counts=sm_counts,
-                                                  rounding=opts.rounding), prior=_prior(predict, names))
+                                                  rounding=opts.rounding), prior=_prior(predict, names),
+                    settings=dataclasses.replace(settings, floor=noise_floor(info.name, names)))
 
     with experiment("tune", workloads, device, opts, check=check) as run:
         visits: list[dict] = []
-        run.extra.update(settings.metadata(), workloads=plan["names"], visits=visits,
+        run.extra.update(plan["settings"].metadata(), workloads=plan["names"], visits=visits,
                          candidates=[label(c) for c in plan["cands"]], predicted=plan["prior"] is not None)
         found = {}
 
         def measure_all(_, out):
             bar = _progress(progress)
             try:
-                found["o"] = search(plan["cands"], _gpu_measure(run, out, visits, bar), settings,
+                found["o"] = search(plan["cands"], _gpu_measure(run, out, visits, bar), plan["settings"],
                                     names=plan["names"], prior=plan["prior"])
             finally:
                 if bar is not None:

@@ -53,6 +53,11 @@ def esc(text) -> str:
     return html.escape(str(text)).replace("$", "&#36;")
 
 
+#: Tables as wide as their output area, not as their longest headers: fixed layout, cells wrap.
+TABLE_STYLE = ("<style>table.gcexplore-table{width:100%;table-layout:fixed;font-size:11px;border-collapse:collapse}"
+               "table.gcexplore-table th,table.gcexplore-table td{white-space:normal!important;"
+               "overflow-wrap:anywhere;word-break:break-word;padding:2px 3px;text-align:right}</style>")
+
 #: Why the measuring controls of an explorer over saved results are disabled.
 OFFLINE_REASON = "recorded results: measuring needs an NVIDIA GPU in this kernel (gcexplore.explore() there)"
 
@@ -67,7 +72,7 @@ def display_data(obj) -> dict:
                 "text/plain": f"<Figure: {title}>"}
     elif isinstance(obj, pd.DataFrame):
         table = obj.to_html(index=False, float_format=lambda v: f"{v:.4g}", classes="gcexplore-table")
-        data = {"text/html": "<div style='overflow-x:auto;max-width:100%'>" + table.replace("$", "&#36;") + "</div>",
+        data = {"text/html": TABLE_STYLE + "<div style='max-width:100%'>" + table.replace("$", "&#36;") + "</div>",
                 "text/plain": obj.to_string(index=False)}
     else:
         text = str(obj)

@@ -3,13 +3,10 @@
 
 from __future__ import annotations
 
-
-from ._base import W
-
 from ..analysis.comparison import Comparisons, compare
 from ..views.compare import plot_compare
 from ..views.compare_text import describe, describe_sets
-from ._base import Controller, esc, load_result
+from ._base import Controller, W, esc, load_result
 
 __all__ = ["CompareExplorer"]
 
@@ -41,7 +38,7 @@ class CompareExplorer(Controller):
         self.group = W.Dropdown(options=groups, value="concurrent" if "concurrent" in groups else groups[0],
                                 description="mode")
         self.band = W.BoundedFloatText(value=100 * min_effect, min=0.1, max=50.0, step=0.5,
-                                       description="same within ±%")
+                                       description="same within ±%", style={"description_width": "initial"})
         self.words = W.HTML()
         self.group.observe(lambda _c: self._redraw(), names="value")
         self.measured.observe(lambda _c: self._redraw(), names="value")
@@ -69,7 +66,9 @@ class CompareExplorer(Controller):
         self._clear_error()
         c = self._current()
         extra = describe_sets(self.comparison) if isinstance(self.comparison, Comparisons) else []
-        self.words.value = "<ul>" + "".join(f"<li>{esc(s)}</li>" for s in [*describe(c), *extra]) + "</ul>"
+        # the headline counts the rows of the mode the figure and table show
+        lines = [*describe(c, self.group.value), *extra]
+        self.words.value = "<ul>" + "".join(f"<li>{esc(s)}</li>" for s in lines) + "</ul>"
         self._draw("sweep", self.plot_output, lambda: plot_compare(c, group=self.group.value))
         cols = ["group", "layout_a", "layout_b", "median_a_ms", "median_b_ms", "ratio", "ratio_low", "ratio_high",
                 "verdict", "reason"]

@@ -16,7 +16,7 @@ import pandas as pd
 
 from .. import analysis as A
 from ..results.validate import check_result
-from ..schema import layout_key, parse_layout
+from ..schema import identity_name, layout_key, parse_layout
 from ..views import plot as _plot
 from ._base import (CSS, Controller, TraceView, W, catalog, esc, load_result, load_trace, unique_names,
                     with_builtins)
@@ -179,9 +179,9 @@ class Explorer(TraceView, Controller):
         placement = A.placement(results)
         self.layouts = {parse_layout(lay): lay for lay in dict.fromkeys(results["layout"])}
         n_groups = max(1, len(placement) - 1)
-        self.total_sm = int(results.attrs.get("device_sm_count")
+        self.total_sm = int(results.attrs.get(identity_name("sm_count"))
                             or sum(next(iter(self.layouts))))
-        best = A.best_layout(results)
+        best = str(A.best_split(self.run_summary())["layout"])  # the summary the table draws too
         start = parse_layout(best)
         self.sliders = []
         for i in range(n_groups):

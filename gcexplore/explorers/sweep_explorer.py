@@ -94,6 +94,9 @@ class SweepExplorer(TraceView, Controller):
         self._root.add_class(self._root_class)
         if not self.live:
             results, occupancy, self.trace = _offline
+            recorded = int(results.attrs.get("repeats") or results["rep"].max() + 1)
+            self.repeats.max = max(self.repeats.max, recorded)
+            self.repeats.value = recorded  # the recording's repetitions, not the live default
             self.status.value = ("<i>Recorded results: " + esc(
                 _plot.figure_stamp(results.attrs)) + ". Choose a split to see it. Run sweep, Tune and "
                 "repeats are disabled: " + esc(OFFLINE_REASON) + ".</i>")
@@ -178,7 +181,7 @@ class SweepExplorer(TraceView, Controller):
         self.results, self.occupancy = results, occupancy
         per_split = results.drop_duplicates("split_sm_count")
         self._layouts = dict(zip(per_split["split_sm_count"].astype(int), per_split["layout"]))
-        best = start if start is not None else int(parse_layout(A.best_layout(results))[0])
+        best = start if start is not None else int(parse_layout(A.best_split(self.run_summary())["layout"])[0])
         self._sweep_draw = draw  # None: the sweep is redrawn with the chosen split marked
         if draw is not None:
             self._draw("sweep", self.sweep_output, lambda: draw(results))

@@ -5,5 +5,5 @@ from .._lazy import face
 
 PUBLIC = {"io": ("load", "load_recorded", "save"), "chrome_trace": ("to_chrome_trace",),
           "campaign_store": ("campaign_status", "load_campaign")}
-EXTRA = {"io": ("recorded_names",)}
+EXTRA = {"io": ("recorded_names", "recorded_folder")}
 __all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC, EXTRA)

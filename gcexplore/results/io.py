@@ -29,7 +29,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["MAX_ATTRS_DEPTH", "RECORDED", "ResultFileError", "load", "load_recorded", "recorded_names", "save"]
+__all__ = ["MAX_ATTRS_DEPTH", "RECORDED", "ResultFileError", "load", "load_recorded", "recorded_folder", "recorded_names",
+           "save"]
 
 #: Names of the recorded results shipped in gcexplore/data (see bench/record.py).
 RECORDED = ("sweep", "scaling", "occupancy", "isolation", "torch_sweep", "trace", "trace_overlap", "occupancy_best",
@@ -470,8 +471,15 @@ def _check_dtypes(dtypes: dict, side_path: Path) -> None:
                                   "are refused): the sidecar is damaged")
 
 
+def _ends_mid_row(path: Path) -> bool:  # to_csv ends every row, the last too, with a newline
+    with open(path, "rb") as f:
+        return f.seek(0, os.SEEK_END) > 0 and f.seek(-1, os.SEEK_END) >= 0 and f.read(1) != b"\n"
+
+
 def _read_csv(path: Path) -> tuple[pd.DataFrame, dict]:
     side = _read_sidecar(path, _sidecar(path))
+    if "rows" not in side and "sha256" not in side and _ends_mid_row(path):  # nothing else would tell
+        raise ResultFileError(f"{str(path)!r} ends in the middle of a row: it was cut short; save the result again")
     dtypes = side.get("dtypes", {})
     # Text columns are read as text, "NA" and "None" included (a layout "132" must stay
     # a string); then every column gets back the dtype it was saved with.
@@ -548,6 +556,12 @@ def recorded_names() -> list[str]:
     return sorted(p.stem for p in d.glob("*.parquet")) if d.is_dir() else []
 
 
+def recorded_folder(name: str) -> Path | None:
+    """A recorded campaign's folder (``gcexplore/data/<name>/``, for ``load_campaign`` and
+    ``gcexplore campaign status``), or None."""
+    return folder if ((folder := _data_dir() / name) / "campaign.json").is_file() else None
+
+
 def load_recorded(name: str) -> pd.DataFrame:
     """A result recorded on the project's GPU and shipped in ``gcexplore/data/``.
 
@@ -559,19 +573,12 @@ def load_recorded(name: str) -> pd.DataFrame:
         (``summarize(load_recorded("trace_overlap"), trace=load_recorded("trace"))``);
         ``"pm"``: PM samples (DRAM % of peak, SMs active) of two memory kernels on 24 and
         108 SMs, alone and together, with ``"pm_trace"`` their kernel trace
-        (``plot_dram_timeline(load_recorded("pm"), load_recorded("pm_trace"))``).
+        (``plot_dram_timeline(load_recorded("pm"), load_recorded("pm_trace"))``); ``"campaign"``:
+        a two-GPU campaign, also shipped as its folder (``attrs["folder"]``, :func:`recorded_folder`).
 
-    Returns
-    -------
-    pandas.DataFrame
-        With ``attrs["recorded"] = True`` and the GPU's metadata.
-
-    Raises
-    ------
-    ValueError
-        Unknown name (the message lists the available ones).
-    FileNotFoundError
-        A known name whose file is not in this installation.
+    Returns a DataFrame with ``attrs["recorded"] = True`` and the GPU's metadata. Raises
+    ValueError for an unknown name (listing the known ones), FileNotFoundError for a known
+    name whose file is not in this installation.
     """
     present = recorded_names()
     if name not in RECORDED and name not in present:
@@ -582,6 +589,9 @@ def load_recorded(name: str) -> pd.DataFrame:
         raise FileNotFoundError(
             f"recorded result {name!r} is not in {str(_data_dir())!r} (present: {', '.join(present) or 'none'}); "
             "bench/record.py produces it on a GPU")
-    return load(path)
+    df = load(path)
+    if (folder := recorded_folder(name)) is not None:  # also shipped as a campaign folder: where it is
+        df.attrs["folder"] = str(folder)
+    return df
 
 

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from ..schema import IDENTITY, IDENTITY_COLUMNS, RUN_COLUMNS, identity_of, kind_of
+from ..schema import IDENTITY, IDENTITY_COLUMNS, RECIPES_ATTR, RUN_COLUMNS, identity_of, kind_of
 
 __all__ = ["MEASURED_COLUMN", "RUN_COLUMNS", "Run", "fingerprint", "identity", "identity_fields", "measured_groups",
            "measured_label", "per_run", "repeated_rows", "require_one_run", "run_columns", "run_of", "runs",
@@ -234,7 +234,7 @@ def _placement(df: pd.DataFrame) -> tuple[str, ...]:
 
 
 def _recipes(attrs: Mapping, names: tuple[str, ...]) -> tuple[str, ...]:
-    specs = attrs.get("workload_specs") or {}
+    specs = attrs.get(RECIPES_ATTR) or {}
     return tuple(str(specs.get(n, "")) for n in names) if isinstance(specs, Mapping) else ()
 
 

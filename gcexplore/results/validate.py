@@ -68,6 +68,9 @@ def _check_overlap(df: pd.DataFrame, where: str) -> None:
     if "start_ms" in df.columns and _bad_values(df["start_ms"], positive=False).any():
         raise ResultError(f"{where}: some rows have a start_ms that is not a finite number; a start event's "
                           "time after the repetition's start is finite — drop or re-measure those rows")
+    if "rep" in df.columns and _bad_count(df["rep"]).any():
+        raise ResultError(f"{where}: {int(_bad_count(df['rep']).sum())} rows have no repetition number (rep is "
+                          "missing or not a whole number >= 0); every measured row belongs to a repetition")
     if "split_sm_count" in df.columns and _bad_values(df["split_sm_count"], positive=True).any():
         raise ResultError(f"{where}: some rows have no split size (split_sm_count is missing or not positive)")
     if {"layout", "mode", "rep", "workload", "partition"} <= set(df.columns):
@@ -89,7 +92,16 @@ def _check_overlap(df: pd.DataFrame, where: str) -> None:
                                   "attrs come from different runs")
 
 
+def _bad_count(series: pd.Series) -> pd.Series:
+    """Rows whose value is not a whole number >= 0 (NaN included): a repetition or an SM id."""
+    v = pd.to_numeric(series, errors="coerce").astype(float)
+    return ~(np.isfinite(v) & (v >= 0) & (v == np.floor(v)))
+
+
 def _check_occupancy(df: pd.DataFrame, where: str) -> None:
+    if "sm_id" in df.columns and _bad_count(df["sm_id"]).any():
+        raise ResultError(f"{where}: {int(_bad_count(df['sm_id']).sum())} blocks have no SM id (sm_id is missing or "
+                          "not a whole number >= 0); %smid records it for every block")
     if {"start_ns", "end_ns"} <= set(df.columns):
         bad = df["end_ns"] < df["start_ns"]
         if bad.any():

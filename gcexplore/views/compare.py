@@ -16,12 +16,16 @@ from .compare_text import plain
 __all__ = ["plot_compare"]
 
 _SIDE_COLORS = {"a": "#1f77b4", "b": "#d62728"}
+# A drawn over B (solid, filled), B dashed with hollow markers: equal curves stay both visible
+_SIDE_STYLE = {"a": {"marker": "o", "ls": "-", "lw": 1.6, "ms": 5, "zorder": 4},
+               "b": {"marker": "s", "ls": "--", "lw": 1.6, "ms": 8, "zorder": 3, "mfc": "none"}}
 _VERDICT_STYLE = {"FAST": ("#2ca02c", "F"), "SLOW": ("#d62728", "S"), "SAME": ("0.45", "="),
                   "UNCLEAR": ("#ff7f0e", "?")}
 
 
-def plot_compare(c, b=None, *, group: str | None = None, figsize=(8.5, 5.0), **kwargs) -> Figure:
-    """The two sides' curves on the SM-fraction axis, the verdict per layout, both best splits.
+def plot_compare(c, b=None, *, group: str | None = None, figsize=(8.5, 6.5), **kwargs) -> Figure:
+    """The two sides' curves on the SM-fraction axis, the verdict per layout, both best splits,
+    and below them the ratio B / A per layout with its interval and the equivalence band.
 
     Parameters
     ----------
@@ -36,8 +40,11 @@ def plot_compare(c, b=None, *, group: str | None = None, figsize=(8.5, 5.0), **k
     Returns
     -------
     matplotlib.figure.Figure
-        Lines with gids ``"a"`` and ``"b"``, bands ``"a_band"`` / ``"b_band"``, best-split
-        markers ``"best_a"`` / ``"best_b"``, verdict marks ``"verdict_<layout>"``.
+        Top axes (log time axis): lines with gids ``"a"`` (solid, drawn over B) and ``"b"``
+        (dashed, hollow markers), p10-p90 bands ``"a_band"`` / ``"b_band"``, best-split markers
+        ``"best_a"`` / ``"best_b"``, verdict marks ``"verdict_<layout>"``. Bottom axes (gid
+        ``"ratio"``): the ratio B / A with its interval (``"ratio_b_over_a"``) and the
+        ±``min_effect`` band (``"same_band"``), on a scale that shows differences of a percent.
     """
     if not isinstance(c, (Comparison, Comparisons)):
         c = compare(c, b, **kwargs)
@@ -51,27 +58,55 @@ def plot_compare(c, b=None, *, group: str | None = None, figsize=(8.5, 5.0), **k
     if group not in groups:
         raise ValueError(f"plot_compare: no {group!r} rows; this comparison has {', '.join(groups)}")
     fig = new_figure(figsize)
-    ax = fig.add_subplot()
+    ax, rax = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [2.2, 1]})
+    rax.set_gid("ratio")
     for side, label in zip("ab", c.labels):
         cur = c.curves[(c.curves["side"] == side) & (c.curves["group"] == group)]
         x = cur["fraction"] * 100
-        ax.plot(x, cur["median_ms"], "o-", color=_SIDE_COLORS[side], label=plain(f"{label} (median)"), gid=side)
-        ax.fill_between(x, cur["p10_ms"], cur["p90_ms"], color=_SIDE_COLORS[side], alpha=0.18, gid=f"{side}_band",
-                        label=plain(f"{label} p10-p90"))
+        style = _SIDE_STYLE[side]
+        ax.plot(x, cur["median_ms"], color=_SIDE_COLORS[side], label=plain(f"{label} (median)"), gid=side, **style)
+        ax.fill_between(x, cur["p10_ms"], cur["p90_ms"], color=_SIDE_COLORS[side], alpha=0.15, gid=f"{side}_band",
+                        label=plain(f"{label}: p10-p90 of the repetitions"), zorder=1)
         best = c.best.get(side) if c.best and group == "concurrent" else None
         if best:
-            ax.plot([best["fraction"] * 100], [best["median_ms"]], marker="*", ms=16, color=_SIDE_COLORS[side],
-                    markeredgecolor="black", ls="none", gid=f"best_{side}",
+            hollow = {"mfc": "none", "ms": 22, "mew": 1.5} if side == "b" else {"ms": 14}  # both seen when equal
+            ax.plot([best["fraction"] * 100], [best["median_ms"]], marker="*", color=_SIDE_COLORS[side],
+                    markeredgecolor="black" if side == "a" else _SIDE_COLORS[side], ls="none", gid=f"best_{side}",
+                    zorder=5, **hollow,
                     label=plain(f"best on {label}: {best['layout']}"))
-    _verdict_marks(ax, c.table[c.table["group"] == group])
-    ax.set_xlabel("first partition's share of the SMs (%)\nletters above: B vs A per layout: F faster, "
-                  "S slower, = same, ? unclear, c clock difference; A / B measured on that side only", fontsize=8)
-    ax.set_ylabel("makespan (ms)" if c.kind != "scaling" else "duration (ms)")
+    ax.set_yscale("log")
+    rows = c.table[c.table["group"] == group]
+    _verdict_marks(ax, rows)
+    _ratio_panel(rax, rows, c)
+    rax.set_xlabel("first partition's share of the SMs (%)\nletters above: B vs A per layout: F faster, "
+                   "S slower, = same, ? unclear, c clock difference; A / B measured on that side only", fontsize=8)
+    ax.set_ylabel(("makespan" if c.kind != "scaling" else "duration") + " (ms, log scale)")
     ax.set_title(plain(f"{group}: {c.labels[1]} against {c.labels[0]}"), fontsize=10, pad=16)
-    ax.legend(fontsize=8, loc="best")
+    ax.legend(fontsize=7, loc="best")
     stamps = [figure_stamp(attrs) for attrs in c.attrs]
     fig.suptitle(plain("\n".join(f"{side}: {st}" for side, st in zip(c.labels, stamps))), fontsize=8, color="0.3")
     return fig
+
+
+def _ratio_panel(rax, rows: pd.DataFrame, c: Comparison) -> None:
+    """B / A per layout with its interval, and the band within which a difference counts as SAME."""
+    both = rows[rows["present"] == "both"]
+    x = both["fraction_a"] * 100
+    band = c.settings["min_effect"]
+    rax.axhspan(1 - band, 1 + band, color="0.85", gid="same_band", label=f"SAME band ±{band:.1%}")
+    rax.axhline(1.0, color="0.4", lw=0.8)
+    err = [both["ratio"] - both["ratio_low"], both["ratio_high"] - both["ratio"]]
+    rax.errorbar(x, both["ratio"], yerr=err, fmt="o", ms=4, color=_SIDE_COLORS["b"], capsize=2,
+                 gid="ratio_b_over_a", label=f"B / A, {c.settings['level']:.2%} interval")
+    # the scale of the ratios and the band: a wide interval runs past the panel rather than
+    # squeezing a 2% difference into a few pixels
+    lows = [float(both["ratio"].min()), 1 - band] if len(both) else [1 - band]
+    highs = [float(both["ratio"].max()), 1 + band] if len(both) else [1 + band]
+    pad = 0.5 * (max(highs) - min(lows))
+    rax.set_ylim(min(lows) - pad, max(highs) + pad)
+    rax.yaxis.set_major_formatter(lambda v, _pos: f"{v - 1:+.0%}" if abs(v - 1) >= 0.01 or v == 1 else f"{v - 1:+.1%}")
+    rax.set_ylabel("B / A - 1", fontsize=8)
+    rax.legend(fontsize=7, loc="best")
 
 
 def _verdict_marks(ax, rows: pd.DataFrame) -> None:

@@ -10,7 +10,6 @@ from ..analysis.comparison import Comparison, Comparisons
 __all__ = ["describe", "describe_sets", "plain"]
 
 
-
 def plain(text) -> str:
     """``text`` as matplotlib draws it literally: a ``$`` from the data starts no mathtext."""
     return str(text).replace("$", r"\$")
@@ -20,20 +19,48 @@ def _pct(r: float) -> str:
     return f"{r - 1:+.1%}"
 
 
-def describe(c: Comparison) -> list[str]:
-    """The comparison in sentences, each computed from ``c``."""
-    a, b = c.labels
-    n = c.counts()
+def _noise_lines(c: Comparison) -> list[str]:
+    """The rounds each side measured, the between-round spread and the floor used; the rounds
+    that would decide what is UNCLEAR."""
     s = c.settings
-    lines = [f"{b} against {a}: {n['SAME']} of {s['compared']} layout x {'workload' if c.kind == 'scaling' else 'mode'} "
-             f"pairs SAME within ±{s['min_effect']:.1%}, {n['FAST']} FAST, {n['SLOW']} SLOW, {n['UNCLEAR']} UNCLEAR "
-             f"(each interval at {s['level']:.2%}, {s['confidence']:.0%} jointly)"]
+    if "floor_text" not in s:
+        return []
+    t = c.table[c.table["present"] == "both"]
+    ra, rb = (int(t[f"rounds_{x}"].min()) if len(t) else 0 for x in "ab")
+    spread = f"between-round spread {s['round_sd']:.2%}; " if s.get("round_df") else ""
+    lines = [f"intervals from round medians ({ra} round(s) on A, {rb} on B; {spread}{s['floor_text']})"]
+    need = t["rounds_needed"].dropna()
+    if len(need) and np.isfinite(need).any():
+        lines.append(f"{int(np.isfinite(need).sum())} UNCLEAR row(s) would be decided by about "
+                     f"{int(need[np.isfinite(need)].max())} rounds per side")
+    return lines
+
+
+def describe(c: Comparison, group: str | None = None, *, all_differences: bool = False) -> list[str]:
+    """The comparison in sentences, each computed from ``c``.
+
+    ``group`` (a mode; a workload for scaling): the headline counts only that group's rows,
+    as a figure or table of that group shows them. ``all_differences``: list every identity
+    field that differs (by default the first eight, then how many more and where they are).
+    """
+    a, b = c.labels
+    s = c.settings
+    unit = "workload" if c.kind == "scaling" else "mode"
+    n = c.counts(group)
+    where = (f"{group}: {n['SAME']} of {n['compared']} layouts" if group is not None
+             else f"{n['SAME']} of {s['compared']} layout x {unit} pairs")
+    jointly = f"{s['confidence']:.0%} jointly" + (f" over all {s['compared']} pairs" if group is not None else "")
+    lines = [f"{b} against {a}, {where} SAME within ±{s['min_effect']:.1%}, {n['FAST']} FAST, {n['SLOW']} SLOW, "
+             f"{n['UNCLEAR']} UNCLEAR (each interval at {s['level']:.2%}, {jointly})"]
+    lines.extend(_noise_lines(c))
+    lines.extend(_finding_lines(c))
     if n["one-sided"]:
         lines.append(f"{n['one-sided']} layout(s) were measured on one side only")
     if n["clock differences"]:
         lines.append(f"{n['clock differences']} of the FAST/SLOW verdicts are SAME in clock-normalised time: "
                      "clock differences")
-    decided = c.table[c.table["verdict"].isin(["FAST", "SLOW"])]
+    table = c.table if group is None else c.table[c.table["group"] == group]
+    decided = table[table["verdict"].isin(["FAST", "SLOW"])]
     if len(decided):
         worst = decided.loc[(np.log(decided["ratio"])).abs().idxmax()]
         lines.append(f"largest decided difference: {worst['group']} at {worst['layout_a']}"
@@ -44,9 +71,46 @@ def describe(c: Comparison) -> list[str]:
     lines.extend(_slo_lines(c))
     diff = c.identity[~c.identity["same"]]
     if len(diff):
-        lines.append("differs: " + "; ".join(f"{r.field} {r.a or '-'} -> {r.b or '-'}" for r in diff.head(8).itertuples())
-                     + (f" (+{len(diff) - 8} more)" if len(diff) > 8 else ""))
+        shown = diff if all_differences else diff.head(8)
+        more = len(diff) - len(shown)
+        lines.append("differs: " + "; ".join(f"{r.field} {_value(r.a)} -> {_value(r.b)}" for r in shown.itertuples())
+                     + (f" (+{more} more: all in Comparison.identity, or gcexplore compare --all)" if more else ""))
     return lines
+
+
+def _value(text: str) -> str:
+    """An identity value as text; a float with more digits than it means (3.4239977598190308) to 4."""
+    if not text:
+        return "-"
+    try:
+        v = float(text)
+    except ValueError:
+        return text
+    return text if text.lstrip("-").replace(".", "", 1).isdigit() and len(text) <= 8 else f"{v:.4g}"
+
+
+def _finding_lines(c: Comparison) -> list[str]:
+    """Per group, what its layouts say together: B faster / slower at every layout and by how
+    much (the median of the layout ratios), or no difference beyond the band."""
+    per = c.by_group()
+    if len(per) < 2:
+        return []
+    b, band = c.labels[1], c.settings["min_effect"]
+    out = []
+    for r in per.itertuples():
+        if r.FAST == r.compared:
+            out.append(f"{r.group}: {b} faster at all {r.compared} layouts, by {1 - r.median_ratio:.1%} "
+                       "(median of the layout ratios)")
+        elif r.SLOW == r.compared:
+            out.append(f"{r.group}: {b} slower at all {r.compared} layouts, by {r.median_ratio - 1:.1%} "
+                       "(median of the layout ratios)")
+        elif r.FAST == 0 and r.SLOW == 0:
+            out.append(f"{r.group}: no difference beyond ±{band:.1%} at any of its {r.compared} layouts "
+                       f"({r.SAME} SAME, {r.UNCLEAR} UNCLEAR)")
+        else:
+            out.append(f"{r.group}: {r.FAST} FAST, {r.SLOW} SLOW, {r.SAME} SAME, {r.UNCLEAR} UNCLEAR of "
+                       f"{r.compared} layouts; median ratio {_pct(r.median_ratio)}")
+    return out
 
 
 def describe_sets(cs: Comparisons) -> list[str]:
@@ -73,9 +137,10 @@ def _best_lines(c: Comparison) -> list[str]:
         return []
     a, b = c.labels
     ba, bb = c.best["a"], c.best["b"]
-    out = [f"best split on {a}: {ba['layout']} ({ba['fraction']:.0%} of the SMs), {ba['median_ms']:.4g} ms "
-           f"[{ba['ci_low_ms']:.4g}, {ba['ci_high_ms']:.4g}]; on {b}: {bb['layout']} ({bb['fraction']:.0%}), "
-           f"{bb['median_ms']:.4g} ms [{bb['ci_low_ms']:.4g}, {bb['ci_high_ms']:.4g}]"]
+    ci = f"{c.settings['confidence']:.0%} interval of the median"  # not the p10-p90 spread the plot shades
+    out = [f"best split on {a}: {ba['layout']} ({ba['fraction']:.0%} of the SMs), median {ba['median_ms']:.4g} ms "
+           f"({ci} {ba['ci_low_ms']:.4g} to {ba['ci_high_ms']:.4g}); on {b}: {bb['layout']} ({bb['fraction']:.0%}), "
+           f"median {bb['median_ms']:.4g} ms ({ci} {bb['ci_low_ms']:.4g} to {bb['ci_high_ms']:.4g})"]
     if c.best.get("moved") is None:
         out.append(c.best.get("note") or "whether the best split moved cannot be told")
         return out

@@ -79,7 +79,7 @@ def plot_sweep(df: pd.DataFrame, *, summary: pd.DataFrame | None = None, chosen:
     best = A.best_split(summary)
     vs = ""
     if pd.notna(best["speedup_vs_sequential"]):
-        b = A.baseline_choice(df, best["layout"])
+        b = A.baseline_choice(df, best["layout"], summary=summary)
         # the line drawn is the median sequential; the summary's speedup uses the one next to the split
         vs = (f", {b['speedup_median']:.2f}x vs the sequential line"
               + (f" ({b['speedup_next']:.2f}x vs the one measured next to it)"

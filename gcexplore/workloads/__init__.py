@@ -1,15 +1,16 @@
 """Workloads: callables ``fn(stream=...)`` that put work on a partition's stream. The built-in CUDA
 kernels (compute, memory, copy, spin, latency) and adapters for PyTorch, CuPy and cuda.core kernels;
 ``gcexplore.workloads.compute()`` builds one. ``workload`` holds :class:`Workload` and the adapters,
-``builtins`` the kernels, ``spec`` what an experiment is given turned into workloads, ``serving`` the synthetic decoder stack
-(decode and prefill roles) and open-loop arrivals."""
+``builtins`` the kernels, ``spec`` what an experiment is given turned into workloads (and the one
+recipe grammar, ``"memory:n=1048576"``, every entry point accepts), ``serving`` the synthetic decoder
+stack (decode and prefill roles) and open-loop arrivals."""
 
 from .._lazy import face
 
 PUBLIC = {"workload": ("Workload", "from_cupy", "from_kernel", "from_torch"), "builtins": ("builtin",),
           "serving": ("decoder_stack", "serving_roles")}
-EXTRA = {"builtins": ("BUILTINS", "Recorder", "compute", "copy", "latency", "memory", "parse_builtin", "spin"),
-         "spec": ("as_workload", "as_workloads", "workload_names"),
+EXTRA = {"builtins": ("BUILTINS", "Recorder", "compute", "copy", "latency", "memory", "spin"),
+         "spec": ("Recipe", "as_workload", "as_workloads", "is_recipe", "parse_builtin", "parse_recipe", "workload_names"),
          "serving": ("ARRIVALS", "ModelShape", "ServingModel", "arrivals"),
          "collectives": ("COLLECTIVES", "collective", "nccl_versions")}
 __all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC, EXTRA)

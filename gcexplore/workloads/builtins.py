@@ -18,7 +18,7 @@ from ..device.driver import check, require_stream, use
 from ..device.kernels import REC_WORDS, builtin_kernel
 from .workload import Workload
 
-__all__ = ["BUILTINS", "Recorder", "builtin", "compute", "copy", "latency", "memory", "parse_builtin", "spin"]
+__all__ = ["BUILTINS", "Recorder", "builtin", "compute", "copy", "latency", "memory", "spin"]
 
 BUILTINS = ("compute", "memory", "copy", "spin", "latency")
 
@@ -335,28 +335,3 @@ def builtin(name: str, *, device=0, **kwargs) -> Workload:
     if name not in _FACTORIES:
         raise ValueError(f"unknown built-in workload {name!r}; built-ins are {', '.join(BUILTINS)}")
     return _FACTORIES[name](device=device, **kwargs)
-
-
-def parse_builtin(spec: str) -> tuple[str, dict]:
-    """``"name"`` or ``"name:key=value,..."`` (``"memory:n=1048576"``) -> (name, options).
-
-    Values are ints, floats, or else strings. ValueError for an unknown name or a
-    malformed option (nothing is built).
-    """
-    name, _, params = str(spec).partition(":")
-    if name not in BUILTINS:
-        raise ValueError(f"unknown built-in workload {name!r}; built-ins are {', '.join(BUILTINS)}")
-    kwargs: dict = {}
-    for item in filter(None, params.split(",")):
-        key, eq, value = item.partition("=")
-        if not eq or not key:
-            raise ValueError(f"bad workload option {item!r} in {spec!r}; write name:key=value,...")
-        for conv in (int, float):
-            try:
-                kwargs[key] = conv(value)
-                break
-            except ValueError:
-                continue
-        else:
-            kwargs[key] = value
-    return name, kwargs

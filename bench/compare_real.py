@@ -1,0 +1,352 @@
+"""Calibration of :func:`gcexplore.compare` on a real GPU: null pairs, true shifts, the noise floor.
+
+Each side is its own run (its own :func:`gcexplore.scaling` call with its own run id, engine,
+partitions and freshly allocated tensors). Per kind of work, ``--runs`` unshifted runs ``u1..uk``
+and as many shifted runs ``s1..sk`` (the same work plus ``--shift`` more of it: one more matmul of
+a chain of 32, one more batch of 32, 3% more iterations or elements) are measured interleaved
+(u1 s1 u2 s2 ...). Null comparisons are consecutive unshifted runs (u1-u2, u2-u3, ...), true
+shifts u_i against s_i. Reported per kind and overall: the false FAST/SLOW rate over compared
+rows, the false CI-gate rate (``--fail-on-regression 2``: some row SLOW with its interval's low
+end above +2%) per null comparison, the power (SLOW share of shifted rows), and the same numbers
+for the old method (one interval from all repetitions of a run, the round ignored) on the same
+data. From the null runs: the noise floor per card and workload (``noise_floor.csv``: the
+between-round standard deviation of log time within a run, and what runs add beyond it).
+
+Also measured: the cost of the new defaults against today's 20 repetitions after 3 warm-ups (a
+built-in sweep and a scaling side of each kind), and what makes rounds differ (``causes``): a
+PyTorch GEMM chain timed in rounds with nothing re-drawn, a fresh partition each round, fresh
+tensors each round, or both, with the round medians' spread in time and in clock-normalised time.
+
+Work kinds (``--kinds``): compute and memory (built-ins), gemm (a chain of bf16 2048^3 matmuls
+through cuBLAS), attention (scaled-dot-product attention, bf16), sort (torch.sort of float32),
+fft (torch.fft.fft2 of a batch of complex64 images). Run on the GPU machine from the project
+root: ``python3 bench/compare_real.py --out DIR`` (about 2 minutes on an H100 at the defaults;
+``--runs 3 --sizes 16,96`` for a quick look). Writes ``compare_real.parquet`` (every compared
+row), ``compare_real_raw.parquet`` (every side's repetitions, for :func:`recompute`),
+``summary.json`` (the tables) and ``noise_floor.csv`` into ``--out``.
+``--recompute RAW`` redoes the comparisons from a recorded raw file on any machine (no GPU),
+with the noise floor the package now ships.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import gcexplore
+from gcexplore import workloads as W
+from gcexplore.analysis import stats as S
+from gcexplore.analysis.comparison import compare, decide
+from gcexplore.analysis.tuning import gpu_time_ms
+from _needs import needs  # noqa: E402
+
+KINDS = ("compute", "memory", "gemm", "attention", "sort", "fft")
+TORCH_KINDS = {"gemm", "attention", "sort", "fft"}
+
+
+# ------------------------------------------------------------------------------ work
+
+
+def build(kind: str, shift: float, device: int):
+    """One workload of ``kind`` with ``shift`` (0: none) more work, tensors made now."""
+    if kind == "compute":
+        return W.compute(iters=int(round(1536 * (1 + shift))), device=device)
+    if kind == "memory":
+        n = int(round((1 << 27) * (1 + shift) / 4096)) * 4096
+        return W.memory(n=n, device=device)
+    import torch
+
+    dev = f"cuda:{device}"
+    grow = lambda n: n + max(1, int(round(n * shift))) if shift else n  # noqa: E731
+    if kind == "gemm":
+        links = grow(32)
+        a = torch.randn(2048, 2048, device=dev, dtype=torch.bfloat16) / 45.0
+        x = torch.randn(2048, 2048, device=dev, dtype=torch.bfloat16)
+
+        def fn():
+            t = x
+            for _ in range(links):
+                t = torch.matmul(t, a)
+        flops = 2.0 * 2048 ** 3 * links
+    elif kind == "attention":
+        b = grow(32)
+        q, k, v = (torch.randn(b, 16, 1024, 64, device=dev, dtype=torch.bfloat16) for _ in range(3))
+
+        def fn():
+            torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        flops = 4.0 * b * 16 * 1024 ** 2 * 64
+    elif kind == "sort":
+        n = int(round((1 << 24) * (1 + shift)))
+        x = torch.rand(n, device=dev)
+
+        def fn():
+            torch.sort(x)
+        flops = None
+    elif kind == "fft":
+        b = grow(32)
+        x = torch.randn(b, 1024, 1024, device=dev, dtype=torch.complex64)
+
+        def fn():
+            torch.fft.fft2(x)
+        flops = None
+    else:
+        raise ValueError(f"unknown kind {kind!r}; kinds are {', '.join(KINDS)}")
+    torch.cuda.synchronize()
+    return W.from_torch(fn, name=kind, device=device, flops=flops)  # fn holds its tensors
+
+
+def side(kind: str, shift: float, args, **kw) -> tuple[pd.DataFrame, float]:
+    """One run of ``kind``: a scaling over ``args.sizes`` and the whole device; (rows, wall s)."""
+    wl = build(kind, shift, args.device)
+    try:
+        t0 = time.perf_counter()
+        df = gcexplore.scaling(wl, args.sizes, device=args.device, progress=False, **kw)
+        return df, time.perf_counter() - t0
+    finally:
+        wl.close()
+        if "torch" in sys.modules:  # each side's fresh streams leave cached blocks behind
+            sys.modules["torch"].cuda.empty_cache()
+
+
+def gpu_ms(df: pd.DataFrame) -> float:
+    """Measured plus warm-up GPU time of a scaling result (warm-ups at the round's median)."""
+    per = df.groupby(["sm_count", "round"])["duration_ms"]
+    return float(per.sum().sum() + int(df.attrs.get("warmup", 0)) * per.median().sum())
+
+
+# ---------------------------------------------------------------------------- decisions
+
+
+def old_verdicts(a: pd.DataFrame, b: pd.DataFrame, level: float, min_effect: float) -> list[tuple]:
+    """The old method on the same rows: one Mann-Whitney interval per size from all repetitions."""
+    out = []
+    for k, ga in a.groupby("sm_count"):
+        gb = b[b["sm_count"] == k]
+        _, lo, hi = S.ratio_ci(ga["duration_ms"], gb["duration_ms"], level)
+        out.append((int(k), decide(lo, hi, min_effect)[0], lo))
+    return out
+
+
+def judge(a, b, kind, what, pair, args) -> list[dict]:
+    c = compare(a, b, min_effect=args.min_effect)
+    t = c.table[c.table["present"] == "both"]
+    old = {k: (v, lo) for k, v, lo in old_verdicts(a, b, c.settings["level"], args.min_effect)}
+    gate = len(c.regressions(0.02)) > 0
+    old_gate = any(v == "SLOW" and lo > 1.02 for v, lo in old.values())
+    rows = []
+    for r in t.itertuples():
+        ov, _ = old[int(r.sm_a)]
+        rows.append({"kind": kind, "what": what, "pair": pair, "sm_count": int(r.sm_a), "ratio": r.ratio,
+                     "low": r.ratio_low, "high": r.ratio_high, "verdict": r.verdict, "old_verdict": ov,
+                     "rounds_a": r.rounds_a, "rounds_b": r.rounds_b, "rounds_needed": r.rounds_needed,
+                     "cycles_ratio": r.cycles_ratio, "gate": gate, "old_gate": old_gate})
+    return rows
+
+
+def rates(rows: pd.DataFrame) -> dict:
+    null, shift = rows[rows["what"] == "null"], rows[rows["what"] == "shift"]
+    pairs = null.drop_duplicates(["kind", "pair"])
+    out = {"null_rows": len(null), "null_comparisons": len(pairs), "shift_rows": len(shift)}
+    for col, tag in (("verdict", "new"), ("old_verdict", "old")):
+        out[f"{tag}_false_decisions"] = float(null[col].isin(["FAST", "SLOW"]).mean()) if len(null) else math.nan
+        out[f"{tag}_power"] = float((shift[col] == "SLOW").mean()) if len(shift) else math.nan
+        out[f"{tag}_wrong_way"] = float((shift[col] == "FAST").mean()) if len(shift) else math.nan
+    out["new_false_gate"] = float(pairs["gate"].mean()) if len(pairs) else math.nan
+    out["old_false_gate"] = float(pairs["old_gate"].mean()) if len(pairs) else math.nan
+    out["shift_median_ratio"] = float(shift["ratio"].median()) if len(shift) else math.nan
+    return out
+
+
+# ------------------------------------------------------------------------------ floor
+
+
+def floor_rows(runs: list[pd.DataFrame], kind: str, device_name: str) -> dict:
+    """Between-round sd of log round medians within a run (pooled), and the run excess from
+    consecutive null runs: E[(mean_b - mean_a)^2] = 2 run_var + 2 round_var / R."""
+    ss = df = 0.0
+    diffs, rounds = [], []
+    means = []
+    for d in runs:
+        m = np.log(d.groupby(["sm_count", "round"])["duration_ms"].median()).groupby(level=0)
+        ss += float(m.apply(lambda x: ((x - x.mean()) ** 2).sum()).sum())
+        df += float((m.size() - 1).sum())
+        means.append(m.mean())
+        rounds.append(float(m.size().mean()))
+    round_var = ss / df if df else math.nan
+    for x, y in zip(means, means[1:]):
+        diffs.extend((y - x).dropna().tolist())
+    r = float(np.mean(rounds))
+    run_var = max(0.0, float(np.mean(np.square(diffs))) / 2.0 - round_var / r) if diffs else 0.0
+    return {"device_name": device_name, "workload": kind, "round_sd": round(math.sqrt(round_var), 5),
+            "run_sd": round(math.sqrt(run_var), 5), "rounds": int(r), "runs": len(runs),
+            "source": f"bench/compare_real.py {time.strftime('%Y-%m-%d')}"}
+
+
+# ----------------------------------------------------------------------------- causes
+
+
+def causes(args) -> list[dict]:
+    """Round-to-round spread of a GEMM chain with each kind of state drawn again per round."""
+    from gcexplore.device import partitions
+    from gcexplore.experiments.engine import Engine, Slot
+
+    info = gcexplore.device_info(args.device)
+    out = []
+    with Engine(info) as eng:
+        for cond in ("nothing", "partition", "tensors", "both"):
+            for k in args.cause_sizes:
+                wl = build("gemm", 0.0, args.device)
+                parts = partitions.split([k], device=args.device) if k < info.sm_count else None
+                meds, cyc = [], []
+                try:
+                    for r in range(args.cause_rounds):
+                        if r and cond in ("tensors", "both"):
+                            wl.close()
+                            wl = build("gemm", 0.0, args.device)
+                        if r and cond in ("partition", "both") and parts is not None:
+                            parts.close()
+                            parts = partitions.split([k], device=args.device)
+                        if r and cond in ("partition", "both"):
+                            eng.new_round()
+                        p = parts[0] if parts is not None else eng.whole
+                        slot = Slot(wl, p, p.stream)
+                        eng.run_group([slot])
+                        c0, _ = eng.nvml.read()
+                        v = [eng.run_group([slot])[0][0][0][1] for _ in range(args.cause_reps)]
+                        c1, _ = eng.nvml.read()
+                        meds.append(float(np.median(v)))
+                        cyc.append(float(np.median(v)) * (c0 + c1) / 2.0)
+                finally:
+                    wl.close()
+                    if parts is not None:
+                        parts.close()
+                lt, lc = np.log(meds), np.log(cyc)
+                out.append({"condition": cond, "sm_count": k, "rounds": len(meds), "median_ms": float(np.median(meds)),
+                            "round_sd": float(np.std(lt, ddof=1)),
+                            "round_sd_cycles": float(np.std(lc, ddof=1)) if np.isfinite(lc).all() else math.nan})
+    return out
+
+
+# ---------------------------------------------------------------------------- recompute
+
+
+def recompute(raw_path, args) -> dict:
+    """The comparisons and rates from recorded sides (no GPU): each side back as a scaling frame."""
+    from gcexplore.schema import frame
+
+    raw = pd.read_parquet(raw_path)
+    out, rows = {}, []
+    for kind, g in raw.groupby("kind", sort=False):
+        name = str(g["device_name"].iloc[0])
+
+        def sides(role):
+            return [frame(d.assign(workload=kind, requested_sm_count=d["sm_count"]).to_dict("records"), "scaling",
+                          {"device_name": name, "run_id": str(d["run_id"].iloc[0]), "warmup": args.warmup})
+                    for _, d in g[g["role"] == role].groupby("side", sort=True)]
+        u, s = sides("u"), sides("s")
+        r = [x for i in range(1, len(u)) for x in judge(u[i - 1], u[i], kind, "null", i, args)]
+        r += [x for i, (a, b) in enumerate(zip(u, s)) for x in judge(a, b, kind, "shift", i, args)]
+        out[kind] = rates(pd.DataFrame(r))
+        rows.extend(r)
+    out["overall"] = rates(pd.DataFrame(rows))
+    return out
+
+
+# ------------------------------------------------------------------------------- main
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default="compare_real_out")
+    ap.add_argument("--device", type=int, default=0)
+    ap.add_argument("--kinds", default=",".join(KINDS))
+    ap.add_argument("--runs", type=int, default=5, help="unshifted (and as many shifted) runs per kind")
+    ap.add_argument("--sizes", default="16,64,96,128", help="partition sizes (the whole device is added)")
+    ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--shift", type=float, default=0.03)
+    ap.add_argument("--min-effect", type=float, default=0.01)
+    ap.add_argument("--cause-sizes", default="64,132")
+    ap.add_argument("--cause-rounds", type=int, default=6)
+    ap.add_argument("--cause-reps", type=int, default=4)
+    ap.add_argument("--no-causes", action="store_true")
+    ap.add_argument("--recompute", metavar="RAW", help="recompute the rates from a compare_real_raw.parquet (no GPU)")
+    args = ap.parse_args(argv)
+    if args.recompute:
+        print(json.dumps(recompute(args.recompute, args), indent=1))
+        return 0
+    args.sizes = [int(x) for x in args.sizes.split(",") if x]
+    args.cause_sizes = [int(x) for x in args.cause_sizes.split(",") if x]
+    kinds = [k for k in args.kinds.split(",") if k]
+    needs(modules=("torch",) if TORCH_KINDS & set(kinds) else ())
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    info = gcexplore.device_info(args.device)
+    summary: dict = {"device": info.name, "args": {k: v for k, v in vars(args).items()}, "kinds": {}, "cost": {}}
+    new = dict(repeats=args.repeats, rounds=args.rounds, warmup=args.warmup)
+    allrows, floors, raw = [], [], []
+    for kind in kinds:
+        side(kind, 0.0, args, repeats=3, rounds=1, warmup=1)  # compile, allocate, load libraries: untimed
+        runs, shifted, walls = [], [], []
+        for i in range(args.runs):
+            for sh, bucket in ((0.0, runs), (args.shift, shifted)):
+                df, wall = side(kind, sh, args, **new)
+                bucket.append(df)
+                walls.append((wall, gpu_ms(df)))
+        rows = []
+        for i in range(1, len(runs)):
+            rows += judge(runs[i - 1], runs[i], kind, "null", i, args)
+        for i, (u, s) in enumerate(zip(runs, shifted)):
+            rows += judge(u, s, kind, "shift", i, args)
+        old_df, old_wall = side(kind, 0.0, args, repeats=20, rounds=1, warmup=3)
+        for role, dfs in (("u", runs), ("s", shifted), ("old", [old_df])):
+            raw.extend(d.assign(kind=kind, role=role, side=i, shift=args.shift if role == "s" else 0.0)
+                       for i, d in enumerate(dfs))
+        summary["cost"][kind] = {"new_wall_s": float(np.median([w for w, _ in walls])),
+                                 "new_gpu_ms": float(np.median([g for _, g in walls])),
+                                 "old_wall_s": old_wall, "old_gpu_ms": gpu_ms(old_df)}
+        floors.append(floor_rows(runs, kind, info.name))
+        r = pd.DataFrame(rows)
+        summary["kinds"][kind] = rates(r)
+        allrows.append(r)
+        print(kind, json.dumps(summary["kinds"][kind]), json.dumps(summary["cost"][kind]), flush=True)
+    table = pd.concat(allrows, ignore_index=True)
+    summary["overall"] = rates(table)
+    summary["floor"] = floors
+    # the cost of a default sweep of the built-in pair: today's settings against the new defaults
+    pair = {"compute": W.compute(device=args.device), "memory": W.memory(device=args.device)}
+    try:
+        sizes = [16, 48, 80, 112]
+        gcexplore.sweep(pair, sizes, repeats=3, warmup=1, rounds=1, device=args.device, progress=False)
+        for tag, kw in (("old", dict(repeats=20, warmup=3, rounds=1)), ("new", {})):
+            t0 = time.perf_counter()
+            df = gcexplore.sweep(pair, sizes, device=args.device, progress=False, **kw)
+            summary["cost"][f"sweep_{tag}"] = {"wall_s": time.perf_counter() - t0,
+                                               "gpu_ms": gpu_time_ms(df),
+                                               "settings": {k: df.attrs.get(k) for k in ("repeats", "warmup", "rounds")}}
+    finally:
+        for w in pair.values():
+            w.close()
+    if not args.no_causes and "torch" in sys.modules:
+        summary["causes"] = causes(args)
+    table.to_parquet(out / "compare_real.parquet")
+    keep = ["kind", "role", "side", "shift", "sm_count", "rep", "round", "duration_ms", "sm_clock_mhz_before",
+            "power_w_before", "sm_clock_mhz", "power_w", "device_name", "run_id"]
+    pd.concat(raw, ignore_index=True)[keep].to_parquet(out / "compare_real_raw.parquet")
+    pd.DataFrame(floors, columns=S.FLOOR_COLUMNS).to_csv(out / "noise_floor.csv", index=False)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    print(json.dumps({"overall": summary["overall"], "cost": summary["cost"], "floor": floors,
+                      "causes": summary.get("causes")}, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,223 @@
+"""Rounds and the run as the unit of noise (no GPU): intervals with the between-round component,
+the run-to-run floor for single-round sides, rounds through save/load, the round plan."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import gcexplore
+from _compare_data import sweep
+from gcexplore.analysis.comparison import compare, row_verdict
+from gcexplore.analysis.stats import (DEFAULT_FLOOR, Floor, noise_floor, round_ratio_ci, rounds_needed, t_cdf,
+                                      t_quantile)
+from gcexplore.experiments.runner import round_plan
+from gcexplore.schema import Options, auto_rounds, round_sizes
+
+
+def test_student_t_quantiles_match_tables():
+    for p, df, want in ((0.975, 1, 12.7062), (0.975, 4, 2.7764), (0.995, 10, 3.1693), (0.95, 30, 1.6973)):
+        assert t_quantile(p, df) == pytest.approx(want, abs=2e-4)
+    assert t_quantile(0.975, math.inf) == pytest.approx(1.95996, abs=1e-4)
+    assert t_cdf(0.0, 3) == pytest.approx(0.5)
+
+
+def test_a_run_effect_larger_than_the_within_run_spread_gives_no_fast_or_slow():
+    # Old-style single-round sides: each (layout, mode) moves by 1.5% per run, repetitions by 0.25%.
+    decided = 0
+    for seed in range(10):
+        a = sweep(2 * seed, rounds=1, round_sigma=0.0, run_sigma=0.015)
+        b = sweep(2 * seed + 1, rounds=1, round_sigma=0.0, run_sigma=0.015)
+        c = compare(a, b)
+        decided += c.counts()["FAST"] + c.counts()["SLOW"]
+        # the within-run interval alone (the old method) would have called many of them
+        old = [gcexplore.analysis.stats.ratio_ci(x, y, c.settings["level"]) for x, y in _pairs(a, b)]
+        assert sum(lo > 1.01 or hi < 1 / 1.01 for _, lo, hi in old) > 5
+    assert decided == 0
+
+
+def _pairs(a, b):
+    ga = a.groupby(["layout", "mode", "rep"])["makespan_ms"].max().groupby(level=[0, 1])
+    gb = b.groupby(["layout", "mode", "rep"])["makespan_ms"].max().groupby(level=[0, 1])
+    bb = {k: g.to_numpy() for k, g in gb}
+    return [(g.to_numpy(), bb[k]) for k, g in ga]
+
+
+def test_a_between_round_effect_is_seen_by_rounds():
+    # Rounds draw the effect again: a 1.5% per-round wobble over 5 rounds decides nothing falsely ...
+    null = [compare(sweep(2 * s, round_sigma=0.015), sweep(2 * s + 1, round_sigma=0.015)).counts() for s in range(10)]
+    assert sum(c["FAST"] + c["SLOW"] for c in null) <= 0.01 * 640
+    # ... and a 3% shift at a 0.3% round spread is SLOW nearly everywhere
+    shifted = [compare(sweep(2 * s, round_sigma=0.003), sweep(2 * s + 1, round_sigma=0.003, shift=1.03)).counts()
+               for s in range(5)]
+    assert sum(c["SLOW"] for c in shifted) >= 0.9 * 320 and sum(c["FAST"] for c in shifted) == 0
+
+
+def test_a_run_level_effect_rounds_cannot_see_is_held_by_the_floor_run_part():
+    # every round of a run shares the run's offset: only the floor's run_sd keeps it from deciding
+    a, b = sweep(1, round_sigma=0.001, run_sigma=0.01), sweep(2, round_sigma=0.001, run_sigma=0.01)
+    naive = compare(a, b, floor=Floor(0.001, 0.0, "test")).counts()
+    held = compare(a, b, floor=Floor(0.001, 0.01, "test")).counts()
+    assert naive["FAST"] + naive["SLOW"] > 0
+    assert held["FAST"] + held["SLOW"] == 0
+
+
+def test_a_single_round_side_is_refused_a_verdict_the_floor_does_not_allow():
+    rng = np.random.default_rng(0)
+    va = np.exp(rng.normal(0, 0.001, 20))
+    vb = 1.03 * np.exp(rng.normal(0, 0.001, 20))
+    out = row_verdict(va, vb, [0] * 20, [0] * 20, np.full(20, np.nan), np.full(20, np.nan), level=0.99,
+                      min_effect=0.01, floor=Floor(0.02, 0.0, "test floor"))
+    assert out["verdict"] == "UNCLEAR"
+    assert "one round" in out["reason"] and "test floor" in out["reason"]
+    assert math.isfinite(out["rounds_needed"]) and out["rounds_needed"] >= 2
+    assert f"about {int(out['rounds_needed'])} rounds per side" in out["reason"]
+    # a difference far beyond the floor is still decided from one round
+    big = row_verdict(va, 1.5 * vb, [0] * 20, [0] * 20, np.full(20, np.nan), np.full(20, np.nan), level=0.99,
+                      min_effect=0.01, floor=Floor(0.02, 0.0, "test floor"))
+    assert big["verdict"] == "SLOW"
+
+
+def test_rounds_needed_grows_with_the_spread_and_stops_at_the_run_floor():
+    z = 2.58
+    few, many = rounds_needed(1.03, 0.005, 0.01, z), rounds_needed(1.03, 0.02, 0.01, z)
+    assert 2 <= few < many < math.inf
+    assert rounds_needed(1.03, 0.005, 0.01, z, run_sd=0.02) == math.inf
+
+
+def test_round_interval_covers_the_truth_at_its_level():
+    rng = np.random.default_rng(5)
+    hits, n = 0, 400
+    for _ in range(n):
+        def side(shift):
+            eff = np.repeat(rng.normal(0, 0.01, 5), 4)
+            return shift * np.exp(eff + rng.normal(0, 0.002, 20)), np.repeat(np.arange(5), 4)
+        (a, ra), (b, rb) = side(1.0), side(1.02)
+        r = round_ratio_ci(a, b, ra, rb, 0.9)
+        hits += r["low"] <= 1.02 <= r["high"]
+    assert 0.85 <= hits / n <= 0.96
+
+
+def test_rounds_round_trip_through_save_and_load(tmp_path):
+    df = sweep(1, rounds=4, reps=8)
+    for ext in ("parquet", "csv"):
+        p = gcexplore.save(df, tmp_path / f"r.{ext}")
+        back = gcexplore.load(p)
+        assert back["round"].tolist() == df["round"].tolist()
+        assert str(back["round"].dtype) == "int64"
+
+
+def test_results_from_before_rounds_load_as_one_round(tmp_path):
+    df = gcexplore.load_recorded("sweep")
+    old = df.drop(columns="round")
+    old.attrs = dict(df.attrs)
+    p = tmp_path / "old.parquet"
+    old.to_parquet(p)
+    back = gcexplore.load(p)
+    assert set(back["round"]) == {0}
+    c = compare(back, back.assign(run_id="other"))
+    assert c.counts()["FAST"] + c.counts()["SLOW"] == 0  # one round each: the floor holds
+
+
+def test_round_plan_visits_each_layout_once_per_round_in_fresh_orders():
+    layouts = [(str(k), k) for k in range(8, 132, 8)]
+    plan = round_plan(layouts, 15, 5, seed="run-1")
+    assert len(plan) == 5 * len(layouts)
+    orders = []
+    for r in range(5):
+        part = [(key, arg) for key, (arg, rnd) in plan if rnd.index == r]
+        assert sorted(a for _, a in part) == sorted(a for _, a in layouts)
+        assert all(key.endswith(f"round {r}") for key, _ in part)
+        orders.append([a for _, a in part])
+    assert len({tuple(o) for o in orders}) == 5  # shuffled afresh each round
+    firsts = sorted({rnd.first_rep for _, (_, rnd) in plan})
+    assert firsts == [0, 3, 6, 9, 12] and round_sizes(15, 5) == [3] * 5
+    assert round_plan(layouts, 15, 5, seed="run-1") == plan  # the run id fixes the order (resume)
+    one = round_plan(layouts, 20, 1)
+    assert [k for k, _ in one] == [k for k, _ in layouts]
+
+
+def test_round_options_are_checked():
+    assert auto_rounds(15, None) == 5 and auto_rounds(20, None) == 5 and auto_rounds(5, None) == 1
+    assert auto_rounds(20, 2) == 2
+    with pytest.raises(ValueError, match=r"rounds \(6\) must not exceed repeats \(5\)"):
+        Options(repeats=5, rounds=6)
+    assert Options(repeats=6, rounds=3).metadata("sweep")["rounds"] == 3
+
+
+def test_noise_floor_lookup(tmp_path):
+    p = tmp_path / "floor.csv"
+    p.write_text("device_name,workload,round_sd,run_sd,rounds,runs,source\n"
+                 "H100,gemm,0.01,0.002,5,4,bench\nH100,sort,0.004,0,5,4,bench\n")
+    f = noise_floor("H100", ["sort"], table=str(p))
+    assert (f.round_sd, f.run_sd) == (0.004, 0.0) and "sort" in f.source
+    g = noise_floor("H100", ["my_kernel"], table=str(p))
+    assert g.round_sd == 0.01 and "not measured" in g.source  # the card's largest stands in
+    assert noise_floor("other card", ["sort"], table=str(p)) == DEFAULT_FLOOR
+    with pytest.raises(ValueError, match="standard deviation"):
+        Floor(1.5)
+
+
+def test_compare_prints_the_floor_it_used():
+    c = compare(sweep(1, rounds=1), sweep(2, rounds=1))
+    assert "noise floor" in c.settings["floor_text"]
+    assert c.table["reason"].str.contains("one round").all()
+
+
+def test_the_tuners_search_adds_rounds_not_doublings():
+    from gcexplore.experiments import search as S
+
+    rng = np.random.default_rng(2)
+    cands = [(k, 132 - k) for k in range(8, 129, 8)]
+    calls = []
+
+    def measure(layout, n):  # each call is a round: the layout moves by 1% per round, reps by 0.1%
+        calls.append((layout, n))
+        true = 1.0 + 0.5 * ((layout[0] - 72) / 132) ** 2
+        eff = rng.normal(0, 0.01)
+        return [(true * np.exp(eff + rng.normal(0, 0.001)),) * 1 + ((0.5, 0.5),) for _ in range(n)]
+
+    out = S.search(cands, measure, S.Settings(repeats=4, max_repeats=24))
+    assert {n for _, n in calls} == {4}  # every visit is one round of `repeats` repetitions
+    per = {}
+    for lay, _ in calls:
+        per[lay] = per.get(lay, 0) + 1
+    assert max(per.values()) >= 2  # close rivals got more rounds
+    assert all("round" in v for v in out.visits)
+    best = min(cands, key=lambda c: abs(c[0] - 72))
+    assert abs(int(out.answer.split("+")[0]) - best[0]) <= 16
+
+
+def test_the_calibration_bench_recomputes_its_rates_from_recorded_sides(tmp_path):
+    import importlib
+    import sys
+    import types
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[1] / "bench"
+    sys.path.insert(0, str(bench))
+    try:
+        C = importlib.import_module("compare_real")
+    finally:
+        sys.path.remove(str(bench))
+    rng = np.random.default_rng(4)
+    raw = []
+    for role, shift in (("u", 1.0), ("s", 1.04)):
+        for side in range(4):
+            for k in (16, 64, 132):
+                for r in range(5):
+                    eff = rng.normal(0, 0.003)
+                    for i in range(3):
+                        raw.append({"kind": "gemm", "role": role, "side": side, "shift": shift - 1, "sm_count": k,
+                                    "rep": 3 * r + i, "round": r, "duration_ms": shift * 132 / k * np.exp(eff + rng.normal(0, 0.001)),
+                                    "sm_clock_mhz_before": 1980.0, "power_w_before": 300.0, "sm_clock_mhz": 1980.0,
+                                    "power_w": 300.0, "device_name": "synthetic", "run_id": f"{role}{side}"})
+    p = tmp_path / "raw.parquet"
+    pd.DataFrame(raw).to_parquet(p)
+    out = C.recompute(p, types.SimpleNamespace(min_effect=0.01, warmup=1))["overall"]
+    assert out["null_comparisons"] == 3 and out["null_rows"] == 9 and out["shift_rows"] == 12
+    assert out["new_false_decisions"] == 0 and out["new_false_gate"] == 0
+    assert out["new_power"] >= 0.9

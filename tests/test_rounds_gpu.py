@@ -1,0 +1,74 @@
+"""Rounds on the GPU: two runs of the same work, each its own run, never compare FAST or SLOW;
+every result kind carries its rounds and the clock and power of each round."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gcexplore
+from gcexplore.analysis.comparison import compare
+
+
+def _no_false_difference(a, b):
+    t = compare(a, b).table
+    decided = t[t["verdict"].isin(["FAST", "SLOW"])]
+    cols = ["group", "layout_a", "ratio", "ratio_low", "ratio_high", "verdict", "reason"]
+    assert decided.empty, "a false difference between two runs of the same work:\n" + decided[cols].to_string()
+    assert set(t["verdict"]) <= {"SAME", "UNCLEAR"}
+    return t
+
+
+@pytest.mark.gpu
+def test_two_runs_of_a_builtin_compare_same_or_unclear(info):
+    sizes = [16, 64, 96]
+    runs = []
+    for _ in range(2):
+        wl = gcexplore.workloads.compute(device=info.index)  # built afresh for each run
+        try:
+            runs.append(gcexplore.scaling(wl, sizes, device=info.index, progress=False))
+        finally:
+            wl.close()
+    for df in runs:
+        assert sorted(set(df["round"])) == [0, 1, 2, 3, 4]  # 15 repetitions in 5 rounds by default
+        per = df.groupby(["sm_count", "round"]).size()
+        assert (per == 3).all()
+        if df.attrs.get("nvml"):
+            assert np.isfinite(df["sm_clock_mhz"]).all() and np.isfinite(df["power_w_before"]).all()
+    _no_false_difference(*runs)
+
+
+@pytest.mark.gpu
+def test_two_runs_of_pytorch_work_compare_same_or_unclear(info):
+    torch = pytest.importorskip("torch")
+
+    def gemm_chain():
+        a = torch.randn(2048, 2048, device=f"cuda:{info.index}", dtype=torch.bfloat16) / 45.0
+        x = torch.randn(2048, 2048, device=f"cuda:{info.index}", dtype=torch.bfloat16)
+        torch.cuda.synchronize()
+
+        def fn():
+            t = x
+            for _ in range(16):
+                t = torch.matmul(t, a)
+        return gcexplore.workloads.from_torch(fn, name="gemm_chain", device=info.index)
+
+    runs = [gcexplore.scaling(gemm_chain(), [16, 64, 96], device=info.index, progress=False) for _ in range(2)]
+    _no_false_difference(*runs)
+
+
+@pytest.mark.gpu
+def test_sweep_rounds_split_afresh_in_shuffled_order(info):
+    pair = {"compute": gcexplore.workloads.compute(device=info.index),
+            "memory": gcexplore.workloads.memory(device=info.index)}
+    try:
+        df = gcexplore.sweep(pair, [16, 32, 48], repeats=6, rounds=3, modes=("concurrent", "streams"),
+                             device=info.index, progress=False)
+    finally:
+        for w in pair.values():
+            w.close()
+    assert sorted(set(df["round"])) == [0, 1, 2]
+    reps = df.groupby(["layout", "mode"])["rep"].nunique()
+    assert (reps == 6).all()
+    order = [list(dict.fromkeys(g["layout"])) for _, g in df.groupby("round", sort=True)]
+    assert all(sorted(o) == sorted(order[0]) for o in order)
