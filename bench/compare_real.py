@@ -234,14 +234,42 @@ def causes(args) -> list[dict]:
     return out
 
 
+# ---------------------------------------------------------------------------- processes
+
+
+def processes(args, out: Path, device_name: str) -> tuple[list[pd.DataFrame], dict]:
+    """``--processes`` runs of ``--process-kind``, each in its own Python process; the shifted side
+    of process i + 1 is compared with the unshifted side of process i (each side its own process)."""
+    import subprocess
+
+    kind, frames = args.process_kind, []
+    for i in range(args.processes):
+        path = out / f"_process_{i}.parquet"
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(path), "--kinds", kind,
+               "--device", str(args.device), "--sizes", ",".join(map(str, args.sizes)), "--repeats", str(args.repeats),
+               "--rounds", str(args.rounds), "--warmup", str(args.warmup), "--shift", str(args.shift)]
+        subprocess.run(cmd, check=True, timeout=120)
+        d = pd.read_parquet(path)
+        path.unlink()
+        frames.append(d.assign(kind=f"{kind}@process", side=np.where(d["role"] == "u", i, i - 1)))
+    frames = [f[f["side"] >= 0] for f in frames]  # process 0's shifted side has no earlier partner
+    runs = [f[f["role"] == "u"] for f in frames if (f["role"] == "u").any()]
+    fl = floor_rows(runs, kind, device_name)
+    fl["source"] = f"bench/compare_real.py {time.strftime('%Y-%m-%d')}, {len(runs)} separate processes"
+    return frames, fl
+
+
 # ---------------------------------------------------------------------------- recompute
 
 
 def recompute(raw_path, args) -> dict:
     """The comparisons and rates from recorded sides (no GPU): each side back as a scaling frame."""
+    return recompute_frames(pd.read_parquet(raw_path), args)
+
+
+def recompute_frames(raw: pd.DataFrame, args) -> dict:
     from gcexplore.schema import frame
 
-    raw = pd.read_parquet(raw_path)
     out, rows = {}, []
     for kind, g in raw.groupby("kind", sort=False):
         name = str(g["device_name"].iloc[0])
@@ -279,11 +307,23 @@ def main(argv=None) -> int:
     ap.add_argument("--cause-reps", type=int, default=4)
     ap.add_argument("--no-causes", action="store_true")
     ap.add_argument("--recompute", metavar="RAW", help="recompute the rates from a compare_real_raw.parquet (no GPU)")
+    ap.add_argument("--processes", type=int, default=0,
+                    help="also run --process-kind in this many separate processes (one unshifted and one shifted "
+                         "side each): nulls and shifts across processes, and the floor's run part from them")
+    ap.add_argument("--process-kind", default="gemm")
+    ap.add_argument("--child", metavar="PARQUET", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.recompute:
         print(json.dumps(recompute(args.recompute, args), indent=1))
         return 0
     args.sizes = [int(x) for x in args.sizes.split(",") if x]
+    if args.child:  # one process of --processes: an unshifted and a shifted side, rows to a file
+        kind = args.kinds.split(",")[0]
+        new = dict(repeats=args.repeats, rounds=args.rounds, warmup=args.warmup)
+        side(kind, 0.0, args, repeats=3, rounds=1, warmup=1)
+        parts = [side(kind, sh, args, **new)[0].assign(role=r, shift=sh) for r, sh in (("u", 0.0), ("s", args.shift))]
+        pd.concat(parts, ignore_index=True).to_parquet(args.child)
+        return 0
     args.cause_sizes = [int(x) for x in args.cause_sizes.split(",") if x]
     kinds = [k for k in args.kinds.split(",") if k]
     needs(modules=("torch",) if TORCH_KINDS & set(kinds) else ())
@@ -337,6 +377,12 @@ def main(argv=None) -> int:
             w.close()
     if not args.no_causes and "torch" in sys.modules:
         summary["causes"] = causes(args)
+    if args.processes:
+        prows, pfloor = processes(args, out, info.name)
+        raw.extend(prows)
+        summary["processes"] = recompute_frames(pd.concat(prows, ignore_index=True), args)
+        floors = [f for f in floors if f["workload"] != pfloor["workload"]] + [pfloor]
+        summary["floor"] = floors
     table.to_parquet(out / "compare_real.parquet")
     keep = ["kind", "role", "side", "shift", "sm_count", "rep", "round", "duration_ms", "sm_clock_mhz_before",
             "power_w_before", "sm_clock_mhz", "power_w", "device_name", "run_id"]

@@ -25,6 +25,7 @@ minute; ``--rounds 1`` halves it). Results and the tuner's plots go to ``--out``
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 import time
@@ -134,8 +135,8 @@ def main(argv=None) -> int:
         try:
             for rnd in range(args.rounds):
                 rows.append(_round(name, wls, slo, args, rnd, out))
-                print(f"{name} round {rnd}: {rows[-1]['answer']} ({'pass' if rows[-1]['pass'] else 'FAIL'})",
-                      file=sys.stderr)
+                print(f"{name} round {rnd}: {rows[-1]['answer']} ({'pass' if rows[-1]['pass'] else 'FAIL'}) "
+                      f"{json.dumps(rows[-1], default=str)}", file=sys.stderr, flush=True)  # kept if cut short
         finally:
             for w in wls.values():
                 w.close()

@@ -10,7 +10,7 @@ import pytest
 
 import gcexplore
 from gcexplore.device import driver as api
-from gcexplore.device import partitions
+from gcexplore.device import green
 from gcexplore.experiments import measure_isolation
 from gcexplore import workloads as W
 
@@ -100,7 +100,7 @@ def test_isolation_failing_to_make_its_pacer_leaks_nothing(info, monkeypatch):
 
 def test_a_stream_failing_midway_closes_the_earlier_ones(info, monkeypatch):
     state = _State(info)
-    real = partitions._green_stream_factory
+    real = green.stream_factory
 
     def flaky(ctx, index):
         make, made = real(ctx, index), []
@@ -113,7 +113,7 @@ def test_a_stream_failing_midway_closes_the_earlier_ones(info, monkeypatch):
 
         return once_then_fail
 
-    monkeypatch.setattr(partitions, "_green_stream_factory", flaky)
+    monkeypatch.setattr(green, "stream_factory", flaky)
     with pytest.raises(RuntimeError, match="injected: second stream"):
         gcexplore.split([24], streams=3)
     monkeypatch.undo()

@@ -221,3 +221,34 @@ def test_the_calibration_bench_recomputes_its_rates_from_recorded_sides(tmp_path
     assert out["null_comparisons"] == 3 and out["null_rows"] == 9 and out["shift_rows"] == 12
     assert out["new_false_decisions"] == 0 and out["new_false_gate"] == 0
     assert out["new_power"] >= 0.9
+
+
+def test_the_shipped_calibration_reproduces_its_rates_and_meets_the_bar():
+    """The recorded real-GPU calibration (bench/compare_real.py): recomputed here from its sides,
+    the rates are those it recorded, null pairs give no FAST/SLOW, and no null pair fails the gate."""
+    import importlib
+    import json
+    import sys
+    import types
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    data = root / "gcexplore" / "data" / "calibration"
+    recorded = json.loads((data / "compare_real.json").read_text())
+    sys.path.insert(0, str(root / "bench"))
+    try:
+        C = importlib.import_module("compare_real")
+    finally:
+        sys.path.remove(str(root / "bench"))
+    args = types.SimpleNamespace(min_effect=recorded["args"]["min_effect"], warmup=recorded["args"]["warmup"])
+    raw = pd.read_parquet(data / "compare_real_raw.parquet")
+    raw = raw[~raw["kind"].str.endswith("@process")]
+    # the floor the package ships now may differ from the one the run had: old-method rates are floor-free
+    got = C.recompute_frames(raw, args)
+    for kind, rates in recorded["kinds"].items():
+        assert got[kind]["null_rows"] == rates["null_rows"] and got[kind]["shift_rows"] == rates["shift_rows"]
+        assert got[kind]["old_false_decisions"] == pytest.approx(rates["old_false_decisions"])
+    overall = got["overall"]
+    assert overall["null_comparisons"] >= 20 and overall["shift_rows"] >= 20
+    assert len({k.split("@")[0] for k in recorded["kinds"]}) >= 5
+    assert overall["new_false_decisions"] <= 0.01 and overall["new_false_gate"] == 0

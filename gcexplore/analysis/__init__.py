@@ -21,16 +21,17 @@ PUBLIC = {
 }
 EXTRA = {
     "stats": ("NOISY_FRACTION", "STAT_COLUMNS", "quantiles"),
-    "overlap": ("OVERLAP_SUMMARY_COLUMNS", "SPAN_INCLUDES_WAIT", "baseline_ms", "best_layout", "lower_bound",
-                "makespan_stats", "resource_bound", "verdict_facts"),
+    "overlap": ("OVERLAP_SUMMARY_COLUMNS", "SPAN_INCLUDES_WAIT", "baseline_choice", "baseline_ms", "best_layout",
+                "launch_limits", "lower_bound", "makespan_stats", "resource_bound", "verdict_facts"),
     "display": ("RATES", "modes_in", "placement", "rate_quantiles", "rates", "workload_order"),
-    "occupancy": ("occupancy_layout",),
+    "occupancy": ("busy_shares", "occupancy_layout"),
     "tuning": ("TUNE_TABLE_COLUMNS", "gpu_time_ms", "slo_split"),
     "serving": ("Advice", "SERVING_TABLE_COLUMNS", "advise", "advise_recorded", "deadline_of", "loads_of",
                 "predict_serving", "prediction_errors", "trade_facts", "ttft_queue"),
     "comm": ("bus_bw_gbs", "bus_factor", "comm_steps"),
     "campaigns": ("task_best_splits",),
-    "modes": ("baseline_choice", "busy_shares", "cluster_labels", "dram_headline", "group_modes", "launch_limits",
-              "rep_mode", "sample_modes", "scaling_facts", "trace_modes"),
+    "clusters": ("cluster_labels", "group_modes", "rep_mode", "sample_modes", "trace_modes"),
+    "pm": ("dram_headline",),
+    "scaling": ("scaling_facts",),
 }
 __all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC, EXTRA)

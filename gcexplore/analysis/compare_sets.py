@@ -64,7 +64,7 @@ def split_by(df: pd.DataFrame, by: str, labels) -> tuple[pd.DataFrame, pd.DataFr
     """``df`` split in two sides by the values of column ``by`` (:func:`resolve_by`): ``(A, B,
     labels, column)``. ``labels`` picks two values (in order) where there are more than two."""
     col = resolve_by(df, by)
-    values = list(dict.fromkeys(df[col].astype(str)))
+    values = [str(v) for v in pd.unique(df[col].astype(str))]
     if len(values) < 2:
         raise ValueError(f"compare: every row has {col} {values[0] if values else ''!r}, so by={by!r} gives one "
                          f"side only; columns whose values differ here: {_choices(df)}")

@@ -551,8 +551,11 @@ def compare(a, b=None, *, by: str | None = None, labels=None, min_effect: float 
                              confidence=confidence, slo_ms=slo_ms, percentile=percentile, floor=floor)
     if not both and len(one_sided) == 2:  # one set a side, different ones: say so as before
         _same_workloads(fa, fb, family)
+    # set by set; a set with no layout in common is kept (each side's best, one-sided rows), and
+    # Comparisons says that nothing there was compared: no verdict is invented for it
     pairs = {k: _compare_pair(x, y, labels, family, by, min_effect=min_effect, confidence=confidence,
-                              slo_ms=slo_ms, percentile=percentile, floor=floor) for k, x, y in both}
+                              slo_ms=slo_ms, percentile=percentile, floor=floor)
+             for k, x, y in both}
     return Comparisons(tuple(labels), pairs, one_sided, by, tuple(COMPARE_COLUMNS))
 
 

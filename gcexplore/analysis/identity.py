@@ -41,7 +41,7 @@ def _text(v) -> str:
 def _value(df: pd.DataFrame, key: str, recorded: dict) -> str:
     vals = recorded.get(key)
     if vals is None and key in df.columns and len(df):  # context columns (campaign_id)
-        vals = [v for v in dict.fromkeys(df[key].astype(str)) if v not in ("", "nan", "<NA>", "None")]
+        vals = [v for v in map(str, pd.unique(df[key])) if v not in ("", "nan", "<NA>", "None")]
     if vals:
         vals = list(dict.fromkeys(map(_text, vals)))
         return ", ".join(vals[:4]) + (f" (+{len(vals) - 4} more)" if len(vals) > 4 else "")
@@ -50,7 +50,7 @@ def _value(df: pd.DataFrame, key: str, recorded: dict) -> str:
 
 def _sm_total(df: pd.DataFrame, recorded: dict) -> str:
     if "layout" in df.columns and len(df):
-        totals = sorted({sum(int(p) for p in str(lay).split("+")) for lay in dict.fromkeys(df["layout"])})
+        totals = sorted({sum(int(p) for p in str(lay).split("+")) for lay in pd.unique(df["layout"])})
         return ", ".join(map(str, totals))
     if "sm_count" in df.columns and len(df):
         return str(int(df["sm_count"].max()))

@@ -1,4 +1,5 @@
-"""Per-SM busy fractions of occupancy records, and the layout an occupancy run was at."""
+"""Per-SM busy fractions of occupancy records, how busy each workload kept its SMs (against the run and
+its own span), and the layout an occupancy run was at."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pandas as pd
 from ..schema import columns, sorted_partitions
 from ..results.validate import require_columns
 
-__all__ = ["occupancy_layout", "sm_busy"]
+__all__ = ["busy_shares", "occupancy_layout", "sm_busy"]
 
 
 def _union_length(intervals) -> int:
@@ -63,3 +64,36 @@ def occupancy_layout(occupancy: pd.DataFrame) -> str:
         return str(occupancy.attrs["layout"])
     counts = occupancy.groupby("partition")["sm_id"].nunique()
     return "+".join(str(int(counts[p])) for p in sorted_partitions(counts.index))
+
+
+def busy_shares(occupancy: pd.DataFrame) -> pd.DataFrame:
+    """How busy each workload kept its SMs, against the whole run and against its own span.
+
+    :func:`gcexplore.sm_busy`'s ``busy_fraction`` is a share of the *whole run* (first block
+    of any workload to the last), so a workload that finishes early shows a small fraction
+    on every SM however evenly it used them. This adds the share of the workload's own span.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (partition, workload): ``sms``, ``run_span_ms``, ``own_span_ms`` (its
+        first block start to its last block end), ``of_run_mean`` / ``of_run_min`` /
+        ``of_run_max`` (busy time over the run's span, across its SMs) and ``of_own_mean`` /
+        ``of_own_min`` / ``of_own_max`` (over its own span).
+    """
+    need = ["partition", "workload", "sm_id", "start_ns", "end_ns"]
+    missing = [c for c in need if c not in occupancy.columns]
+    if missing:
+        raise ValueError(f"busy_shares needs the occupancy columns {missing}")
+    busy = sm_busy(occupancy)
+    run_ns = float(occupancy["end_ns"].max() - occupancy["start_ns"].min())
+    rows = []
+    for (part, wl), g in busy.groupby(["partition", "workload"], sort=False):
+        mine = occupancy[(occupancy["partition"] == part) & (occupancy["workload"] == wl)]
+        own_ns = float(mine["end_ns"].max() - mine["start_ns"].min())
+        of_run, of_own = g["busy_ns"] / run_ns, g["busy_ns"] / own_ns
+        rows.append({"partition": part, "workload": wl, "sms": len(g), "run_span_ms": run_ns / 1e6,
+                     "own_span_ms": own_ns / 1e6, "of_run_mean": of_run.mean(), "of_run_min": of_run.min(),
+                     "of_run_max": of_run.max(), "of_own_mean": of_own.mean(), "of_own_min": of_own.min(),
+                     "of_own_max": of_own.max()})
+    return pd.DataFrame(rows)

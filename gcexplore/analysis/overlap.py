@@ -16,7 +16,7 @@ from ..schema import IDENTITY_COLUMNS, MODES
 from .stats import STAT_COLUMNS, finite, nanmedian, noise_floor, ratio, round_median_ci, round_ratio_ci, stats
 
 __all__ = ["BOUND_FIELDS", "CONCURRENT_COLUMNS", "LAYOUT_TABLE_COLUMNS", "OVERLAP_SUMMARY_COLUMNS", "PER_LAYOUT_COLUMNS",
-           "SPAN_INCLUDES_WAIT", "baseline_ms", "best_layout", "best_split", "layout_table", "lower_bound",
+           "LAUNCH_BOUND_RATIO", "SPAN_INCLUDES_WAIT", "baseline_choice", "baseline_ms", "best_layout", "best_split", "launch_limits", "layout_table", "lower_bound",
            "makespan_stats", "overlap_summary", "resource_bound", "summarize_overlap", "verdict_facts"]
 
 
@@ -416,3 +416,58 @@ def baseline_ms(df: pd.DataFrame, mode: str) -> float:
 
 # Per-SM busy fractions and the tuner's table live beside this module; they are part of
 # this one analysis layer and are re-exported here.
+
+
+def baseline_choice(df: pd.DataFrame, layout: str, mode: str = "sequential", *,
+                    summary: pd.DataFrame | None = None) -> dict:
+    """A split's speedup over a whole-device baseline, against both baselines one can mean.
+
+    A sweep measures ``sequential`` (or ``streams``) next to every split; the guide's
+    ``speedup_vs_<mode>`` divides by the one measured next to ``layout``, while the sweep
+    figure draws the median over all layouts. Returns ``layout``, ``concurrent_ms``,
+    ``next_ms`` (the baseline measured next to it), ``median_ms`` (the median of every
+    repetition of the baseline in the run: the line the sweep figure draws), ``low_ms`` /
+    ``high_ms`` (the lowest and highest layout's baseline median), ``layouts``, ``rank``
+    (1 = the highest of the layouts' baselines),
+    ``speedup_next`` and ``speedup_median``.
+    """
+    table = layout_table(df if summary is None else summary)  # summary: of df, when the caller has it
+    col = f"{mode}_ms"
+    if layout not in set(table["layout"]):
+        raise ValueError(f"layout {layout!r} was not measured; layouts {list(table['layout'])}")
+    base = table[col].dropna()
+    row = table[table["layout"] == layout].iloc[0]
+    nxt, med = float(row[col]), float(baseline_ms(df, mode))
+    return {"layout": layout, "concurrent_ms": float(row["concurrent_ms"]), "next_ms": nxt, "median_ms": med,
+            "low_ms": float(base.min()), "high_ms": float(base.max()), "layouts": len(base),
+            "rank": int((base > nxt).sum()) + 1, "speedup_next": nxt / float(row["concurrent_ms"]),
+            "speedup_median": med / float(row["concurrent_ms"])}
+
+
+#: A launch that takes less than this many launch gaps is limited by launching, not memory.
+LAUNCH_BOUND_RATIO = 1.25
+
+
+def launch_limits(summary: pd.DataFrame, *, passes: int, launch_gap_us: float, by: str = "working_set_mib",
+                  mode: str = "alone") -> pd.DataFrame:
+    """Time per kernel launch against the run's launch gap, per ``by`` value.
+
+    Every launch costs the launch gap (``df.attrs["launch_gap_us"]``: an event-timed launch
+    minus the kernel's own span, the overhead the kernel does not see). A call that
+    launches ``passes`` kernels and takes less than :data:`LAUNCH_BOUND_RATIO` gaps per
+    launch measures that overhead, not the memory system.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by ``by``: ``median_ms`` (mean over workloads of the ``mode`` medians),
+        ``us_per_launch``, ``launch_gap_us``, ``gaps`` (their ratio) and ``launch_bound``.
+    """
+    if passes < 1 or not np.isfinite(launch_gap_us) or launch_gap_us <= 0:
+        raise ValueError(f"launch_limits needs passes >= 1 and a positive launch gap; got {passes}, {launch_gap_us}")
+    rows = summary[summary["mode"] == mode].groupby(by)["median_ms"].mean().to_frame()
+    rows["us_per_launch"] = rows["median_ms"] * 1e3 / passes
+    rows["launch_gap_us"] = float(launch_gap_us)
+    rows["gaps"] = rows["us_per_launch"] / float(launch_gap_us)
+    rows["launch_bound"] = rows["gaps"] < LAUNCH_BOUND_RATIO
+    return rows

@@ -10,7 +10,7 @@ import pandas as pd
 from ..results.validate import check_pm_matches
 from ..schema import trace_groups
 
-__all__ = ["SUMMARY_COLUMNS", "dram_summary", "dram_verdict", "summarize_pm"]
+__all__ = ["DRAM_SAME_POINTS", "SUMMARY_COLUMNS", "dram_headline", "dram_summary", "dram_verdict", "summarize_pm"]
 
 
 
@@ -90,3 +90,37 @@ def summarize_pm(df: pd.DataFrame) -> pd.DataFrame:
         out[f"{c}_mean"] = g[c].mean()
     out["dram_pct_max"] = g["dram_pct"].max()
     return out.reset_index()
+
+
+def dram_headline(summary: pd.DataFrame) -> dict | None:
+    """What a PM sample shows about sharing DRAM, from :func:`gcexplore.dram_summary` means.
+
+    Each workload alone against all of them together: the together mean set beside the
+    *larger* alone mean (a sum of two loads over 50% exceeds the peak whatever happens, so
+    it says nothing). Returns None unless the summary has at least two workloads alone and
+    one together row; else ``alone`` (workload -> % of peak), ``together``, ``top`` (the
+    workload with the larger alone mean), ``added`` (together minus the larger alone, in
+    points of peak) and ``verdict``: ``"no more than one alone"`` when ``added`` is within
+    :data:`DRAM_SAME_POINTS`, ``"adds up"`` when together reaches the sum of the alone means
+    (within as much) below the peak, else ``"more than one alone, less than both"``.
+    """
+    alone = summary[(summary["mode"] == "alone") & ~summary["workload"].str.contains("+", regex=False)]
+    together = summary[(summary["mode"] == "concurrent") & summary["workload"].str.contains("+", regex=False)]
+    if len(alone) < 2 or len(together) != 1 or alone["dram_pct"].isna().any():
+        return None
+    means = dict(zip(alone["workload"], alone["dram_pct"].astype(float)))
+    c = float(together["dram_pct"].iloc[0])
+    top = max(means, key=means.get)
+    added = c - means[top]
+    total = sum(means.values())
+    if added <= DRAM_SAME_POINTS:
+        verdict = "no more than one alone"
+    elif total <= 100 + DRAM_SAME_POINTS and c >= total - DRAM_SAME_POINTS:
+        verdict = "adds up"
+    else:
+        verdict = "more than one alone, less than both"
+    return {"alone": means, "together": c, "top": top, "added": added, "sum": total, "verdict": verdict}
+
+
+#: Points of DRAM peak within which two sample means count as the same.
+DRAM_SAME_POINTS = 5.0

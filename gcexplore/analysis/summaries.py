@@ -1,21 +1,21 @@
-"""Summaries of every result kind: dispatch on the kind, overlap and sweep summaries come from
-:mod:`.overlap`, scaling, isolation and PM summaries are here."""
+"""The summary of any result: the dispatcher only. Each kind's summary lives with its kind
+(:mod:`.overlap`, :mod:`.scaling`, :mod:`.isolation`, :mod:`.occupancy`, :mod:`.trace`, :mod:`.pm`,
+:mod:`.comm`, :mod:`.serving`); the result is computed once per unchanged frame (the run's memo)."""
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 
-from ..results.run import fingerprint, per_run, run_of, with_identity
-from ..results.validate import check_trace_matches, open_run, require_columns
-from ..schema import KINDS, columns
-from .serving import serving_table
+from ..results.run import fingerprint, per_run, run_of
+from ..results.validate import check_trace_matches, open_run
+from ..schema import KINDS
 from . import trace as busy
+from .isolation import summarize_isolation
 from .occupancy import sm_busy
 from .overlap import summarize_overlap
 from .pm import summarize_pm
-from .stats import nanmedian, ratio, stats
+from .scaling import summarize_scaling
+from .serving import serving_table
 
 __all__ = ["summarize"]
 
@@ -82,7 +82,7 @@ def summarize(df: pd.DataFrame, trace: pd.DataFrame | None = None) -> pd.DataFra
 
 def _summarize(df: pd.DataFrame, kind: str, trace: pd.DataFrame | None) -> pd.DataFrame:
     one = {"overlap": summarize_overlap, "sweep": summarize_overlap, "tune": summarize_overlap,
-           "scaling": _summarize_scaling, "isolation": _summarize_isolation, "occupancy": sm_busy,
+           "scaling": summarize_scaling, "isolation": summarize_isolation, "occupancy": sm_busy,
            "trace": busy.busy_time, "pm": summarize_pm, "comm": _summarize_comm, "serving": serving_table}[kind]
     if trace is not None:
         check_trace_matches(df, trace, "summarize", kind)
@@ -94,46 +94,3 @@ def _summarize_comm(df: pd.DataFrame) -> pd.DataFrame:
     from .comm import comm_table
 
     return comm_table(df)
-
-
-def _summarize_scaling(df: pd.DataFrame) -> pd.DataFrame:
-    require_columns(df, columns("scaling")[:5], "summarize (scaling)")
-    rows = []
-    for (workload, sm), g in df.groupby(["workload", "sm_count"], sort=True):
-        row = {"workload": workload, "sm_count": int(sm), "requested_sm_count": g["requested_sm_count"].iloc[0]}
-        row.update(stats(g["duration_ms"]))
-        for col in ("throughput_tflops", "bandwidth_gbs"):
-            row[col] = nanmedian(g[col]) if col in g else math.nan
-        rows.append(row)
-    s = pd.DataFrame(rows)
-    sp, eff = [], []
-    for r in s.itertuples():
-        g = s[s["workload"] == r.workload]
-        base = g.loc[g["sm_count"].idxmin()]
-        sp.append(ratio(base["median_ms"], r.median_ms))
-        eff.append(sp[-1] / (r.sm_count / base["sm_count"]))
-    s["speedup"] = sp
-    s["parallel_efficiency"] = eff
-    s["requested_sm_count"] = pd.array([None if pd.isna(v) else int(v) for v in s["requested_sm_count"]],
-                                       dtype="Int64")
-    s = with_identity(s, df)
-    s.attrs.update(df.attrs)
-    s.attrs["summary_of"] = "scaling"
-    return s
-
-
-def _summarize_isolation(df: pd.DataFrame) -> pd.DataFrame:
-    require_columns(df, columns("isolation")[:6], "summarize (isolation)")
-    rows = []
-    for (scenario, role, workload), g in df.groupby(["scenario", "role", "workload"], sort=False):
-        row = {"scenario": scenario, "role": role, "workload": workload, "sm_count": int(g["sm_count"].iloc[0])}
-        row.update(stats(g["duration_ms"]))
-        rows.append(row)
-    s = pd.DataFrame(rows)
-    alone = {(r.role, r.workload): r.median_ms for r in s.itertuples() if r.scenario == "alone"}
-    s["slowdown_vs_alone"] = [ratio(r.median_ms, alone.get((r.role, r.workload), math.nan))
-                              for r in s.itertuples()]
-    s = with_identity(s, df)
-    s.attrs.update(df.attrs)
-    s.attrs["summary_of"] = "isolation"
-    return s

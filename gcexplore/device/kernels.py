@@ -1,4 +1,5 @@
-"""The built-in CUDA kernels: their source, compiled once per architecture with NVRTC.
+"""The built-in CUDA kernels and the ``%smid`` probe that tells which SMs a stream runs on: their
+source, compiled once per architecture with NVRTC.
 
 Each kernel can record, per block, the SM it ran on (``%smid``) and its start and end
 (``%globaltimer``) when given a record buffer (see :class:`gcexplore.workloads.Recorder`).
@@ -9,7 +10,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-__all__ = ["KERNEL_NAMES", "REC_WORDS", "SOURCE", "builtin_kernel"]
+from .driver import check, driver_module
+
+__all__ = ["KERNEL_NAMES", "PROBE_SRC", "REC_WORDS", "SOURCE", "builtin_kernel", "probe_kernel", "sm_ids_on"]
 
 # Each instrumented block writes 3 x u64: smid, start, end (%globaltimer, ns).
 REC_WORDS = 3
@@ -146,3 +149,56 @@ def builtin_kernel(dev, name: str):
         return _kernels[arch][name]
 
 
+# The probe: one %smid bit per SM a many-block kernel ran on.
+PROBE_SRC = r"""
+extern "C" __global__ void gcx_smid_probe(unsigned int* seen, unsigned long long spin_ns) {
+    unsigned int smid;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    if (threadIdx.x == 0) atomicOr(&seen[smid], 1u);
+    // Keep the block resident a little so the scheduler spreads blocks over every SM.
+    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < spin_ns);
+}
+"""
+PROBE_SLOTS = 1024  # larger than any %smid
+_probes: dict[str, Any] = {}
+_probes_lock = threading.Lock()
+
+
+def probe_kernel(dev):
+    """The ``%smid`` probe kernel for ``dev``'s architecture, compiled once."""
+    from cuda.core import Program, ProgramOptions
+
+    arch = f"sm_{dev.arch}"
+    with _probes_lock:
+        if arch not in _probes:
+            prog = Program(PROBE_SRC, code_type="c++", options=ProgramOptions(arch=arch))
+            _probes[arch] = prog.compile("cubin").get_kernel("gcx_smid_probe")
+        return _probes[arch]
+
+
+def sm_ids_on(stream, dev, device_sm_count: int) -> frozenset[int]:
+    """SM ids that a many-block probe kernel launched on ``stream`` ran on."""
+    from cuda.core import LaunchConfig, launch
+
+    import numpy as np
+
+    driver = driver_module()
+    kernel = probe_kernel(dev)
+    nbytes = PROBE_SLOTS * 4
+    buf = dev.allocate(nbytes, stream=stream)
+    try:
+        s = int(stream.handle)
+        check(driver.cuMemsetD32Async(int(buf.handle), 0, PROBE_SLOTS, s), "cuMemsetD32Async")
+        # Eight blocks per SM of the whole device, each resident for 5 us: far more
+        # blocks than any partition holds at once, so every SM it owns gets some.
+        grid = 8 * device_sm_count
+        launch(stream, LaunchConfig(grid=grid, block=128), kernel, buf, np.uint64(5_000))
+        host = np.zeros(PROBE_SLOTS, dtype=np.uint32)
+        check(driver.cuMemcpyDtoHAsync(host.ctypes.data, int(buf.handle), nbytes, s), "cuMemcpyDtoHAsync")
+        stream.sync()
+    finally:
+        buf.close(stream)
+        stream.sync()
+    return frozenset(int(i) for i in np.flatnonzero(host))

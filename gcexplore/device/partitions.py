@@ -1,4 +1,6 @@
-"""Partitions: green contexts of one split of a device, each with explicit streams.
+"""Partitions: the handles over green contexts of one split of a device, each with explicit streams
+(the contexts themselves, their split and their reuse: :mod:`.green`; the ``%smid`` probe behind
+:meth:`Partition.sm_ids`: :mod:`.kernels`).
 
 :func:`split` makes a :class:`Partitioning` (the requested groups plus the remainder,
 disjoint, from one layout of the device); :func:`whole_device` wraps the primary
@@ -9,14 +11,13 @@ every one has ``close()`` and is a context manager. Re-exported by :mod:`gcexplo
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import threading
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 from .._checks import as_count, as_int
-from .driver import (DeviceInfo, GreenContextError, SplitPlan, UnsupportedError, check, device_info, driver_module,
-                  plan_split, require_stream, use)
+from . import green
+from .driver import DeviceInfo, GreenContextError, device_info, plan_split, require_stream, use
+from .green import close_each, destroy_layout, keep_layout, new_layout, release_contexts, take_layout
+from .kernels import sm_ids_on
 
 __all__ = ["Partition", "Partitioning", "release_contexts", "split", "whole_device"]
 
@@ -24,63 +25,6 @@ __all__ = ["Partition", "Partitioning", "release_contexts", "split", "whole_devi
 # ---------------------------------------------------------------------------
 # Partitions
 # ---------------------------------------------------------------------------
-
-_PROBE_SRC = r"""
-extern "C" __global__ void gcx_smid_probe(unsigned int* seen, unsigned long long spin_ns) {
-    unsigned int smid;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
-    unsigned long long t0, t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-    if (threadIdx.x == 0) atomicOr(&seen[smid], 1u);
-    // Keep the block resident a little so the scheduler spreads blocks over every SM.
-    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < spin_ns);
-}
-"""
-_PROBE_SLOTS = 1024  # larger than any %smid
-_probe_kernels: dict[str, Any] = {}
-_probe_lock = threading.Lock()
-
-
-def _np():
-    import numpy
-
-    return numpy
-
-
-def _probe_kernel(dev):
-    from cuda.core import Program, ProgramOptions
-
-    arch = f"sm_{dev.arch}"
-    with _probe_lock:
-        if arch not in _probe_kernels:
-            prog = Program(_PROBE_SRC, code_type="c++", options=ProgramOptions(arch=arch))
-            _probe_kernels[arch] = prog.compile("cubin").get_kernel("gcx_smid_probe")
-        return _probe_kernels[arch]
-
-
-def _sm_ids_on(stream, dev, device_sm_count: int) -> frozenset[int]:
-    """SM ids that a many-block probe kernel launched on ``stream`` ran on."""
-    from cuda.core import LaunchConfig, launch
-
-    driver, np = driver_module(), _np()
-    kernel = _probe_kernel(dev)
-    nbytes = _PROBE_SLOTS * 4
-    buf = dev.allocate(nbytes, stream=stream)
-    try:
-        s = int(stream.handle)
-        check(driver.cuMemsetD32Async(int(buf.handle), 0, _PROBE_SLOTS, s), "cuMemsetD32Async")
-        # Eight blocks per SM of the whole device, each resident for 5 us: far more
-        # blocks than any partition holds at once, so every SM it owns gets some.
-        grid = 8 * device_sm_count
-        launch(stream, LaunchConfig(grid=grid, block=128), kernel, buf, np.uint64(5_000))
-        host = np.zeros(_PROBE_SLOTS, dtype=np.uint32)
-        check(driver.cuMemcpyDtoHAsync(host.ctypes.data, int(buf.handle), nbytes, s), "cuMemcpyDtoHAsync")
-        stream.sync()
-    finally:
-        buf.close(stream)
-        stream.sync()
-    return frozenset(int(i) for i in np.flatnonzero(host))
-
 
 def _check_coscheduled(value, info: DeviceInfo, sm_counts) -> None:
     """Co-scheduling counts: ints in [1, SM count], one for all groups or one per group."""
@@ -98,17 +42,6 @@ def _fill_streams(part, factory, n: int) -> None:
     leaves the first k - 1 where ``part.close()`` finds them."""
     for _ in range(n):
         part._streams.append(factory(None))
-
-
-def _close_each(items) -> list[Exception]:
-    """Close every item, keeping on after a failure; return the errors."""
-    errors = []
-    for item in items:
-        try:
-            item.close()
-        except Exception as e:
-            errors.append(e)
-    return errors
 
 
 class Partition:
@@ -225,7 +158,7 @@ class Partition:
         self.require_open()
         if self._sm_ids is None:
             with use(self.device_index) as dev:
-                self._sm_ids = _sm_ids_on(self.stream, dev, self._device_sm_count)
+                self._sm_ids = sm_ids_on(self.stream, dev, self._device_sm_count)
         return self._sm_ids
 
     def close(self) -> None:
@@ -237,7 +170,7 @@ class Partition:
         if self._closed:
             return
         self._closed = True
-        errors = _close_each(self._extra_streams + self._streams)
+        errors = close_each(self._extra_streams + self._streams)
         self._streams, self._extra_streams = [], []
         if errors:
             raise GreenContextError(f"closing partition {self.name} failed: {errors[0]}") from errors[0]
@@ -247,84 +180,6 @@ class Partition:
 
     def __exit__(self, *exc):
         self.close()
-
-
-def _split_groups(dev, info: DeviceInfo, granted: list[int], *, coscheduled):
-    """Split the device's SMs into ``granted`` groups. Returns (groups, remainder, method, temps)."""
-    from cuda.core import ContextOptions, SMResourceOptions
-
-    full = dev.resources.sm
-    if len(set(granted)) == 1 and coscheduled is None:
-        groups, rem = full.split(SMResourceOptions(count=list(granted)))
-        method = "single"
-    elif info.features["structured_split"]:
-        groups, rem = full.split(SMResourceOptions(count=list(granted), coscheduled_sm_count=coscheduled))
-        method = "structured"
-    else:
-        # Driver 13.0: cuda.core refuses unequal counts in one split; split one group
-        # at a time from what is left, so groups stay disjoint by construction.
-        groups, rem, method, temps = [], full, "successive", []
-        try:
-            for g in granted:
-                try:
-                    (grp,), nxt = rem.split(SMResourceOptions(count=g))
-                except Exception:
-                    # Some drivers refuse to split a remainder directly; split it through
-                    # a context made over it (kept alive until the partitioning closes).
-                    ctx = dev.create_context(ContextOptions(resources=[rem]))
-                    temps.append(ctx)
-                    (grp,), nxt = ctx.resources.sm.split(SMResourceOptions(count=g))
-                    method = "successive-via-context"
-                groups.append(grp)
-                rem = nxt
-        except BaseException:
-            _close_each(temps)  # a later step failed: the temporary contexts would leak
-            raise
-        return list(groups), rem, method, temps
-    return list(groups), rem, method, []
-
-
-@dataclasses.dataclass
-class _Layout:
-    """The green contexts of one split, kept together so they stay disjoint."""
-
-    key: tuple
-    contexts: list  # one per group, then the remainder's
-    temps: list  # contexts made only to split a remainder further
-    method: str
-    sm_counts: list[int]
-    sm_ids: list  # cached %smid sets, one per context (None until measured)
-
-
-# Driver 13.0 keeps about 4.9 MiB of device memory for every green context it has
-# destroyed (measured: 300 create/destroy cycles of cuGreenCtxCreate/cuGreenCtxDestroy
-# lost 1.2 GiB). Closed layouts are therefore kept and handed to the next split
-# of the same layout instead of being destroyed.
-_pool: dict[tuple, list[_Layout]] = {}
-_pool_lock = threading.Lock()
-
-
-def _destroy_layout(layout: _Layout) -> list[Exception]:
-    return _close_each(layout.contexts + layout.temps)
-
-
-def release_contexts() -> int:
-    """Destroy the green contexts kept for reuse by closed partitionings.
-
-    Returns the number of contexts destroyed. On driver 13.0 each destroyed green
-    context leaves about 4.9 MiB of device memory unreturned, so call this only when
-    no more splits will follow (it is never needed for correctness).
-    """
-    with _pool_lock:
-        layouts = [lay for lays in _pool.values() for lay in lays]
-        _pool.clear()
-    errors, n = [], 0
-    for lay in layouts:
-        n += len(lay.contexts) + len(lay.temps)
-        errors += _destroy_layout(lay)
-    if errors:
-        raise GreenContextError(f"destroying kept green contexts failed: {errors[0]}") from errors[0]
-    return n
 
 
 class Partitioning:
@@ -408,14 +263,13 @@ class Partitioning:
             return
         self._closed = True
         parts = self._groups + ([self._remainder] if self._remainder is not None else [])
-        errors = _close_each(parts)
+        errors = close_each(parts)
         lay = self._layout
         lay.sm_ids = [p._sm_ids for p in parts]
         if self._reuse and not errors:
-            with _pool_lock:
-                _pool.setdefault(lay.key, []).append(lay)
+            keep_layout(lay)
         else:
-            errors += _destroy_layout(lay)
+            errors += destroy_layout(lay)
         if errors:
             raise GreenContextError(f"closing partitioning {self.label} failed: {errors[0]}") from errors[0]
 
@@ -434,54 +288,12 @@ class Partitioning:
             pass
 
 
-def _green_stream_factory(ctx, device_index: int):
-    from cuda.core import StreamOptions
-
-    def make(priority=None):
-        # cuda.core wants some context of the device current to create a stream.
-        with use(device_index):
-            return ctx.create_stream(StreamOptions(nonblocking=True, priority=priority))
-
-    return make
-
-
 #: More streams than this per partition is a typo, not a plan (each costs driver resources).
 MAX_STREAMS = 64
 
 
 def _check_streams(streams) -> int:
     return as_count("streams", streams, maximum=MAX_STREAMS)
-
-
-def _new_layout(info: DeviceInfo, plan: SplitPlan, key, coscheduled) -> _Layout:
-    from cuda.core import ContextOptions
-
-    granted = plan.granted
-    temps, contexts = [], []
-    try:
-        with use(info.index) as dev:
-            try:
-                groups, rem, method, temps = _split_groups(dev, info, granted, coscheduled=coscheduled)
-            except UnsupportedError:
-                raise
-            except Exception as e:
-                raise GreenContextError(f"splitting {info.name} into {granted} SMs failed: {e}") from e
-            got = [int(g.sm_count) for g in groups]
-            if got != granted:
-                raise GreenContextError(
-                    f"the driver granted {got} SMs for the request {plan.requested}, "
-                    f"but the plan expected {granted}; this is a gcexplore bug on {info.name}"
-                )
-            resources = list(groups) + ([rem] if int(rem.sm_count) else [])
-            for res in resources:
-                contexts.append(dev.create_context(ContextOptions(resources=[res])))
-    except BaseException:
-        for ctx in contexts + temps:
-            with contextlib.suppress(Exception):
-                ctx.close()
-        raise
-    return _Layout(key=key, contexts=contexts, temps=temps, method=method,
-                   sm_counts=[int(r.sm_count) for r in resources], sm_ids=[None] * len(contexts))
 
 
 def split(sm_counts, *, device=0, rounding: str = "up", streams: int = 1,
@@ -524,23 +336,20 @@ def split(sm_counts, *, device=0, rounding: str = "up", streams: int = 1,
         _check_coscheduled(coscheduled_sm_count, info, sm_counts)
         info.require("structured_split")
     plan = plan_split(info, sm_counts, rounding=rounding)
-    key = (info.index, tuple(plan.granted), plan.remainder, coscheduled_sm_count if coscheduled_sm_count is None
-           else tuple(_np().atleast_1d(coscheduled_sm_count).tolist()))
-    layout = None
-    if reuse:
-        with _pool_lock:
-            kept = _pool.get(key)
-            if kept:
-                layout = kept.pop()
+    cosched = coscheduled_sm_count
+    if cosched is not None:
+        cosched = tuple(int(c) for c in (cosched if isinstance(cosched, (list, tuple)) else [cosched]))
+    key = (info.index, tuple(plan.granted), plan.remainder, cosched)
+    layout = take_layout(key) if reuse else None
     reused = layout is not None
     if layout is None:
-        layout = _new_layout(info, plan, key, coscheduled_sm_count)
+        layout = new_layout(info, plan, key, coscheduled_sm_count)
     created: list[Partition] = []
     n = len(plan.groups)
     try:
         for i, ctx in enumerate(layout.contexts):
             is_rem = i >= n
-            factory = _green_stream_factory(ctx, info.index)
+            factory = green.stream_factory(ctx, info.index)  # looked up here: a test may swap it
             part = Partition.__new__(Partition)
             part._setup(name="remainder" if is_rem else f"p{i}", index=i, device_index=info.index,
                         device_sm_count=info.sm_count, sm_count=layout.sm_counts[i],
@@ -552,7 +361,7 @@ def split(sm_counts, *, device=0, rounding: str = "up", streams: int = 1,
         for p in created:
             with contextlib.suppress(Exception):
                 p.close()
-        _destroy_layout(layout)
+        destroy_layout(layout)
         raise
     parts = Partitioning.__new__(Partitioning)
     parts._setup(info=info, plan=plan, groups=created[:n], remainder=created[n] if len(created) > n else None,

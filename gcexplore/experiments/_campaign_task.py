@@ -260,10 +260,10 @@ def _physical_index(local: int):
 
 def _device_uuid(device: int) -> str:
     try:
-        from cuda.core import Device
+        from ..device.driver import device_info
 
-        return str(Device(device).uuid)
-    except Exception:  # no GPU or an older cuda.core: the row says so with an empty UUID
+        return device_info(device).uuid  # read once through the driver API (DeviceInfo)
+    except Exception:  # no GPU: the row says so with an empty UUID
         return ""
 
 

@@ -255,7 +255,8 @@ def to_chrome_trace(df: pd.DataFrame, path, *, reps: int | None = 5) -> Path:
         metadata sidecar of a saved CSV result.
     """
     from .._checks import as_count
-    from .io import as_path, atomic_write, check_target, is_sidecar, plain_attrs, without_attrs
+    from .files import as_path, atomic_write, check_target
+    from .io import is_sidecar, plain_attrs, without_attrs
     from .run import require_one_run
     from .validate import check_result
 

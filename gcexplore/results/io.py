@@ -7,10 +7,9 @@
   ``gcexplore/data/``.
 - :func:`to_chrome_trace` (:mod:`.chrome_trace`): a JSON timeline for Perfetto.
 
-Files are written through a temporary file beside the target and a rename, with the
-permissions an ordinary write would give (an existing file's own, else 0666 less the
-umask). A save never replaces a folder, a device, or a ``.json`` beside a CSV that is
-not that CSV's sidecar. Nothing here needs a GPU.
+Files are written through :mod:`.files` (a temporary file beside the target and a rename, with
+the permissions an ordinary write would give). A save never replaces a folder, a device, or a
+``.json`` beside a CSV that is not that CSV's sidecar. Nothing here needs a GPU.
 """
 
 from __future__ import annotations
@@ -19,15 +18,13 @@ import contextlib
 import hashlib
 import json
 import os
-import socket
-import stat
-import tempfile
-import threading
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from .files import as_path, atomic_write, check_target, digest, named_error, replace_with, temp_beside
 
 __all__ = ["MAX_ATTRS_DEPTH", "RECORDED", "ResultFileError", "load", "load_recorded", "recorded_folder", "recorded_names",
            "save"]
@@ -35,7 +32,7 @@ __all__ = ["MAX_ATTRS_DEPTH", "RECORDED", "ResultFileError", "load", "load_recor
 #: Names of the recorded results shipped in gcexplore/data (see bench/record.py).
 RECORDED = ("sweep", "scaling", "occupancy", "isolation", "torch_sweep", "trace", "trace_overlap", "occupancy_best",
             "primary_sms", "bandwidth_sharing", "l2_sharing", "pm", "pm_trace", "sweep_second", "torch_sweep_second",
-            "sweep_twice", "campaign")
+            "sweep_twice", "campaign", "comm")
 #: Deepest nesting of lists and dicts accepted in ``df.attrs`` (saved or loaded).
 MAX_ATTRS_DEPTH = 64
 
@@ -157,136 +154,6 @@ def _sidecar(path: Path) -> Path:
     return path.with_suffix(".json")
 
 
-def as_path(path, what: str) -> Path:
-    """``path`` as a Path; TypeError naming ``what`` for None, numbers and empty names."""
-    if isinstance(path, bytes):
-        path = os.fsdecode(path)
-    if not isinstance(path, (str, os.PathLike)) or str(path) == "":
-        raise TypeError(f"{what} needs a file name (str or pathlib.Path), got {path!r}")
-    return Path(path)
-
-
-# ---------------------------------------------------------------------------
-# Writing: a temporary file beside the target, fsynced, then renamed over it
-# ---------------------------------------------------------------------------
-
-_umask_lock = threading.Lock()
-_HOST = "".join(c for c in socket.gethostname() if c.isalnum())[:16] or "host"
-
-
-def _umask() -> int:
-    try:  # Linux: read it without changing it (os.umask would, for every thread)
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    with _umask_lock:
-        old = os.umask(0o022)
-        os.umask(old)
-    return old
-
-
-def _mode_for(path: Path) -> int:
-    """The permissions ``open(path, "w")`` would leave: an existing file's own, else 0666 less the umask."""
-    try:
-        st = os.stat(path)
-        if stat.S_ISREG(st.st_mode):
-            return stat.S_IMODE(st.st_mode)
-    except OSError:
-        pass
-    return 0o666 & ~_umask()
-
-
-def check_target(path: Path, what: str = "save") -> None:
-    """Refuse (before writing) a target that is a folder, a device, a pipe or a socket."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return  # absent (or unreachable: the write itself will say so)
-    if stat.S_ISDIR(st.st_mode):
-        raise IsADirectoryError(f"{what}: {str(path)!r} is a folder; give a file name inside it")
-    if not stat.S_ISREG(st.st_mode):
-        raise FileExistsError(f"{what}: {str(path)!r} is a device, pipe or socket, not a regular file; "
-                              "results are written to regular files only")
-
-
-def _named(e: OSError, path: Path) -> OSError:
-    """``e`` again, naming the target rather than the temporary file."""
-    err = type(e)(f"cannot write {str(path)!r}: {e.strerror or e}")
-    err.errno = e.errno
-    return err
-
-
-def _remove_stale_temps(path: Path) -> None:
-    """Remove temporaries of ``path`` left by a writer on this host that no longer runs (kill -9)."""
-    prefix = f".{path.name}.{_HOST}-"
-    with contextlib.suppress(OSError):
-        for name in os.listdir(path.parent):
-            if not (name.startswith(prefix) and name.endswith(".tmp")):
-                continue
-            pid = name[len(prefix):].split(".", 1)[0]
-            if not pid.isdigit() or int(pid) == os.getpid():
-                continue
-            try:
-                os.kill(int(pid), 0)
-            except ProcessLookupError:
-                with contextlib.suppress(OSError):
-                    os.unlink(path.parent / name)
-            except OSError:
-                pass  # alive, another user's
-
-
-@contextlib.contextmanager
-def _or_remove(tmp: str, path: Path):
-    """On any failure inside: remove ``tmp``; an OSError is raised again naming ``path``."""
-    try:
-        yield
-    except BaseException as e:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(e, OSError):
-            raise _named(e, path) from e
-        raise
-
-
-def _temp_beside(path: Path, write) -> str:
-    """``write(tmp)`` to a temporary file beside ``path``, fsynced; its name (removed on failure)."""
-    _remove_stale_temps(path)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{_HOST}-{os.getpid()}.", suffix=".tmp", dir=path.parent)
-    except OSError as e:
-        raise _named(e, path) from e
-    os.close(fd)
-    with _or_remove(tmp, path):
-        write(tmp)
-        os.chmod(tmp, _mode_for(path))
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-    return tmp
-
-
-def _replace(tmp: str, path: Path) -> None:
-    with _or_remove(tmp, path):
-        os.replace(tmp, path)
-
-
-def atomic_write(path: Path, write) -> None:
-    """Write ``path`` through a temporary file and a rename: a failure (disk full, a
-    crash, Ctrl-C) leaves ``path`` as it was, and no temporary behind."""
-    check_target(path)
-    _replace(_temp_beside(path, write), path)
-
-
-def _digest(path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def is_sidecar(path: Path, csv_name: str | None = None) -> bool:
     """True when ``path`` holds the metadata :func:`save` writes beside a CSV (that CSV's,
     when ``csv_name`` is given)."""
@@ -366,7 +233,7 @@ def save(df: pd.DataFrame, path, *, format: str | None = None, overwrite: bool =
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise _named(e, path) from e
+        raise named_error(e, path) from e
     if fmt == "parquet":
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -391,19 +258,19 @@ def _save_csv(df: pd.DataFrame, path: Path, attrs: dict) -> None:
             "rows": int(len(df)), "sha256": hashlib.sha256(data).hexdigest(), "csv": path.name}
     if previous is not None:
         side["previous"] = previous  # the CSV still in place until the second rename
-    csv_tmp = _temp_beside(path, lambda tmp: Path(tmp).write_bytes(data))
+    csv_tmp = temp_beside(path, lambda tmp: Path(tmp).write_bytes(data))
     try:
-        side_tmp = _temp_beside(_sidecar(path), lambda tmp: Path(tmp).write_text(
+        side_tmp = temp_beside(_sidecar(path), lambda tmp: Path(tmp).write_text(
             json.dumps(side, allow_nan=True, indent=1)))
     except BaseException:
         os.unlink(csv_tmp)
         raise
     try:
-        _replace(side_tmp, _sidecar(path))
+        replace_with(side_tmp, _sidecar(path))
     except BaseException:
         os.unlink(csv_tmp)
         raise
-    _replace(csv_tmp, path)
+    replace_with(csv_tmp, path)
 
 
 # ---------------------------------------------------------------------------
@@ -447,9 +314,9 @@ def _read_sidecar(path: Path, side_path: Path) -> dict:
                               "gcexplore.results.save writes ({'attrs': ..., 'dtypes': ..., ...})")
     if side.get("csv") not in (None, path.name):
         raise ResultFileError(f"the sidecar {str(side_path)!r} belongs to {side['csv']!r}, not to {path.name!r}")
-    if "sha256" in side and side["sha256"] != (digest := _digest(path)):
+    if "sha256" in side and side["sha256"] != (found := digest(path)):
         previous = side.get("previous")
-        if isinstance(previous, dict) and previous.get("sha256") == digest:
+        if isinstance(previous, dict) and previous.get("sha256") == found:
             return previous  # a save stopped between its two renames: the old CSV is still whole
         raise ResultFileError(
             f"{str(path)!r} does not match its sidecar {str(side_path)!r} (the CSV changed or was cut short "

@@ -85,11 +85,12 @@ def runs(df: pd.DataFrame) -> list[str]:
 def require_one_run(df: pd.DataFrame, where: str) -> None:
     """ValueError when ``df`` holds rows of several runs (pick one first), or repeats a
     repetition (:func:`repeated_rows`)."""
-    ids = runs(df)
+    run = run_of(df)
+    ids = run.memo("runs", lambda: runs(df))  # asked by every view and table: counted once per frame
     if len(ids) > 1:
         raise ValueError(f"{where} takes one run, but these rows hold {len(ids)} runs: {', '.join(ids)}; "
                          "select one, e.g. df[df.run_id == ...], or summarize(df) to compare them")
-    found = repeated_rows(df)
+    found = run.memo("repeated", lambda: repeated_rows(df))
     if found:
         raise ValueError(f"{where}: {found}")
 
@@ -268,7 +269,7 @@ def measured_groups(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
             rows = df.iloc[idx]
             keys.iloc[idx] = measured_label(rows)
     out = []
-    for label in dict.fromkeys(keys):
+    for label in pd.unique(keys):
         part = df[keys == label]
         part.attrs = dict(df.attrs)
         out.append((str(label), part))

@@ -8,7 +8,7 @@ from matplotlib.figure import Figure
 
 from .. import analysis as A
 from ..results.run import require_one_run
-from ..results.validate import check_result
+from ..results.validate import open_run
 from ._style import metric_label, mode_color, mode_label, new_figure, panel_format, require_result, stamp
 from ..schema import layout_key
 
@@ -52,7 +52,7 @@ def plot_sweep(df: pd.DataFrame, *, summary: pd.DataFrame | None = None, chosen:
         ``"sequential"``, ``"streams"``, ``"lower_bound"``, ``"best"``, ``"chosen"`` (when
         given) and the band ``"concurrent_band"``.
     """
-    check_result(df, "overlap", "plot_sweep")
+    open_run(df, "overlap", "plot_sweep", one_run=False)  # checked once per frame
     require_result(df, ["layout", "split_sm_count", "mode", "rep", "workload", "partition",
                   "makespan_ms"], "plot_sweep",
              "the DataFrame from gcexplore.sweep() or gcexplore.profile_overlap()")
@@ -199,7 +199,7 @@ def plot_throughput(df: pd.DataFrame, *, layout: str | None = None, metric: str 
         wait for SMs): its bar is hatched, its tick says "lower bound" and its value, a text
         with gid ``"lower_bound:<workload>:<mode>"``, reads "≥ value".
     """
-    check_result(df, "overlap", "plot_throughput")
+    open_run(df, "overlap", "plot_throughput", one_run=False)
     require_result(df, ["layout", "mode", "workload", "partition", "sm_count", "duration_ms"],
              "plot_throughput",
              "the DataFrame from gcexplore.profile_overlap() or gcexplore.sweep()")

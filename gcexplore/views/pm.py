@@ -9,7 +9,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from ..analysis.modes import dram_headline
+from ..analysis.pm import dram_headline
 from ..analysis.pm import dram_summary
 from ..results.run import require_one_run
 from ._style import WORKLOAD_COLORS, figure_stamp, mode_label, new_figure

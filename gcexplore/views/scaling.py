@@ -6,7 +6,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from .. import analysis as A
-from ..analysis.modes import SATURATION, scaling_facts
+from ..analysis.scaling import SATURATION, scaling_facts
 from ..results.run import require_one_run
 from ..results.validate import check_result
 from ._style import WORKLOAD_COLORS, fmt_value, metric_label, new_figure, require_result, stamp

@@ -11,7 +11,7 @@ from matplotlib.patches import Patch
 
 from .. import analysis as A
 from ..results.run import require_one_run
-from ..analysis.modes import rep_mode, trace_modes
+from ..analysis.clusters import rep_mode, trace_modes
 from ._style import WORKLOAD_COLORS, figure_stamp, mode_label, new_figure, require_result, stamp
 from ..schema import layout_key, partition_key
 

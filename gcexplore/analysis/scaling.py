@@ -1,0 +1,73 @@
+"""Scaling results: the summary per workload and SM count (medians, speedup, parallel efficiency)
+and what a figure says about it (efficiency at the largest size, where the rate peaks and saturates)."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from ..results.run import per_run, with_identity
+from ..results.validate import check_result, require_columns
+from ..schema import columns
+from .display import rate_quantiles, rates
+from .stats import nanmedian, ratio, stats
+
+__all__ = ["SATURATION", "scaling_facts", "summarize_scaling"]
+
+
+def summarize_scaling(df: pd.DataFrame) -> pd.DataFrame:
+    require_columns(df, columns("scaling")[:5], "summarize (scaling)")
+    rows = []
+    for (workload, sm), g in df.groupby(["workload", "sm_count"], sort=True):
+        row = {"workload": workload, "sm_count": int(sm), "requested_sm_count": g["requested_sm_count"].iloc[0]}
+        row.update(stats(g["duration_ms"]))
+        for col in ("throughput_tflops", "bandwidth_gbs"):
+            row[col] = nanmedian(g[col]) if col in g else math.nan
+        rows.append(row)
+    s = pd.DataFrame(rows)
+    sp, eff = [], []
+    for r in s.itertuples():
+        g = s[s["workload"] == r.workload]
+        base = g.loc[g["sm_count"].idxmin()]
+        sp.append(ratio(base["median_ms"], r.median_ms))
+        eff.append(sp[-1] / (r.sm_count / base["sm_count"]))
+    s["speedup"] = sp
+    s["parallel_efficiency"] = eff
+    s["requested_sm_count"] = pd.array([None if pd.isna(v) else int(v) for v in s["requested_sm_count"]],
+                                       dtype="Int64")
+    s = with_identity(s, df)
+    s.attrs.update(df.attrs)
+    s.attrs["summary_of"] = "scaling"
+    return s
+
+
+def scaling_facts(df: pd.DataFrame, metric: str = "auto") -> pd.DataFrame:
+    """Per workload of a scaling result: its efficiency at the largest size and where its rate peaks.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per workload: ``unit`` (the rate drawn), ``largest_sm`` and
+        ``efficiency_at_largest`` (:func:`gcexplore.summarize`'s ``parallel_efficiency``),
+        ``peak`` (the highest median rate) and ``peak_sm``, ``saturates_sm`` (the fewest SMs
+        whose median rate reaches :data:`SATURATION` of the peak).
+    """
+    check_result(df, "scaling", "scaling_facts")
+    summary = per_run(df, summarize_scaling)
+    rows = []
+    for w in dict.fromkeys(df["workload"]):
+        mine = df[df["workload"] == w]
+        _, unit = rates(mine, metric)
+        q = rate_quantiles(mine, unit, by="sm_count").sort_values("sm_count")
+        s = summary[summary["workload"] == w].sort_values("sm_count")
+        peak = q.loc[q["median"].idxmax()]
+        sat = q[q["median"] >= SATURATION * peak["median"]]["sm_count"].min()
+        rows.append({"workload": w, "unit": unit, "largest_sm": int(s["sm_count"].iloc[-1]),
+                     "efficiency_at_largest": float(s["parallel_efficiency"].iloc[-1]),
+                     "peak": float(peak["median"]), "peak_sm": int(peak["sm_count"]), "saturates_sm": int(sat)})
+    return pd.DataFrame(rows)
+
+
+#: The share of its peak rate at which a workload counts as saturated.
+SATURATION = 0.95
