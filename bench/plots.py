@@ -37,6 +37,7 @@ def main(argv=None) -> int:
         "sm-usage": lambda: gcexplore.plot_sm_usage(rec["trace"]),
         "throughput-traced": lambda: gcexplore.plot_throughput(rec["trace_overlap"], trace=rec["trace"]),
         "dram-timeline": lambda: gcexplore.plot_dram_timeline(rec["pm"], rec["pm_trace"]),
+        "comm": lambda: gcexplore.plot_comm(rec["comm"], collective="allreduce"),
     }
     for name, make in figures.items():
         try:

@@ -1036,19 +1036,13 @@ if COMM_LIVE:
     spec = gcexplore.CommSpec(collectives=["allreduce"], sizes=["16M", "256M"], comm_sms=[8, 16, 32],
                               ctas=[16], repeats=REPEATS, trace=False)
     comm = gcexplore.comm_sweep(spec, gpus=2)
-elif "comm" in gcexplore.results.recorded_names():
-    comm = recorded("comm")
 else:
-    comm = None
-    print("recorded result 'comm' is not in this installation yet; it is recorded on a 2-GPU machine with "
-          "python3 bench/comm.py --out DIR --gpus 2 (comm-2gpu.parquet). Without it, two GPUs or nccl4py, "
-          "this section shows no measurement.")
-if comm is not None:
-    print(f"{comm.attrs['nranks']} GPUs, NCCL {comm.attrs['nccl_version']}; {comm.attrs['zero_sm']}")
-    att = pd.DataFrame(comm.attrs.get("attribution", []))
-    if len(att):
-        print(f"NCCL kernels on the communication partition: {att['on_comm_partition'].sum()} of "
-              f"{att['nccl_kernels'].sum()} (CUPTI, every rank and split)")
+    comm = recorded("comm")
+print(f"{comm.attrs['nranks']} GPUs, NCCL {comm.attrs['nccl_version']}; {comm.attrs['zero_sm']}")
+att = pd.DataFrame(comm.attrs.get("attribution", []))
+if len(att):
+    print(f"NCCL kernels on the communication partition: {att['on_comm_partition'].sum()} of "
+          f"{att['nccl_kernels'].sum()} (CUPTI, every rank and split)")
 """),
     md("""
 Per collective and size, the fewest communication SMs whose step is within 1% of the best
@@ -1057,16 +1051,21 @@ that reach 95% of the peak bus bandwidth; then the split tuner's answer, found b
 its search over the sweep's steps, with the share of the sweep's GPU time it needed.
 """),
     code("""
-if comm is not None:
-    display(gcexplore.comm_answer(comm, 0.01).round(4))
-    display(gcexplore.bandwidth_table(comm, 0.95).round(1))
-    display(gcexplore.recommend_comm(comm, 0.01).drop(columns=["search_answer"]).round(4))
+answer = gcexplore.comm_answer(comm, 0.01)
+table = gcexplore.comm_table(comm)
+part = table[table["setup"] == "partition"]
+print(f"the GEMM chain alone: {table['compute_whole_ms'].iloc[0]:.3f} ms on the whole GPU, "
+      f"{part['compute_alone_ms'].min():.3f} to {part['compute_alone_ms'].max():.3f} ms on the partitions left to it")
+wins = answer[answer["speedup_vs_plain"] > 1]
+print(f"a split beats plain streams for {len(wins)} of {len(answer)} collective x size points"
+      + (": " + ", ".join(f"{r.collective} {r.size_bytes >> 20} MiB on {r.answer_sm_count} SMs "
+                          f"({r.speedup_vs_plain:.2f}x)" for r in wins.itertuples()) if len(wins) else ""))
+display(answer.round(4))
+display(gcexplore.bandwidth_table(comm, 0.95).round(1))
+display(gcexplore.recommend_comm(comm, 0.01).drop(columns=["search_answer"]).round(4))
 """),
     code("""
-if comm is not None:
-    t = gcexplore.comm_table(comm)
-    big = t[t["collective"] == t["collective"].iloc[0]]["size_bytes"].max()
-    display(gcexplore.plot_comm(comm, size_bytes=int(big)))
+display(gcexplore.plot_comm(comm, collective="allreduce"))
 """),
 ]
 
@@ -1077,7 +1076,7 @@ NOTEBOOKS = {
                                     "Sweeping SM splits", ["sweep_second"]),
     "03_sm_isolation.ipynb": (ISOLATION, ["occupancy", "isolation"], "SM isolation",
                               ["primary_sms", "bandwidth_sharing", "l2_sharing", "pm", "pm_trace"]),
-    "04_campaigns.ipynb": (CAMPAIGN, ["campaign"], "Campaigns", ["comm"]),
+    "04_campaigns.ipynb": (CAMPAIGN, ["campaign", "comm"], "Campaigns"),
     "05_serving_splits.ipynb": (serving_cells.cells(md, code, PARAMETERS, DETECT), ["serving"], "Serving splits"),
 }
 

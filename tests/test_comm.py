@@ -331,3 +331,30 @@ def test_result_saves_and_loads(synth, tmp_path):
     back = gx.load(p)
     assert back.attrs["kind"] == "comm" and len(back) == len(synth)
     pd.testing.assert_frame_equal(gx.comm_table(back), gx.comm_table(synth), check_like=True)
+
+
+# ------------------------------------------------------------------------------- the recorded 2-GPU run
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    return gx.load_recorded("comm")
+
+
+def test_recorded_run_attributes_every_nccl_kernel_to_its_partition(recorded):
+    att = pd.DataFrame(recorded.attrs["attribution"])
+    assert len(att) == 2 * len(recorded.attrs["spec"]["comm_sms"])  # every rank, every split
+    assert (att["share"] == 1.0).all() and (att["other_on_comm"] == 0).all()
+    layout_sms = att["layout"].str.split("+").str[0].astype(int)
+    assert (att["sm_count"] == layout_sms).all()
+    assert "no zero-SM collectives" in recorded.attrs["zero_sm"]
+
+
+def test_recorded_decomposition_and_recommendation(recorded):
+    t = gx.comm_table(recorded)
+    total = t["compute_whole_ms"] + t["split_loss_ms"] + t["interference_ms"] + t["exposed_comm_ms"]
+    assert (total - t["step_ms"]).abs().max() < 1e-9
+    r = gx.recommend_comm(recorded, 0.01)
+    assert len(r) == 16  # four collectives x four sizes
+    assert (r["within"] <= 0.03).all()  # the bound: within 3% of the sweep's best
+    assert (r["gpu_share"] <= 0.25).all()  # at a quarter of the sweep's GPU time or less

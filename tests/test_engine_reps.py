@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
+
 from gcexplore.experiments import engine as E
 
 
@@ -47,8 +49,8 @@ class _Part:
     sm_count, requested_sm_count = 8, 8
 
 
-def _engine(finished, trace=None):
-    log, clock = [], itertools.count()
+def _engine(finished, trace=None, step=1.0):
+    log, clock = [], (i * step for i in itertools.count())  # event times in ms
     eng = object.__new__(E.Engine)
     eng.trace, eng._l2, eng.event_options = trace, None, None
     eng.gate_us, eng.max_enqueue_us = E._GATE_US_START, 0.0
@@ -66,27 +68,52 @@ def _gates(log):
 
 def test_repetitions_are_queued_behind_the_one_before_while_it_runs():
     eng, slot, log = _engine(finished=lambda: False)  # the GPU is always busy: every rep is clean
-    labels = [("8+124", "concurrent", r) for r in range(4)]
+    labels = [("8+124", "concurrent", r) for r in range(5)]
     out = list(eng.run_reps([slot], labels))
     assert [label for label, _, _ in out] == labels
     gates = _gates(log)
-    assert len(gates) == 4  # nothing measured twice
-    assert gates[0] == int(E._GATE_US_START * 1000) and set(gates[1:]) == {int(E._GATE_US_QUEUED * 1000)}
+    assert len(gates) == 5  # nothing measured twice
+    # reps 0 and 1 gated (no makespan known yet when 1 is enqueued), then each queued behind the last
+    assert min(gates[:2]) >= int(E._GATE_US_START * 1000) and set(gates[2:]) == {int(E._GATE_US_QUEUED * 1000)}
     gate_waits = [ev for what, name, ev in log if what == "wait" and name == "gate"]
-    assert len(gate_waits) == 3  # reps 1..3 each wait for the end of the rep before
     ends = [ev for what, name, ev in log if what == "record" and name == "s0"][1::2]
-    assert gate_waits == ends[:3]
+    assert gate_waits == ends[1:4]  # reps 2..4 each wait for the end of the rep before
 
 
 def test_a_repetition_queued_after_its_predecessor_ended_is_measured_again_behind_a_sized_gate():
-    eng, slot, log = _engine(finished=lambda: True)  # short reps: each ends before the next is queued
-    labels = [("8+124", "alone", r) for r in range(3)]
+    eng, slot, log = _engine(finished=lambda: True)  # a host stall: each rep ends before the next is queued
+    labels = [("8+124", "alone", r) for r in range(4)]
     out = list(eng.run_reps([slot], labels))
     assert [label for label, _, _ in out] == labels
     gates = _gates(log)
-    # rep 0 gated; rep 1 queued (5 us gate), found unclean, measured again gated; rep 2 gated
-    assert gates[1] == int(E._GATE_US_QUEUED * 1000)
-    assert len(gates) == 4 and all(g >= int(E._GATE_US_START * 1000) for g in (gates[0], *gates[2:]))
+    # reps 0, 1 gated; rep 2 queued (5 us gate), found unclean, measured again gated; rep 3 gated
+    assert gates[2] == int(E._GATE_US_QUEUED * 1000) and len(gates) == 5
+    assert all(g >= int(E._GATE_US_START * 1000) for g in (*gates[:2], *gates[3:]))
+
+
+def test_repetitions_shorter_than_the_enqueue_go_one_at_a_time_and_call_the_workload_once_each():
+    eng, slot, log = _engine(finished=lambda: True, step=1e-6)  # 1 ns apart: shorter than any enqueue
+    labels = [("8+124", "concurrent", r) for r in range(6)]
+    assert [label for label, _, _ in eng.run_reps([slot], labels)] == labels
+    assert sum(1 for what, _, _ in log if what == "run") == 6  # no repetition measured twice
+    assert not [1 for what, name, _ in log if what == "wait" and name == "gate"]
+
+
+def test_a_workload_raising_while_the_next_rep_is_queued_still_gives_the_rep_before():
+    eng, slot, log = _engine(finished=lambda: False)
+    calls = []
+
+    def run():
+        calls.append(1)
+        if len(calls) == 4:
+            raise RuntimeError("workload failed")
+
+    slot.run = run
+    got = []
+    with pytest.raises(RuntimeError, match="workload failed"):
+        for label, _, _ in eng.run_reps([slot], [("8+124", "concurrent", r) for r in range(6)]):
+            got.append(label[2])
+    assert got == [0, 1, 2]  # rep 2 was queued when rep 3's enqueue raised: its times still came back
 
 
 def test_no_pipelining_while_tracing():

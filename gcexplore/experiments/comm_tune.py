@@ -48,7 +48,9 @@ def _one(reps: dict, sm_count: int, tolerance: float) -> dict:
     # a replay of one recorded run: its "rounds" are consecutive chunks of that run's steps, so no
     # run-to-run floor stands in for a layout replayed once (its chunks' own spread is what there is)
     replay = Floor(0.0, 0.0, "replay of one recorded run")
-    out = search(cands, measure, Settings(tolerance=tolerance, repeats=min(5, repeats), max_repeats=repeats,
+    # 3 steps at a layout's first visit (the tuner's least): the search doubles them wherever a
+    # comparison is not decided, so the answer is as sure as with more, at less GPU time
+    out = search(cands, measure, Settings(tolerance=tolerance, repeats=min(3, repeats), max_repeats=repeats,
                                           floor=replay), names=("comm", "compute"))
     med = {k: quantile([m for m, _ in reps[k][:used[k]]], 0.5) for k in reps if used[k]}
     best = min(med.values())

@@ -57,6 +57,8 @@ __all__ = ["Engine", "Nvml", "Slot", "capture_graph", "launch_gap", "nvtx_availa
 _GATE_US_START = 60.0
 _GATE_US_MAX = 20_000.0
 _GATE_US_QUEUED = 5.0  # the gate of a repetition enqueued while the one before still runs
+# queue a repetition behind the running one only when that one takes this many host enqueues and more
+_QUEUE_FACTOR, _QUEUE_MARGIN_US = 4.0, 200.0
 _SETTLE_NS = 1_000  # the tiny spin each stream runs after its waits, before its start event
 _UNTRACED = contextlib.nullcontext()
 
@@ -265,37 +267,50 @@ class Engine:
         """Repetitions of one group, one per label, each enqueued while the one before runs.
 
         Yields ``(label, per_slot, makespan_ms)`` in order, as :meth:`run_group` returns
-        them. The host enqueues repetition ``r + 1`` (behind a gate that waits for the end
-        of ``r``) while ``r`` runs, then collects ``r``: neither the enqueue nor the
-        Python between repetitions leaves the GPU idle. A repetition counts only if ``r``
-        was still running when its enqueue finished (its gate had not started, so no host
-        time can show in it); otherwise it is discarded, measured again behind a sized
-        gate, and the rest go one at a time (repetitions shorter than the host's enqueue).
-        Not pipelined while tracing. ``on_queued(i)``, when given, runs once label ``i``'s
-        repetition is enqueued for good (host work that can overlap it: NVML reads).
+        them. Where the last repetition collected took several times the host's enqueue,
+        the host enqueues repetition ``r + 1`` (behind a gate that waits for the end of
+        ``r``) while ``r`` runs, then collects ``r``: neither the enqueue nor the Python
+        between repetitions leaves the GPU idle. Shorter repetitions go one at a time
+        behind a sized gate, as :meth:`run_group` runs them, so every workload is called
+        once per repetition. A queued repetition counts only if ``r`` was still running
+        when its enqueue finished (its gate had not started, so no host time can show in
+        it); otherwise (a host stall) it is measured again, gated, and the rest go one at a
+        time. A workload that raises while ``r + 1`` is enqueued still gives ``r``'s
+        times first. Not pipelined while tracing. ``on_queued(i)``, when given, runs once
+        label ``i``'s repetition is enqueued for good (host work that can overlap it: NVML).
         """
         pipelined = self.trace is None
-        pending = None  # (label, queued repetition) not yet collected
+        pending, last_ms = None, None  # (label, queued repetition) not yet collected; last makespan
+
+        def collect():
+            nonlocal pending, last_ms
+            out = (pending[0], *self._finish(pending[1]))
+            pending, last_ms = None, out[2]
+            return out
+
         for i, label in enumerate(labels):
-            queued = self._enqueue(slots, chain, label, after=pending[1] if pending else None)
+            behind = (pipelined and pending is not None and last_ms is not None
+                      and last_ms * 1e3 > _QUEUE_FACTOR * self.max_enqueue_us + _QUEUE_MARGIN_US)
+            if pending is not None and not behind:
+                yield collect()
+            try:
+                queued = self._enqueue(slots, chain, label, after=pending[1] if pending else None)
+            except BaseException:
+                if pending is not None:  # measured already: its times reach the caller first
+                    yield collect()
+                raise
             if not queued.clean:
-                if pending is not None:
-                    yield (pending[0], *self._finish(pending[1]))
-                    pending = None
+                yield collect()
                 self._finish(queued)  # it may hold host time: measured again, gated
                 pipelined = False
                 queued = self._enqueue(slots, chain, label)
             if on_queued is not None:
                 on_queued(i)
             if pending is not None:
-                yield (pending[0], *self._finish(pending[1]))
-                pending = None
-            if pipelined:
-                pending = (label, queued)
-            else:
-                yield (label, *self._finish(queued))
+                yield collect()
+            pending = (label, queued)
         if pending is not None:
-            yield (pending[0], *self._finish(pending[1]))
+            yield collect()
 
     def _enqueue(self, slots: Sequence[Slot], chain: bool, label: tuple | None, after=None) -> _Queued:
         """Enqueue one repetition behind the gate; behind the end of ``after`` when given."""
