@@ -20,7 +20,9 @@ from gcexplore.analysis import trace as busy
 from gcexplore.results.validate import ResultError
 
 pytestmark = pytest.mark.gpu
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+# appended, not first: bench/comm.py would shadow the `comm` package ipywidgets imports, and every
+# explorer test after this module in the session failed ("module 'comm' has no attribute 'create_comm'")
+sys.path.append(str(Path(__file__).resolve().parents[1] / "bench"))
 
 
 @pytest.fixture(scope="module")

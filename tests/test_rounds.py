@@ -198,7 +198,7 @@ def test_the_calibration_bench_recomputes_its_rates_from_recorded_sides(tmp_path
     from pathlib import Path
 
     bench = Path(__file__).resolve().parents[1] / "bench"
-    sys.path.insert(0, str(bench))
+    sys.path.append(str(bench))  # last: bench/comm.py must not shadow the comm package (ipywidgets)
     try:
         C = importlib.import_module("compare_real")
     finally:
@@ -235,7 +235,7 @@ def test_the_shipped_calibration_reproduces_its_rates_and_meets_the_bar():
     root = Path(__file__).resolve().parents[1]
     data = root / "gcexplore" / "data" / "calibration"
     recorded = json.loads((data / "compare_real.json").read_text())
-    sys.path.insert(0, str(root / "bench"))
+    sys.path.append(str(root / "bench"))  # last: bench/comm.py must not shadow the comm package
     try:
         C = importlib.import_module("compare_real")
     finally:

@@ -355,3 +355,14 @@ def test_the_campaign_task_and_the_command_line_take_a_recipe(built):
                                                                ("memory_2", "memory", {})]
     with pytest.raises(Usage, match="has no option 'q'"):
         workload_names(["memory:q=1"])
+
+
+def test_no_test_puts_bench_ahead_of_installed_packages():
+    """bench/comm.py ahead of site-packages shadows the `comm` package ipywidgets imports: every explorer
+    test after such a module failed on the GPU machine (batch 2). Tests append bench/ instead."""
+    bad = []
+    for p in sorted((ROOT / "tests").glob("*.py")):
+        for n, line in enumerate(p.read_text().splitlines(), 1):
+            if re.search(r"sys\.path\.insert\(0,.*bench", line) or re.search(r"sys\.path\.insert\(0, str\(bench\)", line):
+                bad.append(f"{p.name}:{n}: {line.strip()}")
+    assert bad == []
