@@ -23,6 +23,7 @@ Run from the project root on the GPU machine: ``python3 bench/serving.py --out D
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import sys
 import time
@@ -56,6 +57,7 @@ def main(argv=None) -> int:
                    help="capture the decode step in a CUDA graph (auto: on unless a short probe run fails)")
     a = p.parse_args(argv)
     needs(modules=("torch",))
+    faulthandler.dump_traceback_later(100, repeat=True)  # a stuck run says where it is
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     splits = [int(x) for x in a.splits.split(",")]
@@ -68,7 +70,8 @@ def main(argv=None) -> int:
     graphs = a.graphs != "off"
     if a.graphs == "auto":
         try:
-            gcexplore.serve(model, [splits[len(splits) // 2]], rates=[10.0], modes=("partitioned",), duration_s=0.1)
+            gcexplore.serve(model, [splits[len(splits) // 2]], rates=[10.0], modes=("partitioned",), duration_s=0.1,
+                            progress=say)
         except Exception as e:  # noqa: BLE001 - said, then measured without graphs
             print(f"decode in a CUDA graph failed ({type(e).__name__}: {e}); measuring without graphs")
             graphs = False
@@ -76,6 +79,7 @@ def main(argv=None) -> int:
     alone = gcexplore.serve(model, splits, rates=[1.0], modes=("alone",), duration_s=a.duration, progress=say,
                             graphs=graphs)
     alone_wall = time.perf_counter() - t
+    gcexplore.save(alone, out / "serving_alone.parquet")  # kept if a later step fails
     at = S.serving_table(alone)
     whole = at[at["layout"] == "streams"]
     decode_whole = float(whole[whole["prefill_sm_count"] == 0]["itl_p50_ms"].iloc[0])
@@ -121,7 +125,7 @@ def main(argv=None) -> int:
     part = table[table["mode"] == "partitioned"]
     grid_cost = float(part["run_ms"].sum())
     best = good[good["mode"] == "partitioned"].sort_values("goodput_rps").iloc[-1]
-    pred = S.predict_serving(rec, S.loads_of(rec), slo, deadline_ms=2 * a.duration * 1e3)
+    pred = S.predict_serving(rec, S.loads_of(rec), slo, deadline_ms=S.deadline_of(grid))
     errs = S.prediction_errors(pred, table)
     print("prediction errors (predicted / measured - 1):")
     print(_table(errs, ["layout", "load", "itl_p99_pred_ms", "itl_p99_ms", "itl_p99_error", "ttft_p50_pred_ms",

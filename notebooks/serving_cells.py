@@ -25,7 +25,7 @@ numbers an operator needs:
 The workload is synthetic and engine-agnostic: a stack of Llama-3-8B-like decoder layers in
 PyTorch with random bf16 weights (`gcexplore.decoder_stack`); your own `decode=fn` and
 `prefill=fn` fit the same roles (`gcexplore.serving_roles`). Without a GPU the notebook shows
-a grid recorded on the project's H100 by `bench/serving.py`.
+a grid recorded on the project's GPU by `bench/serving.py` (its card and date are printed with it).
 '''),
         parameters,
         detect,

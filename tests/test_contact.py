@@ -281,7 +281,9 @@ def test_the_test_command_says_when_the_browser_test_did_not_run(tmp_path):
 def test_the_recorded_campaign_is_a_folder_that_load_campaign_and_status_read(tmp_path):
     df = gcexplore.load_recorded("campaign")
     folder = Path(df.attrs["folder"])
-    assert folder == ROOT / "gcexplore" / "data" / "campaign" and "/tmp/" not in str(df.attrs)
+    assert folder == ROOT / "gcexplore" / "data" / "campaign"
+    assert "campaign-2gpu" not in str(df.attrs)  # the recording machine's temporary folder is not carried
+    assert "folder" not in gcexplore.load(ROOT / "gcexplore" / "data" / "campaign.parquet").attrs  # nor stored
     assert len(gcexplore.load_campaign(folder)) == len(df) and df.attrs["done"] == df["task_key"].nunique() == 8
     status = gcexplore.campaign_status(folder)
     assert (status["status"] == "done").all() and len(status) == 8

@@ -275,6 +275,9 @@ class _SimClock:
         for b in (self.steps, self.start, self.end):
             b[:] = 0
 
+    def warm(self, *streams):
+        self.warmed = streams
+
     def tick(self, stream, buf, i):
         buf[i] = int(_cursor(stream) * 1e6)
 
@@ -381,3 +384,39 @@ def test_two_cards_stay_apart_and_a_doubled_run_is_refused():
     assert len(g) == 2 * len(S.goodput_table(a, slo))
     with pytest.raises(Exception, match="repeat a repetition"):
         S.serving_table(pd.concat([a, a], ignore_index=True))
+
+
+# -- the recorded H100 grid -------------------------------------------------------
+
+def _recorded():
+    import gcexplore
+
+    if "serving" not in gcexplore.results.recorded_names():
+        pytest.skip("the recorded serving grid is not in gcexplore/data (bench/serving.py records it on a GPU)")
+    df = gcexplore.load_recorded("serving")
+    a = df.attrs
+    return df, S.ServingSLO(a["slo_ttft_ms"], a["slo_itl_p99_ms"], a["slo_attainment"])
+
+
+def test_advisor_on_the_recorded_grid_answers_from_few_runs():
+    df, slo = _recorded()
+    advice, grid = S.advise_recorded(df, slo)
+    table = S.serving_table(df, slo)
+    part = table[table["mode"] == "partitioned"]
+    assert 0 < len(advice.measured) < part["layout"].nunique() * part["rate_rps"].nunique()
+    assert advice.cost_ms < grid["grid_cost_ms"]
+    if advice.layout is not None:  # its answer is what the grid measured for that split and rate
+        row = part[(part["layout"] == advice.layout) & (part["rate_rps"] == advice.goodput_rps)]
+        assert bool(row["meets_slo"].iloc[0])
+        assert grid["reaches"] == pytest.approx(
+            S.goodput_table(table, slo).set_index(["mode", "layout"]).loc[("partitioned", advice.layout),
+                                                                          "goodput_rps"] / grid["grid_best_goodput_rps"])
+
+
+def test_recorded_grid_has_every_split_load_and_baseline_on_the_same_arrivals():
+    df, _ = _recorded()
+    loaded = df[(df["mode"] != "alone") & (df["record"] == "request")]
+    for load, g in loaded.groupby("load"):
+        arr = {k: tuple(x.sort_values("index")["arrival_ms"]) for k, x in g.groupby(["mode", "layout"])}
+        assert len(set(arr.values())) == 1, load
+    assert {"alone", "partitioned", "streams", "time_sliced"} <= set(df["mode"])

@@ -26,7 +26,7 @@ from ..schema import RUN_COLUMNS
 from ..results.validate import check_result
 from .stats import quantile
 
-__all__ = ["Advice", "SERVING_TABLE_COLUMNS", "ServingSLO", "advise", "advise_recorded", "goodput_table", "loads_of", "predict_serving",
+__all__ = ["Advice", "SERVING_TABLE_COLUMNS", "ServingSLO", "advise", "advise_recorded", "deadline_of", "goodput_table", "loads_of", "predict_serving",
            "prediction_errors", "serving_table", "trade_facts", "ttft_queue"]
 
 RUN_KEYS = ["mode", "layout", "load"]
@@ -169,6 +169,14 @@ def loads_of(df: pd.DataFrame) -> dict:
         one = g[(g["mode"] == first["mode"]) & (g["layout"] == first["layout"])].sort_values("index")
         out[str(load)] = (float(one["rate_rps"].iloc[0]), one["arrival_ms"].to_numpy(float))
     return out
+
+
+def deadline_of(df: pd.DataFrame) -> float:
+    """When a serving run stopped starting requests (ms from its first decode tick): the arrivals'
+    duration plus the drain, after the lead before the first arrival (``attrs["lead_ms"]``)."""
+    duration = float(df["duration_s"].iloc[0])
+    drain = float(df.attrs.get("drain_s", duration))
+    return (duration + drain) * 1e3 + float(df.attrs.get("lead_ms", 0.0))
 
 
 def ttft_queue(arrival_ms, service_ms: float, deadline_ms: float = math.inf) -> np.ndarray:
@@ -323,9 +331,7 @@ def advise_recorded(df: pd.DataFrame, slo: ServingSLO) -> tuple[Advice, dict]:
     def lookup(layout: str, rate: float) -> pd.DataFrame:
         return part[(part["layout"] == layout) & (part["rate_rps"] == rate)]
 
-    drain = float(df.attrs.get("drain_s", df["duration_s"].iloc[0]))
-    advice = advise(df[df["mode"] == "alone"], loads_of(df), slo, lookup,
-                    deadline_ms=(float(df["duration_s"].iloc[0]) + drain) * 1e3)
+    advice = advise(df[df["mode"] == "alone"], loads_of(df), slo, lookup, deadline_ms=deadline_of(df))
     good = goodput_table(table, slo)
     good = good[good["mode"] == "partitioned"].sort_values("goodput_rps", kind="stable")
     best = good.iloc[-1]

@@ -1,6 +1,6 @@
 """``gcexplore serve``: decode and prefill of a synthetic decoder stack on one GPU, per split and
 load; prints the per-run tails and, with SLOs, the goodput per split against both baselines (or,
-with ``--advise``, the advisor's split and what it cost). ``--recorded`` shows the recorded H100
+with ``--advise``, the advisor's split and what it cost). ``--recorded`` shows the recorded
 run without a GPU. Every argument is checked before the GPU is touched."""
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def add_serve(sub) -> None:
     s.add_argument("--itl-p99-ms", type=float_arg, help="SLO: ITL p99 bound (with --ttft-ms)")
     s.add_argument("--attainment", type=float_arg, default=0.9, help="SLO: share of requests within --ttft-ms")
     s.add_argument("--advise", action="store_true", help="run the advisor (needs the SLO) instead of the full grid")
-    s.add_argument("--recorded", action="store_true", help="show the recorded H100 run (no GPU needed)")
+    s.add_argument("--recorded", action="store_true", help="show the recorded run (no GPU needed)")
     s.add_argument("--device", type=int_arg(0), default=0)
     s.add_argument("--out", default="serving.parquet", help="results file (.parquet or .csv)")
     s.set_defaults(func=cmd_serve)

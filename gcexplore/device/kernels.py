@@ -106,10 +106,17 @@ extern "C" __global__ void gcx_tick(unsigned long long* out, unsigned long long 
 
 // An open-loop arrival: holds its stream until %globaltimer >= base[0] + offset_ns (base[0] is
 // written by the first gcx_tick of the run), then records when it let the stream go in out[i].
+// A base that never comes is given up after give_up_ns (out[i] = 0): no spin outlives its run.
 extern "C" __global__ void gcx_arrive(const volatile unsigned long long* base, unsigned long long offset_ns,
-                                      unsigned long long* out, unsigned long long i) {
-    unsigned long long b, t;
-    do { b = base[0]; } while (b == 0ull);
+                                      unsigned long long* out, unsigned long long i,
+                                      unsigned long long give_up_ns) {
+    unsigned long long b, t, t0;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        b = base[0];
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while (b == 0ull && t - t0 < give_up_ns);
+    if (b == 0ull) { out[i] = 0ull; return; }
     do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t < b + offset_ns);
     out[i] = t;
     __threadfence_system();

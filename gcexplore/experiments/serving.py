@@ -40,6 +40,9 @@ _AHEAD = 3          # requests enqueued beyond the one being served
 _DECODE_BATCH = 16  # decode steps enqueued at once; more are added when half have run
 _MAX_STEPS = 1 << 17
 _ALONE_STEPS, _ALONE_REQUESTS = 40, 4
+_GIVE_UP_NS = 30_000_000_000  # an arrival kernel whose run never started gives up after 30 s
+_STALL_S = 45.0               # the host gives up on a run this long past its deadline
+_LEAD_MS = 20.0               # arrivals start this long after a run's first decode tick
 
 
 class _Clock:
@@ -72,11 +75,26 @@ class _Clock:
 
     def arrive(self, stream, offset_ms: float, i: int):
         self._launch(stream, self._arrive, np.uint64(self.steps.data_ptr()), np.uint64(int(offset_ms * 1e6)),
-                     np.uint64(self.start.data_ptr()), np.uint64(i))
+                     np.uint64(self.start.data_ptr()), np.uint64(i), np.uint64(_GIVE_UP_NS))
+
+    def warm(self, *streams):
+        """Launch both kernels once on every stream, so none is loaded into a context (with lazy
+        loading that synchronises the context) while an arrival kernel spins there: a deadlock."""
+        self.reset()
+        for s in streams:
+            self.tick(s, self.steps, 0)
+            s.sync()
+            self.arrive(s, 0.0, 0)
+            s.sync()
+        self.reset()
 
     def read(self, steps: int, n: int):
         self.torch.cuda.synchronize()
-        return (self.steps[:steps + 1].cpu().numpy(), self.start[:n].cpu().numpy(), self.end[:n].cpu().numpy())
+        out = (self.steps[:steps + 1].cpu().numpy(), self.start[:n].cpu().numpy(), self.end[:n].cpu().numpy())
+        if n and not out[1].all():
+            raise RuntimeError("a request's arrival kernel gave up waiting for the run's first decode tick; "
+                               "the decode stream never started")
+        return out
 
 
 class _Decode:
@@ -149,9 +167,9 @@ def _open_loop(clock, decode: _Decode, pstream, prefill, arr, deadline_ms: float
         clock.tick(pstream, clock.end, i)
         events.append(pstream.record())
 
-    while enq < min(n, _AHEAD):
-        enqueue(enq)
-        enq += 1
+    # The run's clock starts before any request is enqueued, so no spinning arrival ever waits on
+    # something the host has yet to do (a lazy module load or an allocation that synchronises
+    # would otherwise wait for the spin); arrivals come _LEAD_MS later, when the host is ahead.
     h0 = time.perf_counter()
     clock.tick(dstream, clock.steps, 0)
     steps, marker = 0, None
@@ -176,6 +194,9 @@ def _open_loop(clock, decode: _Decode, pstream, prefill, arr, deadline_ms: float
             break
         if steps >= limit and not alone_decode:
             raise RuntimeError(f"decode ran {_MAX_STEPS} steps before the requests were served; shorten duration_s")
+        if (time.perf_counter() - h0) > deadline_ms / 1e3 + _STALL_S:
+            raise RuntimeError(f"the GPU made no progress for {_STALL_S:g} s past the run's deadline "
+                               f"({enq} requests enqueued, {len(events)} unfinished, {steps} decode steps enqueued)")
         time.sleep(20e-6)
     dstream.sync()
     pstream.sync()
@@ -298,7 +319,7 @@ def serve(model: ServingModel, decode_sm_counts: Sequence[int], *, rates: Sequen
     counts = _check(info, decode_sm_counts, list(rates), pattern, list(modes), duration_s)
     as_int("seed", seed, minimum=0)
     drain = duration_s if drain_s is None else float(drain_s)
-    deadline = (duration_s + drain) * 1e3
+    deadline = (duration_s + drain) * 1e3 + _LEAD_MS
     loads = [(_load_columns(r, pattern, burst, duration_s, seed), arrivals(r, duration_s, seed=seed, pattern=pattern,
                                                                              burst=burst)) for r in rates]
     clock = _Clock(info, torch, max(_ALONE_REQUESTS, max(len(a) for _, a in loads)))
@@ -309,6 +330,7 @@ def serve(model: ServingModel, decode_sm_counts: Sequence[int], *, rates: Sequen
     n = info.sm_count
 
     def run_all(tag, dsm, psm, dstream, pstream, dwhere, *, alone: bool, loaded: bool):
+        clock.warm(dstream, pstream)
         dec = _Decode(model, dstream, dwhere, graphs)
         try:
             for piece in (model.prefill, *model.prefill_chunks):  # warm-up
@@ -322,6 +344,7 @@ def serve(model: ServingModel, decode_sm_counts: Sequence[int], *, rates: Sequen
                 rows.extend(_rows("alone", tag, 0, psm, no_load, clock.read(0, served), 0, still, served, model))
                 say(f"{tag} alone: decode and prefill measured by themselves")
             for load, arr in loads if loaded else []:
+                arr = arr + _LEAD_MS
                 if tag == "time_sliced":
                     steps, served = _time_sliced(clock, dec, model, arr, deadline)
                 else:
@@ -348,7 +371,7 @@ def serve(model: ServingModel, decode_sm_counts: Sequence[int], *, rates: Sequen
             run_all("time_sliced", n, n, whole.streams[0], whole.streams[0], info.index, alone=False, loaded=True)
     attrs = {**info.metadata(), "kind": "serving", "recorded": False, "run_id": new_run_id(),
              "graphs": bool(graphs), "model": dict(model.description), "decode_tokens": model.decode_tokens,
-             "prompt_tokens": model.prompt_tokens, "drain_s": drain, "modes": tuple(modes),
+             "prompt_tokens": model.prompt_tokens, "drain_s": drain, "lead_ms": _LEAD_MS, "modes": tuple(modes),
              "decode_sm_counts": tuple(counts), "rates": tuple(float(r) for r in rates)}
     return frame(rows, "serving", attrs)
 
