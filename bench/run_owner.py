@@ -1,8 +1,8 @@
 """Nothing slower with one owner for the run (CPU only): this tree against an earlier commit.
 
 Each measurement runs in a fresh interpreter with ``PYTHONPATH`` set to one tree (this one, or
-the ``--against`` commit unpacked with ``git archive``), timed from inside it; the median of
-``--runs`` is kept. Measured: ``import gcexplore`` (and which heavy libraries it loaded), the
+the ``--against`` commit unpacked with ``git archive``), timed from inside it (the CLI from outside);
+the two trees alternate within each of ``--runs`` runs and the median is kept. Measured: ``import gcexplore`` (and which heavy libraries it loaded), the
 sweep explorer over the recorded sweep with three redraws (``from_results`` and two split
 moves), the text report of the recorded sweep, and ``gcexplore compare`` of the recorded
 sweeps and of the recorded campaign by card. Prints one row per measurement with the ratio
@@ -86,15 +86,19 @@ def _cli(tree: Path, args: list[str]) -> tuple[float, str]:
     return time.perf_counter() - t, f"exit {r.returncode}"
 
 
-def measure(tree: Path, runs: int) -> dict:
-    out = {}
-    for name, code in STEPS.items():
-        got = [_step(tree, code) for _ in range(runs)]
-        out[name] = (statistics.median(s for s, _ in got), got[-1][1])
-    for name, args in CLI.items():
-        got = [_cli(tree, args) for _ in range(runs)]
-        out[name] = (statistics.median(s for s, _ in got), got[-1][1])
-    return out
+def measure(trees: dict[str, Path], runs: int) -> dict:
+    """Per tree and measurement, the median over ``runs``; the trees alternate within each run, so a
+    busy machine slows both alike."""
+    got: dict = {name: {} for name in trees}
+    for _ in range(runs):
+        for what, code in STEPS.items():
+            for name, tree in trees.items():
+                got[name].setdefault(what, []).append(_step(tree, code))
+        for what, args in CLI.items():
+            for name, tree in trees.items():
+                got[name].setdefault(what, []).append(_cli(tree, args))
+    return {name: {w: (statistics.median(s for s, _ in v), v[-1][1]) for w, v in per.items()}
+            for name, per in got.items()}
 
 
 def main() -> None:
@@ -104,8 +108,8 @@ def main() -> None:
     ap.add_argument("--out", default="bench-out/run_owner")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        before = measure(_tree(args.against, Path(tmp)), args.runs)
-        after = measure(ROOT, args.runs)
+        got = measure({"before": _tree(args.against, Path(tmp)), "after": ROOT}, args.runs)
+    before, after = got["before"], got["after"]
     rows = [{"what": k, "before_s": before[k][0], "after_s": after[k][0], "ratio": after[k][0] / before[k][0],
              "before": before[k][1], "after": after[k][1]} for k in after]
     print(f"{'what':46} {'before s':>9} {'after s':>9} {'ratio':>6}  before / after")

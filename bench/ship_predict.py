@@ -6,9 +6,12 @@ traffic and measure stages) and writes to ``gcexplore/data/``:
 - ``predict_profiles.parquet``: every workload's solo profile with its counted traffic
   attached (``bytes_source`` says measured / declared), and in ``attrs["fit"]`` the model
   fitted on the *fitted* pairs (sharing rule, interval margins, their coverage);
-- ``predict_sweeps.parquet``: the concurrent-only sweeps of every pair, one frame with a
-  ``pair`` column and ``attrs["pairs"]`` ({pair: [workloads as for predict], "fitted" or
-  "checked"});
+- ``predict_sweep.parquet``: the concurrent-only sweep of the CuPy FFT beside the bf16
+  convolution (a recorded result of its own: one pair);
+
+and to ``tests/data/predict_sweeps.parquet`` the sweeps of every pair, one frame with a
+``pair`` column and ``attrs["pairs"]`` ({pair: {"workloads": [as for predict], "group":
+"fitted" or "checked"}}), which the tests check the calibrated interval on.
 
 So ``predict``, ``predict_error`` and ``plot_predict`` run offline (README).
 """
@@ -46,12 +49,16 @@ def main(argv=None) -> int:
         for pair, names in table.items():
             path = src / f"sweep_{pair}.parquet"
             if path.exists():
-                frames.append(gx.load(path).assign(pair=pair))
+                sw = gx.load(path)  # one run per pair (sweeps started in the same second share a run_id)
+                frames.append(sw.assign(pair=pair, run_id=sw["run_id"].astype(str) + " " + pair))
                 pairs[pair] = {"workloads": names, "group": group}
     sweeps = pd.concat(frames, ignore_index=True)
     sweeps.attrs.update(frames[0].attrs)
     sweeps.attrs["pairs"] = pairs
-    gx.save(sweeps, data / "predict_sweeps.parquet")
+    gx.save(sweeps, Path(__file__).resolve().parents[1] / "tests" / "data" / "predict_sweeps.parquet")
+    one = sweeps[sweeps["pair"] == "fft+conv"].drop(columns="pair").reset_index(drop=True)
+    one.attrs.update({k: v for k, v in sweeps.attrs.items() if k != "pairs"}, pair="fft+conv")
+    gx.save(one, data / "predict_sweep.parquet")
     print(f"shipped {prof['workload'].nunique()} profiles and {len(pairs)} pair sweeps to {data}; "
           f"fit {prof.attrs['fit']}")
     return 0

@@ -82,7 +82,7 @@ def _one(name: str, out: Path) -> None:
         try:
             n = w.items
             df = measure_traffic(w, sm_counts=(None, 16), flush=True, metric_set=name, device=0)
-            frames.append(df.assign(known_read=KNOWN[kind][0] * 4 * n, known_write=KNOWN[kind][1] * 4 * n,
+            frames.append(df.assign(known_read=KNOWN[kind][0] * n, known_write=KNOWN[kind][1] * n,
                                     gpu_time_ms=df.attrs["gpu_time_ms"], refused=str(df.attrs["refused_sets"])))
         finally:
             w.close()

@@ -348,9 +348,12 @@ def conform(df, kind: str | None = None):
         elif df["round"].isna().any():
             df["round"] = df["round"].fillna(0)
     if len(df.columns):
-        for col, v in identity_of(df.attrs, kind).items():
-            if col not in df.columns:
-                df[col] = v
+        import pandas as pd
+
+        missing = {c: v for c, v in identity_of(df.attrs, kind).items() if c not in df.columns}
+        if missing:  # one insert for all of them (an older file lacks up to 13)
+            df[list(missing)] = pd.DataFrame({c: pd.Series([v] * len(df), index=df.index, dtype=IDENTITY_COLUMNS[c])
+                                              for c, v in missing.items()}, index=df.index)
     for col, dtype in _columns_of(kind).items():
         if dtype != "str" and col in df.columns and str(df[col].dtype) != dtype:
             df[col] = _as_dtype(df[col], dtype)

@@ -49,8 +49,8 @@ class _Part:
     sm_count, requested_sm_count = 8, 8
 
 
-def _engine(finished, trace=None, step=1.0):
-    log, clock = [], (i * step for i in itertools.count())  # event times in ms
+def _engine(finished, trace=None, step=100.0):
+    log, clock = [], (i * step for i in itertools.count())  # event times in ms: far beyond any host enqueue
     eng = object.__new__(E.Engine)
     eng.trace, eng._l2, eng.event_options = trace, None, None
     eng.gate_us, eng.max_enqueue_us = E._GATE_US_START, 0.0

@@ -274,3 +274,41 @@ def test_measure_traffic_refuses_no_partition_before_any_gpu_work():
         T.measure_traffic("memory", sm_counts=())
     with pytest.raises(ValueError, match="sm_counts"):
         T.measure_traffic("memory", sm_counts=(0,))
+
+
+def _recorded_pairs():
+    from pathlib import Path
+
+    pairs = Path(__file__).parent / "data" / "predict_sweeps.parquet"
+    if "predict_profiles" not in gx.results.recorded_names() or not pairs.exists():
+        pytest.skip("no recorded profiles in gcexplore/data or pair sweeps in tests/data")
+    return gx.load_recorded("predict_profiles"), gx.load(pairs)
+
+
+def test_the_recorded_profiles_counted_every_workloads_bytes_and_say_so():
+    prof, _ = _recorded_pairs()
+    src = TP.profile_sources(prof).set_index("workload")
+    assert set(src["bytes"]) == {"measured"} and len(src) >= 12
+    assert set(prof["bound"]) <= set(TP.BOUNDS) and set(prof["bound_source"]) == {"measured"}
+    mem = prof[prof["workload"] == "memory"].iloc[0]
+    assert abs(mem["dram_read_bytes"] / (8 * 2 ** 28) - 1) <= 0.05  # the triad's known bytes, counted on the GPU
+    assert abs(mem["dram_write_bytes"] / (4 * 2 ** 28) - 1) <= 0.05
+
+
+def test_the_calibrated_interval_holds_on_the_recorded_pairs_it_was_not_fitted_on():
+    prof, sweeps = _recorded_pairs()
+    fit = prof.attrs["fit"]
+    kw = {"sharing": fit["sharing"], "model_error": tuple(fit["model_error"]),
+          "l2_bandwidth_gbs": fit["l2_bandwidth_gbs"]}
+    inside, fitted_inside = [], []
+    for pair, spec in sweeps.attrs["pairs"].items():
+        sw = sweeps[sweeps["pair"] == pair]
+        e = gx.predict_error(gx.predict(prof, spec["workloads"], sorted(set(sw["layout"])), **kw), sw)
+        (fitted_inside if spec["group"] == "fitted" else inside).append(e["inside"].to_numpy())
+    checked = np.concatenate(inside)
+    assert len(inside) >= 12 and checked.mean() >= 0.9, checked.mean()
+    assert np.concatenate(fitted_inside).mean() == pytest.approx(fit["coverage"], abs=0.02)
+    # without the margins the same intervals would not hold: the check can fail
+    narrow = gx.predict(prof, ["fft", "conv"], model_error=0.0, sharing=fit["sharing"])
+    sw = sweeps[sweeps["pair"] == "fft+conv"]
+    assert not gx.predict_error(narrow, sw)["inside"].all()

@@ -2,33 +2,26 @@
 
 A *solo profile* holds one workload's alone times on partitions of every size, as the
 first partition (``position`` "first": 8, 16, ..., 128 SMs on an H100) and as the
-remainder ("last": 124, 116, ..., 4), with the DRAM bytes it declares per call, its L2
-working set where declared, and the card's shared DRAM bandwidth and L2 size. One
-profile serves every pair the workload is in. :func:`profile_from` makes profile rows
-from a scaling result or the ``alone`` rows of a sweep; :func:`check_profiles` refuses
-bad ones with the reason.
+remainder ("last": 124, 116, ..., 4), its DRAM bytes per call (counted, declared or
+missing: :mod:`.traffic_profile`), and the card's shared DRAM bandwidth and L2 size; it
+serves every pair the workload is in. :func:`profile_from` makes profile rows from a
+scaling result or a sweep's ``alone`` rows; :func:`check_profiles` refuses bad ones.
 
-The model (:func:`predict`), per layout:
-
-1. **Split loss**: each workload's solo time at its partition size, read off its
-   profile (between measured sizes, the rate 1/T is interpolated linearly in SMs; the
-   interval then spans what "no faster on fewer SMs, at most linearly faster on more"
-   allows, so it widens where data is missing).
-2. **Shared DRAM bandwidth**: a fluid model. While workloads run together, each asks
-   for the bandwidth it drew alone (declared DRAM bytes / solo time). When the
-   demands exceed the card's shared bandwidth, it is divided among them (``sharing``:
-   in proportion to their outstanding requests, ~ SMs x per-SM rate, by default) and
-   a workload given less than it drew alone progresses at that fraction of its solo
-   rate (it is memory-bound at that point). When one finishes, the others get its share.
-3. **L2**: workloads that declare a working set that fits in L2 alone pull only that
-   from DRAM; when the working sets of the workloads running together exceed the
-   usable L2, their re-reads go to DRAM (a ramp between :data:`L2_FIT_FRACTION` and
-   :data:`L2_SPILL_FRACTION` of the L2 size).
-4. A small start offset (the gate to the first kernel) from the profiles.
-
-Workloads that declare no bytes are assumed to draw no DRAM bandwidth in the point
-estimate; the interval's top assumes they saturate it. The interval also carries the
-profile's p10-p90 spread and ``model_error`` (fitted on measured pairs, :func:`fit_model`).
+The model (:func:`predict`), per layout: (1) **split loss**: each workload's solo time at
+its partition size (between measured sizes the rate 1/T is interpolated linearly in SMs;
+the interval spans what "no faster on fewer SMs, at most linearly faster on more"
+allows); (2) **shared DRAM bandwidth**, a fluid model: each asks for the bandwidth it
+drew alone (bytes / solo time); when the asks exceed the card's, it is divided
+(``sharing``: by outstanding requests, ~ SMs x per-SM rate, by default) and a workload
+given less than it drew progresses at that fraction of its solo rate as far as it is
+memory-bound; when one finishes the others get its share (optionally the L2's bandwidth
+too, ``l2_bandwidth_gbs``); (3) **L2**: a workload's re-reads from L2 go to DRAM as what
+it keeps there and the others' traffic exceed the usable L2 (a ramp between
+:data:`L2_FIT_FRACTION` and :data:`L2_SPILL_FRACTION` of its size); (4) a small start
+offset from the profiles. Workloads without bytes are assumed to draw none in the point
+estimate and to saturate DRAM at the interval's top; the interval also carries the
+profiles' p10-p90 spread and ``model_error``
+(:func:`~gcexplore.analysis.prediction_check.fit_model` calibrates it on measured pairs).
 """
 
 from __future__ import annotations
@@ -365,12 +358,8 @@ def _dram_bytes(c: _Curve, spill: float, worst: bool, peak: float, t: float, n: 
 
 
 def _footprint(c: _Curve) -> float:
-    """What the workload moves through L2 per call: its counted cold bytes, else its declared working set,
-    else its bytes."""
-    for v in (c.cold, c.working_set, c.bytes):
-        if math.isfinite(v):
-            return v
-    return 0.0
+    """What it moves through L2 per call: its counted cold bytes, else its declared working set or bytes."""
+    return next((v for v in (c.cold, c.working_set, c.bytes) if math.isfinite(v)), 0.0)
 
 
 def _kept(c: _Curve) -> float:
@@ -389,7 +378,9 @@ def _spill(curves: list[_Curve], l2: float) -> list[float]:
 
 
 def _slowed(cap: float, demand: list[float], weights: list[float]) -> list[float]:
-    """Speed (1 = as alone) of each workload when ``demand`` GB/s share ``cap`` GB/s, divided by ``weights``."""
+    """Speed (1 = as alone) of each workload when ``demand`` GB/s share ``cap`` GB/s, divided by ``weights``
+    (never less than any one of them drew alone: no workload is slowed by itself)."""
+    cap = max([cap, *demand]) if math.isfinite(cap) else cap
     if not (math.isfinite(cap) and sum(demand) > cap):
         return [1.0] * len(demand)
     got = _waterfill(cap, demand, weights)
@@ -400,7 +391,7 @@ def _slowed(cap: float, demand: list[float], weights: list[float]) -> list[float
 
 
 def _fluid(curves: list[_Curve], times: list[float], sms: list[int], peak: float, l2: float, sharing: str,
-           worst: bool, l2_peak: float = math.nan) -> list[float]:
+           worst: bool, l2_peak: float = math.nan, gain: float = 1.0) -> list[float]:
     """Finish time (ms) of each workload started together, sharing ``peak`` GB/s of DRAM (and
     ``l2_peak`` GB/s of L2 bandwidth where given)."""
     n = len(curves)
@@ -413,7 +404,7 @@ def _fluid(curves: list[_Curve], times: list[float], sms: list[int], peak: float
         # a bandwidth-bound workload's best pattern present sets what DRAM gives (48 MiB triads
         # reached 2.63 TB/s alone and 2.67 together); workloads far below the peak say nothing of it
         ceilings = [c for c in (curves[i].ceiling_gbs() for i in act) if math.isfinite(c) and c >= 0.5 * peak]
-        cap = min(peak, max(ceilings)) if ceilings else peak
+        cap = (min(peak, max(ceilings)) if ceilings else peak) * gain
         if sharing == "equal":
             weights = [1.0] * len(act)
         elif sharing == "demand":
@@ -476,7 +467,7 @@ def _error_pair(model_error) -> tuple[float, float]:
 def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, sharing: str = "pressure",
             model_error=MODEL_ERROR, shared_bandwidth_gbs: float | None = None,
             l2_bytes: float | None = None, card: Mapping | None = None,
-            l2_bandwidth_gbs: float | None = None) -> pd.DataFrame:
+            l2_bandwidth_gbs: float | None = None, bandwidth_gain: float = 1.0) -> pd.DataFrame:
     """Predicted concurrent makespan and per-workload durations at every layout, with intervals.
 
     Parameters
@@ -500,6 +491,10 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
         Model the L2's bandwidth as a second shared resource of this many GB/s (each
         workload asks for its counted L2 traffic / solo time); default not modelled.
         :func:`~gcexplore.analysis.prediction_check.fit_model` decides from measured pairs.
+    bandwidth_gain : float, default 1
+        What DRAM gives workloads running together, as a multiple of the best any of them
+        drew alone (two triads together drew up to 10% more than one alone on an H200);
+        :func:`~gcexplore.analysis.prediction_check.fit_model` fits it on measured pairs.
     card : mapping, optional
         Predict for another card (:func:`~gcexplore.analysis.traffic_profile.scale_profiles`:
         its SM count, shared bandwidth, SM clock, L2); ``attrs["assumed"]`` says what was assumed.
@@ -546,9 +541,12 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
     if l2_bandwidth_gbs is not None and not (isinstance(l2_bandwidth_gbs, (int, float)) and l2_bandwidth_gbs > 0):
         raise ValueError(f"l2_bandwidth_gbs must be a positive number of GB/s or None, got {l2_bandwidth_gbs!r}")
     l2_peak = float(l2_bandwidth_gbs) if l2_bandwidth_gbs is not None else math.nan
+    if not (isinstance(bandwidth_gain, (int, float)) and 0.5 <= bandwidth_gain <= 2):
+        raise ValueError(f"bandwidth_gain must be a factor in [0.5, 2], got {bandwidth_gain!r}")
+    gain = float(bandwidth_gain)
     rows = []
     for lay in _as_layouts(layouts, len(names), prof):
-        rows.extend(_predict_layout(lay, names, sources, peak, l2, sharing, err, bound, l2_peak))
+        rows.extend(_predict_layout(lay, names, sources, peak, l2, sharing, err, bound, (l2_peak, gain)))
     out = pd.DataFrame(rows, columns=PREDICTION_COLUMNS)
     src = prof.groupby("workload", sort=False)["bytes_source"].first()
     out.attrs.update(kind="prediction", workloads=names, sharing=sharing,
@@ -556,18 +554,20 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
                      shared_bandwidth_gbs=peak, l2_bytes=l2, device_name=str(prof["device_name"].iloc[0]),
                      unknown_bytes=[n for n, c in zip(names, sources) if not math.isfinite(c.bytes)],
                      bytes_source={n: str(src.get(c.name, "missing")) for n, c in zip(names, sources)},
-                     l2_bandwidth_gbs=l2_bandwidth_gbs,
+                     l2_bandwidth_gbs=l2_bandwidth_gbs, bandwidth_gain=gain,
                      assumed=list(prof.attrs.get("assumed", [])), notes=notes)
     return out
 
 
-def _predict_layout(lay, names, curves, peak, l2, sharing, err, bound, l2_peak) -> list[dict]:
+def _predict_layout(lay, names, curves, peak, l2, sharing, err, bound, extra) -> list[dict]:
+    l2_peak, gain = extra
     last = len(lay) - 1
     alone = [c.at(k, "last" if i == last else "first") for i, (c, k) in enumerate(zip(curves, lay))]
     offset = max(c.offset for c in curves)
-    mid = _fluid(curves, [a[0] for a in alone], list(lay), peak, l2, sharing, worst=False, l2_peak=l2_peak)
-    low = _fluid(curves, [a[1] for a in alone], list(lay), peak, l2, sharing, worst=False, l2_peak=l2_peak)
-    high = _fluid(curves, [a[2] for a in alone], list(lay), peak, l2, sharing, worst=True, l2_peak=l2_peak)
+    kw = {"l2_peak": l2_peak, "gain": gain}
+    mid = _fluid(curves, [a[0] for a in alone], list(lay), peak, l2, sharing, worst=False, **kw)
+    low = _fluid(curves, [a[1] for a in alone], list(lay), peak, l2, sharing, worst=False, **kw)
+    high = _fluid(curves, [a[2] for a in alone], list(lay), peak, l2, sharing, worst=True, **kw)
     low = [min(a, b) for a, b in zip(low, mid)]  # shorter solo times can mean more contention
     high = [max(a, b) for a, b in zip(high, mid)]
     make, make_lo, make_hi = max(mid) + offset, max(low) + offset, max(high) + offset

@@ -115,7 +115,12 @@ def prediction_facts(prediction: pd.DataFrame, measured: pd.DataFrame) -> dict:
 
 #: Multiples of the highest L2 GB/s any profiled workload drew alone that fit_model tries as the
 #: L2's shared bandwidth (None: not modelled).
-L2_CANDIDATES = (None, 1.0, 1.25, 1.5)
+L2_CANDIDATES = (None, 0.75, 1.0)
+
+
+def _measured_layouts(measured: pd.DataFrame) -> list[str]:
+    conc = measured[measured["mode"] == "concurrent"] if "mode" in measured else measured
+    return sorted(conc["layout"].unique(), key=lambda s: tuple(int(x) for x in str(s).split("+")))
 
 
 def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9) -> dict:
@@ -127,9 +132,10 @@ def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9) -> dict:
         Each: the profiles, the workload names as for :func:`predict`, and a measured
         sweep of that pair (concurrent rows).
     quantile : float, default 0.9
-        The coverage the interval is calibrated to: the margins below and above are the
-        (1 + quantile) / 2 quantiles of how far the measured medians fall outside the
-        model's own bounds (so at most (1 - quantile) / 2 of the layouts miss on each side).
+        The coverage the interval is calibrated to: the margin above is the ``quantile``
+        of how far each measurement's round interval lies above the model's own upper bound;
+        the margin below covers every measured median under the model's lower bound (the
+        tuner skips layouts by the lower end, so it must not cut off a better layout).
 
     Returns
     -------
@@ -149,16 +155,17 @@ def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9) -> dict:
     raw = {}
     for rule in SHARING:
         for l2 in l2s:
-            parts = [predict_error(predict(p, w, sharing=rule, model_error=0.0, l2_bandwidth_gbs=l2), m)
-                     for p, w, m in cases]
+            parts = [predict_error(predict(p, w, _measured_layouts(m), sharing=rule, model_error=0.0,
+                                           l2_bandwidth_gbs=l2), m) for p, w, m in cases]
             raw[rule, l2] = pd.concat(parts, ignore_index=True)
     score = {k: (float(v["error"].abs().median()), float(v["error"].abs().mean())) for k, v in raw.items()}
     best = min(raw, key=score.get)
     e = raw[best]
-    q = (1 + quantile) / 2
-    # how far each measurement's round interval (where another run would land) lies outside
-    above = float(np.quantile(np.maximum(e["measured_low_ms"] / e["predicted_high_ms"] - 1, 0), q, method="higher"))
-    below = float(np.quantile(np.maximum(1 - e["measured_high_ms"] / e["predicted_low_ms"], 0), q, method="higher"))
+    # above: how far each measurement's round interval (where another run would land) lies above;
+    # below: every measured median the model's lower bound would cut off (the tuner skips by it)
+    above = float(np.quantile(np.maximum(e["measured_low_ms"] / e["predicted_high_ms"] - 1, 0), quantile,
+                              method="higher"))
+    below = float(np.max(np.maximum(1 - e["measured_ms"] / e["predicted_low_ms"], 0)))
     err = (min(below, 0.99), min(above, 0.99))
     inside = (e["predicted_low_ms"] * (1 - err[0]) <= e["measured_high_ms"]) & (
         e["measured_low_ms"] <= e["predicted_high_ms"] * (1 + err[1]))

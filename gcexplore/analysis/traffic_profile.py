@@ -19,7 +19,9 @@ get them filled by :func:`with_traffic_columns`):
 - ``small_dram_bytes`` at ``small_sm_count``: the same count on a small partition;
 - ``achieved_gbs``: DRAM GB/s of one call on the whole device;
 - ``bound`` / ``bound_source``: :func:`classify`'s answer and what it rested on;
-- ``sm_clock_mhz``: the card's SM clock when profiled (cross-card scaling).
+- ``sm_clock_mhz``: the card's SM clock when profiled (cross-card scaling);
+- ``requested_sm_count``: the size, so that :func:`gcexplore.summarize` reads a profile as
+  the scaling it is (alone times per size).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ __all__ = ["BOUNDS", "MEMORY_BOUND_SHARE", "SCALES_SHARE", "TRAFFIC_PROFILE_COLU
 
 TRAFFIC_PROFILE_COLUMNS = ["bytes_source", "dram_read_bytes", "dram_write_bytes", "dram_cold_bytes",
                            "l2_traffic_bytes", "small_dram_bytes", "small_sm_count", "achieved_gbs", "bound",
-                           "bound_source", "sm_clock_mhz"]
+                           "bound_source", "sm_clock_mhz", "requested_sm_count"]
 BOUNDS = ("memory", "compute", "latency")
 #: A workload drawing at least this share of the card's shared DRAM bandwidth alone is memory-bound.
 MEMORY_BOUND_SHARE = 0.5
@@ -69,6 +71,7 @@ def with_traffic_columns(df: pd.DataFrame) -> pd.DataFrame:
     for col in TRAFFIC_PROFILE_COLUMNS:
         if col not in out.columns:
             out[col] = "" if col in _TEXT else math.nan
+    out["requested_sm_count"] = out["sm_count"]  # alone times per size: summarize reads a profile as a scaling
     b = out["bytes"].to_numpy(dtype=float)
     src = out["bytes_source"].astype(str).to_numpy()
     out["bytes_source"] = np.where(np.isin(src, ("measured", "declared", "missing")), src,

@@ -261,9 +261,10 @@ def measured_groups(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     if MEASURED_COLUMN in df.columns:
         keys = df[MEASURED_COLUMN].astype(str)
     else:
+        cols = run_columns(df)
+        if all(df[c].nunique(dropna=False) <= 1 for c in cols):  # one run (the usual case): no groupby
+            return [(run_of(df).measured, df)]
         cols, groups = _run_groups(df)
-        if groups is None or groups.ngroups <= 1:
-            return [(measured_label(df), df)]
         keys = pd.Series("", index=df.index)
         for idx in groups.indices.values():
             rows = df.iloc[idx]

@@ -31,8 +31,9 @@ def _noise_lines(c: Comparison) -> list[str]:
     lines = [f"intervals from round medians ({ra} round(s) on A, {rb} on B; {spread}{s['floor_text']})"]
     need = t["rounds_needed"].dropna()
     if len(need) and np.isfinite(need).any():
-        lines.append(f"{int(np.isfinite(need).sum())} UNCLEAR row(s) would be decided by about "
-                     f"{int(need[np.isfinite(need)].max())} rounds per side")
+        fin = need[np.isfinite(need)]
+        lines.append(f"{len(fin)} UNCLEAR row(s) would be decided by about {int(fin.median())} rounds per side "
+                     f"(median; up to {int(fin.max())})")
     return lines
 
 
