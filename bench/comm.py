@@ -123,7 +123,8 @@ def main() -> int:
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--no-trace", action="store_true")
     ap.add_argument("--compute-fit", action="store_true", help="GEMMs sized for the compute partition (cuBLASLt)")
-    ap.add_argument("--tag", default="", help="appended to the file names (comm-2gpu<tag>.parquet)")
+    ap.add_argument("--tag", default="", help="appended to the file names (comm-2gpu<tag>.parquet); "
+                                              "one starting with '-' needs the = form: --tag=-fit")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per rank count")
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)

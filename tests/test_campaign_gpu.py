@@ -118,8 +118,6 @@ def test_scheduler_and_workers_started_by_hand(tmp_path):
 def test_two_gpu_task_times_match_the_same_tasks_one_by_one(tmp_path):
     """Scaling does not slow a task down or buy speed with noise: 4 tasks on 2 cards against
     the same 4 on one card (one after the other), per task and per layout x mode."""
-    from gcexplore.analysis.stats import ratio_ci
-
     grid, opts = (PAIRS, [[16, 32], [48, 64]]), {"repeats": 20}
     one = gx.campaign(*grid, options=opts, folder=tmp_path / "one", devices=["0"], progress=False)
     two = gx.campaign(*grid, options=opts, folder=tmp_path / "two", devices=["0", "1"], progress=False)
@@ -133,6 +131,8 @@ def test_two_gpu_task_times_match_the_same_tasks_one_by_one(tmp_path):
     a = gx.load_campaign(tmp_path / "one").groupby(keys)["makespan_ms"].max()
     b = gx.load_campaign(tmp_path / "two").groupby(keys)["makespan_ms"].max()
     groups = sorted(set(a.index.droplevel("rep")))
-    inside = sum(lo <= 1.0 <= hi for g in groups
-                 for _, lo, hi in [ratio_ci(a.loc[g].to_numpy(), b.loc[g].to_numpy(), 1 - 0.05 / len(groups))])
-    assert inside >= 0.9 * len(groups), f"only {inside} of {len(groups)} makespan intervals contain a ratio of 1"
+    # Two runs on different physical cards differ by ~1% in makespan, which 20 repetitions can resolve
+    # (batch 2, 4x H100: 16 of 32 intervals excluded 1), so the bound is on the size of the difference.
+    ratios = {g: float(b.loc[g].median() / a.loc[g].median()) for g in groups}
+    worst = max(ratios.items(), key=lambda kv: abs(kv[1] - 1))
+    assert abs(worst[1] - 1) <= 0.03, f"a makespan median moved by {worst[1] - 1:+.1%} at {worst[0]} on two cards"

@@ -9,6 +9,7 @@ partition's SM count; the TPC map and PM sampling work or refuse in one sentence
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -20,7 +21,20 @@ from gcexplore.analysis import trace as busy
 from gcexplore.results.validate import ResultError
 
 pytestmark = pytest.mark.gpu
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+BENCH = Path(__file__).resolve().parents[1] / "bench" / "cupti_features.py"
+
+
+def _bench_module():
+    """bench/cupti_features.py by its path: bench/ stays off sys.path, where its comm.py would
+    shadow the `comm` package ipywidgets imports."""
+    spec = importlib.util.spec_from_file_location("gcexplore_bench_cupti_features", BENCH)
+    mod = importlib.util.module_from_spec(spec)
+    saved = list(sys.path)
+    try:
+        spec.loader.exec_module(mod)  # it puts bench/ on sys.path for its own imports
+    finally:
+        sys.path[:] = saved
+    return mod
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +46,7 @@ def pair():
         tracing.require_cupti()
     except gcexplore.TraceUnavailable as e:
         pytest.skip(str(e))
-    import cupti_features as B
+    B = _bench_module()
 
     df, tr = B.trace_pair(n=4096, mib=128, repeats=3)
     print("\n", tr.attrs["cupti_version"], tr.attrs["cupti_refused"], "\n", B.attribution(df, tr).to_string())

@@ -83,7 +83,7 @@ class CommSpec:
         Size the GEMMs for the compute partition: cuBLASLt with its SM-count target set to the
         partition's SMs (PyTorch's ``torch._C._set_sm_carveout_experimental``, the knob PyTorch's own
         compute/communication overlap uses). False (default): PyTorch's stock cuBLAS, whose kernels
-        are sized for the whole GPU.
+        are sized for the whole GPU. Not yet run on a GPU.
     """
 
     collectives: tuple = ("allreduce",)
