@@ -25,7 +25,7 @@ BENCH = Path(__file__).resolve().parents[1] / "bench" / "cupti_features.py"
 
 
 def _bench_module():
-    """bench/cupti_features.py by its path: bench/ stays off sys.path, where its comm.py would
+    """bench/cupti_features.py by its path, bench/ last on sys.path: first, its comm.py would
     shadow the `comm` package ipywidgets imports."""
     spec = importlib.util.spec_from_file_location("gcexplore_bench_cupti_features", BENCH)
     mod = importlib.util.module_from_spec(spec)
@@ -34,6 +34,8 @@ def _bench_module():
         spec.loader.exec_module(mod)  # it puts bench/ on sys.path for its own imports
     finally:
         sys.path[:] = saved
+    if str(BENCH.parent) not in sys.path:
+        sys.path.append(str(BENCH.parent))  # its later imports (torch_pair), behind every package
     return mod
 
 

@@ -58,11 +58,11 @@ def test_interrupt_keeps_measured_rows(pair_and_sweep, monkeypatch):
     pair, _ = pair_and_sweep
     real, calls = tuner.measure_layout, []
 
-    def stop_on_third(run, parts, rows, options=None):
+    def stop_on_third(run, parts, rows, options=None, rnd=None):
         calls.append(parts.label)
         if len(calls) == 3:
             raise KeyboardInterrupt
-        real(run, parts, rows, options)
+        real(run, parts, rows, options, rnd=rnd)
 
     monkeypatch.setattr(tuner, "measure_layout", stop_on_third)
     with pytest.raises(gcexplore.MeasurementInterrupted) as info:
