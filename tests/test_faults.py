@@ -211,7 +211,8 @@ def test_save_into_a_read_only_folder_keeps_what_is_there(tmp_path):
 
 
 _SWEEP_CHILD = """
-import sys, time
+import signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a shell's background job starts with SIGINT ignored
 from gcexplore.experiments import runner
 from gcexplore.schema import frame
 path, delay = sys.argv[1], float(sys.argv[2])

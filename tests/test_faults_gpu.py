@@ -144,7 +144,8 @@ def test_resumed_sweep_keeps_its_run_id(tmp_path, info):
 
 
 _GPU_SWEEP = """
-import sys
+import signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a shell's background job starts with SIGINT ignored
 import gcexplore
 from gcexplore import workloads as W
 path = sys.argv[1]
