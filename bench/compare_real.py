@@ -160,7 +160,7 @@ def old_verdicts(a: pd.DataFrame, b: pd.DataFrame, level: float, min_effect: flo
 
 
 def judge(a, b, kind, what, pair, args) -> list[dict]:
-    c = compare(a, b, min_effect=args.min_effect)
+    c = compare(a, b, min_effect=args.min_effect, floor=getattr(args, "floor", None))
     t = c.table[c.table["present"] == "both"]
     old = {k: (v, lo) for k, v, lo in old_verdicts(a, b, c.settings["level"], args.min_effect)}
     gate = len(c.regressions(0.02)) > 0
@@ -293,9 +293,22 @@ def recompute(raw_path, args) -> dict:
     return recompute_frames(pd.read_parquet(raw_path), args)
 
 
+def subsample(raw: pd.DataFrame, rounds: int = 0, reps: int = 0) -> pd.DataFrame:
+    """The first ``rounds`` rounds of every side and the first ``reps`` repetitions of every round
+    (0: all): what a cheaper setting would have measured, from one recording."""
+    keep = np.ones(len(raw), dtype=bool)
+    if rounds:
+        keep &= raw["round"].to_numpy() < rounds
+    if reps:
+        cols = [c for c in ("kind", "role", "side", "sm_count", "round") if c in raw.columns]
+        keep &= raw.sort_values("rep").groupby(cols).cumcount().reindex(raw.index).to_numpy() < reps
+    return raw[keep]
+
+
 def recompute_frames(raw: pd.DataFrame, args) -> dict:
     from gcexplore.schema import frame
 
+    raw = subsample(raw, getattr(args, "use_rounds", 0), getattr(args, "use_reps", 0))
     out, rows = {}, []
     for kind, g in raw.groupby("kind", sort=False):
         name = str(g["device_name"].iloc[0])
@@ -333,6 +346,8 @@ def main(argv=None) -> int:
     ap.add_argument("--cause-reps", type=int, default=4)
     ap.add_argument("--no-causes", action="store_true")
     ap.add_argument("--recompute", metavar="RAW", help="recompute the rates from a compare_real_raw.parquet (no GPU)")
+    ap.add_argument("--use-rounds", type=int, default=0, help="with --recompute: only each side's first N rounds")
+    ap.add_argument("--use-reps", type=int, default=0, help="with --recompute: only each round's first N repetitions")
     ap.add_argument("--processes", type=int, default=0,
                     help="also run --process-kind in this many separate processes (one unshifted and one shifted "
                          "side each): nulls and shifts across processes, and the floor's run part from them")
