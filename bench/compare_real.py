@@ -337,6 +337,14 @@ def recompute_frames(raw: pd.DataFrame, args) -> dict:
 
 # ------------------------------------------------------------------------------- main
 
+RAW_COLUMNS = ["kind", "role", "side", "shift", "sm_count", "rep", "round", "duration_ms", "sm_clock_mhz_before",
+               "power_w_before", "sm_clock_mhz", "power_w", "device_name", "run_id"]
+
+
+def save_raw(raw: list[pd.DataFrame], out: Path) -> None:
+    pd.concat(raw, ignore_index=True)[RAW_COLUMNS].to_parquet(out / "compare_real_raw.parquet")
+
+
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -410,6 +418,7 @@ def main(argv=None) -> int:
         summary["kinds"][kind] = rates(r)
         allrows.append(r)
         print(kind, json.dumps(summary["kinds"][kind]), json.dumps(summary["cost"][kind]), flush=True)
+        save_raw(raw, out)  # after every kind: a run stopped later keeps what it measured
     table = pd.concat(allrows, ignore_index=True)
     summary["overall"] = rates(table)
     summary["floor"] = floors
@@ -436,9 +445,7 @@ def main(argv=None) -> int:
         floors = [f for f in floors if f["workload"] != pfloor["workload"]] + [pfloor]
         summary["floor"] = floors
     table.to_parquet(out / "compare_real.parquet")
-    keep = ["kind", "role", "side", "shift", "sm_count", "rep", "round", "duration_ms", "sm_clock_mhz_before",
-            "power_w_before", "sm_clock_mhz", "power_w", "device_name", "run_id"]
-    pd.concat(raw, ignore_index=True)[keep].to_parquet(out / "compare_real_raw.parquet")
+    save_raw(raw, out)
     pd.DataFrame(floors, columns=S.FLOOR_COLUMNS).to_csv(out / "noise_floor.csv", index=False)
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     print(json.dumps({"overall": summary["overall"], "cost": summary["cost"], "floor": floors,
