@@ -54,57 +54,82 @@ TORCH_KINDS = {"gemm", "attention", "sort", "fft"}
 # ------------------------------------------------------------------------------ work
 
 
-def build(kind: str, shift: float, device: int):
-    """One workload of ``kind`` with ``shift`` (0: none) more work, tensors made now."""
+def build(kind: str, shift: float, device: int, redraw: bool = False):
+    """One workload of ``kind`` with ``shift`` (0: none) more work, tensors made now; with
+    ``redraw``, a PyTorch kind makes its tensors afresh on every new stream it is given (each
+    round and layout: the allocations drawn again per round, as a separate run would)."""
     if kind == "compute":
         return W.compute(iters=int(round(1536 * (1 + shift))), device=device)
     if kind == "memory":
         n = int(round((1 << 27) * (1 + shift) / 4096)) * 4096
         return W.memory(n=n, device=device)
+    if kind not in TORCH_KINDS:
+        raise ValueError(f"unknown kind {kind!r}; kinds are {', '.join(KINDS)}")
     import torch
 
-    dev = f"cuda:{device}"
+    make, flops = torch_work(kind, shift, f"cuda:{device}")
+    if not redraw:
+        fn = make()
+        torch.cuda.synchronize()
+        return W.from_torch(fn, name=kind, device=device, flops=flops)  # fn holds its tensors
+    made: dict[int, tuple] = {}
+
+    def run(*, stream):
+        h = int(stream.handle)
+        if h not in made:  # a new round or layout: new tensors, allocated in this stream's pool
+            ctx = torch.cuda.stream(torch.cuda.get_stream_from_external(h, device=device))
+            with ctx:
+                made[h] = (ctx, make())
+        ctx, fn = made[h]
+        with ctx:
+            fn()
+
+    return W.Workload(kind, run, flops, device=device, release=made.clear)
+
+
+def torch_work(kind: str, shift: float, dev: str):
+    """(make, flops): ``make()`` allocates the tensors of ``kind`` and returns the call to time."""
+    import torch
+
     grow = lambda n: n + max(1, int(round(n * shift))) if shift else n  # noqa: E731
     if kind == "gemm":
         links = grow(32)
-        a = torch.randn(2048, 2048, device=dev, dtype=torch.bfloat16) / 45.0
-        x = torch.randn(2048, 2048, device=dev, dtype=torch.bfloat16)
 
-        def fn():
-            t = x
-            for _ in range(links):
-                t = torch.matmul(t, a)
-        flops = 2.0 * 2048 ** 3 * links
-    elif kind == "attention":
+        def make():
+            a = torch.randn(2048, 2048, device=dev, dtype=torch.bfloat16) / 45.0
+            x = torch.randn(2048, 2048, device=dev, dtype=torch.bfloat16)
+
+            def fn():
+                t = x
+                for _ in range(links):
+                    t = torch.matmul(t, a)
+            return fn
+        return make, 2.0 * 2048 ** 3 * links
+    if kind == "attention":
         b = grow(32)
-        q, k, v = (torch.randn(b, 16, 1024, 64, device=dev, dtype=torch.bfloat16) for _ in range(3))
 
-        def fn():
-            torch.nn.functional.scaled_dot_product_attention(q, k, v)
-        flops = 4.0 * b * 16 * 1024 ** 2 * 64
-    elif kind == "sort":
+        def make():
+            q, k, v = (torch.randn(b, 16, 1024, 64, device=dev, dtype=torch.bfloat16) for _ in range(3))
+            return lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        return make, 4.0 * b * 16 * 1024 ** 2 * 64
+    if kind == "sort":
         n = int(round((1 << 24) * (1 + shift)))
-        x = torch.rand(n, device=dev)
 
-        def fn():
-            torch.sort(x)
-        flops = None
-    elif kind == "fft":
-        b = grow(32)
+        def make():
+            x = torch.rand(n, device=dev)
+            return lambda: torch.sort(x)
+        return make, None
+    b = grow(32)
+
+    def make():
         x = torch.randn(b, 1024, 1024, device=dev, dtype=torch.complex64)
-
-        def fn():
-            torch.fft.fft2(x)
-        flops = None
-    else:
-        raise ValueError(f"unknown kind {kind!r}; kinds are {', '.join(KINDS)}")
-    torch.cuda.synchronize()
-    return W.from_torch(fn, name=kind, device=device, flops=flops)  # fn holds its tensors
+        return lambda: torch.fft.fft2(x)
+    return make, None
 
 
 def side(kind: str, shift: float, args, **kw) -> tuple[pd.DataFrame, float]:
     """One run of ``kind``: a scaling over ``args.sizes`` and the whole device; (rows, wall s)."""
-    wl = build(kind, shift, args.device)
+    wl = build(kind, shift, args.device, getattr(args, "redraw", False))
     try:
         t0 = time.perf_counter()
         df = gcexplore.scaling(wl, args.sizes, device=args.device, progress=False, **kw)
@@ -248,6 +273,7 @@ def processes(args, out: Path, device_name: str) -> tuple[list[pd.DataFrame], di
         cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(path), "--kinds", kind,
                "--device", str(args.device), "--sizes", ",".join(map(str, args.sizes)), "--repeats", str(args.repeats),
                "--rounds", str(args.rounds), "--warmup", str(args.warmup), "--shift", str(args.shift)]
+        cmd += ["--redraw"] if args.redraw else []
         subprocess.run(cmd, check=True, timeout=120)
         d = pd.read_parquet(path)
         path.unlink()
@@ -311,6 +337,8 @@ def main(argv=None) -> int:
                     help="also run --process-kind in this many separate processes (one unshifted and one shifted "
                          "side each): nulls and shifts across processes, and the floor's run part from them")
     ap.add_argument("--process-kind", default="gemm")
+    ap.add_argument("--redraw", action="store_true",
+                    help="PyTorch kinds allocate their tensors afresh in every round (and layout)")
     ap.add_argument("--child", metavar="PARQUET", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.recompute:
