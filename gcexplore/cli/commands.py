@@ -36,7 +36,7 @@ class _Parser(argparse.ArgumentParser):
 # Advice in library errors names Python arguments; on the command line, the flags that do the same.
 _CLI_WORDS = (("pass labels=(first, second) to pick", "pass --labels FIRST,SECOND to pick"),
               ("labels must name", "--labels must name"), ("labels must be", "--labels must be"),
-              ("by=", "--by "), ("pass client= or scheduler=", "pass --scheduler"), ("slo_ms", "--slo-ms"))
+              ("by=", "--by "), ("pass client= or scheduler=", "pass --scheduler "), ("slo_ms", "--slo-ms"))
 
 
 _CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7f, *range(0x80, 0xa0)) if c not in (0x0a, 0x09)}
