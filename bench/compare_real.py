@@ -25,7 +25,11 @@ root: ``python3 bench/compare_real.py --out DIR`` (about 2 minutes on an H100 at
 row), ``compare_real_raw.parquet`` (every side's repetitions, for :func:`recompute`),
 ``summary.json`` (the tables) and ``noise_floor.csv`` into ``--out``.
 ``--recompute RAW`` redoes the comparisons from a recorded raw file on any machine (no GPU),
-with the noise floor the package now ships.
+with the noise floor the package now ships (``--use-rounds N --use-reps M``: only each side's
+first N rounds and each round's first M repetitions, what a cheaper setting would have measured).
+``--redraw``: the PyTorch kinds allocate their tensors afresh in every round and layout, so that
+the rounds see what a fresh allocation changes (by default a side allocates once, as a user's
+workload does).
 """
 
 from __future__ import annotations
@@ -54,10 +58,12 @@ TORCH_KINDS = {"gemm", "attention", "sort", "fft"}
 # ------------------------------------------------------------------------------ work
 
 
-def build(kind: str, shift: float, device: int, redraw: bool = False):
+def build(kind: str, shift: float, device: int, every: int = 0):
     """One workload of ``kind`` with ``shift`` (0: none) more work, tensors made now; with
-    ``redraw``, a PyTorch kind makes its tensors afresh on every new stream it is given (each
-    round and layout: the allocations drawn again per round, as a separate run would)."""
+    ``every`` > 0, a PyTorch kind allocates its tensors afresh on every ``every``-th call (a
+    scaling visit's warm-up: each round and layout draws its allocations again, as a separate
+    run would), behind a pad of random size and before the old ones are dropped, so that they
+    land elsewhere in memory."""
     if kind == "compute":
         return W.compute(iters=int(round(1536 * (1 + shift))), device=device)
     if kind == "memory":
@@ -67,24 +73,22 @@ def build(kind: str, shift: float, device: int, redraw: bool = False):
         raise ValueError(f"unknown kind {kind!r}; kinds are {', '.join(KINDS)}")
     import torch
 
-    make, flops = torch_work(kind, shift, f"cuda:{device}")
-    if not redraw:
+    dev = f"cuda:{device}"
+    make, flops = torch_work(kind, shift, dev)
+    if not every:
         fn = make()
         torch.cuda.synchronize()
         return W.from_torch(fn, name=kind, device=device, flops=flops)  # fn holds its tensors
-    made: dict[int, tuple] = {}
+    rng, state = np.random.default_rng(), {"calls": 0, "fn": None, "pad": None}
 
-    def run(*, stream):
-        h = int(stream.handle)
-        if h not in made:  # a new round or layout: new tensors, allocated in this stream's pool
-            ctx = torch.cuda.stream(torch.cuda.get_stream_from_external(h, device=device))
-            with ctx:
-                made[h] = (ctx, make())
-        ctx, fn = made[h]
-        with ctx:
-            fn()
+    def fresh():
+        if state["calls"] % every == 0:  # runs on the visit's stream (from_torch makes it current)
+            pad = torch.empty(int(rng.integers(0, 64 << 20)), dtype=torch.uint8, device=dev)
+            state["fn"], state["pad"] = make(), pad
+        state["calls"] += 1
+        state["fn"]()
 
-    return W.Workload(kind, run, flops, device=device, release=made.clear)
+    return W.from_torch(fresh, name=kind, device=device, flops=flops)
 
 
 def torch_work(kind: str, shift: float, dev: str):
@@ -129,7 +133,12 @@ def torch_work(kind: str, shift: float, dev: str):
 
 def side(kind: str, shift: float, args, **kw) -> tuple[pd.DataFrame, float]:
     """One run of ``kind``: a scaling over ``args.sizes`` and the whole device; (rows, wall s)."""
-    wl = build(kind, shift, args.device, getattr(args, "redraw", False))
+    every = 0
+    if getattr(args, "redraw", False):
+        if kw["repeats"] % kw["rounds"]:
+            raise ValueError(f"--redraw needs --repeats a multiple of --rounds, got {kw['repeats']} and {kw['rounds']}")
+        every = kw["warmup"] + kw["repeats"] // kw["rounds"]  # calls per visit of a layout in a round
+    wl = build(kind, shift, args.device, every)
     try:
         t0 = time.perf_counter()
         df = gcexplore.scaling(wl, args.sizes, device=args.device, progress=False, **kw)
@@ -160,7 +169,7 @@ def old_verdicts(a: pd.DataFrame, b: pd.DataFrame, level: float, min_effect: flo
 
 
 def judge(a, b, kind, what, pair, args) -> list[dict]:
-    c = compare(a, b, min_effect=args.min_effect)
+    c = compare(a, b, min_effect=args.min_effect, floor=getattr(args, "floor", None))
     t = c.table[c.table["present"] == "both"]
     old = {k: (v, lo) for k, v, lo in old_verdicts(a, b, c.settings["level"], args.min_effect)}
     gate = len(c.regressions(0.02)) > 0
@@ -293,9 +302,22 @@ def recompute(raw_path, args) -> dict:
     return recompute_frames(pd.read_parquet(raw_path), args)
 
 
+def subsample(raw: pd.DataFrame, rounds: int = 0, reps: int = 0) -> pd.DataFrame:
+    """The first ``rounds`` rounds of every side and the first ``reps`` repetitions of every round
+    (0: all): what a cheaper setting would have measured, from one recording."""
+    keep = np.ones(len(raw), dtype=bool)
+    if rounds:
+        keep &= raw["round"].to_numpy() < rounds
+    if reps:
+        cols = [c for c in ("kind", "role", "side", "sm_count", "round") if c in raw.columns]
+        keep &= raw.sort_values("rep").groupby(cols).cumcount().reindex(raw.index).to_numpy() < reps
+    return raw[keep]
+
+
 def recompute_frames(raw: pd.DataFrame, args) -> dict:
     from gcexplore.schema import frame
 
+    raw = subsample(raw, getattr(args, "use_rounds", 0), getattr(args, "use_reps", 0))
     out, rows = {}, []
     for kind, g in raw.groupby("kind", sort=False):
         name = str(g["device_name"].iloc[0])
@@ -315,6 +337,14 @@ def recompute_frames(raw: pd.DataFrame, args) -> dict:
 
 # ------------------------------------------------------------------------------- main
 
+RAW_COLUMNS = ["kind", "role", "side", "shift", "sm_count", "rep", "round", "duration_ms", "sm_clock_mhz_before",
+               "power_w_before", "sm_clock_mhz", "power_w", "device_name", "run_id"]
+
+
+def save_raw(raw: list[pd.DataFrame], out: Path) -> None:
+    pd.concat(raw, ignore_index=True)[RAW_COLUMNS].to_parquet(out / "compare_real_raw.parquet")
+
+
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -333,12 +363,14 @@ def main(argv=None) -> int:
     ap.add_argument("--cause-reps", type=int, default=4)
     ap.add_argument("--no-causes", action="store_true")
     ap.add_argument("--recompute", metavar="RAW", help="recompute the rates from a compare_real_raw.parquet (no GPU)")
+    ap.add_argument("--use-rounds", type=int, default=0, help="with --recompute: only each side's first N rounds")
+    ap.add_argument("--use-reps", type=int, default=0, help="with --recompute: only each round's first N repetitions")
     ap.add_argument("--processes", type=int, default=0,
                     help="also run --process-kind in this many separate processes (one unshifted and one shifted "
                          "side each): nulls and shifts across processes, and the floor's run part from them")
     ap.add_argument("--process-kind", default="gemm")
     ap.add_argument("--redraw", action="store_true",
-                    help="PyTorch kinds allocate their tensors afresh in every round (and layout)")
+                    help="PyTorch kinds allocate their tensors afresh in every round and layout (at its warm-up)")
     ap.add_argument("--child", metavar="PARQUET", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.recompute:
@@ -386,6 +418,7 @@ def main(argv=None) -> int:
         summary["kinds"][kind] = rates(r)
         allrows.append(r)
         print(kind, json.dumps(summary["kinds"][kind]), json.dumps(summary["cost"][kind]), flush=True)
+        save_raw(raw, out)  # after every kind: a run stopped later keeps what it measured
     table = pd.concat(allrows, ignore_index=True)
     summary["overall"] = rates(table)
     summary["floor"] = floors
@@ -412,9 +445,7 @@ def main(argv=None) -> int:
         floors = [f for f in floors if f["workload"] != pfloor["workload"]] + [pfloor]
         summary["floor"] = floors
     table.to_parquet(out / "compare_real.parquet")
-    keep = ["kind", "role", "side", "shift", "sm_count", "rep", "round", "duration_ms", "sm_clock_mhz_before",
-            "power_w_before", "sm_clock_mhz", "power_w", "device_name", "run_id"]
-    pd.concat(raw, ignore_index=True)[keep].to_parquet(out / "compare_real_raw.parquet")
+    save_raw(raw, out)
     pd.DataFrame(floors, columns=S.FLOOR_COLUMNS).to_csv(out / "noise_floor.csv", index=False)
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     print(json.dumps({"overall": summary["overall"], "cost": summary["cost"], "floor": floors,

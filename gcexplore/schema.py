@@ -173,7 +173,7 @@ _TRACE = {
 
 # One row per PM sample (CUPTI PM sampling) inside a repetition; see gcexplore.pm.
 _PM = {
-    "layout": "str", "mode": "str", "rep": "int64", "workloads": "str", "start_ms": "float64",
+    "layout": "str", "mode": "str", "rep": "int64", "round": "int64", "workloads": "str", "start_ms": "float64",
     "end_ms": "float64", "dram_pct": "float64", "dram_read_gbs": "float64", "dram_write_gbs": "float64",
     "sm_active_pct": "float64",
 }

@@ -221,6 +221,12 @@ def test_the_calibration_bench_recomputes_its_rates_from_recorded_sides(tmp_path
     assert out["null_comparisons"] == 3 and out["null_rows"] == 9 and out["shift_rows"] == 12
     assert out["new_false_decisions"] == 0 and out["new_false_gate"] == 0
     assert out["new_power"] >= 0.9
+    # a cheaper setting from the same recording: each side's first 2 rounds, each round's first 2 repetitions
+    sub = C.subsample(pd.DataFrame(raw), rounds=2, reps=2)
+    assert set(sub["round"]) == {0, 1} and (sub.groupby(["role", "side", "sm_count", "round"]).size() == 2).all()
+    assert set(sub["rep"] % 3) == {0, 1}  # the first two of each round, not any two
+    fewer = C.recompute(p, types.SimpleNamespace(min_effect=0.01, warmup=1, use_rounds=2, use_reps=2))["overall"]
+    assert fewer["null_rows"] == 9 and (fewer["new_power"] <= out["new_power"])
 
 
 def test_the_shipped_calibration_reproduces_its_rates_and_meets_the_bar():
