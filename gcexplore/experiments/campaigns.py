@@ -31,7 +31,7 @@ from ..results.campaign_store import CampaignFolder, campaign_status, load_campa
 from ..device.driver import device_info
 from ..schema import new_run_id
 
-from .cluster import require_distributed, local_cluster, visible_gpus  # noqa: F401 (visible_gpus re-exported)
+from .cluster import local_cluster, local_devices, require_distributed, visible_gpus  # noqa: F401 (visible_gpus re-exported)
 from ._campaign_task import (EXPERIMENTS, Experiment, parse_builtin, register_experiment, resolve_factory, run_task,
                              warm_up)
 
@@ -500,6 +500,8 @@ def campaign(workloads, splits=None, *, experiment="sweep", options=None, folder
         raise ValueError(f"cards must be one of {', '.join(map(repr, CARDS))}, got {cards!r}")
     grid = (experiment, workloads, [None] if splits is None else splits, [{}] if options is None else options)
     tasks, factories = plan_tasks(*grid)
+    if client is None and scheduler is None:
+        local_devices(devices)  # a machine without GPUs is refused before the folder is made
     store = CampaignFolder(folder)
     if os.path.lexists(store.spec_path):
         store.read_spec()  # a newer format is refused before a cluster starts
