@@ -25,7 +25,11 @@ root: ``python3 bench/compare_real.py --out DIR`` (about 2 minutes on an H100 at
 row), ``compare_real_raw.parquet`` (every side's repetitions, for :func:`recompute`),
 ``summary.json`` (the tables) and ``noise_floor.csv`` into ``--out``.
 ``--recompute RAW`` redoes the comparisons from a recorded raw file on any machine (no GPU),
-with the noise floor the package now ships.
+with the noise floor the package now ships (``--use-rounds N --use-reps M``: only each side's
+first N rounds and each round's first M repetitions, what a cheaper setting would have measured).
+``--redraw``: the PyTorch kinds allocate their tensors afresh in every round and layout, so that
+the rounds see what a fresh allocation changes (by default a side allocates once, as a user's
+workload does).
 """
 
 from __future__ import annotations
@@ -54,57 +58,87 @@ TORCH_KINDS = {"gemm", "attention", "sort", "fft"}
 # ------------------------------------------------------------------------------ work
 
 
-def build(kind: str, shift: float, device: int):
-    """One workload of ``kind`` with ``shift`` (0: none) more work, tensors made now."""
+def build(kind: str, shift: float, device: int, every: int = 0):
+    """One workload of ``kind`` with ``shift`` (0: none) more work, tensors made now; with
+    ``every`` > 0, a PyTorch kind allocates its tensors afresh on every ``every``-th call (a
+    scaling visit's warm-up: each round and layout draws its allocations again, as a separate
+    run would), behind a pad of random size and before the old ones are dropped, so that they
+    land elsewhere in memory."""
     if kind == "compute":
         return W.compute(iters=int(round(1536 * (1 + shift))), device=device)
     if kind == "memory":
         n = int(round((1 << 27) * (1 + shift) / 4096)) * 4096
         return W.memory(n=n, device=device)
+    if kind not in TORCH_KINDS:
+        raise ValueError(f"unknown kind {kind!r}; kinds are {', '.join(KINDS)}")
     import torch
 
     dev = f"cuda:{device}"
+    make, flops = torch_work(kind, shift, dev)
+    if not every:
+        fn = make()
+        torch.cuda.synchronize()
+        return W.from_torch(fn, name=kind, device=device, flops=flops)  # fn holds its tensors
+    rng, state = np.random.default_rng(), {"calls": 0, "fn": None, "pad": None}
+
+    def fresh():
+        if state["calls"] % every == 0:  # runs on the visit's stream (from_torch makes it current)
+            pad = torch.empty(int(rng.integers(0, 64 << 20)), dtype=torch.uint8, device=dev)
+            state["fn"], state["pad"] = make(), pad
+        state["calls"] += 1
+        state["fn"]()
+
+    return W.from_torch(fresh, name=kind, device=device, flops=flops)
+
+
+def torch_work(kind: str, shift: float, dev: str):
+    """(make, flops): ``make()`` allocates the tensors of ``kind`` and returns the call to time."""
+    import torch
+
     grow = lambda n: n + max(1, int(round(n * shift))) if shift else n  # noqa: E731
     if kind == "gemm":
         links = grow(32)
-        a = torch.randn(2048, 2048, device=dev, dtype=torch.bfloat16) / 45.0
-        x = torch.randn(2048, 2048, device=dev, dtype=torch.bfloat16)
 
-        def fn():
-            t = x
-            for _ in range(links):
-                t = torch.matmul(t, a)
-        flops = 2.0 * 2048 ** 3 * links
-    elif kind == "attention":
+        def make():
+            a = torch.randn(2048, 2048, device=dev, dtype=torch.bfloat16) / 45.0
+            x = torch.randn(2048, 2048, device=dev, dtype=torch.bfloat16)
+
+            def fn():
+                t = x
+                for _ in range(links):
+                    t = torch.matmul(t, a)
+            return fn
+        return make, 2.0 * 2048 ** 3 * links
+    if kind == "attention":
         b = grow(32)
-        q, k, v = (torch.randn(b, 16, 1024, 64, device=dev, dtype=torch.bfloat16) for _ in range(3))
 
-        def fn():
-            torch.nn.functional.scaled_dot_product_attention(q, k, v)
-        flops = 4.0 * b * 16 * 1024 ** 2 * 64
-    elif kind == "sort":
+        def make():
+            q, k, v = (torch.randn(b, 16, 1024, 64, device=dev, dtype=torch.bfloat16) for _ in range(3))
+            return lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        return make, 4.0 * b * 16 * 1024 ** 2 * 64
+    if kind == "sort":
         n = int(round((1 << 24) * (1 + shift)))
-        x = torch.rand(n, device=dev)
 
-        def fn():
-            torch.sort(x)
-        flops = None
-    elif kind == "fft":
-        b = grow(32)
+        def make():
+            x = torch.rand(n, device=dev)
+            return lambda: torch.sort(x)
+        return make, None
+    b = grow(32)
+
+    def make():
         x = torch.randn(b, 1024, 1024, device=dev, dtype=torch.complex64)
-
-        def fn():
-            torch.fft.fft2(x)
-        flops = None
-    else:
-        raise ValueError(f"unknown kind {kind!r}; kinds are {', '.join(KINDS)}")
-    torch.cuda.synchronize()
-    return W.from_torch(fn, name=kind, device=device, flops=flops)  # fn holds its tensors
+        return lambda: torch.fft.fft2(x)
+    return make, None
 
 
 def side(kind: str, shift: float, args, **kw) -> tuple[pd.DataFrame, float]:
     """One run of ``kind``: a scaling over ``args.sizes`` and the whole device; (rows, wall s)."""
-    wl = build(kind, shift, args.device)
+    every = 0
+    if getattr(args, "redraw", False):
+        if kw["repeats"] % kw["rounds"]:
+            raise ValueError(f"--redraw needs --repeats a multiple of --rounds, got {kw['repeats']} and {kw['rounds']}")
+        every = kw["warmup"] + kw["repeats"] // kw["rounds"]  # calls per visit of a layout in a round
+    wl = build(kind, shift, args.device, every)
     try:
         t0 = time.perf_counter()
         df = gcexplore.scaling(wl, args.sizes, device=args.device, progress=False, **kw)
@@ -135,7 +169,7 @@ def old_verdicts(a: pd.DataFrame, b: pd.DataFrame, level: float, min_effect: flo
 
 
 def judge(a, b, kind, what, pair, args) -> list[dict]:
-    c = compare(a, b, min_effect=args.min_effect)
+    c = compare(a, b, min_effect=args.min_effect, floor=getattr(args, "floor", None))
     t = c.table[c.table["present"] == "both"]
     old = {k: (v, lo) for k, v, lo in old_verdicts(a, b, c.settings["level"], args.min_effect)}
     gate = len(c.regressions(0.02)) > 0
@@ -248,6 +282,7 @@ def processes(args, out: Path, device_name: str) -> tuple[list[pd.DataFrame], di
         cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(path), "--kinds", kind,
                "--device", str(args.device), "--sizes", ",".join(map(str, args.sizes)), "--repeats", str(args.repeats),
                "--rounds", str(args.rounds), "--warmup", str(args.warmup), "--shift", str(args.shift)]
+        cmd += ["--redraw"] if args.redraw else []
         subprocess.run(cmd, check=True, timeout=120)
         d = pd.read_parquet(path)
         path.unlink()
@@ -267,9 +302,22 @@ def recompute(raw_path, args) -> dict:
     return recompute_frames(pd.read_parquet(raw_path), args)
 
 
+def subsample(raw: pd.DataFrame, rounds: int = 0, reps: int = 0) -> pd.DataFrame:
+    """The first ``rounds`` rounds of every side and the first ``reps`` repetitions of every round
+    (0: all): what a cheaper setting would have measured, from one recording."""
+    keep = np.ones(len(raw), dtype=bool)
+    if rounds:
+        keep &= raw["round"].to_numpy() < rounds
+    if reps:
+        cols = [c for c in ("kind", "role", "side", "sm_count", "round") if c in raw.columns]
+        keep &= raw.sort_values("rep").groupby(cols).cumcount().reindex(raw.index).to_numpy() < reps
+    return raw[keep]
+
+
 def recompute_frames(raw: pd.DataFrame, args) -> dict:
     from gcexplore.schema import frame
 
+    raw = subsample(raw, getattr(args, "use_rounds", 0), getattr(args, "use_reps", 0))
     out, rows = {}, []
     for kind, g in raw.groupby("kind", sort=False):
         name = str(g["device_name"].iloc[0])
@@ -307,10 +355,14 @@ def main(argv=None) -> int:
     ap.add_argument("--cause-reps", type=int, default=4)
     ap.add_argument("--no-causes", action="store_true")
     ap.add_argument("--recompute", metavar="RAW", help="recompute the rates from a compare_real_raw.parquet (no GPU)")
+    ap.add_argument("--use-rounds", type=int, default=0, help="with --recompute: only each side's first N rounds")
+    ap.add_argument("--use-reps", type=int, default=0, help="with --recompute: only each round's first N repetitions")
     ap.add_argument("--processes", type=int, default=0,
                     help="also run --process-kind in this many separate processes (one unshifted and one shifted "
                          "side each): nulls and shifts across processes, and the floor's run part from them")
     ap.add_argument("--process-kind", default="gemm")
+    ap.add_argument("--redraw", action="store_true",
+                    help="PyTorch kinds allocate their tensors afresh in every round and layout (at its warm-up)")
     ap.add_argument("--child", metavar="PARQUET", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.recompute:

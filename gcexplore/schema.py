@@ -173,7 +173,7 @@ _TRACE = {
 
 # One row per PM sample (CUPTI PM sampling) inside a repetition; see gcexplore.pm.
 _PM = {
-    "layout": "str", "mode": "str", "rep": "int64", "workloads": "str", "start_ms": "float64",
+    "layout": "str", "mode": "str", "rep": "int64", "round": "int64", "workloads": "str", "start_ms": "float64",
     "end_ms": "float64", "dram_pct": "float64", "dram_read_gbs": "float64", "dram_write_gbs": "float64",
     "sm_active_pct": "float64",
 }
@@ -427,8 +427,9 @@ class Options:
         Measured repetitions per configuration, over all rounds (1 to 100,000).
     warmup : int, default 3
         Discarded repetitions at the start of each round (0 to 10,000). Overlap experiments
-        run them before each layout's first mode (its partitions are new) and one before each
-        later mode.
+        (sweep, profile_overlap, tune) run them in a layout's first round only, before its first
+        mode (its partitions are new) and one before each later mode; in its later rounds a 1 us
+        spin on each stream the round made afresh stands in for them.
     rounds : int, default 1
         Rounds the repetitions are split into (1 to ``repeats``): each round measures every
         layout again, in a fresh shuffled order, on freshly made partitions and streams, so the

@@ -138,3 +138,36 @@ def test_gpu_time_refuses_a_warmup_that_is_no_count(warmup):
     df.attrs["warmup"] = warmup
     with pytest.raises(ValueError, match="warmup"):
         gpu_time_ms(df)
+
+
+def test_gpu_time_counts_a_layouts_later_rounds_with_their_own_warm_up():
+    df = S.sweep_df(splits=[8, 64], repeats=6)
+    df["round"] = (df["rep"] >= 3).astype(int)  # two rounds of 3
+    df.attrs.update(warmup=3, warmup_later_modes=1, modes=["alone", "concurrent", "sequential", "streams"])
+    per_rep = df.groupby(["layout", "mode", "round", "rep"])["makespan_ms"].max()
+    med = per_rep.groupby(level=["layout", "mode", "round"]).median()
+    counts = {"alone": 3, "concurrent": 1, "sequential": 1, "streams": 1}
+    weight = [counts[m] if r == 0 else 0 for _, m, r in med.index]
+    df.attrs["warmup_later_rounds"] = [0, 0, 0, 0]  # later rounds: short spins only
+    assert gpu_time_ms(df) == pytest.approx(per_rep.sum() + (med * weight).sum())
+    df.attrs["warmup_later_rounds"] = [1, 0, 0, 0]
+    weight = [counts[m] if r == 0 else int(m == "alone") for _, m, r in med.index]
+    assert gpu_time_ms(df) == pytest.approx(per_rep.sum() + (med * weight).sum())
+    del df.attrs["warmup_later_rounds"]  # recorded before: every round warmed up in full
+    assert gpu_time_ms(df) == pytest.approx(per_rep.sum() + (med * [counts[m] for _, m, _ in med.index]).sum())
+    df.attrs["warmup_later_rounds"] = [-1, 0, 0, 0]
+    with pytest.raises(ValueError, match="warmup_later_rounds"):
+        gpu_time_ms(df)
+
+
+def test_the_cli_summary_says_later_rounds_skip_the_warm_up(capsys):
+    from gcexplore.cli.commands import _print_overlap
+
+    df = S.sweep_df(splits=[8, 64], repeats=6)
+    df["round"] = (df["rep"] >= 3).astype(int)
+    df.attrs.update(repeats=6, rounds=2, warmup=3, launch_gap_us=8.0, warmup_later_rounds=[0, 0, 0, 0])
+    _print_overlap(df)
+    assert "6 repetitions in 2 round(s), 3 warm-up in a layout's first round, 0 in its later ones" in capsys.readouterr().out
+    del df.attrs["warmup_later_rounds"]  # recorded before: every round warmed up
+    _print_overlap(df)
+    assert "6 repetitions in 2 round(s), each after 3 warm-up" in capsys.readouterr().out

@@ -147,10 +147,79 @@ def test_a_layouts_first_mode_gets_every_warmup_and_later_modes_one(monkeypatch)
     p = types.SimpleNamespace(name="p0", sm_count=8, stream=None)
     whole = types.SimpleNamespace(streams=[None, None])
     engine = types.SimpleNamespace(whole=whole, drain=lambda s: None, drop_graphs=lambda: None)
-    run = types.SimpleNamespace(engine=engine, wls=[_Workload(), _Workload()], options=Options(warmup=3), extra={})
+    run = types.SimpleNamespace(engine=engine, wls=[_Workload(), _Workload()], options=Options(warmup=3), extra={},
+                                warmed=set())
     O.measure_layout(run, _Parts([p, p]), [])
     assert calls == [("alone", 3), ("concurrent", 1), ("sequential", 1), ("streams", 1)]
     assert run.extra["warmup_later_modes"] == 1
+
+
+def _layout_run(monkeypatch, warmup=3):
+    import types
+
+    from gcexplore.experiments import overlap as O
+    from gcexplore.schema import Options
+
+    calls, warmed = [], []
+    monkeypatch.setattr(O, "_measure_mode", lambda *a: calls.append((a[4], a[-1])))
+
+    class _Parts(list):
+        label = "8+124"
+        all = property(lambda self: list(self))
+
+    p = types.SimpleNamespace(name="p0", sm_count=8, stream=None)
+    engine = types.SimpleNamespace(whole=types.SimpleNamespace(streams=[None, None]), drain=lambda s: None,
+                                   drop_graphs=lambda: None,
+                                   warm=lambda slots, calls, label: warmed.append((len(slots), calls, label)))
+    run = types.SimpleNamespace(engine=engine, wls=[_Workload(), _Workload()], options=Options(warmup=warmup),
+                                extra={}, warmed=set())
+    return O, run, _Parts([p, p]), calls, warmed
+
+
+def test_a_layouts_later_rounds_warm_their_fresh_streams_instead_of_running_warm_up_repetitions(monkeypatch):
+    from gcexplore.experiments.runner import Round
+
+    O, run, parts, calls, warmed = _layout_run(monkeypatch)
+    O.measure_layout(run, parts, [], rnd=Round(0, 4, 0))
+    assert calls == [("alone", 3), ("concurrent", 1), ("sequential", 1), ("streams", 1)] and warmed == []
+    calls.clear()
+    O.measure_layout(run, parts, [], rnd=Round(1, 4, 4))
+    # round 1: the new partitions' and whole-device streams get one short spin each, no repetition is discarded
+    assert calls == [("alone", 0), ("concurrent", 0), ("sequential", 0), ("streams", 0)]
+    assert warmed == [(2, O._LATER_ROUNDS == "call", ("8+124", "alone", None))]
+    assert run.extra["warmup_later_rounds"] == [int(O._LATER_ROUNDS == "call"), 0, 0, 0]
+
+
+def test_a_later_round_of_a_layout_not_yet_warmed_in_this_process_gets_the_full_warm_up(monkeypatch):
+    from gcexplore.experiments.runner import Round
+
+    O, run, parts, calls, warmed = _layout_run(monkeypatch)
+    O.measure_layout(run, parts, [], rnd=Round(2, 4, 8))  # e.g. a sweep resumed from its checkpoint in round 2
+    assert calls[0] == ("alone", 3) and warmed == []
+    O, run, parts, calls, warmed = _layout_run(monkeypatch, warmup=0)  # no warm-up asked: none in any round
+    O.measure_layout(run, parts, [], rnd=Round(0, 4, 0))
+    O.measure_layout(run, parts, [], rnd=Round(1, 4, 4))
+    assert {n for _, n in calls} == {0} and warmed == []
+
+
+@pytest.mark.parametrize("calls", [False, True])
+def test_engine_warm_spins_on_every_fresh_stream_and_waits_for_it_before_measuring(calls):
+    eng, slot, log = _engine(finished=lambda: False)
+    clock = (i for i in itertools.count())
+
+    class _S(_Stream):
+        def sync(self):
+            log.append(("sync", self.name, None))
+
+    eng.whole = type("W", (), {"streams": [_S(f"w{i}", log, clock, lambda: False) for i in range(2)]})()
+    slot.stream = _S("s0", log, clock, lambda: False)
+    eng.warm([slot], calls=calls)
+    spins = [name for what, name, _ in log if what == "spin"]
+    assert spins == ["s0", "w0", "w1"]  # no gate: nothing here is a repetition
+    assert sum(1 for what, _, _ in log if what == "run") == int(calls)
+    syncs = [i for i, (what, _, _) in enumerate(log) if what == "sync"]
+    assert [log[i][1] for i in syncs] == ["s0", "w0", "w1"]
+    assert min(syncs) > max(i for i, (what, _, _) in enumerate(log) if what in ("spin", "run"))
 
 
 def test_nvml_is_read_while_the_first_and_last_measured_repetitions_run():

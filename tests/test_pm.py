@@ -123,12 +123,32 @@ def test_plot_states_the_means_it_draws(tmp_path):
         plot_dram_timeline(tr, tr)
 
 
+def _result_rounds():
+    """An overlap result's repetitions: alone rep 0 in round 0, concurrent rep 0 in round 1."""
+    return pd.DataFrame({"layout": ["24+108"] * 4, "mode": ["alone", "alone", "concurrent", "concurrent"],
+                         "rep": [0] * 4, "round": [0, 0, 1, 1], "workload": ["a", "b", "a", "b"]})
+
+
+def test_samples_carry_the_round_of_their_repetition():
+    rounds = pm.rep_rounds(_result_rounds())
+    assert rounds == {("24+108", "alone", 0): 0, ("24+108", "concurrent", 0): 1}
+    s = pm.samples_frame(*_samples(), _trace(), rounds=rounds)
+    assert s.groupby("mode")["round"].unique().map(list).to_dict() == {"alone": [0], "concurrent": [1]}
+    # a repetition the result does not name (or no result) is round 0, as results from before rounds load
+    assert set(pm.samples_frame(*_samples(), _trace())["round"]) == {0}
+    assert pm.rep_rounds(_result_rounds().drop(columns="round")) == {}
+
+
 def test_samples_round_trip_through_save_and_load(tmp_path):
-    s = pm.samples_frame(*_samples(), _trace())
+    s = pm.samples_frame(*_samples(), _trace(), rounds=pm.rep_rounds(_result_rounds()))
+    assert sorted(set(s["round"])) == [0, 1]
     for ext in ("parquet", "csv"):
         back = results.load(results.save(s, tmp_path / f"s.{ext}"))
         assert kind_of(back) == "pm"
         pd.testing.assert_frame_equal(back.reset_index(drop=True), s.reset_index(drop=True), check_dtype=False)
+    old = s.drop(columns="round")  # saved before PM rows carried their round: all of it one round
+    back = results.load(results.save(old, tmp_path / "old.parquet"))
+    assert sorted(back.columns) == sorted(columns("pm")) and set(back["round"]) == {0}
 
 
 # ----------------------------------------------------------------------------- requests

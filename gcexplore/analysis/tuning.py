@@ -3,6 +3,7 @@ answer, the smallest size meeting a latency target, and the GPU time spent."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from ..results.run import require_one_run
@@ -79,7 +80,8 @@ def gpu_time_ms(df: pd.DataFrame) -> float:
     Warm-up repetitions are not recorded; each is counted at the median makespan of the
     repetitions measured after it: ``attrs["warmup"]`` of them before a layout's first mode
     in each round (per tuner step), and ``attrs["warmup_later_modes"]`` before each later mode
-    (results recorded before that schedule: ``attrs["warmup"]`` before every mode).
+    (results recorded before that schedule: ``attrs["warmup"]`` before every mode); in a
+    layout's later rounds ``attrs["warmup_later_rounds"]`` (per mode) where recorded.
     """
     keys = [c for c in ("layout", "mode", "step") if c in df.columns]
     keys += ["round"] if "round" in df.columns else []  # each round warms up again
@@ -92,6 +94,15 @@ def gpu_time_ms(df: pd.DataFrame) -> float:
     if "mode" in keys:  # the first mode of a layout gets every warm-up repetition, a later one at most one
         modes = list(df.attrs.get("modes") or dict.fromkeys(df["mode"]))
         later = int(df.attrs.get("warmup_later_modes", warm))
-        counts = [warm if m == modes[0] else later for m in medians.index.get_level_values("mode")]
+        counts = np.array([warm if m == modes[0] else later for m in medians.index.get_level_values("mode")])
+        again = df.attrs.get("warmup_later_rounds")
+        if "round" in keys and isinstance(again, (list, tuple)) and len(again) == len(modes):
+            if not all(isinstance(n, (int, float)) and not isinstance(n, bool) and n >= 0 and n == int(n)
+                       for n in again):
+                raise ValueError("gpu_time_ms: attrs['warmup_later_rounds'] must hold a whole number of "
+                                 f"repetitions >= 0 per mode, got {again!r}")
+            per_mode = dict(zip(modes, (int(n) for n in again)))
+            again_counts = [per_mode.get(m, later) for m in medians.index.get_level_values("mode")]
+            counts = np.where(medians.index.get_level_values("round") > 0, again_counts, counts)
         return float(per_rep.sum() + (medians.to_numpy() * counts).sum())
     return float(per_rep.sum() + warm * medians.sum())

@@ -128,7 +128,10 @@ def _print_overlap(df) -> None:
         print()
     print(layout_report(df))
     a = df.attrs
-    print(f"{a.get('repeats')} repetitions in {a.get('rounds', 1)} round(s), each after {a.get('warmup')} warm-up, launch gap "
+    later = a.get("warmup_later_rounds")
+    warm = (f"{a.get('warmup')} warm-up in a layout's first round, {max(later)} in its later ones"
+            if isinstance(later, list) and later and a.get("rounds", 1) > 1 else f"each after {a.get('warmup')} warm-up")
+    print(f"{a.get('repeats')} repetitions in {a.get('rounds', 1)} round(s), {warm}, launch gap "
           f"{a.get('launch_gap_us', float('nan')):.1f} us (included in every duration)")
 
 

@@ -387,6 +387,25 @@ class Engine:
                 self.gate_us = max(_GATE_US_START, 2.0 * enqueue_us + 20.0, 0.8 * self.gate_us)
         return per_slot, makespan
 
+    def warm(self, slots: Sequence[Slot], *, calls: bool = False, label: tuple | None = None) -> None:
+        """Warm what a new round made afresh without a warm-up repetition: a 1 us spin on each
+        slot's stream and on the whole device's streams (with ``calls``, each slot's workload
+        once as well), then wait for them, so none of it runs into a measured repetition."""
+        trace = self.trace
+        if trace is not None:
+            trace.group(label)
+        for slot in slots:
+            with _tag(trace, "settle", slot):
+                self.launch_spin(slot.stream, _SETTLE_NS)
+            if calls:
+                with _tag(trace, "workload", slot):
+                    (slot.run or self.runner(slot))()
+        for s in self.whole.streams:
+            with _tag(trace, "settle"):
+                self.launch_spin(s, _SETTLE_NS)
+        for s in [*(slot.stream for slot in slots), *self.whole.streams]:
+            s.sync()
+
     def new_round(self) -> None:
         """Fresh whole-device streams and gate for a new round (state that differs between runs
         is drawn again: stream handles, and with them a library's per-stream workspaces)."""

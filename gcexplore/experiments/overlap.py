@@ -110,26 +110,51 @@ def _measure_mode(engine: Engine, groups, layout, split_k, mode, opts: Options, 
         r.update(sm_clock_mhz_before=clock0, power_w_before=power0, sm_clock_mhz=clock, power_w=power)
 
 
+# How a layout's later rounds warm up (its first round runs the full warm-up):
+# "touch": a 1 us spin on each stream the round made afresh, then no warm-up repetition;
+# "call": the same plus one call of each workload on its new partition; "full": as the first round.
+_LATER_ROUNDS = "touch"
+
+
+def _warmup_plan(opts: Options, first_visit: bool) -> tuple[str | None, list[int]]:
+    """``(fresh-stream warm-up or None, warm-up repetitions per mode)`` of one layout visit."""
+    later = min(opts.warmup, 1)
+    if first_visit or not opts.warmup or _LATER_ROUNDS == "full":
+        # the layout's first mode warms its new partitions, streams and kernels; a later mode
+        # runs on warm ones and needs one repetition to settle its own pattern (caches, clocks)
+        return None, [opts.warmup if i == 0 else later for i in range(len(opts.modes))]
+    # seen before in this run: kernels loaded, clocks up; only the round's streams are new
+    return _LATER_ROUNDS, [0] * len(opts.modes)
+
+
 def measure_layout(run: Experiment, parts, rows: list[dict], options: Options | None = None,
                    rnd: Round | None = None) -> None:
     """All modes of one layout in one round; appends one row per mode x rep x workload to ``rows``.
 
     ``options`` (default: the run's) set the modes and warm-up; ``rnd`` the round and its
     repetitions (default: one round of ``options.repeats``). The tuner passes its own.
+    The layout's first round in this run runs the warm-up repetitions; a later round only
+    warms what it made afresh (:data:`_LATER_ROUNDS`).
     """
     engine, wls, opts = run.engine, run.wls, run.options if options is None else options
     rnd = rnd or Round(0, opts.repeats, 0)
-    run.extra["warmup_later_modes"] = min(opts.warmup, 1)  # what gpu_time_ms counts
+    fresh, warmups = _warmup_plan(opts, rnd.index == 0 or parts.label not in run.warmed)
+    # what gpu_time_ms counts: repetitions before a later mode, and before a later round's first
+    # (a later round's calls, one per workload at once, count as one repetition of its first mode)
+    later_fresh, later = _warmup_plan(opts, False)
+    run.extra["warmup_later_modes"] = min(opts.warmup, 1)
+    run.extra["warmup_later_rounds"] = [n + int(i == 0 and later_fresh == "call") for i, n in enumerate(later)]
     placed = parts.all[:len(wls)]
     part_slots = [Slot(w, p, p.stream) for w, p in zip(wls, placed)]
     try:
+        if fresh is not None:
+            engine.warm(part_slots, calls=fresh == "call", label=(parts.label, opts.modes[0], None))
         for i, mode in enumerate(opts.modes):
             groups = _schedule(mode, wls, placed, engine.whole, part_slots, opts.l2_flush)
-            # the layout's first mode warms its new partitions, streams and kernels; a later mode
-            # runs on warm ones and needs one repetition to settle its own pattern (caches, clocks)
-            warmup = opts.warmup if i == 0 else min(opts.warmup, 1)
+            warmup = warmups[i]
             with nvtx_range(f"{parts.label} {mode}"):
                 _measure_mode(engine, groups, parts.label, parts[0].sm_count, mode, opts, rnd, rows, warmup)
+        run.warmed.add(parts.label)
     finally:
         engine.drain([p.stream for p in placed])
         engine.drop_graphs()
@@ -153,8 +178,9 @@ def profile_overlap(workloads, split, *, repeats: int = 15, warmup: int = 1, rou
         made on ``device`` (used as they are, not closed).
     repeats, warmup, rounds, modes, l2_flush, graphs, rounding
         See :class:`gcexplore.schema.Options`: measured repetitions per mode over all
-        rounds (15), discarded ones at the start of each round (1 before the first mode of
-        a layout, which warms its new partitions; at most 1 before each later mode), rounds
+        rounds (15), discarded ones in a layout's first round (1 before its first mode, which
+        warms its new partitions; at most 1 before each later mode; its later rounds discard
+        none: a 1 us spin warms each stream they make afresh), rounds
         (default ``min(5, repeats // 3)``, at least 1: 5 rounds of 3; each round splits the
         device afresh, makes fresh streams and measures the layouts in a new order, so the
         variation between runs is measured, not assumed away), which of ``"alone"`` (each workload by itself on

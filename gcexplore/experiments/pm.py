@@ -39,7 +39,7 @@ import numpy as np
 from ..device.driver import UnsupportedError
 
 __all__ = ["MAX_SAMPLES", "METRIC_SETS", "VERIFIED", "DramTimeline", "PmSamplingError", "dram_timeline",
-           "samples_frame"]
+           "rep_rounds", "samples_frame"]
 
 #: Metric sets offered (name -> CUPTI metrics), each verified on the GPU named in VERIFIED.
 METRIC_SETS = {
@@ -245,7 +245,8 @@ def dram_timeline(workloads, split, *, modes: Sequence[str] = ("alone", "concurr
 
         result, trace = load(out / "result.parquet"), load(out / "trace.parquet")
         raw = np.load(out / "samples.npz")
-        samples = samples_frame(raw["start"], raw["end"], raw["values"], list(raw["metrics"]), trace)
+        samples = samples_frame(raw["start"], raw["end"], raw["values"], list(raw["metrics"]), trace,
+                                rounds=rep_rounds(result))
         if int(raw["populated"]) >= MAX_SAMPLES:
             warnings.warn(f"PM sampling kept its first {MAX_SAMPLES:,} samples ({MAX_SAMPLES * interval_ns / 1e9:.1f} s); "
                           "later repetitions have none: use fewer repeats or a longer interval_us", stacklevel=2)
@@ -260,12 +261,24 @@ def dram_timeline(workloads, split, *, modes: Sequence[str] = ("alone", "concurr
 # ---------------------------------------------------------------------------
 
 
-def samples_frame(starts, ends, values, metrics: list[str], trace):
+def rep_rounds(result) -> dict[tuple, int]:
+    """``(layout, mode, rep) -> round`` of an overlap result's repetitions (each repetition
+    belongs to one round; repetitions are numbered across rounds)."""
+    if result is None or not {"layout", "mode", "rep", "round"} <= set(result.columns):
+        return {}
+    keys = result[["layout", "mode", "rep", "round"]].drop_duplicates(["layout", "mode", "rep"])
+    return {(str(lay), str(mode), int(rep)): int(rnd) for lay, mode, rep, rnd in keys.itertuples(index=False)}
+
+
+def samples_frame(starts, ends, values, metrics: list[str], trace, *, rounds: dict | None = None):
     """PM samples (absolute ns on CUPTI's clock) as rows of kind ``"pm"``, per repetition of ``trace``.
 
     A sample belongs to a repetition when its midpoint lies between two intervals
     before the repetition's origin and two intervals after its last kernel ends;
-    samples outside every repetition (set-up, host work) are left out.
+    samples outside every repetition (set-up, host work) are left out. ``rounds`` maps
+    ``(layout, mode, rep)`` to the repetition's round (:func:`rep_rounds` of the measured
+    result); a repetition it does not name is round 0 (one round, as results from before
+    rounds load).
     """
     from ..schema import frame, trace_groups
 
@@ -296,6 +309,7 @@ def samples_frame(starts, ends, values, metrics: list[str], trace):
         inside = np.flatnonzero((mid >= t0 - 2 * interval) & (mid <= t0 + last_ms * 1e6 + 2 * interval))
         for i in inside:
             rows.append({"layout": o["layout"], "mode": o["mode"], "rep": o["rep"],
+                         "round": (rounds or {}).get((str(o["layout"]), str(o["mode"]), int(o["rep"])), 0),
                          "workloads": "+".join(o["workloads"]), "start_ms": (starts[i] - t0) / 1e6,
                          "end_ms": (ends[i] - t0) / 1e6, **{k: float(v[i]) for k, v in derived.items()}})
     attrs = {k: v for k, v in trace.attrs.items() if k not in ("kind", "rep_origins", "green_contexts",
