@@ -100,12 +100,21 @@ def _run(devices, folder, splits, repeats, durations=None, warm=False) -> dict:
             "reports": c.reports, "warm_ups": c.warm_ups, "tasks": c.tasks, "df": df}
 
 
+def _workloads(recipe: dict) -> dict:
+    """A task's workloads built here, on device 0, from its recipe (built-in names or a factory)."""
+    from gcexplore.experiments.campaigns import resolve_factory
+    from gcexplore.workloads.spec import parse_recipe
+
+    if "builtins" in recipe:
+        return {name: parse_recipe(spec).build(device=0) for name, spec in recipe["builtins"].items()}
+    return dict(resolve_factory(recipe["factory"])(device=0, **recipe.get("kwargs", {})))
+
+
 def _direct(run: dict, splits, repeats: int) -> tuple[dict, "object"]:
     """One task per pair (pair i with split set i), run alone in this process on the 1-GPU run's
     card (device 0 here is the first visible GPU, the one its worker had): key -> seconds, rows."""
     import pandas as pd
 
-    from gcexplore.experiments._campaign_task import _build, _close
     from gcexplore.experiments.campaigns import lookup_experiment
     from gcexplore.experiments.overlap import sweep
 
@@ -118,7 +127,7 @@ def _direct(run: dict, splits, repeats: int) -> tuple[dict, "object"]:
         picked += [t for t in ts if t["split_set"] == label][:1]
     frames, seconds = [], {}
     for t in picked:
-        wls, owned = _build(t["workloads"], None, 0)
+        wls = _workloads(t["workloads"])
         try:
             t0 = time.perf_counter()
             df = (sweep(wls, t["splits"], device=0, progress=False, **t["options"]) if t["experiment"] == "sweep"
@@ -126,7 +135,9 @@ def _direct(run: dict, splits, repeats: int) -> tuple[dict, "object"]:
                       Path(tempfile.mkdtemp()) / "alone.jsonl"), **t["options"]))
             seconds[t["key"]] = time.perf_counter() - t0
         finally:
-            _close(owned)
+            for w in wls.values():
+                if hasattr(w, "close"):
+                    w.close()
         df["task_key"] = t["key"]
         frames.append(df)
     return seconds, pd.concat(frames, ignore_index=True)
