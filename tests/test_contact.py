@@ -170,7 +170,10 @@ def test_gpu_less_campaign_opens_like_every_gpu_less_error(tmp_path):
     r = _cli("campaign", str(spec), "--out", str(tmp_path / "c"), cwd=tmp_path)
     assert r.returncode == 1
     assert r.stderr.startswith("gcexplore campaign: UnsupportedError: no NVIDIA driver found"), r.stderr
-    assert "client=" not in r.stderr and "--scheduler" in r.stderr
+    assert "client=" not in r.stderr and "pass --scheduler 'tcp://host:8786' to" in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.toml"]  # no campaign folder, no lock file
+    r = _cli("campaign", str(spec), cwd=tmp_path)  # the default folder is not made either
+    assert r.returncode == 1 and sorted(p.name for p in tmp_path.iterdir()) == ["s.toml"]
 
 
 def test_python_dash_m_gcexplore_is_the_command():

@@ -36,7 +36,7 @@ class _Parser(argparse.ArgumentParser):
 # Advice in library errors names Python arguments; on the command line, the flags that do the same.
 _CLI_WORDS = (("pass labels=(first, second) to pick", "pass --labels FIRST,SECOND to pick"),
               ("labels must name", "--labels must name"), ("labels must be", "--labels must be"),
-              ("by=", "--by "), ("pass client= or scheduler=", "pass --scheduler"), ("slo_ms", "--slo-ms"))
+              ("by=", "--by "), ("pass client= or scheduler=", "pass --scheduler "), ("slo_ms", "--slo-ms"))
 
 
 _CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7f, *range(0x80, 0xa0)) if c not in (0x0a, 0x09)}
@@ -297,7 +297,8 @@ def _add_tune(sub) -> None:
     s.add_argument("--max-repeats", type=int_arg(1, MAX_TUNE_REPEATS, " (the tuner's limit)"), default=40,
                    help=f"most repetitions of one layout, up to {MAX_TUNE_REPEATS} (default: %(default)s)")
     s.add_argument("--warmup", type=int_arg(0), default=1,
-                   help="warm-up repetitions each time a layout is measured (default: %(default)s)")
+                   help="warm-up repetitions the first time a layout is measured; later visits warm their fresh "
+                        "streams with a 1 us spin (default: %(default)s)")
     s.add_argument("--sizes", type=int_list, help="first-partition sizes to choose from (default: every valid size)")
     s.add_argument("--others", type=int_list, help="fixed sizes of middle workloads (default: searched too)")
     s.add_argument("--device", type=int_arg(0), default=0, help="GPU index (default: %(default)s)")
@@ -418,7 +419,8 @@ def _add_measuring(sub) -> None:
         s.add_argument("--repeats", type=int_arg(1), default=15,
                        help=f"measured repetitions per mode over all rounds, 1..{MAX_REPEATS} (default: %(default)s)")
         s.add_argument("--warmup", type=int_arg(0), default=1,
-                       help="warm-up repetitions at the start of each round (default: %(default)s)")
+                       help="warm-up repetitions in a layout's first round; its later rounds warm their fresh "
+                            "streams with a 1 us spin (default: %(default)s)")
         s.add_argument("--rounds", type=int_arg(1), default=None,
                        help="rounds the repetitions are split into, each splitting afresh in a new order "
                             "(default: min(5, repeats // 3))")

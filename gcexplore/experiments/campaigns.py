@@ -29,10 +29,10 @@ import pandas as pd
 
 from .._version import __version__
 from ..results.campaign_store import CampaignFolder, campaign_status, load_campaign
-from ..device.driver import device_info
+from ..device.driver import UnsupportedError, device_info
 from ..schema import new_run_id
 
-from .cluster import ClusterStart, require_distributed, local_cluster, visible_gpus  # noqa: F401 (re-exported)
+from .cluster import ClusterStart, local_cluster, local_devices, require_distributed, visible_gpus  # noqa: F401
 from ._campaign_task import (EXPERIMENTS, Experiment, parse_builtin, register_experiment, resolve_factory, run_task,
                              warm_up)
 
@@ -234,12 +234,8 @@ def plan_tasks(experiment="sweep", workloads=(), splits=(None,), options=({},), 
     return tasks, factories
 
 
-# ------------------------------------------------------------------ the cluster
-
-
 def _worker_card() -> str:
     """On a worker: the UUID of its GPU (the key of tasks pinned to it)."""
-
     info = device_info(0)
     from cuda.core import Device
 
@@ -314,8 +310,7 @@ class Campaign:
             if bar is not None:
                 bar.close()
         self._gather_warm_ups()
-        # Every task has reported, so its rows are on disk (fsynced, renamed) or its failure recorded:
-        # nothing more can be lost or written twice, and the cluster shuts down off the caller's time.
+        # Every task's rows are on disk (fsynced, renamed) or its failure recorded: shut down off the caller's time
         self.close(wait=False)
         return self.reports
 
@@ -425,9 +420,8 @@ def _connect(client, scheduler, devices, starting: ClusterStart | None = None):
 
 
 def _warm_up(client, tasks: dict, factories: dict, order: list[str]) -> dict:
-    """Submit one warm-up per worker (imports, the GPU context, the built-in kernels, the modules
-    of factory recipes, then each recipe built and called once, the first tasks' first), ahead of
-    every task; worker address -> its future."""
+    """One warm-up per worker ahead of every task (imports, GPU context, built-in kernels, factory
+    modules, then each recipe built and called once, the first tasks' first); address -> future."""
     modules = sorted({t["workloads"]["factory"].split(":", 1)[0] for t in tasks.values()
                       if "factory" in t["workloads"] and not t["workloads"]["factory"].startswith("__main__")})
     gpu = any(lookup_experiment(t["experiment"]).gpu for t in tasks.values())
@@ -548,6 +542,12 @@ def campaign(workloads, splits=None, *, experiment="sweep", options=None, folder
         raise ValueError(f"cards must be one of {', '.join(map(repr, CARDS))}, got {cards!r}")
     grid = (experiment, workloads, [None] if splits is None else splits, [{}] if options is None else options)
     recipes = _checked_grid(*grid)[1]  # a bad grid is refused here: nothing imported, nothing started
+    if client is None and scheduler is None:
+        try:
+            local_devices(devices)
+        except UnsupportedError:  # refused before the folder is made, after the grid's own errors
+            plan_tasks(*grid)
+            raise
     store = CampaignFolder(folder)
     if os.path.lexists(store.spec_path):
         store.read_spec()  # a newer format is refused before a cluster starts

@@ -53,6 +53,21 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def local_devices(devices: Sequence | None = None) -> list[str]:
+    """The GPUs a local campaign cluster has a worker for (default every visible one); raises
+    UnsupportedError, in one sentence, where there are none."""
+    devs = [str(d) for d in (visible_gpus() if devices is None else devices)]
+    if not devs:
+        why = "no GPU is visible here"
+        try:
+            device_count()
+        except UnsupportedError as e:  # "no NVIDIA driver found", as every GPU-less error opens
+            why = str(e).split(";")[0]
+        raise UnsupportedError(f"{why}, so a local campaign cluster has no workers; pass client= "
+                               "or scheduler='tcp://host:8786' to use a cluster whose workers have GPUs")
+    return devs
+
+
 def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, security=None,
                   dashboard_address: str | None = None, warm: Sequence[str] | None = None, **scheduler_options):
     """A Dask cluster on this machine: one worker process per GPU, one thread each.
@@ -100,15 +115,7 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
                          "a Dask worker runs code as you: pass security=distributed.Security(tls_ca_file=..., "
                          "tls_scheduler_cert=..., tls_worker_cert=..., tls_client_cert=..., require_encryption=True) "
                          "(docs/guide.md, 'Campaigns on several machines'), or keep host='127.0.0.1'")
-    devs = [str(d) for d in (visible_gpus() if devices is None else devices)]
-    if not devs:
-        why = "no GPU is visible here"
-        try:
-            device_count()
-        except UnsupportedError as e:  # "no NVIDIA driver found", as every GPU-less error opens
-            why = str(e).split(";")[0]
-        raise UnsupportedError(f"{why}, so a local campaign cluster has no workers; pass client= "
-                               "or scheduler='tcp://host:8786' to use a cluster whose workers have GPUs")
+    devs = local_devices(devices)
     if warm is not None:
         bad = [m for m in warm if not _MODULE.match(str(m))]
         if bad:
