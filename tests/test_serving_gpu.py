@@ -8,14 +8,11 @@ per-split numbers, so a failure on the GPU machine says why without a second run
 
 from __future__ import annotations
 
-import contextlib
-
-import numpy as np
-import pandas as pd
 import pytest
 
 import gcexplore
 from gcexplore.analysis import serving as S
+from gcexplore.experiments.serving import traced_splits
 
 pytestmark = pytest.mark.gpu
 
@@ -37,30 +34,10 @@ def model():
     m.close()
 
 
-def _cupti_steps(tr: pd.DataFrame, partition: str):
-    """Per tick kernel on ``partition``, in order: its CUPTI start, and the end of the last other
-    kernel before it (the step or request it closes)."""
-    k = tr[(tr["partition"] == partition) & (tr["activity"] == "kernel")].sort_values("start_ms")
-    ticks, ends, last = [], [], np.nan
-    for r in k.itertuples():
-        if "gcx_tick" in r.name:
-            ticks.append(r.start_ms)
-            ends.append(last)
-        elif "gcx_arrive" not in r.name:
-            last = r.end_ms
-    return np.asarray(ticks), np.asarray(ends)
-
-
 def test_serving_clocks_agree_with_a_cupti_trace(model):
-    frames = []
-
-    @contextlib.contextmanager
-    def traced(parts):
-        with gcexplore.kernel_trace(parts) as t:
-            yield t
-        frames.append(t.frame())
-
-    df = gcexplore.serve(model, SPLITS, rates=[40.0], duration_s=0.3, modes=("partitioned",), trace=traced,
+    frames: list = []
+    df = gcexplore.serve(model, SPLITS, rates=[40.0], duration_s=0.3, modes=("partitioned",),
+                         trace=traced_splits(frames),
                          pattern="burst", burst=4, seed=3)
     table = S.serving_table(df)
     print(table.to_string())
@@ -73,32 +50,22 @@ def test_serving_clocks_agree_with_a_cupti_trace(model):
         graph = tr[(tr["activity"] == "kernel") & (tr["graph_id"] > 0)]
         print(layout, "graph kernels per partition:", graph["partition"].value_counts().to_dict())
         assert len(graph) and set(graph["partition"]) == {"p0"}
-        # the first tick on each partition is the clock's warm-up (it loads the kernels there)
-        ticks, ends = (x[1:] for x in _cupti_steps(tr, "p0"))
-        assert len(ticks) >= len(gaps) + 1
-        cupti = np.diff(ends)[gaps["index"].to_numpy()[1:]]  # the first step has no previous step's end
-        mine = gaps["itl_ms"].to_numpy()[1:]
-        for q in (0.5, 0.99):
-            a, b = np.quantile(mine, q), np.quantile(cupti, q)
-            print(f"{layout} ITL p{int(q * 100)}: stamps {a:.4f} ms, CUPTI {b:.4f} ms")
-            assert abs(a / b - 1) <= 0.03
-        # prefill: each request's end (its tick) against the last prefill kernel's end before it
-        rticks, rends = (x[1:] for x in _cupti_steps(tr, "remainder"))
-        base = ticks[0]
-        ttft_cupti = rends[reqs["index"].to_numpy()] - base - reqs["arrival_ms"].to_numpy()
-        diff = reqs["ttft_ms"].to_numpy() - ttft_cupti
-        print(f"{layout} TTFT p50 {np.median(reqs['ttft_ms']):.3f} ms; stamps - CUPTI: max |{np.abs(diff).max():.4f}| ms")
-        assert np.all(np.abs(diff) <= 0.01 * reqs["ttft_ms"].to_numpy() + 0.02)
+        agree = S.clock_agreement(rows, tr)
+        print(layout, agree)
+        assert abs(agree["itl_p50_ratio"] - 1) <= 0.03 and abs(agree["itl_p99_ratio"] - 1) <= 0.03
+        assert agree["requests"] == len(reqs) > 0 and agree["ttft_within"] == 1.0
 
 
 def test_baselines_and_alone_run(model):
     df = gcexplore.serve(model, [64], rates=[30.0], duration_s=0.2, seed=1)
     t = S.serving_table(df)
     print(t.to_string())
-    assert set(t["mode"]) == {"alone", "partitioned", "streams", "time_sliced"}
-    loaded = t[t["mode"] != "alone"]
+    assert set(t["mode"]) == {"alone", "paired", "partitioned", "streams", "time_sliced"}
+    paired = t[t["mode"] == "paired"]
+    assert (paired["served"] == paired["requests"]).all() and (paired["gaps"] > 0).all()
+    loaded = t[~t["mode"].isin(S.PROFILE_MODES)]
     assert (loaded["gaps"] > 0).all() and (loaded["served"] > 0).all()
     # the three loaded runs saw the same arrivals
-    reqs = df[(df["record"] == "request") & (df["mode"] != "alone")]
+    reqs = df[(df["record"] == "request") & ~df["mode"].isin(S.PROFILE_MODES)]
     arr = {m: tuple(g.sort_values("index")["arrival_ms"]) for m, g in reqs.groupby("mode")}
     assert len(set(arr.values())) == 1

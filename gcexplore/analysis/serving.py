@@ -6,10 +6,14 @@ goodput per split, predictions from solo profiles, and the advisor's search.
 - :func:`serving_table`: one row per run (mode, layout, load) of a ``"serving"`` result.
 - :func:`goodput_table`: per mode and layout, the highest rate whose run met the SLO (DistServe's
   goodput), with that run's tails and throughputs.
-- :func:`predict_serving`: ITL and TTFT per split and load from the ``alone`` rows (the decode
-  step's own gaps; a FIFO queue of the same arrivals served in the solo prefill time).
+- :func:`predict_serving`: ITL and TTFT per split and load from the step profiles: a FIFO queue of
+  the load's arrivals served in the prefill time measured next to decode (``paired`` rows; the solo
+  time without them), and the decode gaps as a mix of the gaps measured with a prefill running
+  (``paired``) and by themselves (``alone``), weighted by the share of time the queue keeps the
+  prefill busy.
 - :func:`advise`: the split with the highest goodput, measuring only the runs its predictions
   cannot settle; :func:`prediction_errors` compares predictions with measurements.
+- :func:`clock_agreement`: a run's GPU-clock ITLs and TTFTs against a CUPTI trace of it.
 """
 
 from __future__ import annotations
@@ -26,12 +30,15 @@ from ..schema import RUN_COLUMNS
 from ..results.validate import check_result
 from .stats import quantile
 
-__all__ = ["Advice", "SERVING_TABLE_COLUMNS", "ServingSLO", "advise", "advise_recorded", "deadline_of", "goodput_table", "loads_of", "predict_serving",
-           "prediction_errors", "serving_table", "trade_facts", "ttft_queue"]
+__all__ = ["Advice", "PROFILE_MODES", "SERVING_TABLE_COLUMNS", "ServingSLO", "advise", "advise_recorded",
+           "clock_agreement", "deadline_of", "goodput_table", "loads_of", "predict_serving", "prediction_errors",
+           "serving_table", "trade_facts", "ttft_queue"]
 
 RUN_KEYS = ["mode", "layout", "load"]
+#: Modes that profile the roles (no arrivals): predictions start from them; they have no goodput.
+PROFILE_MODES = ("alone", "paired")
 SERVING_TABLE_COLUMNS = [
-    "mode", "layout", "decode_sm_count", "prefill_sm_count", "load", "rate_rps", "gaps", "itl_p50_ms", "itl_p99_ms",
+    "mode", "layout", "decode_sm_count", "prefill_sm_count", "load", "pattern", "burst", "rate_rps", "gaps", "itl_p50_ms", "itl_p99_ms",
     "itl_max_ms", "requests", "served", "ttft_p50_ms", "ttft_p99_ms", "queue_p50_ms", "service_p50_ms",
     "decode_tokens_per_s", "prefill_tokens_per_s", "window_ms", "run_ms",
 ]
@@ -91,7 +98,8 @@ def _one_run(keys, g: pd.DataFrame) -> dict:
     served = reqs[reqs["ttft_ms"].notna()]
     return {
         **dict(zip(RUN_KEYS, keys)), "decode_sm_count": int(first["decode_sm_count"]),
-        "prefill_sm_count": int(first["prefill_sm_count"]), "rate_rps": float(first["rate_rps"]),
+        "prefill_sm_count": int(first["prefill_sm_count"]), "pattern": str(first["pattern"]),
+        "burst": int(first["burst"]), "rate_rps": float(first["rate_rps"]),
         "gaps": len(gaps), "itl_p50_ms": _q(gaps["itl_ms"], 0.5), "itl_p99_ms": _q(gaps["itl_ms"], 0.99),
         "itl_max_ms": float(gaps["itl_ms"].max()) if len(gaps) else math.nan,
         "requests": len(reqs), "served": len(served), "ttft_p50_ms": _q(reqs["ttft_ms"], 0.5),
@@ -136,18 +144,22 @@ def _table(df: pd.DataFrame, slo: ServingSLO | None) -> pd.DataFrame:
         out = out.merge(att_df, on=RUN_KEYS, how="left")
         out["ttft_attainment"] = out["ttft_attainment"].fillna(1.0)
         out["meets_slo"] = (out["ttft_attainment"] >= slo.attainment) & (out["itl_p99_ms"] <= slo.itl_p99_ms)
-        out.loc[out["mode"] == "alone", "meets_slo"] = False
+        out.loc[out["mode"].isin(PROFILE_MODES), "meets_slo"] = False
     return out
 
 
-def goodput_table(df_or_table: pd.DataFrame, slo: ServingSLO) -> pd.DataFrame:
+def goodput_table(df_or_table: pd.DataFrame, slo: ServingSLO, pattern: str | None = "poisson") -> pd.DataFrame:
     """Per mode and layout: ``goodput_rps``, the highest measured rate whose run met ``slo`` (0 when
     none did), with that run's ITL p99, TTFT p50 and decode tokens per second. Accepts a serving
-    result or its :func:`serving_table` with ``slo``."""
+    result or its :func:`serving_table` with ``slo``. Only loads of one arrival ``pattern`` count
+    (a rate of bursts is another load than a Poisson rate); None: every load."""
     t = df_or_table if "meets_slo" in df_or_table.columns else serving_table(df_or_table, slo)
     rows = []
     keys = [c for c in RUN_COLUMNS if c != "device_name" and c in t.columns]  # the run key, as the schema names it
-    for k, g in t[t["mode"] != "alone"].groupby([*keys, "mode", "layout"], sort=False, dropna=False):
+    loaded = t[~t["mode"].isin(PROFILE_MODES)]
+    if pattern is not None:
+        loaded = loaded[loaded["pattern"] == pattern]
+    for k, g in loaded.groupby([*keys, "mode", "layout"], sort=False, dropna=False):
         mode, layout = k[-2:]
         ok = g[g["meets_slo"]].sort_values("rate_rps")
         best = ok.iloc[-1] if len(ok) else None
@@ -163,7 +175,7 @@ def loads_of(df: pd.DataFrame) -> dict:
     """``{load: (rate_rps, arrival times in ms)}`` of the loaded runs of a serving result (the
     arrivals are the same for every split and mode of one load)."""
     out = {}
-    reqs = df[(df["record"] == "request") & (df["mode"] != "alone")]
+    reqs = df[(df["record"] == "request") & ~df["mode"].isin(PROFILE_MODES)]
     for load, g in reqs.groupby("load", sort=False):
         first = g[RUN_KEYS[:2]].iloc[0]
         one = g[(g["mode"] == first["mode"]) & (g["layout"] == first["layout"])].sort_values("index")
@@ -193,25 +205,68 @@ def ttft_queue(arrival_ms, service_ms: float, deadline_ms: float = math.inf) -> 
     return np.asarray(out)
 
 
-def predict_serving(alone: pd.DataFrame, loads: dict, slo: ServingSLO | None = None,
+def _busy_gaps(rows: pd.DataFrame) -> np.ndarray:
+    """ITLs of the gaps of ``rows`` (one run) that overlap a served request."""
+    gaps = rows[rows["record"] == "gap"]
+    reqs = rows[(rows["record"] == "request") & rows["ttft_ms"].notna()]
+    s, e = gaps["start_ms"].to_numpy(float), gaps["end_ms"].to_numpy(float)
+    busy = np.zeros(len(gaps), dtype=bool)
+    for a, b in reqs[["start_ms", "end_ms"]].to_numpy(float):
+        busy |= (s < b) & (e > a)
+    return gaps["itl_ms"].to_numpy(float)[busy]
+
+
+def _mixed_quantile(parts, q: float) -> float:
+    """The ``q`` quantile of a mix of samples, ``parts`` = [(values, weight of the set)]."""
+    vals, wts = [], []
+    for v, w in parts:
+        v = np.asarray(v, dtype=float)
+        if len(v) and w > 0:
+            vals.append(v)
+            wts.append(np.full(len(v), w / len(v)))
+    if not vals:
+        return math.nan
+    v, w = np.concatenate(vals), np.concatenate(wts)
+    order = np.argsort(v, kind="stable")
+    v, c = v[order], np.cumsum(w[order]) / w.sum()
+    return float(v[min(np.searchsorted(c, q - 1e-12), len(v) - 1)])
+
+
+def predict_serving(profiles: pd.DataFrame, loads: dict, slo: ServingSLO | None = None,
                     deadline_ms: float = math.inf) -> pd.DataFrame:
     """Predicted ITL p50 / p99 and TTFT p50 / p99 (and, with ``slo``, attainment and ``meets_slo``) of
-    each partitioned split and load, from the ``alone`` rows of a serving result: the decode gaps
-    measured by themselves on the split's decode partition, and a FIFO queue of the load's arrivals
-    served in the prefill's solo time on the complement. Neighbours sharing DRAM make the real
-    numbers larger; :func:`prediction_errors` says by how much."""
-    check_result(alone, "serving", "predict_serving")
-    a = alone[(alone["mode"] == "alone") & alone["layout"].str.contains(r"\+", regex=True)]
+    each partitioned split and load, from the step profiles of a serving result.
+
+    The prefill's service time is the median measured next to decode on the split (``paired``
+    rows: requests back to back while decode runs, so what sharing DRAM and L2 costs is in it; the
+    solo time of the ``alone`` rows where no paired run was made, ``profile`` says which); the
+    load's arrivals queue FIFO for it (TTFT). The decode gaps are the paired gaps that overlapped
+    a prefill, in the share of the run the queue keeps the prefill busy, and the ``alone`` gaps
+    in the rest. Nothing is fitted to loaded runs; :func:`prediction_errors` scores it on them."""
+    check_result(profiles, "serving", "predict_serving")
+    a = profiles[profiles["mode"].isin(PROFILE_MODES) & profiles["layout"].str.contains(r"\+", regex=True)]
     rows = []
     for layout, g in a.groupby("layout", sort=False):
-        gaps = g[g["record"] == "gap"]["itl_ms"]
-        reqs = g[g["record"] == "request"]
-        service = _q(reqs["end_ms"] - reqs["start_ms"], 0.5)
+        solo = g[g["mode"] == "alone"]
+        gaps = solo[solo["record"] == "gap"]["itl_ms"].to_numpy(float)
+        reqs = solo[solo["record"] == "request"]
+        service, busy, source = _q(reqs["end_ms"] - reqs["start_ms"], 0.5), gaps, "solo"
+        paired = g[(g["mode"] == "paired") & g["ttft_ms"].notna()]
+        if len(paired):
+            p = g[g["mode"] == "paired"]
+            service, busy, source = _q(paired["end_ms"] - paired["start_ms"], 0.5), _busy_gaps(p), "paired"
+            if not len(gaps):
+                gaps = p[p["record"] == "gap"]["itl_ms"].to_numpy(float)
         dsm, psm = (int(x) for x in str(layout).split("+"))
         for load, (rate, arr) in loads.items():
             ttft = ttft_queue(arr, service, deadline_ms)
+            ends = np.sort(np.asarray(arr, dtype=float)) + ttft
+            served = int(np.isfinite(ends).sum())
+            share = min(1.0, served * service / float(np.nanmax(ends))) if served else 0.0
+            mix = [(gaps, 1.0 - share), (busy, share)]
             row = {"layout": layout, "decode_sm_count": dsm, "prefill_sm_count": psm, "load": load, "rate_rps": rate,
-                   "itl_p50_ms": _q(gaps, 0.5), "itl_p99_ms": _q(gaps, 0.99), "service_ms": service,
+                   "profile": source, "busy_share": share, "itl_p50_ms": _mixed_quantile(mix, 0.5),
+                   "itl_p99_ms": _mixed_quantile(mix, 0.99), "service_ms": service,
                    "ttft_p50_ms": _q(ttft, 0.5), "ttft_p99_ms": _q(ttft, 0.99)}
             if slo is not None:
                 att = float(np.mean(np.nan_to_num(ttft, nan=np.inf) <= slo.ttft_ms)) if len(ttft) else 1.0
@@ -223,14 +278,17 @@ def predict_serving(alone: pd.DataFrame, loads: dict, slo: ServingSLO | None = N
 
 def prediction_errors(predicted: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFrame:
     """Relative error (predicted / measured - 1) of ITL p99 and TTFT p50 per split and load, joining
-    :func:`predict_serving` to a :func:`serving_table` of the partitioned runs."""
+    :func:`predict_serving` to a :func:`serving_table` of the partitioned runs. A TTFT p50 that is
+    infinite in both (most requests unserved) is an error of 0; in one only, of inf or -1."""
     m = measured[measured["mode"] == "partitioned"]
     j = predicted.merge(m, on=["layout", "load"], suffixes=("_pred", ""))
-    out = j[["layout", "load", "decode_sm_count", "rate_rps"]].copy()
+    out = j[["layout", "load", "pattern", "decode_sm_count", "rate_rps"]].copy()
     for c in ("itl_p99_ms", "ttft_p50_ms"):
-        out[c.replace("_ms", "_pred_ms")] = j[f"{c}_pred"]
-        out[c] = j[c]
-        out[c.replace("_ms", "_error")] = j[f"{c}_pred"] / j[c] - 1.0
+        p, x = j[f"{c}_pred"].to_numpy(float), j[c].to_numpy(float)
+        out[c.replace("_ms", "_pred_ms")] = p
+        out[c] = x
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[c.replace("_ms", "_error")] = np.where(np.isinf(p) & np.isinf(x), 0.0, p / x - 1.0)
     return out
 
 
@@ -273,8 +331,8 @@ def advise(alone: pd.DataFrame, loads: dict, slo: ServingSLO, measure: Callable[
     pred = predict_serving(alone, loads, slo, deadline_ms)
     if pred.empty:
         raise ValueError("advise needs alone rows of partitioned splits (serve(..., modes=('alone',)))")
-    a = alone[alone["mode"] == "alone"]
-    cost = float(a.groupby(["layout", "decode_sm_count"])["run_ms"].first().sum())
+    a = alone[alone["mode"].isin(PROFILE_MODES)]
+    cost = float(a.groupby(["mode", "layout", "decode_sm_count", "prefill_sm_count"])["run_ms"].first().sum())
     measured: list = []
     best_layout, best_rate = None, 0.0
     for layout, promised, rates in _rank(pred, slo):
@@ -301,7 +359,7 @@ def trade_facts(table: pd.DataFrame) -> dict:
     for load, g in part.groupby("load", sort=False):
         g = g.sort_values("decode_sm_count")
         lo, hi = g.iloc[0], g.iloc[-1]
-        per_load.append({"load": load, "small": int(lo["decode_sm_count"]), "large": int(hi["decode_sm_count"]),
+        per_load.append({"load": load, "pattern": str(g["pattern"].iloc[0]), "small": int(lo["decode_sm_count"]), "large": int(hi["decode_sm_count"]),
                          "itl_p99_small_ms": float(lo["itl_p99_ms"]), "itl_p99_large_ms": float(hi["itl_p99_ms"]),
                          "ttft_p50_small_ms": float(lo["ttft_p50_ms"]), "ttft_p50_large_ms": float(hi["ttft_p50_ms"])})
     falls = [p["itl_p99_large_ms"] < p["itl_p99_small_ms"] for p in per_load]
@@ -309,7 +367,7 @@ def trade_facts(table: pd.DataFrame) -> dict:
     if not per_load:
         text = "no partitioned runs"
     else:
-        p = per_load[-1]
+        p = ([q for q in per_load if q["pattern"] == "poisson"] or per_load)[-1]
         text = (f"from {p['small']} to {p['large']} decode SMs at {p['load']}: ITL p99 "
                 f"{p['itl_p99_small_ms']:.3g} -> {p['itl_p99_large_ms']:.3g} ms, TTFT p50 "
                 f"{p['ttft_p50_small_ms']:.3g} -> {p['ttft_p50_large_ms']:.3g} ms; the decode tail falls at "
@@ -319,19 +377,21 @@ def trade_facts(table: pd.DataFrame) -> dict:
 
 
 def advise_recorded(df: pd.DataFrame, slo: ServingSLO) -> tuple[Advice, dict]:
-    """:func:`advise` replayed on a recorded grid (its ``alone`` rows and every split x load): each
-    run the advisor asks for is looked up instead of measured, at its recorded GPU time. Returns the
+    """:func:`advise` replayed on a recorded grid (its profile rows and every split x Poisson load):
+    each run the advisor asks for is looked up instead of measured, at its recorded GPU time; the
+    grid's cost is that of its partitioned Poisson runs (bursts are not searched). Returns the
     advice and ``{"grid_best_layout", "grid_best_goodput_rps", "grid_cost_ms", "cost_share",
     "reaches"}`` (the advised split's goodput in the grid over the grid's best)."""
     table = serving_table(df, slo)
-    part = table[table["mode"] == "partitioned"]
+    part = table[(table["mode"] == "partitioned") & (table["pattern"] == "poisson")]
     if part.empty:
         raise ValueError("advise_recorded needs the partitioned runs of a split x load grid")
 
     def lookup(layout: str, rate: float) -> pd.DataFrame:
         return part[(part["layout"] == layout) & (part["rate_rps"] == rate)]
 
-    advice = advise(df[df["mode"] == "alone"], loads_of(df), slo, lookup, deadline_ms=deadline_of(df))
+    loads = {k: v for k, v in loads_of(df).items() if k in set(part["load"])}
+    advice = advise(df[df["mode"].isin(PROFILE_MODES)], loads, slo, lookup, deadline_ms=deadline_of(df))
     good = goodput_table(table, slo)
     good = good[good["mode"] == "partitioned"].sort_values("goodput_rps", kind="stable")
     best = good.iloc[-1]
@@ -341,3 +401,48 @@ def advise_recorded(df: pd.DataFrame, slo: ServingSLO) -> tuple[Advice, dict]:
     return advice, {"grid_best_layout": str(best["layout"]), "grid_best_goodput_rps": float(best["goodput_rps"]),
                     "grid_cost_ms": grid_cost, "cost_share": advice.cost_ms / grid_cost if grid_cost else math.nan,
                     "reaches": reached / float(best["goodput_rps"]) if best["goodput_rps"] else math.nan}
+
+
+def _tick_times(trace: pd.DataFrame, partition: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per clock tick kernel on ``partition``, in order: its CUPTI start, and the end of the last
+    other kernel before it (the decode step or request the tick closes)."""
+    k = trace[(trace["partition"] == partition) & (trace["activity"] == "kernel")].sort_values("start_ms")
+    ticks, ends, last = [], [], math.nan
+    for name, start, end in k[["name", "start_ms", "end_ms"]].itertuples(index=False):
+        if "gcx_tick" in name:
+            ticks.append(start)
+            ends.append(last)
+        elif "gcx_arrive" not in name:
+            last = end
+    return np.asarray(ticks, dtype=float), np.asarray(ends, dtype=float)
+
+
+def clock_agreement(rows: pd.DataFrame, trace: pd.DataFrame) -> dict:
+    """A partitioned run's GPU-clock numbers against a CUPTI kernel trace of it
+    (:func:`gcexplore.kernel_trace` around the split, as ``serve(trace=...)`` makes it).
+
+    ``rows``: one split's rows of a serving result (one load). The CUPTI ITL of a gap is the time
+    between the ends of the decode steps' last kernels on the decode partition (``p0``); a
+    request's CUPTI TTFT runs from its arrival to the end of the last prefill kernel before its
+    tick on the remainder. The first tick on each partition is the clock's warm-up. Returns the
+    ITL p50 / p99 of both and their ratios, the largest |TTFT stamps - CUPTI| in ms, and the share
+    of requests within 1% + 20 us."""
+    gaps = rows[rows["record"] == "gap"].sort_values("index")
+    reqs = rows[(rows["record"] == "request") & rows["ttft_ms"].notna()].sort_values("index")
+    ticks, ends = (x[1:] for x in _tick_times(trace, "p0"))
+    if len(ticks) < len(gaps) + 1:
+        raise ValueError(f"the trace holds {len(ticks)} decode ticks for {len(gaps)} gaps: not a trace of this run")
+    cupti = np.diff(ends)[gaps["index"].to_numpy()[1:]]  # the first step has no previous step's end
+    mine = gaps["itl_ms"].to_numpy(float)[1:]
+    out = {}
+    for q in (0.5, 0.99):
+        a, b = quantile(mine, q), quantile(cupti, q)
+        out.update({f"itl_p{int(q * 100)}_stamps_ms": a, f"itl_p{int(q * 100)}_cupti_ms": b,
+                    f"itl_p{int(q * 100)}_ratio": a / b})
+    _, rends = (x[1:] for x in _tick_times(trace, "remainder"))
+    ttft = reqs["ttft_ms"].to_numpy(float)
+    diff = ttft - (rends[reqs["index"].to_numpy()] - ticks[0] - reqs["arrival_ms"].to_numpy(float))
+    out.update(requests=len(reqs), ttft_p50_ms=quantile(ttft, 0.5) if len(ttft) else math.nan,
+               ttft_max_abs_diff_ms=float(np.abs(diff).max()) if len(diff) else math.nan,
+               ttft_within=float(np.mean(np.abs(diff) <= 0.01 * ttft + 0.02)) if len(diff) else math.nan)
+    return out

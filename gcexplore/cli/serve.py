@@ -73,7 +73,7 @@ def cmd_serve(args) -> int:
         df = load_recorded("serving")
         if slo is None:
             slo = S.ServingSLO(df.attrs["slo_ttft_ms"], df.attrs["slo_itl_p99_ms"], df.attrs["slo_attainment"])
-        _show(df, slo)
+        _show(df, slo, "poisson")
         return 0
     out = writable_file(args.out, RESULT_SUFFIXES, "--out")
     if args.chunk > args.prompt:
@@ -101,18 +101,18 @@ def cmd_serve(args) -> int:
     finally:
         model.close()
     save(df, out)
-    _show(df, slo)
+    _show(df, slo, args.pattern)
     print(f"wrote {out}")
     return 0
 
 
-def _show(df, slo) -> None:
+def _show(df, slo, pattern: str) -> None:
     from ..analysis import serving as S
 
     t = S.serving_table(df, slo)
-    print(t[t["mode"] != "alone"][_COLS].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    print(t[~t["mode"].isin(S.PROFILE_MODES)][_COLS].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     print(S.trade_facts(t)["text"])
     if slo is not None:
-        print(f"goodput at {slo.text()}:")
-        g = S.goodput_table(t, slo)
+        print(f"goodput at {slo.text()} ({pattern} loads):")
+        g = S.goodput_table(t, slo, pattern)
         print(g[["mode", "layout", "goodput_rps", "loads_met", "loads"]].to_string(index=False))

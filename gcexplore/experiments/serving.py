@@ -7,7 +7,9 @@ all on the GPU's own clock (``%globaltimer``, written by a one-thread kernel aft
 and each request, and by the kernel that holds a request until it arrives). Baselines on the same
 arrivals: both roles on the whole GPU in two plain streams (``streams``), and one stream alternating
 a decode step and a prefill chunk (``time_sliced``, as chunked prefill does). ``alone`` measures
-each role by itself on its partition (the solo profiles predictions start from).
+each role by itself on its partition, ``paired`` both at once on each split with requests back to
+back (no arrivals): the step profiles predictions start from (the paired one holds what sharing
+DRAM and L2 costs each role).
 
 The host only keeps the streams fed: requests are enqueued a few ahead, each held on the GPU until
 its arrival time, and decode steps in batches ahead of the GPU; the time-sliced scheduler decides
@@ -31,15 +33,16 @@ from ..schema import frame, new_run_id
 from ..workloads.serving import ARRIVALS, ServingModel, arrivals
 from .engine import capture_graph
 
-__all__ = ["SERVING_MODES", "serve"]
+__all__ = ["SERVING_MODES", "serve", "traced_splits"]
 
 #: What a serving run measures, in order.
-SERVING_MODES = ("alone", "partitioned", "streams", "time_sliced")
+SERVING_MODES = ("alone", "paired", "partitioned", "streams", "time_sliced")
 
 _AHEAD = 3          # requests enqueued beyond the one being served
 _DECODE_BATCH = 16  # decode steps enqueued at once; more are added when half have run
 _MAX_STEPS = 1 << 17
 _ALONE_STEPS, _ALONE_REQUESTS = 40, 4
+_PAIRED_REQUESTS = 8  # back to back next to decode: the contended service time and decode gaps
 _GIVE_UP_NS = 30_000_000_000  # an arrival kernel whose run never started gives up after 30 s
 _STALL_S = 45.0               # the host gives up on a run this long past its deadline
 _LEAD_MS = 20.0               # arrivals start this long after a run's first decode tick
@@ -329,7 +332,7 @@ def serve(model: ServingModel, decode_sm_counts: Sequence[int], *, rates: Sequen
     no_load.update(load="alone", rate_rps=0.0)
     n = info.sm_count
 
-    def run_all(tag, dsm, psm, dstream, pstream, dwhere, *, alone: bool, loaded: bool):
+    def run_all(tag, dsm, psm, dstream, pstream, dwhere, *, alone: bool, loaded: bool, paired: bool = False):
         clock.warm(dstream, pstream)
         dec = _Decode(model, dstream, dwhere, graphs)
         try:
@@ -343,6 +346,12 @@ def serve(model: ServingModel, decode_sm_counts: Sequence[int], *, rates: Sequen
                 served = _serve_alone(clock, pstream, model, still)
                 rows.extend(_rows("alone", tag, 0, psm, no_load, clock.read(0, served), 0, still, served, model))
                 say(f"{tag} alone: decode and prefill measured by themselves")
+            if paired:
+                still = np.zeros(_PAIRED_REQUESTS)
+                steps, served = _open_loop(clock, dec, pstream, model.prefill, still, math.inf)
+                rows.extend(_rows("paired", tag, dsm, psm, dict(no_load, load="paired"), clock.read(steps, served),
+                                  steps, still, served, model))
+                say(f"{tag} paired: {served} requests back to back next to {steps} decode steps")
             for load, arr in loads if loaded else []:
                 arr = arr + _LEAD_MS
                 if tag == "time_sliced":
@@ -355,13 +364,14 @@ def serve(model: ServingModel, decode_sm_counts: Sequence[int], *, rates: Sequen
         finally:
             dec.close()
 
-    if "partitioned" in modes or "alone" in modes:
+    if {"partitioned", "alone", "paired"} & set(modes):
         for k in counts:
             with partitions.split([k], device=info.index, rounding="exact") as parts:
                 dpart, ppart = parts[0], parts.remainder
                 with trace(parts) if trace is not None else contextlib.nullcontext():
                     run_all(f"{dpart.sm_count}+{ppart.sm_count}", dpart.sm_count, ppart.sm_count, dpart.stream,
-                            ppart.stream, dpart, alone="alone" in modes, loaded="partitioned" in modes)
+                            ppart.stream, dpart, alone="alone" in modes, loaded="partitioned" in modes,
+                            paired="paired" in modes)
             torch.cuda.empty_cache()
     with partitions.whole_device(info.index, streams=2) as whole:
         if "streams" in modes or "alone" in modes:
@@ -374,6 +384,20 @@ def serve(model: ServingModel, decode_sm_counts: Sequence[int], *, rates: Sequen
              "prompt_tokens": model.prompt_tokens, "drain_s": drain, "lead_ms": _LEAD_MS, "modes": tuple(modes),
              "decode_sm_counts": tuple(counts), "rates": tuple(float(r) for r in rates)}
     return frame(rows, "serving", attrs)
+
+
+def traced_splits(frames: list):
+    """A ``trace=`` for :func:`serve`: a CUPTI kernel trace around each split's runs, whose frame
+    is appended to ``frames`` (for :func:`gcexplore.analysis.serving.clock_agreement`)."""
+    from ..trace.user import kernel_trace
+
+    @contextlib.contextmanager
+    def traced(parts):
+        with kernel_trace(parts) as t:
+            yield t
+        frames.append(t.frame())
+
+    return traced
 
 
 def _serve_alone(clock, pstream, model: ServingModel, arr) -> int:
@@ -394,7 +418,8 @@ def advise_split(model: ServingModel, decode_sm_counts: Sequence[int], slo, *, r
                  seed: int = 0, graphs: bool = True, device: int = 0, alone=None, progress=None):
     """The decode share meeting ``slo`` (a :class:`~gcexplore.analysis.serving.ServingSLO`) with the
     highest goodput among ``decode_sm_counts`` x ``rates``, measuring only what it must: each role
-    alone on every candidate partition (or the ``alone`` rows given), then the splits and rates
+    alone and both paired on every candidate partition (or the ``alone`` and ``paired`` rows given,
+    as ``alone``), then the splits and rates
     that predictions from those cannot settle (:func:`gcexplore.analysis.serving.advise`).
 
     Returns ``(advice, measured)``: the :class:`~gcexplore.analysis.serving.Advice` (split, goodput,
@@ -407,7 +432,7 @@ def advise_split(model: ServingModel, decode_sm_counts: Sequence[int], slo, *, r
     kw = dict(pattern=pattern, burst=burst, duration_s=duration_s, drain_s=drain_s, seed=seed, graphs=graphs,
               device=device, progress=progress)
     if alone is None:
-        alone = serve(model, decode_sm_counts, rates=rates, modes=("alone",), **kw)
+        alone = serve(model, decode_sm_counts, rates=rates, modes=("alone", "paired"), **kw)
     loads = {_load_columns(r, pattern, burst, duration_s, seed)["load"]:
              (float(r), arrivals(r, duration_s, seed=seed, pattern=pattern, burst=burst)) for r in rates}
     frames = [alone]

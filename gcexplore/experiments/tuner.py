@@ -99,6 +99,7 @@ def _gpu_measure(run, rows: list[dict], visits: list[dict], bar):
         first = len(rows)
         try:
             rnd = Round(rounds.get(layout, 0), n, done.get(layout, 0))  # each visit is a round: a fresh split
+            run.redraw()  # and fresh inputs for workloads built with setup=
             with partitions.split(list(layout[:-1]), device=run.info.index, rounding=base.rounding) as parts:
                 if parts.label != label(layout):
                     raise GreenContextError(f"asked for layout {label(layout)}, the driver gave {parts.label}")
