@@ -154,7 +154,9 @@ def _profiles(out: Path, measured: bool = True) -> pd.DataFrame:
 def _tune_all(args, out: Path, wls: dict, info) -> None:
     fit = _fit(out)
     prof = _profiles(out)
-    for pair in TUNED:
+    for pair in (args.pairs.split(",") if args.pairs else TUNED):
+        if pair not in {**FITTED, **CHECKED}:
+            raise SystemExit(f"--pairs: unknown pair {pair!r}; valid: {', '.join({**FITTED, **CHECKED})}")
         names = {**FITTED, **CHECKED}[pair]
         if not _members(names) <= set(wls):
             continue
@@ -207,7 +209,7 @@ def _errors(out: Path, fit: dict, measured: bool) -> tuple[pd.DataFrame, pd.Data
 
 def _tune_table(out: Path) -> pd.DataFrame:
     rows = []
-    for pair in TUNED:
+    for pair in {**FITTED, **CHECKED}:
         paths = {t: out / f"tune_{pair}_{t}.parquet" for t in ("plain", "predicted")}
         if not all(p.exists() for p in paths.values()):
             continue
@@ -228,7 +230,11 @@ def _tune_table(out: Path) -> pd.DataFrame:
                      "same_answer": bool(same), "gpu_plain_s": gpu["plain"], "gpu_predicted_s": gpu["predicted"],
                      "gpu_ratio": gpu["predicted"] / gpu["plain"],
                      "layouts_plain": t["plain"]["layout"].nunique(),
-                     "layouts_predicted": t["predicted"]["layout"].nunique()})
+                     "layouts_predicted": t["predicted"]["layout"].nunique(),
+                     # the answers against the sweep's best (an independent measurement; makespan only)
+                     **{f"sweep_gap_{k}": (float(ms[a] / ms.min() - 1) if a in ms.index and
+                                           t["plain"].attrs.get("slo_ms") is None else math.nan)
+                        for k, a in ans.items()}})
     return pd.DataFrame(rows)
 
 
@@ -466,6 +472,8 @@ def main(argv=None) -> int:
                                                     "answers are judged by --out's sweeps")
     ap.add_argument("--cross", default=None, help="with --analyze: another card's run folder whose sweeps --out's "
                                                   "profiles predict (cross-card)")
+    ap.add_argument("--pairs", default=None, help="--stage tune: these pairs (comma-separated) instead of "
+                                                  "bench/tune.py's and two multi-pass ones")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--no-cupy", action="store_true")
     args = ap.parse_args(argv)
