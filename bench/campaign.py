@@ -1,31 +1,38 @@
 """Campaign scaling on 1, 2 and 4 GPUs of one host, with where the time goes.
 
-Usage (a 4-GPU machine, from the project root, Dask distributed and PyTorch installed)::
+Usage (a multi-GPU machine, from the project root, Dask distributed and PyTorch installed)::
 
-    python3 bench/campaign.py --out DIR [--repeats 60] [--gpus 1,2,4] [--step 16]
+    python3 bench/campaign.py --out DIR [--repeats 60] [--gpus 1,2,4] [--step 16] [--no-warm] [--no-direct]
 
 One grid (16 tasks: 4 pairs -- compute+memory, compute+copy, a PyTorch attention+sort
 and a GEMM-chain+layer-norm factory from bench/campaign_pairs.py -- x 4 split sets of 2
-sizes) runs on a fresh local cluster of 1, then 2, then 4 workers (one per GPU). For each
-it reports the decomposition of the end-to-end time:
+sizes) runs on 1, then 2, then 4 GPUs (one worker each), timed as the caller of
+``gx.campaign`` sees it:
 
-- cluster start (local_cluster + every worker up), close (client and cluster); the client
-  imports the factories' module before any timing (as it has in every run after the first);
-- the 2- and 4-GPU runs order their tasks longest first by the 1-GPU run's task times
+- cold (the default a user gets): ``gx.campaign(..., devices=)`` starts its own local cluster,
+  whose workers warm up as they start (imports, GPU context, kernels) while the client plans,
+  and shuts it down in the background once every row is on disk; the client imports the
+  factories' module before any timing (as it has in every run after the first);
+- warm: the same campaign on a cluster kept from an earlier campaign (``client=``; the cluster's
+  start and a short priming campaign are not timed), 4/2/1 GPUs after the cold runs;
+- the N-GPU runs order their tasks longest first by the 1-GPU run's task times
   (``durations=``; ``--no-durations``: by the grid's estimate, which cannot tell these apart);
-- the campaign: warm-up per worker (its steps: imports, context, kernels), the lead-in
-  (campaign start to a card's first task), task time per card (the sum of its tasks),
-  the idle tail (a card's last task to the campaign's end);
+- the decomposition: cluster start (and how long the client waited for it after planning),
+  warm-up per worker (at its start + the warm-up task, which primes each recipe), lead-in (call
+  to a card's first task), task time per card, idle tail (a card's last task to the end of the
+  wait), close (what it cost the call; the background shutdown in parentheses);
 - the phases of the tasks summed over the cards (build, experiment, of which checkpoint
   appends, process CPU time, shard write), the first task of a worker against the rest,
   the median SM clock the sweeps recorded (neighbouring cards' power and heat);
 - per task, its experiment time on N cards over on one (the slowdown when N run at once);
 - per task, layout and mode: the makespans on N cards against one card (the ratio's 95%
-  interval, and at 95% jointly over the comparisons), so that speed is not bought with noise.
+  interval, and at 95% jointly over the comparisons), so that speed is not bought with noise;
+- campaign vs alone: one task per pair run alone in this process (``gx.sweep``, no Dask) on the
+  1-GPU run's card, its makespans against the same task in the 1-GPU campaign.
 
-Written to DIR/campaign_bench.md and .json; DIR/campaign-<N>gpu are the campaign folders
-and DIR/campaign.parquet the 2-GPU result as one file (bench/campaign_folder.py turns it into the
-folder gcexplore/data/campaign, notebook 04's recording).
+Written to DIR/campaign_bench.md and .json; DIR/campaign-<N>gpu[-warm] are the campaign folders
+and DIR/campaign.parquet the 2-GPU cold result as one file (bench/campaign_folder.py turns it into
+the folder gcexplore/data/campaign, notebook 04's recording).
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ import json
 import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -44,6 +52,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (str(ROOT), os.environ.g
 
 PAIRS = [["compute", "memory"], ["compute", "copy"], "bench.campaign_pairs:attention_sort",
          "bench.campaign_pairs:gemm_layernorm"]
+EXPERIMENT = "sweep"  # (the CPU test swaps in the stand-in experiment and pairs)
 
 
 def _split_sets(step: int) -> list[list[int]]:
@@ -55,29 +64,83 @@ def _split_sets(step: int) -> list[list[int]]:
     return [picks[i:i + 2] for i in range(0, 8, 2)]
 
 
-def _run(devices, folder, splits, repeats, durations=None) -> dict:
-    import gcexplore as gx
-    from distributed import Client
-    from gcexplore.experiments.campaigns import local_cluster
+def _run(devices, folder, splits, repeats, durations=None, warm=False) -> dict:
+    """One campaign on ``devices``, timed as its caller sees it.
 
-    t0 = time.perf_counter()
-    cluster = local_cluster(devices)
-    client = Client(cluster)
-    client.wait_for_workers(len(devices))
-    start_s = time.perf_counter() - t0
+    Cold (the default a user gets): ``gx.campaign(..., devices=...)`` starts its own local
+    cluster (the workers warm up as they start, while the client plans), runs, and hands
+    the cluster's shutdown to a background thread once every row is on disk. Warm: the
+    campaign runs on a cluster kept from an earlier campaign (``client=``), as a notebook
+    that runs several campaigns would; its start and a priming campaign are not timed."""
+    import gcexplore as gx
+
+    client = cluster = None
+    if warm:
+        from distributed import Client
+        from gcexplore.experiments.campaigns import local_cluster
+
+        cluster = local_cluster(devices, warm=sorted({p.split(":")[0] for p in PAIRS if isinstance(p, str)}))
+        client = Client(cluster)
+        gx.campaign(PAIRS, [splits[0]], experiment=EXPERIMENT, options={"repeats": 2, "warmup": 1},
+                    folder=Path(folder).with_name(Path(folder).name + "-prime"), client=client, progress=False)
     try:
-        w0, t1 = time.time(), time.perf_counter()
-        c = gx.campaign(PAIRS, splits, options={"repeats": repeats}, folder=folder, client=client, progress=False,
-                        durations=durations)
-        campaign_s, w1 = time.perf_counter() - t1, time.time()
+        w0, t0 = time.time(), time.perf_counter()
+        c = gx.campaign(PAIRS, splits, experiment=EXPERIMENT, options={"repeats": repeats}, folder=folder,
+                        progress=False,
+                        durations=durations, **({"client": client} if warm else {"devices": list(devices)}))
+        end_to_end_s, w1 = time.perf_counter() - t0, time.time()
+        c.close()  # waits for the background shutdown (not part of the campaign's time) before the next run
     finally:
-        t2 = time.perf_counter()
-        client.close()
-        cluster.close()
-        close_s = time.perf_counter() - t2
+        if warm:
+            client.close()
+            cluster.close()
     df = gx.load_campaign(folder)
-    return {"n": len(devices), "start_s": start_s, "campaign_s": campaign_s, "close_s": close_s,
-            "wall0": w0, "wall1": w1, "reports": c.reports, "warm_ups": c.warm_ups, "df": df}
+    return {"n": len(devices), "mode": "warm" if warm else "cold", "end_to_end_s": end_to_end_s,
+            "timings": dict(c.timings), "wall0": w0, "wall1": w1 - c.timings.get("close_s", 0.0),
+            "reports": c.reports, "warm_ups": c.warm_ups, "tasks": c.tasks, "df": df}
+
+
+def _workloads(recipe: dict) -> dict:
+    """A task's workloads built here, on device 0, from its recipe (built-in names or a factory)."""
+    from gcexplore.experiments.campaigns import resolve_factory
+    from gcexplore.workloads.spec import parse_recipe
+
+    if "builtins" in recipe:
+        return {name: parse_recipe(spec).build(device=0) for name, spec in recipe["builtins"].items()}
+    return dict(resolve_factory(recipe["factory"])(device=0, **recipe.get("kwargs", {})))
+
+
+def _direct(run: dict, splits, repeats: int) -> tuple[dict, "object"]:
+    """One task per pair (pair i with split set i), run alone in this process on the 1-GPU run's
+    card (device 0 here is the first visible GPU, the one its worker had): key -> seconds, rows."""
+    import pandas as pd
+
+    from gcexplore.experiments.campaigns import lookup_experiment
+    from gcexplore.experiments.overlap import sweep
+
+    picked = []
+    by_pair: dict[str, list] = {}
+    for t in sorted(run["tasks"].values(), key=lambda t: t["key"]):
+        by_pair.setdefault(json.dumps(t["workloads"], sort_keys=True), []).append(t)
+    for i, ts in enumerate(by_pair.values()):
+        label = ",".join(map(str, splits[i % len(splits)]))
+        picked += [t for t in ts if t["split_set"] == label][:1]
+    frames, seconds = [], {}
+    for t in picked:
+        wls = _workloads(t["workloads"])
+        try:
+            t0 = time.perf_counter()
+            df = (sweep(wls, t["splits"], device=0, progress=False, **t["options"]) if t["experiment"] == "sweep"
+                  else lookup_experiment(t["experiment"]).fn(wls, splits=t["splits"], device=0, checkpoint=str(
+                      Path(tempfile.mkdtemp()) / "alone.jsonl"), **t["options"]))
+            seconds[t["key"]] = time.perf_counter() - t0
+        finally:
+            for w in wls.values():
+                if hasattr(w, "close"):
+                    w.close()
+        df["task_key"] = t["key"]
+        frames.append(df)
+    return seconds, pd.concat(frames, ignore_index=True)
 
 
 def _decompose(run: dict) -> dict:
@@ -88,18 +151,27 @@ def _decompose(run: dict) -> dict:
     busy = {pid: sum(r["ended_s"] - r["started_s"] for r in rs) for pid, rs in cards.items()}
     lead = {pid: min(r["started_s"] for r in rs) - run["wall0"] for pid, rs in cards.items()}
     tail = {pid: run["wall1"] - max(r["ended_s"] for r in rs) for pid, rs in cards.items()}
-    warm = [sum(v for k, v in w.items() if k.endswith("_s")) for w in run["warm_ups"].values() if "error" not in w]
+    warm = []
+    for w in run["warm_ups"].values():
+        if "error" not in w:
+            pre = w.get("preload", {})
+            warm.append((pre.get("total_s", 0.0), sum(v for k, v in w.items() if k.endswith("_s"))))
     phases = {k: sum(r.get(k, 0.0) for r in done) for k in ("build_s", "experiment_s", "checkpoint_s", "cpu_s",
                                                               "write_s")}
     task = lambda r: r["ended_s"] - r["started_s"]  # noqa: E731
     first = [task(r) for r in done if r.get("first")]
     rest = [task(r) for r in done if not r.get("first")]
-    return {"gpus": run["n"], "tasks": len(done), "failed": len(run["reports"]) - len(done),
-            "cluster_start_s": run["start_s"], "campaign_s": run["campaign_s"], "close_s": run["close_s"],
-            "end_to_end_s": run["start_s"] + run["campaign_s"] + run["close_s"],
-            "warm_up_s_mean": statistics.mean(warm) if warm else None,
+    tm = run.get("timings", {})
+    return {"gpus": run["n"], "mode": run.get("mode", "cold"), "tasks": len(done),
+            "failed": len(run["reports"]) - len(done),
+            "cluster_start_s": tm.get("cluster_start_s"), "cluster_wait_s": tm.get("cluster_wait_s"),
+            "plan_s": tm.get("plan_s"), "close_s": tm.get("close_s", 0.0),
+            "close_background_s": tm.get("close_background_s"), "end_to_end_s": run["end_to_end_s"],
+            "warm_up_at_start_s_mean": statistics.mean(w[0] for w in warm) if warm else None,
+            "warm_up_task_s_mean": statistics.mean(w[1] for w in warm) if warm else None,
             "warm_up_steps": list(run["warm_ups"].values()),
-            "lead_in_s_mean": statistics.mean(lead.values()), "task_time_per_card_s": sorted(busy.values()),
+            "lead_in_s_mean": statistics.mean(lead.values()), "lead_in_s_max": max(lead.values()),
+            "task_time_per_card_s": sorted(busy.values()),
             "sum_task_s": sum(busy.values()), "idle_tail_s_max": max(tail.values()),
             "idle_tail_s_mean": statistics.mean(tail.values()), "phases_s": phases,
             "cached_tasks": sum(bool(r.get("cached")) for r in done),
@@ -133,24 +205,32 @@ def _agreement(base, other) -> dict:
             "worst_ratio": worst[0], "worst_at": list(map(str, worst[1] or ()))}
 
 
-def _table(res: list[dict], base: dict) -> list[str]:
-    lines = ["| GPUs | cluster start s | warm-up s/worker | lead-in s | campaign s | task time per card s | "
-             "sum of tasks s (vs 1 GPU) | idle tail s (max) | close s | end to end s | speedup |",
+def _f(x, fmt="{:.2f}") -> str:
+    return "-" if x is None else fmt.format(x)
+
+
+def _table(res: list[dict], bases: dict) -> list[str]:
+    """``bases``: mode -> the 1-GPU result of that mode (speedups compare like with like)."""
+    lines = ["| GPUs | cluster | cluster start s (client waited) | warm-up s/worker (at start + task) | lead-in s "
+             "(max) | task time per card s | sum of tasks s (vs 1 GPU) | idle tail s (max) | close s (background) | "
+             "end to end s | speedup |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in res:
-        per = r["task_time_per_card_s"]
+        per, base = r["task_time_per_card_s"], bases.get(r["mode"], r)
         lines.append(
-            f"| {r['gpus']} | {r['cluster_start_s']:.2f} | {r['warm_up_s_mean'] or 0:.2f} | {r['lead_in_s_mean']:.2f} | "
-            f"{r['campaign_s']:.2f} | {statistics.mean(per):.2f} [{min(per):.2f}-{max(per):.2f}] | "
+            f"| {r['gpus']} | {r['mode']} | {_f(r['cluster_start_s'])} ({_f(r['cluster_wait_s'])}) | "
+            f"{_f(r['warm_up_at_start_s_mean'])} + {_f(r['warm_up_task_s_mean'])} | {r['lead_in_s_mean']:.2f} "
+            f"({r['lead_in_s_max']:.2f}) | {statistics.mean(per):.2f} [{min(per):.2f}-{max(per):.2f}] | "
             f"{r['sum_task_s']:.2f} ({r['sum_task_s'] / base['sum_task_s'] - 1:+.1%}) | {r['idle_tail_s_max']:.2f} | "
-            f"{r['close_s']:.2f} | {r['end_to_end_s']:.2f} | {base['end_to_end_s'] / r['end_to_end_s']:.2f}x |")
-    lines += ["", "| GPUs | build s | experiment s | of which checkpoint s | CPU s | write s | cached tasks | "
+            f"{r['close_s']:.2f} ({_f(r['close_background_s'])}) | {r['end_to_end_s']:.2f} | "
+            f"{base['end_to_end_s'] / r['end_to_end_s']:.2f}x |")
+    lines += ["", "| GPUs | cluster | build s | experiment s | of which checkpoint s | CPU s | write s | cached tasks | "
                   "first task s (mean) | other tasks s (mean) | SM clock MHz (median) |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in res:
         p = r["phases_s"]
-        lines.append(f"| {r['gpus']} | {p['build_s']:.2f} | {p['experiment_s']:.2f} | {p['checkpoint_s']:.3f} | "
-                     f"{p['cpu_s']:.2f} | {p['write_s']:.3f} | {r['cached_tasks']}/{r['tasks']} | "
+        lines.append(f"| {r['gpus']} | {r['mode']} | {p['build_s']:.2f} | {p['experiment_s']:.2f} | "
+                     f"{p['checkpoint_s']:.3f} | {p['cpu_s']:.2f} | {p['write_s']:.3f} | {r['cached_tasks']}/{r['tasks']} | "
                      f"{r['first_task_s_mean'] or 0:.2f} | {r['other_task_s_mean'] or 0:.2f} | "
                      f"{r['sm_clock_mhz_median'] or float('nan'):.0f} |")
     return lines
@@ -163,7 +243,11 @@ def main() -> int:
     p.add_argument("--step", type=int, default=8)
     p.add_argument("--gpus", default="1,2,4")
     p.add_argument("--no-durations", dest="durations", action="store_false",
-                   help="order the 2- and 4-GPU tasks by the grid's estimate, not by the 1-GPU run's task times")
+                   help="order the N-GPU tasks by the grid's estimate, not by the 1-GPU run's task times")
+    p.add_argument("--no-warm", dest="warm", action="store_false",
+                   help="skip the runs on a cluster kept warm from an earlier campaign")
+    p.add_argument("--no-direct", dest="direct", action="store_false",
+                   help="skip the tasks run alone, outside a campaign")
     args = p.parse_args()
     from gcexplore.experiments.campaigns import visible_gpus
 
@@ -179,39 +263,67 @@ def main() -> int:
           flush=True)
     import bench.campaign_pairs  # noqa: F401 (the client's own import of the factories, paid before any timing)
 
-    runs, failed = [], 0
-    for n in counts:  # the report is rewritten after each run: a run cut short keeps the ones before
-        # the one-GPU run's task times order the others' tasks longest first (durations known from a run)
-        known = out / "campaign-1gpu" if n > 1 and args.durations else None
-        runs.append(_run(gpus[:n], out / f"campaign-{n}gpu", splits, args.repeats, known))
-        print(f"{n} GPU(s): {runs[-1]['campaign_s']:.1f} s campaign", flush=True)
-        failed = _report(runs, out, splits, args.repeats)
+    runs, direct, failed = [], None, 0
+    plan = [(n, False) for n in counts] + ([("direct", None)] if args.direct else []) + \
+        ([(n, True) for n in reversed(counts)] if args.warm else [])
+    for n, warm in plan:  # the report is rewritten after each step: a run cut short keeps the ones before
+        if n == "direct":
+            direct = _direct(runs[0], splits, args.repeats)
+            print(f"direct: {len(direct[0])} tasks alone in {sum(direct[0].values()):.1f} s", flush=True)
+        else:
+            # the one-GPU run's task times order the others' tasks longest first (durations known from a run)
+            known = out / "campaign-1gpu" if (n > 1 or warm) and args.durations else None
+            name = f"campaign-{n}gpu" + ("-warm" if warm else "")
+            runs.append(_run(gpus[:n], out / name, splits, args.repeats, known, warm=warm))
+            print(f"{n} GPU(s) {runs[-1]['mode']}: {runs[-1]['end_to_end_s']:.1f} s end to end", flush=True)
+        failed = _report(runs, direct, out, splits, args.repeats)
     return 0 if not failed else 1
 
 
-def _report(runs: list[dict], out: Path, splits, repeats: int) -> int:
+def _direct_lines(runs: list[dict], direct) -> tuple[list[str], dict]:
+    """Each task alone against the same task in the 1-GPU campaign, on the same card."""
+    seconds, alone = direct
+    camp = runs[0]["df"]
+    camp = camp[camp["task_key"].isin(set(alone["task_key"]))]
+    ag = _agreement(alone, camp)
+    exp = {k: runs[0]["reports"][k]["experiment_s"] for k in seconds}
+    res = {**ag, "tasks": sorted(seconds), "alone_s": seconds, "campaign_s": exp}
+    return [f"campaign vs each task alone (1-GPU cold campaign against the same {len(seconds)} tasks run alone in the "
+            f"bench process, same card; one task per pair): median makespan per task x layout x mode, campaign over "
+            f"alone: {ag['inside_95']} of {ag['comparisons']} ratio intervals contain 1 at 95% each, "
+            f"{ag['inside_joint']} at 95% jointly; largest median ratio {ag['worst_ratio']:.3f} at "
+            f"{' '.join(ag['worst_at'])}; task seconds campaign/alone "
+            + ", ".join(f"{exp[k] / seconds[k]:.3f}" for k in sorted(seconds))], res
+
+
+def _report(runs: list[dict], direct, out: Path, splits, repeats: int) -> int:
     import gcexplore as gx
 
     res = [_decompose(r) for r in runs]
-    base = res[0]
+    bases = {r["mode"]: r for r in res if r["gpus"] == 1}
+    base_run = {run["mode"]: run for run in runs if run["n"] == 1}
     for r, run in zip(res, runs):
+        base = bases.get(r["mode"], r)
         r["slowdown_per_task"] = {k: v / base["experiment_s"][k] for k, v in r["experiment_s"].items()
                                   if k in base["experiment_s"]}
-        r["agreement"] = _agreement(runs[0]["df"], run["df"]) if r is not base else None
+        r["agreement"] = (_agreement(base_run[r["mode"]]["df"], run["df"]) if r is not base else None)
     cards = sorted(set(runs[-1]["df"]["device_name"] + " " + runs[-1]["df"]["device_uuid"]))
     two = next((run for run in runs if run["n"] == 2), None)
     if two is not None:
         gx.save(two["df"], out / "campaign.parquet")
-    (out / "campaign_bench.json").write_text(json.dumps({"cards": cards, "splits": splits, "repeats": repeats,
-                                                         "runs": res}, indent=1, default=str))
     lines = [f"cards: {', '.join(cards)}", f"grid: {len(PAIRS)} pairs x split sets {splits}, {repeats} "
-             f"repetitions, {base['tasks']} tasks", "", *_table(res, base), ""]
-    for r in res[1:]:
+             f"repetitions, {res[0]['tasks']} tasks", "cold: gx.campaign(..., devices=) starts and closes its own "
+             "cluster (the default); warm: a cluster kept from an earlier campaign (client=), its start not timed",
+             "", *_table(res, bases), ""]
+    for r in res:
+        if r["gpus"] == 1 or r["mode"] not in bases:
+            continue
+        base = bases[r["mode"]]
         s = sorted(r["slowdown_per_task"].values())
         ag = r["agreement"]
         goal = 3.6 if r["gpus"] == 4 else 1.9 if r["gpus"] == 2 else None
         speed = base["end_to_end_s"] / r["end_to_end_s"]
-        lines += [f"{r['gpus']} GPUs: speedup {speed:.2f}x"
+        lines += [f"{r['gpus']} GPUs {r['mode']}: speedup {speed:.2f}x"
                   + (f" (goal >= {goal}x: {'met' if speed >= goal else 'NOT met'})" if goal else "")
                   + f"; sum of task times {r['sum_task_s'] / base['sum_task_s'] - 1:+.1%} against 1 GPU (goal within "
                   f"10%: {'met' if abs(r['sum_task_s'] / base['sum_task_s'] - 1) <= 0.10 else 'NOT met'}); a task's "
@@ -219,6 +331,12 @@ def _report(runs: list[dict], out: Path, splits, repeats: int) -> int:
                   f"makespans against 1 GPU: {ag['inside_95']} of {ag['comparisons']} ratio intervals contain 1 at "
                   f"95% each, {ag['inside_joint']} at 95% jointly (largest median ratio {ag['worst_ratio']:.3f} at "
                   f"{' '.join(ag['worst_at'])})"]
+    alone = None
+    if direct is not None:
+        more, alone = _direct_lines(runs, direct)
+        lines += more
+    (out / "campaign_bench.json").write_text(json.dumps({"cards": cards, "splits": splits, "repeats": repeats,
+                                                         "runs": res, "alone": alone}, indent=1, default=str))
     failed = sum(r["failed"] for r in res)
     lines.append(f"failed tasks: {failed or 'none'}")
     text = "\n".join(lines)

@@ -27,9 +27,9 @@ row), ``compare_real_raw.parquet`` (every side's repetitions, for :func:`recompu
 ``--recompute RAW`` redoes the comparisons from a recorded raw file on any machine (no GPU),
 with the noise floor the package now ships (``--use-rounds N --use-reps M``: only each side's
 first N rounds and each round's first M repetitions, what a cheaper setting would have measured).
-``--redraw``: the PyTorch kinds allocate their tensors afresh in every round and layout, so that
-the rounds see what a fresh allocation changes (by default a side allocates once, as a user's
-workload does).
+``--redraw``: the PyTorch kinds are built with ``from_torch(setup=...)``, so their tensors are
+allocated afresh in every round and the rounds see what a fresh allocation changes (by default a
+side allocates once, as a workload built from ``fn`` does).
 """
 
 from __future__ import annotations
@@ -58,12 +58,10 @@ TORCH_KINDS = {"gemm", "attention", "sort", "fft"}
 # ------------------------------------------------------------------------------ work
 
 
-def build(kind: str, shift: float, device: int, every: int = 0):
+def build(kind: str, shift: float, device: int, redraw: bool = False):
     """One workload of ``kind`` with ``shift`` (0: none) more work, tensors made now; with
-    ``every`` > 0, a PyTorch kind allocates its tensors afresh on every ``every``-th call (a
-    scaling visit's warm-up: each round and layout draws its allocations again, as a separate
-    run would), behind a pad of random size and before the old ones are dropped, so that they
-    land elsewhere in memory."""
+    ``redraw``, a PyTorch kind is built with ``from_torch(setup=...)``: its tensors are allocated
+    afresh in every round (at the round's first call), as a separate run would."""
     if kind == "compute":
         return W.compute(iters=int(round(1536 * (1 + shift))), device=device)
     if kind == "memory":
@@ -73,22 +71,12 @@ def build(kind: str, shift: float, device: int, every: int = 0):
         raise ValueError(f"unknown kind {kind!r}; kinds are {', '.join(KINDS)}")
     import torch
 
-    dev = f"cuda:{device}"
-    make, flops = torch_work(kind, shift, dev)
-    if not every:
-        fn = make()
-        torch.cuda.synchronize()
-        return W.from_torch(fn, name=kind, device=device, flops=flops)  # fn holds its tensors
-    rng, state = np.random.default_rng(), {"calls": 0, "fn": None, "pad": None}
-
-    def fresh():
-        if state["calls"] % every == 0:  # runs on the visit's stream (from_torch makes it current)
-            pad = torch.empty(int(rng.integers(0, 64 << 20)), dtype=torch.uint8, device=dev)
-            state["fn"], state["pad"] = make(), pad
-        state["calls"] += 1
-        state["fn"]()
-
-    return W.from_torch(fresh, name=kind, device=device, flops=flops)
+    make, flops = torch_work(kind, shift, f"cuda:{device}")
+    if redraw:
+        return W.from_torch(setup=make, name=kind, device=device, flops=flops)
+    fn = make()
+    torch.cuda.synchronize()
+    return W.from_torch(fn, name=kind, device=device, flops=flops)  # fn holds its tensors
 
 
 def torch_work(kind: str, shift: float, dev: str):
@@ -133,12 +121,7 @@ def torch_work(kind: str, shift: float, dev: str):
 
 def side(kind: str, shift: float, args, **kw) -> tuple[pd.DataFrame, float]:
     """One run of ``kind``: a scaling over ``args.sizes`` and the whole device; (rows, wall s)."""
-    every = 0
-    if getattr(args, "redraw", False):
-        if kw["repeats"] % kw["rounds"]:
-            raise ValueError(f"--redraw needs --repeats a multiple of --rounds, got {kw['repeats']} and {kw['rounds']}")
-        every = kw["warmup"] + kw["repeats"] // kw["rounds"]  # calls per visit of a layout in a round
-    wl = build(kind, shift, args.device, every)
+    wl = build(kind, shift, args.device, getattr(args, "redraw", False))
     try:
         t0 = time.perf_counter()
         df = gcexplore.scaling(wl, args.sizes, device=args.device, progress=False, **kw)
@@ -370,7 +353,7 @@ def main(argv=None) -> int:
                          "side each): nulls and shifts across processes, and the floor's run part from them")
     ap.add_argument("--process-kind", default="gemm")
     ap.add_argument("--redraw", action="store_true",
-                    help="PyTorch kinds allocate their tensors afresh in every round and layout (at its warm-up)")
+                    help="PyTorch kinds are built with from_torch(setup=): tensors allocated afresh in every round")
     ap.add_argument("--child", metavar="PARQUET", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.recompute:

@@ -251,6 +251,10 @@ class _FakeRun:
         self.fail_at: int | None = None  # raise on this measurement (0-based)
         self.measurements = 0
         self.measured_with: list = []  # (the run's options, the options given) at each measure_layout
+        self.redraws = 0  # Experiment.redraw calls: the tuner's visits each draw setup= inputs again
+
+    def redraw(self):
+        self.redraws += 1
 
     def frame(self, rows):
         from gcexplore.schema import frame

@@ -129,7 +129,8 @@ def test_one_worker_runs_warm_up_first_then_longest_first_with_phases(one_worker
     (warm,) = c.warm_ups.values()
     assert "error" not in warm and warm["import_s"] >= 0 and "import _campaign_standin_s" in warm
     assert warm["pid"] == started[0]["pid"]
-    assert [r["cached"] for r in started] == [False, True, True]
+    # the warm-up built the recipe into the worker's cache (and called it): every task finds it there
+    assert warm["primed"] == 1 and [r["cached"] for r in started] == [True, True, True]
     from gcexplore.results.campaign_store import CampaignFolder
 
     phases = CampaignFolder(tmp_path / "c").read_shard(started[0]["key"]).attrs["campaign"]["phases"]
@@ -151,16 +152,95 @@ def test_bench_decomposition_adds_up_on_the_stand_in(one_worker, tmp_path):
     w0, t0 = time.time(), time.perf_counter()
     c = gx.campaign(["_campaign_standin:pair"], [[8], [16, 24]], experiment=EXP, options={"layout_s": 0.05},
                     folder=tmp_path / "c", client=one_worker, progress=False)
-    run = {"n": 1, "start_s": 0.5, "campaign_s": time.perf_counter() - t0, "close_s": 0.25, "wall0": w0,
-           "wall1": time.time(), "reports": c.reports, "warm_ups": c.warm_ups, "df": c.result(progress=False)}
+    run = {"n": 1, "mode": "warm", "end_to_end_s": time.perf_counter() - t0, "timings": dict(c.timings),
+           "wall0": w0, "wall1": time.time(), "reports": c.reports, "warm_ups": c.warm_ups,
+           "df": c.result(progress=False)}
     d = bench._decompose(run)
     assert d["tasks"] == 2 and d["failed"] == 0 and len(d["task_time_per_card_s"]) == 1
-    assert d["end_to_end_s"] == pytest.approx(0.5 + run["campaign_s"] + 0.25)
+    assert d["end_to_end_s"] == run["end_to_end_s"] and d["cluster_start_s"] is None  # a cluster of the caller's
+    assert 0 <= d["plan_s"] < d["end_to_end_s"]
     # the card's lead-in, busy time and idle tail fill the campaign (gaps between its tasks aside)
     assert d["lead_in_s_mean"] >= 0 and d["idle_tail_s_max"] >= 0
     assert d["lead_in_s_mean"] + d["sum_task_s"] + d["idle_tail_s_max"] <= run["wall1"] - w0 + 1e-6
     assert d["phases_s"]["experiment_s"] <= d["sum_task_s"] and d["phases_s"]["experiment_s"] >= 3 * 0.05
+    assert d["warm_up_task_s_mean"] >= 0 and d["warm_up_at_start_s_mean"] == 0  # warmed by a task, not at start
     ag = bench._agreement(run["df"], run["df"])
     assert ag["comparisons"] > 0 and ag["inside_95"] == ag["comparisons"]  # a run against itself
-    lines = bench._table([d], d)
-    assert lines[2].startswith("| 1 |") and "1.00x" in lines[2]
+    lines = bench._table([d], {"warm": d})
+    assert lines[2].startswith("| 1 | warm |") and "1.00x" in lines[2]
+
+
+SLOW = """
+import time
+STARTED = time.time()
+time.sleep({sleep})
+IMPORTED = time.time()
+def pair(device=0):
+    return {{"a": lambda *, stream: None, "b": lambda *, stream: None}}
+"""
+
+
+def test_default_cluster_warms_workers_while_the_client_plans_and_closes_after_the_call(tmp_path, monkeypatch):
+    """campaign() without a client: the workers start and import the factory module (slow to import here)
+    while the client imports it too, and the cluster shuts down after the call, every row already on disk."""
+    pytest.importorskip("distributed")
+    import os
+
+    import psutil
+
+    (tmp_path / "slow_factory_i30.py").write_text(SLOW.format(sleep=1.5))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, (str(tmp_path), os.environ.get("PYTHONPATH")))))
+    sys.modules.pop("slow_factory_i30", None)
+    c = gx.campaign(["slow_factory_i30:pair"], [[8], [16], [24]], experiment=EXP, options={"layout_s": 0.05},
+                    folder=tmp_path / "c", devices=["0", "1"], progress=False)
+    imported = sys.modules["slow_factory_i30"]
+    assert len(c.warm_ups) == 2
+    for w in c.warm_ups.values():
+        pre = w["preload"]
+        assert "error" not in pre and pre["import slow_factory_i30_s"] >= 1.5, pre  # imported at the worker's start
+        assert w["import slow_factory_i30_s"] < 0.5 and w["primed"] == 1  # the task's warm-up found it imported
+    # the client's own 1.5-s import ran while the cluster started: it waited that much less than the start took
+    assert imported.IMPORTED - imported.STARTED >= 1.5 and c.timings["cluster_start_s"] >= 1.5
+    assert c.timings["cluster_start_s"] - c.timings["cluster_wait_s"] >= 1.4, c.timings
+    pids = {r["pid"] for r in c.reports.values()}
+    assert all(r["status"] == "done" and r["cached"] for r in c.reports.values())
+    assert c._closing is not None and c._closing.is_alive() or "close_background_s" in c.timings
+    c.close()  # waits for the background shutdown
+    assert c.timings["close_background_s"] > 0 and c.timings["close_s"] < c.timings["close_background_s"]
+    assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids)
+    df = gx.load_campaign(tmp_path / "c")
+    assert df.attrs["done"] == 3 and df.groupby("task_key")["run_id"].nunique().eq(1).all()
+
+
+def test_a_bad_module_name_for_warming_is_refused():
+    pytest.importorskip("distributed")
+    from gcexplore.experiments.cluster import local_cluster
+
+    with pytest.raises(ValueError, match="warm names modules"):
+        local_cluster(["0"], warm=["os; rm -rf /"])
+
+
+def test_bench_runs_cold_warm_and_alone_on_the_stand_in(tmp_path, monkeypatch):
+    """bench/campaign.py end to end on the stand-in: cold (campaign starts its own cluster) and warm
+    (a kept cluster) on 1 and 2 workers, the tasks alone, and the report with speedups like for like."""
+    pytest.importorskip("distributed")
+    bench = _bench()
+    monkeypatch.setattr(bench, "PAIRS", ["_campaign_standin:pair"])
+    monkeypatch.setattr(bench, "EXPERIMENT", EXP)
+    splits = [[8], [16, 24]]
+    runs = [bench._run(["0"], tmp_path / "c1", splits, 2),
+            bench._run(["0", "1"], tmp_path / "c2", splits, 2, durations=tmp_path / "c1"),
+            bench._run(["0", "1"], tmp_path / "c2w", splits, 2, warm=True),
+            bench._run(["0"], tmp_path / "c1w", splits, 2, warm=True)]
+    assert [r["mode"] for r in runs] == ["cold", "cold", "warm", "warm"]
+    assert runs[0]["timings"]["cluster_start_s"] > 0 and "cluster_start_s" not in runs[2]["timings"]
+    assert all(r["timings"]["close_background_s"] > 0 for r in runs[:2])  # the cold ones' own clusters
+    direct = bench._direct(runs[0], splits, 2)
+    assert len(direct[0]) == 1 and set(direct[1]["task_key"]) == set(direct[0])  # one pair: one task alone
+    assert bench._report(runs, direct, tmp_path, splits, 2) == 0
+    text = (tmp_path / "campaign_bench.md").read_text()
+    assert "| 1 | cold |" in text and "| 2 | warm |" in text and "2 GPUs cold: speedup" in text
+    assert "2 GPUs warm: speedup" in text and "campaign vs each task alone" in text
+    # the stand-in's makespans are a function of the layout: alone and in the campaign they agree exactly
+    assert "alone: 1 of 1 ratio intervals contain 1 at 95% each" in text, text

@@ -4,6 +4,7 @@ the run-to-run floor for single-round sides, rounds through save/load, the round
 from __future__ import annotations
 
 import math
+import types
 
 import numpy as np
 import pandas as pd
@@ -14,6 +15,7 @@ from _compare_data import sweep
 from gcexplore.analysis.comparison import compare, row_verdict
 from gcexplore.analysis.stats import (DEFAULT_FLOOR, Floor, noise_floor, round_ratio_ci, rounds_needed, t_cdf,
                                       t_quantile)
+from gcexplore import workloads as W
 from gcexplore.experiments.runner import round_plan
 from gcexplore.schema import Options, auto_rounds, round_sizes
 
@@ -258,3 +260,94 @@ def test_the_shipped_calibration_reproduces_its_rates_and_meets_the_bar():
     assert overall["null_comparisons"] >= 20 and overall["shift_rows"] >= 20
     assert len({k.split("@")[0] for k in recorded["kinds"]}) >= 5
     assert overall["new_false_decisions"] <= 0.01 and overall["new_false_gate"] == 0
+
+
+# ------------------------------------------------------------------ inputs drawn again per round
+
+
+class _FakeStream:
+    def __init__(self, handle):
+        self.handle = handle
+        self.device = types.SimpleNamespace(device_id=0)
+
+    def __cuda_stream__(self):
+        return (0, self.handle)
+
+
+def _fake_torch(log):
+    import contextlib
+
+    class Tensor:
+        def __init__(self, what):
+            self.what = what
+            log.append(("alloc", what))
+
+        def __del__(self):
+            log.append(("free", self.what))
+
+    torch = types.SimpleNamespace(uint8="u8")
+    torch.cuda = types.SimpleNamespace(get_stream_from_external=lambda h, device=None: h,
+                                       stream=lambda s: contextlib.nullcontext())
+    torch.empty = lambda n, dtype=None, device=None: Tensor(f"pad{len(log)}")
+    return torch, Tensor
+
+
+def test_a_setup_workload_allocates_afresh_each_round_before_dropping_the_old(monkeypatch):
+    from gcexplore.workloads import workload as wmod
+
+    log = []
+    torch, Tensor = _fake_torch(log)
+    monkeypatch.setattr(wmod, "_import", lambda module, pip: torch)
+    made = []
+
+    def setup():
+        x = Tensor(f"x{len(made)}")
+        made.append(x.what)
+        return lambda: log.append(("run", x.what))
+
+    w = W.from_torch(setup=setup, name="chain")
+    assert w.name == "chain" and w.new_round is not None
+    s = _FakeStream(7)
+    w(stream=s)
+    w(stream=s)
+    assert made == ["x0"] and [e for e in log if e[0] == "run"] == [("run", "x0"), ("run", "x0")]
+    w.new_round()
+    w(stream=_FakeStream(8))
+    assert made == ["x0", "x1"] and log[-1] == ("run", "x1")
+    i_new, i_free = log.index(("alloc", "x1")), log.index(("free", "x0"))
+    assert i_new < i_free  # the new inputs exist before the old are dropped (so they land elsewhere)
+    pads = [i for i, e in enumerate(log) if e[0] == "alloc" and e[1].startswith("pad")]
+    assert len(pads) == 2 and pads[1] < i_new  # behind a pad of random size
+    w.close()
+    assert ("free", "x1") in log
+    w(stream=s)  # used again after close: inputs made again
+    assert made[-1] == "x2"
+
+
+def test_setup_and_fn_are_exclusive_and_setup_must_return_a_callable(monkeypatch):
+    from gcexplore.workloads import workload as wmod
+
+    with pytest.raises(TypeError, match="fn .* or setup .* exactly one"):
+        W.from_torch()
+    with pytest.raises(TypeError, match="exactly one"):
+        W.from_cupy(lambda: None, setup=lambda: (lambda: None))
+    assert W.from_torch(lambda: None).new_round is None  # a plain fn keeps its inputs for the run
+    torch, _ = _fake_torch([])
+    monkeypatch.setattr(wmod, "_import", lambda module, pip: torch)
+    w = W.from_torch(setup=lambda: 3, name="bad")
+    with pytest.raises(TypeError, match="setup\\(\\) of workload 'bad' must return the callable to time, got 3"):
+        w(stream=_FakeStream(1))
+
+
+def test_an_experiment_draws_setup_inputs_again_when_a_round_starts():
+    from gcexplore.experiments.experiment import Experiment
+
+    calls = []
+    wl = W.Workload("w", lambda *, stream: None, new_round=lambda: calls.append("new"))
+    run = Experiment("scaling", None, Options(), [wl, W.Workload("plain", lambda *, stream: None)], "r")
+    run.enter_round(0)
+    assert calls == []  # round 0 is where it starts: inputs are made at the first call anyway
+    run.enter_round(1)
+    run.enter_round(1)  # within a round: nothing
+    run.enter_round(2)
+    assert calls == ["new", "new"]

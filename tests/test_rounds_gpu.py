@@ -72,3 +72,23 @@ def test_sweep_rounds_split_afresh_in_shuffled_order(info):
     assert (reps == 6).all()
     order = [list(dict.fromkeys(g["layout"])) for _, g in df.groupby("round", sort=True)]
     assert all(sorted(o) == sorted(order[0]) for o in order)
+
+
+@pytest.mark.gpu
+def test_setup_inputs_are_allocated_afresh_in_every_round(info):
+    torch = pytest.importorskip("torch")
+    made = []
+
+    def make():
+        x = torch.randn(1 << 20, device=f"cuda:{info.index}")
+        made.append(x.data_ptr())
+        return lambda: torch.mul(x, 2.0)
+
+    wl = gcexplore.from_torch(setup=make, name="mul", device=info.index)
+    try:
+        df = gcexplore.scaling(wl, [32], repeats=6, rounds=3, warmup=1, device=info.index, progress=False,
+                               whole_device_too=False)
+    finally:
+        wl.close()
+    assert sorted(set(df["round"])) == [0, 1, 2]
+    assert len(made) == 3 and len(set(made)) == 3  # one allocation per round, each somewhere else

@@ -61,6 +61,7 @@ def test_the_tuner_measures_with_its_own_options_and_leaves_the_runs_alone():
         assert during is run.options  # the run's options were never swapped, even while measuring
         assert given is not run.options and given.modes == ("concurrent",) and given.warmup == run.options.warmup
     assert [g.repeats for _, g in run.measured_with] == [v["reps"] for v in df.attrs["visits"]]
+    assert run.redraws == len(df.attrs["visits"])  # each visit is a round: setup= inputs drawn again
 
 
 def test_tune_table_and_gpu_time():

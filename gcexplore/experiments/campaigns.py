@@ -22,16 +22,17 @@ import json
 import os
 import re
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 
 import pandas as pd
 
 from .._version import __version__
 from ..results.campaign_store import CampaignFolder, campaign_status, load_campaign
-from ..device.driver import device_info
+from ..device.driver import UnsupportedError, device_info
 from ..schema import new_run_id
 
-from .cluster import local_cluster, local_devices, require_distributed, visible_gpus  # noqa: F401 (visible_gpus re-exported)
+from .cluster import ClusterStart, local_cluster, local_devices, require_distributed, visible_gpus  # noqa: F401
 from ._campaign_task import (EXPERIMENTS, Experiment, parse_builtin, register_experiment, resolve_factory, run_task,
                              warm_up)
 
@@ -176,6 +177,29 @@ def _check_options(experiment: str, options: dict) -> None:
     Options(**{k: v for k, v in options.items() if k in fields})
 
 
+def _checked_grid(experiment, workloads, splits, options):
+    """(experiments, recipes, split sets, options), every part checked; nothing named is imported."""
+    exps = [experiment] if isinstance(experiment, str) else list(experiment)
+    for e in exps:
+        _check_experiment_name(e)
+    recipes = [_recipe(w) for w in (workloads if isinstance(workloads, (list, tuple)) else [workloads])]
+    if not recipes:
+        raise ValueError("a campaign needs at least one workload recipe, e.g. workloads=[['compute', 'memory']]")
+    split_sets = [_as_splits(s) for s in (splits if isinstance(splits, (list, tuple)) else [splits])]
+    opts = [dict(o) for o in ([options] if isinstance(options, Mapping) else options)] or [{}]
+    for o in opts:
+        json.dumps(o)  # options must be recordable in the spec
+        for e in exps:
+            _check_options(e, o)
+    return exps, recipes, split_sets, opts
+
+
+def _factory_modules(recipes) -> list[str]:
+    """The modules of the grid's ``"module:function"`` factories (a worker imports them to warm up)."""
+    return sorted({d["factory"].split(":", 1)[0] for d, _, fn in recipes
+                   if "factory" in d and fn is None and not d["factory"].startswith("__main__")})
+
+
 def plan_tasks(experiment="sweep", workloads=(), splits=(None,), options=({},), cards: Sequence[str] = ("any",)):
     """The campaign's tasks (key -> task) and the factories of function recipes; checks everything.
 
@@ -193,18 +217,7 @@ def plan_tasks(experiment="sweep", workloads=(), splits=(None,), options=({},), 
     ValueError, TypeError
         An unknown experiment, a bad recipe, split set or option value (before any work).
     """
-    exps = [experiment] if isinstance(experiment, str) else list(experiment)
-    for e in exps:
-        _check_experiment_name(e)
-    recipes = [_recipe(w) for w in (workloads if isinstance(workloads, (list, tuple)) else [workloads])]
-    if not recipes:
-        raise ValueError("a campaign needs at least one workload recipe, e.g. workloads=[['compute', 'memory']]")
-    split_sets = [_as_splits(s) for s in (splits if isinstance(splits, (list, tuple)) else [splits])]
-    opts = [dict(o) for o in ([options] if isinstance(options, Mapping) else options)] or [{}]
-    for o in opts:
-        json.dumps(o)  # options must be recordable in the spec
-        for e in exps:
-            _check_options(e, o)
+    exps, recipes, split_sets, opts = _checked_grid(experiment, workloads, splits, options)
     for e in exps:  # the grid is checked: now (and only now) import what it names
         lookup_experiment(e)
     for desc, _, fn in recipes:
@@ -221,12 +234,8 @@ def plan_tasks(experiment="sweep", workloads=(), splits=(None,), options=({},), 
     return tasks, factories
 
 
-# ------------------------------------------------------------------ the cluster
-
-
 def _worker_card() -> str:
     """On a worker: the UUID of its GPU (the key of tasks pinned to it)."""
-
     info = device_info(0)
     from cuda.core import Device
 
@@ -264,6 +273,11 @@ class Campaign:
         self._warm = dict(warm or {})
         #: worker address -> what its warm-up did and how long each step took (see ``warm_up``).
         self.warm_ups: dict[str, dict] = {}
+        #: seconds: ``cluster_start_s`` (a local cluster's, workers warmed as they start), ``cluster_wait_s``
+        #: (of which the client waited after planning), ``plan_s`` (checks, imports, folder scan, submission),
+        #: ``close_s`` (closing's cost to the caller), ``close_background_s`` (shutdown after the call returned).
+        self.timings: dict[str, float] = {}
+        self._closing = None
 
     def __repr__(self) -> str:
         return (f"<Campaign {self.campaign_id} in {str(self.folder)!r}: {len(self.tasks)} tasks, "
@@ -296,7 +310,8 @@ class Campaign:
             if bar is not None:
                 bar.close()
         self._gather_warm_ups()
-        self.close()  # every task has reported: a local cluster started for this campaign is done
+        # Every task's rows are on disk (fsynced, renamed) or its failure recorded: shut down off the caller's time
+        self.close(wait=False)
         return self.reports
 
     def _gather_warm_ups(self) -> None:
@@ -331,17 +346,40 @@ class Campaign:
         self.wait(progress=progress)
         return load_campaign(self.folder)
 
-    def close(self) -> None:
+    def close(self, *, wait: bool = True) -> None:
         """Close the client (and the local cluster) this campaign started, if it did, and
-        release the folder's lock (idempotent)."""
+        release the folder's lock (idempotent).
+
+        ``wait=False`` (what :meth:`wait` does once every task has reported): the local
+        cluster shuts down in a background thread; a later ``close()`` (or the
+        interpreter's exit) waits for it.
+        """
+        t = time.perf_counter()
         if self._lock is not None:
             self._lock.release()
             self._lock = None
         if self._cluster is not None:
+            cluster, self._cluster = self._cluster, None
             self.client.close()
-            if self._cluster is not True:  # True: a client made for scheduler=, no cluster of ours
-                self._cluster.close()
-            self._cluster = None
+            if cluster is not True:  # True: a client made for scheduler=, no cluster of ours
+                if wait:
+                    cluster.close()
+                else:
+                    import threading
+
+                    # not a daemon: the interpreter's exit waits for the workers to be gone
+                    self._closing = threading.Thread(target=self._close_cluster, args=(cluster,),
+                                                     name="gcexplore-campaign-close")
+                    self._closing.start()
+            self.timings["close_s"] = time.perf_counter() - t
+        if wait and self._closing is not None:
+            self._closing.join()
+            self._closing = None
+
+    def _close_cluster(self, cluster) -> None:
+        t = time.perf_counter()
+        cluster.close()
+        self.timings["close_background_s"] = time.perf_counter() - t
 
     def __enter__(self):
         return self
@@ -363,7 +401,7 @@ def _not_while_a_worker_imports_the_script() -> None:
         frame = frame.f_back
 
 
-def _connect(client, scheduler, devices):
+def _connect(client, scheduler, devices, starting: ClusterStart | None = None):
     if client is not None and scheduler is not None:
         raise ValueError("pass client= or scheduler=, not both")
     Client = require_distributed().Client
@@ -372,7 +410,7 @@ def _connect(client, scheduler, devices):
     if scheduler is not None:
         return Client(scheduler), True  # ours to close, the cluster is not
     try:
-        cluster = local_cluster(devices)
+        cluster = starting.result() if starting is not None else local_cluster(devices)
     except Exception as e:
         main = sys.modules.get("__main__")
         if "Nanny failed to start" in str(e) and getattr(main, "__file__", None):
@@ -381,14 +419,18 @@ def _connect(client, scheduler, devices):
     return Client(cluster, security=cluster.security), cluster
 
 
-def _warm_up(client, tasks: dict) -> dict:
-    """Submit one warm-up per worker (imports, the GPU context, the built-in kernels, the modules
-    of factory recipes), ahead of every task; worker address -> its future."""
+def _warm_up(client, tasks: dict, factories: dict, order: list[str]) -> dict:
+    """One warm-up per worker ahead of every task (imports, GPU context, built-in kernels, factory
+    modules, then each recipe built and called once, the first tasks' first); address -> future."""
     modules = sorted({t["workloads"]["factory"].split(":", 1)[0] for t in tasks.values()
                       if "factory" in t["workloads"] and not t["workloads"]["factory"].startswith("__main__")})
     gpu = any(lookup_experiment(t["experiment"]).gpu for t in tasks.values())
-    return {addr: client.submit(warm_up, modules, gpu, key=f"gcexplore-warm-up-{addr}", workers=[addr],
-                                allow_other_workers=False, pure=False, priority=1 << 30)
+    recipes: dict[str, tuple] = {}
+    for key in order:
+        recipes.setdefault(json.dumps(tasks[key]["workloads"], sort_keys=True),
+                           (tasks[key]["workloads"], factories.get(key)))
+    return {addr: client.submit(warm_up, modules, gpu, list(recipes.values()), key=f"gcexplore-warm-up-{addr}",
+                                workers=[addr], allow_other_workers=False, pure=False, priority=1 << 30)
             for addr in client.scheduler_info(n_workers=-1)["workers"]}
 
 
@@ -499,25 +541,39 @@ def campaign(workloads, splits=None, *, experiment="sweep", options=None, folder
     if cards not in CARDS:
         raise ValueError(f"cards must be one of {', '.join(map(repr, CARDS))}, got {cards!r}")
     grid = (experiment, workloads, [None] if splits is None else splits, [{}] if options is None else options)
-    tasks, factories = plan_tasks(*grid)
+    recipes = _checked_grid(*grid)[1]  # a bad grid is refused here: nothing imported, nothing started
     if client is None and scheduler is None:
-        local_devices(devices)  # a machine without GPUs is refused before the folder is made
+        try:
+            local_devices(devices)
+        except UnsupportedError:  # refused before the folder is made, after the grid's own errors
+            plan_tasks(*grid)
+            raise
     store = CampaignFolder(folder)
     if os.path.lexists(store.spec_path):
         store.read_spec()  # a newer format is refused before a cluster starts
     lock = store.lock()  # a second campaign on this folder is refused here, before a cluster starts
-    client_, cluster = None, None
+    client_, cluster, starting, t0 = None, None, None, time.perf_counter()
+    timings: dict[str, float] = {}
     try:
-        client_, cluster = _connect(client, scheduler, devices)
-        warm = _warm_up(client_, tasks)  # runs on the workers while the client plans and scans the folder
+        if client is None and scheduler is None:  # the workers start (and warm up) while the client plans
+            starting = ClusterStart(devices, _factory_modules(recipes))
+        tasks, factories = plan_tasks(*grid)
+        known = _known_durations(durations)
+        order = task_order(tasks, known)
+        t1 = time.perf_counter()
+        client_, cluster = _connect(client, scheduler, devices, starting)
+        if starting is not None:
+            timings.update(cluster_start_s=starting.seconds, cluster_wait_s=time.perf_counter() - t1)
+        starting = None
+        warm = _warm_up(client_, tasks, factories, order)  # primes the recipes while the client scans the folder
         if cards == "each":
             pinned = _pin(client_, tasks, ["each"])
             tasks, factories = plan_tasks(*grid, cards=sorted(pinned))
+            order = task_order(tasks, known)
         else:
             pinned = {"any": []}
         spec = store.write_spec(campaign_id or new_run_id(), tasks, __version__)
         done = store.finished_keys(spec, repair=True)
-        order = task_order(tasks, _known_durations(durations))
         futures = {}
         for rank, key in enumerate(order):
             if key in done:
@@ -527,7 +583,10 @@ def campaign(workloads, splits=None, *, experiment="sweep", options=None, folder
                                           lookup_experiment(t["experiment"]), factories.get(key), key=key,
                                           workers=pinned[t["card"]] or None, allow_other_workers=False,
                                           priority=len(order) - rank)
+        timings["plan_s"] = time.perf_counter() - t0 - timings.get("cluster_wait_s", 0.0)
     except BaseException:
+        if starting is not None:
+            starting.discard()
         if cluster is not None:
             client_.close()
             if cluster is not True:
@@ -535,6 +594,7 @@ def campaign(workloads, splits=None, *, experiment="sweep", options=None, folder
         lock.release()
         raise
     handle = Campaign(store.root, spec, tasks, sorted(done & set(tasks)), futures, client_, cluster, lock, warm)
+    handle.timings.update(timings)
     if wait:
         handle.wait(progress=progress)
     return handle

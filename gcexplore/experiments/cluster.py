@@ -9,11 +9,12 @@ only when a cluster starts.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 
 from ..device.driver import UnsupportedError, device_count
 
-__all__ = ["LOOPBACK", "local_cluster", "require_distributed", "visible_gpus"]
+__all__ = ["LOOPBACK", "ClusterStart", "local_cluster", "require_distributed", "visible_gpus"]
 
 
 def visible_gpus() -> list[str]:
@@ -38,6 +39,7 @@ def require_distributed():
 
 
 LOOPBACK = "127.0.0.1"
+_MODULE = re.compile(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*\Z")
 
 
 def _is_loopback(host: str) -> bool:
@@ -67,7 +69,7 @@ def local_devices(devices: Sequence | None = None) -> list[str]:
 
 
 def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, security=None,
-                  dashboard_address: str | None = None, **scheduler_options):
+                  dashboard_address: str | None = None, warm: Sequence[str] | None = None, **scheduler_options):
     """A Dask cluster on this machine: one worker process per GPU, one thread each.
 
     Each worker is a Nanny-managed process with ``CUDA_VISIBLE_DEVICES`` set to its one
@@ -88,6 +90,15 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
         ``tls://`` and refuse peers without a certificate of the same authority.
     dashboard_address : str, optional
         Default a free port on ``host``.
+    warm : sequence of str, optional
+        Warm each worker as it starts, before it joins (the cluster's start then takes
+        that long, in parallel on every worker): import gcexplore's experiments and these
+        modules (``"bench.campaign_pairs"``), make the GPU context and compile the
+        built-in kernels. None: the workers start bare (a campaign warms them by a task).
+
+    The scheduler hands a worker its next task only when the worker is free (Dask's
+    ``worker-saturation`` 1.0 here), so tasks start in the order the campaign gives
+    (longest first) up to the last one.
 
     Raises
     ------
@@ -105,12 +116,61 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
                          "tls_scheduler_cert=..., tls_worker_cert=..., tls_client_cert=..., require_encryption=True) "
                          "(docs/guide.md, 'Campaigns on several machines'), or keep host='127.0.0.1'")
     devs = local_devices(devices)
+    if warm is not None:
+        bad = [m for m in warm if not _MODULE.match(str(m))]
+        if bad:
+            raise ValueError(f"warm names modules to import, such as 'bench.campaign_pairs'; got {bad}")
     bind = f"[{host}]" if ":" in host else host
+    preload, preload_env = {}, {}
+    if warm is not None:
+        from ._campaign_preload import ENV, dask_setup
+
+        preload = {"preload": [dask_setup.__module__]}
+        preload_env = {ENV: ",".join(map(str, warm))}
     net = {"host": host, "protocol": "tls" if tls else "tcp", **({"security": security} if tls else {})}
     workers = {f"gpu{d}": {"cls": Nanny, "options": {"nthreads": 1, "name": f"gpu{d}", "silence_logs": 40,
                                                      "dashboard_address": f"{bind}:0", **net,
-                                                     "env": {"CUDA_VISIBLE_DEVICES": d}}} for d in devs}
+                                                     "env": {"CUDA_VISIBLE_DEVICES": d, **preload_env},
+                                                     **preload}} for d in devs}
     scheduler = {"cls": Scheduler, "options": {"dashboard_address": dashboard_address or f"{bind}:0", **net,
                                                **scheduler_options}}
-    return SpecCluster(workers=workers, scheduler=scheduler, name="gcexplore-campaign", silence_logs=40,
-                       **({"security": security} if tls else {}))
+    import dask
+
+    # one task per free worker: a second task queued on a worker early could leave another card idle at the end
+    with dask.config.set({"distributed.scheduler.worker-saturation": 1.0}):
+        return SpecCluster(workers=workers, scheduler=scheduler, name="gcexplore-campaign", silence_logs=40,
+                           **({"security": security} if tls else {}))
+
+
+class ClusterStart:
+    """A local cluster started in a thread, its workers warmed as they start (``warm=``), while
+    the client imports, checks and plans: the two overlap instead of adding up."""
+
+    def __init__(self, devices, modules):
+        import threading
+        import time
+
+        self.cluster, self.error, self.seconds, self._t0 = None, None, None, time.perf_counter()
+        self._thread = threading.Thread(target=self._start, args=(devices, modules), name="gcexplore-cluster-start")
+        self._thread.start()
+
+    def _start(self, devices, modules):
+        import time
+
+        try:
+            self.cluster = local_cluster(devices, warm=modules)
+        except BaseException as e:  # raised in the caller's thread by result()
+            self.error = e
+        self.seconds = time.perf_counter() - self._t0
+
+    def result(self):
+        self._thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.cluster
+
+    def discard(self) -> None:
+        """The campaign failed before it used the cluster: close it once it is up."""
+        self._thread.join()
+        if self.cluster is not None:
+            self.cluster.close()

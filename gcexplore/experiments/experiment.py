@@ -53,10 +53,19 @@ class Experiment:
         return round_plan(layouts, o.repeats, o.rounds, seed=self.run_id)
 
     def enter_round(self, index: int) -> None:
-        """Start round ``index`` (a no-op within a round): fresh whole-device streams and gate."""
-        if index != self._round and self.engine is not None:
-            self.engine.new_round()
+        """Start round ``index`` (a no-op within a round): fresh whole-device streams and gate, and
+        fresh inputs for workloads built with ``setup=``."""
+        if index != self._round:
+            if self.engine is not None:
+                self.engine.new_round()
+            self.redraw()
         self._round = index
+
+    def redraw(self) -> None:
+        """Workloads built with ``setup=`` allocate their inputs afresh at their next call."""
+        for w in self.wls:
+            if getattr(w, "new_round", None) is not None:
+                w.new_round()
 
     def partitioned(self, split):
         """The split's partitions: a Partitioning given (left open) or a new one (closed after)."""

@@ -56,6 +56,9 @@ class Workload:
         :meth:`instrumented` (None otherwise).
     release : callable or None
         For built-ins: frees the device memory they hold, called by :meth:`close`.
+    new_round : callable or None
+        Called when an experiment starts a new round: a workload built with ``setup=``
+        (:func:`from_torch`, :func:`from_cupy`) allocates its inputs afresh at its next call.
     """
 
     name: str
@@ -67,6 +70,7 @@ class Workload:
     device: int | None = None
     make_recorder: Callable[[], Recorder] | None = dataclasses.field(default=None, repr=False)
     release: Callable[[], None] | None = dataclasses.field(default=None, repr=False)
+    new_round: Callable[[], None] | None = dataclasses.field(default=None, repr=False)
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -148,12 +152,23 @@ def _import(module: str, pip: str):
         raise ImportError(f"this workload needs {module}, which is not installed: pip install {pip}") from e
 
 
+#: Largest pad (bytes, drawn uniformly) allocated ahead of a ``setup=`` workload's fresh inputs.
+PAD_MAX_BYTES = 64 << 20
+
+
 def _adapter(fn, *, library: str, pip: str, name, device, flops, bytes, items,  # noqa: A002
-             external: Callable[[Any, Any, int], Any]) -> Workload:
-    """A workload calling ``fn()`` with the library's view of the given stream current."""
-    if not callable(fn):
-        raise TypeError(f"a {library} workload needs a callable fn(), got {fn!r}")
+             external: Callable[[Any, Any, int], Any], setup=None, pad=None) -> Workload:
+    """A workload calling ``fn()`` with the library's view of the given stream current; with
+    ``setup``, ``fn = setup()`` is made afresh at the first call of every round."""
+    if (fn is None) == (setup is None):
+        raise TypeError(f"a {library} workload needs fn (a callable holding its inputs) or setup (a callable that "
+                        f"allocates them and returns that callable, made afresh each round), exactly one of them")
+    if not callable(fn if setup is None else setup):
+        raise TypeError(f"a {library} workload needs a callable {'fn' if setup is None else 'setup'}(), "
+                        f"got {fn if setup is None else setup!r}")
     cache: dict[int, Any] = {}
+    state = {"fn": fn, "stale": setup is not None, "held": None}
+    rng = np.random.default_rng()
 
     def run(*, stream):
         lib = _import(library, pip)
@@ -163,15 +178,40 @@ def _adapter(fn, *, library: str, pip: str, name, device, flops, bytes, items,  
             dev = device if device is not None else stream.device.device_id
             ext = cache[handle] = external(lib, stream, dev)
         with ext:
-            fn()
+            if state["stale"]:  # a new round: new inputs, made before the old are dropped and behind a
+                dev = device if device is not None else stream.device.device_id  # pad, so they land elsewhere
+                held = pad(lib, dev, int(rng.integers(0, PAD_MAX_BYTES)))
+                made = setup()
+                if not callable(made):
+                    raise TypeError(f"setup() of workload {name or library!r} must return the callable to time, "
+                                    f"got {made!r}")
+                state.update(fn=made, held=held, stale=False)
+            state["fn"]()
 
-    return Workload(name or getattr(fn, "__name__", library), run, flops, bytes, items,
-                    device=None if device is None else int(device))
+    def new_round():
+        state["stale"] = setup is not None
+
+    def release():
+        if setup is not None:
+            state.update(fn=None, held=None, stale=True)
+
+    label = name or getattr(fn if setup is None else setup, "__name__", library)
+    return Workload(label, run, flops, bytes, items, device=None if device is None else int(device),
+                    release=release if setup is not None else None,
+                    new_round=new_round if setup is not None else None)
 
 
 def _torch_stream(torch, stream, dev):
     ts = torch.cuda.get_stream_from_external(int(stream.handle), device=dev)
     return torch.cuda.stream(ts)
+
+
+def _torch_pad(torch, dev, nbytes: int):
+    return torch.empty(nbytes, dtype=torch.uint8, device=f"cuda:{dev}")
+
+
+def _cupy_pad(cupy, dev, nbytes: int):
+    return cupy.empty(nbytes, dtype=cupy.uint8)
 
 
 def _cupy_stream(cupy, stream, dev):
@@ -180,9 +220,9 @@ def _cupy_stream(cupy, stream, dev):
     return cupy.cuda.ExternalStream(int(stream.handle), dev)
 
 
-def from_torch(fn: Callable[[], Any], *, name: str | None = None, device=None,
-               flops: float | None = None, bytes: float | None = None,  # noqa: A002
-               items: float | None = None) -> Workload:
+def from_torch(fn: Callable[[], Any] | None = None, *, setup: Callable[[], Callable[[], Any]] | None = None,
+               name: str | None = None, device=None, flops: float | None = None,
+               bytes: float | None = None, items: float | None = None) -> Workload:  # noqa: A002
     """A workload running a PyTorch callable on the given stream.
 
     ``fn()`` is called with no arguments inside
@@ -196,23 +236,28 @@ def from_torch(fn: Callable[[], Any], *, name: str | None = None, device=None,
     ----------
     fn : callable
         ``fn()``; its return value is ignored.
+    setup : callable, optional
+        Instead of ``fn``: ``setup()`` allocates the inputs and returns ``fn``. It is called
+        at the first call of every round of an experiment (with the stream current, behind a
+        pad of random size, before the old inputs are dropped), so each round draws its
+        allocations again, as a separate run would; their cost is in the round's warm-up.
     name : str, optional
-        Default: ``fn.__name__``.
+        Default: ``fn.__name__`` (``setup.__name__``).
     device : int, optional
         CUDA device index; default: the stream's device.
     flops, bytes, items : float, optional
         Declared work per call.
     """
     return _adapter(fn, library="torch", pip="torch", name=name, device=device, flops=flops,
-                    bytes=bytes, items=items, external=_torch_stream)
+                    bytes=bytes, items=items, external=_torch_stream, setup=setup, pad=_torch_pad)
 
 
-def from_cupy(fn: Callable[[], Any], *, name: str | None = None, device=None,
-              flops: float | None = None, bytes: float | None = None,  # noqa: A002
-              items: float | None = None) -> Workload:
+def from_cupy(fn: Callable[[], Any] | None = None, *, setup: Callable[[], Callable[[], Any]] | None = None,
+              name: str | None = None, device=None, flops: float | None = None,
+              bytes: float | None = None, items: float | None = None) -> Workload:  # noqa: A002
     """A workload running a CuPy callable with the given stream current in CuPy.
 
     Parameters are as in :func:`from_torch`.
     """
     return _adapter(fn, library="cupy", pip="cupy-cuda13x", name=name, device=device, flops=flops,
-                    bytes=bytes, items=items, external=_cupy_stream)
+                    bytes=bytes, items=items, external=_cupy_stream, setup=setup, pad=_cupy_pad)
