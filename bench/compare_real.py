@@ -190,12 +190,13 @@ def floor_rows(runs: list[pd.DataFrame], kind: str, device_name: str) -> dict:
     ss = df = 0.0
     diffs, rounds = [], []
     means = []
-    for d in runs:
+    for d in runs:  # rounds far off their side's others set aside, as compare does
         m = np.log(d.groupby(["sm_count", "round"])["duration_ms"].median()).groupby(level=0)
-        ss += float(m.apply(lambda x: ((x - x.mean()) ** 2).sum()).sum())
-        df += float((m.size() - 1).sum())
-        means.append(m.mean())
-        rounds.append(float(m.size().mean()))
+        kept = {k: S.steady_rounds(x.to_numpy())[0] for k, x in m}
+        ss += sum(float(((x - x.mean()) ** 2).sum()) for x in kept.values())
+        df += sum(x.size - 1 for x in kept.values())
+        means.append(pd.Series({k: x.mean() for k, x in kept.items()}))
+        rounds.append(float(np.mean([x.size for x in kept.values()])))
     round_var = ss / df if df else math.nan
     for x, y in zip(means, means[1:]):
         diffs.extend((y - x).dropna().tolist())
