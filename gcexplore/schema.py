@@ -189,7 +189,8 @@ _SERVING = {
 
 # One row per rank, step and workload of the communication-SMs experiment; see gcexplore.experiments.comm.
 # setup: "partition" (collective on comm_sm_count SMs, compute on the rest), "plain" (two plain streams,
-# NCCL's own CTA count) or "ctas" (plain streams, NCCL max_ctas); compute-alone rows have no collective.
+# NCCL's own CTA count), "ctas" (plain streams, NCCL max_ctas) or "zero" (copy-engine collectives beside the
+# compute on the whole GPU, comm_sm_count 0); compute-alone rows have no collective.
 # One run spans every rank: the identity columns are the run's (rank 0's card); rank r ran on GPU r,
 # and attrs["ranks"] holds each rank's card.
 _COMM = {
@@ -429,7 +430,8 @@ class Options:
         Discarded repetitions at the start of each round (0 to 10,000). Overlap experiments
         (sweep, profile_overlap, tune) run them in a layout's first round only, before its first
         mode (its partitions are new) and one before each later mode; in its later rounds a 1 us
-        spin on each stream the round made afresh stands in for them.
+        spin on each stream the round made afresh stands in for them (and one call of each
+        workload on its new partition, where the layout's first warm-up repetition ran slow).
     rounds : int, default 1
         Rounds the repetitions are split into (1 to ``repeats``): each round measures every
         layout again, in a fresh shuffled order, on freshly made partitions and streams, so the
