@@ -4,7 +4,7 @@ every split, with the whole-GPU baselines; the tables of the issue.
 Usage (a multi-GPU machine, from the project root; nccl4py carried, see shared/gpu/README.md)::
 
     python3 bench/comm.py --out DIR [--gpus 2,4] [--collectives allreduce,allgather,reducescatter,alltoall]
-                          [--sizes 1M,16M,256M,1G] [--repeats 10] [--timeout 120]
+                          [--sizes 1M,16M,256M,1G] [--repeats 10] [--timeout 120] [--compute-fit] [--zero-sm] [--pm]
 
 For each rank count: DIR/comm-<n>gpu.parquet (kind "comm"), DIR/comm-<n>gpu-trace.parquet (the CUPTI
 kernels of the traced steps), DIR/comm-<n>gpu.png (the figure of each collective at its largest size)
@@ -14,7 +14,9 @@ and, printed and in DIR/comm_bench.md:
 - the exhaustive answer (fewest SMs within 1% of the best step) against the baselines;
 - the fewest SMs (and NCCL CTAs) reaching 95% of the peak bus bandwidth;
 - the tuner's recommendation replayed over the sweep: its step against the best, its GPU-time share;
-- kernel attribution (share of NCCL kernels on the comm partition) and the zero-SM status.
+- kernel attribution (share of NCCL kernels on the comm partition) and the zero-SM status;
+- with --pm: each split's DRAM use (PM sampling, device-wide) beside its interference;
+- with --zero-sm: all-gather and all-to-all on NCCL's copy engines, what they cost the compute beside them.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ def run(n: int, spec, out: Path, timeout: float, lines: list[str], tag: str = ""
     else:
         name = f"comm-{n}gpu{tag}"
     wall = time.perf_counter() - t0
+    trace = None
     if traces:
         trace = pd.concat(traces, ignore_index=True)
         df.attrs["attribution"] = gx.nccl_attribution(trace).to_dict("records")
@@ -72,14 +75,27 @@ def run(n: int, spec, out: Path, timeout: float, lines: list[str], tag: str = ""
     df.attrs["wall_s"] = round(wall, 1)
     gx.save(df, out / f"{name}.parquet")
     try:
-        tables(df, n, name, wall, out, lines)
+        tables(df, n, name, wall, out, lines, trace if traces else None)
     except Exception:  # a partial result may lack a part: the rows are saved, the traceback says what
         import traceback
 
         traceback.print_exc()
 
 
-def tables(df, n: int, name: str, wall: float, out: Path, lines: list[str]) -> None:
+def _zero_trace(trace) -> str:
+    """What ran during the traced zero-SM steps: NCCL kernels (none, where the copy engines moved the data)
+    and copies."""
+    if trace is None or "layout" not in trace.columns or not (trace["layout"] == "zero").any():
+        return "(zero-SM steps not traced)"
+    z = trace[trace["layout"] == "zero"]
+    nccl = z[(z["activity"] == "kernel") & z["name"].astype(str).str.contains("nccl", case=False)]
+    copies = z[z["activity"] != "kernel"]
+    return (f"traced zero-SM steps (every rank): {len(nccl)} NCCL kernels"
+            + (f" ({', '.join(sorted(set(nccl['name'].astype(str))))[:300]})" if len(nccl) else "")
+            + f", {len(copies)} copy records ({', '.join(sorted(set(copies['activity'].astype(str))))})")
+
+
+def tables(df, n: int, name: str, wall: float, out: Path, lines: list[str], att_trace=None) -> None:
     import pandas as pd
 
     import gcexplore as gx
@@ -96,9 +112,16 @@ def tables(df, n: int, name: str, wall: float, out: Path, lines: list[str]) -> N
              "### The tuner's recommendation (replayed over the sweep)",
              _md(gx.recommend_comm(df, 0.01).drop(columns=["search_answer"])),
              "### NCCL kernels on the comm partition", _md(att) if len(att) else "(no trace)",
+             *(["### DRAM use (PM sampling, the busiest card) beside the interference",
+                _md(gx.comm_dram(df))] if df.attrs.get("pm") else []),
+             *(["### Zero-SM collectives (copy engines: CTA policy ZERO, symmetric windows) beside the compute "
+                "on the whole GPU", _md(gx.zero_sm_table(df)), _zero_trace(att_trace)]
+               if (df["setup"] == "zero").any() else []),
              f"all-to-all ran as: {df.attrs.get('alltoall_recipe') or 'not measured'}", df.attrs["zero_sm"],
              "ranks: " + "; ".join(f"rank {m['rank']} gate {m.get('gate_us')} us"
                                    + (f", trace failed: {m['trace_error']}" if m.get("trace_error") else "")
+                                   + (f", PM sampling failed: {m['pm_error']}" if m.get("pm_error") else "")
+                                   + (f", zero-SM failed: {m['zero_error']}" if m.get("zero_error") else "")
                                    for m in df.attrs.get("ranks", [])), ""]
     text = "\n\n".join(parts)
     print(text, flush=True)
@@ -123,6 +146,8 @@ def main() -> int:
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--no-trace", action="store_true")
     ap.add_argument("--compute-fit", action="store_true", help="GEMMs sized for the compute partition (cuBLASLt)")
+    ap.add_argument("--zero-sm", action="store_true", help="also all-gather / all-to-all on NCCL's copy engines")
+    ap.add_argument("--pm", action="store_true", help="DRAM use per step from CUPTI PM sampling (attrs['pm'])")
     ap.add_argument("--tag", default="", help="appended to the file names (comm-2gpu<tag>.parquet); "
                                               "one starting with '-' needs the = form: --tag=-fit")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per rank count")
@@ -131,7 +156,8 @@ def main() -> int:
     spec = gx.CommSpec(collectives=a.collectives.split(","), sizes=a.sizes.split(","),
                        comm_sms=[int(x) for x in a.comm_sms.split(",")],
                        ctas=[int(x) for x in a.ctas.split(",") if x.strip()], repeats=a.repeats, warmup=a.warmup,
-                       trace=not a.no_trace, compute_fit=a.compute_fit)
+                       trace=not a.no_trace, compute_fit=a.compute_fit, pm=a.pm,
+                       zero_sm=a.zero_sm)
     have = gx.device_count()
     lines = [f"# Communication SMs ({time.strftime('%Y-%m-%d %H:%M')}, {have} GPUs visible)", ""]
     for n in [int(x) for x in a.gpus.split(",")]:

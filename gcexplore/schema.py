@@ -189,7 +189,8 @@ _SERVING = {
 
 # One row per rank, step and workload of the communication-SMs experiment; see gcexplore.experiments.comm.
 # setup: "partition" (collective on comm_sm_count SMs, compute on the rest), "plain" (two plain streams,
-# NCCL's own CTA count) or "ctas" (plain streams, NCCL max_ctas); compute-alone rows have no collective.
+# NCCL's own CTA count), "ctas" (plain streams, NCCL max_ctas) or "zero" (copy-engine collectives beside the
+# compute on the whole GPU, comm_sm_count 0); compute-alone rows have no collective.
 # One run spans every rank: the identity columns are the run's (rank 0's card); rank r ran on GPU r,
 # and attrs["ranks"] holds each rank's card.
 _COMM = {

@@ -1067,6 +1067,23 @@ display(gcexplore.recommend_comm(comm, 0.01).drop(columns=["search_answer"]).rou
     code("""
 display(gcexplore.plot_comm(comm, collective="allreduce"))
 """),
+    md("""
+The same sweep recorded on four GPUs (4 x H100 of another host, 8 steps per point): the
+answer per collective and size beside the one above, and what the replayed search cost on each.
+"""),
+    code("""
+comm4 = recorded("comm_4gpu")
+n2, n4 = comm.attrs["nranks"], comm4.attrs["nranks"]
+side = gcexplore.comm_answer(comm, 0.01).merge(gcexplore.comm_answer(comm4, 0.01), on=["collective", "size_bytes"],
+                                                suffixes=(f"_{n2}gpu", f"_{n4}gpu"))
+display(side[["collective", "size_bytes", f"answer_sm_count_{n2}gpu", f"answer_sm_count_{n4}gpu",
+              f"speedup_vs_plain_{n2}gpu", f"speedup_vs_plain_{n4}gpu"]].round(3))
+for c in (comm, comm4):
+    r = gcexplore.recommend_comm(c, 0.01)
+    print(f"{c.attrs['nranks']} x {c.attrs['device_name']}: the search's split within {r['within'].max():.2%} of the "
+          f"sweep's best step, at {r['gpu_share'].min():.0%} to {r['gpu_share'].max():.0%} of its GPU time "
+          f"({(r['gpu_share'] <= 0.25).sum()} of {len(r)} points at 25% or less)")
+"""),
 ]
 
 
@@ -1076,7 +1093,7 @@ NOTEBOOKS = {
                                     "Sweeping SM splits", ["sweep_second"]),
     "03_sm_isolation.ipynb": (ISOLATION, ["occupancy", "isolation"], "SM isolation",
                               ["primary_sms", "bandwidth_sharing", "l2_sharing", "pm", "pm_trace"]),
-    "04_campaigns.ipynb": (CAMPAIGN, ["campaign", "comm"], "Campaigns"),
+    "04_campaigns.ipynb": (CAMPAIGN, ["campaign", "comm", "comm_4gpu"], "Campaigns"),
     "05_serving_splits.ipynb": (serving_cells.cells(md, code, PARAMETERS, DETECT), ["serving"], "Serving splits"),
 }
 

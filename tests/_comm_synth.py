@@ -18,6 +18,7 @@ PER_SM = 24.0  # GB/s per SM of the comm partition
 LATENCY = 0.02
 INTERFERE = 1.03
 SLOWER = 1.05
+ZERO_SLOWER = 1.02  # the compute beside a copy-engine collective
 
 
 def factor(coll: str, n: int) -> float:
@@ -34,7 +35,8 @@ def compute_ms(c: int) -> float:
 
 
 def comm_result(*, nranks=2, collectives=("allreduce", "allgather"), sizes=(1 << 20, 256 << 20, 1 << 30),
-                comm_sms=(8, 16, 24, 32, 40, 48, 56, 64), ctas=(8, 16), repeats=10, noise=0.002, seed=0):
+                comm_sms=(8, 16, 24, 32, 40, 48, 56, 64), ctas=(8, 16), repeats=10, noise=0.002, seed=0,
+                zero=False):
     import gcexplore as gx
     from gcexplore.schema import frame
 
@@ -60,9 +62,14 @@ def comm_result(*, nranks=2, collectives=("allreduce", "allgather"), sizes=(1 <<
                      "max_ctas": None}, 32, SM, 1.15))
     layouts += [({"setup": "ctas", "layout": f"ctas={c}", "comm_sm_count": SM, "compute_sm_count": SM,
                   "max_ctas": c}, c, SM, 1.10) for c in ctas]
+    if zero:  # copy engines: the collective at the saturated rate, the compute ZERO_SLOWER slower beside it
+        layouts.append(({"setup": "zero", "layout": "zero", "comm_sm_count": 0, "compute_sm_count": SM,
+                         "max_ctas": None}, 32, SM, ZERO_SLOWER / INTERFERE))
     for lay, k, c, share in layouts:
         add({**lay, "collective": "", "size_bytes": 0}, "alone", {"compute": compute_ms(c)})
         for coll in collectives:
+            if lay["setup"] == "zero" and coll not in ("allgather", "alltoall"):
+                continue
             for size in sizes:
                 base = {**lay, "collective": coll, "size_bytes": size}
                 add(base, "alone", {"comm": comm_ms(coll, size, nranks, k)})

@@ -250,7 +250,8 @@ def test_client_killed_mid_run_resumes_every_task_once(client, tmp_path):
     finished = {p.stem for p in shards.glob("*.parquet")}
     assert 2 <= len(finished) < 6
     spec = json.loads((folder / "campaign.json").read_text())
-    started = [k for k in spec["tasks"] if k not in finished and CampaignFolder(folder).checkpointed_layouts(k)]
+    kept = {k: CampaignFolder(folder).checkpointed_layouts(k) for k in spec["tasks"] if k not in finished}
+    started = [k for k, n in kept.items() if n]
     assert started, "the kill landed between tasks: the resume check below would check nothing"
     c = gx.campaign([PAIR], [[8, 16, 24]] + [[k, k + 8, k + 16] for k in (32, 64, 96, 120, 136)], experiment=EXP,
                     options={"layout_s": 0.3}, folder=folder, client=client, progress=False)
@@ -258,8 +259,13 @@ def test_client_killed_mid_run_resumes_every_task_once(client, tmp_path):
     df = c.result(progress=False)
     assert set(df["task_key"]) == set(spec["tasks"]) and df.attrs["done"] == 6
     assert df.groupby("task_key").size().eq(3 * 2 * 2).all(), "a layout was measured twice or lost"
+    ours = set(client.run(os.getpid).values())  # the resuming cluster's workers
     for key in started:  # layouts checkpointed before the kill were kept, not measured again
-        assert df.loc[df["task_key"] == key, "worker_pid"].nunique() == 2
+        pids = df.loc[df["task_key"] == key, "worker_pid"]
+        if kept[key] == 3:  # every layout checkpointed, killed before its shard: nothing measured again
+            assert not set(pids) & ours, "a checkpointed task was measured again"
+        else:
+            assert pids.nunique() == 2 and (pids.isin(ours).sum() == (3 - kept[key]) * 2 * 2), kept[key]
 
 
 def test_cli_campaign_and_status(client, tmp_path, capsys):

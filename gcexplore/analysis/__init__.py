@@ -17,7 +17,7 @@ PUBLIC = {
     "prediction_check": ("predict_error", "prediction_facts"),
     "comparison": ("compare",),
     "serving": ("ServingSLO", "goodput_table", "serving_table"),
-    "comm": ("bandwidth_table", "comm_answer", "comm_table", "nccl_attribution"),
+    "comm": ("bandwidth_table", "comm_answer", "comm_dram", "comm_table", "nccl_attribution", "zero_sm_table"),
 }
 EXTRA = {
     "stats": ("NOISY_FRACTION", "STAT_COLUMNS", "quantiles"),
@@ -28,7 +28,7 @@ EXTRA = {
     "tuning": ("TUNE_TABLE_COLUMNS", "gpu_time_ms", "slo_split"),
     "serving": ("Advice", "SERVING_TABLE_COLUMNS", "advise", "advise_recorded", "deadline_of", "loads_of",
                 "predict_serving", "prediction_errors", "trade_facts", "ttft_queue"),
-    "comm": ("bus_bw_gbs", "bus_factor", "comm_steps"),
+    "comm": ("PM_TAG", "bus_bw_gbs", "bus_factor", "comm_steps", "pm_step_dram"),
     "campaigns": ("task_best_splits",),
     "clusters": ("cluster_labels", "group_modes", "rep_mode", "sample_modes", "trace_modes"),
     "pm": ("dram_headline",),

@@ -26,7 +26,8 @@ import pandas as pd
 
 from ..results.validate import check_result, require_columns
 
-__all__ = ["bandwidth_table", "bus_factor", "comm_answer", "comm_steps", "comm_table", "nccl_attribution"]
+__all__ = ["bandwidth_table", "bus_factor", "comm_answer", "comm_dram", "comm_steps", "comm_table", "nccl_attribution",
+           "pm_step_dram", "zero_sm_table"]
 
 _LAYOUT = ["setup", "layout", "comm_sm_count", "compute_sm_count", "max_ctas"]
 _KEY = ["nranks", *_LAYOUT, "collective", "size_bytes", "mode", "rep", "workload"]
@@ -214,3 +215,130 @@ def nccl_attribution(trace: pd.DataFrame, comm_partition: str = "p0") -> pd.Data
                      "kernel_names": len(set(nc["name"])), "other_on_comm": int(len(other))})
     return pd.DataFrame(rows, columns=["rank", "layout", "nccl_kernels", "on_comm_partition", "share",
                                        "partitions", "sm_count", "kernel_names", "other_on_comm"])
+
+
+#: PM metric -> (column, scale) of :func:`pm_step_dram` (the metric sets of gcexplore.experiments.pm)
+_PM_COLUMNS = {"dram__throughput.avg.pct_of_peak_sustained_elapsed": ("dram_pct", 1.0),
+               "dram__bytes_read.sum.per_second": ("dram_read_gbs", 1e-9),
+               "dram__bytes_write.sum.per_second": ("dram_write_gbs", 1e-9)}
+PM_TAG = "{collective}|{size_bytes}|{mode}|{step}|{workload}"  # the trace region of a sampled step's launch
+
+
+def pm_step_dram(trace: pd.DataFrame, starts, ends, values, metrics) -> list[dict]:
+    """PM samples (absolute ns on CUPTI's clock) averaged over each sampled step.
+
+    ``trace``: the kernel trace taken with the samples, its kernels in regions named by :data:`PM_TAG`
+    and its times from ``attrs["origin_ns"]``. A step spans its first record's start to its last
+    record's end (kernels and copies; the gate and barrier before it are not in a region); a sample is
+    in it when its midpoint is. One dict per step: ``collective``, ``size_bytes``, ``mode``, ``step``, ``window_ms``,
+    ``samples``, ``dram_pct`` (mean), ``dram_pct_max``, ``dram_read_gbs``, ``dram_write_gbs`` (NaN for a
+    metric not sampled or a step with no sample).
+    """
+    import numpy as np
+
+    require_columns(trace, ["workload", "start_ms", "end_ms"], "pm_step_dram")
+    origin = int(trace.attrs.get("origin_ns") or 0)
+    if not origin:
+        raise ValueError("pm_step_dram: the trace has no attrs['origin_ns'] (its first kernel's CUPTI time), "
+                         "so the samples cannot be placed")
+    starts, ends = np.asarray(starts, dtype=float), np.asarray(ends, dtype=float)
+    values = np.asarray(values, dtype=float).reshape(len(starts), len(metrics))
+    mid = (starts + ends) / 2
+    cols = {_PM_COLUMNS[m][0]: values[:, i] * _PM_COLUMNS[m][1] for i, m in enumerate(metrics) if m in _PM_COLUMNS}
+    t = trace  # kernels and copies: a copy-engine collective launches no kernel
+    parts = t["workload"].astype(str).str.split("|", expand=True)
+    if parts.shape[1] != 5:
+        return []
+    t = t.assign(collective=parts[0], size_bytes=pd.to_numeric(parts[1], errors="coerce"), mode=parts[2],
+                 step=pd.to_numeric(parts[3], errors="coerce")).dropna(subset=["size_bytes", "step"])
+    rows = []
+    for (coll, size, mode, step), g in t.groupby(["collective", "size_bytes", "mode", "step"], sort=True):
+        lo, hi = origin + float(g["start_ms"].min()) * 1e6, origin + float(g["end_ms"].max()) * 1e6
+        inside = (mid >= lo) & (mid <= hi)
+        n = int(inside.sum())
+        row = {"collective": coll, "size_bytes": int(size), "mode": mode, "step": int(step),
+               "window_ms": (hi - lo) / 1e6, "samples": n}
+        for name in ("dram_pct", "dram_read_gbs", "dram_write_gbs"):
+            row[name] = float(cols[name][inside].mean()) if name in cols and n else math.nan
+        row["dram_pct_max"] = float(cols["dram_pct"][inside].max()) if "dram_pct" in cols and n else math.nan
+        rows.append(row)
+    return rows
+
+
+def comm_dram(df: pd.DataFrame) -> pd.DataFrame:
+    """DRAM use of each sampled split beside the interference it may explain (``attrs["pm"]`` of a
+    ``CommSpec(pm=True)`` run).
+
+    Per collective, size and split (the busiest rank's card: max over ranks of each median over
+    steps): ``dram_compute_pct`` (the compute alone on its partition), ``dram_comm_pct`` (the
+    collective alone), ``dram_both_pct`` and ``dram_both_max_pct`` (overlapped: the steps' mean and
+    highest sample), ``dram_read_gbs`` / ``dram_write_gbs`` overlapped, ``samples`` (over every
+    overlapped step and rank), with ``interference_ms`` and ``comm_slowdown_ms`` from
+    :func:`comm_table`. Counters are device-wide, in % of the card's peak DRAM throughput: an
+    overlapped step far from 100% had DRAM bandwidth to spare, so its interference is not DRAM
+    bandwidth.
+    """
+    pm = pd.DataFrame(df.attrs.get("pm") or [])
+    if pm.empty:
+        raise ValueError("comm_dram: the result has no PM samples (attrs['pm']); measure with CommSpec(pm=True) "
+                         "(bench/comm.py --pm), which needs cupti-python 13.4 with its CUPTI")
+    key = ["rank", "layout", "comm_sm_count"]
+    med = pm.groupby([*key, "collective", "size_bytes", "mode"], sort=True).agg(
+        dram_pct=("dram_pct", "median"), dram_pct_max=("dram_pct_max", "max"), read=("dram_read_gbs", "median"),
+        write=("dram_write_gbs", "median"), samples=("samples", "sum")).reset_index()
+    compute = med[med["collective"] == ""].set_index(key)["dram_pct"]
+    rows = []
+    for (coll, size, layout, k), g in med[med["collective"] != ""].groupby(
+            ["collective", "size_bytes", "layout", "comm_sm_count"], sort=True):
+        alone, both = g[g["mode"] == "alone"], g[g["mode"] == "overlapped"]
+        ranks = g["rank"].unique()
+        rows.append({"collective": coll, "size_bytes": int(size), "layout": layout, "comm_sm_count": int(k),
+                     "dram_compute_pct": max((float(compute.get((r, layout, k), math.nan)) for r in ranks),
+                                             default=math.nan),
+                     "dram_comm_pct": float(alone["dram_pct"].max()), "dram_both_pct": float(both["dram_pct"].max()),
+                     "dram_both_max_pct": float(both["dram_pct_max"].max()),
+                     "dram_read_gbs": float(both["read"].max()), "dram_write_gbs": float(both["write"].max()),
+                     "samples": int(both["samples"].sum())})
+    out = pd.DataFrame(rows)
+    t = comm_table(df)[["collective", "size_bytes", "layout", "interference_ms", "comm_slowdown_ms"]]
+    out = out.merge(t, on=["collective", "size_bytes", "layout"], how="left")
+    out.attrs.update({k: v for k, v in df.attrs.items() if k != "pm"})
+    return out
+
+
+def zero_sm_table(df: pd.DataFrame, confidence: float = 0.9) -> pd.DataFrame:
+    """What zero-SM collectives (setup ``"zero"``: NCCL's copy engines) cost the compute beside them.
+
+    Per collective and size: ``comm_alone_ms``, ``bus_bw_alone_gbs``, ``compute_alone_ms`` (the whole
+    GPU, no collective), ``compute_ms`` (beside the collective), ``compute_slowdown`` (compute_ms /
+    compute_alone_ms - 1) with ``slowdown_low`` / ``slowdown_high`` (from the medians' ``confidence``
+    intervals, order statistics of the slowest rank's steps), ``step_ms``, and the plain-streams
+    step and compute beside NCCL's own kernels (``plain_step_ms``, ``plain_compute_ms``).
+    """
+    from .stats import quantile_ci
+
+    s = comm_steps(df)
+    zero = s[s["setup"] == "zero"]
+    if zero.empty:
+        raise ValueError("zero_sm_table: the result has no zero-SM rows (setup 'zero'); measure with "
+                         "CommSpec(zero_sm=True) (bench/comm.py --zero-sm), which needs NCCL 2.28.3+")
+    alone = zero[(zero["collective"] == "") & (zero["workload"] == "compute")]["duration_ms"]
+    a_lo, a_hi = quantile_ci(alone, 0.5, confidence)
+    t = comm_table(df)
+    plain = t[t["setup"] == "plain"].set_index(["collective", "size_bytes"])
+    rows = []
+    for r in t[t["setup"] == "zero"].itertuples():
+        g = zero[(zero["collective"] == r.collective) & (zero["size_bytes"] == r.size_bytes)
+                 & (zero["mode"] == "overlapped") & (zero["workload"] == "compute")]["duration_ms"]
+        lo, hi = quantile_ci(g, 0.5, confidence)
+        p = plain.loc[(r.collective, r.size_bytes)] if (r.collective, r.size_bytes) in plain.index else None
+        rows.append({"collective": r.collective, "size_bytes": int(r.size_bytes), "comm_alone_ms": r.comm_alone_ms,
+                     "bus_bw_alone_gbs": r.bus_bw_alone_gbs, "compute_alone_ms": r.compute_alone_ms,
+                     "compute_ms": r.compute_ms, "compute_slowdown": r.compute_ms / r.compute_alone_ms - 1.0,
+                     "slowdown_low": lo / a_hi - 1.0, "slowdown_high": hi / a_lo - 1.0, "step_ms": r.step_ms,
+                     "plain_step_ms": math.nan if p is None else float(p["step_ms"]),
+                     "plain_compute_ms": math.nan if p is None else float(p["compute_ms"])})
+    out = pd.DataFrame(rows)
+    out.attrs.update({k: v for k, v in df.attrs.items() if k != "pm"})
+    out.attrs["confidence"] = confidence
+    return out

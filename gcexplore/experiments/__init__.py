@@ -11,7 +11,7 @@ PUBLIC = {
     "measure_occupancy": ("occupancy",),
     "runner": ("MeasurementAborted", "MeasurementFailed", "MeasurementInterrupted"),
     "engine": ("launch_gap",),
-    "tuner": ("tune",),
+    "tuner": ("replay_tune", "tune"),
     "pm": ("DramTimeline", "PmSamplingError", "dram_timeline"),
     "solo": ("card_bandwidth", "load_profiles", "save_profiles", "solo_profile"),
     "campaigns": ("Campaign", "campaign", "register_experiment"),

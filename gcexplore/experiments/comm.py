@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 from .._checks import as_count, as_int
 from ..schema import environment_identity
-from ..workloads.collectives import COLLECTIVES
+from ..workloads.collectives import COLLECTIVES, ZERO_SM_COLLECTIVES
 
 __all__ = ["CommSpec", "parse_size", "run_rank", "size_text"]
 
@@ -33,6 +33,8 @@ _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 _MAX_SIZE = 8 << 30  # a buffer beyond this per rank is a typo, not an experiment
 _SETTLE_NS = 1_000
 _GATE_US = 60.0
+_PM_STEPS = 3
+_PM_INTERVAL_NS = 20_000  # the interval verified with the metric sets (gcexplore.experiments.pm)
 
 
 def parse_size(text) -> int:
@@ -84,6 +86,16 @@ class CommSpec:
         partition's SMs (PyTorch's ``torch._C._set_sm_carveout_experimental``, the knob PyTorch's own
         compute/communication overlap uses). False (default): PyTorch's stock cuBLAS, whose kernels
         are sized for the whole GPU. Not yet run on a GPU.
+    zero_sm : bool
+        Also the zero-SM setup: all-gather and all-to-all (those of ``collectives``) on a communicator
+        of ``CTAPolicy.ZERO`` with their buffers in symmetric windows, so NCCL moves the data with the
+        copy engines, beside the compute on the whole GPU (setup ``"zero"``, ``comm_sm_count`` 0). Needs
+        NCCL 2.28.3+ and one node.
+    pm : bool
+        At every split (and the zero-SM setup), 3 more steps of each mode (the compute alone, each collective alone, both)
+        under CUPTI's PM sampler (the card's DRAM throughput and bytes, every 20 us) and the kernel
+        trace that places the samples in the steps; ``attrs["pm"]`` gets each step's DRAM use
+        (:func:`gcexplore.comm_dram`). Needs cupti-python 13.4 with its CUPTI.
     """
 
     collectives: tuple = ("allreduce",)
@@ -96,6 +108,8 @@ class CommSpec:
     gemm_n: int = 4096
     trace: bool = True
     compute_fit: bool = False
+    zero_sm: bool = False
+    pm: bool = False
 
     def __post_init__(self):
         colls = tuple(str(c).lower().replace("_", "").replace("-", "") for c in _seq("collectives", self.collectives))
@@ -117,7 +131,7 @@ class CommSpec:
         object.__setattr__(self, "warmup", as_int("warmup", self.warmup, minimum=1, maximum=100))
         object.__setattr__(self, "gemms", as_int("gemms", self.gemms, minimum=1, maximum=1000))
         object.__setattr__(self, "gemm_n", as_int("gemm_n", self.gemm_n, minimum=128, maximum=32768))
-        for name in ("trace", "compute_fit"):
+        for name in ("trace", "compute_fit", "zero_sm", "pm"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
 
@@ -129,6 +143,9 @@ class CommSpec:
                 raise ValueError(f"a communication partition of {s} SMs cannot be split exactly on {info.name} "
                                  f"with at least {info.min_partition_size} SMs left to compute: valid sizes are "
                                  f"{info.describe_valid()} up to {info.sm_count - info.min_partition_size}")
+        if self.zero_sm and not set(self.collectives) & set(ZERO_SM_COLLECTIVES):
+            raise ValueError(f"zero_sm measures {' and '.join(ZERO_SM_COLLECTIVES)} (the collectives NCCL runs on copy "
+                             f"engines); collectives {list(self.collectives)} have neither")
         quantum = 4 * nranks
         bad = [s for s in self.sizes if s % quantum]
         if bad:
@@ -234,8 +251,14 @@ class _Rank:
         self.rows: list[dict] = []
         self.recipes: dict[str, str] = {}
         self.trace_error = ""
+        self.pm_rows: list[dict] = []
+        self.pm_error = ""
+        self.zero_error = ""
+        self._pm = None
 
     def close(self) -> None:
+        if self._pm is not None:
+            self._pm.disable()
         self.engine.close()
         self.comm.destroy()
 
@@ -260,10 +283,10 @@ class _Rank:
                 del wl
                 self.torch.cuda.synchronize(self.rank)
 
-    def _layout(self, base: dict, comm, comm_stream, compute_stream) -> None:
+    def _layout(self, base: dict, comm, comm_stream, compute_stream, items=None) -> None:
         cbase = {**base, "collective": "", "size_bytes": 0}
         self._measure(cbase, "alone", [(self.compute, compute_stream)], ["compute"])
-        for kind, size, wl in self._collectives(comm):
+        for kind, size, wl in (self._collectives(comm) if items is None else items):
             kbase = {**base, "collective": kind, "size_bytes": size}
             self._measure(kbase, "alone", [(wl, comm_stream)], ["comm"])
             self._measure(kbase, "overlapped", [(wl, comm_stream), (self.compute, compute_stream)],
@@ -289,27 +312,112 @@ class _Rank:
             cs, rs = parts[0].stream, parts.remainder.stream
             self._fit(parts.remainder.sm_count)
             self._layout(base, self.comm, cs, rs)
-            if self.spec.trace and not self.trace_error:
-                try:
-                    self._trace_split(parts, cs, rs)
-                except Exception as e:  # CUPTI missing or held: every rank fails alike, before any collective
-                    self.trace_error = f"{type(e).__name__}: {e}"
+            self._extras(parts, cs, rs, base)
             self._fit(None)
 
-    def _trace_split(self, parts, cs, rs) -> None:
+    def _extras(self, parts, cs, rs, base: dict, items=None, layout: str = "") -> None:
+        """A layout's traced and PM-sampled steps. A failure (CUPTI missing or held: alike on every rank,
+        before any collective of the block) is kept as the rank's ``trace_error`` / ``pm_error``."""
+        if self.spec.trace and not self.trace_error:
+            try:
+                self._trace_split(parts, cs, rs, items, layout)
+            except Exception as e:
+                self.trace_error = f"{type(e).__name__}: {e}"
+        if self.spec.pm and not self.pm_error:
+            self.flush()  # a crash inside CUPTI's profiler ends this process: the layout's rows go first
+            try:
+                self._pm_split(parts, cs, rs, base, items)
+            except Exception as e:
+                self.pm_error = f"{type(e).__name__}: {e}"
+
+    def _trace_split(self, parts, cs, rs, items=None, layout: str = "") -> None:
         from ..trace.user import kernel_trace
-        from ..workloads.collectives import collective
 
         with kernel_trace(parts, device=self.rank) as t:
-            for kind in self.spec.collectives:
-                for size in self.spec.sizes:
-                    wl = collective(self.comm, kind, size, device=self.rank)
-                    names = (f"comm:{kind}:{size}", "compute")
-                    self.stepper.step([(wl, cs), (self.compute, rs)], tag=lambda i: t.region(names[i]),
-                                      barrier=False)
-        frame = t.frame()
-        frame = frame.assign(rank=self.rank)
-        self.send(("trace", frame))
+            for kind, size, wl in (self._collectives(self.comm) if items is None else items):
+                names = (f"comm:{kind}:{size}", "compute")
+                self.stepper.step([(wl, cs), (self.compute, rs)], tag=lambda i: t.region(names[i]), barrier=False)
+        frame = t.frame().assign(rank=self.rank)
+        self.send(("trace", frame.assign(layout=layout) if layout else frame))
+
+    def _pm_collector(self):
+        """CUPTI's PM sampler on this rank's card, enabled and configured once (DRAM % and bytes)."""
+        if self._pm is None:
+            from ..trace.collector import TraceUnavailable, require_cupti
+            from ..trace.features import describe, refusal
+
+            refused = refusal("pm_sampling", describe(require_cupti()))
+            if refused:
+                raise TraceUnavailable(refused)
+            from cupti import pm_sampling
+
+            from .pm import METRIC_SETS
+
+            col = pm_sampling.Collector(self.rank)
+            col.enable()
+            self._pm = col
+            col.configure(metrics=list(METRIC_SETS["dram_bytes"]), sampling_interval=_PM_INTERVAL_NS,
+                          hardware_buffer_size=256 << 20)
+        return self._pm
+
+    def _pm_split(self, parts, cs, rs, base: dict, items=None) -> None:
+        """_PM_STEPS steps of each mode under the PM sampler and the kernel trace, summarised per step."""
+        from ..analysis.comm import PM_TAG, pm_step_dram
+        from ..trace.user import kernel_trace
+        from .pm import MAX_SAMPLES, METRIC_SETS
+
+        col = self._pm_collector()
+
+        def steps(t, coll, size, mode, slots, names):
+            for i in range(_PM_STEPS):
+                tags = [PM_TAG.format(collective=coll, size_bytes=size, mode=mode, step=i, workload=n) for n in names]
+                self.stepper.step(slots, tag=lambda j: t.region(tags[j]))
+
+        with kernel_trace(parts, device=self.rank, copies=True) as t:  # copies: a copy-engine collective's span
+            col.start()
+            try:
+                steps(t, "", 0, "alone", [(self.compute, rs)], ["compute"])
+                for kind, size, wl in (self._collectives(self.comm) if items is None else items):
+                    steps(t, kind, size, "alone", [(wl, cs)], ["comm"])
+                    steps(t, kind, size, "overlapped", [(wl, cs), (self.compute, rs)], ["comm", "compute"])
+            finally:
+                col.stop()
+        data = col.decode(max_samples=MAX_SAMPLES)
+        got = [(s.start_timestamp, s.end_timestamp, list(s.metric_values)) for s in data]
+        rows = pm_step_dram(t.frame(), [g[0] for g in got], [g[1] for g in got], [g[2] for g in got],
+                            list(METRIC_SETS["dram_bytes"]))
+        keep = {k: base[k] for k in ("setup", "layout", "comm_sm_count", "compute_sm_count")}
+        self.pm_rows.extend({"rank": self.rank, **keep, **r} for r in rows)
+
+    def run_zero(self) -> None:
+        """All-gather and all-to-all on a communicator of CTA policy ZERO, their buffers in symmetric
+        windows (NCCL's copy engines), beside the compute on the whole GPU; a failure alike on every
+        rank (no such path in this NCCL) becomes ``zero_error``."""
+        from ..workloads.collectives import collective
+
+        a, b = self.engine.whole.streams[:2]
+        base = {"nranks": self.nranks, "rank": self.rank, "setup": "zero", "layout": "zero", "comm_sm_count": 0,
+                "compute_sm_count": self.info.sm_count, "max_ctas": None}
+        items = []
+        try:
+            sub = self.comm.split(color=0, key=self.rank,
+                                  config=self.nccl.NCCLConfig(cta_policy=self.nccl.CTAPolicy.ZERO))
+        except Exception as e:
+            self.zero_error = f"{type(e).__name__}: {e}"
+            return
+        try:
+            # every workload lives until the communicator is gone: its windows go first, then the buffers
+            items = [(k, s, collective(sub, k, s, device=self.rank, symmetric=True))
+                     for k in self.spec.collectives if k in ZERO_SM_COLLECTIVES for s in self.spec.sizes]
+            self._layout(base, sub, a, b, items)
+            self.flush()
+            self._extras(None, a, b, base, items, layout="zero")
+        except Exception as e:  # rows measured before it are with the launcher
+            self.zero_error = f"{type(e).__name__}: {e}"
+        finally:
+            self.torch.cuda.synchronize(self.rank)
+            sub.destroy()
+            del items
 
     def run_baselines(self) -> None:
         self._fit(None)
@@ -348,12 +456,15 @@ def run_rank(rank: int, nranks: int, uid: bytes, spec: CommSpec, send) -> dict:
         for k in sorted(spec.comm_sms, reverse=True):
             r.run_split(k)
             r.flush()
+        if spec.zero_sm:  # last: a copy-engine path that fails or hangs costs nothing measured before it
+            r.run_zero()
+            r.flush()
         from ..workloads.collectives import nccl_versions
 
         return {"rank": rank, **r.info.metadata(), **nccl_versions(),
                 "alltoall_recipe": r.recipes.get("alltoall", ""),
                 "gate_us": round(r.stepper.gate_us, 1), **environment_identity(),
-                "trace_error": r.trace_error}
+                "trace_error": r.trace_error, "pm_error": r.pm_error, "zero_error": r.zero_error, "pm": r.pm_rows}
     finally:
         r.flush()
         r.close()

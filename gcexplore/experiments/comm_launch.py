@@ -53,7 +53,7 @@ def _child(rank: int, nranks: int, conn, spec) -> None:
         conn.send(msg)
 
     try:
-        if spec.trace:  # the newest CUPTI first, before PyTorch can load its own (as the tests do)
+        if spec.trace or spec.pm:  # the newest CUPTI first, before PyTorch can load its own (as the tests do)
             with contextlib.suppress(Exception):
                 from ..trace.collector import preload_cupti
 
@@ -124,7 +124,7 @@ def comm_sweep(spec=None, *, gpus: int | None = None, timeout_s: float = 900.0, 
     """
     import multiprocessing as mp
 
-    from ..device.driver import device_count
+    from ..device.driver import UnsupportedError, device_count
     from ..workloads.collectives import nccl_versions, zero_sm_offered
     from .comm import CommSpec
 
@@ -134,6 +134,10 @@ def comm_sweep(spec=None, *, gpus: int | None = None, timeout_s: float = 900.0, 
 
     info = device_info(0)
     spec.check(info, n)
+    if spec.zero_sm:
+        offered, why = zero_sm_offered(_quiet(lambda: nccl_versions()["nccl"]))
+        if not offered:
+            raise UnsupportedError(why)
     ctx = mp.get_context("spawn")
     pipes, procs = [], []
     with _loopback_bootstrap():
@@ -166,7 +170,8 @@ def comm_sweep(spec=None, *, gpus: int | None = None, timeout_s: float = 900.0, 
 
     attrs = {**info.metadata(), **environment_identity(), "kind": "comm", "nranks": n, "spec": spec.metadata(),
              "nccl_version": nccl_v, "nccl4py_version": versions.get("nccl4py", ""),
-             "zero_sm": zero_sm_offered(nccl_v)[1], "ranks": [metas[r] for r in sorted(metas)],
+             "zero_sm": _zero_text(nccl_v, spec.zero_sm), "pm": [row for r in sorted(metas) for row in metas[r].pop("pm", [])],
+             "ranks": [metas[r] for r in sorted(metas)],
              "alltoall_recipe": versions.get("alltoall_recipe", ""), "binding": "nccl4py (one process per GPU)"}
     df = _frame(rows, attrs)
     if errors:
@@ -209,6 +214,15 @@ def _collect(pipes, procs, timeout_s: float):
                 errors.append(msg[1])
                 details.append(msg[2])
     return rows, metas, errors, details, trace_frames
+
+
+def _zero_text(nccl_version: str, asked: bool) -> str:
+    from ..workloads.collectives import zero_sm_offered
+
+    offered, text = zero_sm_offered(nccl_version)
+    if offered:
+        text += ("; measured (setup 'zero')" if asked else "; not measured in this run (CommSpec(zero_sm=True))")
+    return text
 
 
 def _quiet(fn):

@@ -3,11 +3,13 @@ split tuner's search (:func:`gcexplore.experiments.search.search`) instead of a 
 
 :func:`recommend_comm` runs the search over a recorded sweep: its ``measure`` hands out a layout's recorded
 overlapped steps in the order they were measured, so the search sees what it would have measured,
-and the GPU time it spent is the sum of the steps it took. Then it walks down from the search's
-answer, one partition size at a time, while the smaller partition's median step stays within the
-tolerance of the best median measured (each such layout costs all its recorded steps). The answer is
-compared with the exhaustive one (:func:`gcexplore.analysis.comm.comm_answer`) computed from every
-step of every split.
+and the GPU time it spent is the sum of the steps it took. The search starts at the middle of the
+candidate communication sizes (not at half the GPU, the tuner's default start for two workloads: the
+split least likely to be a collective's answer, and the slowest step), then goes where its bounds say.
+Then it walks down from the search's answer, one partition size at a time, while the smaller
+partition's median step stays within the tolerance of the best median measured (a layout not yet
+measured costs the search's first-visit steps). The answer is compared with the exhaustive one
+(:func:`gcexplore.analysis.comm.comm_answer`) computed from every step of every split.
 """
 
 from __future__ import annotations
@@ -44,21 +46,27 @@ def _one(reps: dict, sm_count: int, tolerance: float) -> dict:
         used[k] += len(got)
         return got
 
-    cands = [(k, sm_count - k) for k in sorted(reps)]
+    sizes = sorted(reps)
+    cands = [(k, sm_count - k) for k in sizes]
+    # the start: a ranking by distance from the middle candidate, low end 0 (search() starts at a
+    # prediction's best and rules out only what a prediction's low end excludes: nothing here)
+    mid = sizes[(len(sizes) - 1) // 2]
+    start = {(k, sm_count - k): {"makespan": (1.0 + abs(k - mid), 0.0)} for k in sizes}
     # a replay of one recorded run: its "rounds" are consecutive chunks of that run's steps, so no
     # run-to-run floor stands in for a layout replayed once (its chunks' own spread is what there is)
     replay = Floor(0.0, 0.0, "replay of one recorded run")
     # 3 steps at a layout's first visit (the tuner's least): the search doubles them wherever a
     # comparison is not decided, so the answer is as sure as with more, at less GPU time
-    out = search(cands, measure, Settings(tolerance=tolerance, repeats=min(3, repeats), max_repeats=repeats,
-                                          floor=replay), names=("comm", "compute"))
+    first = min(3, repeats)
+    out = search(cands, measure, Settings(tolerance=tolerance, repeats=first, max_repeats=repeats, floor=replay),
+                 names=("comm", "compute"), prior=start)
     med = {k: quantile([m for m, _ in reps[k][:used[k]]], 0.5) for k in reps if used[k]}
     best = min(med.values())
     answer = int(out.answer.split("+")[0])
     walked = []
     for k in sorted((k for k in reps if k < answer), reverse=True):
         if not used[k]:
-            measure((k,), repeats)
+            measure((k,), first)
             med[k] = quantile([m for m, _ in reps[k][:used[k]]], 0.5)
             best = min(best, med[k])
         walked.append(k)

@@ -15,7 +15,7 @@ import itertools
 from collections.abc import Sequence
 
 from .._checks import as_int
-from ..analysis.stats import noise_floor
+from ..analysis.stats import Floor, noise_floor, quantile
 from ..device import partitions
 from ..device.driver import DeviceInfo, GreenContextError, plan_split
 from .request import check_enumeration
@@ -25,7 +25,7 @@ from .overlap import measure_layout
 from .runner import Round, run_layouts
 from .search import Settings, label, search
 
-__all__ = ["candidates", "tune"]
+__all__ = ["candidates", "replay_tune", "tune"]
 
 
 def _sizes(name: str, values) -> list[int]:
@@ -237,3 +237,61 @@ def tune(workloads, *, slo_ms: float | None = None, percentile: float = 50.0, ot
         rows, _ = run_layouts([("tune", None)], measure_all, build=run.frame)
         run.extra.update(found["o"].metadata())
         return run.frame(rows)
+
+
+def _recorded(sweep, names: list[str]) -> dict:
+    """layout -> [(makespan_ms, (duration_ms per workload in ``names`` order)), ...] in measured order."""
+    conc = sweep[sweep["mode"] == "concurrent"]
+    keys = [k for k in ("round", "rep") if k in conc.columns]
+    out = {}
+    for lay, g in conc.groupby("layout", sort=False):
+        wide = g.pivot_table(index=keys, columns="workload", values="duration_ms", aggfunc="max").sort_index()
+        span = g.groupby(keys)["makespan_ms"].max().reindex(wide.index)
+        out[tuple(int(x) for x in str(lay).split("+"))] = [
+            (float(m), tuple(float(r[n]) for n in names)) for m, (_, r) in zip(span, wide.iterrows())]
+    return out
+
+
+def replay_tune(sweep, predict=None, *, tolerance: float = 0.01, repeats: int = 3) -> dict:
+    """The tuner's makespan search replayed over a recorded sweep (no GPU), with or without predictions.
+
+    Each layout hands out its recorded concurrent repetitions in measured order, ``repeats`` at a
+    visit, at most what the sweep recorded (a close call still undecided then goes to the lower
+    median, as at ``max_repeats``); as in :func:`gcexplore.recommend_comm`, a replay of one run adds
+    no run-to-run floor. ``predict`` is as for :func:`tune` (a :func:`gcexplore.predict` result
+    naming the sweep's workloads in partition order).
+
+    Returns
+    -------
+    dict
+        ``answer`` and ``answer_ms`` (the median of all its recorded repetitions, as the sweep's),
+        ``best`` and ``best_ms`` (the sweep's lowest median), ``gap`` (answer_ms / best_ms - 1),
+        ``layouts_measured`` of ``layouts``, ``reps_measured``, ``gpu_ms`` (the makespans of the
+        repetitions it took) of ``sweep_gpu_ms`` (every concurrent repetition's), ``predicted``.
+    """
+    conc = sweep[sweep["mode"] == "concurrent"] if "mode" in sweep.columns else sweep.iloc[:0]
+    if conc.empty:
+        raise ValueError("replay_tune needs a sweep with 'concurrent' rows (gcexplore.sweep(..., "
+                         "modes=('concurrent',)))")
+    order = conc.drop_duplicates("workload").assign(_last=lambda d: d["partition"] == "remainder")
+    names = list(order.sort_values(["_last", "partition"], kind="stable")["workload"].astype(str))
+    reps = _recorded(sweep, names)
+    recorded = min(len(v) for v in reps.values())
+    used = dict.fromkeys(reps, 0)
+
+    def measure(layout, n):
+        got = reps[layout][used[layout]:used[layout] + n]
+        used[layout] += len(got)
+        return got
+
+    settings = Settings(tolerance=tolerance, repeats=min(repeats, recorded), max_repeats=recorded,
+                        floor=Floor(0.0, 0.0, "replay of one recorded run"))
+    out = search(list(reps), measure, settings, names=names, prior=_prior(predict, names))
+    med = {k: quantile([m for m, _ in v], 0.5) for k, v in reps.items()}
+    best = min(med, key=lambda k: (med[k], k))
+    answer = tuple(int(x) for x in out.answer.split("+"))
+    spent = sum(m for k, v in reps.items() for m, _ in v[:used[k]])
+    return {"answer": out.answer, "answer_ms": med[answer], "best": label(best), "best_ms": med[best],
+            "gap": med[answer] / med[best] - 1.0, "layouts_measured": sum(1 for v in used.values() if v),
+            "layouts": len(reps), "reps_measured": sum(used.values()), "gpu_ms": spent,
+            "sweep_gpu_ms": sum(m for v in reps.values() for m, _ in v), "predicted": predict is not None}

@@ -13,13 +13,17 @@ from __future__ import annotations
 from ..device.driver import UnsupportedError
 from .workload import Workload
 
-__all__ = ["COLLECTIVES", "ZERO_SM_NCCL", "alltoall_recipe", "buffer_elements", "collective", "nccl_barrier",
+__all__ = ["COLLECTIVES", "ZERO_SM_COLLECTIVES", "ZERO_SM_NCCL", "alltoall_recipe", "buffer_elements", "collective", "nccl_barrier",
            "nccl_module", "nccl_versions", "zero_sm_offered"]
 
 #: The collectives a communication workload can be, in the order results list them.
 COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall")
-#: The first NCCL release whose collectives can run without SMs (copy engines; ``CTAPolicy.ZERO``).
-ZERO_SM_NCCL = (2, 30, 0)
+#: The first NCCL release whose collectives can run without SMs: 2.28.3 added copy-engine all-gather and
+#: all-to-all within one node (communicator ``CTAPolicy.ZERO``, both buffers in symmetric windows);
+#: 2.30.7 added the hierarchical, several-node ones.
+ZERO_SM_NCCL = (2, 28, 3)
+#: The collectives of this module that NCCL can run on copy engines.
+ZERO_SM_COLLECTIVES = ("allgather", "alltoall")
 _ELEMENT = 4  # float32
 _PIP = 'pip install nccl4py "cuda-pathfinder>=1.5.4"'
 
@@ -49,9 +53,10 @@ def zero_sm_offered(nccl_version: str) -> tuple[bool, str]:
         return False, f"NCCL version {nccl_version!r} unreadable; zero-SM collectives not tried"
     need = ".".join(map(str, ZERO_SM_NCCL))
     if have >= ZERO_SM_NCCL:
-        return True, f"NCCL {nccl_version} offers zero-SM collectives (CTA policy ZERO, {need}+)"
-    return False, (f"NCCL {nccl_version} has no zero-SM collectives (they need NCCL {need}+, "
-                   f"CTA policy ZERO); none were measured")
+        return True, (f"NCCL {nccl_version} offers zero-SM all-gather and all-to-all within one node (copy engines: "
+                      f"CTA policy ZERO, buffers in symmetric windows; NCCL {need}+)")
+    return False, (f"NCCL {nccl_version} has no zero-SM collectives (copy-engine all-gather and all-to-all need "
+                   f"NCCL {need}+, CTA policy ZERO and symmetric windows); none were measured")
 
 
 def buffer_elements(kind: str, size_bytes: int, nranks: int) -> tuple[int, int]:
@@ -74,6 +79,20 @@ def _tensors(send: int, recv: int, device: int):
     return torch.ones(send, dtype=torch.float32, device=dev), torch.zeros(recv, dtype=torch.float32, device=dev)
 
 
+def _window_tensors(comm, send: int, recv: int, device: int):
+    """Send and receive buffers from NCCL's allocator, each registered in a symmetric window of ``comm``
+    (collective: every rank in the same order); the window handles live as long as the workload."""
+    import torch
+    from nccl.core.interop.torch import empty
+
+    nccl = nccl_module()
+    bufs = [empty(n, dtype=torch.float32, device=device) for n in (send, recv)]
+    bufs[0].fill_(1.0)
+    bufs[1].zero_()
+    handles = [comm.register_window(b, flags=nccl.WindowFlag.COLL_SYMMETRIC) for b in bufs]
+    return bufs[0], bufs[1], handles
+
+
 def _alltoall_p2p(nccl, comm, send, recv, nranks: int, stream) -> None:
     """All-to-all as grouped send/receive (NCCL's own recipe where ``ncclAlltoAll`` is missing)."""
     per = send.numel() // nranks
@@ -83,7 +102,8 @@ def _alltoall_p2p(nccl, comm, send, recv, nranks: int, stream) -> None:
             comm.recv(recv[peer * per:(peer + 1) * per], peer, stream=stream)
 
 
-def collective(comm, kind: str, size_bytes: int, *, device: int, name: str | None = None) -> Workload:
+def collective(comm, kind: str, size_bytes: int, *, device: int, name: str | None = None,
+               symmetric: bool = False) -> Workload:
     """A workload running one NCCL ``kind`` of ``size_bytes`` over ``comm`` on the stream it is given.
 
     Parameters
@@ -95,12 +115,18 @@ def collective(comm, kind: str, size_bytes: int, *, device: int, name: str | Non
         The nccl-tests size (see the module text); float32 elements.
     device : int
         The CUDA device of this rank (its buffers are allocated there, through PyTorch).
+    symmetric : bool
+        Buffers from NCCL's allocator registered in symmetric windows of ``comm`` (what copy-engine
+        collectives need, with a communicator of ``CTAPolicy.ZERO``); default: PyTorch's buffers.
     """
     nccl = nccl_module()
     nranks = int(comm.nranks)
     send_n, recv_n = buffer_elements(kind, int(size_bytes), nranks)
-    send, recv = _tensors(send_n, recv_n, device)
-    state = {"p2p": False}
+    if symmetric:
+        send, recv, handles = _window_tensors(comm, send_n, recv_n, device)
+    else:
+        (send, recv), handles = _tensors(send_n, recv_n, device), []
+    state = {"p2p": False, "windows": handles}
 
     def run(*, stream):
         if kind == "allreduce":
