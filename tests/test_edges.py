@@ -153,6 +153,9 @@ def test_gpu_time_counts_a_layouts_later_rounds_with_their_own_warm_up():
     df.attrs["warmup_later_rounds"] = [1, 0, 0, 0]
     weight = [counts[m] if r == 0 else int(m == "alone") for _, m, r in med.index]
     assert gpu_time_ms(df) == pytest.approx(per_rep.sum() + (med * weight).sum())
+    df.attrs.update(warmup_later_rounds=[0, 0, 0, 0], warmup_calls=["8+124"])  # one call of each workload there
+    weight = [counts[m] if r == 0 else int(m == "alone" and lay == "8+124") for lay, m, r in med.index]
+    assert gpu_time_ms(df) == pytest.approx(per_rep.sum() + (med * weight).sum())
     del df.attrs["warmup_later_rounds"]  # recorded before: every round warmed up in full
     assert gpu_time_ms(df) == pytest.approx(per_rep.sum() + (med * [counts[m] for _, m, _ in med.index]).sum())
     df.attrs["warmup_later_rounds"] = [-1, 0, 0, 0]

@@ -138,7 +138,7 @@ def test_a_layouts_first_mode_gets_every_warmup_and_later_modes_one(monkeypatch)
     from gcexplore.schema import Options
 
     calls = []
-    monkeypatch.setattr(O, "_measure_mode", lambda *a: calls.append((a[4], a[-1])))
+    monkeypatch.setattr(O, "_measure_mode", lambda *a: calls.append((a[4], a[-1])) or (None, []))
 
     class _Parts(list):
         label = "8+124"
@@ -148,20 +148,28 @@ def test_a_layouts_first_mode_gets_every_warmup_and_later_modes_one(monkeypatch)
     whole = types.SimpleNamespace(streams=[None, None])
     engine = types.SimpleNamespace(whole=whole, drain=lambda s: None, drop_graphs=lambda: None)
     run = types.SimpleNamespace(engine=engine, wls=[_Workload(), _Workload()], options=Options(warmup=3), extra={},
-                                warmed=set())
+                                warmed={})
     O.measure_layout(run, _Parts([p, p]), [])
     assert calls == [("alone", 3), ("concurrent", 1), ("sequential", 1), ("streams", 1)]
     assert run.extra["warmup_later_modes"] == 1
 
 
-def _layout_run(monkeypatch, warmup=3):
+def _layout_run(monkeypatch, warmup=3, first_warmup_ms=1.0):
+    """A layout measured by a stand-in _measure_mode: its first warm-up repetition took
+    ``first_warmup_ms``, its measured ones 0.99 to 1.0 ms."""
     import types
 
     from gcexplore.experiments import overlap as O
     from gcexplore.schema import Options
 
     calls, warmed = [], []
-    monkeypatch.setattr(O, "_measure_mode", lambda *a: calls.append((a[4], a[-1])))
+
+    def measure_mode(*a):
+        calls.append((a[4], a[-1]))
+        return (first_warmup_ms if a[-1] else None), [0.99, 1.0, 0.995]
+
+    monkeypatch.setattr(O, "_measure_mode", measure_mode)
+    monkeypatch.setattr(O, "_LATER_ROUNDS", "auto")
 
     class _Parts(list):
         label = "8+124"
@@ -172,7 +180,7 @@ def _layout_run(monkeypatch, warmup=3):
                                    drop_graphs=lambda: None,
                                    warm=lambda slots, calls, label: warmed.append((len(slots), calls, label)))
     run = types.SimpleNamespace(engine=engine, wls=[_Workload(), _Workload()], options=Options(warmup=warmup),
-                                extra={}, warmed=set())
+                                extra={}, warmed={})
     return O, run, _Parts([p, p]), calls, warmed
 
 
@@ -186,8 +194,24 @@ def test_a_layouts_later_rounds_warm_their_fresh_streams_instead_of_running_warm
     O.measure_layout(run, parts, [], rnd=Round(1, 4, 4))
     # round 1: the new partitions' and whole-device streams get one short spin each, no repetition is discarded
     assert calls == [("alone", 0), ("concurrent", 0), ("sequential", 0), ("streams", 0)]
-    assert warmed == [(2, O._LATER_ROUNDS == "call", ("8+124", "alone", None))]
-    assert run.extra["warmup_later_rounds"] == [int(O._LATER_ROUNDS == "call"), 0, 0, 0]
+    assert warmed == [(2, False, ("8+124", "alone", None))]
+    assert run.extra["warmup_later_rounds"] == [0, 0, 0, 0] and "warmup_calls" not in run.extra
+
+
+@pytest.mark.parametrize("first_ms, calls_later", [(1.004, False), (1.006, True), (1.3, True)])
+def test_a_layout_whose_first_warm_up_ran_slow_calls_each_workload_once_in_its_later_rounds(monkeypatch, first_ms,
+                                                                                             calls_later):
+    # a library loading its kernels into every new green context shows as a slow first repetition
+    # on fresh partitions: later rounds then call each workload once on them before measuring
+    from gcexplore.experiments.runner import Round
+
+    O, run, parts, calls, warmed = _layout_run(monkeypatch, first_warmup_ms=first_ms)
+    O.measure_layout(run, parts, [], rnd=Round(0, 3, 0))
+    O.measure_layout(run, parts, [], rnd=Round(1, 3, 3))
+    O.measure_layout(run, parts, [], rnd=Round(2, 3, 6))
+    assert warmed == [(2, calls_later, ("8+124", "alone", None))] * 2
+    assert run.extra.get("warmup_calls", []) == (["8+124"] if calls_later else [])
+    assert [n for _, n in calls[4:]] == [0] * 8  # no warm-up repetitions in rounds 1 and 2 either way
 
 
 def test_a_later_round_of_a_layout_not_yet_warmed_in_this_process_gets_the_full_warm_up(monkeypatch):

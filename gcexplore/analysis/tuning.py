@@ -81,7 +81,8 @@ def gpu_time_ms(df: pd.DataFrame) -> float:
     repetitions measured after it: ``attrs["warmup"]`` of them before a layout's first mode
     in each round (per tuner step), and ``attrs["warmup_later_modes"]`` before each later mode
     (results recorded before that schedule: ``attrs["warmup"]`` before every mode); in a
-    layout's later rounds ``attrs["warmup_later_rounds"]`` (per mode) where recorded.
+    layout's later rounds ``attrs["warmup_later_rounds"]`` (per mode) where recorded, plus one
+    before the first mode for the layouts in ``attrs["warmup_calls"]`` (one call of each workload).
     """
     keys = [c for c in ("layout", "mode", "step") if c in df.columns]
     keys += ["round"] if "round" in df.columns else []  # each round warms up again
@@ -102,7 +103,10 @@ def gpu_time_ms(df: pd.DataFrame) -> float:
                 raise ValueError("gpu_time_ms: attrs['warmup_later_rounds'] must hold a whole number of "
                                  f"repetitions >= 0 per mode, got {again!r}")
             per_mode = dict(zip(modes, (int(n) for n in again)))
-            again_counts = [per_mode.get(m, later) for m in medians.index.get_level_values("mode")]
-            counts = np.where(medians.index.get_level_values("round") > 0, again_counts, counts)
+            calls = set(df.attrs.get("warmup_calls") or ())  # layouts whose later rounds call each workload once
+            idx = medians.index
+            again_counts = [per_mode.get(m, later) + int(m == modes[0] and lay in calls)
+                            for lay, m in zip(idx.get_level_values("layout"), idx.get_level_values("mode"))]
+            counts = np.where(idx.get_level_values("round") > 0, again_counts, counts)
         return float(per_rep.sum() + (medians.to_numpy() * counts).sum())
     return float(per_rep.sum() + warm * medians.sum())

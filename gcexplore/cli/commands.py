@@ -129,7 +129,9 @@ def _print_overlap(df) -> None:
     print(layout_report(df))
     a = df.attrs
     later = a.get("warmup_later_rounds")
+    calls = a.get("warmup_calls") or []
     warm = (f"{a.get('warmup')} warm-up in a layout's first round, {max(later)} in its later ones"
+            + (f" (one call of each workload first at {len(calls)} layout(s) whose first call ran slow)" if calls else "")
             if isinstance(later, list) and later and a.get("rounds", 1) > 1 else f"each after {a.get('warmup')} warm-up")
     print(f"{a.get('repeats')} repetitions in {a.get('rounds', 1)} round(s), {warm}, launch gap "
           f"{a.get('launch_gap_us', float('nan')):.1f} us (included in every duration)")
@@ -298,7 +300,8 @@ def _add_tune(sub) -> None:
                    help=f"most repetitions of one layout, up to {MAX_TUNE_REPEATS} (default: %(default)s)")
     s.add_argument("--warmup", type=int_arg(0), default=1,
                    help="warm-up repetitions the first time a layout is measured; later visits warm their fresh "
-                        "streams with a 1 us spin (default: %(default)s)")
+                        "streams with a 1 us spin (and one call of each workload where its first ran slow) "
+                        "(default: %(default)s)")
     s.add_argument("--sizes", type=int_list, help="first-partition sizes to choose from (default: every valid size)")
     s.add_argument("--others", type=int_list, help="fixed sizes of middle workloads (default: searched too)")
     s.add_argument("--device", type=int_arg(0), default=0, help="GPU index (default: %(default)s)")
@@ -420,7 +423,8 @@ def _add_measuring(sub) -> None:
                        help=f"measured repetitions per mode over all rounds, 1..{MAX_REPEATS} (default: %(default)s)")
         s.add_argument("--warmup", type=int_arg(0), default=1,
                        help="warm-up repetitions in a layout's first round; its later rounds warm their fresh "
-                            "streams with a 1 us spin (default: %(default)s)")
+                            "streams with a 1 us spin (and one call of each workload where its first ran slow) "
+                            "(default: %(default)s)")
         s.add_argument("--rounds", type=int_arg(1), default=None,
                        help="rounds the repetitions are split into, each splitting afresh in a new order "
                             "(default: min(5, repeats // 3))")

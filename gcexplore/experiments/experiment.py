@@ -38,7 +38,7 @@ class Experiment:
         self.trace: Collector | None = None
         self.gap = math.nan
         self.extra: dict = {}
-        self.warmed: set[str] = set()  # layouts whose first round (full warm-up) ran in this process
+        self.warmed: dict[str, str] = {}  # layout -> how its later rounds warm up (its first round ran here)
         self._owned: list = []
         self._round = 0
 

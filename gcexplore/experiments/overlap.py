@@ -81,9 +81,10 @@ def _reps(engine: Engine, groups, labels, on_queued=None):
 
 
 def _measure_mode(engine: Engine, groups, layout, split_k, mode, opts: Options, rnd: Round, rows: list[dict],
-                  warmup: int) -> None:
+                  warmup: int) -> tuple[float | None, list[float]]:
     """``warmup`` discarded repetitions, then the round's measured ones, as one pipelined
-    stream; NVML is read while the first and the last measured repetition run (not in a gap)."""
+    stream; NVML is read while the first and the last measured repetition run (not in a gap).
+    Returns the first warm-up repetition's makespan (None without one) and the measured ones'."""
     for gslots, _ in groups:
         for s in gslots:
             s.run = engine.runner(s)
@@ -95,8 +96,9 @@ def _measure_mode(engine: Engine, groups, layout, split_k, mode, opts: Options, 
         if i in (warmup, len(labels) - 1):
             reads[i] = engine.nvml.read()
 
-    first = len(rows)
+    first, spans = len(rows), []
     for (_, _, rep), outs in _reps(engine, groups, labels, on_queued):
+        spans.append(max(makespan for _, makespan in outs))
         if rep is None:
             continue
         rep_rows = []
@@ -108,23 +110,34 @@ def _measure_mode(engine: Engine, groups, layout, split_k, mode, opts: Options, 
     (clock0, power0), (clock, power) = reads.get(warmup, (math.nan,) * 2), reads.get(len(labels) - 1, (math.nan,) * 2)
     for r in rows[first:]:
         r.update(sm_clock_mhz_before=clock0, power_w_before=power0, sm_clock_mhz=clock, power_w=power)
+    return (spans[0] if warmup else None), spans[warmup:]
 
 
-# How a layout's later rounds warm up (its first round runs the full warm-up):
-# "touch": a 1 us spin on each stream the round made afresh, then no warm-up repetition;
-# "call": the same plus one call of each workload on its new partition; "full": as the first round.
-_LATER_ROUNDS = "touch"
+# How a layout's later rounds warm up (its first round runs the full warm-up repetitions). "auto":
+# a 1 us spin on each stream the round made afresh, plus one call of each workload on its new
+# partition where the layout's first warm-up repetition ran more than _FIRST_CALL_MARGIN over its
+# slowest measured one (a library loading its kernels into each new green context: on an H100 the
+# PyTorch matmul's first repetition on a fresh partition ran +2.7% without it, the built-ins +0.0%);
+# "touch" / "call": always the one or the other; "full": every round as the first.
+_LATER_ROUNDS = "auto"
+_FIRST_CALL_MARGIN = 0.005
 
 
-def _warmup_plan(opts: Options, first_visit: bool) -> tuple[str | None, list[int]]:
-    """``(fresh-stream warm-up or None, warm-up repetitions per mode)`` of one layout visit."""
+def _warmup_plan(opts: Options, seen: str | None) -> tuple[str | None, list[int]]:
+    """``(how a later round warms its fresh streams, or None; warm-up repetitions per mode)`` of a
+    layout visit; ``seen``: what the layout's first round found it needs (None: this is its first)."""
     later = min(opts.warmup, 1)
-    if first_visit or not opts.warmup or _LATER_ROUNDS == "full":
+    if seen is None or not opts.warmup or _LATER_ROUNDS == "full":
         # the layout's first mode warms its new partitions, streams and kernels; a later mode
         # runs on warm ones and needs one repetition to settle its own pattern (caches, clocks)
         return None, [opts.warmup if i == 0 else later for i in range(len(opts.modes))]
-    # seen before in this run: kernels loaded, clocks up; only the round's streams are new
-    return _LATER_ROUNDS, [0] * len(opts.modes)
+    # seen before in this run: kernels loaded, clocks up; only the round's partitions and streams are new
+    return (seen if _LATER_ROUNDS == "auto" else _LATER_ROUNDS), [0] * len(opts.modes)
+
+
+def _first_call_costs(warm_ms: float | None, measured: list[float]) -> bool:
+    """Whether a layout's first warm-up repetition ran over its slowest measured one by more than the margin."""
+    return warm_ms is not None and bool(measured) and warm_ms > max(measured) * (1 + _FIRST_CALL_MARGIN)
 
 
 def measure_layout(run: Experiment, parts, rows: list[dict], options: Options | None = None,
@@ -134,27 +147,30 @@ def measure_layout(run: Experiment, parts, rows: list[dict], options: Options | 
     ``options`` (default: the run's) set the modes and warm-up; ``rnd`` the round and its
     repetitions (default: one round of ``options.repeats``). The tuner passes its own.
     The layout's first round in this run runs the warm-up repetitions; a later round only
-    warms what it made afresh (:data:`_LATER_ROUNDS`).
+    warms what it made afresh (``_LATER_ROUNDS``).
     """
     engine, wls, opts = run.engine, run.wls, run.options if options is None else options
     rnd = rnd or Round(0, opts.repeats, 0)
-    fresh, warmups = _warmup_plan(opts, rnd.index == 0 or parts.label not in run.warmed)
-    # what gpu_time_ms counts: repetitions before a later mode, and before a later round's first
-    # (a later round's calls, one per workload at once, count as one repetition of its first mode)
-    later_fresh, later = _warmup_plan(opts, False)
+    seen = run.warmed.get(parts.label) if rnd.index > 0 else None
+    fresh, warmups = _warmup_plan(opts, seen)
+    # what gpu_time_ms counts: repetitions before a later mode, and in a layout's later rounds
+    # (where they warm up with a call of each workload, listed: one repetition of the first mode)
     run.extra["warmup_later_modes"] = min(opts.warmup, 1)
-    run.extra["warmup_later_rounds"] = [n + int(i == 0 and later_fresh == "call") for i, n in enumerate(later)]
+    run.extra["warmup_later_rounds"] = _warmup_plan(opts, "touch")[1]
     placed = parts.all[:len(wls)]
     part_slots = [Slot(w, p, p.stream) for w, p in zip(wls, placed)]
     try:
         if fresh is not None:
             engine.warm(part_slots, calls=fresh == "call", label=(parts.label, opts.modes[0], None))
+            if fresh == "call":
+                run.extra["warmup_calls"] = sorted({*run.extra.get("warmup_calls", ()), parts.label})
         for i, mode in enumerate(opts.modes):
             groups = _schedule(mode, wls, placed, engine.whole, part_slots, opts.l2_flush)
-            warmup = warmups[i]
             with nvtx_range(f"{parts.label} {mode}"):
-                _measure_mode(engine, groups, parts.label, parts[0].sm_count, mode, opts, rnd, rows, warmup)
-        run.warmed.add(parts.label)
+                warm_ms, measured = _measure_mode(engine, groups, parts.label, parts[0].sm_count, mode, opts, rnd,
+                                                  rows, warmups[i])
+            if i == 0 and fresh is None:
+                run.warmed[parts.label] = "call" if _first_call_costs(warm_ms, measured) else "touch"
     finally:
         engine.drain([p.stream for p in placed])
         engine.drop_graphs()
@@ -180,7 +196,8 @@ def profile_overlap(workloads, split, *, repeats: int = 15, warmup: int = 1, rou
         See :class:`gcexplore.schema.Options`: measured repetitions per mode over all
         rounds (15), discarded ones in a layout's first round (1 before its first mode, which
         warms its new partitions; at most 1 before each later mode; its later rounds discard
-        none: a 1 us spin warms each stream they make afresh), rounds
+        none: a 1 us spin warms each stream they make afresh, and one call of each workload
+        on its new partition where the layout's first warm-up ran slow), rounds
         (default ``min(5, repeats // 3)``, at least 1: 5 rounds of 3; each round splits the
         device afresh, makes fresh streams and measures the layouts in a new order, so the
         variation between runs is measured, not assumed away), which of ``"alone"`` (each workload by itself on
