@@ -306,10 +306,11 @@ def recompute_frames(raw: pd.DataFrame, args) -> dict:
     for kind, g in raw.groupby("kind", sort=False):
         name = str(g["device_name"].iloc[0])
 
-        def sides(role):
-            return [frame(d.assign(workload=kind, requested_sm_count=d["sm_count"]).to_dict("records"), "scaling",
+        def sides(role):  # "gemm@process" is gemm work: its floor is gemm's
+            rows = g[g["role"] == role].assign(workload=kind.split("@")[0], requested_sm_count=g["sm_count"])
+            return [frame(d.to_dict("records"), "scaling",
                           {"device_name": name, "run_id": str(d["run_id"].iloc[0]), "warmup": args.warmup})
-                    for _, d in g[g["role"] == role].groupby("side", sort=True)]
+                    for _, d in rows.groupby("side", sort=True)]
         u, s = sides("u"), sides("s")
         r = [x for i in range(1, len(u)) for x in judge(u[i - 1], u[i], kind, "null", i, args)]
         r += [x for i, (a, b) in enumerate(zip(u, s)) for x in judge(a, b, kind, "shift", i, args)]
