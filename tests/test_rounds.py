@@ -351,3 +351,45 @@ def test_an_experiment_draws_setup_inputs_again_when_a_round_starts():
     run.enter_round(1)  # within a round: nothing
     run.enter_round(2)
     assert calls == ["new", "new"]
+
+
+# ------------------------------------------------------------------ a round far off
+
+
+def _side(rng, level, rounds=10, reps=2, far=None, sd_round=0.004):
+    v, r = [], []
+    for k in range(rounds):
+        eff = rng.normal(0, sd_round) + (math.log(2.5) if k == far else 0.0)  # a whole round 2.5x slower
+        v += list(level * np.exp(eff + rng.normal(0, 0.001, reps)))
+        r += [k] * reps
+    return np.array(v), r
+
+
+def test_a_round_far_off_is_set_aside_and_named():
+    from gcexplore.analysis.stats import steady_rounds
+
+    kept, aside = steady_rounds(np.log([1.0, 1.004, 0.997, 1.001, 2.5, 1.002]))
+    assert aside == 1 and kept.max() < math.log(1.01)
+    assert steady_rounds(np.log([1.0, 1.004, 2.5]))[1] == 0  # too few rounds to call one far off
+    assert steady_rounds(np.log([1.0, 1.0, 1.01, 1.2, 1.3, 1.4]))[1] == 0  # more than a third: the spread itself
+    rng = np.random.default_rng(11)
+    a, ra = _side(rng, 1.0, far=3)
+    b, rb = _side(rng, 1.03)
+    kept_t = row_verdict(a, b, ra, rb, np.full(a.size, np.nan), np.full(b.size, np.nan), level=0.99,
+                         min_effect=0.01, floor=Floor(0.0, 0.001, "test"))
+    assert kept_t["verdict"] == "SLOW" and "1 of A's 10 rounds set aside" in kept_t["reason"]
+    # without the rule the one slow round would have swallowed the 3% (mean of logs and its spread)
+    r = round_ratio_ci(a, b, ra, rb, 0.99, floor=Floor(0.0, 0.001, "test"))
+    assert r["aside_a"] == 1 and r["aside_b"] == 0 and r["rounds_a"] == 10
+
+
+def test_null_runs_with_a_stray_round_are_never_fast_or_slow():
+    rng = np.random.default_rng(5)
+    decided = 0
+    for i in range(40):
+        a, ra = _side(rng, 1.0, far=int(rng.integers(10)) if i % 2 else None)
+        b, rb = _side(rng, 1.0, far=int(rng.integers(10)) if i % 3 == 0 else None)
+        v = row_verdict(a, b, ra, rb, np.full(a.size, np.nan), np.full(b.size, np.nan), level=0.99,
+                        min_effect=0.01, floor=Floor(0.0, 0.001, "test"))
+        decided += v["verdict"] in ("FAST", "SLOW")
+    assert decided == 0

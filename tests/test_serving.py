@@ -346,8 +346,9 @@ def _cursor(stream) -> float:
 
 
 class _SimClock:
-    def __init__(self, *_):
-        self.steps, self.start, self.end = (np.zeros(4096, dtype=np.int64) for _ in range(3))
+    def __init__(self, info, torch, max_requests):  # request buffers as small as the real clock's
+        self.steps = np.zeros(4096, dtype=np.int64)
+        self.start, self.end = (np.zeros(max_requests, dtype=np.int64) for _ in range(2))
 
     def reset(self):
         for b in (self.steps, self.start, self.end):
@@ -450,6 +451,9 @@ def test_serve_runs_every_mode_on_a_simulated_gpu(monkeypatch):
     alone = t[t["mode"] == "alone"]
     assert set(alone["service_p50_ms"].dropna().round(3)) == {5.0}
     assert np.allclose(alone["itl_p50_ms"].dropna(), 1.0, atol=0.3)  # plus the host's own time
+    # profiles at a load of one request still make room for every paired request
+    few = S.serving_table(E.serve(model, [32], rates=[5.0], duration_s=0.2, modes=("alone", "paired"), seed=2))
+    assert few[few["mode"] == "paired"]["served"].tolist() == [E._PAIRED_REQUESTS]
     with pytest.raises(ValueError, match="valid partition sizes are 8, 16"):
         E.serve(model, [132], rates=[10.0])
 

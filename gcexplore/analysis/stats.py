@@ -23,7 +23,7 @@ __all__ = ["DEFAULT_FLOOR", "EXACT_MAX_PAIRS", "FLOOR_COLUMNS", "Floor", "NOISY_
            "PRIOR_WEIGHT", "STAT_COLUMNS", "finite", "finite_positive", "mann_whitney_cdf", "mann_whitney_k",
            "nanmedian", "noise_floor", "pooled_variance", "quantile", "quantile_ci", "quantiles", "ratio",
            "ratio_bound", "ratio_ci", "round_median_ci", "round_medians", "round_ratio_ci", "round_variance", "rounds_needed",
-           "shift_ci", "stats", "t_cdf", "t_quantile"]
+           "shift_ci", "stats", "steady_rounds", "t_cdf", "t_quantile"]
 
 #: Largest n*m for which the exact Mann-Whitney distribution is built (200 x 200 reps).
 EXACT_MAX_PAIRS = 40_000
@@ -411,6 +411,31 @@ def round_medians(values, rounds=None) -> np.ndarray:
     return np.asarray(out)
 
 
+#: A round whose log median lies further than this many robust standard deviations (1.4826 x the
+#: median absolute deviation) from its side's median round ...
+OUTLIER_MADS = 5.0
+#: ... and further than this (log time, about 2%) is set aside: on a shared host a whole round now
+#: and then runs 1.5-3x slower (measured on an H100 beside another card's job), and one such round
+#: would make every interval of the comparison as wide as itself.
+OUTLIER_MIN = 0.02
+#: Fewest rounds a side needs before any is set aside.
+OUTLIER_MIN_ROUNDS = 4
+
+
+def steady_rounds(log_medians: np.ndarray) -> tuple[np.ndarray, int]:
+    """The rounds of one side that are not far off (:data:`OUTLIER_MADS`, :data:`OUTLIER_MIN`),
+    and how many were set aside (never more than a third of them)."""
+    x = np.asarray(log_medians, dtype=float)
+    if x.size < OUTLIER_MIN_ROUNDS:
+        return x, 0
+    med = float(np.median(x))
+    dev = np.abs(x - med)
+    far = dev > max(OUTLIER_MADS * 1.4826 * float(np.median(dev)), OUTLIER_MIN)
+    if far.sum() * 3 > x.size:  # that many far off is the side's spread, not a stray round
+        return x, 0
+    return x[~far], int(far.sum())
+
+
 def round_variance(a_rounds: np.ndarray, b_rounds: np.ndarray) -> tuple[float, int]:
     """Pooled between-round variance of two sides' log round medians and its degrees of freedom."""
     df = max(0, a_rounds.size - 1) + max(0, b_rounds.size - 1)
@@ -445,12 +470,16 @@ def round_ratio_ci(base, other, base_rounds=None, other_rounds=None, confidence:
     (pi/2 x the variance of its log repetitions / their count). Student's t with the variance's degrees of
     freedom (normal where the floor alone carries it).
 
-    Returns a dict: ``ratio``, ``low``, ``high``, ``rounds_a``, ``rounds_b``, ``sd_round`` (the
-    between-round standard deviation used), ``df``, ``floor_used`` (a side had a single round),
-    ``z`` (the quantile used).
+    Rounds far from the rest of their side are set aside first (:func:`steady_rounds`).
+
+    Returns a dict: ``ratio``, ``low``, ``high``, ``rounds_a``, ``rounds_b``, ``aside_a``,
+    ``aside_b`` (rounds set aside), ``sd_round`` (the between-round standard deviation used),
+    ``df``, ``floor_used`` (a side had a single round), ``z`` (the quantile used).
     """
-    a, b = round_medians(base, base_rounds), round_medians(other, other_rounds)
-    out = {"ratio": math.nan, "low": 0.0, "high": math.inf, "rounds_a": int(a.size), "rounds_b": int(b.size),
+    (a, aside_a), (b, aside_b) = (steady_rounds(round_medians(v, r)) for v, r in
+                                  ((base, base_rounds), (other, other_rounds)))
+    out = {"ratio": math.nan, "low": 0.0, "high": math.inf, "rounds_a": int(a.size + aside_a),
+           "rounds_b": int(b.size + aside_b), "aside_a": aside_a, "aside_b": aside_b,
            "sd_round": math.nan, "df": 0.0, "floor_used": False, "z": math.inf}
     if a.size == 0 or b.size == 0:
         return out
@@ -502,7 +531,7 @@ def round_median_ci(values, rounds=None, confidence: float = 0.9, *, floor: Floo
     (their spread divided by the round count), widened by the floor's ``run_sd``; with a single
     round, the floor's ``round_sd`` and the round median's sampling variance stand in.
     """
-    m = round_medians(values, rounds)
+    m = steady_rounds(round_medians(values, rounds))[0]  # a round far off set aside, as in compare
     if m.size == 0:
         return math.nan, -math.inf, math.inf
     var = floor.run_sd ** 2

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from .stats import (Floor, noise_floor, pooled_variance, round_medians, round_ratio_ci, round_variance,
-                    rounds_needed)
+                    rounds_needed, steady_rounds)
 from .stats import stats as sample_stats
 
 __all__ = ["decide", "prior_variance", "row_verdict", "side_floor"]
@@ -68,6 +68,10 @@ def row_verdict(va, vb, ra, rb, ca, cb, *, level: float, min_effect: float, floo
     out.update(ratio_low=r["low"], ratio_high=r["high"], rounds_a=r["rounds_a"], rounds_b=r["rounds_b"],
                rounds_needed=math.nan)
     verdict, reason = decide(r["low"], r["high"], min_effect)
+    aside = [f"{n} of {side}'s {total}" for n, side, total in ((r["aside_a"], "A", r["rounds_a"]),
+                                                              (r["aside_b"], "B", r["rounds_b"])) if n]
+    if aside:
+        reason += f"; {' and '.join(aside)} rounds set aside, far from the side's other rounds"
     if r["floor_used"]:
         reason += (f"; a side measured in one round: between-round spread {r['sd_round']:.2%} from the "
                    f"{floor.text()}")
@@ -99,11 +103,12 @@ def row_verdict(va, vb, ra, rb, ca, cb, *, level: float, min_effect: float, floo
 
 
 def prior_variance(rows, cycles: bool = False) -> tuple[float, int]:
-    """The between-round variance pooled over every row compared (each row's own is shrunk toward it)."""
+    """The between-round variance pooled over every row compared (each row's own is shrunk toward it),
+    rounds far off set aside as in the rows' own intervals."""
     parts = []
     for (va, ra, ca), (vb, rb, cb) in rows:
         x, y = (va * ca, vb * cb) if cycles else (va, vb)
-        parts.append(round_variance(round_medians(x, ra), round_medians(y, rb)))
+        parts.append(round_variance(steady_rounds(round_medians(x, ra))[0], steady_rounds(round_medians(y, rb))[0]))
     return pooled_variance(parts)
 
 

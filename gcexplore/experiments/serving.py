@@ -74,9 +74,13 @@ class _Clock:
         launch(stream, LaunchConfig(grid=1, block=1), kernel, *args)
 
     def tick(self, stream, buf, i: int):
+        if i >= buf.numel():  # the kernel would write past the buffer
+            raise IndexError(f"clock slot {i} past its buffer of {buf.numel()}")
         self._launch(stream, self._tick, np.uint64(buf.data_ptr()), np.uint64(i))
 
     def arrive(self, stream, offset_ms: float, i: int):
+        if i >= self.start.numel():
+            raise IndexError(f"request slot {i} past the clock's buffer of {self.start.numel()}")
         self._launch(stream, self._arrive, np.uint64(self.steps.data_ptr()), np.uint64(int(offset_ms * 1e6)),
                      np.uint64(self.start.data_ptr()), np.uint64(i), np.uint64(_GIVE_UP_NS))
 
@@ -325,7 +329,7 @@ def serve(model: ServingModel, decode_sm_counts: Sequence[int], *, rates: Sequen
     deadline = (duration_s + drain) * 1e3 + _LEAD_MS
     loads = [(_load_columns(r, pattern, burst, duration_s, seed), arrivals(r, duration_s, seed=seed, pattern=pattern,
                                                                              burst=burst)) for r in rates]
-    clock = _Clock(info, torch, max(_ALONE_REQUESTS, max(len(a) for _, a in loads)))
+    clock = _Clock(info, torch, max(_ALONE_REQUESTS, _PAIRED_REQUESTS, max(len(a) for _, a in loads)))
     say = progress or (lambda line: None)
     rows: list[dict] = []
     no_load = _load_columns(1.0, "poisson", 1, duration_s, seed)
