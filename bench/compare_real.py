@@ -190,12 +190,13 @@ def floor_rows(runs: list[pd.DataFrame], kind: str, device_name: str) -> dict:
     ss = df = 0.0
     diffs, rounds = [], []
     means = []
-    for d in runs:
+    for d in runs:  # rounds far off their side's others set aside, as compare does
         m = np.log(d.groupby(["sm_count", "round"])["duration_ms"].median()).groupby(level=0)
-        ss += float(m.apply(lambda x: ((x - x.mean()) ** 2).sum()).sum())
-        df += float((m.size() - 1).sum())
-        means.append(m.mean())
-        rounds.append(float(m.size().mean()))
+        kept = {k: S.steady_rounds(x.to_numpy())[0] for k, x in m}
+        ss += sum(float(((x - x.mean()) ** 2).sum()) for x in kept.values())
+        df += sum(x.size - 1 for x in kept.values())
+        means.append(pd.Series({k: x.mean() for k, x in kept.items()}))
+        rounds.append(float(np.mean([x.size for x in kept.values()])))
     round_var = ss / df if df else math.nan
     for x, y in zip(means, means[1:]):
         diffs.extend((y - x).dropna().tolist())
@@ -305,10 +306,11 @@ def recompute_frames(raw: pd.DataFrame, args) -> dict:
     for kind, g in raw.groupby("kind", sort=False):
         name = str(g["device_name"].iloc[0])
 
-        def sides(role):
-            return [frame(d.assign(workload=kind, requested_sm_count=d["sm_count"]).to_dict("records"), "scaling",
+        def sides(role):  # "gemm@process" is gemm work: its floor is gemm's
+            rows = g[g["role"] == role].assign(workload=kind.split("@")[0], requested_sm_count=g["sm_count"])
+            return [frame(d.to_dict("records"), "scaling",
                           {"device_name": name, "run_id": str(d["run_id"].iloc[0]), "warmup": args.warmup})
-                    for _, d in g[g["role"] == role].groupby("side", sort=True)]
+                    for _, d in rows.groupby("side", sort=True)]
         u, s = sides("u"), sides("s")
         r = [x for i in range(1, len(u)) for x in judge(u[i - 1], u[i], kind, "null", i, args)]
         r += [x for i, (a, b) in enumerate(zip(u, s)) for x in judge(a, b, kind, "shift", i, args)]

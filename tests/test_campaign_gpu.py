@@ -36,6 +36,12 @@ def test_two_gpus_measure_in_parallel_with_identity(tmp_path):
                     progress=False)
     df = c.result(progress=False)
     _each_task_once(df, c)
+    # the default cluster warmed each worker as it started (context, kernels) and the warm-up task primed
+    # both recipes, so every task found its workloads built
+    assert len(c.warm_ups) == 2 and c.timings["cluster_start_s"] > 0
+    for w in c.warm_ups.values():
+        assert "error" not in w["preload"] and w["preload"]["context_s"] > 0 and w["primed"] == 2, w
+    assert all(r["cached"] for r in c.reports.values())
     cards = df.groupby("device_uuid").agg(index=("device_index", "first"), sm=("device_sm_count", "first"))
     assert len(cards) == 2, "both GPUs should have run tasks"
     assert sorted(cards["index"]) == [0, 1]

@@ -243,4 +243,4 @@ def test_bench_runs_cold_warm_and_alone_on_the_stand_in(tmp_path, monkeypatch):
     assert "| 1 | cold |" in text and "| 2 | warm |" in text and "2 GPUs cold: speedup" in text
     assert "2 GPUs warm: speedup" in text and "campaign vs each task alone" in text
     # the stand-in's makespans are a function of the layout: alone and in the campaign they agree exactly
-    assert "alone: 1 of 1 ratio intervals contain 1 at 95% each" in text, text
+    assert "alone: 1 of 1 ratio intervals contain 1 at 95% each" in text and "1 of 1 in the combined" in text, text

@@ -2,8 +2,8 @@
 
 Each worker runs :func:`dask_setup` before it joins the scheduler: it imports
 gcexplore's experiments and the factory modules named in ``GCEXPLORE_WARM_MODULES``
-(PyTorch, typically: seconds per process), makes the GPU context and compiles the
-built-in kernels. The cluster's start thus carries the warm-up, in parallel on every
+(PyTorch, typically: seconds per process) while a thread makes the GPU context and
+compiles the built-in kernels. The cluster's start thus carries the warm-up, in parallel on every
 worker and while the client plans the campaign, instead of after it. A failure here
 is recorded, not raised: the worker starts, and a task that needs what failed fails
 with its own traceback.
@@ -12,18 +12,42 @@ with its own traceback.
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 ENV = "GCEXPLORE_WARM_MODULES"
 
 
 def dask_setup(worker) -> None:
-    from ._campaign_task import PRELOADED, warm_up
+    from ..device.driver import device_count
+    from ._campaign_task import PRELOADED, warm_gpu, warm_up
 
     t, at = time.perf_counter(), time.time()
     modules = [m for m in os.environ.get(ENV, "").split(",") if m]
+    gpu: dict = {}
+    thread = None
     try:
-        report = warm_up(modules, gpu=True)
+        if device_count():
+            import cuda.core  # noqa: F401 (imported here, so that the thread below imports nothing the modules do)
+
+            from ..device import kernels  # noqa: F401
+
+            # the context and NVRTC are driver time (the GIL released): they overlap the imports
+            thread = threading.Thread(target=_gpu, args=(warm_gpu, gpu), name="gcexplore-warm-gpu")
+            thread.start()
+    except Exception as e:  # no driver here (the CPU stand-in): nothing to warm on a GPU
+        gpu["gpu"] = f"{type(e).__name__}: {e}"
+    try:
+        report = warm_up(modules, gpu=False)
     except Exception as e:  # recorded; the first task that needs the module raises it with a traceback
         report = {"error": f"{type(e).__name__}: {e}"}
-    PRELOADED.update(report, total_s=time.perf_counter() - t, started_at=at)
+    if thread is not None:
+        thread.join()
+    PRELOADED.update(report, **gpu, total_s=time.perf_counter() - t, started_at=at)
+
+
+def _gpu(warm_gpu, out: dict) -> None:
+    try:
+        warm_gpu(out)
+    except Exception as e:  # recorded; the first task makes the context itself
+        out["error"] = f"{type(e).__name__}: {e}"

@@ -43,7 +43,7 @@ from .overlap import profile_overlap, sweep
 from .tuner import tune
 
 __all__ = ["EXPERIMENTS", "Experiment", "parse_builtin", "recipe_digest", "register_experiment", "resolve_factory",
-           "run_task", "warm_up"]
+           "run_task", "warm_gpu", "warm_up"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -238,17 +238,7 @@ def warm_up(modules=(), gpu: bool = True, recipes=()) -> dict:
         gpus = 0
     dev = None
     if gpus:
-        t = time.perf_counter()
-        from cuda.core import Device
-
-        from ..device.kernels import builtin_kernel
-
-        dev = Device(0)
-        dev.set_current()
-        steps["context_s"] = time.perf_counter() - t
-        t = time.perf_counter()
-        builtin_kernel(dev, "gcx_fma")
-        steps["kernels_s"] = time.perf_counter() - t
+        dev = warm_gpu(steps)
     if recipes:
         t = time.perf_counter()
         steps["primed"] = _prime(recipes, dev)
@@ -257,6 +247,22 @@ def warm_up(modules=(), gpu: bool = True, recipes=()) -> dict:
     if PRELOADED:
         out["preload"] = dict(PRELOADED)
     return out
+
+
+def warm_gpu(steps: dict):
+    """Make device 0's context current here and compile the built-in kernels; seconds into ``steps``."""
+    t = time.perf_counter()
+    from cuda.core import Device
+
+    from ..device.kernels import builtin_kernel
+
+    dev = Device(0)
+    dev.set_current()
+    steps["context_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    builtin_kernel(dev, "gcx_fma")
+    steps["kernels_s"] = time.perf_counter() - t
+    return dev
 
 
 def _prime(recipes, dev) -> int:
