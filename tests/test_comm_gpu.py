@@ -59,7 +59,8 @@ def test_numbers_are_saved_and_read_back(run, tmp_path):
     back = gx.load(gx.save(df, out / "comm-test-2gpu.parquet"))
     gx.save(trace, out / "comm-test-2gpu-trace.parquet")
     pd.testing.assert_frame_equal(gx.comm_table(back), t, check_like=True)
-    assert back.attrs["attribution"] == df.attrs["attribution"]
+    # the zero-SM layout has no NCCL kernel: its share is NaN, equal only as frames
+    pd.testing.assert_frame_equal(pd.DataFrame(back.attrs["attribution"]), pd.DataFrame(df.attrs["attribution"]))
 
 
 def test_pm_samples_fall_in_every_step(run):

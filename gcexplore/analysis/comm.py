@@ -276,7 +276,8 @@ def comm_dram(df: pd.DataFrame) -> pd.DataFrame:
     overlapped step and rank), with ``interference_ms`` and ``comm_slowdown_ms`` from
     :func:`comm_table`. Counters are device-wide, in % of the card's peak DRAM throughput: an
     overlapped step far from 100% had DRAM bandwidth to spare, so its interference is not DRAM
-    bandwidth.
+    bandwidth. A copy-engine collective alone is placed by its copy records, which may cover only
+    part of it (one record per step was seen, 20 to 30% of the collective).
     """
     pm = pd.DataFrame(df.attrs.get("pm") or [])
     if pm.empty:
