@@ -106,7 +106,8 @@ def main(argv=None) -> int:
         eager = S.serving_table(gcexplore.serve(model, [mid], rates=[1.0], modes=("alone",), graphs=False,
                                                 duration_s=a.duration))
         for name, tab in (("graph", at), ("eager", eager)):
-            d = tab[(tab["decode_sm_count"] == mid) | ((tab["layout"] == "streams") & (tab["prefill_sm_count"] == 0))]
+            d = tab[(tab["mode"] == "alone") & (tab["prefill_sm_count"] == 0)
+                    & ((tab["decode_sm_count"] == mid) | (tab["layout"] == "streams"))]
             for r in d.itertuples():
                 graph_note[f"{name} {r.layout} ITL p50 ms"] = r.itl_p50_ms
         print("decode step, CUDA graph vs op by op:", graph_note)

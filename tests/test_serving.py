@@ -505,6 +505,13 @@ def test_recorded_grid_has_every_split_load_and_baseline_on_the_same_arrivals():
         arr = {k: tuple(x.sort_values("index")["arrival_ms"]) for k, x in g.groupby(["mode", "layout"])}
         assert len(set(arr.values())) == 1, load
     assert {"alone", "partitioned", "streams", "time_sliced"} <= set(df["mode"])
+    part = df[df["mode"] == "partitioned"]
+    if "paired" in set(df["mode"]):  # grids recorded since the paired profiles and burst loads came
+        assert set(df[df["mode"] == "paired"]["layout"]) == set(part["layout"])
+        bursts = loaded[loaded["pattern"] == "burst"]
+        assert (bursts["burst"] > 1).all() and {m for m, _ in bursts.groupby(["mode", "layout"]).groups} == {
+            "partitioned", "streams", "time_sliced"}
+        assert set(bursts[bursts["mode"] == "partitioned"]["layout"]) == set(part["layout"])
 
 
 def _within(errs) -> tuple[float, float]:
