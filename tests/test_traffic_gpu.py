@@ -54,4 +54,8 @@ def test_a_pairs_prediction_from_counted_traffic_lies_inside_its_interval():
     prof = check_profiles(profs)
     assert set(prof["bytes_source"]) == {"measured"}
     err = gx.predict_error(gx.predict(prof, ["compute", "memory"], model_error=(0.05, 0.05)), sweep)
-    assert err["inside"].all(), err
+    # Each interval is a 90% promise: one miss in three layouts happens about one run in four,
+    # two or more about one in thirty; a miss must still be near its interval.
+    assert (~err["inside"]).sum() <= 1, err
+    half = (err["predicted_high_ms"] - err["predicted_low_ms"]) / 2
+    assert ((err["measured_ms"] - err["predicted_ms"]).abs() <= 2 * half).all(), err
