@@ -274,8 +274,9 @@ class Campaign:
         #: worker address -> what its warm-up did and how long each step took (see ``warm_up``).
         self.warm_ups: dict[str, dict] = {}
         #: seconds: ``cluster_start_s`` (a local cluster's, workers warmed as they start), ``cluster_wait_s``
-        #: (of which the client waited after planning), ``plan_s`` (checks, imports, folder scan, submission),
-        #: ``close_s`` (closing's cost to the caller), ``close_background_s`` (shutdown after the call returned).
+        #: (of which the client waited after planning; ``cluster_started_at``: its Unix time), ``plan_s``
+        #: (checks, imports, folder scan, submission), ``close_s`` (closing's cost to the caller),
+        #: ``close_background_s`` (shutdown after the call returned).
         self.timings: dict[str, float] = {}
         self._closing = None
 
@@ -462,11 +463,14 @@ def _known_durations(durations) -> dict[str, float]:
 
 def task_order(tasks: dict, known: Mapping[str, float] | None = None) -> list[str]:
     """Keys longest first: by the seconds in ``known`` where given, else by the grid's estimate
-    scaled to the known ones (so the two kinds of numbers compare); ties by key."""
+    scaled to the known ones (so the two kinds of numbers compare); among equals, built-in
+    workloads before factories (a fresh worker runs them while it imports the factories'
+    modules), then by key."""
     known = {k: v for k, v in (known or {}).items() if k in tasks}
     cost = {k: _grid_cost(t) for k, t in tasks.items()}
     scale = (sum(known.values()) / sum(cost[k] for k in known)) if known else 1.0
-    return sorted(tasks, key=lambda k: (-(known[k] if k in known else cost[k] * scale), k))
+    return sorted(tasks, key=lambda k: (-(known[k] if k in known else cost[k] * scale),
+                                        "factory" in tasks[k]["workloads"], k))
 
 
 def _pin(client, tasks: dict, cards: Sequence[str]) -> dict[str, list[str]]:
@@ -563,7 +567,8 @@ def campaign(workloads, splits=None, *, experiment="sweep", options=None, folder
         t1 = time.perf_counter()
         client_, cluster = _connect(client, scheduler, devices, starting)
         if starting is not None:
-            timings.update(cluster_start_s=starting.seconds, cluster_wait_s=time.perf_counter() - t1)
+            timings.update(cluster_start_s=starting.seconds, cluster_wait_s=time.perf_counter() - t1,
+                           cluster_started_at=starting.started_at)
         starting = None
         warm = _warm_up(client_, tasks, factories, order)  # primes the recipes while the client scans the folder
         if cards == "each":
