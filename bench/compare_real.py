@@ -19,7 +19,11 @@ tensors each round, or both, with the round medians' spread in time and in clock
 
 Work kinds (``--kinds``): compute and memory (built-ins), gemm (a chain of bf16 2048^3 matmuls
 through cuBLAS), attention (scaled-dot-product attention, bf16), sort (torch.sort of float32),
-fft (torch.fft.fft2 of a batch of complex64 images). Run on the GPU machine from the project
+fft (torch.fft.fft2 of a batch of complex64 images); not by default, the campaign bench's workloads
+by their names (copy: the built-in; gemm_chain: 4 fp16 2048^3 matmuls; layer_norm: 8192 x 4096 fp16),
+so that its campaign-vs-alone check finds their floors. ``--processes N --process-kinds K1,K2``:
+N separate Python processes, each measuring every named kind once: the floors of those kinds then
+take their run part from processes, not from runs inside one process. Run on the GPU machine from the project
 root: ``python3 bench/compare_real.py --out DIR`` (about 2 minutes on an H100 at the defaults;
 ``--runs 3 --sizes 16,96`` for a quick look). Writes ``compare_real.parquet`` (every compared
 row), ``compare_real_raw.parquet`` (every side's repetitions, for :func:`recompute`),
@@ -52,7 +56,10 @@ from gcexplore.analysis.tuning import gpu_time_ms
 from _needs import needs  # noqa: E402
 
 KINDS = ("compute", "memory", "gemm", "attention", "sort", "fft")
-TORCH_KINDS = {"gemm", "attention", "sort", "fft"}
+#: The campaign bench's workloads (bench/campaign.py, bench/campaign_pairs.py), measured by name so
+#: that its campaign-vs-alone check finds their floors: not in the default set.
+CAMPAIGN_KINDS = ("copy", "gemm_chain", "layer_norm")
+TORCH_KINDS = {"gemm", "attention", "sort", "fft", "gemm_chain", "layer_norm"}
 
 
 # ------------------------------------------------------------------------------ work
@@ -67,8 +74,10 @@ def build(kind: str, shift: float, device: int, redraw: bool = False):
     if kind == "memory":
         n = int(round((1 << 27) * (1 + shift) / 4096)) * 4096
         return W.memory(n=n, device=device)
+    if kind == "copy":  # the built-in's default size (the campaign's), 3% more floats when shifted
+        return W.copy(n=int(round((3 << 27) * (1 + shift) / 4096)) * 4096, device=device)
     if kind not in TORCH_KINDS:
-        raise ValueError(f"unknown kind {kind!r}; kinds are {', '.join(KINDS)}")
+        raise ValueError(f"unknown kind {kind!r}; kinds are {', '.join(KINDS + CAMPAIGN_KINDS)}")
     import torch
 
     make, flops = torch_work(kind, shift, f"cuda:{device}")
@@ -104,6 +113,26 @@ def torch_work(kind: str, shift: float, dev: str):
             q, k, v = (torch.randn(b, 16, 1024, 64, device=dev, dtype=torch.bfloat16) for _ in range(3))
             return lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v)
         return make, 4.0 * b * 16 * 1024 ** 2 * 64
+    if kind == "gemm_chain":  # bench/campaign_pairs.gemm_layernorm's: 4 fp16 2048^3 GEMMs
+        cols = int(round(4 * 2048 * shift / 64)) * 64  # shifted: one more 2048 x 2048 x cols GEMM
+
+        def make():
+            a, b = (torch.randn(2048, 2048, device=dev, dtype=torch.float16) for _ in range(2))
+
+            def fn():
+                y = a
+                for _ in range(4):
+                    y = y @ b
+                return y @ b[:, :cols] if cols else y
+            return fn
+        return make, 2.0 * 2048 ** 2 * (4 * 2048 + cols)
+    if kind == "layer_norm":  # campaign_pairs' layer norm of 8192 x 4096 fp16 (more rows when shifted)
+        rows = int(round(8192 * (1 + shift)))
+
+        def make():
+            x = torch.randn(rows, 4096, device=dev, dtype=torch.float16)
+            return lambda: torch.nn.functional.layer_norm(x, (4096,))
+        return make, None
     if kind == "sort":
         n = int(round((1 << 24) * (1 + shift)))
 
@@ -184,7 +213,7 @@ def rates(rows: pd.DataFrame) -> dict:
 # ------------------------------------------------------------------------------ floor
 
 
-def floor_rows(runs: list[pd.DataFrame], kind: str, device_name: str) -> dict:
+def floor_rows(runs: list[pd.DataFrame], kind: str, device_name: str, batch: str = "") -> dict:
     """Between-round sd of log round medians within a run (pooled), and the run excess from
     consecutive null runs: E[(mean_b - mean_a)^2] = 2 run_var + 2 round_var / R."""
     ss = df = 0.0
@@ -204,7 +233,7 @@ def floor_rows(runs: list[pd.DataFrame], kind: str, device_name: str) -> dict:
     run_var = max(0.0, float(np.mean(np.square(diffs))) / 2.0 - round_var / r) if diffs else 0.0
     return {"device_name": device_name, "workload": kind, "round_sd": round(math.sqrt(round_var), 5),
             "run_sd": round(math.sqrt(run_var), 5), "rounds": int(r), "runs": len(runs),
-            "source": f"bench/compare_real.py {time.strftime('%Y-%m-%d')}"}
+            "source": ", ".join(x for x in (f"bench/compare_real.py {time.strftime('%Y-%m-%d')}", batch) if x)}
 
 
 # ----------------------------------------------------------------------------- causes
@@ -255,27 +284,46 @@ def causes(args) -> list[dict]:
 # ---------------------------------------------------------------------------- processes
 
 
-def processes(args, out: Path, device_name: str) -> tuple[list[pd.DataFrame], dict]:
-    """``--processes`` runs of ``--process-kind``, each in its own Python process; the shifted side
-    of process i + 1 is compared with the unshifted side of process i (each side its own process)."""
+def processes(args, out: Path, device_name: str) -> tuple[list[pd.DataFrame], list[dict]]:
+    """``--processes`` runs of each of ``--process-kinds``, each run its own Python process (one
+    process measures every kind once: an unshifted and a shifted side); the shifted side of process
+    i + 1 is compared with the unshifted side of process i (each side its own process). Returns the
+    sides and one floor per kind whose run part comes from the processes."""
     import subprocess
 
-    kind, frames = args.process_kind, []
-    for i in range(args.processes):
-        path = out / f"_process_{i}.parquet"
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(path), "--kinds", kind,
+    kinds = [k for k in args.process_kinds.split(",") if k]
+    frames: dict[str, list[pd.DataFrame]] = {k: [] for k in kinds}
+    i = 0  # processes that returned their sides: a failed one is left out, its neighbours paired
+    for n in range(args.processes):
+        path = out / f"_process_{n}.parquet"
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(path), "--kinds", ",".join(kinds),
                "--device", str(args.device), "--sizes", ",".join(map(str, args.sizes)), "--repeats", str(args.repeats),
                "--rounds", str(args.rounds), "--warmup", str(args.warmup), "--shift", str(args.shift)]
         cmd += ["--redraw"] if args.redraw else []
-        subprocess.run(cmd, check=True, timeout=120)
-        d = pd.read_parquet(path)
-        path.unlink()
-        frames.append(d.assign(kind=f"{kind}@process", side=np.where(d["role"] == "u", i, i - 1)))
-    frames = [f[f["side"] >= 0] for f in frames]  # process 0's shifted side has no earlier partner
-    runs = [f[f["role"] == "u"] for f in frames if (f["role"] == "u").any()]
-    fl = floor_rows(runs, kind, device_name)
-    fl["source"] = f"bench/compare_real.py {time.strftime('%Y-%m-%d')}, {len(runs)} separate processes"
-    return frames, fl
+        t0 = time.perf_counter()
+        try:
+            subprocess.run(cmd, check=True, timeout=args.process_timeout)
+            d = pd.read_parquet(path)
+        except (subprocess.SubprocessError, OSError) as e:
+            print(f"process {n} failed ({e}); left out", flush=True)
+            continue
+        finally:
+            path.unlink(missing_ok=True)
+        print(f"process {n}: {time.perf_counter() - t0:.1f} s", flush=True)
+        for kind, g in d.groupby("kind", sort=False):
+            frames[kind].append(g.assign(kind=f"{kind}@process", side=np.where(g["role"] == "u", i, i - 1)))
+        i += 1
+        save_raw([f for fs in frames.values() for f in fs], out, "process_raw.parquet")  # kept if stopped later
+    out_frames, floors = [], []
+    for kind, fs in frames.items():
+        fs = [f[f["side"] >= 0] for f in fs]  # process 0's shifted side has no earlier partner
+        runs = [f[f["role"] == "u"] for f in fs if (f["role"] == "u").any()]
+        fl = floor_rows(runs, kind, device_name)
+        fl["source"] = ", ".join(x for x in (f"bench/compare_real.py {time.strftime('%Y-%m-%d')}",
+                                             f"{len(runs)} separate processes", args.batch) if x)
+        floors.append(fl)
+        out_frames.extend(fs)
+    return out_frames, floors
 
 
 # ---------------------------------------------------------------------------- recompute
@@ -326,8 +374,9 @@ RAW_COLUMNS = ["kind", "role", "side", "shift", "sm_count", "rep", "round", "dur
                "power_w_before", "sm_clock_mhz", "power_w", "device_name", "run_id"]
 
 
-def save_raw(raw: list[pd.DataFrame], out: Path) -> None:
-    pd.concat(raw, ignore_index=True)[RAW_COLUMNS].to_parquet(out / "compare_real_raw.parquet")
+def save_raw(raw: list[pd.DataFrame], out: Path, name: str = "compare_real_raw.parquet") -> None:
+    if raw:
+        pd.concat(raw, ignore_index=True)[RAW_COLUMNS].to_parquet(out / name)
 
 
 
@@ -353,7 +402,11 @@ def main(argv=None) -> int:
     ap.add_argument("--processes", type=int, default=0,
                     help="also run --process-kind in this many separate processes (one unshifted and one shifted "
                          "side each): nulls and shifts across processes, and the floor's run part from them")
-    ap.add_argument("--process-kind", default="gemm")
+    ap.add_argument("--process-kinds", "--process-kind", dest="process_kinds", default="gemm",
+                    help="comma-separated kinds for --processes (each process measures every one of them)")
+    ap.add_argument("--process-timeout", type=float, default=120.0, help="seconds one process may take")
+    ap.add_argument("--batch", default="", help="a name for the GPU batch, written into the floors' source")
+    ap.add_argument("--no-cost", action="store_true", help="skip the default-sweep cost measurement")
     ap.add_argument("--redraw", action="store_true",
                     help="PyTorch kinds are built with from_torch(setup=): tensors allocated afresh in every round")
     ap.add_argument("--child", metavar="PARQUET", help=argparse.SUPPRESS)
@@ -363,15 +416,18 @@ def main(argv=None) -> int:
         return 0
     args.sizes = [int(x) for x in args.sizes.split(",") if x]
     if args.child:  # one process of --processes: an unshifted and a shifted side, rows to a file
-        kind = args.kinds.split(",")[0]
         new = dict(repeats=args.repeats, rounds=args.rounds, warmup=args.warmup)
-        side(kind, 0.0, args, repeats=3, rounds=1, warmup=1)
-        parts = [side(kind, sh, args, **new)[0].assign(role=r, shift=sh) for r, sh in (("u", 0.0), ("s", args.shift))]
+        parts = []
+        for kind in [k for k in args.kinds.split(",") if k]:
+            side(kind, 0.0, args, repeats=3, rounds=1, warmup=1)
+            parts += [side(kind, sh, args, **new)[0].assign(role=r, shift=sh, kind=kind)
+                      for r, sh in (("u", 0.0), ("s", args.shift))]
         pd.concat(parts, ignore_index=True).to_parquet(args.child)
         return 0
     args.cause_sizes = [int(x) for x in args.cause_sizes.split(",") if x]
     kinds = [k for k in args.kinds.split(",") if k]
-    needs(modules=("torch",) if TORCH_KINDS & set(kinds) else ())
+    pkinds = set(args.process_kinds.split(",")) if args.processes else set()
+    needs(modules=("torch",) if TORCH_KINDS & (set(kinds) | pkinds) else ())
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     info = gcexplore.device_info(args.device)
@@ -398,16 +454,38 @@ def main(argv=None) -> int:
         summary["cost"][kind] = {"new_wall_s": float(np.median([w for w, _ in walls])),
                                  "new_gpu_ms": float(np.median([g for _, g in walls])),
                                  "old_wall_s": old_wall, "old_gpu_ms": gpu_ms(old_df)}
-        floors.append(floor_rows(runs, kind, info.name))
+        floors.append(floor_rows(runs, kind, info.name, args.batch))
         r = pd.DataFrame(rows)
         summary["kinds"][kind] = rates(r)
         allrows.append(r)
         print(kind, json.dumps(summary["kinds"][kind]), json.dumps(summary["cost"][kind]), flush=True)
         save_raw(raw, out)  # after every kind: a run stopped later keeps what it measured
-    table = pd.concat(allrows, ignore_index=True)
-    summary["overall"] = rates(table)
+    table = pd.concat(allrows, ignore_index=True) if allrows else pd.DataFrame()
+    summary["overall"] = rates(table) if allrows else {}
     summary["floor"] = floors
-    # the cost of a default sweep of the built-in pair: today's settings against the new defaults
+    if not args.no_cost:
+        summary["cost"].update(sweep_cost(args))
+    if not args.no_causes and "torch" in sys.modules:
+        summary["causes"] = causes(args)
+    if args.processes:
+        prows, pfloors = processes(args, out, info.name)
+        raw.extend(prows)
+        summary["processes"] = recompute_frames(pd.concat(prows, ignore_index=True), args)
+        done = {f["workload"] for f in pfloors}
+        floors = [f for f in floors if f["workload"] not in done] + pfloors
+        summary["floor"] = floors
+    table.to_parquet(out / "compare_real.parquet")
+    save_raw(raw, out)
+    pd.DataFrame(floors, columns=S.FLOOR_COLUMNS).to_csv(out / "noise_floor.csv", index=False)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    print(json.dumps({"overall": summary["overall"], "cost": summary["cost"], "floor": floors,
+                      "processes": summary.get("processes"), "causes": summary.get("causes")}, indent=1, default=str))
+    return 0
+
+
+def sweep_cost(args) -> dict:
+    """The cost of a default sweep of the built-in pair: today's settings against the new defaults."""
+    out = {}
     pair = {"compute": W.compute(device=args.device), "memory": W.memory(device=args.device)}
     try:
         sizes = [16, 48, 80, 112]
@@ -415,27 +493,12 @@ def main(argv=None) -> int:
         for tag, kw in (("old", dict(repeats=20, warmup=3, rounds=1)), ("new", {})):
             t0 = time.perf_counter()
             df = gcexplore.sweep(pair, sizes, device=args.device, progress=False, **kw)
-            summary["cost"][f"sweep_{tag}"] = {"wall_s": time.perf_counter() - t0,
-                                               "gpu_ms": gpu_time_ms(df),
-                                               "settings": {k: df.attrs.get(k) for k in ("repeats", "warmup", "rounds")}}
+            out[f"sweep_{tag}"] = {"wall_s": time.perf_counter() - t0, "gpu_ms": gpu_time_ms(df),
+                                   "settings": {k: df.attrs.get(k) for k in ("repeats", "warmup", "rounds")}}
     finally:
         for w in pair.values():
             w.close()
-    if not args.no_causes and "torch" in sys.modules:
-        summary["causes"] = causes(args)
-    if args.processes:
-        prows, pfloor = processes(args, out, info.name)
-        raw.extend(prows)
-        summary["processes"] = recompute_frames(pd.concat(prows, ignore_index=True), args)
-        floors = [f for f in floors if f["workload"] != pfloor["workload"]] + [pfloor]
-        summary["floor"] = floors
-    table.to_parquet(out / "compare_real.parquet")
-    save_raw(raw, out)
-    pd.DataFrame(floors, columns=S.FLOOR_COLUMNS).to_csv(out / "noise_floor.csv", index=False)
-    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
-    print(json.dumps({"overall": summary["overall"], "cost": summary["cost"], "floor": floors,
-                      "causes": summary.get("causes")}, indent=1, default=str))
-    return 0
+    return out
 
 
 if __name__ == "__main__":

@@ -393,3 +393,65 @@ def test_null_runs_with_a_stray_round_are_never_fast_or_slow():
                         min_effect=0.01, floor=Floor(0.0, 0.001, "test"))
         decided += v["verdict"] in ("FAST", "SLOW")
     assert decided == 0
+
+
+def _compare_real():
+    """bench/compare_real.py as a module (bench/ appended last: bench/comm.py must not shadow comm)."""
+    import importlib
+    import sys
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[1] / "bench"
+    sys.path.append(str(bench))
+    try:
+        return importlib.import_module("compare_real")
+    finally:
+        sys.path.remove(str(bench))
+
+
+def test_the_calibration_bench_takes_each_kinds_run_part_from_separate_processes(tmp_path, monkeypatch):
+    """bench/compare_real.py --processes: every process measures every kind once; the floor's run part
+    of a kind comes from the differences between processes (a process-level offset shows there, and
+    not for a kind without one), and its source names the processes and the batch."""
+    import subprocess
+    import types
+
+    C = _compare_real()
+    rng = np.random.default_rng(7)
+    calls = []
+
+    def fake_run(cmd, check, timeout):  # one "process": both sides of every kind, its own offsets
+        calls.append(cmd)
+        if len(calls) == 3:  # a process that dies loses only itself
+            raise subprocess.CalledProcessError(1, cmd)
+        kinds = cmd[cmd.index("--kinds") + 1].split(",")
+        rows = []
+        for kind in kinds:
+            offset = 0.006 * (-1) ** len(calls) if kind == "gemm_chain" else 0.0  # the run part
+            for role, shift in (("u", 0.0), ("s", 0.03)):
+                for k in (16, 64, 132):
+                    for r in range(6):
+                        eff = rng.normal(0, 0.002)
+                        rows.append({"kind": kind, "role": role, "shift": shift, "sm_count": k, "rep": r, "round": r,
+                                     "duration_ms": (1 + shift) * 132 / k * np.exp(offset + eff),
+                                     "sm_clock_mhz_before": 1980.0, "power_w_before": 300.0, "sm_clock_mhz": 1980.0,
+                                     "power_w": 300.0, "device_name": "synthetic", "run_id": f"{len(calls)}{role}"})
+        pd.DataFrame(rows).to_parquet(cmd[cmd.index("--child") + 1])
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    args = types.SimpleNamespace(process_kinds="copy,gemm_chain", processes=8, device=0, sizes=[16, 64], repeats=6,
+                                 rounds=6, warmup=1, shift=0.03, redraw=True, process_timeout=60.0, batch="batch d1",
+                                 min_effect=0.01)
+    frames, floors = C.processes(args, tmp_path, "synthetic")
+    assert len(calls) == 8 and all("--redraw" in c for c in calls)
+    by = {f["workload"]: f for f in floors}
+    assert set(by) == {"copy", "gemm_chain"} and all(f["runs"] == 7 for f in floors)
+    assert by["gemm_chain"]["run_sd"] > 0.003 > by["copy"]["run_sd"]
+    assert 0.001 < by["gemm_chain"]["round_sd"] < 0.003
+    assert all("7 separate processes" in f["source"] and "batch d1" in f["source"] for f in floors)
+    got = C.recompute_frames(pd.concat(frames, ignore_index=True), args)
+    assert got["copy@process"]["null_comparisons"] == 6 and got["gemm_chain@process"]["shift_rows"] == 6 * 3
+    assert got["gemm_chain@process"]["shift_median_ratio"] == pytest.approx(1.03, abs=0.01)  # pairs not crossed
+    assert not list(tmp_path.glob("_process_*"))  # each process's file read and removed
+    kept = pd.read_parquet(tmp_path / "process_raw.parquet")  # written after every process
+    assert (kept["side"] >= 0).sum() == sum(len(f) for f in frames)
