@@ -3,6 +3,8 @@
 Usage (a multi-GPU machine, from the project root, Dask distributed and PyTorch installed)::
 
     python3 bench/campaign.py --out DIR [--repeats 60] [--gpus 1,2,4] [--step 16] [--no-warm] [--no-direct]
+        [--imports background,before]
+    python3 bench/campaign.py --out DIR --alone-again    # no GPU: campaign vs alone again, floors of now
 
 One grid (16 tasks: 4 pairs -- compute+memory, compute+copy, a PyTorch attention+sort
 and a GEMM-chain+layer-norm factory from bench/campaign_pairs.py -- x 4 split sets of 2
@@ -28,7 +30,10 @@ sizes) runs on 1, then 2, then 4 GPUs (one worker each), timed as the caller of
 - per task, layout and mode: the makespans on N cards against one card (the ratio's 95%
   interval, and at 95% jointly over the comparisons), so that speed is not bought with noise;
 - campaign vs alone: one task per pair run alone in this process (``gx.sweep``, no Dask) on the
-  1-GPU run's card, its makespans against the same task in the 1-GPU campaign.
+  1-GPU run's card, its makespans against the same task in the 1-GPU campaign; every comparison's
+  row in DIR/campaign_vs_alone.csv, the tasks alone in DIR/alone.parquet;
+- ``--imports background,before``: the cold runs once per way the workers import the factories'
+  modules (while their first tasks run, the default; before they join), with the start's steps.
 
 Written to DIR/campaign_bench.md and .json; DIR/campaign-<N>gpu[-warm] are the campaign folders
 and DIR/campaign.parquet the 2-GPU cold result as one file (bench/campaign_folder.py turns it into
@@ -310,7 +315,12 @@ def main() -> int:
     p.add_argument("--imports", default="background",
                    help="cold runs per way the workers import the factory modules: background (while the first "
                         "tasks run, the default) and/or before (before a worker joins), e.g. background,before")
+    p.add_argument("--alone-again", action="store_true",
+                   help="no GPU: compare OUT/campaign-1gpu with OUT/alone.parquet again (the floors recorded now)")
     args = p.parse_args()
+    if args.alone_again:
+        return _alone_again(Path(args.out))
+    import gcexplore as gx
     from gcexplore.experiments.campaigns import visible_gpus
 
     gpus = visible_gpus()
@@ -333,6 +343,7 @@ def main() -> int:
     for n, warm, imports in plan:  # the report is rewritten after each step: a run cut short keeps the ones before
         if n == "direct":
             direct = _direct(runs[0], splits, args.repeats)
+            gx.save(direct[1], out / "alone.parquet")  # with campaign-1gpu/: --alone-again recomputes the comparison
             print(f"direct: {len(direct[0])} tasks alone in {sum(direct[0].values()):.1f} s", flush=True)
         else:
             # the one-GPU run's task times order the others' tasks longest first (durations known from a run)
@@ -342,6 +353,22 @@ def main() -> int:
             print(f"{n} GPU(s) {runs[-1]['mode']}: {runs[-1]['end_to_end_s']:.1f} s end to end", flush=True)
         failed = _report(runs, direct, out, splits, args.repeats)
     return 0 if not failed else 1
+
+
+def _alone_again(out: Path) -> int:
+    """Campaign vs alone from a run's saved files, with the floors recorded now (CPU only)."""
+    import gcexplore as gx
+    import pandas as pd
+
+    alone, camp = gx.load(out / "alone.parquet"), gx.load_campaign(out / "campaign-1gpu")
+    camp = camp[camp["task_key"].isin(set(alone["task_key"]))]
+    ag = _agreement(alone, camp)
+    pairs = dict(zip(camp["task_key"], camp["pair"]))
+    pd.DataFrame(ag["rows"]).to_csv(out / "campaign_vs_alone_again.csv", index=False)
+    print(f"campaign vs alone again: {ag['inside_rounds_95']} of {ag['comparisons']} in the combined interval "
+          f"(floors {'; '.join(ag['floors'])}); {ag['inside_95']} of {ag['comparisons']} repetition intervals; "
+          f"largest median ratio {ag['worst_ratio']:.4f} at {' '.join(ag['worst_at'])}\noutside: {_misses(ag, pairs)}")
+    return 0
 
 
 def _direct_lines(runs: list[dict], direct) -> tuple[list[str], dict]:

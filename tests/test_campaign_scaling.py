@@ -238,8 +238,8 @@ def test_bench_runs_cold_warm_and_alone_on_the_stand_in(tmp_path, monkeypatch):
     monkeypatch.setattr(bench, "PAIRS", ["_campaign_standin:pair"])
     monkeypatch.setattr(bench, "EXPERIMENT", EXP)
     splits = [[8], [16, 24]]
-    runs = [bench._run(["0"], tmp_path / "c1", splits, 2),
-            bench._run(["0", "1"], tmp_path / "c2", splits, 2, durations=tmp_path / "c1"),
+    runs = [bench._run(["0"], tmp_path / "campaign-1gpu", splits, 2),
+            bench._run(["0", "1"], tmp_path / "c2", splits, 2, durations=tmp_path / "campaign-1gpu"),
             bench._run(["0", "1"], tmp_path / "c2w", splits, 2, warm=True),
             bench._run(["0"], tmp_path / "c1w", splits, 2, warm=True),
             bench._run(["0"], tmp_path / "c1b", splits, 2, imports="before")]
@@ -264,6 +264,9 @@ def test_bench_runs_cold_warm_and_alone_on_the_stand_in(tmp_path, monkeypatch):
 
     rows = pd.read_csv(tmp_path / "campaign_vs_alone.csv")  # the rows, not only the counts
     assert len(rows) == 1 and rows["rounds_ratio"].iloc[0] == 1.0 and rows["inside_rounds_95"].all()
+    gx.save(direct[1], tmp_path / "alone.parquet")  # what main() keeps: the comparison again from the files
+    assert bench._alone_again(tmp_path) == 0
+    assert pd.read_csv(tmp_path / "campaign_vs_alone_again.csv").equals(rows)
 
 
 def test_built_in_tasks_run_while_the_factory_module_imports_and_before_waits(tmp_path, monkeypatch):
