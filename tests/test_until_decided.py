@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 import gcexplore
+from _compare_data import bench_module
 from gcexplore.analysis.comparison import compare
 from gcexplore.analysis.sequential import compare_until_decided
 from gcexplore.analysis.stats import Floor, round_ratio_ci
@@ -150,3 +151,32 @@ def test_it_stops_at_the_budget_and_refuses_bad_settings():
     with pytest.raises(ValueError, match="no result rows"):
         compare_until_decided(lambda s: pd.DataFrame(), Side(rng))
     assert gcexplore.compare_until_decided is compare_until_decided
+
+
+def test_the_gpu_bench_runs_end_to_end_on_synthetic_runs(tmp_path, monkeypatch):
+    """bench/until_decided.py with gcexplore.scaling and the workload stood in by synthetic runs
+    (the bench's own logic: measure callables, the first-run baseline, the summary)."""
+    import json
+    import types
+
+    U = bench_module("until_decided")
+    rng = np.random.default_rng(8)
+    asked = []
+
+    def scaling(wl, sizes, *, whole_device_too=True, **kw):
+        asked.append((list(sizes), whole_device_too))
+        want = list(sizes) + ([132] if whole_device_too else [])
+        return Side(rng, shift=wl.shift)(want)
+
+    monkeypatch.setattr(U, "build", lambda kind, shift, device, redraw: types.SimpleNamespace(
+        shift=1.0 + shift, close=lambda: None))
+    monkeypatch.setattr(gcexplore, "scaling", scaling)
+    monkeypatch.setattr(gcexplore, "device_info", lambda device: types.SimpleNamespace(sm_count=132, name="synthetic"))
+    assert U.main(["--out", str(tmp_path), "--nulls", "2", "--shifts", "3", "--max-runs", "3"]) == 0
+    s = json.loads((tmp_path / "summary.json").read_text())
+    assert [p["what"] for p in s["pairs"]] == ["null", "shift", "null", "shift", "shift"]
+    assert s["null"]["fast_slow"] == 0 and s["shift"]["rows"] == 15 and s["shift"]["slow"] >= 0.8
+    assert 1 <= s["shift"]["runs_per_side_mean"] <= 3 and s["shift"]["gpu_x_one_run"] >= 1
+    assert all(sizes for sizes, _ in asked)  # scaling always gets a partition size
+    raw = pd.read_parquet(tmp_path / "until_raw.parquet")
+    assert set(raw["tag"]) == {f"{i}{x}" for i in range(5) for x in "ab"}
