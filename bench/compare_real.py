@@ -293,17 +293,27 @@ def processes(args, out: Path, device_name: str) -> tuple[list[pd.DataFrame], li
 
     kinds = [k for k in args.process_kinds.split(",") if k]
     frames: dict[str, list[pd.DataFrame]] = {k: [] for k in kinds}
-    for i in range(args.processes):
-        path = out / f"_process_{i}.parquet"
+    i = 0  # processes that returned their sides: a failed one is left out, its neighbours paired
+    for n in range(args.processes):
+        path = out / f"_process_{n}.parquet"
         cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(path), "--kinds", ",".join(kinds),
                "--device", str(args.device), "--sizes", ",".join(map(str, args.sizes)), "--repeats", str(args.repeats),
                "--rounds", str(args.rounds), "--warmup", str(args.warmup), "--shift", str(args.shift)]
         cmd += ["--redraw"] if args.redraw else []
-        subprocess.run(cmd, check=True, timeout=args.process_timeout)
-        d = pd.read_parquet(path)
-        path.unlink()
+        t0 = time.perf_counter()
+        try:
+            subprocess.run(cmd, check=True, timeout=args.process_timeout)
+            d = pd.read_parquet(path)
+        except (subprocess.SubprocessError, OSError) as e:
+            print(f"process {n} failed ({e}); left out", flush=True)
+            continue
+        finally:
+            path.unlink(missing_ok=True)
+        print(f"process {n}: {time.perf_counter() - t0:.1f} s", flush=True)
         for kind, g in d.groupby("kind", sort=False):
             frames[kind].append(g.assign(kind=f"{kind}@process", side=np.where(g["role"] == "u", i, i - 1)))
+        i += 1
+        save_raw([f for fs in frames.values() for f in fs], out, "process_raw.parquet")  # kept if stopped later
     out_frames, floors = [], []
     for kind, fs in frames.items():
         fs = [f[f["side"] >= 0] for f in fs]  # process 0's shifted side has no earlier partner
@@ -364,8 +374,9 @@ RAW_COLUMNS = ["kind", "role", "side", "shift", "sm_count", "rep", "round", "dur
                "power_w_before", "sm_clock_mhz", "power_w", "device_name", "run_id"]
 
 
-def save_raw(raw: list[pd.DataFrame], out: Path) -> None:
-    pd.concat(raw, ignore_index=True)[RAW_COLUMNS].to_parquet(out / "compare_real_raw.parquet")
+def save_raw(raw: list[pd.DataFrame], out: Path, name: str = "compare_real_raw.parquet") -> None:
+    if raw:
+        pd.concat(raw, ignore_index=True)[RAW_COLUMNS].to_parquet(out / name)
 
 
 

@@ -50,6 +50,13 @@ CHECKED = {"fft+sort": ["fft", "sort"], "fft+chain": ["fft", "chain"], "sdpa+sor
            "chain+sigmoid": ["chain", "sigmoid"], "elementwise+compute": ["elementwise", "compute"],
            "sdpa+fft": ["sdpa", "fft"], "copy+sigmoid": ["copy", "sigmoid"], "latency+memory": ["latency", "memory"],
            "layernorm+sort": ["layernorm", "sort"], "conv+elementwise": ["conv", "elementwise"]}
+# checked-only pairs first measured in batch d1 (after the model of the fitted pairs was chosen): out of sample
+FRESH = {"fft+elementwise": ["fft", "elementwise"], "sort+sigmoid": ["sort", "sigmoid"],
+         "sdpa+layernorm": ["sdpa", "layernorm"], "conv+sort": ["conv", "sort"], "chain+memory": ["chain", "memory"],
+         "softmax+fft": ["softmax", "fft"], "matmul+layernorm": ["matmul", "layernorm"], "conv+copy": ["conv", "copy"],
+         "chain+elementwise": ["chain", "elementwise"], "sdpa+sigmoid": ["sdpa", "sigmoid"]}
+GROUPS = (("fitted", FITTED), ("checked", CHECKED), ("fresh", FRESH))
+ALL = {**FITTED, **CHECKED, **FRESH}
 TUNED = ("compute+memory", "memory_a+memory_b", "matmul+sigmoid", "latency+compute", "fft+conv", "sort+memory")
 NOTE = ("{r} repetitions after 1 warm-up per layout, concurrent mode only, first-partition sizes every {s} SMs; "
         "profiles {pr} repetitions per size every {ps} SMs")
@@ -112,7 +119,7 @@ def measure(args, out: Path) -> None:
     sizes = _sizes(info, args.step)
     psizes = _sizes(info, args.profile_step)
     wls = _workloads(args, info.index)
-    pairs = {k: v for k, v in {**FITTED, **CHECKED}.items() if _members(v) <= set(wls)}
+    pairs = {k: v for k, v in ALL.items() if _members(v) <= set(wls)}
     t0 = time.perf_counter()
     peak = gx.card_bandwidth(info.index)
     profiles, cost = [], {}
@@ -155,9 +162,9 @@ def _tune_all(args, out: Path, wls: dict, info) -> None:
     fit = _fit(out)
     prof = _profiles(out)
     for pair in (args.pairs.split(",") if args.pairs else TUNED):
-        if pair not in {**FITTED, **CHECKED}:
-            raise SystemExit(f"--pairs: unknown pair {pair!r}; valid: {', '.join({**FITTED, **CHECKED})}")
-        names = {**FITTED, **CHECKED}[pair]
+        if pair not in ALL:
+            raise SystemExit(f"--pairs: unknown pair {pair!r}; valid: {', '.join(ALL)}")
+        names = ALL[pair]
         if not _members(names) <= set(wls):
             continue
         slo = _slo(prof) if pair == "latency+compute" else None
@@ -192,7 +199,7 @@ def _errors(out: Path, fit: dict, measured: bool) -> tuple[pd.DataFrame, pd.Data
     """Per pair facts and every layout's error, with the fit of the same kind (with or without counted traffic)."""
     prof = _profiles(out, measured)
     rows, layouts = [], []
-    for group, pairs in (("fitted", FITTED), ("checked", CHECKED)):
+    for group, pairs in GROUPS:
         for pair, names in pairs.items():
             path = out / f"sweep_{pair}.parquet"
             if not path.exists():
@@ -209,7 +216,7 @@ def _errors(out: Path, fit: dict, measured: bool) -> tuple[pd.DataFrame, pd.Data
 
 def _tune_table(out: Path) -> pd.DataFrame:
     rows = []
-    for pair in {**FITTED, **CHECKED}:
+    for pair in ALL:
         paths = {t: out / f"tune_{pair}_{t}.parquet" for t in ("plain", "predicted")}
         if not all(p.exists() for p in paths.values()):
             continue
@@ -244,7 +251,7 @@ def replay_table(out: Path, fit: dict, judge: Path | None = None) -> pd.DataFram
     read from that run's sweep instead: an independent measurement says how good the choice was."""
     prof = _profiles(out)
     rows = []
-    for group, pairs in (("fitted", FITTED), ("checked", CHECKED)):
+    for group, pairs in GROUPS:
         for pair, names in pairs.items():
             path = out / f"sweep_{pair}.parquet"
             truth = (judge or out) / f"sweep_{pair}.parquet"
@@ -268,7 +275,7 @@ def replay_table(out: Path, fit: dict, judge: Path | None = None) -> pd.DataFram
 
 def _replay_lines(rt: pd.DataFrame, what: str) -> tuple[list[str], bool]:
     lines = []
-    for group in ("fitted", "checked", "all"):
+    for group in ("fitted", "checked", "fresh", "all"):
         g = rt if group == "all" else rt[rt["group"] == group]
         if g.empty:
             continue
@@ -291,7 +298,7 @@ def cross_table(out: Path, target: Path, fit: dict) -> pd.DataFrame:
             "l2_bytes": float(there["l2_bytes"].max()), "device_name": str(there["device_name"].iloc[0])}
     prof = _profiles(out)
     rows, assumed = [], []
-    for group, pairs in (("fitted", FITTED), ("checked", CHECKED)):
+    for group, pairs in GROUPS:
         for pair, names in pairs.items():
             path = target / f"sweep_{pair}.parquet"
             if not path.exists():
@@ -394,7 +401,7 @@ def report(out: Path, replica: Path | None = None, cross: Path | None = None) ->
         with pd.option_context(*opts):
             cols = ["pair", "layouts", "median_abs_error", "max_abs_error", "worst_layout", "inside", "predicted_best",
                     "measured_best", "best_gap", "best_ok"]
-            for group in ("fitted", "checked"):
+            for group in ("fitted", "checked", "fresh"):
                 g = err[err["group"] == group]
                 if len(g):
                     print(f"{group} pairs:")
@@ -414,7 +421,7 @@ def report(out: Path, replica: Path | None = None, cross: Path | None = None) ->
                 with pd.option_context(*opts):
                     print(rr.drop(columns=["group"]).to_string(index=False))
                 print("\n".join(_replay_lines(rr, "replica, judged here")[0]))
-        for group in ("fitted", "checked", "all"):
+        for group in ("fitted", "checked", "fresh", "all"):
             e = err if group == "all" else err[err["group"] == group]
             la = lay if group == "all" else lay[lay["group"] == group]
             if len(e):
@@ -433,7 +440,7 @@ def report(out: Path, replica: Path | None = None, cross: Path | None = None) ->
     if cost and len(err):
         counters = dict(zip(tt["workload"], tt["counter_gpu_ms"])) if len(tt) else {}
         std = dict(zip(err["pair"], err["standard_sweep_gpu_s"]))
-        members = {p: _members(names) for p, names in {**FITTED, **CHECKED}.items()}
+        members = {p: _members(names) for p, names in ALL.items()}
         cap = {w: min((s for p, s in std.items() if w in members[p]), default=math.nan) for w in cost}
         total = {w: (cost[w] + float(counters.get(w, 0.0) or 0.0)) / 1e3 for w in cost}
         ratio = {w: total[w] / cap[w] for w in cost if math.isfinite(cap[w])}

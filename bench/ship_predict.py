@@ -11,7 +11,7 @@ traffic and measure stages) and writes to ``gcexplore/data/``:
 
 and to ``tests/data/predict_sweeps.parquet`` the sweeps of every pair, one frame with a
 ``pair`` column and ``attrs["pairs"]`` ({pair: {"workloads": [as for predict], "group":
-"fitted" or "checked"}}), which the tests check the calibrated interval on.
+"fitted", "checked" or "fresh"}}), which the tests check the calibrated interval on.
 
 So ``predict``, ``predict_error`` and ``plot_predict`` run offline (README).
 """
@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 import gcexplore as gx
-from predict import CHECKED, FITTED, _fit, _profiles
+from predict import FITTED, GROUPS, _fit, _profiles
 
 DATA = Path(__file__).resolve().parents[1] / "gcexplore" / "data"
 
@@ -45,7 +45,7 @@ def main(argv=None) -> int:
                          "coverage": fit["coverage"], "fitted_on": fitted_on}
     gx.save_profiles(prof, data / "predict_profiles.parquet")
     frames, pairs = [], {}
-    for group, table in (("fitted", FITTED), ("checked", CHECKED)):
+    for group, table in GROUPS:
         for pair, names in table.items():
             path = src / f"sweep_{pair}.parquet"
             if path.exists():

@@ -40,6 +40,19 @@ def test_sum_counters_add_up_over_the_run_and_divide_by_the_calls():
     assert r["window"] == "run"
 
 
+def test_deciles_show_a_two_phase_workloads_draw_over_time():
+    # 30 samples at 1.5 GB/ns (1.5 TB/s) then 20 at 0.3: a call with a busy and a quiet phase
+    st, en, vals = _samples()
+    vals[40:60] = (2e5, 1e5, 1e6)
+    r = T.traffic_from_samples(st, en, vals, [READ, WRITE, "lts__t_bytes.sum"], 10_000, 60_000, calls=1)
+    d, l2 = r["dram_gbs_deciles"], r["l2_gbs_deciles"]
+    assert len(d) == 9 and d == sorted(d)
+    assert d[0] == pytest.approx(300) and d[-1] == pytest.approx(1500)  # the quiet 40%, the busy 60%
+    assert l2[0] == pytest.approx(1000) and l2[-1] == pytest.approx(3000)
+    r = T.traffic_from_samples(st, en, vals[:, :2], [READ, WRITE], 10_000, 60_000, calls=1)
+    assert r["l2_gbs_deciles"] == []  # no L2 counter: no L2 phases, never zeros
+
+
 def test_a_sample_half_inside_the_run_counts_half():
     st, en, vals = _samples()
     r = T.traffic_from_samples(st, en, vals, [READ, WRITE, "lts__t_bytes.sum"], 10_500, 60_000, calls=1)

@@ -45,7 +45,8 @@ METRIC_SETS = {
     "dram_rate": ("dram__bytes_read.sum.per_second", "dram__bytes_write.sum.per_second"),
 }
 TRAFFIC_COLUMNS = ["workload", "sm_count", "flushed", "calls", "duration_ms", "dram_read_bytes", "dram_write_bytes",
-                   "l2_bytes", "achieved_gbs", "peak_gbs", "samples", "decoded", "window", "metric_set", "source"]
+                   "l2_bytes", "achieved_gbs", "peak_gbs", "dram_gbs_deciles", "l2_gbs_deciles", "samples", "decoded",
+                   "window", "metric_set", "source"]
 _ROLE = {"dram__bytes_read": "dram_read_bytes", "dram__bytes_write": "dram_write_bytes", "lts__t_bytes": "l2_bytes",
          "lts__t_sectors": "l2_bytes"}
 _SECTOR = 32  # bytes per L2 sector
@@ -74,7 +75,9 @@ def traffic_from_samples(starts, ends, values, metrics: Sequence[str], t0: int, 
     but the samples span about as long as the run (a clock mismatch), every sample counts
     and ``window`` says so; otherwise nothing is known (NaN). Returns
     ``dram_read_bytes``, ``dram_write_bytes``, ``l2_bytes`` (NaN without such a counter),
-    ``peak_gbs`` (p90 of the DRAM GB/s of the samples inside), ``samples`` and ``window``.
+    ``peak_gbs`` (p90 of the DRAM GB/s of the samples inside), ``dram_gbs_deciles`` and
+    ``l2_gbs_deciles`` (p10, p20, ..., p90 of the samples' GB/s, weighted by their span: how
+    the draw varies over a call, its phases; empty where unknown), ``samples`` and ``window``.
     """
     if calls <= 0:
         raise ValueError(f"calls must be positive, got {calls!r}")
@@ -92,11 +95,14 @@ def traffic_from_samples(starts, ends, values, metrics: Sequence[str], t0: int, 
             frac, window = np.ones_like(frac), "all samples (none inside the run's CUPTI timestamps)"
         else:
             return {"dram_read_bytes": math.nan, "dram_write_bytes": math.nan, "l2_bytes": math.nan,
-                    "peak_gbs": math.nan, "samples": 0, "window": "no sample inside the run"}
+                    "peak_gbs": math.nan, "dram_gbs_deciles": [], "l2_gbs_deciles": [], "samples": 0,
+                    "window": "no sample inside the run"}
     out = {"dram_read_bytes": math.nan, "dram_write_bytes": math.nan, "l2_bytes": math.nan}
     if not len(starts):  # nothing was sampled: nothing is known (never zero bytes)
-        return {**out, "peak_gbs": math.nan, "samples": 0, "window": "no samples"}
+        return {**out, "peak_gbs": math.nan, "dram_gbs_deciles": [], "l2_gbs_deciles": [], "samples": 0,
+                "window": "no samples"}
     dram_per_sample = np.zeros(len(starts))
+    l2_per_sample = np.full(len(starts), math.nan)
     for i, m in enumerate(metrics):
         base = m.split(".")[0]
         role = _ROLE.get(base)
@@ -108,12 +114,27 @@ def traffic_from_samples(starts, ends, values, metrics: Sequence[str], t0: int, 
         out[role] = float(np.sum(v * frac)) / calls
         if role.startswith("dram"):
             dram_per_sample += v
+        else:
+            l2_per_sample = v
     inside = frac > 0.5
     rates = dram_per_sample[inside] / span[inside] if inside.any() else np.array([])
     out["peak_gbs"] = float(np.quantile(rates, 0.9)) if len(rates) else math.nan
+    out["dram_gbs_deciles"] = _deciles(rates, span[inside])
+    out["l2_gbs_deciles"] = _deciles(l2_per_sample[inside] / span[inside], span[inside]) if inside.any() else []
     out["samples"] = int((frac > 0).sum())
     out["window"] = window
     return out
+
+
+def _deciles(rates: np.ndarray, weights: np.ndarray) -> list[float]:
+    """p10..p90 of ``rates`` (GB/s), each sample weighted by its span; [] where none is finite."""
+    ok = np.isfinite(rates)
+    if not ok.any():
+        return []
+    order = np.argsort(rates[ok])
+    r, w = rates[ok][order], weights[ok][order]
+    cum = (np.cumsum(w) - w / 2) / np.sum(w)
+    return [float(v) for v in np.interp(np.arange(1, 10) / 10, cum, r)]
 
 
 # ---------------------------------------------------------------------------
@@ -298,7 +319,8 @@ def measure_traffic(workload, *, sm_counts: Sequence[int | None] = (None,), flus
                                  "flushed": flushed, "calls": calls, "duration_ms": r["duration_ms"],
                                  "dram_read_bytes": r["dram_read_bytes"], "dram_write_bytes": r["dram_write_bytes"],
                                  "l2_bytes": r["l2_bytes"], "achieved_gbs": dram / (r["duration_ms"] * 1e6),
-                                 "peak_gbs": r["peak_gbs"], "samples": r["samples"], "decoded": r["decoded"],
+                                 "peak_gbs": r["peak_gbs"], "dram_gbs_deciles": r["dram_gbs_deciles"],
+                                 "l2_gbs_deciles": r["l2_gbs_deciles"], "samples": r["samples"], "decoded": r["decoded"],
                                  "window": r["window"], "metric_set": sampler.name,
                                  "source": "measured"})
             finally:
