@@ -3,6 +3,8 @@
 Usage (a multi-GPU machine, from the project root, Dask distributed and PyTorch installed)::
 
     python3 bench/campaign.py --out DIR [--repeats 60] [--gpus 1,2,4] [--step 16] [--no-warm] [--no-direct]
+        [--imports background,before]
+    python3 bench/campaign.py --out DIR --alone-again    # no GPU: campaign vs alone again, floors of now
 
 One grid (16 tasks: 4 pairs -- compute+memory, compute+copy, a PyTorch attention+sort
 and a GEMM-chain+layer-norm factory from bench/campaign_pairs.py -- x 4 split sets of 2
@@ -28,7 +30,10 @@ sizes) runs on 1, then 2, then 4 GPUs (one worker each), timed as the caller of
 - per task, layout and mode: the makespans on N cards against one card (the ratio's 95%
   interval, and at 95% jointly over the comparisons), so that speed is not bought with noise;
 - campaign vs alone: one task per pair run alone in this process (``gx.sweep``, no Dask) on the
-  1-GPU run's card, its makespans against the same task in the 1-GPU campaign.
+  1-GPU run's card, its makespans against the same task in the 1-GPU campaign; every comparison's
+  row in DIR/campaign_vs_alone.csv, the tasks alone in DIR/alone.parquet;
+- ``--imports background,before``: the cold runs once per way the workers import the factories'
+  modules (while their first tasks run, the default; before they join), with the start's steps.
 
 Written to DIR/campaign_bench.md and .json; DIR/campaign-<N>gpu[-warm] are the campaign folders
 and DIR/campaign.parquet the 2-GPU cold result as one file (bench/campaign_folder.py turns it into
@@ -64,7 +69,7 @@ def _split_sets(step: int) -> list[list[int]]:
     return [picks[i:i + 2] for i in range(0, 8, 2)]
 
 
-def _run(devices, folder, splits, repeats, durations=None, warm=False) -> dict:
+def _run(devices, folder, splits, repeats, durations=None, warm=False, imports="background") -> dict:
     """One campaign on ``devices``, timed as its caller sees it.
 
     Cold (the default a user gets): ``gx.campaign(..., devices=...)`` starts its own local
@@ -83,6 +88,7 @@ def _run(devices, folder, splits, repeats, durations=None, warm=False) -> dict:
         client = Client(cluster)
         gx.campaign(PAIRS, [splits[0]], experiment=EXPERIMENT, options={"repeats": 2, "warmup": 1},
                     folder=Path(folder).with_name(Path(folder).name + "-prime"), client=client, progress=False)
+    os.environ["GCEXPLORE_WARM_IMPORTS"] = imports  # read by the local cluster the campaign starts
     try:
         w0, t0 = time.time(), time.perf_counter()
         c = gx.campaign(PAIRS, splits, experiment=EXPERIMENT, options={"repeats": repeats}, folder=folder,
@@ -95,7 +101,8 @@ def _run(devices, folder, splits, repeats, durations=None, warm=False) -> dict:
             client.close()
             cluster.close()
     df = gx.load_campaign(folder)
-    return {"n": len(devices), "mode": "warm" if warm else "cold", "end_to_end_s": end_to_end_s,
+    mode = "warm" if warm else "cold" if imports == "background" else f"cold-{imports}"
+    return {"n": len(devices), "mode": mode, "end_to_end_s": end_to_end_s,
             "timings": dict(c.timings), "wall0": w0, "wall1": w1 - c.timings.get("close_s", 0.0),
             "reports": c.reports, "warm_ups": c.warm_ups, "tasks": c.tasks, "df": df}
 
@@ -157,12 +164,14 @@ def _decompose(run: dict) -> dict:
             pre = w.get("preload", {})
             warm.append((pre.get("total_s", 0.0), sum(v for k, v in w.items() if k.endswith("_s"))))
     phases = {k: sum(r.get(k, 0.0) for r in done) for k in ("build_s", "experiment_s", "checkpoint_s", "cpu_s",
-                                                              "write_s")}
+                                                              "write_s", "import_wait_s")}
     task = lambda r: r["ended_s"] - r["started_s"]  # noqa: E731
     first = [task(r) for r in done if r.get("first")]
     rest = [task(r) for r in done if not r.get("first")]
     tm = run.get("timings", {})
-    return {"gpus": run["n"], "mode": run.get("mode", "cold"), "tasks": len(done),
+    imports = [r["imports"]["background_import_s"] for r in done if "background_import_s" in r.get("imports", {})]
+    return {"start_steps": _start_steps(run), "background_import_s": max(imports) if imports else None,
+            "gpus": run["n"], "mode": run.get("mode", "cold"), "tasks": len(done),
             "failed": len(run["reports"]) - len(done),
             "cluster_start_s": tm.get("cluster_start_s"), "cluster_wait_s": tm.get("cluster_wait_s"),
             "plan_s": tm.get("plan_s"), "close_s": tm.get("close_s", 0.0),
@@ -180,6 +189,24 @@ def _decompose(run: dict) -> dict:
             "experiment_s": {r["key"]: r["experiment_s"] for r in done},
             "sm_clock_mhz_median": (float(run["df"]["sm_clock_mhz"].median()) if "sm_clock_mhz" in run["df"]
                                     else None)}
+
+
+def _start_steps(run: dict) -> dict | None:
+    """The local cluster's start per worker, in seconds (slowest worker): spawn (the start call
+    to the worker process's birth), boot (Python, Dask, the worker's set-up until its preload),
+    the preload (gcexplore's import, then context, kernels and, imports="before", the factory
+    modules) and join (preload end to the cluster being up)."""
+    tm = run.get("timings", {})
+    pres = [w["preload"] for w in run["warm_ups"].values() if "process_started_at" in w.get("preload", {})]
+    if "cluster_started_at" not in tm or not pres:
+        return None
+    t0, up = tm["cluster_started_at"], tm["cluster_started_at"] + tm["cluster_start_s"]
+    steps = {"spawn_s": [p["process_started_at"] - t0 for p in pres],
+             "boot_s": [p["started_at"] - p["process_started_at"] for p in pres],
+             "gcexplore_import_s": [p["gcexplore_import_s"] for p in pres],
+             "preload_rest_s": [p["total_s"] - p["gcexplore_import_s"] for p in pres],
+             "join_s": [up - p["started_at"] - p["total_s"] for p in pres]}
+    return {k: max(v) for k, v in steps.items()}
 
 
 def _agreement(base, other) -> dict:
@@ -201,7 +228,7 @@ def _agreement(base, other) -> dict:
     groups = sorted(set(a.index.droplevel("rep")) & set(b.index.droplevel("rep")))
     joint = 1 - 0.05 / max(1, len(groups))
     inside = inside_joint = inside_rounds = 0
-    worst = (1.0, None)
+    worst, rows = (1.0, None), []
     floors = {}
     for g in groups:
         ga, gb = a.loc[g], b.loc[g]
@@ -218,9 +245,20 @@ def _agreement(base, other) -> dict:
         inside_rounds += r["low"] <= 1.0 <= r["high"]
         if worst[1] is None or abs(est - 1) > abs(worst[0] - 1):
             worst = (est, g)
+        rows.append({"task_key": g[0], "layout": g[1], "mode": g[2], "reps": [len(xa), len(xb)],
+                     "ratio": est, "low": lo, "high": hi, "rounds_ratio": r["ratio"], "rounds_low": r["low"],
+                     "rounds_high": r["high"], "rounds": [r["rounds_a"], r["rounds_b"]],
+                     "floor_run_sd": floors[g[0]].run_sd, "inside_rounds_95": bool(r["low"] <= 1.0 <= r["high"])})
     return {"comparisons": len(groups), "inside_95": int(inside), "inside_joint": int(inside_joint),
             "inside_rounds_95": int(inside_rounds), "worst_ratio": worst[0], "worst_at": list(map(str, worst[1] or ())),
-            "floors": sorted({f.source for f in floors.values()})}
+            "floors": sorted({f.source for f in floors.values()}), "rows": rows}
+
+
+def _misses(ag: dict, pairs: dict) -> str:
+    """The comparisons outside the combined interval, named with their numbers."""
+    out = [f"{pairs.get(r['task_key'], r['task_key'])} {r['layout']} {r['mode']} {r['rounds_ratio']:.4f} "
+           f"[{r['rounds_low']:.4f}, {r['rounds_high']:.4f}]" for r in ag["rows"] if not r["inside_rounds_95"]]
+    return "; ".join(out) or "none"
 
 
 def _f(x, fmt="{:.2f}") -> str:
@@ -242,6 +280,14 @@ def _table(res: list[dict], bases: dict) -> list[str]:
             f"{r['sum_task_s']:.2f} ({r['sum_task_s'] / base['sum_task_s'] - 1:+.1%}) | {r['idle_tail_s_max']:.2f} | "
             f"{r['close_s']:.2f} ({_f(r['close_background_s'])}) | {r['end_to_end_s']:.2f} | "
             f"{base['end_to_end_s'] / r['end_to_end_s']:.2f}x |")
+    lines += ["", "| GPUs | cluster | spawn s | boot s (Python, Dask) | gcexplore import s | context, kernels "
+                  "(+ imports before) s | join s | cluster start s | imports in the background s | tasks waited "
+                  "for them s |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in res:
+        st = r.get("start_steps") or {}
+        lines.append(f"| {r['gpus']} | {r['mode']} | " + " | ".join(_f(st.get(k)) for k in (
+            "spawn_s", "boot_s", "gcexplore_import_s", "preload_rest_s", "join_s")) + f" | {_f(r['cluster_start_s'])} | "
+            f"{_f(r.get('background_import_s'))} | {r['phases_s'].get('import_wait_s', 0.0):.2f} |")
     lines += ["", "| GPUs | cluster | build s | experiment s | of which checkpoint s | CPU s | write s | cached tasks | "
                   "first task s (mean) | other tasks s (mean) | SM clock MHz (median) |",
               "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -266,7 +312,15 @@ def main() -> int:
                    help="skip the runs on a cluster kept warm from an earlier campaign")
     p.add_argument("--no-direct", dest="direct", action="store_false",
                    help="skip the tasks run alone, outside a campaign")
+    p.add_argument("--imports", default="background",
+                   help="cold runs per way the workers import the factory modules: background (while the first "
+                        "tasks run, the default) and/or before (before a worker joins), e.g. background,before")
+    p.add_argument("--alone-again", action="store_true",
+                   help="no GPU: compare OUT/campaign-1gpu with OUT/alone.parquet again (the floors recorded now)")
     args = p.parse_args()
+    if args.alone_again:
+        return _alone_again(Path(args.out))
+    import gcexplore as gx
     from gcexplore.experiments.campaigns import visible_gpus
 
     gpus = visible_gpus()
@@ -282,20 +336,39 @@ def main() -> int:
     import bench.campaign_pairs  # noqa: F401 (the client's own import of the factories, paid before any timing)
 
     runs, direct, failed = [], None, 0
-    plan = [(n, False) for n in counts] + ([("direct", None)] if args.direct else []) + \
-        ([(n, True) for n in reversed(counts)] if args.warm else [])
-    for n, warm in plan:  # the report is rewritten after each step: a run cut short keeps the ones before
+    modes = args.imports.split(",")
+    plan = [(n, False, modes[0]) for n in counts] + ([("direct", None, None)] if args.direct else []) + \
+        [(n, False, m) for m in modes[1:] for n in reversed(counts)] + \
+        ([(n, True, modes[0]) for n in reversed(counts)] if args.warm else [])
+    for n, warm, imports in plan:  # the report is rewritten after each step: a run cut short keeps the ones before
         if n == "direct":
             direct = _direct(runs[0], splits, args.repeats)
+            gx.save(direct[1], out / "alone.parquet")  # with campaign-1gpu/: --alone-again recomputes the comparison
             print(f"direct: {len(direct[0])} tasks alone in {sum(direct[0].values()):.1f} s", flush=True)
         else:
             # the one-GPU run's task times order the others' tasks longest first (durations known from a run)
             known = out / "campaign-1gpu" if (n > 1 or warm) and args.durations else None
-            name = f"campaign-{n}gpu" + ("-warm" if warm else "")
-            runs.append(_run(gpus[:n], out / name, splits, args.repeats, known, warm=warm))
+            name = f"campaign-{n}gpu" + ("-warm" if warm else "" if imports == modes[0] else f"-{imports}")
+            runs.append(_run(gpus[:n], out / name, splits, args.repeats, known, warm=warm, imports=imports))
             print(f"{n} GPU(s) {runs[-1]['mode']}: {runs[-1]['end_to_end_s']:.1f} s end to end", flush=True)
         failed = _report(runs, direct, out, splits, args.repeats)
     return 0 if not failed else 1
+
+
+def _alone_again(out: Path) -> int:
+    """Campaign vs alone from a run's saved files, with the floors recorded now (CPU only)."""
+    import gcexplore as gx
+    import pandas as pd
+
+    alone, camp = gx.load(out / "alone.parquet"), gx.load_campaign(out / "campaign-1gpu")
+    camp = camp[camp["task_key"].isin(set(alone["task_key"]))]
+    ag = _agreement(alone, camp)
+    pairs = dict(zip(camp["task_key"], camp["pair"]))
+    pd.DataFrame(ag["rows"]).to_csv(out / "campaign_vs_alone_again.csv", index=False)
+    print(f"campaign vs alone again: {ag['inside_rounds_95']} of {ag['comparisons']} in the combined interval "
+          f"(floors {'; '.join(ag['floors'])}); {ag['inside_95']} of {ag['comparisons']} repetition intervals; "
+          f"largest median ratio {ag['worst_ratio']:.4f} at {' '.join(ag['worst_at'])}\noutside: {_misses(ag, pairs)}")
+    return 0
 
 
 def _direct_lines(runs: list[dict], direct) -> tuple[list[str], dict]:
@@ -314,7 +387,9 @@ def _direct_lines(runs: list[dict], direct) -> tuple[list[str], dict]:
             f"largest median ratio {ag['worst_ratio']:.3f} at "
             f"{' '.join(ag['worst_at'])}; task seconds campaign/alone "
             + ", ".join(f"{runs[0]['tasks'][k]['pair']} [{runs[0]['tasks'][k]['split_set']}] {exp[k] / seconds[k]:.3f}"
-                        for k in sorted(seconds))], res
+                        for k in sorted(seconds)),
+            "outside the combined interval (campaign over alone, ratio of medians [95% interval]): "
+            + _misses(ag, {k: runs[0]["tasks"][k]["pair"] for k in seconds})], res
 
 
 def _report(runs: list[dict], direct, out: Path, splits, repeats: int) -> int:
@@ -357,6 +432,9 @@ def _report(runs: list[dict], direct, out: Path, splits, repeats: int) -> int:
     if direct is not None:
         more, alone = _direct_lines(runs, direct)
         lines += more
+        import pandas as pd
+
+        pd.DataFrame(alone["rows"]).to_csv(out / "campaign_vs_alone.csv", index=False)
     (out / "campaign_bench.json").write_text(json.dumps({"cards": cards, "splits": splits, "repeats": repeats,
                                                          "runs": res, "alone": alone}, indent=1, default=str))
     failed = sum(r["failed"] for r in res)

@@ -194,10 +194,9 @@ def _checked_grid(experiment, workloads, splits, options):
     return exps, recipes, split_sets, opts
 
 
-def _factory_modules(recipes) -> list[str]:
-    """The modules of the grid's ``"module:function"`` factories (a worker imports them to warm up)."""
-    return sorted({d["factory"].split(":", 1)[0] for d, _, fn in recipes
-                   if "factory" in d and fn is None and not d["factory"].startswith("__main__")})
+def _factory_modules(descs) -> list[str]:
+    """The modules of these recipes' factories (a worker imports them to warm up), ``__main__`` aside."""
+    return sorted({d["factory"].split(":", 1)[0] for d in descs if "factory" in d} - {"__main__"})
 
 
 def plan_tasks(experiment="sweep", workloads=(), splits=(None,), options=({},), cards: Sequence[str] = ("any",)):
@@ -273,9 +272,9 @@ class Campaign:
         self._warm = dict(warm or {})
         #: worker address -> what its warm-up did and how long each step took (see ``warm_up``).
         self.warm_ups: dict[str, dict] = {}
-        #: seconds: ``cluster_start_s`` (a local cluster's, workers warmed as they start), ``cluster_wait_s``
-        #: (of which the client waited after planning), ``plan_s`` (checks, imports, folder scan, submission),
-        #: ``close_s`` (closing's cost to the caller), ``close_background_s`` (shutdown after the call returned).
+        #: seconds: ``cluster_start_s`` (a local cluster's; ``cluster_started_at``: its Unix time), ``cluster_wait_s``
+        #: (of it, after planning), ``plan_s`` (checks, imports, folder scan, submission), ``close_s`` (closing's
+        #: cost to the caller), ``close_background_s`` (shutdown after the call returned).
         self.timings: dict[str, float] = {}
         self._closing = None
 
@@ -422,8 +421,7 @@ def _connect(client, scheduler, devices, starting: ClusterStart | None = None):
 def _warm_up(client, tasks: dict, factories: dict, order: list[str]) -> dict:
     """One warm-up per worker ahead of every task (imports, GPU context, built-in kernels, factory
     modules, then each recipe built and called once, the first tasks' first); address -> future."""
-    modules = sorted({t["workloads"]["factory"].split(":", 1)[0] for t in tasks.values()
-                      if "factory" in t["workloads"] and not t["workloads"]["factory"].startswith("__main__")})
+    modules = _factory_modules(t["workloads"] for t in tasks.values())
     gpu = any(lookup_experiment(t["experiment"]).gpu for t in tasks.values())
     recipes: dict[str, tuple] = {}
     for key in order:
@@ -462,11 +460,12 @@ def _known_durations(durations) -> dict[str, float]:
 
 def task_order(tasks: dict, known: Mapping[str, float] | None = None) -> list[str]:
     """Keys longest first: by the seconds in ``known`` where given, else by the grid's estimate
-    scaled to the known ones (so the two kinds of numbers compare); ties by key."""
-    known = {k: v for k, v in (known or {}).items() if k in tasks}
-    cost = {k: _grid_cost(t) for k, t in tasks.items()}
+    scaled to the known ones (so the two kinds of numbers compare); among equals, built-in
+    workloads before factories (a fresh worker runs them while it imports the factories'
+    modules), then by key."""
+    known, cost = {k: v for k, v in (known or {}).items() if k in tasks}, {k: _grid_cost(t) for k, t in tasks.items()}
     scale = (sum(known.values()) / sum(cost[k] for k in known)) if known else 1.0
-    return sorted(tasks, key=lambda k: (-(known[k] if k in known else cost[k] * scale), k))
+    return sorted(tasks, key=lambda k: (-known.get(k, cost[k] * scale), "factory" in tasks[k]["workloads"], k))
 
 
 def _pin(client, tasks: dict, cards: Sequence[str]) -> dict[str, list[str]]:
@@ -556,14 +555,15 @@ def campaign(workloads, splits=None, *, experiment="sweep", options=None, folder
     timings: dict[str, float] = {}
     try:
         if client is None and scheduler is None:  # the workers start (and warm up) while the client plans
-            starting = ClusterStart(devices, _factory_modules(recipes))
+            starting = ClusterStart(devices, _factory_modules(d for d, _, fn in recipes if fn is None))
         tasks, factories = plan_tasks(*grid)
         known = _known_durations(durations)
         order = task_order(tasks, known)
         t1 = time.perf_counter()
         client_, cluster = _connect(client, scheduler, devices, starting)
         if starting is not None:
-            timings.update(cluster_start_s=starting.seconds, cluster_wait_s=time.perf_counter() - t1)
+            timings.update(cluster_start_s=starting.seconds, cluster_wait_s=time.perf_counter() - t1,
+                           cluster_started_at=starting.started_at)
         starting = None
         warm = _warm_up(client_, tasks, factories, order)  # primes the recipes while the client scans the folder
         if cards == "each":
