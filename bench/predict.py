@@ -159,8 +159,11 @@ def _profiles(out: Path, measured: bool = True) -> pd.DataFrame:
 
 
 def _tune_all(args, out: Path, wls: dict, info) -> None:
-    fit = _fit(out)
-    prof = _profiles(out)
+    if args.shipped:  # the shipped profiles (counted traffic attached) and their fit: no profiling here
+        prof = gx.load_recorded("predict_profiles")
+        fit = dict(prof.attrs["fit"], model_error=tuple(prof.attrs["fit"]["model_error"]))
+    else:
+        fit, prof = _fit(out), _profiles(out)
     for pair in (args.pairs.split(",") if args.pairs else TUNED):
         if pair not in ALL:
             raise SystemExit(f"--pairs: unknown pair {pair!r}; valid: {', '.join(ALL)}")
@@ -483,6 +486,8 @@ def main(argv=None) -> int:
                                                   "profiles predict (cross-card)")
     ap.add_argument("--pairs", default=None, help="--stage tune: these pairs (comma-separated) instead of "
                                                   "bench/tune.py's and two multi-pass ones")
+    ap.add_argument("--shipped", action="store_true", help="--stage tune: predict from the shipped profiles and "
+                                                           "their fit (gcexplore/data/predict_profiles)")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--no-cupy", action="store_true")
     args = ap.parse_args(argv)
