@@ -311,3 +311,20 @@ def test_an_unknown_imports_mode_is_refused():
 
     with pytest.raises(ValueError, match="imports is one of 'background', 'before'"):
         local_cluster(["0"], warm=[], imports="lazily")
+
+
+def _callbacks(dask_worker):
+    return sorted(dask_worker.periodic_callbacks), dask_worker.periodic_callbacks["tick"].callback_time
+
+
+def test_local_workers_run_no_stack_sampler_beside_the_measuring_thread():
+    """Dask's statistical profiler samples a worker's task thread 100 times a second (taking the GIL from
+    the thread that enqueues the measured work); the local cluster's workers run without it."""
+    pytest.importorskip("distributed")
+    from distributed import Client
+
+    from gcexplore.experiments.campaigns import local_cluster
+
+    with local_cluster(["0"], warm=[]) as cluster, Client(cluster) as client:
+        ((names, tick_ms),) = client.run(_callbacks).values()
+    assert "profile" not in names and "heartbeat" in names and tick_ms >= 500, (names, tick_ms)
