@@ -59,3 +59,18 @@ def sweep(seed: int, *, total: int = 132, step: int = 8, reps: int = 20, sigma: 
     df.attrs.update(kind="sweep", device_name=device_name, device_sm_count=total, repeats=reps, rounds=rounds,
                     run_id=df["run_id"].iloc[0], driver_version="13.0")
     return df
+
+
+def bench_module(name: str):
+    """A script of bench/ imported as a module (bench/ appended last: bench/comm.py must not shadow
+    the comm package)."""
+    import importlib
+    import sys
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[1] / "bench"
+    sys.path.append(str(bench))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(bench))

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import gcexplore as gx
-from gcexplore.experiments.comm import CommSpec, parse_size, size_text
+from gcexplore.experiments.comm import PM_SETS, CommSpec, parse_size, size_text
 from gcexplore.experiments.comm_launch import check_launch
 from gcexplore.workloads.collectives import buffer_elements, zero_sm_offered
 
@@ -434,9 +434,8 @@ def test_pm_samples_are_placed_in_their_steps():
     pct = [10.0, 99.0, 20.0, 40.0, 30.0, 99.0, 7.0]
     starts = [origin + (m - 10) * 1000 for m in mids_us]
     ends = [origin + (m + 10) * 1000 for m in mids_us]
-    values = [[p, p * 1e9, p * 2e9] for p in pct]
-    metrics = ["dram__throughput.avg.pct_of_peak_sustained_elapsed", "dram__bytes_read.sum.per_second",
-               "dram__bytes_write.sum.per_second"]
+    values = [[p, p * 1e9, p * 2e9, p * 3e9] for p in pct]
+    metrics = list(PM_SETS["dram_l2"])
     rows = {(r["mode"], r["step"]): r for r in pm_step_dram(_pm_trace(origin), starts, ends, values, metrics)}
     assert set(rows) == {("alone", 0), ("alone", 1), ("overlapped", 0)}  # the untagged barrier is no step
     assert rows["alone", 0]["samples"] == 1 and rows["alone", 0]["dram_pct"] == 10.0
@@ -444,6 +443,9 @@ def test_pm_samples_are_placed_in_their_steps():
     o = rows["overlapped", 0]
     assert o["samples"] == 3 and o["dram_pct"] == pytest.approx(30.0) and o["dram_pct_max"] == 40.0
     assert o["dram_read_gbs"] == pytest.approx(30.0) and o["dram_write_gbs"] == pytest.approx(60.0)
+    assert o["l2_gbs"] == pytest.approx(90.0)  # lts__t_bytes per second, in GB/s
+    dram_only = pm_step_dram(_pm_trace(origin), starts, ends, [v[:3] for v in values], list(PM_SETS["dram_bytes"]))
+    assert all(math.isnan(r["l2_gbs"]) for r in dram_only) and len(dram_only) == 3
     assert o["window_ms"] == pytest.approx(0.2) and (o["collective"], o["size_bytes"]) == ("allreduce", 1 << 20)
     bare = _pm_trace(origin)
     bare.attrs = {}
@@ -461,11 +463,12 @@ def test_comm_dram_takes_the_busiest_card_beside_the_interference(synth, tmp_pat
                     "compute_sm_count": 116, "step": step, "window_ms": 1.0, "samples": 50}
             d = 10.0 * (rank + 1)  # rank 1's card is the busier
             pm += [{**base, "collective": "", "size_bytes": 0, "mode": "alone", "dram_pct": 5.0 + rank,
-                    "dram_pct_max": 6.0, "dram_read_gbs": 1.0, "dram_write_gbs": 1.0},
+                    "dram_pct_max": 6.0, "dram_read_gbs": 1.0, "dram_write_gbs": 1.0, "l2_gbs": 100.0 + rank},
                    {**base, "collective": "allreduce", "size_bytes": 1 << 30, "mode": "alone", "dram_pct": d,
-                    "dram_pct_max": d + 1, "dram_read_gbs": d, "dram_write_gbs": d},
+                    "dram_pct_max": d + 1, "dram_read_gbs": d, "dram_write_gbs": d, "l2_gbs": 10 * d},
                    {**base, "collective": "allreduce", "size_bytes": 1 << 30, "mode": "overlapped",
-                    "dram_pct": d + 5 + step, "dram_pct_max": d + 9 + step, "dram_read_gbs": d, "dram_write_gbs": d}]
+                    "dram_pct": d + 5 + step, "dram_pct_max": d + 9 + step, "dram_read_gbs": d, "dram_write_gbs": d,
+                    "l2_gbs": 10 * d + step}]
     df = synth.copy()
     df.attrs = {**synth.attrs, "pm": pm}
     df = gx.load(gx.save(df, tmp_path / "pm.parquet"))  # the samples' summaries survive the file
@@ -473,16 +476,24 @@ def test_comm_dram_takes_the_busiest_card_beside_the_interference(synth, tmp_pat
     assert len(d) == 1
     r = d.iloc[0]
     assert (r["dram_compute_pct"], r["dram_comm_pct"], r["dram_both_pct"], r["dram_both_max_pct"]) == (6.0, 20.0, 26.0, 31.0)
+    assert (r["l2_compute_gbs"], r["l2_comm_gbs"], r["l2_both_gbs"]) == (101.0, 200.0, 201.0)  # medians, busiest card
     assert r["samples"] == 2 * 3 * 50
     t = gx.comm_table(synth)
     want = t[(t["layout"] == "16+116") & (t["collective"] == "allreduce") & (t["size_bytes"] == 1 << 30)]
     assert r["interference_ms"] == pytest.approx(float(want["interference_ms"].iloc[0]))
+    df.attrs["pm"] = [{k: v for k, v in p.items() if k != "l2_gbs"} for p in pm]  # sampled without the L2
+    no_l2 = gx.comm_dram(df).iloc[0]
+    assert no_l2["dram_both_pct"] == 26.0 and math.isnan(no_l2["l2_both_gbs"]) and math.isnan(no_l2["l2_compute_gbs"])
 
 
 def test_pm_flag_is_checked():
     with pytest.raises(TypeError, match="pm must be True or False"):
         CommSpec(pm="yes")
     assert CommSpec(pm=True).metadata()["pm"] is True
+    assert CommSpec(pm=True, pm_metrics="dram_l2").metadata()["pm_metrics"] == "dram_l2"
+    assert PM_SETS["dram_l2"][-1].startswith("lts__t_bytes") and set(PM_SETS["dram_bytes"]) < set(PM_SETS["dram_l2"])
+    with pytest.raises(ValueError, match="pm_metrics must name a metric set among 'dram_bytes', 'dram_l2'"):
+        CommSpec(pm=True, pm_metrics="l2")
 
 
 # ------------------------------------------------------------------------------- zero-SM collectives

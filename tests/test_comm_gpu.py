@@ -1,7 +1,8 @@
 """Communication SMs on two GPUs: an all-reduce on a 16-SM partition beside a GEMM chain on the rest,
 one process per GPU, every NCCL kernel attributed to the partition by CUPTI, each card's DRAM use
-sampled in every step (CUPTI PM sampling), the numbers saved and read back. Needs two GPUs, nccl4py and PyTorch (skipped with the reason otherwise). With
-``GCEXPLORE_COMM_OUT`` set, the result and its trace are also written there."""
+and L2 use sampled in every step (CUPTI PM sampling), the numbers saved and read back. Needs two GPUs,
+nccl4py and PyTorch (skipped with the reason otherwise). With ``GCEXPLORE_COMM_OUT`` set, the result and
+its trace are also written there; ``GCEXPLORE_COMM_PM=dram_bytes`` samples the DRAM alone (default dram_l2)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ def run():
 
     traces: list = []
     spec = gx.CommSpec(collectives=["allreduce", "allgather"], sizes=["64M"], comm_sms=[16], ctas=[16], repeats=5,
-                       warmup=2, gemms=4, trace=True, pm=True, zero_sm=True)
+                       warmup=2, gemms=4, trace=True, pm=True, zero_sm=True,
+                       pm_metrics=os.environ.get("GCEXPLORE_COMM_PM", "dram_l2"))
     df = gx.comm_sweep(spec, gpus=2, timeout_s=240, traces=traces)
     return df, pd.concat(traces, ignore_index=True)
 
@@ -76,6 +78,11 @@ def test_pm_samples_fall_in_every_step(run):
     assert (pm["samples"] > 0).all() and pm["dram_pct"].between(0, 100).all()
     d = gx.comm_dram(df)
     assert set(d["layout"]) >= {"16+116"} and (d["dram_both_pct"] > 0).all()
+    if df.attrs["spec"]["pm_metrics"] == "dram_l2":  # the L2's bytes: every GEMM re-reads its tiles from L2
+        assert (pm["l2_gbs"] > 0).all(), pm[["layout", "collective", "mode", "l2_gbs"]].to_string()
+        gemm = pm[pm["collective"] == ""]
+        assert (gemm["l2_gbs"] > gemm["dram_read_gbs"] + gemm["dram_write_gbs"]).all()
+        assert (d["l2_both_gbs"] > 0).all() and (d["l2_compute_gbs"] > 0).all()
 
 
 def test_zero_sm_allgather_runs_on_copy_engines(run):

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import gcexplore
-from _compare_data import sweep
+from _compare_data import bench_module, sweep
 from gcexplore.analysis.comparison import compare, row_verdict
 from gcexplore.analysis.stats import (DEFAULT_FLOOR, Floor, noise_floor, round_ratio_ci, rounds_needed, t_cdf,
                                       t_quantile)
@@ -194,17 +194,9 @@ def test_the_tuners_search_adds_rounds_not_doublings():
 
 
 def test_the_calibration_bench_recomputes_its_rates_from_recorded_sides(tmp_path):
-    import importlib
-    import sys
     import types
-    from pathlib import Path
 
-    bench = Path(__file__).resolve().parents[1] / "bench"
-    sys.path.append(str(bench))  # last: bench/comm.py must not shadow the comm package (ipywidgets)
-    try:
-        C = importlib.import_module("compare_real")
-    finally:
-        sys.path.remove(str(bench))
+    C = _compare_real()
     rng = np.random.default_rng(4)
     raw = []
     for role, shift in (("u", 1.0), ("s", 1.04)):
@@ -234,20 +226,14 @@ def test_the_calibration_bench_recomputes_its_rates_from_recorded_sides(tmp_path
 def test_the_shipped_calibration_reproduces_its_rates_and_meets_the_bar():
     """The recorded real-GPU calibration (bench/compare_real.py): recomputed here from its sides,
     the rates are those it recorded, null pairs give no FAST/SLOW, and no null pair fails the gate."""
-    import importlib
     import json
-    import sys
     import types
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
     data = root / "gcexplore" / "data" / "calibration"
     recorded = json.loads((data / "compare_real.json").read_text())
-    sys.path.append(str(root / "bench"))  # last: bench/comm.py must not shadow the comm package
-    try:
-        C = importlib.import_module("compare_real")
-    finally:
-        sys.path.remove(str(root / "bench"))
+    C = _compare_real()
     args = types.SimpleNamespace(min_effect=recorded["args"]["min_effect"], warmup=recorded["args"]["warmup"])
     raw = pd.read_parquet(data / "compare_real_raw.parquet")
     raw = raw[~raw["kind"].str.endswith("@process")]
@@ -396,17 +382,7 @@ def test_null_runs_with_a_stray_round_are_never_fast_or_slow():
 
 
 def _compare_real():
-    """bench/compare_real.py as a module (bench/ appended last: bench/comm.py must not shadow comm)."""
-    import importlib
-    import sys
-    from pathlib import Path
-
-    bench = Path(__file__).resolve().parents[1] / "bench"
-    sys.path.append(str(bench))
-    try:
-        return importlib.import_module("compare_real")
-    finally:
-        sys.path.remove(str(bench))
+    return bench_module("compare_real")
 
 
 def test_the_calibration_bench_takes_each_kinds_run_part_from_separate_processes(tmp_path, monkeypatch):

@@ -16,6 +16,7 @@ PUBLIC = {
     "prediction": ("predict",),
     "prediction_check": ("predict_error", "prediction_facts"),
     "comparison": ("compare",),
+    "sequential": ("compare_until_decided",),
     "serving": ("ServingSLO", "goodput_table", "serving_table"),
     "comm": ("bandwidth_table", "comm_answer", "comm_dram", "comm_table", "nccl_attribution", "zero_sm_table"),
 }

@@ -220,7 +220,8 @@ def nccl_attribution(trace: pd.DataFrame, comm_partition: str = "p0") -> pd.Data
 #: PM metric -> (column, scale) of :func:`pm_step_dram` (the metric sets of gcexplore.experiments.pm)
 _PM_COLUMNS = {"dram__throughput.avg.pct_of_peak_sustained_elapsed": ("dram_pct", 1.0),
                "dram__bytes_read.sum.per_second": ("dram_read_gbs", 1e-9),
-               "dram__bytes_write.sum.per_second": ("dram_write_gbs", 1e-9)}
+               "dram__bytes_write.sum.per_second": ("dram_write_gbs", 1e-9),
+               "lts__t_bytes.sum.per_second": ("l2_gbs", 1e-9)}
 PM_TAG = "{collective}|{size_bytes}|{mode}|{step}|{workload}"  # the trace region of a sampled step's launch
 
 
@@ -231,8 +232,8 @@ def pm_step_dram(trace: pd.DataFrame, starts, ends, values, metrics) -> list[dic
     and its times from ``attrs["origin_ns"]``. A step spans its first record's start to its last
     record's end (kernels and copies; the gate and barrier before it are not in a region); a sample is
     in it when its midpoint is. One dict per step: ``collective``, ``size_bytes``, ``mode``, ``step``, ``window_ms``,
-    ``samples``, ``dram_pct`` (mean), ``dram_pct_max``, ``dram_read_gbs``, ``dram_write_gbs`` (NaN for a
-    metric not sampled or a step with no sample).
+    ``samples``, ``dram_pct`` (mean), ``dram_pct_max``, ``dram_read_gbs``, ``dram_write_gbs``, ``l2_gbs``
+    (the L2's bytes per second; NaN for a metric not sampled or a step with no sample).
     """
     import numpy as np
 
@@ -258,7 +259,7 @@ def pm_step_dram(trace: pd.DataFrame, starts, ends, values, metrics) -> list[dic
         n = int(inside.sum())
         row = {"collective": coll, "size_bytes": int(size), "mode": mode, "step": int(step),
                "window_ms": (hi - lo) / 1e6, "samples": n}
-        for name in ("dram_pct", "dram_read_gbs", "dram_write_gbs"):
+        for name in ("dram_pct", "dram_read_gbs", "dram_write_gbs", "l2_gbs"):
             row[name] = float(cols[name][inside].mean()) if name in cols and n else math.nan
         row["dram_pct_max"] = float(cols["dram_pct"][inside].max()) if "dram_pct" in cols and n else math.nan
         rows.append(row)
@@ -272,8 +273,9 @@ def comm_dram(df: pd.DataFrame) -> pd.DataFrame:
     Per collective, size and split (the busiest rank's card: max over ranks of each median over
     steps): ``dram_compute_pct`` (the compute alone on its partition), ``dram_comm_pct`` (the
     collective alone), ``dram_both_pct`` and ``dram_both_max_pct`` (overlapped: the steps' mean and
-    highest sample), ``dram_read_gbs`` / ``dram_write_gbs`` overlapped, ``samples`` (over every
-    overlapped step and rank), with ``interference_ms`` and ``comm_slowdown_ms`` from
+    highest sample), ``dram_read_gbs`` / ``dram_write_gbs`` overlapped, the L2's GB/s
+    ``l2_compute_gbs``, ``l2_comm_gbs``, ``l2_both_gbs`` (NaN unless sampled: ``pm_metrics="dram_l2"``),
+    ``samples`` (over every overlapped step and rank), with ``interference_ms`` and ``comm_slowdown_ms`` from
     :func:`comm_table`. Counters are device-wide, in % of the card's peak DRAM throughput: an
     overlapped step far from 100% had DRAM bandwidth to spare, so its interference is not DRAM
     bandwidth. A copy-engine collective alone is placed by its copy records, which may cover only
@@ -284,22 +286,28 @@ def comm_dram(df: pd.DataFrame) -> pd.DataFrame:
         raise ValueError("comm_dram: the result has no PM samples (attrs['pm']); measure with CommSpec(pm=True) "
                          "(bench/comm.py --pm), which needs cupti-python 13.4 with its CUPTI")
     key = ["rank", "layout", "comm_sm_count"]
+    if "l2_gbs" not in pm.columns:  # sampled without the L2 (pm_metrics "dram_bytes", or before it existed)
+        pm = pm.assign(l2_gbs=math.nan)
     med = pm.groupby([*key, "collective", "size_bytes", "mode"], sort=True).agg(
         dram_pct=("dram_pct", "median"), dram_pct_max=("dram_pct_max", "max"), read=("dram_read_gbs", "median"),
-        write=("dram_write_gbs", "median"), samples=("samples", "sum")).reset_index()
-    compute = med[med["collective"] == ""].set_index(key)["dram_pct"]
+        write=("dram_write_gbs", "median"), l2=("l2_gbs", "median"), samples=("samples", "sum")).reset_index()
+    compute = med[med["collective"] == ""].set_index(key)
+
+    def busiest(col: str, ranks, layout, k) -> float:
+        return max((float(compute[col].get((r, layout, k), math.nan)) for r in ranks), default=math.nan)
+
     rows = []
     for (coll, size, layout, k), g in med[med["collective"] != ""].groupby(
             ["collective", "size_bytes", "layout", "comm_sm_count"], sort=True):
         alone, both = g[g["mode"] == "alone"], g[g["mode"] == "overlapped"]
         ranks = g["rank"].unique()
         rows.append({"collective": coll, "size_bytes": int(size), "layout": layout, "comm_sm_count": int(k),
-                     "dram_compute_pct": max((float(compute.get((r, layout, k), math.nan)) for r in ranks),
-                                             default=math.nan),
+                     "dram_compute_pct": busiest("dram_pct", ranks, layout, k),
                      "dram_comm_pct": float(alone["dram_pct"].max()), "dram_both_pct": float(both["dram_pct"].max()),
                      "dram_both_max_pct": float(both["dram_pct_max"].max()),
                      "dram_read_gbs": float(both["read"].max()), "dram_write_gbs": float(both["write"].max()),
-                     "samples": int(both["samples"].sum())})
+                     "l2_compute_gbs": busiest("l2", ranks, layout, k), "l2_comm_gbs": float(alone["l2"].max()),
+                     "l2_both_gbs": float(both["l2"].max()), "samples": int(both["samples"].sum())})
     out = pd.DataFrame(rows)
     t = comm_table(df)[["collective", "size_bytes", "layout", "interference_ms", "comm_slowdown_ms"]]
     out = out.merge(t, on=["collective", "size_bytes", "layout"], how="left")

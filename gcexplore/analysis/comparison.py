@@ -282,6 +282,11 @@ def _round_key(df: pd.DataFrame) -> pd.Series:
     return run + "/" + rnd
 
 
+def _runs(round_keys) -> int:
+    """How many separate runs a row's round keys (:func:`_round_key`) come from."""
+    return max(1, len({str(k).rpartition("/")[0] for k in round_keys}))
+
+
 def _step(fracs) -> float:
     first = np.unique([f[0] for f in fracs])
     gaps = np.diff(first)
@@ -352,7 +357,7 @@ def _table(sa, sb, pairs, min_effect, confidence, floor: Floor) -> tuple[pd.Data
 
     def decide_row(a, b):
         return row_verdict(a[0], b[0], a[1], b[1], a[2], b[2], level=level, min_effect=min_effect, floor=floor,
-                           prior=prior, prior_cycles=prior_c)
+                           prior=prior, prior_cycles=prior_c, runs=(_runs(a[1]), _runs(b[1])))
 
     rows = [_row(g, la, lb, a, b, info_a, info_b, decide_row) for g, la, lb, a, b in data]
     t = pd.DataFrame(rows, columns=COMPARE_COLUMNS)

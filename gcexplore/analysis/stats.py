@@ -459,13 +459,16 @@ PRIOR_WEIGHT = 1.0
 
 
 def round_ratio_ci(base, other, base_rounds=None, other_rounds=None, confidence: float = 0.99, *,
-                   floor: Floor = DEFAULT_FLOOR, prior: tuple[float, int] | None = None) -> dict:
+                   floor: Floor = DEFAULT_FLOOR, prior: tuple[float, int] | None = None,
+                   runs: tuple[int, int] = (1, 1)) -> dict:
     """Ratio ``other / base`` with an interval whose unit is the round.
 
     The estimate is exp(mean log round median of ``other`` - that of ``base``). Its variance:
     the between-round variance (pooled over both sides' rounds, shrunk toward ``prior`` =
     (variance, df) of all rows compared, weight at most :data:`PRIOR_WEIGHT` times the row's own)
-    over each side's round count, plus ``2 * floor.run_sd**2``; a side measured in one round uses
+    over each side's round count, plus ``floor.run_sd**2 * (1/runs_a + 1/runs_b)`` (``runs``: how
+    many separate runs each side's rounds come from; a side pooled from n runs averages n run
+    offsets); a side measured in one round uses
     ``floor.round_sd`` (or the estimate, if larger) plus its median's sampling variance
     (pi/2 x the variance of its log repetitions / their count). Student's t with the variance's degrees of
     freedom (normal where the floor alone carries it).
@@ -492,7 +495,7 @@ def round_ratio_ci(base, other, base_rounds=None, other_rounds=None, confidence:
         elif w > 0:
             s2, df = float(prior[0]), w
     single = a.size < 2 or b.size < 2
-    var = 2.0 * floor.run_sd ** 2
+    var = floor.run_sd ** 2 * sum(1.0 / max(1, int(n)) for n in runs)
     for n, raw in ((a.size, base), (b.size, other)):
         if n < 2:  # the floor for the round's offset, plus the round median's own sampling variance
             logs = np.log(finite_positive(raw))

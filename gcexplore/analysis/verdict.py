@@ -52,19 +52,21 @@ def _noise(v: np.ndarray, side: str) -> str:
 
 
 def row_verdict(va, vb, ra, rb, ca, cb, *, level: float, min_effect: float, floor: Floor,
-                prior: tuple[float, int] | None = None, prior_cycles: tuple[float, int] | None = None) -> dict:
+                prior: tuple[float, int] | None = None, prior_cycles: tuple[float, int] | None = None,
+                runs: tuple[int, int] = (1, 1)) -> dict:
     """The verdict of one compared row, its interval and why: the one place compare decides.
 
     ``va``/``vb`` are the repetitions' times (ms) of side A and B, ``ra``/``rb`` their round keys,
     ``ca``/``cb`` their SM clocks (MHz, NaN where unrecorded). The interval of B / A is
     :func:`~gcexplore.analysis.stats.round_ratio_ci` (the round is the unit; a side of one round
     carries ``floor``); FAST / SLOW / SAME against the ``±min_effect`` band, UNCLEAR otherwise with
-    the number of rounds per side that would decide it. Where both sides recorded the clock, the
+    the number of rounds per side that would decide it. ``runs``: the separate runs each side pools
+    (their run offsets average out). Where both sides recorded the clock, the
     same test on time x clock (cycles) confirms a FAST / SLOW or names it a clock difference.
     """
     out = {"ratio_low": math.nan, "ratio_high": math.nan, "noisy_a": False, "noisy_b": False,
            "clock_difference": False, "cycles_verdict": ""}
-    r = round_ratio_ci(va, vb, ra, rb, level, floor=floor, prior=prior)
+    r = round_ratio_ci(va, vb, ra, rb, level, floor=floor, prior=prior, runs=runs)
     out.update(ratio_low=r["low"], ratio_high=r["high"], rounds_a=r["rounds_a"], rounds_b=r["rounds_b"],
                rounds_needed=math.nan)
     verdict, reason = decide(r["low"], r["high"], min_effect)
@@ -77,17 +79,18 @@ def row_verdict(va, vb, ra, rb, ca, cb, *, level: float, min_effect: float, floo
                    f"{floor.text()}")
     if verdict == "UNCLEAR" and math.isfinite(r["ratio"]):
         need = rounds_needed(r["ratio"], r["sd_round"], min_effect, r["z"] if math.isfinite(r["z"]) else 3.0,
-                             run_sd=floor.run_sd)
+                             run_sd=floor.run_sd * math.sqrt(sum(1.0 / max(1, n) for n in runs) / 2.0))
         out["rounds_needed"] = need
         reason += (f"; about {int(need)} rounds per side would decide it" if math.isfinite(need) else
-                   "; no number of rounds decides it at this spread (more runs, or a wider min_effect)")
+                   "; no number of rounds decides it at this spread (more runs per side: "
+                   "compare_until_decided, or a wider min_effect)")
     noisy = [n for n in (_noise(va, "A"), _noise(vb, "B")) if n]
     out["noisy_a"], out["noisy_b"] = bool(_noise(va, "A")), bool(_noise(vb, "B"))
     if noisy:
         verdict, reason = "UNCLEAR", f"{'; '.join(noisy)}; {reason}"
     if np.isfinite(ca).all() and np.isfinite(cb).all() and len(ca) and len(cb):
         out["clock_a_mhz"], out["clock_b_mhz"] = float(np.median(ca)), float(np.median(cb))
-        c = round_ratio_ci(va * ca, vb * cb, ra, rb, level, floor=floor, prior=prior_cycles)
+        c = round_ratio_ci(va * ca, vb * cb, ra, rb, level, floor=floor, prior=prior_cycles, runs=runs)
         out["cycles_low"], out["cycles_high"] = c["low"], c["high"]
         out["cycles_ratio"] = float(np.median(vb * cb) / np.median(va * ca))
         out["cycles_verdict"] = decide(c["low"], c["high"], min_effect)[0]

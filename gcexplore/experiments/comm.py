@@ -26,8 +26,9 @@ from collections.abc import Sequence
 from .._checks import as_count, as_int
 from ..schema import environment_identity
 from ..workloads.collectives import COLLECTIVES, ZERO_SM_COLLECTIVES
+from .pm import METRIC_SETS
 
-__all__ = ["CommSpec", "parse_size", "run_rank", "size_text"]
+__all__ = ["PM_SETS", "CommSpec", "parse_size", "run_rank", "size_text"]
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 _MAX_SIZE = 8 << 30  # a buffer beyond this per rank is a typo, not an experiment
@@ -35,6 +36,9 @@ _SETTLE_NS = 1_000
 _GATE_US = 60.0
 _PM_STEPS = 3
 _PM_INTERVAL_NS = 20_000  # the interval verified with the metric sets (gcexplore.experiments.pm)
+#: PM metric sets of ``CommSpec(pm=True)`` (name -> CUPTI metrics): DRAM % and bytes, and with the L2's bytes
+PM_SETS = {"dram_bytes": METRIC_SETS["dram_bytes"],
+           "dram_l2": (*METRIC_SETS["dram_bytes"], "lts__t_bytes.sum.per_second")}
 
 
 def parse_size(text) -> int:
@@ -96,6 +100,9 @@ class CommSpec:
         under CUPTI's PM sampler (the card's DRAM throughput and bytes, every 20 us) and the kernel
         trace that places the samples in the steps; ``attrs["pm"]`` gets each step's DRAM use
         (:func:`gcexplore.comm_dram`). Needs cupti-python 13.4 with its CUPTI.
+    pm_metrics : str
+        The sampled set of :data:`PM_SETS`: ``"dram_bytes"`` (DRAM % of peak, read and write bytes) or
+        ``"dram_l2"`` (the same and the L2's bytes per second, ``lts__t_bytes``).
     """
 
     collectives: tuple = ("allreduce",)
@@ -110,6 +117,7 @@ class CommSpec:
     compute_fit: bool = False
     zero_sm: bool = False
     pm: bool = False
+    pm_metrics: str = "dram_bytes"
 
     def __post_init__(self):
         colls = tuple(str(c).lower().replace("_", "").replace("-", "") for c in _seq("collectives", self.collectives))
@@ -134,6 +142,9 @@ class CommSpec:
         for name in ("trace", "compute_fit", "zero_sm", "pm"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if self.pm_metrics not in PM_SETS:
+            raise ValueError(f"pm_metrics must name a metric set among {', '.join(map(repr, PM_SETS))}, "
+                             f"got {self.pm_metrics!r}")
 
     def check(self, info, nranks: int) -> None:
         """Refuse what this device and rank count cannot run, in one sentence (before any GPU work)."""
@@ -341,7 +352,7 @@ class _Rank:
         self.send(("trace", frame.assign(layout=layout) if layout else frame))
 
     def _pm_collector(self):
-        """CUPTI's PM sampler on this rank's card, enabled and configured once (DRAM % and bytes)."""
+        """CUPTI's PM sampler on this rank's card, enabled and configured once (the spec's metric set)."""
         if self._pm is None:
             from ..trace.collector import TraceUnavailable, require_cupti
             from ..trace.features import describe, refusal
@@ -351,12 +362,10 @@ class _Rank:
                 raise TraceUnavailable(refused)
             from cupti import pm_sampling
 
-            from .pm import METRIC_SETS
-
             col = pm_sampling.Collector(self.rank)
             col.enable()
             self._pm = col
-            col.configure(metrics=list(METRIC_SETS["dram_bytes"]), sampling_interval=_PM_INTERVAL_NS,
+            col.configure(metrics=list(PM_SETS[self.spec.pm_metrics]), sampling_interval=_PM_INTERVAL_NS,
                           hardware_buffer_size=256 << 20)
         return self._pm
 
@@ -364,7 +373,7 @@ class _Rank:
         """_PM_STEPS steps of each mode under the PM sampler and the kernel trace, summarised per step."""
         from ..analysis.comm import PM_TAG, pm_step_dram
         from ..trace.user import kernel_trace
-        from .pm import MAX_SAMPLES, METRIC_SETS
+        from .pm import MAX_SAMPLES
 
         col = self._pm_collector()
 
@@ -385,7 +394,7 @@ class _Rank:
         data = col.decode(max_samples=MAX_SAMPLES)
         got = [(s.start_timestamp, s.end_timestamp, list(s.metric_values)) for s in data]
         rows = pm_step_dram(t.frame(), [g[0] for g in got], [g[1] for g in got], [g[2] for g in got],
-                            list(METRIC_SETS["dram_bytes"]))
+                            list(PM_SETS[self.spec.pm_metrics]))
         keep = {k: base[k] for k in ("setup", "layout", "comm_sm_count", "compute_sm_count")}
         self.pm_rows.extend({"rank": self.rank, **keep, **r} for r in rows)
 

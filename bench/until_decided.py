@@ -1,0 +1,121 @@
+"""compare_until_decided on a real GPU: null pairs and 3% shifts of compare_real's GEMM chain.
+
+Each side's run is its own :func:`gcexplore.scaling` call (fresh workload, engine, partitions, run
+id) at 16, 64, 96, 128 SMs and the whole device, 15 rounds of 1 repetition after 1 warm-up (the
+setting of compare_real's independent evaluation). Per pair, :func:`gcexplore.compare_until_decided`
+measures both sides again, only at the sizes still undecided, up to ``--max-runs`` runs per side,
+with the card's shipped floor. Reported: false FAST/SLOW on null rows, SLOW share on shifted rows,
+for the first run alone (compare at its usual level: today's answer) and after the looks, the runs
+per side used and the GPU time against one run per side. Writes ``summary.json`` and
+``until_raw.parquet`` (every side's repetitions) into ``--out``. Run on the GPU machine from the
+project root: ``python3 bench/until_decided.py --out DIR`` (about 40 s on an H100).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import gcexplore
+from compare_real import build, gpu_ms  # noqa: E402 (bench/ is the script's own folder)
+from gcexplore.analysis.comparison import compare
+from gcexplore.analysis.sequential import compare_until_decided
+
+
+def measurer(kind, shift, args, total, log, tag):
+    """``measure(sizes)`` for compare_until_decided: one new run of ``kind`` at those sizes."""
+    def measure(sizes):
+        want = list(args.sizes) if sizes is None else list(sizes)
+        part = [k for k in want if k < total] or [min(args.sizes)]  # scaling needs one partition size
+        wl = build(kind, shift, args.device, args.redraw)
+        try:
+            df = gcexplore.scaling(wl, part, whole_device_too=sizes is None or total in sizes, device=args.device,
+                                   repeats=args.repeats, rounds=args.rounds, warmup=args.warmup, progress=False)
+        finally:
+            wl.close()
+            if "torch" in sys.modules:
+                sys.modules["torch"].cuda.empty_cache()
+        log.append(df.assign(tag=tag, call=sum(1 for x in log if x["tag"].iloc[0] == tag)))
+        return df
+    return measure
+
+
+def verdicts(c) -> pd.Series:
+    return c.table.loc[c.table["present"] == "both", "verdict"]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default="until_decided_out")
+    ap.add_argument("--device", type=int, default=0)
+    ap.add_argument("--kind", default="gemm")
+    ap.add_argument("--nulls", type=int, default=4)
+    ap.add_argument("--shifts", type=int, default=6)
+    ap.add_argument("--shift", type=float, default=0.03)
+    ap.add_argument("--max-runs", type=int, default=4)
+    ap.add_argument("--sizes", default="16,64,96,128")
+    ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--redraw", action="store_true", help="PyTorch kinds allocate afresh every round (setup=)")
+    ap.add_argument("--budget-s", type=float, default=0.0, help="stop starting pairs after this many seconds (0: none)")
+    args = ap.parse_args(argv)
+    args.sizes = [int(x) for x in args.sizes.split(",") if x]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    info = gcexplore.device_info(args.device)
+    total = info.sm_count
+    wl = build(args.kind, 0.0, args.device, args.redraw)  # libraries loaded, kernels compiled: untimed
+    try:
+        gcexplore.scaling(wl, args.sizes, device=args.device, repeats=3, rounds=1, warmup=1, progress=False)
+    finally:
+        wl.close()
+    log: list[pd.DataFrame] = []
+    pairs, t0 = [], time.perf_counter()
+    nulls, shifts = [("null", 0.0)] * args.nulls, [("shift", args.shift)] * args.shifts
+    order = [x for i in range(max(len(nulls), len(shifts))) for x in (nulls[i:i + 1] + shifts[i:i + 1])]  # interleaved
+    for i, (what, shift) in enumerate(order):
+        if args.budget_s and time.perf_counter() - t0 > args.budget_s:
+            print(f"budget of {args.budget_s} s spent after {i} pairs", flush=True)
+            break
+        ma = measurer(args.kind, 0.0, args, total, log, f"{i}a")
+        mb = measurer(args.kind, shift, args, total, log, f"{i}b")
+        c = compare_until_decided(ma, mb, max_runs=args.max_runs)
+        sides = {t: [d for d in log if d["tag"].iloc[0] == t] for t in (f"{i}a", f"{i}b")}
+        first = compare(sides[f"{i}a"][0], sides[f"{i}b"][0])  # the first run alone, at compare's level
+        v, v1 = verdicts(c), verdicts(first)
+        gpu_all = sum(gpu_ms(d) for s in sides.values() for d in s)
+        gpu_one = sum(gpu_ms(s[0]) for s in sides.values())
+        pairs.append({"pair": i, "what": what, "rows": len(v), "runs_per_side": c.settings["runs_per_side"],
+                      "verdicts": v.value_counts().to_dict(), "first_run_verdicts": v1.value_counts().to_dict(),
+                      "looks": c.settings["looks"], "gpu_ms": gpu_all, "gpu_ms_one_run": gpu_one,
+                      "floor": c.settings["floor_text"], "ratio_median": float(c.table["ratio"].median())})
+        print(json.dumps(pairs[-1], default=str), flush=True)
+        pd.concat(log, ignore_index=True).to_parquet(out / "until_raw.parquet")  # kept if stopped later
+    summary = {"device": info.name, "args": vars(args), "pairs": pairs}
+    for what in ("null", "shift"):
+        ps = [p for p in pairs if p["what"] == what]
+        rows = sum(p["rows"] for p in ps)
+        if not rows:
+            continue
+        count = lambda key, vs: sum(p[key].get(x, 0) for p in ps for x in vs)  # noqa: E731
+        summary[what] = {"pairs": len(ps), "rows": rows,
+                         "fast_slow": count("verdicts", ("FAST", "SLOW")) / rows,
+                         "slow": count("verdicts", ("SLOW",)) / rows,
+                         "first_run_fast_slow": count("first_run_verdicts", ("FAST", "SLOW")) / rows,
+                         "first_run_slow": count("first_run_verdicts", ("SLOW",)) / rows,
+                         "runs_per_side_mean": float(np.mean([p["runs_per_side"] for p in ps])),
+                         "gpu_x_one_run": float(sum(p["gpu_ms"] for p in ps) / sum(p["gpu_ms_one_run"] for p in ps))}
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    print(json.dumps({k: summary.get(k) for k in ("device", "null", "shift")}, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
