@@ -260,6 +260,7 @@ def test_bench_runs_cold_warm_and_alone_on_the_stand_in(tmp_path, monkeypatch):
     assert "alone: 1 of 1 ratio intervals contain 1 at 95% each" in text and "1 of 1 in the combined" in text, text
     assert "outside the combined interval (campaign over alone, ratio of medians [95% interval]): none" in text
     assert "| 1 | cold-before |" in text and "| spawn s |" in text
+    assert "imports in the background vs before joining, end to end: 1 GPU(s) " in text
     import pandas as pd
 
     rows = pd.read_csv(tmp_path / "campaign_vs_alone.csv")  # the rows, not only the counts
