@@ -13,7 +13,9 @@ and to ``tests/data/predict_sweeps.parquet`` the sweeps of every pair, one frame
 ``pair`` column and ``attrs["pairs"]`` ({pair: {"workloads": [as for predict], "group":
 "fitted", "checked" or "fresh"}}), which the tests check the calibrated interval on.
 
-So ``predict``, ``predict_error`` and ``plot_predict`` run offline (README).
+So ``predict``, ``predict_error`` and ``plot_predict`` run offline (README). ``--suffix _h200``
+ships another card's run beside it (``predict_profiles_h200``, ``tests/data/predict_sweeps_h200``;
+no ``predict_sweep``): the cross-card check's second side.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("src", help="bench/predict.py's --out folder")
     ap.add_argument("--data", default=str(DATA), help="where to write (default: gcexplore/data)")
+    ap.add_argument("--suffix", default="", help="names' suffix for a second card's run (e.g. _h200)")
     args = ap.parse_args(argv)
     src, data = Path(args.src), Path(args.data)
     fit = _fit(src)
@@ -43,7 +46,7 @@ def main(argv=None) -> int:
     prof.attrs["fit"] = {"sharing": fit["sharing"], "model_error": list(fit["model_error"]),
                          "l2_bandwidth_gbs": fit["l2_bandwidth_gbs"],
                          "coverage": fit["coverage"], "fitted_on": fitted_on}
-    gx.save_profiles(prof, data / "predict_profiles.parquet")
+    gx.save_profiles(prof, data / f"predict_profiles{args.suffix}.parquet")
     frames, pairs = [], {}
     for group, table in GROUPS:
         for pair, names in table.items():
@@ -55,7 +58,10 @@ def main(argv=None) -> int:
     sweeps = pd.concat(frames, ignore_index=True)
     sweeps.attrs.update(frames[0].attrs)
     sweeps.attrs["pairs"] = pairs
-    gx.save(sweeps, Path(__file__).resolve().parents[1] / "tests" / "data" / "predict_sweeps.parquet")
+    gx.save(sweeps, Path(__file__).resolve().parents[1] / "tests" / "data" / f"predict_sweeps{args.suffix}.parquet")
+    if args.suffix:
+        print(f"shipped {prof['workload'].nunique()} profiles ({prof['device_name'].iloc[0]}) and {len(pairs)} sweeps")
+        return 0
     one = sweeps[sweeps["pair"] == "fft+conv"].drop(columns="pair").reset_index(drop=True)
     one.attrs.update({k: v for k, v in sweeps.attrs.items() if k != "pairs"}, pair="fft+conv")
     gx.save(one, data / "predict_sweep.parquet")

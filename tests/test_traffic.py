@@ -226,7 +226,22 @@ def test_without_recorded_clocks_the_scaling_says_it_assumed_equal_clocks():
     assert any("profiled SMs" in a for a in moved.attrs["assumed"])
 
 
-# ----------------------------------------------------------------------------- intervals
+def test_across_cards_the_interval_widens_on_the_side_scaled_alone_times_err():
+    prof = TP.with_traffic_columns(gx.analysis.prediction.check_profiles([_stream("s"), _quiet("q")]))
+    e = TP.CROSS_CARD_ERROR
+    for factor, widened in ((2.0, (0.05, 1.05 * (1 + e) - 1)), (0.5, (1 - 0.95 / (1 + e), 0.05))):
+        card = {"device_sm_count": 40, "shared_bandwidth_gbs": factor * PEAK}
+        there = gx.predict(prof, card=card, layouts=["16+24"], model_error=(0.05, 0.05))
+        # the same as the scaled profiles predicted with the margin widened on one side only:
+        # toward more bandwidth the truth lies on the slow side (upper end), toward less the fast
+        same = gx.predict(TP.scale_profiles(prof, card), layouts=["16+24"], model_error=widened)
+        for col in ("makespan_ms", "makespan_low_ms", "makespan_high_ms"):
+            assert there[col].iloc[0] == pytest.approx(same[col].iloc[0], rel=1e-9), (factor, col)
+        said = [a for a in there.attrs["assumed"] if f"{e:.0%}" in a]
+        assert len(said) == 1 and ("upper" if factor > 1 else "lower") in said[0]
+
+
+# ----------------------------------------------------------------------------- intervals# ----------------------------------------------------------------------------- intervals
 
 
 def test_a_calibrated_interval_covers_the_pairs_it_was_fitted_on_and_a_zero_width_one_does_not():
@@ -264,6 +279,16 @@ def test_the_l2_bandwidth_is_a_second_shared_resource_only_when_asked():
     assert gx.analysis.prediction.l2_drawn_gbs(pair) == pytest.approx(6000.0)
     with pytest.raises(ValueError, match="l2_bandwidth_gbs"):
         gx.predict(pair, l2_bandwidth_gbs=0)
+
+
+def test_the_interval_allows_no_l2_sharing_at_its_low_end_because_the_l2_bandwidth_is_fitted():
+    pair = [TP.attach_traffic(_quiet(n), _counted(n, 1e6, 1e6, l2=6e9)) for n in "ab"]
+    shared = gx.predict(pair, layouts=["16+24"], l2_bandwidth_gbs=6000.0, sharing="equal", model_error=0.0)
+    free = gx.predict(pair, layouts=["16+24"], sharing="equal", model_error=0.0)
+    assert shared["makespan_ms"].iloc[0] == pytest.approx(2 * free["makespan_ms"].iloc[0], rel=1e-6)
+    # the point keeps the L2 term; the low end is where the L2 shares nothing (a tuner must not skip it)
+    assert shared["makespan_low_ms"].iloc[0] == pytest.approx(free["makespan_low_ms"].iloc[0], rel=1e-6)
+    assert shared["makespan_high_ms"].iloc[0] >= shared["makespan_ms"].iloc[0]
 
 
 def test_fit_model_says_whether_modelling_the_l2_bandwidth_helped():
@@ -344,3 +369,43 @@ def test_the_tuner_started_at_the_predictions_finds_every_recorded_pairs_best_fo
         assert guided["layouts_measured"] < guided["layouts"], pair
     assert len(gaps) >= 19 and np.mean([g <= 0.03 for g in gaps.values()]) >= 0.9, gaps
     assert spent < plain_spent
+
+
+def test_the_cross_card_error_is_the_measured_scaling_error_of_the_shipped_alone_times():
+    h100, _ = _recorded_pairs()
+    if "predict_profiles_h200" not in gx.results.recorded_names():
+        pytest.skip("no recorded H200 profiles")
+    h200 = gx.load_recorded("predict_profiles_h200")
+    for a, b in ((h100, h200), (h200, h100)):
+        e = TP.scaling_error(a, b)
+        assert len(e) >= 12 * 28  # every workload at every size on both cards
+        p90 = float(e.abs().quantile(0.9))
+        assert p90 <= TP.CROSS_CARD_ERROR <= p90 + 0.02, p90
+        # one way: toward more bandwidth the scaled times are too fast (negative), toward less too slow
+        faster = TP.card_of(b)["shared_bandwidth_gbs"] > TP.card_of(a)["shared_bandwidth_gbs"]
+        assert (e.quantile(0.9) <= 0.03) if faster else (e.quantile(0.1) >= -0.03)
+
+
+def test_h100_profiles_predict_the_h200_sweeps_inside_the_widened_interval():
+    from pathlib import Path
+
+    h100, _ = _recorded_pairs()
+    path = Path(__file__).parent / "data" / "predict_sweeps_h200.parquet"
+    if "predict_profiles_h200" not in gx.results.recorded_names() or not path.exists():
+        pytest.skip("no recorded H200 profiles or sweeps")
+    sweeps, card = gx.load(path), TP.card_of(gx.load_recorded("predict_profiles_h200"))
+    fit = h100.attrs["fit"]
+    kw = {"sharing": fit["sharing"], "model_error": tuple(fit["model_error"]),
+          "l2_bandwidth_gbs": fit["l2_bandwidth_gbs"]}
+    wide, narrow, errors = [], [], []
+    for pair, spec in sweeps.attrs["pairs"].items():
+        sw = sweeps[sweeps["pair"] == pair]
+        lays = sorted(set(sw["layout"]))
+        e = gx.predict_error(gx.predict(h100, spec["workloads"], lays, card=card, **kw), sw)
+        wide.append(e["inside"].to_numpy())
+        errors.append(e["error"].abs().to_numpy())
+        plain = gx.predict(TP.scale_profiles(h100, card), spec["workloads"], lays, **kw)  # not widened
+        narrow.append(gx.predict_error(plain, sw)["inside"].to_numpy())
+    assert len(wide) >= 19 and np.median(np.concatenate(errors)) <= 0.08  # the cross-card goal
+    assert np.concatenate(wide).mean() >= 0.9 > np.concatenate(narrow).mean()
+

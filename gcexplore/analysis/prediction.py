@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .traffic_profile import TRAFFIC_PROFILE_COLUMNS, scale_profiles, with_traffic_columns
+from .traffic_profile import TRAFFIC_PROFILE_COLUMNS, cross_card_margins, scale_profiles, with_traffic_columns
 from ..schema import identity_name
 
 SM_COUNT = identity_name("sm_count")  # the card's SM count, as every result names it
@@ -86,13 +86,6 @@ class ProfileError(ValueError):
 
 
 # ------------------------------------------------------------------------ profiles
-
-
-def _scalar(df: pd.DataFrame, col: str, given) -> float:
-    if given is not None:
-        return float(given)
-    v = df[col].dropna() if col in df.columns else pd.Series(dtype=float)
-    return float(v.iloc[0]) if len(v) else math.nan
 
 
 def profile_from(result: pd.DataFrame, *, bytes: Mapping[str, float] | None = None,  # noqa: A002
@@ -498,6 +491,8 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
     card : mapping, optional
         Predict for another card (:func:`~gcexplore.analysis.traffic_profile.scale_profiles`:
         its SM count, shared bandwidth, SM clock, L2); ``attrs["assumed"]`` says what was assumed.
+        The interval widens by :data:`~gcexplore.analysis.traffic_profile.CROSS_CARD_ERROR` on
+        the side where scaled alone times err (slow toward more bandwidth, fast toward less).
 
     Returns
     -------
@@ -516,7 +511,9 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
         raise ValueError(f"sharing must be one of {SHARING}, got {sharing!r}")
     err = _error_pair(model_error)
     if card is not None:
+        err, widened = cross_card_margins(err, prof, card)
         prof = scale_profiles(prof, card)
+        prof.attrs["assumed"] = [*prof.attrs.get("assumed", []), widened]
     curves = _curves(prof)
     names, sources = [], []
     for w in (workloads or list(curves)):
@@ -567,6 +564,9 @@ def _predict_layout(lay, names, curves, peak, l2, sharing, err, bound, extra) ->
     kw = {"l2_peak": l2_peak, "gain": gain}
     mid = _fluid(curves, [a[0] for a in alone], list(lay), peak, l2, sharing, worst=False, **kw)
     low = _fluid(curves, [a[1] for a in alone], list(lay), peak, l2, sharing, worst=False, **kw)
+    if math.isfinite(l2_peak):  # the L2's bandwidth is fitted, not measured: the low end also allows none
+        low = [min(a, b) for a, b in zip(low, _fluid(curves, [a[1] for a in alone], list(lay), peak, l2, sharing,
+                                                      worst=False, gain=gain))]
     high = _fluid(curves, [a[2] for a in alone], list(lay), peak, l2, sharing, worst=True, **kw)
     low = [min(a, b) for a, b in zip(low, mid)]  # shorter solo times can mean more contention
     high = [max(a, b) for a, b in zip(high, mid)]

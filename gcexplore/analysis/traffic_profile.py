@@ -36,8 +36,9 @@ from ..schema import identity_name
 
 SM_COUNT = identity_name("sm_count")  # the card's SM count, as every result names it
 
-__all__ = ["BOUNDS", "MEMORY_BOUND_SHARE", "SCALES_SHARE", "TRAFFIC_PROFILE_COLUMNS", "attach_traffic", "classify",
-           "profile_sources", "scale_profiles", "with_traffic_columns"]
+__all__ = ["BOUNDS", "CROSS_CARD_ERROR", "MEMORY_BOUND_SHARE", "SCALES_SHARE", "TRAFFIC_PROFILE_COLUMNS",
+           "attach_traffic", "card_of", "classify", "cross_card_margins", "profile_sources", "scale_profiles",
+           "scaling_error", "with_traffic_columns"]
 
 TRAFFIC_PROFILE_COLUMNS = ["bytes_source", "dram_read_bytes", "dram_write_bytes", "dram_cold_bytes",
                            "l2_traffic_bytes", "small_dram_bytes", "small_sm_count", "achieved_gbs", "bound",
@@ -188,6 +189,34 @@ def profile_sources(profiles: pd.DataFrame) -> pd.DataFrame:
 
 
 CARD_KEYS = ("device_name", SM_COUNT, "shared_bandwidth_gbs", "sm_clock_mhz", "l2_bytes")
+#: How far alone times scaled to another card miss that card's own: the p90 of |scaled / measured - 1|
+#: over every workload and size, H100 profiles scaled to an H200 and back (:func:`scaling_error` on
+#: the shipped ``predict_profiles`` and ``predict_profiles_h200``; 0.14 on the recorded runs b2, c1,
+#: c2, d1 against b1). Always the same way: a card with more bandwidth speeds kernels up less than
+#: its bandwidth ratio (their latency-bound parts do not scale), so the truth lies on the slow side.
+CROSS_CARD_ERROR = 0.15
+
+
+def card_of(profiles: pd.DataFrame) -> dict:
+    """The card a profile frame was measured on, as :func:`scale_profiles` takes it."""
+    df = with_traffic_columns(profiles)
+    clk = float(df["sm_clock_mhz"].max())
+    return {"device_sm_count": int(df[SM_COUNT].iloc[0]), "shared_bandwidth_gbs": float(df["shared_bandwidth_gbs"].max()),
+            "sm_clock_mhz": clk if math.isfinite(clk) else None, "l2_bytes": float(df["l2_bytes"].max()),
+            "device_name": str(df["device_name"].iloc[0])}
+
+
+def scaling_error(profiles: pd.DataFrame, target: pd.DataFrame) -> pd.Series:
+    """Per workload, position and size measured on both cards: ``profiles``' alone time scaled to
+    ``target``'s card (:func:`scale_profiles`) / ``target``'s own median - 1 (positive: scaled too slow)."""
+    there = _require(target, "scaling_error")
+    scaled = scale_profiles(profiles, card_of(there))
+    key = ["workload", "position", "sm_count"]
+    both = pd.concat([scaled.groupby(key)["duration_ms"].median().rename("scaled"),
+                      there.groupby(key)["duration_ms"].median().rename("measured")], axis=1).dropna()
+    if both.empty:
+        raise ValueError("scaling_error: no workload is profiled at the same size on both cards")
+    return (both["scaled"] / both["measured"] - 1).rename("error")
 
 
 def scale_profiles(profiles: pd.DataFrame, card: Mapping) -> pd.DataFrame:
@@ -247,3 +276,19 @@ def scale_profiles(profiles: pd.DataFrame, card: Mapping) -> pd.DataFrame:
     out.attrs.update(df.attrs)
     out.attrs.update(assumed=assumed, scaled_from=str(df["device_name"].iloc[0]))
     return _with_bounds(out)
+
+
+def cross_card_margins(err: tuple[float, float], prof: pd.DataFrame, card: Mapping) -> tuple[tuple[float, float], str]:
+    """The interval's margins widened on the side where alone times scaled to another card err
+    (:data:`CROSS_CARD_ERROR`), and the sentence that says so."""
+    e = CROSS_CARD_ERROR
+    faster = float(card.get("shared_bandwidth_gbs") or 0) >= float(prof["shared_bandwidth_gbs"].max())
+    below, above = err
+    if faster:  # more bandwidth there: kernels speed up less than the ratio, the truth on the slow side
+        above = (1 + above) * (1 + e) - 1
+    else:
+        below = 1 - (1 - below) / (1 + e)
+    return (min(below, 0.99), min(above, 0.99)), (
+        f"alone times scaled to this card err by up to {e:.0%} (p90 measured H100 <-> H200), on the "
+        f"{'slow' if faster else 'fast'} side toward a card with {'more' if faster else 'less'} bandwidth: the interval's "
+        f"{'upper' if faster else 'lower'} end is widened by that")
