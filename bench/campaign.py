@@ -355,6 +355,16 @@ def main() -> int:
     return 0 if not failed else 1
 
 
+def _modes_line(res: list[dict]) -> list[str]:
+    """Imports in the background (cold) against before joining (cold-before), per GPU count."""
+    by = {(r["gpus"], r["mode"]): r for r in res}
+    parts = [f"{n} GPU(s) {by[n, 'cold']['end_to_end_s']:.2f} s vs {by[n, 'cold-before']['end_to_end_s']:.2f} s "
+             f"(cluster start {_f(by[n, 'cold']['cluster_start_s'])} vs {_f(by[n, 'cold-before']['cluster_start_s'])}"
+             f" s; tasks waited {by[n, 'cold']['phases_s'].get('import_wait_s', 0.0):.2f} s)"
+             for n in sorted({g for g, m in by if m == "cold"}) if (n, "cold-before") in by]
+    return ["imports in the background vs before joining, end to end: " + "; ".join(parts)] if parts else []
+
+
 def _alone_again(out: Path) -> int:
     """Campaign vs alone from a run's saved files, with the floors recorded now (CPU only)."""
     import gcexplore as gx
@@ -428,6 +438,7 @@ def _report(runs: list[dict], direct, out: Path, splits, repeats: int) -> int:
                   f"95% each, {ag['inside_joint']} at 95% jointly, {ag['inside_rounds_95']} in the combined "
                   f"interval (rounds + run floor, 95%) (largest median ratio {ag['worst_ratio']:.3f} at "
                   f"{' '.join(ag['worst_at'])})"]
+    lines += _modes_line(res)
     alone = None
     if direct is not None:
         more, alone = _direct_lines(runs, direct)

@@ -260,6 +260,7 @@ def test_bench_runs_cold_warm_and_alone_on_the_stand_in(tmp_path, monkeypatch):
     assert "alone: 1 of 1 ratio intervals contain 1 at 95% each" in text and "1 of 1 in the combined" in text, text
     assert "outside the combined interval (campaign over alone, ratio of medians [95% interval]): none" in text
     assert "| 1 | cold-before |" in text and "| spawn s |" in text
+    assert "imports in the background vs before joining, end to end: 1 GPU(s) " in text
     import pandas as pd
 
     rows = pd.read_csv(tmp_path / "campaign_vs_alone.csv")  # the rows, not only the counts
@@ -311,3 +312,20 @@ def test_an_unknown_imports_mode_is_refused():
 
     with pytest.raises(ValueError, match="imports is one of 'background', 'before'"):
         local_cluster(["0"], warm=[], imports="lazily")
+
+
+def _callbacks(dask_worker):
+    return sorted(dask_worker.periodic_callbacks), dask_worker.periodic_callbacks["tick"].callback_time
+
+
+def test_local_workers_run_no_stack_sampler_beside_the_measuring_thread():
+    """Dask's statistical profiler samples a worker's task thread 100 times a second (taking the GIL from
+    the thread that enqueues the measured work); the local cluster's workers run without it."""
+    pytest.importorskip("distributed")
+    from distributed import Client
+
+    from gcexplore.experiments.campaigns import local_cluster
+
+    with local_cluster(["0"], warm=[]) as cluster, Client(cluster) as client:
+        ((names, tick_ms),) = client.run(_callbacks).values()
+    assert "profile" not in names and "heartbeat" in names and tick_ms >= 500, (names, tick_ms)

@@ -294,3 +294,50 @@ def test_a_target_with_the_middle_sizes_searched_is_refused():
     cands = [(8, 8, 116), (8, 16, 108)]
     with pytest.raises(ValueError, match="one candidate per first-partition size"):
         S.search(cands, Fake(*(lambda c: 1.0,) * 3), S.Settings(slo_ms=1.0))
+
+
+# ------------------------------------------------------------------------ pooled spread (issue 27)
+
+
+def test_pooled_pair_sd_is_consistent_and_one_stray_repetition_cannot_blow_it_up():
+    rng = np.random.default_rng(7)
+    groups = [list(np.exp(rng.normal(np.log(2.0 + g), 0.01, 3))) for g in range(300)]  # levels differ
+    assert ST.pooled_pair_sd(groups) == pytest.approx(0.01, rel=0.08)
+    few = [list(np.exp(rng.normal(0.0, 0.01, 3))) for _ in range(4)]
+    stray = [few[0][:2] + [few[0][2] * 1.4], *few[1:]]  # one step 40% slow in a 3-step visit
+    own = float(np.std(np.log(stray[0]), ddof=1))
+    assert own > 0.15 and ST.pooled_pair_sd(stray) < 0.03  # its own sd explodes, the pooled one does not
+    assert math.isnan(ST.pooled_pair_sd([[1.0], []]))
+    with pytest.raises(ValueError, match="spread must be 'layout' or 'pooled'"):
+        S.Settings(spread="robust")
+
+
+class Stray(Fake):
+    """A Fake whose first visit of one layout has its last repetition ``factor`` times slower."""
+
+    def __init__(self, *fns, at, factor=1.4, **kw):
+        super().__init__(*fns, **kw)
+        self.at, self.factor, self.hit = at, factor, False
+
+    def __call__(self, layout, n):
+        reps = super().__call__(layout, n)
+        if tuple(layout) == self.at and not self.hit:
+            self.hit = True
+            m, d = reps[-1]
+            reps[-1] = (m * self.factor, tuple(x * self.factor for x in d))
+        return reps
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_pooled_spread_decides_a_stray_first_visit_without_a_second_round(seed):
+    fns = (first(lambda k: 2.0 + 0.004 * abs(k - 32)), last(lambda r: 0.5))
+    cands = [(k, TOTAL - k) for k in range(8, 65, 8)]
+    steps = {}
+    for spread in ("layout", "pooled"):
+        fake = Stray(*fns, at=(40, 92), noise=0.002, seed=seed)  # 40 SMs: 1.6% slower than 32, and one stray step
+        out = S.search(cands, fake, S.Settings(repeats=3, max_repeats=8, floor=ST.Floor(0.0, 0.0, "replay"),
+                                               spread=spread))
+        _check_makespan(fake, out, cands)
+        steps[spread] = sum(n for _, n in fake.calls)
+        assert fake.hit
+    assert steps["pooled"] < steps["layout"], steps

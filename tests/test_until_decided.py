@@ -153,7 +153,7 @@ def test_it_stops_at_the_budget_and_refuses_bad_settings():
     assert gcexplore.compare_until_decided is compare_until_decided
 
 
-def test_the_gpu_bench_runs_end_to_end_on_synthetic_runs(tmp_path, monkeypatch):
+def test_the_gpu_bench_runs_end_to_end_on_synthetic_runs(tmp_path, monkeypatch, capsys):
     """bench/until_decided.py with gcexplore.scaling and the workload stood in by synthetic runs
     (the bench's own logic: measure callables, the first-run baseline, the summary)."""
     import json
@@ -180,3 +180,9 @@ def test_the_gpu_bench_runs_end_to_end_on_synthetic_runs(tmp_path, monkeypatch):
     assert all(sizes for sizes, _ in asked)  # scaling always gets a partition size
     raw = pd.read_parquet(tmp_path / "until_raw.parquet")
     assert set(raw["tag"]) == {f"{i}{x}" for i in range(5) for x in "ab"}
+    # replayed from the recording with the same settings: the same decisions, no GPU
+    capsys.readouterr()
+    assert U.main(["--replay", str(tmp_path / "until_raw.parquet"), "--max-runs", "3"]) == 0
+    again = json.loads(capsys.readouterr().out.strip().split("\n{\n", 1)[-1].join(["{\n", ""]))
+    for what in ("null", "shift"):
+        assert again[what] == pytest.approx(s[what])

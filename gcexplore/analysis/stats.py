@@ -21,8 +21,8 @@ import numpy as np
 
 __all__ = ["DEFAULT_FLOOR", "EXACT_MAX_PAIRS", "FLOOR_COLUMNS", "Floor", "NOISY_FRACTION", "NOISY_RANGE_FRACTION",
            "PRIOR_WEIGHT", "STAT_COLUMNS", "finite", "finite_positive", "mann_whitney_cdf", "mann_whitney_k",
-           "nanmedian", "noise_floor", "pooled_variance", "quantile", "quantile_ci", "quantiles", "ratio",
-           "ratio_bound", "ratio_ci", "round_median_ci", "round_medians", "round_ratio_ci", "round_variance", "rounds_needed",
+           "nanmedian", "noise_floor", "pooled_pair_sd", "pooled_variance", "quantile", "quantile_ci", "quantiles",
+           "ratio", "ratio_bound", "ratio_ci", "round_median_ci", "round_medians", "round_ratio_ci", "round_variance", "rounds_needed",
            "shift_ci", "stats", "steady_rounds", "t_cdf", "t_quantile"]
 
 #: Largest n*m for which the exact Mann-Whitney distribution is built (200 x 200 reps).
@@ -453,6 +453,21 @@ def pooled_variance(parts) -> tuple[float, int]:
     return (sum(s * d for s, d in parts) / df, df) if df else (math.nan, 0)
 
 
+def pooled_pair_sd(groups) -> float:
+    """Robust standard deviation of log repetitions pooled over groups (layouts): 1.0483 x the median
+    of ``|log a - log b|`` over every pair of repetitions within one group (Shamos' estimator, consistent
+    for normal noise). A group's level does not enter, and one stray repetition among three moves
+    only two of the pooled pairs, so it cannot widen the estimate as it widens its group's own
+    variance. NaN without a pair."""
+    diffs = []
+    for g in groups:
+        x = np.log(finite_positive(g))
+        i, j = np.triu_indices(x.size, 1)
+        diffs.append(np.abs(x[i] - x[j]))
+    d = np.concatenate(diffs) if diffs else np.zeros(0)
+    return 1.0483 * float(np.median(d)) if d.size else math.nan
+
+
 #: A row's own between-round variance gets at most this many times its own weight from the pooled
 #: prior (the rows of one comparison need not share one noise level exactly).
 PRIOR_WEIGHT = 1.0
@@ -460,7 +475,7 @@ PRIOR_WEIGHT = 1.0
 
 def round_ratio_ci(base, other, base_rounds=None, other_rounds=None, confidence: float = 0.99, *,
                    floor: Floor = DEFAULT_FLOOR, prior: tuple[float, int] | None = None,
-                   runs: tuple[int, int] = (1, 1)) -> dict:
+                   runs: tuple[int, int] = (1, 1), within_sd: float | None = None) -> dict:
     """Ratio ``other / base`` with an interval whose unit is the round.
 
     The estimate is exp(mean log round median of ``other`` - that of ``base``). Its variance:
@@ -470,8 +485,9 @@ def round_ratio_ci(base, other, base_rounds=None, other_rounds=None, confidence:
     many separate runs each side's rounds come from; a side pooled from n runs averages n run
     offsets); a side measured in one round uses
     ``floor.round_sd`` (or the estimate, if larger) plus its median's sampling variance
-    (pi/2 x the variance of its log repetitions / their count). Student's t with the variance's degrees of
-    freedom (normal where the floor alone carries it).
+    (pi/2 x the variance of its log repetitions / their count; with ``within_sd``, that standard
+    deviation of log repetitions instead, e.g. :func:`pooled_pair_sd` over the layouts compared).
+    Student's t with the variance's degrees of freedom (normal where the floor alone carries it).
 
     Rounds far from the rest of their side are set aside first (:func:`steady_rounds`).
 
@@ -499,7 +515,9 @@ def round_ratio_ci(base, other, base_rounds=None, other_rounds=None, confidence:
     for n, raw in ((a.size, base), (b.size, other)):
         if n < 2:  # the floor for the round's offset, plus the round median's own sampling variance
             logs = np.log(finite_positive(raw))
-            within = float(np.var(logs, ddof=1)) * (math.pi / 2.0) / logs.size if logs.size > 1 else 0.0
+            spread = float(np.var(logs, ddof=1)) if within_sd is None or not math.isfinite(within_sd) \
+                else float(within_sd) ** 2
+            within = spread * (math.pi / 2.0) / logs.size if logs.size > 1 else 0.0
             var += max(floor.round_sd ** 2, s2 if math.isfinite(s2) else 0.0) + within
         else:
             var += (s2 if math.isfinite(s2) else floor.round_sd ** 2) / n

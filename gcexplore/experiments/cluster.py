@@ -146,8 +146,11 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
                                                **scheduler_options}}
     import dask
 
-    # one task per free worker: a second task queued on a worker early could leave another card idle at the end
-    with dask.config.set({"distributed.scheduler.worker-saturation": 1.0}):
+    # one task per free worker: a second task queued on a worker early could leave another card idle at the end;
+    # no statistical profiler (it samples the measuring thread's stack 100 times a second, taking the GIL from it)
+    # and an event-loop check every 0.5 s, not 50 times a second (the Nannies hand this config to their workers)
+    with dask.config.set({"distributed.scheduler.worker-saturation": 1.0, "distributed.worker.profile.enabled": False,
+                          "distributed.admin.tick.interval": "500ms"}):
         return SpecCluster(workers=workers, scheduler=scheduler, name="gcexplore-campaign", silence_logs=40,
                            **({"security": security} if tls else {}))
 

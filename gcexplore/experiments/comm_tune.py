@@ -8,7 +8,9 @@ candidate communication sizes (not at half the GPU, the tuner's default start fo
 split least likely to be a collective's answer, and the slowest step), then goes where its bounds say.
 Then it walks down from the search's answer, one partition size at a time, while the smaller
 partition's median step stays within the tolerance of the best median measured (a layout not yet
-measured costs the search's first-visit steps). The answer is compared with the exhaustive one
+measured costs the search's first-visit steps). A layout measured in one round (3 steps) is compared
+with the step spread pooled over every layout measured so far (``Settings(spread="pooled")``), not its
+own 3 steps': one stray step cannot force a second round. The answer is compared with the exhaustive one
 (:func:`gcexplore.analysis.comm.comm_answer`) computed from every step of every split.
 """
 
@@ -58,8 +60,10 @@ def _one(reps: dict, sm_count: int, tolerance: float) -> dict:
     # 3 steps at a layout's first visit (the tuner's least): the search doubles them wherever a
     # comparison is not decided, so the answer is as sure as with more, at less GPU time
     first = min(3, repeats)
-    out = search(cands, measure, Settings(tolerance=tolerance, repeats=first, max_repeats=repeats, floor=replay),
-                 names=("comm", "compute"), prior=start)
+    # a first visit's 3 steps say little about their own spread (one stray step widens its interval
+    # until a second round is bought): the spread pooled over the layouts measured so far stands in
+    settings = Settings(tolerance=tolerance, repeats=first, max_repeats=repeats, floor=replay, spread="pooled")
+    out = search(cands, measure, settings, names=("comm", "compute"), prior=start)
     med = {k: quantile([m for m, _ in reps[k][:used[k]]], 0.5) for k in reps if used[k]}
     best = min(med.values())
     answer = int(out.answer.split("+")[0])

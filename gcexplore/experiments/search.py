@@ -22,24 +22,22 @@ How it decides
   two minima is not taken for one.
 - **Neighbours always.** The answer's neighbours (one SM chunk moved between two
   workloads) are measured whatever the bounds say.
-- **Rounds until decided.** Every measurement of a layout is one round (a fresh split,
-  ``repeats`` repetitions). The answer is confirmed against a measured rival when the
-  lower confidence bound of rival / answer is at least ``1 / (1 + tolerance)``: the
-  rival is not faster by more than the tolerance. The bound's unit is the round
-  (:func:`~gcexplore.analysis.stats.round_ratio_ci`): a layout measured in one round
-  carries the card's run-to-run floor (``Settings.floor``), so a close pair is not
-  decided by the repetitions of one round. Until it is decided both get another round,
-  up to ``max_repeats`` repetitions, after which the pair is recorded as too close to
-  call and the lower median wins. Medians are reported with
-  distribution-free intervals (order statistics, :func:`quantile_ci`).
-- **Latency targets.** With ``slo_ms`` the search looks for the smallest first
-  partition whose ``percentile`` of the first workload's duration is at most the target:
-  a layout *meets* when the interval's top is under the target, *fails* when its bottom
-  is over it; repetitions are added until one holds. Probes alternate between the size
-  predicted by interpolating the measured latencies and bisection; sizes whose latency
-  bound exceeds the target are not measured; the answer's smaller neighbour is always
-  measured and must fail. A target not met even on the largest partition is an answer
-  (``met=False``) with the best latency measured.
+- **Rounds until decided.** Every measurement of a layout is one round (a fresh split, ``repeats``
+  repetitions). The answer is confirmed against a measured rival when the lower confidence bound of
+  rival / answer is at least ``1 / (1 + tolerance)``: the rival is not faster by more than the
+  tolerance. The bound's unit is the round (:func:`~gcexplore.analysis.stats.round_ratio_ci`): a layout
+  measured in one round carries the card's run-to-run floor (``Settings.floor``), so a close pair is not
+  decided by the repetitions of one round. Until it is decided both get another round, up to
+  ``max_repeats`` repetitions, after which the pair is recorded as too close to call and the lower
+  median wins. Medians are reported with distribution-free intervals (order statistics,
+  :func:`quantile_ci`).
+- **Latency targets.** With ``slo_ms`` the search looks for the smallest first partition whose
+  ``percentile`` of the first workload's duration is at most the target: a layout *meets* when the
+  interval's top is under the target, *fails* when its bottom is over it; repetitions are added until
+  one holds. Probes alternate between the size predicted by interpolating the measured latencies and
+  bisection; sizes whose latency bound exceeds the target are not measured; the answer's smaller
+  neighbour is always measured and must fail. A target not met even on the largest partition is an
+  answer (``met=False``) with the best latency measured.
 """
 
 from __future__ import annotations
@@ -49,7 +47,7 @@ import math
 from collections.abc import Callable, Sequence
 
 from .._checks import as_count, as_int, as_seconds_like
-from ..analysis.stats import DEFAULT_FLOOR, Floor, quantile, quantile_ci, round_ratio_ci
+from ..analysis.stats import DEFAULT_FLOOR, Floor, pooled_pair_sd, quantile, quantile_ci, round_ratio_ci
 from ..schema import MAX_TUNE_REPEATS
 
 __all__ = ["Outcome", "Settings", "label", "search"]
@@ -61,9 +59,6 @@ Rep = tuple[float, tuple[float, ...]]
 def label(layout: Sequence[int]) -> str:
     """``(24, 108)`` -> ``"24+108"`` (the layout labels of every result)."""
     return "+".join(str(int(s)) for s in layout)
-
-
-# ------------------------------------------------------------------------ statistics
 
 
 # ------------------------------------------------------------------------ settings
@@ -100,6 +95,8 @@ class Settings:
     floor : Floor, optional
         The card's run-to-run noise (:func:`gcexplore.analysis.stats.noise_floor`), standing in
         for the between-round spread of a layout measured in a single round.
+    spread : {"layout", "pooled"}, default "layout"
+        A one-round layout's repetition spread: its own, or pooled over those measured (``stats.pooled_pair_sd``).
     """
 
     slo_ms: float | None = None
@@ -111,6 +108,7 @@ class Settings:
     slack: float = 0.05
     placement_slack: float = 0.01
     floor: Floor = DEFAULT_FLOOR
+    spread: str = "layout"
 
     def __post_init__(self):
         if self.slo_ms is not None:
@@ -123,6 +121,8 @@ class Settings:
         for name, lo, hi in (("tolerance", 0.001, 0.5), ("confidence", 0.5, 0.999), ("slack", 0.0, 1.0),
                              ("placement_slack", 0.0, 1.0)):
             object.__setattr__(self, name, _fraction(name, getattr(self, name), lo, hi))
+        if self.spread not in ("layout", "pooled"):
+            raise ValueError(f"spread must be 'layout' or 'pooled', got {self.spread!r}")
         if not isinstance(self.floor, Floor):
             raise TypeError(f"floor must be a gcexplore.analysis.stats.Floor, got {type(self.floor).__name__}")
         object.__setattr__(self, "repeats", as_count("repeats", self.repeats, maximum=MAX_TUNE_REPEATS))
@@ -262,8 +262,9 @@ class _State:
 
     def bound(self, best: Layout, rival: Layout) -> tuple[float, float]:
         """(estimate, lower bound) of rival / best at the confidence, the round as the unit."""
+        within = pooled_pair_sd([self.samples(c) for c in self.measured()]) if self.s.spread == "pooled" else None
         r = round_ratio_ci(self.samples(best), self.samples(rival), self.round_of[best], self.round_of[rival],
-                           self.s.confidence, floor=self.s.floor)
+                           self.s.confidence, floor=self.s.floor, within_sd=within)
         return r["ratio"], r["low"]
 
     # -- values -----------------------------------------------------------------
