@@ -159,8 +159,11 @@ def _profiles(out: Path, measured: bool = True) -> pd.DataFrame:
 
 
 def _tune_all(args, out: Path, wls: dict, info) -> None:
-    fit = _fit(out)
-    prof = _profiles(out)
+    if args.shipped:  # the shipped profiles (counted traffic attached) and their fit: no profiling here
+        prof = gx.load_recorded("predict_profiles")
+        fit = dict(prof.attrs["fit"], model_error=tuple(prof.attrs["fit"]["model_error"]))
+    else:
+        fit, prof = _fit(out), _profiles(out)
     for pair in (args.pairs.split(",") if args.pairs else TUNED):
         if pair not in ALL:
             raise SystemExit(f"--pairs: unknown pair {pair!r}; valid: {', '.join(ALL)}")
@@ -273,6 +276,11 @@ def replay_table(out: Path, fit: dict, judge: Path | None = None) -> pd.DataFram
     return pd.DataFrame(rows)
 
 
+def _same(g: pd.DataFrame) -> pd.Series:
+    """Per pair: the guided answer is the plain one, or measures within 2% of it (bench/tune.py's rule)."""
+    return (g["tuned"] == g["plain_answer"]) | (((1 + g["tuned_gap"]) / (1 + g["plain_gap"]) - 1).abs() <= 0.02)
+
+
 def _replay_lines(rt: pd.DataFrame, what: str) -> tuple[list[str], bool]:
     lines = []
     for group in ("fitted", "checked", "fresh", "all"):
@@ -283,7 +291,8 @@ def _replay_lines(rt: pd.DataFrame, what: str) -> tuple[list[str], bool]:
                      f"/{len(g)}; the tuner started at the predictions within 3% for {int((g['tuned_gap'] <= 0.03).sum())}"
                      f"/{len(g)}, measuring {g['layouts'].median():.0f} of {g['of'].median():.0f} layouts (median; "
                      f"most {g['layouts'].max()}), {g['gpu_ms'].sum() / g['plain_gpu_ms'].sum():.2f} of the plain "
-                     f"tuner's GPU time (plain: within 3% for {int((g['plain_gap'] <= 0.03).sum())}/{len(g)})")
+                     f"tuner's GPU time (plain: within 3% for {int((g['plain_gap'] <= 0.03).sum())}/{len(g)}); the "
+                     f"plain tuner's answer (same layout, or within 2% of its makespan) for {int(_same(g).sum())}/{len(g)}")
     ok = bool((rt["tuned_gap"] <= 0.03).mean() >= 0.9) if len(rt) else False
     return lines, ok
 
@@ -483,6 +492,8 @@ def main(argv=None) -> int:
                                                   "profiles predict (cross-card)")
     ap.add_argument("--pairs", default=None, help="--stage tune: these pairs (comma-separated) instead of "
                                                   "bench/tune.py's and two multi-pass ones")
+    ap.add_argument("--shipped", action="store_true", help="--stage tune: predict from the shipped profiles and "
+                                                           "their fit (gcexplore/data/predict_profiles)")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--no-cupy", action="store_true")
     args = ap.parse_args(argv)
