@@ -3,7 +3,6 @@
 Usage (a multi-GPU machine, from the project root, Dask distributed and PyTorch installed)::
 
     python3 bench/campaign.py --out DIR [--repeats 60] [--gpus 1,2,4] [--step 16] [--no-warm] [--no-direct]
-        [--imports background,before]
     python3 bench/campaign.py --out DIR --alone-again    # no GPU: campaign vs alone again, floors of now
 
 One grid (16 tasks: 4 pairs -- compute+memory, compute+copy, a PyTorch attention+sort
@@ -14,7 +13,7 @@ sizes) runs on 1, then 2, then 4 GPUs (one worker each), timed as the caller of
 - cold (the default a user gets): ``gx.campaign(..., devices=)`` starts its own local cluster,
   whose workers warm up as they start (imports, GPU context, kernels) while the client plans,
   and shuts it down in the background once every row is on disk; the client imports the
-  factories' module before any timing (as it has in every run after the first);
+  factories' module and Dask before any timing (as it has in every run after the first);
 - warm: the same campaign on a cluster kept from an earlier campaign (``client=``; the cluster's
   start and a short priming campaign are not timed), 4/2/1 GPUs after the cold runs;
 - the N-GPU runs order their tasks longest first by the 1-GPU run's task times
@@ -32,8 +31,8 @@ sizes) runs on 1, then 2, then 4 GPUs (one worker each), timed as the caller of
 - campaign vs alone: one task per pair run alone in this process (``gx.sweep``, no Dask) on the
   1-GPU run's card, its makespans against the same task in the 1-GPU campaign; every comparison's
   row in DIR/campaign_vs_alone.csv, the tasks alone in DIR/alone.parquet;
-- ``--imports background,before``: the cold runs once per way the workers import the factories'
-  modules (while their first tasks run, the default; before they join), with the start's steps.
+- the local cluster's start per worker: spawn, boot (Python, Dask), gcexplore's import, context,
+  kernels and the factories' modules, join.
 
 Written to DIR/campaign_bench.md and .json; DIR/campaign-<N>gpu[-warm] are the campaign folders
 and DIR/campaign.parquet the 2-GPU cold result as one file (bench/campaign_folder.py turns it into
@@ -69,7 +68,7 @@ def _split_sets(step: int) -> list[list[int]]:
     return [picks[i:i + 2] for i in range(0, 8, 2)]
 
 
-def _run(devices, folder, splits, repeats, durations=None, warm=False, imports="background") -> dict:
+def _run(devices, folder, splits, repeats, durations=None, warm=False) -> dict:
     """One campaign on ``devices``, timed as its caller sees it.
 
     Cold (the default a user gets): ``gx.campaign(..., devices=...)`` starts its own local
@@ -88,7 +87,6 @@ def _run(devices, folder, splits, repeats, durations=None, warm=False, imports="
         client = Client(cluster)
         gx.campaign(PAIRS, [splits[0]], experiment=EXPERIMENT, options={"repeats": 2, "warmup": 1},
                     folder=Path(folder).with_name(Path(folder).name + "-prime"), client=client, progress=False)
-    os.environ["GCEXPLORE_WARM_IMPORTS"] = imports  # read by the local cluster the campaign starts
     try:
         w0, t0 = time.time(), time.perf_counter()
         c = gx.campaign(PAIRS, splits, experiment=EXPERIMENT, options={"repeats": repeats}, folder=folder,
@@ -101,8 +99,7 @@ def _run(devices, folder, splits, repeats, durations=None, warm=False, imports="
             client.close()
             cluster.close()
     df = gx.load_campaign(folder)
-    mode = "warm" if warm else "cold" if imports == "background" else f"cold-{imports}"
-    return {"n": len(devices), "mode": mode, "end_to_end_s": end_to_end_s,
+    return {"n": len(devices), "mode": "warm" if warm else "cold", "end_to_end_s": end_to_end_s,
             "timings": dict(c.timings), "wall0": w0, "wall1": w1 - c.timings.get("close_s", 0.0),
             "reports": c.reports, "warm_ups": c.warm_ups, "tasks": c.tasks, "df": df}
 
@@ -164,14 +161,12 @@ def _decompose(run: dict) -> dict:
             pre = w.get("preload", {})
             warm.append((pre.get("total_s", 0.0), sum(v for k, v in w.items() if k.endswith("_s"))))
     phases = {k: sum(r.get(k, 0.0) for r in done) for k in ("build_s", "experiment_s", "checkpoint_s", "cpu_s",
-                                                              "write_s", "import_wait_s")}
+                                                              "write_s")}
     task = lambda r: r["ended_s"] - r["started_s"]  # noqa: E731
     first = [task(r) for r in done if r.get("first")]
     rest = [task(r) for r in done if not r.get("first")]
     tm = run.get("timings", {})
-    imports = [r["imports"]["background_import_s"] for r in done if "background_import_s" in r.get("imports", {})]
-    return {"start_steps": _start_steps(run), "background_import_s": max(imports) if imports else None,
-            "gpus": run["n"], "mode": run.get("mode", "cold"), "tasks": len(done),
+    return {"start_steps": _start_steps(run), "gpus": run["n"], "mode": run.get("mode", "cold"), "tasks": len(done),
             "failed": len(run["reports"]) - len(done),
             "cluster_start_s": tm.get("cluster_start_s"), "cluster_wait_s": tm.get("cluster_wait_s"),
             "plan_s": tm.get("plan_s"), "close_s": tm.get("close_s", 0.0),
@@ -194,8 +189,8 @@ def _decompose(run: dict) -> dict:
 def _start_steps(run: dict) -> dict | None:
     """The local cluster's start per worker, in seconds (slowest worker): spawn (the start call
     to the worker process's birth), boot (Python, Dask, the worker's set-up until its preload),
-    the preload (gcexplore's import, then context, kernels and, imports="before", the factory
-    modules) and join (preload end to the cluster being up)."""
+    the preload (gcexplore's import, then context, kernels and the factories' modules) and join
+    (preload end to the cluster being up: a faster worker waits for the slowest)."""
     tm = run.get("timings", {})
     pres = [w["preload"] for w in run["warm_ups"].values() if "process_started_at" in w.get("preload", {})]
     if "cluster_started_at" not in tm or not pres:
@@ -280,14 +275,12 @@ def _table(res: list[dict], bases: dict) -> list[str]:
             f"{r['sum_task_s']:.2f} ({r['sum_task_s'] / base['sum_task_s'] - 1:+.1%}) | {r['idle_tail_s_max']:.2f} | "
             f"{r['close_s']:.2f} ({_f(r['close_background_s'])}) | {r['end_to_end_s']:.2f} | "
             f"{base['end_to_end_s'] / r['end_to_end_s']:.2f}x |")
-    lines += ["", "| GPUs | cluster | spawn s | boot s (Python, Dask) | gcexplore import s | context, kernels "
-                  "(+ imports before) s | join s | cluster start s | imports in the background s | tasks waited "
-                  "for them s |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines += ["", "| GPUs | cluster | spawn s | boot s (Python, Dask) | gcexplore import s | context, kernels, "
+                  "factories' modules s | join s | cluster start s |", "|---|---|---|---|---|---|---|---|"]
     for r in res:
         st = r.get("start_steps") or {}
         lines.append(f"| {r['gpus']} | {r['mode']} | " + " | ".join(_f(st.get(k)) for k in (
-            "spawn_s", "boot_s", "gcexplore_import_s", "preload_rest_s", "join_s")) + f" | {_f(r['cluster_start_s'])} | "
-            f"{_f(r.get('background_import_s'))} | {r['phases_s'].get('import_wait_s', 0.0):.2f} |")
+            "spawn_s", "boot_s", "gcexplore_import_s", "preload_rest_s", "join_s")) + f" | {_f(r['cluster_start_s'])} |")
     lines += ["", "| GPUs | cluster | build s | experiment s | of which checkpoint s | CPU s | write s | cached tasks | "
                   "first task s (mean) | other tasks s (mean) | SM clock MHz (median) |",
               "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -312,9 +305,6 @@ def main() -> int:
                    help="skip the runs on a cluster kept warm from an earlier campaign")
     p.add_argument("--no-direct", dest="direct", action="store_false",
                    help="skip the tasks run alone, outside a campaign")
-    p.add_argument("--imports", default="background",
-                   help="cold runs per way the workers import the factory modules: background (while the first "
-                        "tasks run, the default) and/or before (before a worker joins), e.g. background,before")
     p.add_argument("--alone-again", action="store_true",
                    help="no GPU: compare OUT/campaign-1gpu with OUT/alone.parquet again (the floors recorded now)")
     args = p.parse_args()
@@ -334,13 +324,12 @@ def main() -> int:
     print(f"{len(PAIRS)} pairs x {len(splits)} split sets {splits}, {args.repeats} repetitions; GPUs {counts}",
           flush=True)
     import bench.campaign_pairs  # noqa: F401 (the client's own import of the factories, paid before any timing)
+    import distributed  # noqa: F401 (and of Dask: the first campaign of a process pays it, the later ones do not)
 
     runs, direct, failed = [], None, 0
-    modes = args.imports.split(",")
-    plan = [(n, False, modes[0]) for n in counts] + ([("direct", None, None)] if args.direct else []) + \
-        [(n, False, m) for m in modes[1:] for n in reversed(counts)] + \
-        ([(n, True, modes[0]) for n in reversed(counts)] if args.warm else [])
-    for n, warm, imports in plan:  # the report is rewritten after each step: a run cut short keeps the ones before
+    plan = [(n, False) for n in counts] + ([("direct", None)] if args.direct else []) + \
+        ([(n, True) for n in reversed(counts)] if args.warm else [])
+    for n, warm in plan:  # the report is rewritten after each step: a run cut short keeps the ones before
         if n == "direct":
             direct = _direct(runs[0], splits, args.repeats)
             gx.save(direct[1], out / "alone.parquet")  # with campaign-1gpu/: --alone-again recomputes the comparison
@@ -348,21 +337,11 @@ def main() -> int:
         else:
             # the one-GPU run's task times order the others' tasks longest first (durations known from a run)
             known = out / "campaign-1gpu" if (n > 1 or warm) and args.durations else None
-            name = f"campaign-{n}gpu" + ("-warm" if warm else "" if imports == modes[0] else f"-{imports}")
-            runs.append(_run(gpus[:n], out / name, splits, args.repeats, known, warm=warm, imports=imports))
+            name = f"campaign-{n}gpu" + ("-warm" if warm else "")
+            runs.append(_run(gpus[:n], out / name, splits, args.repeats, known, warm=warm))
             print(f"{n} GPU(s) {runs[-1]['mode']}: {runs[-1]['end_to_end_s']:.1f} s end to end", flush=True)
         failed = _report(runs, direct, out, splits, args.repeats)
     return 0 if not failed else 1
-
-
-def _modes_line(res: list[dict]) -> list[str]:
-    """Imports in the background (cold) against before joining (cold-before), per GPU count."""
-    by = {(r["gpus"], r["mode"]): r for r in res}
-    parts = [f"{n} GPU(s) {by[n, 'cold']['end_to_end_s']:.2f} s vs {by[n, 'cold-before']['end_to_end_s']:.2f} s "
-             f"(cluster start {_f(by[n, 'cold']['cluster_start_s'])} vs {_f(by[n, 'cold-before']['cluster_start_s'])}"
-             f" s; tasks waited {by[n, 'cold']['phases_s'].get('import_wait_s', 0.0):.2f} s)"
-             for n in sorted({g for g, m in by if m == "cold"}) if (n, "cold-before") in by]
-    return ["imports in the background vs before joining, end to end: " + "; ".join(parts)] if parts else []
 
 
 def _alone_again(out: Path) -> int:
@@ -438,7 +417,6 @@ def _report(runs: list[dict], direct, out: Path, splits, repeats: int) -> int:
                   f"95% each, {ag['inside_joint']} at 95% jointly, {ag['inside_rounds_95']} in the combined "
                   f"interval (rounds + run floor, 95%) (largest median ratio {ag['worst_ratio']:.3f} at "
                   f"{' '.join(ag['worst_at'])})"]
-    lines += _modes_line(res)
     alone = None
     if direct is not None:
         more, alone = _direct_lines(runs, direct)

@@ -60,7 +60,11 @@ def replayer(raw: pd.DataFrame, tag: str, log: list):
         n = sum(1 for x in log if x["tag"].iloc[0] == tag)
         if n >= len(calls):
             raise RanOut(tag)
-        df = calls[n] if sizes is None else calls[n][calls[n]["sm_count"].isin(sizes)]
+        df = calls[n]
+        if sizes is not None:  # what measurer() would have measured: a partition size always
+            total, smallest = int(raw["sm_count"].max()), int(raw["sm_count"].min())
+            keep = [k for k in sizes if k < total] or [smallest]
+            df = df[df["sm_count"].isin(keep + ([total] if total in sizes else []))]
         if df.empty:
             raise RanOut(tag)
         df = df.copy()

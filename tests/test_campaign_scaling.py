@@ -104,10 +104,6 @@ def test_longest_tasks_first_from_the_grid_or_known_durations():
     short = order[-1]
     known = {short: 1000.0, order[0]: 1.0}  # measured before: the grid's estimate was wrong
     assert task_order(grid, known)[0] == short and task_order(grid, known)[-1] == order[0]
-    # equal estimates: built-in workloads first (run while a fresh worker imports the factories' modules)
-    mixed = plan_tasks(EXP, ["_campaign_standin:pair", ["compute", "memory"], "_campaign_standin:broken_factory"],
-                       [[8]], [{"repeats": 5}])[0]
-    assert ["factory" in mixed[k]["workloads"] for k in task_order(mixed)] == [False, True, True]
 
 
 @pytest.fixture(scope="module")
@@ -200,20 +196,15 @@ def test_default_cluster_warms_workers_while_the_client_plans_and_closes_after_t
                     folder=tmp_path / "c", devices=["0", "1"], progress=False)
     imported = sys.modules["slow_factory_i30"]
     assert len(c.warm_ups) == 2
-    for w in c.warm_ups.values():  # the workers joined at once and imported the module in the background
+    for w in c.warm_ups.values():
         pre = w["preload"]
-        assert "error" not in pre and pre["imports"] == "background", pre
-        assert "import slow_factory_i30_s" not in pre and pre["total_s"] - pre["gcexplore_import_s"] < 1.0
-        assert "import slow_factory_i30_s" not in w and w["deferred"] == 1 and w["primed"] == 0
-    for r in c.reports.values():  # each task waited for that import (the first a worker ran, the most)
-        assert r["imports"]["import slow_factory_i30_s"] >= 1.5 and r["started_s"] + r["import_wait_s"] >= \
-            r["imports"]["imported_at"] - 0.05, r
-    assert max(r["import_wait_s"] for r in c.reports.values()) >= 0.5
+        assert "error" not in pre and pre["import slow_factory_i30_s"] >= 1.5, pre  # imported at the worker's start
+        assert w["import slow_factory_i30_s"] < 0.5 and w["primed"] == 1  # the task's warm-up found it imported
     # the client's own 1.5-s import ran while the cluster started: it waited that much less than the start took
     assert imported.IMPORTED - imported.STARTED >= 1.5 and c.timings["cluster_start_s"] >= 1.5
     assert c.timings["cluster_start_s"] - c.timings["cluster_wait_s"] >= 1.4, c.timings
     pids = {r["pid"] for r in c.reports.values()}
-    assert all(r["status"] == "done" for r in c.reports.values())
+    assert all(r["status"] == "done" and r["cached"] for r in c.reports.values())
     assert c._closing is not None and c._closing.is_alive() or "close_background_s" in c.timings
     c.close()  # waits for the background shutdown
     assert c.timings["close_background_s"] > 0 and c.timings["close_s"] < c.timings["close_background_s"]
@@ -241,13 +232,12 @@ def test_bench_runs_cold_warm_and_alone_on_the_stand_in(tmp_path, monkeypatch):
     runs = [bench._run(["0"], tmp_path / "campaign-1gpu", splits, 2),
             bench._run(["0", "1"], tmp_path / "c2", splits, 2, durations=tmp_path / "campaign-1gpu"),
             bench._run(["0", "1"], tmp_path / "c2w", splits, 2, warm=True),
-            bench._run(["0"], tmp_path / "c1w", splits, 2, warm=True),
-            bench._run(["0"], tmp_path / "c1b", splits, 2, imports="before")]
-    assert [r["mode"] for r in runs] == ["cold", "cold", "warm", "warm", "cold-before"]
-    for r in (runs[0], runs[4]):  # the start's steps, in the order they happen (clocks of the processes agree)
+            bench._run(["0"], tmp_path / "c1w", splits, 2, warm=True)]
+    assert [r["mode"] for r in runs] == ["cold", "cold", "warm", "warm"]
+    for r in runs[:2]:  # the start's steps, in the order they happen (the processes' clocks agree)
         st = bench._start_steps(r)
         assert all(v >= -0.01 for v in st.values()), st
-        assert abs(sum(st.values()) - r["timings"]["cluster_start_s"]) < 0.01, st
+    assert abs(sum(bench._start_steps(runs[0]).values()) - runs[0]["timings"]["cluster_start_s"]) < 0.01  # one worker
     assert runs[0]["timings"]["cluster_start_s"] > 0 and "cluster_start_s" not in runs[2]["timings"]
     assert all(r["timings"]["close_background_s"] > 0 for r in runs[:2])  # the cold ones' own clusters
     direct = bench._direct(runs[0], splits, 2)
@@ -259,8 +249,7 @@ def test_bench_runs_cold_warm_and_alone_on_the_stand_in(tmp_path, monkeypatch):
     # the stand-in's makespans are a function of the layout: alone and in the campaign they agree exactly
     assert "alone: 1 of 1 ratio intervals contain 1 at 95% each" in text and "1 of 1 in the combined" in text, text
     assert "outside the combined interval (campaign over alone, ratio of medians [95% interval]): none" in text
-    assert "| 1 | cold-before |" in text and "| spawn s |" in text
-    assert "imports in the background vs before joining, end to end: 1 GPU(s) " in text
+    assert "| 2 | cold | 0." in text and "| spawn s |" in text
     import pandas as pd
 
     rows = pd.read_csv(tmp_path / "campaign_vs_alone.csv")  # the rows, not only the counts
@@ -268,50 +257,6 @@ def test_bench_runs_cold_warm_and_alone_on_the_stand_in(tmp_path, monkeypatch):
     gx.save(direct[1], tmp_path / "alone.parquet")  # what main() keeps: the comparison again from the files
     assert bench._alone_again(tmp_path) == 0
     assert pd.read_csv(tmp_path / "campaign_vs_alone_again.csv").equals(rows)
-
-
-def test_built_in_tasks_run_while_the_factory_module_imports_and_before_waits(tmp_path, monkeypatch):
-    """imports="background" (the default): the worker joins before its factory module is imported and
-    runs a task that does not need it meanwhile; the factory's task waits for the import. "before":
-    the worker joins only once the module is imported, and no task waits."""
-    pytest.importorskip("distributed")
-    import os
-
-    from _campaign_standin import pair
-
-    (tmp_path / "slow_factory_i30b.py").write_text(SLOW.format(sleep=2.0))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, (str(tmp_path), os.environ.get("PYTHONPATH")))))
-    import slow_factory_i30b  # noqa: F401 (the client's import, before the timing)
-
-    grid = [{"factory": "slow_factory_i30b:pair", "name": "slow"}, pair]  # the function recipe is not a module the workers import ahead
-    for imports in ("background", "before"):
-        monkeypatch.setenv("GCEXPLORE_WARM_IMPORTS", imports)
-        tasks, _ = plan_tasks(EXP, grid, [[8]], [{"layout_s": 0.3}])
-        first = {k: (0.0 if t["pair"] == "slow" else 1.0) for k, t in tasks.items()}  # pair first
-        c = gx.campaign(grid, [[8]], experiment=EXP, options={"layout_s": 0.3}, folder=tmp_path / imports,
-                        devices=["0"], progress=False, durations=first)
-        c.close()
-        by = {c.tasks[k]["pair"]: r for k, r in c.reports.items()}
-        fac, other = by["slow"], by["pair"]
-        (w,) = c.warm_ups.values()
-        assert fac["status"] == other["status"] == "done" and other["import_wait_s"] == 0.0
-        if imports == "background":
-            pre = w["preload"]
-            assert pre["total_s"] - pre["gcexplore_import_s"] < 1.5 and w["deferred"] == 1
-            assert other["ended_s"] < fac["imports"]["imported_at"], (other, fac)  # ran during the import
-            assert fac["import_wait_s"] > 0.1 and fac["imports"]["import slow_factory_i30b_s"] >= 2.0
-        else:
-            assert w["preload"]["import slow_factory_i30b_s"] >= 2.0 and w["deferred"] == 0
-            assert fac["import_wait_s"] == 0.0 and "imports" not in fac
-
-
-def test_an_unknown_imports_mode_is_refused():
-    pytest.importorskip("distributed")
-    from gcexplore.experiments.campaigns import local_cluster
-
-    with pytest.raises(ValueError, match="imports is one of 'background', 'before'"):
-        local_cluster(["0"], warm=[], imports="lazily")
 
 
 def _callbacks(dask_worker):

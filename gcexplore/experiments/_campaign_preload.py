@@ -1,13 +1,12 @@
 """Start-up preload of a local campaign cluster's workers (Dask ``preload``).
 
-Each worker runs :func:`dask_setup` before it joins the scheduler: a thread makes the
-GPU context and compiles the built-in kernels, and the factory modules named in
-``GCEXPLORE_WARM_MODULES`` (PyTorch, typically: seconds per process) are imported
-either before the worker joins (``GCEXPLORE_WARM_IMPORTS=before``) or, by default, in
-a thread of their own while the worker's first tasks run (``background``): a task
-whose recipe is a factory waits for that thread, a task of built-in workloads does
-not. A failure here is recorded, not raised: the worker starts, and a task that
-needs what failed fails with its own traceback.
+Each worker runs :func:`dask_setup` before it joins the scheduler: it imports
+gcexplore's experiments and the factory modules named in ``GCEXPLORE_WARM_MODULES``
+(PyTorch, typically: seconds per process) while a thread makes the GPU context and
+compiles the built-in kernels. The cluster's start thus carries the warm-up, in parallel on every
+worker and while the client plans the campaign, instead of after it. A failure here
+is recorded, not raised: the worker starts, and a task that needs what failed fails
+with its own traceback.
 """
 
 from __future__ import annotations
@@ -17,21 +16,15 @@ import threading
 import time
 
 ENV = "GCEXPLORE_WARM_MODULES"
-IMPORTS_ENV = "GCEXPLORE_WARM_IMPORTS"
-IMPORTS = ("background", "before")
 
 
 def dask_setup(worker) -> None:
     t, at = time.perf_counter(), time.time()
     from ..device.driver import device_count
-    from ._campaign_task import BACKGROUND, PRELOADED, warm_gpu, warm_up
+    from ._campaign_task import PRELOADED, warm_gpu, warm_up
 
     modules = [m for m in os.environ.get(ENV, "").split(",") if m]
-    imports = os.environ.get(IMPORTS_ENV, "background")
-    steps: dict = {"gcexplore_import_s": time.perf_counter() - t, "imports": imports}
-    born = _process_started_at()
-    if born is not None:
-        steps["process_started_at"] = born
+    steps = {"gcexplore_import_s": time.perf_counter() - t, "process_started_at": _process_started_at()}
     gpu: dict = {}
     thread = None
     try:
@@ -46,16 +39,11 @@ def dask_setup(worker) -> None:
     except Exception as e:  # no driver here (the CPU stand-in): nothing to warm on a GPU
         gpu["gpu"] = f"{type(e).__name__}: {e}"
     try:
-        if imports == "background" and modules:
-            report = warm_up([], gpu=False)
-        else:
-            report = warm_up(modules, gpu=False)
+        report = warm_up(modules, gpu=False)
     except Exception as e:  # recorded; the first task that needs the module raises it with a traceback
         report = {"error": f"{type(e).__name__}: {e}"}
     if thread is not None:
         thread.join()
-    if imports == "background" and modules:
-        BACKGROUND.start(modules)  # after the context: the GPU is ready when the worker joins
     PRELOADED.update(report, **steps, **gpu, total_s=time.perf_counter() - t, started_at=at)
 
 
@@ -67,8 +55,8 @@ def _gpu(warm_gpu, out: dict) -> None:
 
 
 def _process_started_at() -> float | None:
-    """Unix time this process started (Linux; to 10 ms): its start in clock ticks after boot, the
-    boot placed by /proc/uptime (psutil's boot time is whole seconds, too coarse for a start of 3 s)."""
+    """Unix time this process started (Linux; to 10 ms), to time Dask's part of a worker's start: its
+    start in clock ticks after boot, the boot placed by /proc/uptime (psutil's is whole seconds)."""
     try:
         with open("/proc/self/stat") as f:
             ticks = float(f.read().rsplit(")", 1)[1].split()[19])

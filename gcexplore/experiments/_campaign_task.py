@@ -27,7 +27,6 @@ import inspect
 import json
 import os
 import socket
-import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -43,7 +42,7 @@ from .measure_scaling import scaling
 from .overlap import profile_overlap, sweep
 from .tuner import tune
 
-__all__ = ["BACKGROUND", "EXPERIMENTS", "Experiment", "parse_builtin", "recipe_digest", "register_experiment", "resolve_factory",
+__all__ = ["EXPERIMENTS", "Experiment", "parse_builtin", "recipe_digest", "register_experiment", "resolve_factory",
            "run_task", "warm_gpu", "warm_up"]
 
 
@@ -218,70 +217,18 @@ def clear_cache() -> int:
 PRELOADED: dict = {}
 
 
-class BackgroundImports:
-    """Factory modules this worker imports in a thread while its first tasks run (the start-up
-    preload starts it): a task whose recipe is a factory waits for it (:meth:`wait`), a task of
-    built-in workloads runs meanwhile; the GIL is shared, and the engine re-measures a
-    repetition that a host stall reached."""
-
-    def __init__(self):
-        self._thread: threading.Thread | None = None
-        self.modules: frozenset[str] = frozenset()
-        #: seconds per module (``import <module>_s``), ``error <module>``, ``imported_at`` (Unix s)
-        self.report: dict = {}
-
-    def start(self, modules) -> None:
-        self.modules = frozenset(modules)
-        self._thread = threading.Thread(target=self._run, args=(list(modules),), name="gcexplore-imports",
-                                        daemon=True)
-        self._thread.start()
-
-    def _run(self, modules) -> None:
-        t0 = time.perf_counter()
-        for name in modules:
-            t = time.perf_counter()
-            try:
-                importlib.import_module(name)
-            except Exception as e:  # the task that needs it imports it again and records the error
-                self.report[f"error {name}"] = f"{type(e).__name__}: {e}"
-            self.report[f"import {name}_s"] = time.perf_counter() - t
-        self.report.update(background_import_s=time.perf_counter() - t0, imported_at=time.time())
-
-    def needs(self, recipe: dict) -> bool:
-        """Whether ``recipe`` is a factory of a module this thread imports (still or already)."""
-        return "factory" in recipe and str(recipe["factory"]).split(":", 1)[0] in self.modules
-
-    @property
-    def pending(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    def wait(self) -> float:
-        """Seconds this call waited for the imports to finish (0 when none run)."""
-        if self._thread is None:
-            return 0.0
-        t = time.perf_counter()
-        self._thread.join()
-        return time.perf_counter() - t
-
-
-BACKGROUND = BackgroundImports()
-
-
 def warm_up(modules=(), gpu: bool = True, recipes=()) -> dict:
     """On a worker, before its first task: import gcexplore's experiments and the factory
     ``modules``, make the GPU context, compile the built-in kernels, then prime each of
     ``recipes`` (``(recipe, factory)`` pairs): build it into this worker's cache and call
     each workload once, so that lazy library set-up (cuBLAS handles, module loading) is not
     paid inside the first measured task. Seconds per step; ``preload``: what the worker's
-    start-up preload already did (then the imports and the context here cost nothing).
-    While :data:`BACKGROUND` still imports the factory modules, they and the factory recipes
-    are left to the tasks that need them (``deferred``: how many recipes)."""
+    start-up preload already did (then the imports and the context here cost nothing)."""
     steps, t = {}, time.perf_counter()
     from . import overlap, tuner  # noqa: F401 (the imports are the warm-up)
 
     steps["import_s"] = time.perf_counter() - t
-    later = BACKGROUND.pending
-    for name in [m for m in modules if not (later and m in BACKGROUND.modules)]:
+    for name in modules:
         t = time.perf_counter()
         importlib.import_module(name)
         steps[f"import {name}_s"] = time.perf_counter() - t
@@ -293,11 +240,9 @@ def warm_up(modules=(), gpu: bool = True, recipes=()) -> dict:
     if gpus:
         dev = warm_gpu(steps)
     if recipes:
-        now = [(r, f) for r, f in recipes if not (later and BACKGROUND.needs(r))]
         t = time.perf_counter()
-        steps["primed"] = _prime(now, dev)
+        steps["primed"] = _prime(recipes, dev)
         steps["prime_s"] = time.perf_counter() - t
-        steps["deferred"] = len(recipes) - len(now)
     out = {"pid": os.getpid(), "host": socket.gethostname(), **steps}
     if PRELOADED:
         out["preload"] = dict(PRELOADED)
@@ -328,36 +273,16 @@ def _prime(recipes, dev) -> int:
     for recipe, factory in list(recipes)[:CACHE_SIZE]:
         try:
             wls, _ = _cached_build(recipe, factory, 0)
-            _call_once(wls, stream)
+            if stream is not None:
+                for w in wls.values():
+                    fn = getattr(w, "fn", w)
+                    if callable(fn):
+                        fn(stream=stream)
+                stream.sync()
             primed += 1
         except Exception:  # the task builds it again and records what went wrong, with its traceback
             continue
     return primed
-
-
-def _call_once(wls: dict, stream) -> None:
-    """Each workload called once on ``stream`` (None: no GPU here, nothing to call)."""
-    if stream is None:
-        return
-    for w in wls.values():
-        fn = getattr(w, "fn", w)
-        if callable(fn):
-            fn(stream=stream)
-    stream.sync()
-
-
-def _fresh_stream():
-    """A stream of device 0 for priming a freshly built recipe; None without a GPU."""
-    try:
-        if not device_count():
-            return None
-    except Exception:  # no driver (the CPU stand-in)
-        return None
-    from cuda.core import Device
-
-    dev = Device(0)
-    dev.set_current()
-    return dev.create_stream()
 
 
 def _summarise(exc: BaseException, limit: int = 6) -> str:
@@ -432,8 +357,7 @@ def run_task(task: dict, folder: str, campaign_id: str, experiment: Experiment, 
     ``started_s`` and ``ended_s`` (Unix seconds), ``host``, ``pid``, ``cached``
     (the workloads came from this worker's cache; ``reuse=False`` builds and closes
     them per task), ``first`` (the worker's first task) and the seconds of each phase:
-    ``import_wait_s`` (waiting for the factory modules the worker imports in the background),
-    ``build_s`` (workload construction and, when not cached, one call of each), ``experiment_s`` (the experiment's own time),
+    ``build_s`` (workload construction), ``experiment_s`` (the experiment's own time),
     ``checkpoint_s`` (its checkpoint appends, inside ``experiment_s``), ``cpu_s``
     (this process's CPU time during the experiment), ``write_s`` (shard and trace
     writes); for a failure, ``error``.
@@ -447,19 +371,12 @@ def run_task(task: dict, folder: str, campaign_id: str, experiment: Experiment, 
     try:
         _check_worker(experiment)
         store.prepare("checkpoints")
-        # a factory's module may still be importing in the background (the worker joined before it)
-        needs = BACKGROUND.needs(task["workloads"])
-        report["import_wait_s"] = BACKGROUND.wait() if needs else 0.0
-        if needs:
-            report["imports"] = dict(BACKGROUND.report)
         t0 = time.perf_counter()
         if reuse:
             wls, report["cached"] = _cached_build(task["workloads"], factory, 0)
             owned = []
         else:
             (wls, owned), report["cached"] = _build(task["workloads"], factory, 0), False
-        if not report["cached"]:  # what the warm-up's priming did for the recipes it built (lazy set-up)
-            _call_once(wls, _fresh_stream())
         report["build_s"] = time.perf_counter() - t0
         try:
             t0, cpu0, ck0 = time.perf_counter(), time.process_time(), Checkpoint.write_s

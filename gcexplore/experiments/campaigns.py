@@ -460,12 +460,10 @@ def _known_durations(durations) -> dict[str, float]:
 
 def task_order(tasks: dict, known: Mapping[str, float] | None = None) -> list[str]:
     """Keys longest first: by the seconds in ``known`` where given, else by the grid's estimate
-    scaled to the known ones (so the two kinds of numbers compare); among equals, built-in
-    workloads before factories (a fresh worker runs them while it imports the factories'
-    modules), then by key."""
+    scaled to the known ones (so the two kinds of numbers compare); ties by key."""
     known, cost = {k: v for k, v in (known or {}).items() if k in tasks}, {k: _grid_cost(t) for k, t in tasks.items()}
     scale = (sum(known.values()) / sum(cost[k] for k in known)) if known else 1.0
-    return sorted(tasks, key=lambda k: (-known.get(k, cost[k] * scale), "factory" in tasks[k]["workloads"], k))
+    return sorted(tasks, key=lambda k: (-known.get(k, cost[k] * scale), k))
 
 
 def _pin(client, tasks: dict, cards: Sequence[str]) -> dict[str, list[str]]:

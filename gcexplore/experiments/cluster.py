@@ -69,8 +69,7 @@ def local_devices(devices: Sequence | None = None) -> list[str]:
 
 
 def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, security=None,
-                  dashboard_address: str | None = None, warm: Sequence[str] | None = None, imports: str | None = None,
-                  **scheduler_options):
+                  dashboard_address: str | None = None, warm: Sequence[str] | None = None, **scheduler_options):
     """A Dask cluster on this machine: one worker process per GPU, one thread each.
 
     Each worker is a Nanny-managed process with ``CUDA_VISIBLE_DEVICES`` set to its one
@@ -96,11 +95,6 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
         that long, in parallel on every worker): import gcexplore's experiments and these
         modules (``"bench.campaign_pairs"``), make the GPU context and compile the
         built-in kernels. None: the workers start bare (a campaign warms them by a task).
-    imports : {"background", "before"}, optional
-        When a warmed worker imports the ``warm`` modules: ``"background"`` (the default,
-        or the ``GCEXPLORE_WARM_IMPORTS`` environment variable) in a thread, after it has
-        joined, while its first tasks of built-in workloads run (a factory's task waits
-        for them); ``"before"``: before it joins.
 
     The scheduler hands a worker its next task only when the worker is free (Dask's
     ``worker-saturation`` 1.0 here), so tasks start in the order the campaign gives
@@ -111,7 +105,7 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
     UnsupportedError (a RuntimeError)
         No GPU is visible (pass ``client=`` or ``scheduler=`` to use a cluster elsewhere).
     ValueError
-        A network-reachable ``host`` without a TLS ``security``; an unknown ``imports``.
+        A network-reachable ``host`` without a TLS ``security``.
     """
     d = require_distributed()
     Nanny, Scheduler, SpecCluster = d.Nanny, d.Scheduler, d.SpecCluster
@@ -126,17 +120,13 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
         bad = [m for m in warm if not _MODULE.match(str(m))]
         if bad:
             raise ValueError(f"warm names modules to import, such as 'bench.campaign_pairs'; got {bad}")
-    from ._campaign_preload import ENV, IMPORTS, IMPORTS_ENV, dask_setup
-
-    imports = imports or os.environ.get(IMPORTS_ENV) or IMPORTS[0]
-    if imports not in IMPORTS:
-        raise ValueError(f"imports is one of {', '.join(map(repr, IMPORTS))} (when a worker imports the warm "
-                         f"modules: while its first tasks run, or before it joins); got {imports!r}")
     bind = f"[{host}]" if ":" in host else host
     preload, preload_env = {}, {}
     if warm is not None:
+        from ._campaign_preload import ENV, dask_setup
+
         preload = {"preload": [dask_setup.__module__]}
-        preload_env = {ENV: ",".join(map(str, warm)), IMPORTS_ENV: imports}
+        preload_env = {ENV: ",".join(map(str, warm))}
     net = {"host": host, "protocol": "tls" if tls else "tcp", **({"security": security} if tls else {})}
     workers = {f"gpu{d}": {"cls": Nanny, "options": {"nthreads": 1, "name": f"gpu{d}", "silence_logs": 40,
                                                      "dashboard_address": f"{bind}:0", **net,
