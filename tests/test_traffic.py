@@ -342,8 +342,7 @@ def test_the_calibrated_interval_holds_on_the_recorded_pairs_it_was_not_fitted_o
     for pair, spec in sweeps.attrs["pairs"].items():
         sw = sweeps[sweeps["pair"] == pair]
         e = gx.predict_error(gx.predict(prof, spec["workloads"], sorted(set(sw["layout"])), **kw), sw)
-        if spec["group"] in ("fitted", "checked"):  # the 'fresh' pairs (first measured in d1) hold less: docs/guide.md
-            (fitted_inside if spec["group"] == "fitted" else inside).append(e["inside"].to_numpy())
+        (fitted_inside if spec["group"] == "fitted" else inside).append(e["inside"].to_numpy())
     checked = np.concatenate(inside)
     assert len(inside) >= 12 and checked.mean() >= 0.9, checked.mean()
     assert np.concatenate(fitted_inside).mean() == pytest.approx(fit["coverage"], abs=0.02)
