@@ -5,7 +5,7 @@ Usage (a multi-GPU machine, from the project root; nccl4py carried, see shared/g
 
     python3 bench/comm.py --out DIR [--gpus 2,4] [--collectives allreduce,allgather,reducescatter,alltoall]
                           [--sizes 1M,16M,256M,1G] [--repeats 10] [--timeout 120] [--compute-fit] [--zero-sm] [--pm]
-                          [--pm-metrics dram_bytes|dram_l2]
+                          [--pm-metrics dram_l2|dram_bytes]
 
 For each rank count: DIR/comm-<n>gpu.parquet (kind "comm"), DIR/comm-<n>gpu-trace.parquet (the CUPTI
 kernels of the traced steps), DIR/comm-<n>gpu.png (the figure of each collective at its largest size)
@@ -16,7 +16,7 @@ and, printed and in DIR/comm_bench.md:
 - the fewest SMs (and NCCL CTAs) reaching 95% of the peak bus bandwidth;
 - the tuner's recommendation replayed over the sweep: its step against the best, its GPU-time share;
 - kernel attribution (share of NCCL kernels on the comm partition) and the zero-SM status;
-- with --pm: each split's DRAM (and with --pm-metrics dram_l2 the L2's) use (PM sampling, device-wide)
+- with --pm: each split's DRAM and L2 use (PM sampling, device-wide; --pm-metrics dram_bytes: DRAM only)
   beside its interference;
 - with --zero-sm: all-gather and all-to-all on NCCL's copy engines, what they cost the compute beside them.
 """
@@ -150,8 +150,8 @@ def main() -> int:
     ap.add_argument("--compute-fit", action="store_true", help="GEMMs sized for the compute partition (cuBLASLt)")
     ap.add_argument("--zero-sm", action="store_true", help="also all-gather / all-to-all on NCCL's copy engines")
     ap.add_argument("--pm", action="store_true", help="DRAM use per step from CUPTI PM sampling (attrs['pm'])")
-    ap.add_argument("--pm-metrics", default="dram_bytes", choices=("dram_bytes", "dram_l2"),
-                    help="the PM set: DRAM %% and bytes, or those and the L2's bytes")
+    ap.add_argument("--pm-metrics", default="dram_l2", choices=("dram_bytes", "dram_l2"),
+                    help="the PM set: DRAM %% and bytes and the L2's bytes (default), or the DRAM's alone")
     ap.add_argument("--tag", default="", help="appended to the file names (comm-2gpu<tag>.parquet); "
                                               "one starting with '-' needs the = form: --tag=-fit")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per rank count")

@@ -236,6 +236,47 @@ def floor_rows(runs: list[pd.DataFrame], kind: str, device_name: str, batch: str
             "source": ", ".join(x for x in (f"bench/compare_real.py {time.strftime('%Y-%m-%d')}", batch) if x)}
 
 
+def pooled_floor(raw: pd.DataFrame, confidence: float = 0.95) -> dict:
+    """One floor from runs recorded in several batches (``raw``: columns set, role, side = run,
+    sm_count, round, duration_ms): per set and role the variance of the runs' mean log round
+    medians (rounds far off set aside), averaged over sizes, less the rounds' share (round
+    variance / rounds); pooled with runs - 1 degrees of freedom each (sizes share a run's effect,
+    so no more are counted), and the run part's upper bound at ``confidence`` (chi-square,
+    Wilson-Hilferty)."""
+    from statistics import NormalDist
+
+    parts = []
+    for (name, role), g in raw.groupby(["set", "role"], sort=False):
+        ss = dfr = 0.0
+        means, rounds = {}, []
+        for side, d in g.groupby("side"):
+            m = np.log(d.groupby(["sm_count", "round"])["duration_ms"].median()).groupby(level=0)
+            kept = {k: S.steady_rounds(x.to_numpy())[0] for k, x in m}
+            ss += sum(float(((x - x.mean()) ** 2).sum()) for x in kept.values())
+            dfr += sum(x.size - 1 for x in kept.values())
+            means[side] = pd.Series({k: x.mean() for k, x in kept.items()})
+            rounds.append(np.mean([x.size for x in kept.values()]))
+        if len(means) < 2:
+            continue
+        run_means = pd.DataFrame(means)
+        parts.append({"set": name, "role": role, "runs": run_means.shape[1], "dof": run_means.shape[1] - 1,
+                      "between": float(run_means.var(axis=1, ddof=1).mean()),
+                      "round_var": ss / dfr, "rounds": float(np.mean(rounds))})
+    t = pd.DataFrame(parts)
+    dof = float(t["dof"].sum())
+    between = float((t["between"] * t["dof"]).sum() / dof)
+    share = float((t["round_var"] / t["rounds"] * t["dof"]).sum() / dof)
+    z = NormalDist().inv_cdf(1.0 - confidence)
+    chi2 = dof * (1.0 - 2.0 / (9.0 * dof) + z * math.sqrt(2.0 / (9.0 * dof))) ** 3
+    per_set = t.assign(run_var=t["between"] - t["round_var"] / t["rounds"]).groupby("set", sort=False).apply(
+        lambda x: math.sqrt(max(0.0, float((x["run_var"] * x["dof"]).sum() / x["dof"].sum()))), include_groups=False)
+    return {"runs": int(t["runs"].sum()), "dof": int(dof),
+            "round_sd": math.sqrt(float((t["round_var"] * t["dof"]).sum() / dof)),
+            "run_sd": math.sqrt(max(0.0, between - share)),
+            "run_sd_upper": math.sqrt(max(0.0, between * dof / chi2 - share)), "confidence": confidence,
+            "per_set": {k: round(v, 5) for k, v in per_set.items()}}
+
+
 # ----------------------------------------------------------------------------- causes
 
 
@@ -397,6 +438,8 @@ def main(argv=None) -> int:
     ap.add_argument("--cause-reps", type=int, default=4)
     ap.add_argument("--no-causes", action="store_true")
     ap.add_argument("--recompute", metavar="RAW", help="recompute the rates from a compare_real_raw.parquet (no GPU)")
+    ap.add_argument("--pool", metavar="RUNS", help="one floor pooled over the runs of several batches (a parquet "
+                                                   "with set, role, side, sm_count, round, duration_ms; no GPU)")
     ap.add_argument("--use-rounds", type=int, default=0, help="with --recompute: only each side's first N rounds")
     ap.add_argument("--use-reps", type=int, default=0, help="with --recompute: only each round's first N repetitions")
     ap.add_argument("--processes", type=int, default=0,
@@ -413,6 +456,9 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.recompute:
         print(json.dumps(recompute(args.recompute, args), indent=1))
+        return 0
+    if args.pool:
+        print(json.dumps(pooled_floor(pd.read_parquet(args.pool)), indent=1))
         return 0
     args.sizes = [int(x) for x in args.sizes.split(",") if x]
     if args.child:  # one process of --processes: an unshifted and a shifted side, rows to a file

@@ -142,6 +142,7 @@ def main(argv=None) -> int:
     ap.add_argument("--replay", metavar="RAW", help="no GPU: replay a recorded until_raw.parquet with --max-runs "
                                                     "and --run-sd (the floor's run part) as given")
     ap.add_argument("--run-sd", type=float, help="with --replay: the floor's run part (default: the shipped floor)")
+    ap.add_argument("--use-rounds", type=int, default=0, help="with --replay: only each run's first N rounds")
     args = ap.parse_args(argv)
     if args.replay:
         return replay(args)
@@ -171,7 +172,8 @@ def replay(args) -> int:
     """The decisions again from a recording, with other settings (no GPU)."""
     from gcexplore.analysis.stats import Floor, noise_floor
 
-    raw = pd.read_parquet(args.replay)
+    full = pd.read_parquet(args.replay)
+    raw = full[full["round"] < args.use_rounds] if args.use_rounds else full  # a cheaper run, from the same
     floor = None
     if args.run_sd is not None:
         f = noise_floor(str(raw["device_name"].iloc[0]), sorted(set(raw["workload"].astype(str))))
@@ -179,7 +181,15 @@ def replay(args) -> int:
     order = [(what_of(raw, args.replay, i), 0.0) for i in sorted({int(t[:-1]) for t in raw["tag"]})]
     pairs = run_pairs(order, lambda i, side, shift, log: replayer(raw, f"{i}{side}", log), args.max_runs, 0.0,
                       None, floor)
-    print(json.dumps({"max_runs": args.max_runs, "run_sd": args.run_sd, **summarize(pairs)}, indent=1, default=str))
+    one = {t: gpu_ms(d.drop(columns=["tag", "call", "what"], errors="ignore"))
+           for t, d in full[full["call"] == 0].groupby("tag")}  # each side's first run as recorded
+    summary = summarize(pairs)
+    for what in summary:  # GPU time against one recorded run per side (all its rounds)
+        ps = [p for p in pairs if p["what"] == what]
+        summary[what]["gpu_x_recorded_run"] = sum(p["gpu_ms"] for p in ps) / sum(
+            one[f"{p['pair']}{x}"] for p in ps for x in "ab")
+    print(json.dumps({"max_runs": args.max_runs, "run_sd": args.run_sd, "use_rounds": args.use_rounds, **summary},
+                     indent=1, default=str))
     return 0
 
 

@@ -1084,6 +1084,22 @@ for c in (comm, comm4):
           f"sweep's best step, at {r['gpu_share'].min():.0%} to {r['gpu_share'].max():.0%} of its GPU time "
           f"({(r['gpu_share'] <= 0.25).sum()} of {len(r)} points at 25% or less)")
 """),
+    md("""
+Zero-SM collectives: NCCL 2.28's copy-engine all-gather and all-to-all (CTA policy ZERO, buffers
+in symmetric windows) beside the GEMM chain on the whole GPU, recorded on two GPUs. No SM is
+given away, so what they cost the compute is its slowdown beside them (with a 90% interval),
+against NCCL's kernels on plain streams; the card's DRAM (and L2) use in those steps, from PM
+sampling, shows what they share instead.
+"""),
+    code("""
+zero = recorded("comm_zero")
+for r in gcexplore.zero_sm_table(zero).itertuples():
+    print(f"{r.collective} {r.size_bytes >> 20} MiB on the copy engines ({r.bus_bw_alone_gbs:.0f} GB/s alone): "
+          f"the GEMM chain {r.compute_slowdown:+.1%} slower (90% interval {r.slowdown_low:+.1%} to "
+          f"{r.slowdown_high:+.1%}); step {r.step_ms:.2f} ms, with NCCL's kernels on plain streams {r.plain_step_ms:.2f}")
+dram = gcexplore.comm_dram(zero)
+display(dram[dram["layout"] == "zero"].drop(columns=["comm_sm_count"]).round(1))
+"""),
 ]
 
 
@@ -1093,7 +1109,7 @@ NOTEBOOKS = {
                                     "Sweeping SM splits", ["sweep_second"]),
     "03_sm_isolation.ipynb": (ISOLATION, ["occupancy", "isolation"], "SM isolation",
                               ["primary_sms", "bandwidth_sharing", "l2_sharing", "pm", "pm_trace"]),
-    "04_campaigns.ipynb": (CAMPAIGN, ["campaign", "comm", "comm_4gpu"], "Campaigns"),
+    "04_campaigns.ipynb": (CAMPAIGN, ["campaign", "comm", "comm_4gpu", "comm_zero"], "Campaigns"),
     "05_serving_splits.ipynb": (serving_cells.cells(md, code, PARAMETERS, DETECT), ["serving"], "Serving splits"),
 }
 

@@ -431,3 +431,32 @@ def test_the_calibration_bench_takes_each_kinds_run_part_from_separate_processes
     assert not list(tmp_path.glob("_process_*"))  # each process's file read and removed
     kept = pd.read_parquet(tmp_path / "process_raw.parquet")  # written after every process
     assert (kept["side"] >= 0).sum() == sum(len(f) for f in frames)
+
+
+def test_the_shipped_gemm_floor_is_the_pooled_upper_bound_of_its_recorded_runs():
+    """gcexplore/data/calibration/gemm_runs.parquet (the H100 GEMM chain's runs of batches b2, c1, c2,
+    d1): pooled, their run part's 95% upper bound and their round spread are the shipped floor; and
+    on synthetic runs with a known run effect the point estimate finds it and the bound lies above."""
+    import csv
+    from pathlib import Path
+
+    C = _compare_real()
+    data = Path(gcexplore.__file__).parent / "data"
+    got = C.pooled_floor(pd.read_parquet(data / "calibration" / "gemm_runs.parquet"))
+    row = next(r for r in csv.DictReader(open(data / "noise_floor.csv", encoding="utf-8"))
+               if r["device_name"] == "NVIDIA H100 80GB HBM3" and r["workload"] == "gemm")
+    assert got["runs"] == int(row["runs"]) == 119 and {"b2", "c1 fixed", "c2", "d1 pair 0"} <= set(got["per_set"])
+    assert round(got["run_sd_upper"], 4) == float(row["run_sd"]) and round(got["round_sd"], 4) == float(row["round_sd"])
+    assert got["run_sd"] < got["run_sd_upper"] < max(got["per_set"].values())
+    rng = np.random.default_rng(11)
+    rows = []
+    for s in range(6):
+        for run in range(8):
+            eff = rng.normal(0, 0.004)
+            for k in (16, 64, 132):
+                for r in range(10):
+                    rows.append({"set": f"s{s}", "role": "u", "side": run, "sm_count": k, "round": r,
+                                 "duration_ms": 132 / k * np.exp(eff + rng.normal(0, 0.005))})
+    syn = C.pooled_floor(pd.DataFrame(rows))
+    assert syn["dof"] == 42 and 0.003 < syn["run_sd"] < 0.005 and syn["run_sd"] < syn["run_sd_upper"]
+    assert abs(syn["round_sd"] - 0.005) < 0.0005

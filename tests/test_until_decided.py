@@ -185,7 +185,8 @@ def test_the_gpu_bench_runs_end_to_end_on_synthetic_runs(tmp_path, monkeypatch, 
     assert U.main(["--replay", str(tmp_path / "until_raw.parquet"), "--max-runs", "3"]) == 0
     again = json.loads(capsys.readouterr().out.strip().split("\n{\n", 1)[-1].join(["{\n", ""]))
     for what in ("null", "shift"):
-        assert again[what] == pytest.approx(s[what])
+        assert {k: again[what][k] for k in s[what]} == pytest.approx(s[what])
+        assert again[what]["gpu_x_recorded_run"] == pytest.approx(s[what]["gpu_x_one_run"])
 
 
 def test_the_sides_take_turns_at_being_measured_first_so_a_first_run_penalty_cancels():
@@ -217,3 +218,35 @@ def test_the_sides_take_turns_at_being_measured_first_so_a_first_run_penalty_can
         alone.append(np.median(np.log(compare(a.frames[0], b.frames[0], floor=Floor(0.01, 0.0)).table["ratio"])))
     assert np.mean(alone) < -0.004  # the first look alone carries the penalty (A first: B looks faster)
     assert abs(np.mean(ratios)) < 0.002
+
+
+def test_the_shipped_d1_recordings_reproduce_their_floors_and_decisions(capsys):
+    """Batch d1 (H100) as shipped in gcexplore/data/calibration/d1: the floors of copy, gemm_chain and
+    layer_norm recomputed from the 8 processes' sides are the rows of noise_floor.csv, and the GEMM
+    chain's compare_until_decided pairs replayed with the floor of that run give the recorded rates."""
+    import csv
+    import json
+    from pathlib import Path
+
+    data = Path(gcexplore.__file__).parent / "data"
+    C, U = bench_module("compare_real"), bench_module("until_decided")
+    shipped = {r["workload"]: r for r in csv.DictReader(open(data / "noise_floor.csv", encoding="utf-8"))
+               if r["device_name"] == "NVIDIA H100 80GB HBM3" and "batch d1" in r["source"]
+               and "separate processes" in r["source"]}
+    raw = pd.read_parquet(data / "calibration" / "d1" / "floors_raw.parquet")
+    assert set(shipped) == {"copy", "gemm_chain", "layer_norm"}
+    for kind, row in shipped.items():
+        g = raw[(raw["kind"] == f"{kind}@process") & (raw["role"] == "u")]
+        got = C.floor_rows([d for _, d in g.groupby("side")], kind, "NVIDIA H100 80GB HBM3")
+        assert got["runs"] == int(row["runs"]) == 8
+        assert got["round_sd"] == pytest.approx(float(row["round_sd"])) and got["run_sd"] == pytest.approx(float(row["run_sd"]))
+    recorded = json.loads((data / "calibration" / "d1" / "until_decided.json").read_text())
+    capsys.readouterr()
+    assert U.main(["--replay", str(data / "calibration" / "d1" / "until_raw.parquet"), "--max-runs", "4",
+                   "--run-sd", "0.0038"]) == 0
+    out = capsys.readouterr().out
+    again = json.loads(out[out.rindex("\n{\n") + 1:])
+    for what in ("null", "shift"):
+        for key in ("rows", "fast_slow", "slow", "first_run_slow", "runs_per_side_mean"):
+            assert again[what][key] == pytest.approx(recorded[what][key]), (what, key)
+    assert recorded["null"]["fast_slow"] == 0 and recorded["shift"]["slow"] == 1.0
