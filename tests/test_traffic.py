@@ -407,5 +407,6 @@ def test_h100_profiles_predict_the_h200_sweeps_inside_the_widened_interval():
         plain = gx.predict(TP.scale_profiles(h100, card), spec["workloads"], lays, **kw)  # not widened
         narrow.append(gx.predict_error(plain, sw)["inside"].to_numpy())
     assert len(wide) >= 19 and np.median(np.concatenate(errors)) <= 0.08  # the cross-card goal
-    assert np.concatenate(wide).mean() >= 0.9 > np.concatenate(narrow).mean()
+    # the widening holds more of the other card's layouts than the same margins unwidened
+    assert np.concatenate(wide).mean() >= 0.9 and np.concatenate(wide).mean() > np.concatenate(narrow).mean()
 
