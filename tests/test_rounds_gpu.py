@@ -91,4 +91,7 @@ def test_setup_inputs_are_allocated_afresh_in_every_round(info):
     finally:
         wl.close()
     assert sorted(set(df["round"])) == [0, 1, 2]
-    assert len(made) == 3 and len(set(made)) == 3  # one allocation per round, each somewhere else
+    # one allocation per round; each is made while the previous round's inputs are still held, so it lands
+    # elsewhere than the round before (a round two back may reuse freed memory: d2 H100 gave round 2 round 0's)
+    assert len(made) == 3
+    assert all(a != b for a, b in zip(made, made[1:])), made

@@ -342,8 +342,7 @@ def test_the_calibrated_interval_holds_on_the_recorded_pairs_it_was_not_fitted_o
     for pair, spec in sweeps.attrs["pairs"].items():
         sw = sweeps[sweeps["pair"] == pair]
         e = gx.predict_error(gx.predict(prof, spec["workloads"], sorted(set(sw["layout"])), **kw), sw)
-        if spec["group"] in ("fitted", "checked"):  # the 'fresh' pairs (first measured in d1) hold less: docs/guide.md
-            (fitted_inside if spec["group"] == "fitted" else inside).append(e["inside"].to_numpy())
+        (fitted_inside if spec["group"] == "fitted" else inside).append(e["inside"].to_numpy())
     checked = np.concatenate(inside)
     assert len(inside) >= 12 and checked.mean() >= 0.9, checked.mean()
     assert np.concatenate(fitted_inside).mean() == pytest.approx(fit["coverage"], abs=0.02)
@@ -408,5 +407,6 @@ def test_h100_profiles_predict_the_h200_sweeps_inside_the_widened_interval():
         plain = gx.predict(TP.scale_profiles(h100, card), spec["workloads"], lays, **kw)  # not widened
         narrow.append(gx.predict_error(plain, sw)["inside"].to_numpy())
     assert len(wide) >= 19 and np.median(np.concatenate(errors)) <= 0.08  # the cross-card goal
-    assert np.concatenate(wide).mean() >= 0.9 > np.concatenate(narrow).mean()
+    # the widening holds more of the other card's layouts than the same margins unwidened
+    assert np.concatenate(wide).mean() >= 0.9 and np.concatenate(wide).mean() > np.concatenate(narrow).mean()
 

@@ -250,3 +250,28 @@ def test_the_shipped_d1_recordings_reproduce_their_floors_and_decisions(capsys):
         for key in ("rows", "fast_slow", "slow", "first_run_slow", "runs_per_side_mean"):
             assert again[what][key] == pytest.approx(recorded[what][key]), (what, key)
     assert recorded["null"]["fast_slow"] == 0 and recorded["shift"]["slow"] == 1.0
+
+
+def test_the_shipped_d2_recording_with_turns_decides_every_shift_and_no_null():
+    """Batch d2 (H100, the sides taking turns): replayed with the floor shipped now (the one it ran
+    with), the recorded rates come back; every +3% row SLOW after 2 runs a side, no null row FAST/SLOW,
+    and the null pairs' ratios centred on 1 (d1, A always first: 0.993-0.996)."""
+    import contextlib
+    import io
+    import json
+    from pathlib import Path
+
+    U = bench_module("until_decided")
+    d2 = Path(gcexplore.__file__).parent / "data" / "calibration" / "d2"
+    recorded = json.loads((d2 / "until_decided.json").read_text())
+    assert all(x["first"] == "AB"[i % 2] for p in recorded["pairs"] for i, x in enumerate(p["looks"]))
+    assert recorded["shift"]["slow"] == 1.0 and recorded["null"]["fast_slow"] == 0
+    assert all(abs(p["ratio_median"] - 1) < 0.003 for p in recorded["pairs"] if p["what"] == "null")
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert U.main(["--replay", str(d2 / "until_raw.parquet"), "--max-runs", "4"]) == 0
+    out = buf.getvalue()
+    again = json.loads(out[out.rindex("\n{\n") + 1:])
+    for what in ("null", "shift"):
+        for key in ("rows", "fast_slow", "slow", "first_run_slow", "runs_per_side_mean"):
+            assert again[what][key] == pytest.approx(recorded[what][key]), (what, key)

@@ -132,8 +132,10 @@ def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9) -> dict:
         Each: the profiles, the workload names as for :func:`predict`, and a measured
         sweep of that pair (concurrent rows).
     quantile : float, default 0.9
-        The coverage the interval is calibrated to: the margin above is the ``quantile``
-        of how far each measurement's round interval lies above the model's own upper bound;
+        The coverage the interval is calibrated to: the margin above covers the ``quantile``
+        of each pair's layouts (how far each measurement's round interval lies above the
+        model's own upper bound), and of the pairs the conformal ``quantile`` (the pair is the
+        unit: its layouts share the model's error; with fewer than 19 pairs at 0.9, the largest);
         the margin below covers every measured median under the model's lower bound (the
         tuner skips layouts by the lower end, so it must not cut off a better layout).
 
@@ -157,14 +159,18 @@ def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9) -> dict:
         for l2 in l2s:
             parts = [predict_error(predict(p, w, _measured_layouts(m), sharing=rule, model_error=0.0,
                                            l2_bandwidth_gbs=l2), m) for p, w, m in cases]
-            raw[rule, l2] = pd.concat(parts, ignore_index=True)
+            raw[rule, l2] = pd.concat([x.assign(_case=i) for i, x in enumerate(parts)], ignore_index=True)
     score = {k: (float(v["error"].abs().median()), float(v["error"].abs().mean())) for k, v in raw.items()}
     best = min(raw, key=score.get)
     e = raw[best]
-    # above: how far each measurement's round interval (where another run would land) lies above;
+    # above: how far each measurement's round interval (where another run would land) lies above, per
+    # pair (a pair's layouts share the model's error: the pair is the unit), then over the pairs their
+    # conformal bound, the ceil((n + 1) x quantile)-th smallest (the largest for fewer than 19 at 0.9);
     # below: every measured median the model's lower bound would cut off (the tuner skips by it)
-    above = float(np.quantile(np.maximum(e["measured_low_ms"] / e["predicted_high_ms"] - 1, 0), quantile,
-                              method="higher"))
+    gap = np.maximum(e["measured_low_ms"] / e["predicted_high_ms"] - 1, 0)
+    per_pair = gap.groupby(e["_case"]).quantile(quantile, interpolation="higher")
+    k = int(np.ceil((len(per_pair) + 1) * quantile))
+    above = float(np.sort(per_pair.to_numpy())[min(k, len(per_pair)) - 1])
     below = float(np.max(np.maximum(1 - e["measured_ms"] / e["predicted_low_ms"], 0)))
     err = (min(below, 0.99), min(above, 0.99))
     inside = (e["predicted_low_ms"] * (1 - err[0]) <= e["measured_high_ms"]) & (

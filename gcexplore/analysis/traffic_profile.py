@@ -201,7 +201,7 @@ def card_of(profiles: pd.DataFrame) -> dict:
     """The card a profile frame was measured on, as :func:`scale_profiles` takes it."""
     df = with_traffic_columns(profiles)
     clk = float(df["sm_clock_mhz"].max())
-    return {"device_sm_count": int(df[SM_COUNT].iloc[0]), "shared_bandwidth_gbs": float(df["shared_bandwidth_gbs"].max()),
+    return {SM_COUNT: int(df[SM_COUNT].iloc[0]), "shared_bandwidth_gbs": float(df["shared_bandwidth_gbs"].max()),
             "sm_clock_mhz": clk if math.isfinite(clk) else None, "l2_bytes": float(df["l2_bytes"].max()),
             "device_name": str(df["device_name"].iloc[0])}
 
