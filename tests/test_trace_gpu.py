@@ -150,8 +150,9 @@ def test_builtin_kernel_spans_match_globaltimer_within_2us(info):
     rows = []
     for r in tr.itertuples():
         s0, s1 = inkernel[(r.mode, r.rep, r.workload)]
-        rows.append({"mode": r.mode, "workload": r.workload, "cupti_us": (r.end_ms - r.start_ms) * 1e3,
-                     "globaltimer_us": (s1 - s0) / 1e3, "cupti_start_ns": round(r.start_ms * 1e6)})
+        rows.append({"mode": r.mode, "rep": r.rep, "workload": r.workload,
+                     "cupti_us": (r.end_ms - r.start_ms) * 1e3, "globaltimer_us": (s1 - s0) / 1e3,
+                     "cupti_start_ns": round(r.start_ms * 1e6), "cupti_end_ns": round(r.end_ms * 1e6)})
     t = pd.DataFrame(rows)
     t["diff_us"] = t["cupti_us"] - t["globaltimer_us"]
     print(t.groupby(["mode", "workload"])["diff_us"].describe().to_string())
@@ -159,12 +160,16 @@ def test_builtin_kernel_spans_match_globaltimer_within_2us(info):
     uncontended = t[t["mode"] != "streams"]
     assert uncontended["diff_us"].abs().max() < 2.0, t.sort_values("diff_us").to_string()
     # On plain streams a kernel's CUPTI start can come before its first block while the
-    # other workload holds the SMs (seen: up to 5 us on an H200): the CUPTI span is not
-    # shorter than the in-kernel one beyond the clocks' agreement (2 us, as uncontended; seen:
-    # -1.3 us once on an H200), and most repetitions agree within 2 us.
-    contended = t[t["mode"] == "streams"]
+    # other workload holds the SMs (seen: up to 5 us on an H200, 7.5 us on an H100): the CUPTI
+    # span is not shorter than the in-kernel one beyond the clocks' agreement (2 us, as
+    # uncontended; seen: -1.3 us once on an H200), and any excess beyond 2 us is waiting: it
+    # began while the other workload still ran, and is no longer than what was left of it.
+    contended = t[t["mode"] == "streams"].copy()
     assert (contended["diff_us"] > -2.0).all(), contended.to_string()
-    assert contended["diff_us"].median() < 2.0, contended.to_string()
+    other_end = contended.groupby("rep")["cupti_end_ns"].transform(lambda e: e[::-1].to_numpy())
+    contended["left_of_other_us"] = (other_end - contended["cupti_start_ns"]) / 1e3
+    waited = contended[contended["diff_us"] >= 2.0]
+    assert (waited["diff_us"] <= waited["left_of_other_us"] + 2.0).all(), contended.to_string()
 
 
 def test_tpc_masks_are_disjoint_and_match_the_sm_counts():
