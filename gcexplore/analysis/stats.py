@@ -19,7 +19,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-__all__ = ["DEFAULT_FLOOR", "EXACT_MAX_PAIRS", "FLOOR_COLUMNS", "Floor", "NOISY_FRACTION", "NOISY_RANGE_FRACTION",
+__all__ = ["DEFAULT_FLOOR", "EXACT_MAX_PAIRS", "FLOOR_COLUMNS", "Floor", "NOISY_FRACTION", "NOISY_RANGE_FRACTION", "disagree",
            "PRIOR_WEIGHT", "STAT_COLUMNS", "finite", "finite_positive", "mann_whitney_cdf", "mann_whitney_k",
            "nanmedian", "noise_floor", "pooled_pair_sd", "pooled_variance", "quantile", "quantile_ci", "quantiles",
            "ratio", "ratio_bound", "ratio_ci", "round_median_ci", "round_medians", "round_ratio_ci", "round_variance", "rounds_needed",
@@ -480,6 +480,11 @@ def pooled_pair_sd(groups) -> float:
         diffs.append(np.abs(x[i] - x[j]))
     d = np.concatenate(diffs) if diffs else np.zeros(0)
     return 1.0483 * float(np.median(d)) if d.size else math.nan
+
+
+def disagree(a: float, b: float, tolerance: float) -> bool:
+    """Two repetitions differ by more than the tolerance (a median of the two cannot be trusted)."""
+    return a > 0 and b > 0 and abs(math.log(a / b)) > math.log1p(tolerance)
 
 
 #: A row's own between-round variance gets at most this many times its own weight from the pooled
