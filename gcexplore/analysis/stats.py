@@ -384,15 +384,12 @@ def noise_floor(device_name: str, workloads=(), *, table: str | None = None) -> 
     """The recorded run-to-run floor of ``workloads`` on the card ``device_name``.
 
     Looks up ``gcexplore/data/noise_floor.csv`` (written by ``bench/compare_real.py`` from
-    measurements; ``table`` names another file). A workload recorded more than once on the card
-    takes the largest of its rows, part by part. Several workloads (a pair's rows): the round part is
-    the largest of theirs (it stands in for a side measured in one round, and rounds of the result
-    itself replace it), the run part their run parts in quadrature: two workloads' run effects are
-    independent (one is a clock step of the SMs, the other the memory's state), and a result built
-    from both moves by each at most fully, so ``sqrt(a^2 + b^2)`` bounds it where the noisier one
-    alone does not (a compute+memory pair's campaign moved with compute while memory's floor was
-    chosen). For names not measured, the largest floor of any workload measured on that card (a
-    conservative stand-in); :data:`DEFAULT_FLOOR` for a card never measured.
+    measurements; ``table`` names another file). A workload recorded twice takes each part's largest.
+    Several workloads (a pair's rows): the largest round part (a stand-in for a one-round side), and
+    the run parts in quadrature: independent run effects, each moving the pair's time by at most
+    itself, so ``sqrt(a^2 + b^2)`` bounds what the noisier one alone does not. For names not
+    measured, the largest floor of any workload measured on that card (a conservative stand-in);
+    :data:`DEFAULT_FLOOR` for a card never measured.
     """
     rows = [r for r in _floor_table(table or _floor_path()) if r[0] == str(device_name)]
     if not rows:
