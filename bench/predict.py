@@ -55,12 +55,40 @@ FRESH = {"fft+elementwise": ["fft", "elementwise"], "sort+sigmoid": ["sort", "si
          "sdpa+layernorm": ["sdpa", "layernorm"], "conv+sort": ["conv", "sort"], "chain+memory": ["chain", "memory"],
          "softmax+fft": ["softmax", "fft"], "matmul+layernorm": ["matmul", "layernorm"], "conv+copy": ["conv", "copy"],
          "chain+elementwise": ["chain", "elementwise"], "sdpa+sigmoid": ["sdpa", "sigmoid"]}
-GROUPS = (("fitted", FITTED), ("checked", CHECKED), ("fresh", FRESH))
-ALL = {**FITTED, **CHECKED, **FRESH}
+# checked-only pairs first measured in batch e1 (study set: a co-runner that saturates DRAM beside an L2-heavy one)
+FRESH2 = {"conv+memory": ["conv", "memory"], "conv+sigmoid": ["conv", "sigmoid"], "fft+copy": ["fft", "copy"],
+          "chain+copy": ["chain", "copy"], "sdpa+copy": ["sdpa", "copy"], "matmul+copy": ["matmul", "copy"],
+          "softmax+sort": ["softmax", "sort"], "fft+layernorm": ["fft", "layernorm"],
+          "sort+elementwise": ["sort", "elementwise"], "sdpa+conv": ["sdpa", "conv"], "chain+conv": ["chain", "conv"],
+          "layernorm+elementwise": ["layernorm", "elementwise"]}
+# named before any of them was measured (batch e2): they judge whatever model e1's data led to
+CONFIRM = {"conv+softmax": ["conv", "softmax"], "matmul+memory": ["matmul", "memory"], "sdpa+memory": ["sdpa", "memory"],
+           "chain+layernorm": ["chain", "layernorm"], "fft+memory": ["fft", "memory"], "sort+copy": ["sort", "copy"],
+           "softmax+sigmoid": ["softmax", "sigmoid"], "matmul+fft": ["matmul", "fft"],
+           "sdpa+elementwise": ["sdpa", "elementwise"], "chain+sort": ["chain", "sort"],
+           "layernorm+copy": ["layernorm", "copy"], "compute+sort": ["compute", "sort"]}
+GROUPS = (("fitted", FITTED), ("checked", CHECKED), ("fresh", FRESH), ("fresh2", FRESH2), ("confirm", CONFIRM))
+ALL = {**FITTED, **CHECKED, **FRESH, **FRESH2, **CONFIRM}
 TUNED = ("compute+memory", "memory_a+memory_b", "matmul+sigmoid", "latency+compute", "fft+conv", "sort+memory")
 NOTE = ("{r} repetitions after 1 warm-up per layout, concurrent mode only, first-partition sizes every {s} SMs; "
         "profiles {pr} repetitions per size every {ps} SMs")
 SMALL = 16  # the small partition the traffic is also counted on
+
+
+def _chosen(spec: str | None) -> dict:
+    """``--pairs``: pair names and group names (fitted, checked, ...), comma-separated; None: every pair."""
+    if not spec:
+        return dict(ALL)
+    groups, out = dict(GROUPS), {}
+    for item in spec.split(","):
+        if item in groups:
+            out.update(groups[item])
+        elif item in ALL:
+            out[item] = ALL[item]
+        else:
+            raise SystemExit(f"--pairs: unknown pair or group {item!r}; groups: {', '.join(groups)}; "
+                             f"pairs: {', '.join(ALL)}")
+    return out
 
 
 def _members(names: list[str]) -> set[str]:
@@ -119,7 +147,7 @@ def measure(args, out: Path) -> None:
     sizes = _sizes(info, args.step)
     psizes = _sizes(info, args.profile_step)
     wls = _workloads(args, info.index)
-    pairs = {k: v for k, v in ALL.items() if _members(v) <= set(wls)}
+    pairs = {k: v for k, v in _chosen(args.pairs).items() if _members(v) <= set(wls)}
     t0 = time.perf_counter()
     peak = gx.card_bandwidth(info.index)
     profiles, cost = [], {}
@@ -164,10 +192,7 @@ def _tune_all(args, out: Path, wls: dict, info) -> None:
         fit = dict(prof.attrs["fit"], model_error=tuple(prof.attrs["fit"]["model_error"]))
     else:
         fit, prof = _fit(out), _profiles(out)
-    for pair in (args.pairs.split(",") if args.pairs else TUNED):
-        if pair not in ALL:
-            raise SystemExit(f"--pairs: unknown pair {pair!r}; valid: {', '.join(ALL)}")
-        names = ALL[pair]
+    for pair, names in (_chosen(args.pairs) if args.pairs else {p: ALL[p] for p in TUNED}).items():
         if not _members(names) <= set(wls):
             continue
         slo = _slo(prof) if pair == "latency+compute" else None
@@ -283,7 +308,7 @@ def _same(g: pd.DataFrame) -> pd.Series:
 
 def _replay_lines(rt: pd.DataFrame, what: str) -> tuple[list[str], bool]:
     lines = []
-    for group in ("fitted", "checked", "fresh", "all"):
+    for group in [g for g, _ in GROUPS] + ["all"]:
         g = rt if group == "all" else rt[rt["group"] == group]
         if g.empty:
             continue
@@ -411,7 +436,7 @@ def report(out: Path, replica: Path | None = None, cross: Path | None = None) ->
         with pd.option_context(*opts):
             cols = ["pair", "layouts", "median_abs_error", "max_abs_error", "worst_layout", "inside", "predicted_best",
                     "measured_best", "best_gap", "best_ok"]
-            for group in ("fitted", "checked", "fresh"):
+            for group, _ in GROUPS:
                 g = err[err["group"] == group]
                 if len(g):
                     print(f"{group} pairs:")
@@ -431,7 +456,7 @@ def report(out: Path, replica: Path | None = None, cross: Path | None = None) ->
                 with pd.option_context(*opts):
                     print(rr.drop(columns=["group"]).to_string(index=False))
                 print("\n".join(_replay_lines(rr, "replica, judged here")[0]))
-        for group in ("fitted", "checked", "fresh", "all"):
+        for group in [g for g, _ in GROUPS] + ["all"]:
             e = err if group == "all" else err[err["group"] == group]
             la = lay if group == "all" else lay[lay["group"] == group]
             if len(e):
@@ -490,8 +515,8 @@ def main(argv=None) -> int:
                                                     "answers are judged by --out's sweeps")
     ap.add_argument("--cross", default=None, help="with --analyze: another card's run folder whose sweeps --out's "
                                                   "profiles predict (cross-card)")
-    ap.add_argument("--pairs", default=None, help="--stage tune: these pairs (comma-separated) instead of "
-                                                  "bench/tune.py's and two multi-pass ones")
+    ap.add_argument("--pairs", default=None, help="pairs and groups (comma-separated) to sweep (--stage measure; "
+                                                  "default all) or tune (--stage tune; default bench/tune.py's)")
     ap.add_argument("--shipped", action="store_true", help="--stage tune: predict from the shipped profiles and "
                                                            "their fit (gcexplore/data/predict_profiles)")
     ap.add_argument("--no-torch", action="store_true")
