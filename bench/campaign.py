@@ -351,7 +351,7 @@ def main() -> int:
         t = time.perf_counter()
         fs = start_forkserver([p.split(":")[0] for p in PAIRS if isinstance(p, str)], wait=True)
         print(f"forkserver started before timing (kept for every campaign): ready in {time.perf_counter() - t:.2f} s, "
-              f"its imports {fs['preload_s']:.2f} s", flush=True)
+              f"its imports {_f(fs.get('preload_s'))} s ({fs.get('seconds')}; errors {fs.get('errors')})", flush=True)
     runs, direct, failed = [], None, 0
     plan = [(n, False) for n in counts] + ([("direct", None)] if args.direct else []) + \
         ([(n, True) for n in reversed(counts)] if args.warm else [])
