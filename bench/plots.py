@@ -38,6 +38,7 @@ def main(argv=None) -> int:
         "throughput-traced": lambda: gcexplore.plot_throughput(rec["trace_overlap"], trace=rec["trace"]),
         "dram-timeline": lambda: gcexplore.plot_dram_timeline(rec["pm"], rec["pm_trace"]),
         "comm": lambda: gcexplore.plot_comm(rec["comm"], collective="allreduce"),
+        "comm-fit": lambda: gcexplore.plot_comm(rec["comm_fit"], collective="allreduce", size_bytes=16 << 20),
     }
     for name, make in figures.items():
         try:

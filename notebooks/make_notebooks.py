@@ -1085,6 +1085,30 @@ for c in (comm, comm4):
           f"({(r['gpu_share'] <= 0.25).sum()} of {len(r)} points at 25% or less)")
 """),
     md("""
+GEMMs fitted to their partition (`CommSpec(compute_fit=True)`, recorded on two H100s at 16 MiB and
+1 GiB): PyTorch's stock cuBLAS kernels are sized for the whole GPU whatever partition they run on;
+fitted, they launch as many blocks as the compute partition has SMs (or the largest multiple of their
+cluster under it), the chain loses less on large partitions, and the answer moves to fewer
+communication SMs.
+"""),
+    code("""
+fit, fit_trace = recorded("comm_fit"), recorded("comm_fit_trace")
+t = gcexplore.comm_table(fit)
+part = t[t["setup"] == "partition"]
+k = fit_trace[(fit_trace["activity"] == "kernel") & (fit_trace["workload"] == "compute")]
+grids = (k.assign(blocks=k["grid_x"] * k["grid_y"] * k["grid_z"])
+         .groupby("sm_count").agg(blocks=("blocks", "max"), cluster=("cluster_x", "max")))
+chain = part.groupby("compute_sm_count")["compute_alone_ms"].median()
+print(f"the GEMM chain alone: {t['compute_whole_ms'].iloc[0]:.3f} ms on the whole GPU; on its partition:")
+for sms, g in grids.iterrows():
+    print(f"  {sms} SMs: {chain.get(sms, float('nan')):.3f} ms, {g['blocks']} blocks in clusters of {g['cluster']}")
+display(gcexplore.comm_answer(fit, 0.01).drop(columns=["best_ctas", "ctas_step_ms"]).round(4))
+r = gcexplore.recommend_comm(fit, 0.01)
+print(f"the replayed search: within {r['within'].max():.2%} of the sweep's best step, "
+      f"{r['gpu_share'].min():.0%} to {r['gpu_share'].max():.0%} of its GPU time")
+display(gcexplore.plot_comm(fit, collective="allreduce", size_bytes=16 << 20))
+"""),
+    md("""
 Zero-SM collectives: NCCL 2.28's copy-engine all-gather and all-to-all (CTA policy ZERO, buffers
 in symmetric windows) beside the GEMM chain on the whole GPU, recorded on two GPUs. No SM is
 given away, so what they cost the compute is its slowdown beside them (with a 90% interval),
@@ -1109,7 +1133,8 @@ NOTEBOOKS = {
                                     "Sweeping SM splits", ["sweep_second"]),
     "03_sm_isolation.ipynb": (ISOLATION, ["occupancy", "isolation"], "SM isolation",
                               ["primary_sms", "bandwidth_sharing", "l2_sharing", "pm", "pm_trace"]),
-    "04_campaigns.ipynb": (CAMPAIGN, ["campaign", "comm", "comm_4gpu", "comm_zero"], "Campaigns"),
+    "04_campaigns.ipynb": (CAMPAIGN, ["campaign", "comm", "comm_4gpu", "comm_zero", "comm_fit", "comm_fit_trace"],
+                           "Campaigns"),
     "05_serving_splits.ipynb": (serving_cells.cells(md, code, PARAMETERS, DETECT), ["serving"], "Serving splits"),
 }
 

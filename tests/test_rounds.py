@@ -163,6 +163,45 @@ def test_noise_floor_lookup(tmp_path):
         Floor(1.5)
 
 
+def test_a_pairs_floor_takes_both_workloads_run_parts_in_quadrature(tmp_path):
+    p = tmp_path / "floor.csv"
+    p.write_text("device_name,workload,round_sd,run_sd,rounds,runs,source\n"
+                 "H100,compute,0.0005,0.003,5,6,batch b\nH100,memory,0.0008,0,5,6,batch b\n"
+                 "H100,compute,0.0004,0.006,15,8,batch e\n")  # compute recorded twice: each part's largest
+    f = noise_floor("H100", ["compute", "memory"], table=str(p))
+    assert f.run_sd == pytest.approx(math.hypot(0.006, 0.0)) and f.round_sd == 0.0008
+    assert "compute (batch b; batch e) + memory (batch b); run parts in quadrature" in f.source
+    assert noise_floor("H100", ["compute"], table=str(p)) == Floor(0.0005, 0.006, "H100, compute, batch b; batch e")
+    q = tmp_path / "floor2.csv"  # (tables are cached by path)
+    q.write_text(p.read_text() + "H100,memory,0.0008,0.004,15,8,batch e\n")
+    g = noise_floor("H100", ["memory", "compute"], table=str(q))
+    assert g.run_sd == pytest.approx(math.hypot(0.006, 0.004))  # an interval that holds both workloads' run effects
+    assert g.run_sd > max(0.006, 0.004)
+
+
+def test_a_pair_whose_quiet_workload_has_the_larger_round_part_is_held_by_the_other_ones_run_part(tmp_path,
+                                                                                                   monkeypatch):
+    # x4's campaign-vs-alone misses: memory (the larger round part, run part 0) used to stand for the pair while
+    # compute moved by a run effect; with the run parts combined compare finds the floor itself and decides nothing
+    from gcexplore.analysis import stats
+
+    p = tmp_path / "floor.csv"
+    p.write_text("device_name,workload,round_sd,run_sd,rounds,runs,source\n"
+                 "H100,compute,0.0005,0.008,15,8,test\nH100,memory,0.001,0,15,8,test\n")
+    monkeypatch.setattr(stats, "_floor_path", lambda: str(p))
+    decided = held = 0
+    for seed in range(6):
+        a = sweep(2 * seed, device_name="H100", round_sigma=0.0005, run_sigma=0.008)
+        b = sweep(2 * seed + 1, device_name="H100", round_sigma=0.0005, run_sigma=0.008)
+        old = compare(a, b, floor=Floor(0.001, 0.0, "the noisier row alone (memory)")).counts()
+        decided += old["FAST"] + old["SLOW"]
+        c = compare(a, b)
+        assert "run parts in quadrature" in c.settings["floor_text"]
+        held += c.counts()["FAST"] + c.counts()["SLOW"]
+    assert decided > 10  # the old rule called these nulls FAST/SLOW
+    assert held == 0
+
+
 def test_compare_prints_the_floor_it_used():
     c = compare(sweep(1, rounds=1), sweep(2, rounds=1))
     assert "noise floor" in c.settings["floor_text"]

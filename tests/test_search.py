@@ -341,3 +341,28 @@ def test_pooled_spread_decides_a_stray_first_visit_without_a_second_round(seed):
         steps[spread] = sum(n for _, n in fake.calls)
         assert fake.hit
     assert steps["pooled"] < steps["layout"], steps
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_two_step_first_visits_take_a_third_only_when_the_two_disagree(seed):
+    """Pooled spread, 2 steps a first visit: a stray step at the best layout (32 SMs, 40% slow) would make its
+    2-step median 20% slow and hand the answer to a neighbour 3.2% slower; the tie-break's third step outvotes it.
+    Visits whose two steps agree within the tolerance stay at 2; with the layout's own spread nothing is added."""
+    fns = (first(lambda k: 2.0 + 0.004 * abs(k - 32)), last(lambda r: 0.5))
+    cands = [(k, TOTAL - k) for k in range(8, 65, 8)]
+    settings = dict(repeats=2, max_repeats=8, floor=ST.Floor(0.0, 0.0, "replay"))
+    fake = Stray(*fns, at=(32, 100), noise=0.002, seed=seed)
+    out = S.search(cands, fake, S.Settings(spread="pooled", **settings))
+    assert fake.hit and _check_makespan(fake, out, cands) == (32, 100)
+    firsts = {}
+    for c, n in fake.calls:
+        firsts.setdefault(c, []).append(n)
+    assert firsts[(32, 100)][:2] == [2, 1]  # the stray pair got its third step, in the same round
+    v = [v for v in out.visits if v["layout"] == "32+100"][0]
+    assert (v["reps"], v["round"]) == (3, 0)
+    # noise 0.2% per step: the other pairs agree within 1%, so they stay at 2 steps
+    assert all(ns[0] == 2 and (len(ns) == 1 or ns[1] != 1) for c, ns in firsts.items() if c != (32, 100))
+    own = Stray(*fns, at=(32, 100), noise=0.002, seed=seed)
+    S.search(cands, own, S.Settings(spread="layout", **settings))
+    assert all(n == 2 for _, n in own.calls)  # the tuner's default is unchanged
+    assert not ST.disagree(2.0, 2.0 * 1.0099, 0.01) and ST.disagree(2.0, 2.0 * 1.0101, 0.01)

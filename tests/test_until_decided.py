@@ -275,3 +275,91 @@ def test_the_shipped_d2_recording_with_turns_decides_every_shift_and_no_null():
     for what in ("null", "shift"):
         for key in ("rows", "fast_slow", "slow", "first_run_slow", "runs_per_side_mean"):
             assert again[what][key] == pytest.approx(recorded[what][key]), (what, key)
+
+
+# ------------------------------------------------------- the command line: both sides measured again
+
+
+def _recorded_sweep(tmp_path, name, seed, recipes, shift=1.0, rounds=1, card="Test GPU", graphs=False):
+    import socket
+
+    from _compare_data import sweep
+
+    df = sweep(seed, shift=shift, rounds=rounds, round_sigma=0.002, device_name=card, step=32)
+    df["host"] = socket.gethostname()
+    df.attrs.update(workload_specs=recipes, repeats=20, warmup=1, rounds=rounds, modes=list(df["mode"].unique()),
+                    l2_flush=False, graphs=graphs)
+    path = tmp_path / f"{name}.parquet"
+    gcexplore.save(df, path)
+    return path
+
+
+def _fake_card(monkeypatch, calls, shift):
+    import types
+
+    from _compare_data import sweep
+    from gcexplore import device
+    from gcexplore.experiments import rerun
+
+    card = types.SimpleNamespace(name="Test GPU", uuid="", driver_version_str="", cuda_core_version="",
+                                 cuda_bindings_version="", index=0, sm_count=132)
+    monkeypatch.setattr(device, "device_info", lambda d=0: card)
+
+    def measure(kind, recipes, opts, sizes, info, smallest):  # a new run, 5 rounds, at the sizes asked only
+        calls.append((dict(recipes), sizes, opts))
+        df = sweep(100 + len(calls), shift=shift if opts["graphs"] else 1.0, rounds=5, round_sigma=0.002,
+                   device_name=card.name, step=32)
+        return df[df["split_sm_count"].isin(sizes)].reset_index(drop=True)
+    monkeypatch.setattr(rerun, "_measure", measure)
+
+
+def test_compare_until_decided_on_the_command_line_measures_both_recipes_again(tmp_path, monkeypatch, capsys):
+    from gcexplore.cli.commands import main
+
+    # recorded sides of one round each: the floor's 2% per round leaves a 3% difference undecided
+    recipes = {"compute": "compute", "memory": "memory"}
+    a = _recorded_sweep(tmp_path, "a", 1, recipes)
+    b = _recorded_sweep(tmp_path, "b", 2, recipes, shift=1.03, graphs=True)  # B: the same work as CUDA graphs
+    assert (gcexplore.compare(a, b).table["verdict"] != "SLOW").all()
+    calls = []
+    _fake_card(monkeypatch, calls, 1.03)
+    assert main(["compare", str(a), str(b), "--until-decided", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "look 1: 1 run(s) per side, 16 undecided" in out and "look 2: 2 run(s) per side, 0 undecided" in out
+    assert len(calls) == 2 and all(r == recipes for r, _, _ in calls)  # the recorded recipes ...
+    assert sorted(o["graphs"] for _, _, o in calls) == [False, True]  # ... each side with its own options
+    assert all(o["repeats"] == 20 and o["rounds"] == 1 for _, _, o in calls)
+    assert all(s == [32, 64, 96, 128] for _, s, _ in calls)  # the undecided layouts' first partitions
+    assert "0 FAST, 16 SLOW, 0 UNCLEAR" in out  # decided by the second runs: B slower by 3% everywhere
+
+
+def test_compare_until_decided_refuses_sides_it_cannot_measure_again(tmp_path, monkeypatch, capsys):
+    from gcexplore.cli.commands import main
+
+    _fake_card(monkeypatch, [], 1.0)
+    a = _recorded_sweep(tmp_path, "a", 1, {"compute": "compute", "memory": "memory"})
+    same = _recorded_sweep(tmp_path, "same", 2, {"compute": "compute", "memory": "memory"})  # options too
+    assert main(["compare", str(a), str(same), "--until-decided", "2"]) == 2
+    assert "same recipes with the same options" in capsys.readouterr().err
+    bare = _recorded_sweep(tmp_path, "bare", 3, {"compute": "compute"})
+    assert main(["compare", str(a), str(bare), "--until-decided", "2"]) == 2
+    assert "memory have no built-in recipe recorded" in capsys.readouterr().err
+    other = _recorded_sweep(tmp_path, "other", 4, {"compute": "compute", "memory": "memory"}, card="NVIDIA H200",
+                            graphs=True)
+    assert main(["compare", str(a), str(other), "--until-decided", "2"]) == 2
+    assert "B was measured with device_name 'NVIDIA H200', this machine has 'Test GPU'" in \
+        capsys.readouterr().err
+    assert main(["compare", str(a), "--until-decided", "2"]) == 2
+
+
+def test_a_cli_measurement_records_its_built_in_recipes(tmp_path, monkeypatch):
+    from _compare_data import sweep
+    from gcexplore.cli import commands
+    from gcexplore.cli.decide import recipes_text
+
+    parsed = [("compute", "compute", {}), ("memory", "memory", {"n": 1048576})]
+    assert recipes_text(parsed) == {"compute": "compute", "memory": "memory:n=1048576"}
+    monkeypatch.setattr(commands, "_build_workloads", lambda parsed, device: {})
+    out = tmp_path / "r.parquet"
+    assert commands._run_and_save("sweep", parsed, 0, lambda wls: sweep(1), lambda df: None, out, None) == 0
+    assert gcexplore.load(out).attrs["workload_specs"] == {"compute": "compute", "memory": "memory:n=1048576"}

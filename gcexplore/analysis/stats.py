@@ -19,7 +19,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-__all__ = ["DEFAULT_FLOOR", "EXACT_MAX_PAIRS", "FLOOR_COLUMNS", "Floor", "NOISY_FRACTION", "NOISY_RANGE_FRACTION",
+__all__ = ["DEFAULT_FLOOR", "EXACT_MAX_PAIRS", "FLOOR_COLUMNS", "Floor", "NOISY_FRACTION", "NOISY_RANGE_FRACTION", "disagree",
            "PRIOR_WEIGHT", "STAT_COLUMNS", "finite", "finite_positive", "mann_whitney_cdf", "mann_whitney_k",
            "nanmedian", "noise_floor", "pooled_pair_sd", "pooled_variance", "quantile", "quantile_ci", "quantiles",
            "ratio", "ratio_bound", "ratio_ci", "round_median_ci", "round_medians", "round_ratio_ci", "round_variance", "rounds_needed",
@@ -384,21 +384,32 @@ def noise_floor(device_name: str, workloads=(), *, table: str | None = None) -> 
     """The recorded run-to-run floor of ``workloads`` on the card ``device_name``.
 
     Looks up ``gcexplore/data/noise_floor.csv`` (written by ``bench/compare_real.py`` from
-    measurements; ``table`` names another file): the largest floor of the named workloads on that
-    card; for names not measured, the largest floor of any workload measured on that card (a
-    conservative stand-in); :data:`DEFAULT_FLOOR` for a card never measured.
+    measurements; ``table`` names another file). A workload recorded twice takes each part's largest.
+    Several workloads (a pair's rows): the largest round part (a stand-in for a one-round side), and
+    the run parts in quadrature: independent run effects, each moving the pair's time by at most
+    itself, so ``sqrt(a^2 + b^2)`` bounds what the noisier one alone does not. For names not
+    measured, the largest floor of any workload measured on that card (a conservative stand-in);
+    :data:`DEFAULT_FLOOR` for a card never measured.
     """
     rows = [r for r in _floor_table(table or _floor_path()) if r[0] == str(device_name)]
     if not rows:
         return DEFAULT_FLOOR
+    per: dict[str, tuple[float, float, list[str]]] = {}
+    for _, w, rnd, run, src in rows:
+        old = per.get(w, (0.0, 0.0, []))
+        per[w] = (max(old[0], rnd), max(old[1], run), old[2] + ([src] if src else []))
     names = {str(w) for w in workloads}
-    hit = [r for r in rows if r[1] in names]
-    if hit and {r[1] for r in hit} == names:
-        top = max(hit, key=lambda r: math.hypot(r[2], r[3]))
-        return Floor(top[2], top[3], f"{device_name}, {top[1]}, {top[4]}".rstrip(", "))
-    top = max(rows, key=lambda r: math.hypot(r[2], r[3]))
-    return Floor(top[2], top[3], f"{device_name}: largest of {len(rows)} measured workloads ({top[1]}), "
-                                 f"{', '.join(sorted(names - {r[1] for r in hit})) or 'these workloads'} not measured")
+    if names and names <= set(per):
+        picked = sorted(names)
+        round_sd = max(per[w][0] for w in picked)
+        run_sd = math.sqrt(sum(per[w][1] ** 2 for w in picked))
+        if len(picked) == 1:
+            return Floor(round_sd, run_sd, f"{device_name}, {picked[0]}, {'; '.join(per[picked[0]][2])}".rstrip(", "))
+        what = " + ".join(f"{w} ({'; '.join(per[w][2]) or 'recorded'})" for w in picked)
+        return Floor(round_sd, run_sd, f"{device_name}: {what}; run parts in quadrature")
+    w, (rnd, run, src) = max(per.items(), key=lambda kv: math.hypot(kv[1][0], kv[1][1]))
+    return Floor(rnd, run, f"{device_name}: largest of {len(per)} measured workloads ({w}), "
+                           f"{', '.join(sorted(names - set(per))) or 'these workloads'} not measured")
 
 
 def round_medians(values, rounds=None) -> np.ndarray:
@@ -466,6 +477,11 @@ def pooled_pair_sd(groups) -> float:
         diffs.append(np.abs(x[i] - x[j]))
     d = np.concatenate(diffs) if diffs else np.zeros(0)
     return 1.0483 * float(np.median(d)) if d.size else math.nan
+
+
+def disagree(a: float, b: float, tolerance: float) -> bool:
+    """Two repetitions differ by more than the tolerance (a median of the two cannot be trusted)."""
+    return a > 0 and b > 0 and abs(math.log(a / b)) > math.log1p(tolerance)
 
 
 #: A row's own between-round variance gets at most this many times its own weight from the pooled

@@ -191,10 +191,15 @@ def _run_and_save(cmd: str, parsed, device: int, measure, show, out: Path, trace
     """Build the workloads, ``measure(wls)``, ``show(df)`` and save; keep rows of an aborted run."""
     from ..experiments.runner import MeasurementAborted
 
+    from ..schema import RECIPES_ATTR
+    from .decide import recipes_text
+
     aborted, partial = 0, False
     wls = _build_workloads(parsed, device)
     try:
         df = measure(wls)
+        if hasattr(df, "attrs"):  # the recipes, so that it can be measured again (compare --until-decided)
+            df.attrs.setdefault(RECIPES_ATTR, recipes_text(parsed))
     except MeasurementAborted as e:
         df, partial = e.partial, True
         aborted = 130 if isinstance(e, KeyboardInterrupt) else 1
@@ -322,8 +327,15 @@ def _cmd_compare(args) -> int:
         if len(labels) != 2 or not all(labels):
             raise Usage(f"--labels takes two names separated by a comma, got {args.labels!r}")
     try:
-        c = compare(args.a, args.b, by=args.by, labels=labels, min_effect=args.threshold / 100.0,
-                    confidence=args.confidence, slo_ms=args.slo_ms)  # paths or recorded names
+        if args.until_decided:
+            from .decide import compare_until_decided_cli
+
+            c = compare_until_decided_cli(args)
+            for look in c.settings["looks"]:
+                print(f"look {look['look']}: {look['runs_per_side']} run(s) per side, {look['undecided']} undecided")
+        else:
+            c = compare(args.a, args.b, by=args.by, labels=labels, min_effect=args.threshold / 100.0,
+                        confidence=args.confidence, slo_ms=args.slo_ms)  # paths or recorded names
     except FileNotFoundError as e:  # a wrong argument, not a failed run
         raise Usage(str(e)) from None
     sets = list(c) if isinstance(c, Comparisons) else [("", c)]
@@ -401,6 +413,10 @@ def _add_compare(sub) -> None:
     s.add_argument("--fail-on-regression", type=percent_arg, metavar="PCT",
                    help="exit 1 when B is slower by more than PCT percent anywhere (the interval's low end, "
                         "whatever the verdict), 3 when an interval is too wide to rule that out")
+    s.add_argument("--until-decided", type=int_arg(1), metavar="N",
+                   help="measure both sides again (new runs of their built-in recipes and options, on --device) "
+                        "where undecided, up to N runs per side; needs results this card measured")
+    s.add_argument("--device", type=int_arg(0), default=0, help="GPU index for --until-decided (default: %(default)s)")
     s.add_argument("--plot", help="also save plot_compare to this .png/.svg/.pdf")
     s.add_argument("--all", action="store_true", help="list every field that differs between the two sides "
                                                        "(default: the first eight)")

@@ -47,7 +47,7 @@ import math
 from collections.abc import Callable, Sequence
 
 from .._checks import as_count, as_int, as_seconds_like
-from ..analysis.stats import DEFAULT_FLOOR, Floor, pooled_pair_sd, quantile, quantile_ci, round_ratio_ci
+from ..analysis.stats import DEFAULT_FLOOR, Floor, disagree, pooled_pair_sd, quantile, quantile_ci, round_ratio_ci
 from ..schema import MAX_TUNE_REPEATS
 
 __all__ = ["Outcome", "Settings", "label", "search"]
@@ -97,6 +97,7 @@ class Settings:
         for the between-round spread of a layout measured in a single round.
     spread : {"layout", "pooled"}, default "layout"
         A one-round layout's repetition spread: its own, or pooled over those measured (``stats.pooled_pair_sd``).
+        With "pooled", a first round of 2 repetitions more than ``tolerance`` apart gets a third (a tie-break).
     """
 
     slo_ms: float | None = None
@@ -183,10 +184,7 @@ class Outcome:
     notes: list[str]
 
     def metadata(self) -> dict:
-        return {"answer": self.answer, "met": self.met, "value_ms": self.value_ms,
-                "best_measured": self.best_measured, "reason": list(self.reason),
-                "comparisons": list(self.comparisons), "unmeasured": dict(self.unmeasured),
-                "visits": list(self.visits), "notes": list(self.notes)}
+        return {k: v for k, v in dataclasses.asdict(self).items() if k != "objective"}  # copies, in field order
 
 
 # ------------------------------------------------------------------------ search state
@@ -226,9 +224,12 @@ class _State:
         if n <= 0:
             return
         reps = [self._rep(r, layout) for r in self.measure(layout, n)]
-        if len(reps) != n:
-            raise ValueError(f"measure({label(layout)}, {n}) returned {len(reps)} repetitions, expected {n}")
         rnd = len(set(self.round_of.get(layout, [])))
+        if (len(reps) == n == 2 and rnd == 0 and self.s.spread == "pooled" and self.s.max_repeats > 2
+                and disagree(*(m if self.s.objective == "makespan" else d[0] for m, d in reps), self.s.tolerance)):
+            n, reps = 3, reps + [self._rep(r, layout) for r in self.measure(layout, 1)]  # a median of 3 outvotes a stray
+        if len(reps) != n:
+            raise ValueError(f"measure({label(layout)}, ...) returned {len(reps)} repetitions, expected {n}")
         self.visits.append({"step": len(self.visits), "layout": label(layout), "reps": n, "round": rnd})
         self.data.setdefault(layout, []).extend(reps)
         self.round_of.setdefault(layout, []).extend([rnd] * n)
@@ -480,8 +481,7 @@ def _pick_slo(st: _State, open_: list[Layout], verdicts: dict, turn: int) -> Lay
     slo, pts = st.s.slo_ms, sorted((c[0], st.value(c)) for c in verdicts if st.value(c) > 0)
     fails = [p for p in pts if p[1] > slo]
     meets = [p for p in pts if p[1] <= slo]
-    a = max(fails) if fails else None
-    b = min(meets) if meets else None
+    a, b = (max(fails) if fails else None), (min(meets) if meets else None)
     if a and b and b[1] < a[1]:  # log-log interpolation between the bracket's ends
         k = math.exp(math.log(a[0]) + (math.log(slo) - math.log(a[1])) * math.log(b[0] / a[0])
                      / math.log(b[1] / a[1]))
