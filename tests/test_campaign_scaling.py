@@ -289,3 +289,32 @@ def test_local_workers_run_no_stack_sampler_beside_the_measuring_thread():
     with local_cluster(["0"], warm=[]) as cluster, Client(cluster) as client:
         ((names, tick_ms),) = client.run(_callbacks).values()
     assert "profile" not in names and "heartbeat" in names and tick_ms >= 500, (names, tick_ms)
+
+
+def test_the_start_makes_the_gpu_context_on_the_thread_that_will_run_the_tasks(monkeypatch):
+    """A CUDA context is current per thread: the worker's start makes it on the worker's one executor thread
+    (where its tasks run), not on a thread of its own that the first task would have to repeat."""
+    import threading
+    import types
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gcexplore.device import driver
+    from gcexplore.experiments import _campaign_preload
+
+    seen = {}
+
+    def fake_warm_gpu(steps):
+        seen["thread"] = threading.get_ident()
+        steps["context_s"] = 0.0
+
+    monkeypatch.setattr(driver, "device_count", lambda: 1)
+    monkeypatch.setattr(ct, "warm_gpu", fake_warm_gpu)
+    monkeypatch.setattr(ct, "PRELOADED", {})
+    pool = ThreadPoolExecutor(1)
+    try:
+        task_thread = pool.submit(threading.get_ident).result()
+        _campaign_preload.dask_setup(types.SimpleNamespace(executors={"default": pool}))
+    finally:
+        pool.shutdown()
+    assert seen["thread"] == task_thread != threading.get_ident()
+    assert ct.PRELOADED["context_s"] == 0.0 and "total_s" in ct.PRELOADED

@@ -40,17 +40,24 @@ def dask_setup(worker) -> None:
 
             from ..device import kernels  # noqa: F401
 
-            # the context and NVRTC are driver time (the GIL released): they overlap the imports
-            thread = threading.Thread(target=_gpu, args=(warm_gpu, gpu), name="gcexplore-warm-gpu")
-            thread.start()
+            # the context and NVRTC are driver time (the GIL released): they overlap the imports. On the thread
+            # that will run the tasks (the worker's one executor thread), so the context is current there already
+            pool = getattr(worker, "executors", {}).get("default")
+            if pool is not None:
+                thread = pool.submit(_gpu, warm_gpu, gpu)
+            else:
+                thread = threading.Thread(target=_gpu, args=(warm_gpu, gpu), name="gcexplore-warm-gpu")
+                thread.start()
     except Exception as e:  # no driver here (the CPU stand-in): nothing to warm on a GPU
         gpu["gpu"] = f"{type(e).__name__}: {e}"
     try:
         report = warm_up(modules, gpu=False)
     except Exception as e:  # recorded; the first task that needs the module raises it with a traceback
         report = {"error": f"{type(e).__name__}: {e}"}
-    if thread is not None:
+    if isinstance(thread, threading.Thread):
         thread.join()
+    elif thread is not None:
+        thread.result()  # _gpu records its errors: this only waits
     PRELOADED.update(report, **steps, **gpu, total_s=time.perf_counter() - t, started_at=at)
 
 
