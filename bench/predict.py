@@ -189,7 +189,7 @@ def _profiles(out: Path, measured: bool = True) -> pd.DataFrame:
 def _tune_all(args, out: Path, wls: dict, info) -> None:
     if args.shipped:  # the shipped profiles (counted traffic attached) and their fit: no profiling here
         prof = gx.load_recorded("predict_profiles")
-        fit = dict(prof.attrs["fit"], model_error=tuple(prof.attrs["fit"]["model_error"]))
+        fit = prof.attrs["fit"]
     else:
         fit, prof = _fit(out), _profiles(out)
     for pair, names in (_chosen(args.pairs) if args.pairs else {p: ALL[p] for p in TUNED}).items():
@@ -204,7 +204,7 @@ def _tune_all(args, out: Path, wls: dict, info) -> None:
 
 
 def _kw(fit: dict) -> dict:
-    return {k: fit[k] for k in ("sharing", "model_error", "l2_bandwidth_gbs") if k in fit}
+    return PC.predict_kwargs(fit)
 
 
 def _slo(prof: pd.DataFrame) -> float:
@@ -432,7 +432,9 @@ def report(out: Path, replica: Path | None = None, cross: Path | None = None) ->
               f"{fit['model_error'][0]:.3f} / {fit['model_error'][1]:.3f} (coverage there {fit['coverage']:.0%}); "
               "median |error| per rule: " + ", ".join(f"{k} {v:.2%}" for k, v in fit["median_abs_error"].items())
               + f"; L2 bandwidth {fit['l2_bandwidth_gbs'] or 'not modelled'} (median |error| per choice: "
-              + ", ".join(f"{k} {v:.2%}" for k, v in fit["l2_median_abs_error"].items()) + ")")
+              + ", ".join(f"{k} {v:.2%}" for k, v in fit["l2_median_abs_error"].items())
+              + f"); loaded latency {fit['loaded_latency']:g} (median |error| per factor: "
+              + ", ".join(f"{k:g} {v:.2%}" for k, v in fit["latency_median_abs_error"].items()) + ")")
         with pd.option_context(*opts):
             cols = ["pair", "layouts", "median_abs_error", "max_abs_error", "worst_layout", "inside", "predicted_best",
                     "measured_best", "best_gap", "best_ok"]
