@@ -76,9 +76,10 @@ def refusal(report: dict | None = None) -> str | None:
             "forking: local_cluster(..., start='spawn')")
 
 
-def report_to(queue) -> None:
+def report_to(conn) -> None:
     """In a process forked from the server: send back what the server did (:data:`REPORT`)."""
-    queue.put(dict(REPORT))
+    conn.send(dict(REPORT))
+    conn.close()
 
 
 def _preload() -> None:

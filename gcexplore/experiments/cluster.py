@@ -161,6 +161,7 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
 
 
 START_METHODS = ("forkserver", "spawn")
+PROBE_DIED = "a process forked from the campaign's forkserver exited"
 
 
 def default_start() -> str:
@@ -223,12 +224,22 @@ def start_forkserver(modules: Sequence[str] = (), *, wait: bool = False) -> dict
     if wait:
         import multiprocessing
 
+        from multiprocessing.connection import wait as ready
+
         ctx = multiprocessing.get_context("forkserver")
-        queue = ctx.SimpleQueue()
-        child = ctx.Process(target=report_to, args=(queue,), name="gcexplore-forkserver-probe")
+        reader, writer = ctx.Pipe(duplex=False)
+        child = ctx.Process(target=report_to, args=(writer,), name="gcexplore-forkserver-probe")
         child.start()  # served once the server's imports are done
-        report = queue.get()
+        writer.close()
+        ready([reader, child.sentinel])  # its report, or its end (a script without a main guard ends it early)
+        try:
+            report = reader.recv()
+        except EOFError:  # it ended without a word
+            report = None
         child.join()
+        reader.close()
+        if report is None:
+            raise RuntimeError(f"{PROBE_DIED} (exit code {child.exitcode}) before it reported what the server imported")
         with _FORK_LOCK:
             if _FORK["pid"] == out["pid"]:
                 _FORK["report"] = report
