@@ -3,6 +3,7 @@
 Usage (a multi-GPU machine, from the project root, Dask distributed and PyTorch installed)::
 
     python3 bench/campaign.py --out DIR [--repeats 60] [--gpus 1,2,4] [--step 16] [--no-warm] [--no-direct]
+                              [--forkserver cold|kept]
     python3 bench/campaign.py --out DIR --alone-again    # no GPU: campaign vs alone again, floors of now
 
 One grid (16 tasks: 4 pairs -- compute+memory, compute+copy, a PyTorch attention+sort
@@ -16,6 +17,11 @@ sizes) runs on 1, then 2, then 4 GPUs (one worker each), timed as the caller of
   factories' module and Dask before any timing (as it has in every run after the first);
 - warm: the same campaign on a cluster kept from an earlier campaign (``client=``; the cluster's
   start and a short priming campaign are not timed), 4/2/1 GPUs after the cold runs;
+- the workers fork from a forkserver that has imported Dask, pandas, gcexplore and the factories'
+  module (PyTorch); ``--forkserver cold`` (the default): stopped before every campaign, so each
+  one (1, 2 and 4 GPUs alike) starts its own, as the first campaign of a process does;
+  ``kept``: started once before any timing (its start reported apart), every campaign forks
+  from it, as the second and later campaigns of a process do;
 - the N-GPU runs order their tasks longest first by the 1-GPU run's task times
   (``durations=``; ``--no-durations``: by the grid's estimate, which cannot tell these apart);
 - the decomposition: cluster start (and how long the client waited for it after planning),
@@ -31,8 +37,9 @@ sizes) runs on 1, then 2, then 4 GPUs (one worker each), timed as the caller of
 - campaign vs alone: one task per pair run alone in this process (``gx.sweep``, no Dask) on the
   1-GPU run's card, its makespans against the same task in the 1-GPU campaign; every comparison's
   row in DIR/campaign_vs_alone.csv, the tasks alone in DIR/alone.parquet;
-- the local cluster's start per worker: spawn, boot (Python, Dask), gcexplore's import, context,
-  kernels and the factories' modules, join.
+- the local cluster's start per worker: forkserver (the campaign's start to its server's imports done;
+  0 when kept), spawn (to the worker process's birth), boot (Dask's worker set-up until the preload),
+  gcexplore's import, context, kernels and the factories' modules, join.
 
 Written to DIR/campaign_bench.md and .json; DIR/campaign-<N>gpu[-warm] are the campaign folders
 and DIR/campaign.parquet the 2-GPU cold result as one file (bench/campaign_folder.py turns it into
@@ -68,7 +75,7 @@ def _split_sets(step: int) -> list[list[int]]:
     return [picks[i:i + 2] for i in range(0, 8, 2)]
 
 
-def _run(devices, folder, splits, repeats, durations=None, warm=False) -> dict:
+def _run(devices, folder, splits, repeats, durations=None, warm=False, fork="cold") -> dict:
     """One campaign on ``devices``, timed as its caller sees it.
 
     Cold (the default a user gets): ``gx.campaign(..., devices=...)`` starts its own local
@@ -78,7 +85,11 @@ def _run(devices, folder, splits, repeats, durations=None, warm=False) -> dict:
     that runs several campaigns would; its start and a priming campaign are not timed."""
     import gcexplore as gx
 
+    from gcexplore.experiments.cluster import stop_forkserver
+
     client = cluster = None
+    if fork == "cold" and not warm:
+        stop_forkserver()  # this campaign starts its own, as the first of a process does
     if warm:
         from distributed import Client
         from gcexplore.experiments.campaigns import local_cluster
@@ -99,7 +110,7 @@ def _run(devices, folder, splits, repeats, durations=None, warm=False) -> dict:
             client.close()
             cluster.close()
     df = gx.load_campaign(folder)
-    return {"n": len(devices), "mode": "warm" if warm else "cold", "end_to_end_s": end_to_end_s,
+    return {"n": len(devices), "mode": "warm" if warm else "cold" if fork == "cold" else "cold, forkserver kept", "end_to_end_s": end_to_end_s,
             "timings": dict(c.timings), "wall0": w0, "wall1": w1 - c.timings.get("close_s", 0.0),
             "reports": c.reports, "warm_ups": c.warm_ups, "tasks": c.tasks, "df": df}
 
@@ -187,8 +198,9 @@ def _decompose(run: dict) -> dict:
 
 
 def _start_steps(run: dict) -> dict | None:
-    """The local cluster's start per worker, in seconds (slowest worker): spawn (the start call
-    to the worker process's birth), boot (Python, Dask, the worker's set-up until its preload),
+    """The local cluster's start per worker, in seconds (slowest worker): forkserver (the start call to
+    its imports done, where this campaign started it), spawn (to the worker process's birth), boot
+    (Dask's worker set-up until its preload; a spawned worker's also Python's start and imports),
     the preload (gcexplore's import, then context, kernels and the factories' modules) and join
     (preload end to the cluster being up: a faster worker waits for the slowest)."""
     tm = run.get("timings", {})
@@ -196,7 +208,11 @@ def _start_steps(run: dict) -> dict | None:
     if "cluster_started_at" not in tm or not pres:
         return None
     t0, up = tm["cluster_started_at"], tm["cluster_started_at"] + tm["cluster_start_s"]
-    steps = {"spawn_s": [p["process_started_at"] - t0 for p in pres],
+    # the forkserver's part: from the start to its imports done, where this campaign started it (else 0: kept)
+    ready = [max(0.0, p["forkserver"]["ended_at"] - t0) if (p.get("forkserver") or {}).get("ended_at")
+             and (p["forkserver"].get("started_at") or 0) >= t0 - 0.05 else 0.0 for p in pres]
+    steps = {"forkserver_s": ready,
+             "spawn_s": [p["process_started_at"] - t0 - r for p, r in zip(pres, ready)],
              "boot_s": [p["started_at"] - p["process_started_at"] for p in pres],
              "gcexplore_import_s": [p["gcexplore_import_s"] for p in pres],
              "preload_rest_s": [p["total_s"] - p["gcexplore_import_s"] for p in pres],
@@ -275,12 +291,13 @@ def _table(res: list[dict], bases: dict) -> list[str]:
             f"{r['sum_task_s']:.2f} ({r['sum_task_s'] / base['sum_task_s'] - 1:+.1%}) | {r['idle_tail_s_max']:.2f} | "
             f"{r['close_s']:.2f} ({_f(r['close_background_s'])}) | {r['end_to_end_s']:.2f} | "
             f"{base['end_to_end_s'] / r['end_to_end_s']:.2f}x |")
-    lines += ["", "| GPUs | cluster | spawn s | boot s (Python, Dask) | gcexplore import s | context, kernels, "
-                  "factories' modules s | join s | cluster start s |", "|---|---|---|---|---|---|---|---|"]
+    lines += ["", "| GPUs | cluster | forkserver s (started to imports done) | spawn s (to the worker's birth) | "
+                  "boot s (Dask) | gcexplore import s | context, kernels, factories' modules s | join s | "
+                  "cluster start s |", "|---|---|---|---|---|---|---|---|---|"]
     for r in res:
         st = r.get("start_steps") or {}
         lines.append(f"| {r['gpus']} | {r['mode']} | " + " | ".join(_f(st.get(k)) for k in (
-            "spawn_s", "boot_s", "gcexplore_import_s", "preload_rest_s", "join_s")) + f" | {_f(r['cluster_start_s'])} |")
+            "forkserver_s", "spawn_s", "boot_s", "gcexplore_import_s", "preload_rest_s", "join_s")) + f" | {_f(r['cluster_start_s'])} |")
     lines += ["", "| GPUs | cluster | build s | experiment s | of which checkpoint s | CPU s | write s | cached tasks | "
                   "first task s (mean) | other tasks s (mean) | SM clock MHz (median) |",
               "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -305,6 +322,8 @@ def main() -> int:
                    help="skip the runs on a cluster kept warm from an earlier campaign")
     p.add_argument("--no-direct", dest="direct", action="store_false",
                    help="skip the tasks run alone, outside a campaign")
+    p.add_argument("--forkserver", choices=("cold", "kept"), default="cold",
+                   help="cold: each campaign starts its forkserver (a process's first); kept: one started before timing")
     p.add_argument("--alone-again", action="store_true",
                    help="no GPU: compare OUT/campaign-1gpu with OUT/alone.parquet again (the floors recorded now)")
     args = p.parse_args()
@@ -326,6 +345,13 @@ def main() -> int:
     import bench.campaign_pairs  # noqa: F401 (the client's own import of the factories, paid before any timing)
     import distributed  # noqa: F401 (and of Dask: the first campaign of a process pays it, the later ones do not)
 
+    if args.forkserver == "kept":
+        from gcexplore.experiments.cluster import start_forkserver
+
+        t = time.perf_counter()
+        fs = start_forkserver([p.split(":")[0] for p in PAIRS if isinstance(p, str)], wait=True)
+        print(f"forkserver started before timing (kept for every campaign): ready in {time.perf_counter() - t:.2f} s, "
+              f"its imports {_f(fs.get('preload_s'))} s ({fs.get('seconds')}; errors {fs.get('errors')})", flush=True)
     runs, direct, failed = [], None, 0
     plan = [(n, False) for n in counts] + ([("direct", None)] if args.direct else []) + \
         ([(n, True) for n in reversed(counts)] if args.warm else [])
@@ -338,7 +364,7 @@ def main() -> int:
             # the one-GPU run's task times order the others' tasks longest first (durations known from a run)
             known = out / "campaign-1gpu" if (n > 1 or warm) and args.durations else None
             name = f"campaign-{n}gpu" + ("-warm" if warm else "")
-            runs.append(_run(gpus[:n], out / name, splits, args.repeats, known, warm=warm))
+            runs.append(_run(gpus[:n], out / name, splits, args.repeats, known, warm=warm, fork=args.forkserver))
             print(f"{n} GPU(s) {runs[-1]['mode']}: {runs[-1]['end_to_end_s']:.1f} s end to end", flush=True)
         failed = _report(runs, direct, out, splits, args.repeats)
     return 0 if not failed else 1

@@ -196,10 +196,17 @@ def test_default_cluster_warms_workers_while_the_client_plans_and_closes_after_t
                     folder=tmp_path / "c", devices=["0", "1"], progress=False)
     imported = sys.modules["slow_factory_i30"]
     assert len(c.warm_ups) == 2
+    servers = set()
     for w in c.warm_ups.values():
         pre = w["preload"]
-        assert "error" not in pre and pre["import slow_factory_i30_s"] >= 1.5, pre  # imported at the worker's start
-        assert w["import slow_factory_i30_s"] < 0.5 and w["primed"] == 1  # the task's warm-up found it imported
+        # imported once, by the forkserver this campaign started, before it forked the workers
+        fork = pre["forkserver"]
+        assert fork["seconds"]["slow_factory_i30"] >= 1.5 and fork["started_at"] >= c.timings["cluster_started_at"]
+        assert pre["process_started_at"] >= fork["ended_at"] - 0.05
+        servers.add(fork["pid"])
+        assert "error" not in pre and pre["import slow_factory_i30_s"] < 0.5, pre  # the worker found it imported
+        assert w["import slow_factory_i30_s"] < 0.5 and w["primed"] == 1  # and so did the task's warm-up
+    assert len(servers) == 1
     # the client's own 1.5-s import ran while the cluster started: it waited that much less than the start took
     assert imported.IMPORTED - imported.STARTED >= 1.5 and c.timings["cluster_start_s"] >= 1.5
     assert c.timings["cluster_start_s"] - c.timings["cluster_wait_s"] >= 1.4, c.timings
@@ -239,6 +246,14 @@ def test_bench_runs_cold_warm_and_alone_on_the_stand_in(tmp_path, monkeypatch):
         assert all(v >= -0.01 for v in st.values()), st
     assert abs(sum(bench._start_steps(runs[0]).values()) - runs[0]["timings"]["cluster_start_s"]) < 0.01  # one worker
     assert runs[0]["timings"]["cluster_start_s"] > 0 and "cluster_start_s" not in runs[2]["timings"]
+    # cold: each campaign started its own forkserver; kept: one started before, its start not in the campaign's
+    from gcexplore.experiments.cluster import start_forkserver
+
+    assert all(bench._start_steps(r)["forkserver_s"] > 0 for r in runs[:2])
+    start_forkserver(["_campaign_standin"], wait=True)
+    kept = bench._run(["0"], tmp_path / "c1k", splits, 2, fork="kept")
+    assert kept["mode"] == "cold, forkserver kept" and bench._start_steps(kept)["forkserver_s"] == 0
+    assert abs(sum(bench._start_steps(kept).values()) - kept["timings"]["cluster_start_s"]) < 0.01
     assert all(r["timings"]["close_background_s"] > 0 for r in runs[:2])  # the cold ones' own clusters
     direct = bench._direct(runs[0], splits, 2)
     assert len(direct[0]) == 1 and set(direct[1]["task_key"]) == set(direct[0])  # one pair: one task alone
@@ -249,7 +264,7 @@ def test_bench_runs_cold_warm_and_alone_on_the_stand_in(tmp_path, monkeypatch):
     # the stand-in's makespans are a function of the layout: alone and in the campaign they agree exactly
     assert "alone: 1 of 1 ratio intervals contain 1 at 95% each" in text and "1 of 1 in the combined" in text, text
     assert "outside the combined interval (campaign over alone, ratio of medians [95% interval]): none" in text
-    assert "| 2 | cold | 0." in text and "| spawn s |" in text
+    assert "| 2 | cold | " in text and "| spawn s (to the worker's birth) |" in text
     import pandas as pd
 
     rows = pd.read_csv(tmp_path / "campaign_vs_alone.csv")  # the rows, not only the counts
@@ -274,3 +289,32 @@ def test_local_workers_run_no_stack_sampler_beside_the_measuring_thread():
     with local_cluster(["0"], warm=[]) as cluster, Client(cluster) as client:
         ((names, tick_ms),) = client.run(_callbacks).values()
     assert "profile" not in names and "heartbeat" in names and tick_ms >= 500, (names, tick_ms)
+
+
+def test_the_start_makes_the_gpu_context_on_the_thread_that_will_run_the_tasks(monkeypatch):
+    """A CUDA context is current per thread: the worker's start makes it on the worker's one executor thread
+    (where its tasks run), not on a thread of its own that the first task would have to repeat."""
+    import threading
+    import types
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gcexplore.device import driver
+    from gcexplore.experiments import _campaign_preload
+
+    seen = {}
+
+    def fake_warm_gpu(steps):
+        seen["thread"] = threading.get_ident()
+        steps["context_s"] = 0.0
+
+    monkeypatch.setattr(driver, "device_count", lambda: 1)
+    monkeypatch.setattr(ct, "warm_gpu", fake_warm_gpu)
+    monkeypatch.setattr(ct, "PRELOADED", {})
+    pool = ThreadPoolExecutor(1)
+    try:
+        task_thread = pool.submit(threading.get_ident).result()
+        _campaign_preload.dask_setup(types.SimpleNamespace(executors={"default": pool}))
+    finally:
+        pool.shutdown()
+    assert seen["thread"] == task_thread != threading.get_ident()
+    assert ct.PRELOADED["context_s"] == 0.0 and "total_s" in ct.PRELOADED

@@ -34,5 +34,6 @@ EXTRA = {
     "clusters": ("cluster_labels", "group_modes", "rep_mode", "sample_modes", "trace_modes"),
     "pm": ("dram_headline",),
     "scaling": ("scaling_facts",),
+    "prediction_check": ("fit_model", "predict_kwargs"),
 }
 __all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC, EXTRA)

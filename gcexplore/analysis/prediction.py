@@ -15,7 +15,8 @@ drew alone (bytes / solo time); when the asks exceed the card's, it is divided
 (``sharing``: by outstanding requests, ~ SMs x per-SM rate, by default) and a workload
 given less than it drew progresses at that fraction of its solo rate as far as it is
 memory-bound; when one finishes the others get its share (optionally the L2's bandwidth
-too, ``l2_bandwidth_gbs``); (3) **L2**: a workload's re-reads from L2 go to DRAM as what
+too, ``l2_bandwidth_gbs``); below saturation an SM pulling near the per-SM limit is slowed by
+the latency the others' load adds (``loaded_latency``); (3) **L2**: a workload's re-reads from L2 go to DRAM as what
 it keeps there and the others' traffic exceed the usable L2 (a ramp between
 :data:`L2_FIT_FRACTION` and :data:`L2_SPILL_FRACTION` of its size); (4) a small start
 offset from the profiles. Workloads without bytes are assumed to draw none in the point
@@ -34,7 +35,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .traffic_profile import TRAFFIC_PROFILE_COLUMNS, cross_card_margins, scale_profiles, with_traffic_columns
+from .traffic_profile import (TRAFFIC_PROFILE_COLUMNS, cross_card_margins, latency_slowdown, scale_profiles,
+                              shared_speeds, with_traffic_columns)
 from ..schema import identity_name
 
 SM_COUNT = identity_name("sm_count")  # the card's SM count, as every result names it
@@ -318,26 +320,6 @@ def _curves(profiles: pd.DataFrame) -> dict[str, _Curve]:
 # ------------------------------------------------------------------------ fluid model
 
 
-def _waterfill(total: float, caps: list[float], weights: list[float]) -> list[float]:
-    """Divide ``total`` in proportion to ``weights``, nobody above its cap, leftovers passed on."""
-    share = [0.0] * len(caps)
-    open_ = [i for i in range(len(caps)) if caps[i] > 0]
-    left = total
-    while open_ and left > 1e-12:
-        wsum = sum(max(weights[i], 1e-12) for i in open_)
-        offer = {i: left * max(weights[i], 1e-12) / wsum for i in open_}
-        full = [i for i in open_ if share[i] + offer[i] >= caps[i]]
-        if not full:
-            for i in open_:
-                share[i] += offer[i]
-            break
-        for i in full:
-            left -= caps[i] - share[i]
-            share[i] = caps[i]
-        open_ = [i for i in open_ if i not in full]
-    return share
-
-
 def _dram_bytes(c: _Curve, spill: float, worst: bool, peak: float, t: float, n: int) -> float:
     """Bytes the workload pulls from DRAM per call on ``n`` SMs (``spill``: share of L2 re-reads that miss)."""
     if not math.isfinite(c.bytes):
@@ -370,21 +352,8 @@ def _spill(curves: list[_Curve], l2: float) -> list[float]:
     return [float(np.clip((_kept(c) + sum(feet) - f - lo) / (hi - lo), 0.0, 1.0)) for c, f in zip(curves, feet)]
 
 
-def _slowed(cap: float, demand: list[float], weights: list[float]) -> list[float]:
-    """Speed (1 = as alone) of each workload when ``demand`` GB/s share ``cap`` GB/s, divided by ``weights``
-    (never less than any one of them drew alone: no workload is slowed by itself)."""
-    cap = max([cap, *demand]) if math.isfinite(cap) else cap
-    if not (math.isfinite(cap) and sum(demand) > cap):
-        return [1.0] * len(demand)
-    got = _waterfill(cap, demand, weights)
-    # a workload drawing a share m of the bandwidth alone is bound by it to that degree
-    bound = [min(1.0, d / cap) for d in demand]
-    return [1.0 / ((1.0 - m) + m * d / g) if d > 0 and g > 0 else (1.0 if d <= 0 else 0.0)
-            for g, d, m in zip(got, demand, bound)]
-
-
 def _fluid(curves: list[_Curve], times: list[float], sms: list[int], peak: float, l2: float, sharing: str,
-           worst: bool, l2_peak: float = math.nan, gain: float = 1.0) -> list[float]:
+           worst: bool, l2_peak: float = math.nan, gain: float = 1.0, lat: tuple = (0.0, math.nan)) -> list[float]:
     """Finish time (ms) of each workload started together, sharing ``peak`` GB/s of DRAM (and
     ``l2_peak`` GB/s of L2 bandwidth where given)."""
     n = len(curves)
@@ -405,10 +374,15 @@ def _fluid(curves: list[_Curve], times: list[float], sms: list[int], peak: float
         else:
             per_sm = [curves[i].per_sm_gbs() for i in act]
             weights = [sms[i] * (p if math.isfinite(p) else 4 * peak / max(sms)) for i, p in zip(act, per_sm)]
-        speed = _slowed(cap, demand, weights)
+        speed = shared_speeds(cap, demand, weights)
         if math.isfinite(l2_peak):  # the L2's own bandwidth, shared the same way
             l2d = [curves[i].l2 / (times[i] * 1e6) if math.isfinite(curves[i].l2) else 0.0 for i in act]
-            speed = [min(a, b) for a, b in zip(speed, _slowed(l2_peak, l2d, l2d if sharing == "demand" else weights))]
+            l2w = l2d if sharing == "demand" else weights
+            speed = [min(a, b) for a, b in zip(speed, shared_speeds(l2_peak, l2d, l2w))]
+        kappa, per_sm_top = lat
+        if kappa > 0 and math.isfinite(per_sm_top):  # loaded latency: see latency_slowdown
+            speed = [min(sp, 1.0 / latency_slowdown(kappa, d / sms[i] / per_sm_top, (sum(demand) - d) / cap))
+                     for sp, d, i in zip(speed, demand, act)]
         rates = [sp / times[i] for sp, i in zip(speed, act)]
         dt = min(left[i] / r for i, r in zip(act, rates))
         now += dt
@@ -460,7 +434,8 @@ def _error_pair(model_error) -> tuple[float, float]:
 def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, sharing: str = "pressure",
             model_error=MODEL_ERROR, shared_bandwidth_gbs: float | None = None,
             l2_bytes: float | None = None, card: Mapping | None = None,
-            l2_bandwidth_gbs: float | None = None, bandwidth_gain: float = 1.0) -> pd.DataFrame:
+            l2_bandwidth_gbs: float | None = None, bandwidth_gain: float = 1.0,
+            loaded_latency: float = 0.0) -> pd.DataFrame:
     """Predicted concurrent makespan and per-workload durations at every layout, with intervals.
 
     Parameters
@@ -481,13 +456,14 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
     shared_bandwidth_gbs, l2_bytes : float, optional
         Override the card's values in the profiles.
     l2_bandwidth_gbs : float, optional
-        Model the L2's bandwidth as a second shared resource of this many GB/s (each
-        workload asks for its counted L2 traffic / solo time); default not modelled.
-        :func:`~gcexplore.analysis.prediction_check.fit_model` decides from measured pairs.
+        The L2's bandwidth as a second shared resource (each asks for its counted L2
+        traffic / solo time); default not modelled. ``fit_model`` decides it.
     bandwidth_gain : float, default 1
-        What DRAM gives workloads running together, as a multiple of the best any of them
-        drew alone (two triads together drew up to 10% more than one alone on an H200);
-        :func:`~gcexplore.analysis.prediction_check.fit_model` fits it on measured pairs.
+        What DRAM gives workloads together, as a multiple of the best any drew alone.
+    loaded_latency : float, default 0
+        Below saturation a workload is slowed by ``1 + loaded_latency x`` (its per-SM DRAM rate
+        / the highest any profile drew per SM) ``x`` (the others' demand / DRAM's), no slower
+        than bandwidth sharing makes it; ``fit_model`` decides it.
     card : mapping, optional
         Predict for another card (:func:`~gcexplore.analysis.traffic_profile.scale_profiles`:
         its SM count, shared bandwidth, SM clock, L2); ``attrs["assumed"]`` says what was assumed.
@@ -541,9 +517,13 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
     if not (isinstance(bandwidth_gain, (int, float)) and 0.5 <= bandwidth_gain <= 2):
         raise ValueError(f"bandwidth_gain must be a factor in [0.5, 2], got {bandwidth_gain!r}")
     gain = float(bandwidth_gain)
+    if not (isinstance(loaded_latency, (int, float)) and 0 <= loaded_latency <= 4):
+        raise ValueError(f"loaded_latency must be a factor in [0, 4], got {loaded_latency!r}")
+    tops = [v for v in (c.per_sm_gbs() for c in curves.values()) if math.isfinite(v)]
+    lat = (float(loaded_latency), max(tops) if tops else math.nan)
     rows = []
     for lay in _as_layouts(layouts, len(names), prof):
-        rows.extend(_predict_layout(lay, names, sources, peak, l2, sharing, err, bound, (l2_peak, gain)))
+        rows.extend(_predict_layout(lay, names, sources, peak, l2, sharing, err, bound, (l2_peak, gain, lat)))
     out = pd.DataFrame(rows, columns=PREDICTION_COLUMNS)
     src = prof.groupby("workload", sort=False)["bytes_source"].first()
     out.attrs.update(kind="prediction", workloads=names, sharing=sharing,
@@ -551,20 +531,21 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
                      shared_bandwidth_gbs=peak, l2_bytes=l2, device_name=str(prof["device_name"].iloc[0]),
                      unknown_bytes=[n for n, c in zip(names, sources) if not math.isfinite(c.bytes)],
                      bytes_source={n: str(src.get(c.name, "missing")) for n, c in zip(names, sources)},
-                     l2_bandwidth_gbs=l2_bandwidth_gbs, bandwidth_gain=gain,
+                     l2_bandwidth_gbs=l2_bandwidth_gbs, bandwidth_gain=gain, loaded_latency=lat[0],
+                     per_sm_top_gbs=lat[1],
                      assumed=list(prof.attrs.get("assumed", [])), notes=notes)
     return out
 
 
 def _predict_layout(lay, names, curves, peak, l2, sharing, err, bound, extra) -> list[dict]:
-    l2_peak, gain = extra
+    l2_peak, gain, lat = extra
     last = len(lay) - 1
     alone = [c.at(k, "last" if i == last else "first") for i, (c, k) in enumerate(zip(curves, lay))]
     offset = max(c.offset for c in curves)
-    kw = {"l2_peak": l2_peak, "gain": gain}
+    kw = {"l2_peak": l2_peak, "gain": gain, "lat": lat}
     mid = _fluid(curves, [a[0] for a in alone], list(lay), peak, l2, sharing, worst=False, **kw)
     low = _fluid(curves, [a[1] for a in alone], list(lay), peak, l2, sharing, worst=False, **kw)
-    if math.isfinite(l2_peak):  # the L2's bandwidth is fitted, not measured: the low end also allows none
+    if math.isfinite(l2_peak) or lat[0] > 0:  # fitted, not measured: the low end also allows neither
         low = [min(a, b) for a, b in zip(low, _fluid(curves, [a[1] for a in alone], list(lay), peak, l2, sharing,
                                                       worst=False, gain=gain))]
     high = _fluid(curves, [a[2] for a in alone], list(lay), peak, l2, sharing, worst=True, **kw)

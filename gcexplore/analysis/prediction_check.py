@@ -12,7 +12,8 @@ from .overlap import layout_table, makespan_stats
 from .prediction import SHARING, l2_drawn_gbs, predict, predicted_layouts, require_prediction
 from .stats import Floor, noise_floor, round_median_ci
 
-__all__ = ["ERROR_COLUMNS", "L2_CANDIDATES", "fit_model", "predict_error", "prediction_facts"]
+__all__ = ["ERROR_COLUMNS", "L2_CANDIDATES", "LATENCY_CANDIDATES", "fit_model", "predict_error", "predict_kwargs",
+           "prediction_facts"]
 
 ERROR_COLUMNS = ["layout", "split_sm_count", "predicted_ms", "predicted_low_ms", "predicted_high_ms",
                  "measured_ms", "measured_low_ms", "measured_high_ms", "error", "inside", "predicted_interference",
@@ -116,6 +117,17 @@ def prediction_facts(prediction: pd.DataFrame, measured: pd.DataFrame) -> dict:
 #: Multiples of the highest L2 GB/s any profiled workload drew alone that fit_model tries as the
 #: L2's shared bandwidth (None: not modelled).
 L2_CANDIDATES = (None, 0.75, 1.0)
+#: Loaded-latency factors (``predict(loaded_latency=...)``) that fit_model tries with the chosen rule.
+LATENCY_CANDIDATES = (0.0, 0.5, 1.0, 1.5)
+
+
+def predict_kwargs(fit: dict) -> dict:
+    """The keyword arguments of :func:`~gcexplore.analysis.prediction.predict` that a :func:`fit_model`
+    result (or a shipped ``attrs["fit"]``) sets; a fit from before a term existed leaves it out."""
+    out = {k: fit[k] for k in ("sharing", "l2_bandwidth_gbs", "loaded_latency") if k in fit}
+    if "model_error" in fit:
+        out["model_error"] = tuple(fit["model_error"])
+    return out
 
 
 def _measured_layouts(measured: pd.DataFrame) -> list[str]:
@@ -142,11 +154,13 @@ def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9) -> dict:
     Returns
     -------
     dict
-        ``sharing`` (the rule of :data:`SHARING`) and ``l2_bandwidth_gbs`` (None, or a
-        multiple of :data:`L2_CANDIDATES` of the highest L2 GB/s drawn alone) with the
-        lowest median |error|, ``model_error`` (below, above: pass all three to
-        :func:`predict`), ``coverage`` (the fraction of these layouts inside the calibrated
-        interval), and ``median_abs_error`` per rule (L2 not modelled) and per L2 choice.
+        ``sharing`` (the rule of :data:`SHARING`), ``l2_bandwidth_gbs`` (None, or a
+        multiple of :data:`L2_CANDIDATES` of the highest L2 GB/s drawn alone) and
+        ``loaded_latency`` (of :data:`LATENCY_CANDIDATES`) with the lowest median |error|,
+        ``model_error`` (below, above; :func:`predict_kwargs` turns the fit into
+        :func:`predict`'s arguments), ``coverage`` (the fraction of these layouts inside the
+        calibrated interval), and ``median_abs_error`` per rule (neither term), per L2 choice
+        and per loaded-latency factor.
     """
     if not cases:
         raise ValueError("fit_model needs at least one (profiles, workloads, measured sweep) case")
@@ -155,12 +169,22 @@ def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9) -> dict:
     drawn = max((l2_drawn_gbs(p) for p, _, _ in cases), key=lambda v: v if np.isfinite(v) else -1.0)
     l2s = [None] + ([m * drawn for m in L2_CANDIDATES[1:]] if np.isfinite(drawn) else [])
     raw = {}
+
+    def run(rule, l2, lat):
+        parts = [predict_error(predict(p, w, _measured_layouts(m), sharing=rule, model_error=0.0,
+                                       l2_bandwidth_gbs=l2, loaded_latency=lat), m) for p, w, m in cases]
+        raw[rule, l2, lat] = pd.concat([x.assign(_case=i) for i, x in enumerate(parts)], ignore_index=True)
+
     for rule in SHARING:
         for l2 in l2s:
-            parts = [predict_error(predict(p, w, _measured_layouts(m), sharing=rule, model_error=0.0,
-                                           l2_bandwidth_gbs=l2), m) for p, w, m in cases]
-            raw[rule, l2] = pd.concat([x.assign(_case=i) for i, x in enumerate(parts)], ignore_index=True)
-    score = {k: (float(v["error"].abs().median()), float(v["error"].abs().mean())) for k, v in raw.items()}
+            run(rule, l2, 0.0)
+    score = lambda: {k: (float(v["error"].abs().median()), float(v["error"].abs().mean()))  # noqa: E731
+                     for k, v in raw.items()}
+    rule = min(raw, key=score().get)[0]
+    for l2 in l2s:  # the loaded latency with the chosen rule (it and the L2 term overlap, so both again)
+        for lat in LATENCY_CANDIDATES[1:]:
+            run(rule, l2, lat)
+    score = score()
     best = min(raw, key=score.get)
     e = raw[best]
     # above: how far each measurement's round interval (where another run would land) lies above, per
@@ -175,6 +199,8 @@ def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9) -> dict:
     err = (min(below, 0.99), min(above, 0.99))
     inside = (e["predicted_low_ms"] * (1 - err[0]) <= e["measured_high_ms"]) & (
         e["measured_low_ms"] <= e["predicted_high_ms"] * (1 + err[1]))
-    return {"sharing": best[0], "l2_bandwidth_gbs": best[1], "model_error": err, "coverage": float(inside.mean()),
-            "median_abs_error": {r: score[r, None][0] for r in SHARING},
-            "l2_median_abs_error": {("none" if l2 is None else f"{l2:.0f}"): score[best[0], l2][0] for l2 in l2s}}
+    return {"sharing": best[0], "l2_bandwidth_gbs": best[1], "loaded_latency": best[2], "model_error": err,
+            "coverage": float(inside.mean()), "median_abs_error": {r: score[r, None, 0.0][0] for r in SHARING},
+            "l2_median_abs_error": {("none" if l2 is None else f"{l2:.0f}"): score[best[0], l2, best[2]][0]
+                                    for l2 in l2s},
+            "latency_median_abs_error": {lat: score[best[0], best[1], lat][0] for lat in LATENCY_CANDIDATES}}

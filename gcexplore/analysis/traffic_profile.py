@@ -6,7 +6,9 @@ A profile's ``bytes`` (DRAM bytes per call) is *measured* (CUPTI counters,
 (the model then assumes none for its point, and DRAM saturated for its interval's top).
 :func:`attach_traffic` puts counted traffic into profile rows; :func:`classify` says
 whether a workload is compute-, memory- or latency-bound; :func:`profile_sources` lists
-the source of every number; :func:`scale_profiles` moves profiles to another card.
+the source of every number; :func:`scale_profiles` moves profiles to another card;
+:func:`shared_speeds` and :func:`latency_slowdown` are how traffic slows workloads that share
+DRAM (the prediction's fluid model).
 
 Traffic columns (:data:`TRAFFIC_PROFILE_COLUMNS`, optional in a profile: older profiles
 get them filled by :func:`with_traffic_columns`):
@@ -37,8 +39,8 @@ from ..schema import identity_name
 SM_COUNT = identity_name("sm_count")  # the card's SM count, as every result names it
 
 __all__ = ["BOUNDS", "CROSS_CARD_ERROR", "MEMORY_BOUND_SHARE", "SCALES_SHARE", "TRAFFIC_PROFILE_COLUMNS",
-           "attach_traffic", "card_of", "classify", "cross_card_margins", "profile_sources", "scale_profiles",
-           "scaling_error", "with_traffic_columns"]
+           "attach_traffic", "card_of", "classify", "cross_card_margins", "latency_slowdown", "profile_sources",
+           "scale_profiles", "scaling_error", "shared_speeds", "with_traffic_columns"]
 
 TRAFFIC_PROFILE_COLUMNS = ["bytes_source", "dram_read_bytes", "dram_write_bytes", "dram_cold_bytes",
                            "l2_traffic_bytes", "small_dram_bytes", "small_sm_count", "achieved_gbs", "bound",
@@ -292,3 +294,46 @@ def cross_card_margins(err: tuple[float, float], prof: pd.DataFrame, card: Mappi
         f"alone times scaled to this card err by up to {e:.0%} (p90 measured H100 <-> H200), on the "
         f"{'slow' if faster else 'fast'} side toward a card with {'more' if faster else 'less'} bandwidth: the interval's "
         f"{'upper' if faster else 'lower'} end is widened by that")
+
+
+# ------------------------------------------------------------------------ sharing (the prediction's fluid model)
+
+
+def _waterfill(total: float, caps: list[float], weights: list[float]) -> list[float]:
+    """Divide ``total`` in proportion to ``weights``, nobody above its cap, leftovers passed on."""
+    share = [0.0] * len(caps)
+    open_ = [i for i in range(len(caps)) if caps[i] > 0]
+    left = total
+    while open_ and left > 1e-12:
+        wsum = sum(max(weights[i], 1e-12) for i in open_)
+        offer = {i: left * max(weights[i], 1e-12) / wsum for i in open_}
+        full = [i for i in open_ if share[i] + offer[i] >= caps[i]]
+        if not full:
+            for i in open_:
+                share[i] += offer[i]
+            break
+        for i in full:
+            left -= caps[i] - share[i]
+            share[i] = caps[i]
+        open_ = [i for i in open_ if i not in full]
+    return share
+
+
+def shared_speeds(cap: float, demand: list[float], weights: list[float]) -> list[float]:
+    """Speed (1 = as alone) of each workload when ``demand`` GB/s share ``cap`` GB/s, divided by ``weights``
+    (never less than any one of them drew alone: no workload is slowed by itself)."""
+    cap = max([cap, *demand]) if math.isfinite(cap) else cap
+    if not (math.isfinite(cap) and sum(demand) > cap):
+        return [1.0] * len(demand)
+    got = _waterfill(cap, demand, weights)
+    # a workload drawing a share m of the bandwidth alone is bound by it to that degree
+    bound = [min(1.0, d / cap) for d in demand]
+    return [1.0 / ((1.0 - m) + m * d / g) if d > 0 and g > 0 else (1.0 if d <= 0 else 0.0)
+            for g, d, m in zip(got, demand, bound)]
+
+
+def latency_slowdown(kappa: float, per_sm: float, others: float) -> float:
+    """Loaded latency: an SM pulling near the most DRAM GB/s per SM any profiled workload drew (``per_sm``,
+    that fraction) is bound by the requests it keeps in flight, so its time grows with their latency, which
+    grows with the others' DRAM demand (``others``, a fraction of what DRAM gives); ``kappa``: fitted."""
+    return 1.0 + kappa * min(max(per_sm, 0.0), 1.0) * min(max(others, 0.0), 1.0)

@@ -6,7 +6,8 @@ gcexplore's experiments and the factory modules named in ``GCEXPLORE_WARM_MODULE
 compiles the built-in kernels. The cluster's start thus carries the warm-up, in parallel on every
 worker and while the client plans the campaign, instead of after it. A failure here
 is recorded, not raised: the worker starts, and a task that needs what failed fails
-with its own traceback.
+with its own traceback. A worker forked from the campaign's forkserver
+(:mod:`._fork_preload`) reports what the server imported, and when.
 """
 
 from __future__ import annotations
@@ -15,16 +16,22 @@ import os
 import threading
 import time
 
+from ._fork_preload import REPORT as FORKSERVER, process_started_at
+
 ENV = "GCEXPLORE_WARM_MODULES"
 
 
 def dask_setup(worker) -> None:
     t, at = time.perf_counter(), time.time()
+    forked = dict(FORKSERVER)  # filled in the forkserver this worker was forked from, else empty
     from ..device.driver import device_count
     from ._campaign_task import PRELOADED, warm_gpu, warm_up
 
     modules = [m for m in os.environ.get(ENV, "").split(",") if m]
-    steps = {"gcexplore_import_s": time.perf_counter() - t, "process_started_at": _process_started_at()}
+    steps = {"gcexplore_import_s": time.perf_counter() - t, "process_started_at": process_started_at()}
+    if forked:
+        steps["forkserver"] = {k: forked.get(k) for k in ("started_at", "imports_at", "ended_at", "preload_s",
+                                                             "seconds", "errors", "pid")}
     gpu: dict = {}
     thread = None
     try:
@@ -33,17 +40,24 @@ def dask_setup(worker) -> None:
 
             from ..device import kernels  # noqa: F401
 
-            # the context and NVRTC are driver time (the GIL released): they overlap the imports
-            thread = threading.Thread(target=_gpu, args=(warm_gpu, gpu), name="gcexplore-warm-gpu")
-            thread.start()
+            # the context and NVRTC are driver time (the GIL released): they overlap the imports. On the thread
+            # that will run the tasks (the worker's one executor thread), so the context is current there already
+            pool = getattr(worker, "executors", {}).get("default")
+            if pool is not None:
+                thread = pool.submit(_gpu, warm_gpu, gpu)
+            else:
+                thread = threading.Thread(target=_gpu, args=(warm_gpu, gpu), name="gcexplore-warm-gpu")
+                thread.start()
     except Exception as e:  # no driver here (the CPU stand-in): nothing to warm on a GPU
         gpu["gpu"] = f"{type(e).__name__}: {e}"
     try:
         report = warm_up(modules, gpu=False)
     except Exception as e:  # recorded; the first task that needs the module raises it with a traceback
         report = {"error": f"{type(e).__name__}: {e}"}
-    if thread is not None:
+    if isinstance(thread, threading.Thread):
         thread.join()
+    elif thread is not None:
+        thread.result()  # _gpu records its errors: this only waits
     PRELOADED.update(report, **steps, **gpu, total_s=time.perf_counter() - t, started_at=at)
 
 
@@ -52,16 +66,3 @@ def _gpu(warm_gpu, out: dict) -> None:
         warm_gpu(out)
     except Exception as e:  # recorded; the first task makes the context itself
         out["error"] = f"{type(e).__name__}: {e}"
-
-
-def _process_started_at() -> float | None:
-    """Unix time this process started (Linux; to 10 ms), to time Dask's part of a worker's start: its
-    start in clock ticks after boot, the boot placed by /proc/uptime (psutil's is whole seconds)."""
-    try:
-        with open("/proc/self/stat") as f:
-            ticks = float(f.read().rsplit(")", 1)[1].split()[19])
-        with open("/proc/uptime") as f:
-            up = float(f.read().split()[0])
-        return time.time() - up + ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):  # not Linux: only this timing is missing
-        return None

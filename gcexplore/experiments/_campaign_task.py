@@ -257,6 +257,8 @@ def warm_gpu(steps: dict):
     from ..device.kernels import builtin_kernel
 
     dev = Device(0)
+    steps["device_s"] = time.perf_counter() - t
+    t = time.perf_counter()
     dev.set_current()
     steps["context_s"] = time.perf_counter() - t
     t = time.perf_counter()

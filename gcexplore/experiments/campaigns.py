@@ -32,7 +32,7 @@ from ..results.campaign_store import CampaignFolder, campaign_status, load_campa
 from ..device.driver import UnsupportedError, device_info
 from ..schema import new_run_id
 
-from .cluster import ClusterStart, local_cluster, local_devices, require_distributed, visible_gpus  # noqa: F401
+from .cluster import PROBE_DIED, ClusterStart, local_cluster, local_devices, require_distributed, visible_gpus  # noqa: F401
 from ._campaign_task import (EXPERIMENTS, Experiment, parse_builtin, register_experiment, resolve_factory, run_task,
                              warm_up)
 
@@ -412,7 +412,7 @@ def _connect(client, scheduler, devices, starting: ClusterStart | None = None):
         cluster = starting.result() if starting is not None else local_cluster(devices)
     except Exception as e:
         main = sys.modules.get("__main__")
-        if "Nanny failed to start" in str(e) and getattr(main, "__file__", None):
+        if ("Nanny failed to start" in str(e) or PROBE_DIED in str(e)) and getattr(main, "__file__", None):
             raise RuntimeError(f"the local campaign cluster's workers did not start; {_GUARD}") from None
         raise
     return Client(cluster, security=cluster.security), cluster

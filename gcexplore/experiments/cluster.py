@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from collections.abc import Sequence
 
 from ..device.driver import UnsupportedError, device_count
 
-__all__ = ["LOOPBACK", "ClusterStart", "local_cluster", "require_distributed", "visible_gpus"]
+__all__ = ["LOOPBACK", "START_METHODS", "ClusterStart", "local_cluster", "require_distributed", "start_forkserver",
+           "stop_forkserver", "visible_gpus"]
 
 
 def visible_gpus() -> list[str]:
@@ -69,7 +71,8 @@ def local_devices(devices: Sequence | None = None) -> list[str]:
 
 
 def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, security=None,
-                  dashboard_address: str | None = None, warm: Sequence[str] | None = None, **scheduler_options):
+                  dashboard_address: str | None = None, warm: Sequence[str] | None = None, start: str | None = None,
+                  **scheduler_options):
     """A Dask cluster on this machine: one worker process per GPU, one thread each.
 
     Each worker is a Nanny-managed process with ``CUDA_VISIBLE_DEVICES`` set to its one
@@ -106,6 +109,8 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
         No GPU is visible (pass ``client=`` or ``scheduler=`` to use a cluster elsewhere).
     ValueError
         A network-reachable ``host`` without a TLS ``security``.
+    RuntimeError
+        The forkserver initialised CUDA while importing (a worker forked from it could not use its GPU).
     """
     d = require_distributed()
     Nanny, Scheduler, SpecCluster = d.Nanny, d.Scheduler, d.SpecCluster
@@ -116,6 +121,9 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
                          "tls_scheduler_cert=..., tls_worker_cert=..., tls_client_cert=..., require_encryption=True) "
                          "(docs/guide.md, 'Campaigns on several machines'), or keep host='127.0.0.1'")
     devs = local_devices(devices)
+    start = start or default_start()
+    if start not in START_METHODS:
+        raise ValueError(f"start is one of {', '.join(map(repr, START_METHODS))}, got {start!r}")
     if warm is not None:
         bad = [m for m in warm if not _MODULE.match(str(m))]
         if bad:
@@ -139,10 +147,140 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
     # one task per free worker: a second task queued on a worker early could leave another card idle at the end;
     # no statistical profiler (it samples the measuring thread's stack 100 times a second, taking the GIL from it)
     # and an event-loop check every 0.5 s, not 50 times a second (the Nannies hand this config to their workers)
+    if start == "forkserver":  # its imports done and checked before any worker forks from it
+        server = start_forkserver(warm or (), wait=True)
+        if server.get("cuda"):
+            from ._fork_preload import refusal
+
+            raise RuntimeError(refusal(server))
     with dask.config.set({"distributed.scheduler.worker-saturation": 1.0, "distributed.worker.profile.enabled": False,
-                          "distributed.admin.tick.interval": "500ms"}):
+                          "distributed.admin.tick.interval": "500ms",
+                          "distributed.worker.multiprocessing-method": start}):
         return SpecCluster(workers=workers, scheduler=scheduler, name="gcexplore-campaign", silence_logs=40,
                            **({"security": security} if tls else {}))
+
+
+START_METHODS = ("forkserver", "spawn")
+PROBE_DIED = "a process forked from the campaign's forkserver exited"
+
+
+def default_start() -> str:
+    import multiprocessing
+
+    return "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+
+
+_FORK: dict = {"pid": None, "modules": frozenset(), "report": None}
+_FORK_LOCK = threading.Lock()
+
+
+def start_forkserver(modules: Sequence[str] = (), *, wait: bool = False) -> dict:
+    """Start (or keep) the forkserver local campaign clusters fork their workers from.
+
+    The server imports Dask's modules, pandas, gcexplore's experiments and ``modules``
+    once (:mod:`gcexplore.experiments._fork_preload`); it lives until this process exits
+    or :func:`stop_forkserver`, so the next campaign's workers fork from it at once. A
+    server running without one of ``modules`` is replaced. Returns ``{"pid", "started"}``
+    (started: False when a running server already had every module); ``wait=True`` also
+    waits for its imports (by forking a process that returns at once) and adds what it did
+    (``preload_s``, ``seconds`` per module, ``errors``, ``cuda``)."""
+    import multiprocessing.forkserver as fs
+
+    bad = [m for m in modules if not _MODULE.match(str(m))]
+    if bad:
+        raise ValueError(f"the forkserver imports modules by name, such as 'bench.campaign_pairs'; got {bad}")
+    import dask
+    from distributed.utils import get_mp_context
+
+    from ._fork_preload import ENV, MODULE, report_to
+
+    with _FORK_LOCK:
+        server = fs._forkserver  # the process's one server (multiprocessing's); its preload list is ours to set
+        with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"}):
+            get_mp_context()  # Dask sets its own preload list once: before ours, not after
+        ours = server._forkserver_pid is not None and server._forkserver_pid == _FORK["pid"]
+        want = frozenset(map(str, modules)) | (_FORK["modules"] if ours else frozenset())
+        if server._forkserver_pid is not None and (not ours or want != _FORK["modules"]):
+            _detach(server)  # one without our imports, or without a module asked for now: replaced
+        before = server._forkserver_pid
+        base = [m for m in server._preload_modules if m not in ("__main__", MODULE)]
+        server.set_forkserver_preload([*base, MODULE])
+        # the server inherits this process's environment as it starts: the module list travels there
+        old = os.environ.get(ENV)
+        os.environ[ENV] = ",".join(sorted(want))
+        try:
+            server.ensure_running()  # a server that died is started again here
+        finally:
+            if old is None:
+                os.environ.pop(ENV, None)
+            else:
+                os.environ[ENV] = old
+        started = server._forkserver_pid != before
+        if started:
+            _FORK.update(pid=server._forkserver_pid, modules=want, report=None)
+        out = {"pid": server._forkserver_pid, "started": started}
+        if wait and _FORK.get("report"):  # what this server did, asked before
+            return {**out, **_FORK["report"]}
+    if wait:
+        import multiprocessing
+
+        from multiprocessing.connection import wait as ready
+
+        ctx = multiprocessing.get_context("forkserver")
+        reader, writer = ctx.Pipe(duplex=False)
+        child = ctx.Process(target=report_to, args=(writer,), name="gcexplore-forkserver-probe")
+        child.start()  # served once the server's imports are done
+        writer.close()
+        ready([reader, child.sentinel])  # its report, or its end (a script without a main guard ends it early)
+        try:
+            report = reader.recv()
+        except EOFError:  # it ended without a word
+            report = None
+        child.join()
+        reader.close()
+        if report is None:
+            raise RuntimeError(f"{PROBE_DIED} (exit code {child.exitcode}) before it reported what the server imported")
+        with _FORK_LOCK:
+            if _FORK["pid"] == out["pid"]:
+                _FORK["report"] = report
+        out.update(report)
+    return out
+
+
+def stop_forkserver() -> None:
+    """Let the forkserver go (the next local cluster starts a new one). It exits once the workers
+    forked from it have (each holds it alive), without this call waiting for them."""
+    import multiprocessing.forkserver as fs
+
+    with _FORK_LOCK:
+        _detach(fs._forkserver)
+        _FORK.update(pid=None, modules=frozenset(), report=None)
+
+
+def _detach(server) -> None:
+    """multiprocessing's ``_stop`` without its wait: the server outlives us until its children exit,
+    which a running cluster's workers have not; it is reaped in the background."""
+    pid = server._forkserver_pid
+    if pid is None:
+        return
+    from multiprocessing import util
+
+    os.close(server._forkserver_alive_fd)  # the server's "client alive" pipe: it ends when its children end
+    address = server._forkserver_address
+    server._forkserver_alive_fd = server._forkserver_pid = server._forkserver_address = None
+    if address and not util.is_abstract_socket_namespace(address):
+        try:
+            os.unlink(address)
+        except OSError:
+            pass
+    threading.Thread(target=_reap, args=(pid,), name="gcexplore-forkserver-reap", daemon=True).start()
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
 
 
 class ClusterStart:

@@ -121,14 +121,20 @@ def _gpu_measure(run, rows: list[dict], visits: list[dict], bar):
     return measure
 
 
-def _prior(predict, names: list[str]) -> dict | None:
-    """The search's predictions from a :func:`gcexplore.predict` result or from solo profiles."""
+def _prior(predict, names: list[str], card: str = "") -> dict | None:
+    """The search's predictions from a :func:`gcexplore.predict` result or from solo profiles,
+    refused when they are for another card than ``card`` (the one measured)."""
     if predict is None:
         return None
     if not (hasattr(predict, "attrs") and predict.attrs.get("kind") == "prediction"):
         from ..analysis.prediction import predict as model  # profiles: predict this pair now (pure)
 
         predict = model(predict, names)
+    theirs = str(predict.attrs.get("device_name") or "")
+    if card and theirs and theirs != card:  # its low ends would skip layouts by another card's times
+        raise ValueError(f"the prediction is for the {theirs}, the tuner measures on the {card}: predict from "
+                         f"profiles measured on the {card}, or pass card=gcexplore.analysis.traffic_profile.card_of("
+                         f"profiles measured there) to gcexplore.predict to scale these to it")
     got = list(predict.attrs.get("workloads", []))
     if got != names:
         raise ValueError(f"the prediction is for workloads {got}, the tuner runs {names} (same names, same order); "
@@ -182,7 +188,9 @@ def tune(workloads, *, slo_ms: float | None = None, percentile: float = 50.0, ot
         A :func:`gcexplore.predict` result for these workloads (same names, same order),
         or their solo profiles: the search starts at the predicted best and skips layouts
         whose predicted interval cannot beat the answer; the answer is still measured and
-        confirmed against its neighbours.
+        confirmed against its neighbours (those its prediction says can beat it). It must be
+        for the card measured (``attrs["device_name"]``; ``predict(card=...)`` scales profiles
+        from another): another card's times would skip layouts by the wrong bounds.
 
     Returns
     -------
@@ -201,7 +209,7 @@ def tune(workloads, *, slo_ms: float | None = None, percentile: float = 50.0, ot
     ------
     ValueError, TypeError
         Before measuring: bad settings or sizes, fewer than two workloads, a latency
-        target with the middle sizes unfixed.
+        target with the middle sizes unfixed, a prediction for another card.
     MeasurementFailed, MeasurementInterrupted
         ``exc.partial`` holds every repetition measured so far.
     """
@@ -216,7 +224,7 @@ def tune(workloads, *, slo_ms: float | None = None, percentile: float = 50.0, ot
             raise ValueError(f"a latency target with {len(names)} workloads needs others= (the middle "
                              "workloads' fixed sizes); only the first partition's size is searched")
         plan.update(names=names, cands=candidates(info, len(names), others=others, sm_counts=sm_counts,
-                                                  rounding=opts.rounding), prior=_prior(predict, names),
+                                                  rounding=opts.rounding), prior=_prior(predict, names, info.name),
                     settings=dataclasses.replace(settings, floor=noise_floor(info.name, names)))
 
     with experiment("tune", workloads, device, opts, check=check) as run:
@@ -276,6 +284,7 @@ def replay_tune(sweep, predict=None, *, tolerance: float = 0.01, repeats: int = 
     order = conc.drop_duplicates("workload").assign(_last=lambda d: d["partition"] == "remainder")
     names = list(order.sort_values(["_last", "partition"], kind="stable")["workload"].astype(str))
     reps = _recorded(sweep, names)
+    card = str(conc["device_name"].iloc[0]) if "device_name" in conc.columns else ""
     recorded = min(len(v) for v in reps.values())
     used = dict.fromkeys(reps, 0)
 
@@ -286,7 +295,7 @@ def replay_tune(sweep, predict=None, *, tolerance: float = 0.01, repeats: int = 
 
     settings = Settings(tolerance=tolerance, repeats=min(repeats, recorded), max_repeats=recorded,
                         floor=Floor(0.0, 0.0, "replay of one recorded run"))
-    out = search(list(reps), measure, settings, names=names, prior=_prior(predict, names))
+    out = search(list(reps), measure, settings, names=names, prior=_prior(predict, names, card))
     med = {k: quantile([m for m, _ in v], 0.5) for k, v in reps.items()}
     best = min(med, key=lambda k: (med[k], k))
     answer = tuple(int(x) for x in out.answer.split("+"))

@@ -1,0 +1,87 @@
+"""The forkserver a local campaign cluster forks its workers from (issue 30): it imports the
+heavy modules once, its workers are its children and find those modules imported, and no
+worker is forked from a server that initialised CUDA (the cluster refuses, saying why). No GPU."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("distributed")
+from distributed import Client  # noqa: E402
+
+from gcexplore.experiments import _fork_preload  # noqa: E402
+from gcexplore.experiments.cluster import local_cluster, start_forkserver, stop_forkserver  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.fixture
+def tests_on_path(monkeypatch):
+    """The forkserver and the workers import this folder's modules (the server inherits the environment)."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, (str(HERE), os.environ.get("PYTHONPATH")))))
+    monkeypatch.syspath_prepend(str(HERE))
+    stop_forkserver()
+    yield
+    stop_forkserver()
+
+
+def _worker_view():
+    import gcexplore.experiments._campaign_task as ct
+    from gcexplore.experiments import _fork_preload as fp
+
+    return {"ppid": os.getppid(), "preloaded": dict(ct.PRELOADED), "report": dict(fp.REPORT),
+            "imported": "_campaign_standin" in sys.modules}
+
+
+def test_workers_fork_from_one_server_that_imported_their_modules_once(tests_on_path):
+    first = start_forkserver(["_campaign_standin"], wait=True)
+    assert first["started"] and first["errors"] == {} and first["cuda"] is None
+    assert "_campaign_standin" in first["modules"] and first["seconds"]["_campaign_standin"] >= 0
+    again = start_forkserver(["_campaign_standin"])
+    assert again == {"pid": first["pid"], "started": False}  # kept for the next campaign of the process
+    with local_cluster(["0", "1"], warm=["_campaign_standin"]) as cluster, Client(cluster) as client:
+        views = list(client.run(_worker_view).values())
+    assert len(views) == 2
+    for v in views:
+        assert v["ppid"] == first["pid"] and v["report"]["pid"] == first["pid"] and v["imported"]
+        pre = v["preloaded"]
+        assert pre["forkserver"]["pid"] == first["pid"]
+        assert pre["process_started_at"] >= pre["forkserver"]["ended_at"] - 0.05  # forked after the imports
+    # a module the running server lacks: replaced by one that imports it too (and keeps the earlier one)
+    more = start_forkserver(["_fork_cuda_standin_absent_ok"], wait=True)
+    assert more["started"] and more["pid"] != first["pid"]
+    assert {"_campaign_standin", "_fork_cuda_standin_absent_ok"} <= set(more["modules"])
+    assert "ModuleNotFoundError" in more["errors"]["_fork_cuda_standin_absent_ok"]  # recorded; the server lives
+
+
+def test_no_worker_forks_from_a_server_that_initialised_cuda(tests_on_path):
+    report = start_forkserver(["_fork_cuda_standin"], wait=True)
+    assert report["cuda"] == "torch.cuda.is_initialized() is True"
+    with pytest.raises(RuntimeError, match="initialised CUDA while it imported") as err:
+        local_cluster(["0"], warm=["_fork_cuda_standin"])
+    assert "_fork_cuda_standin" in str(err.value) and "start='spawn'" in str(err.value)
+    # the same modules with fresh interpreters: the worker starts (no forkserver involved)
+    with local_cluster(["0"], warm=["_fork_cuda_standin"], start="spawn") as cluster, Client(cluster) as client:
+        ((view,),) = [tuple(client.run(_worker_view).values())]
+    assert view["report"] == {} and "forkserver" not in view["preloaded"]
+
+
+def test_cuda_check_sees_an_open_driver_file_and_nothing_else(tmp_path):
+    assert _fork_preload.cuda_in_process(str(tmp_path / "nvidia")) is None
+    (tmp_path / "nvidiactl").write_text("")
+    with open(tmp_path / "nvidiactl") as f:  # noqa: F841 (held open: what cuInit leaves behind)
+        why = _fork_preload.cuda_in_process(str(tmp_path / "nvidia"))
+    assert why is not None and "nvidiactl" in why
+    assert _fork_preload.refusal({"cuda": None, "modules": ["x"]}) is None
+    assert "x" in _fork_preload.refusal({"cuda": why, "modules": ["x"]})
+
+
+def test_start_method_and_module_names_are_checked():
+    with pytest.raises(ValueError, match="start is one of 'forkserver', 'spawn'"):
+        local_cluster(["0"], start="fork")
+    with pytest.raises(ValueError, match="imports modules by name"):
+        start_forkserver(["os; rm -rf /"])
