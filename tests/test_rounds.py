@@ -472,6 +472,34 @@ def test_the_calibration_bench_takes_each_kinds_run_part_from_separate_processes
     assert (kept["side"] >= 0).sum() == sum(len(f) for f in frames)
 
 
+def test_the_shipped_e1_floors_are_their_processes_and_a_pair_takes_both_run_parts():
+    """Batch e1 (4x H200; gcexplore/data/calibration/e1): compute, memory, attention and sort each from 8
+    separate processes; the rows of noise_floor.csv are those recomputed from the recorded sides, and the
+    floor of the campaign's compute+memory pair is the largest round part with the run parts of both
+    workloads (each its largest row) in quadrature."""
+    import csv
+    from pathlib import Path
+
+    data = Path(gcexplore.__file__).parent / "data"
+    card = "NVIDIA H200"
+    rows = [r for r in csv.DictReader(open(data / "noise_floor.csv", encoding="utf-8")) if r["device_name"] == card]
+    e1 = {r["workload"]: r for r in rows if "batch e1" in r["source"] and "8 separate processes" in r["source"]}
+    assert set(e1) == {"compute", "memory", "attention", "sort"}
+    C = _compare_real()
+    raw = pd.read_parquet(data / "calibration" / "e1" / "floors_raw.parquet")
+    for kind, row in e1.items():
+        g = raw[(raw["kind"] == f"{kind}@process") & (raw["role"] == "u")]
+        got = C.floor_rows([d for _, d in g.groupby("side")], kind, card)
+        assert got["runs"] == int(row["runs"]) == 8
+        assert got["round_sd"] == pytest.approx(float(row["round_sd"])) and got["run_sd"] == pytest.approx(float(row["run_sd"]))
+    top = {w: (max(float(r["round_sd"]) for r in rows if r["workload"] == w),
+               max(float(r["run_sd"]) for r in rows if r["workload"] == w)) for w in ("compute", "memory")}
+    f = noise_floor(card, ["memory", "compute"])
+    assert f.round_sd == max(top["compute"][0], top["memory"][0])
+    assert f.run_sd == pytest.approx(math.hypot(top["compute"][1], top["memory"][1]))
+    assert "batch e1" in f.source and "run parts in quadrature" in f.source
+
+
 def test_the_shipped_gemm_floor_is_the_pooled_upper_bound_of_its_recorded_runs():
     """gcexplore/data/calibration/gemm_runs.parquet (the H100 GEMM chain's runs of batches b2, c1, c2,
     d1): pooled, their run part's 95% upper bound and their round spread are the shipped floor; and

@@ -277,6 +277,30 @@ def test_the_shipped_d2_recording_with_turns_decides_every_shift_and_no_null():
             assert again[what][key] == pytest.approx(recorded[what][key]), (what, key)
 
 
+@pytest.mark.parametrize("name", ["until_default", "until_r10"])
+def test_the_shipped_e1_recordings_with_two_runs_at_most_replay_to_their_rates(name):
+    """Batch e1 (an H200, the GEMM chain, at most 2 runs a side; 5 rounds x 3 and 10 rounds x 1): replayed
+    with the floor shipped now, the recorded rates come back: every +3% row SLOW, no null row FAST/SLOW."""
+    import contextlib
+    import io
+    import json
+    from pathlib import Path
+
+    U = bench_module("until_decided")
+    e1 = Path(gcexplore.__file__).parent / "data" / "calibration" / "e1"
+    recorded = json.loads((e1 / f"{name}.json").read_text())
+    assert recorded["device"] == "NVIDIA H200" and recorded["args"]["max_runs"] == 2
+    assert recorded["shift"]["slow"] == 1.0 and recorded["null"]["fast_slow"] == 0
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert U.main(["--replay", str(e1 / f"{name}_raw.parquet"), "--max-runs", "2"]) == 0
+    out = buf.getvalue()
+    again = json.loads(out[out.rindex("\n{\n") + 1:])
+    for what in ("null", "shift"):
+        for key in ("rows", "fast_slow", "slow", "first_run_slow", "runs_per_side_mean"):
+            assert again[what][key] == pytest.approx(recorded[what][key]), (what, key)
+
+
 # ------------------------------------------------------- the command line: both sides measured again
 
 
