@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import socket
 
-from ..schema import RECIPES_ATTR, partition_key
+from ..schema import IDENTITY, RECIPES_ATTR, partition_key
 
 __all__ = ["measure_again", "recipes_and_options"]
 
-#: What a new run must share with the recorded one (the result's column or attrs, DeviceInfo's attribute).
-_SAME = (("device_name", "name"), ("device_uuid", "uuid"), ("driver_version", "driver_version_str"),
-         ("cuda_core_version", "cuda_core_version"), ("cuda_bindings_version", "cuda_bindings_version"))
+#: What a new run must share with the recorded one: every identity field the card gives (the result's
+#: column or attrs, DeviceInfo's attribute) but its index, which CUDA_VISIBLE_DEVICES may renumber.
+_SAME = tuple((f.name, f.source) for f in IDENTITY if f.source and f.source != "index")
 _OPTIONS = {"sweep": ("repeats", "warmup", "rounds", "modes", "l2_flush", "graphs", "rounding"),
             "scaling": ("repeats", "warmup", "rounds", "l2_flush", "graphs")}
 
