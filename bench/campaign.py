@@ -17,11 +17,11 @@ sizes) runs on 1, then 2, then 4 GPUs (one worker each), timed as the caller of
   factories' module and Dask before any timing (as it has in every run after the first);
 - warm: the same campaign on a cluster kept from an earlier campaign (``client=``; the cluster's
   start and a short priming campaign are not timed), 4/2/1 GPUs after the cold runs;
-- the workers fork from a forkserver that has imported Dask, pandas, gcexplore and the factories'
-  module (PyTorch); ``--forkserver cold`` (the default): stopped before every campaign, so each
-  one (1, 2 and 4 GPUs alike) starts its own, as the first campaign of a process does;
-  ``kept``: started once before any timing (its start reported apart), every campaign forks
-  from it, as the second and later campaigns of a process do;
+- ``--forkserver cold`` (the default): the campaign forkserver is stopped before every campaign, so
+  each one (1, 2 and 4 GPUs alike) starts as the first of a process does (spawned workers, a server
+  started beside them); ``kept``: a server that imported Dask, pandas, gcexplore and the factories'
+  module (PyTorch) started once before any timing (its start printed apart), every campaign's workers
+  forked from it, as the second and later campaigns of a process do;
 - the N-GPU runs order their tasks longest first by the 1-GPU run's task times
   (``durations=``; ``--no-durations``: by the grid's estimate, which cannot tell these apart);
 - the decomposition: cluster start (and how long the client waited for it after planning),
@@ -89,7 +89,7 @@ def _run(devices, folder, splits, repeats, durations=None, warm=False, fork="col
 
     client = cluster = None
     if fork == "cold" and not warm:
-        stop_forkserver()  # this campaign starts its own, as the first of a process does
+        stop_forkserver()  # this campaign starts as the first of a process does
     if warm:
         from distributed import Client
         from gcexplore.experiments.campaigns import local_cluster
@@ -354,7 +354,7 @@ def main() -> int:
     p.add_argument("--no-direct", dest="direct", action="store_false",
                    help="skip the tasks run alone, outside a campaign")
     p.add_argument("--forkserver", choices=("cold", "kept"), default="cold",
-                   help="cold: each campaign starts its forkserver (a process's first); kept: one started before timing")
+                   help="cold: each campaign starts as a process's first (spawned workers); kept: a forkserver started before timing")
     p.add_argument("--alone-again", action="store_true",
                    help="no GPU: compare OUT/campaign-1gpu with OUT/alone.parquet again (the floors recorded now)")
     args = p.parse_args()

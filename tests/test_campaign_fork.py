@@ -14,7 +14,7 @@ pytest.importorskip("distributed")
 from distributed import Client  # noqa: E402
 
 from gcexplore.experiments import _fork_preload  # noqa: E402
-from gcexplore.experiments.cluster import local_cluster, start_forkserver, stop_forkserver  # noqa: E402
+from gcexplore.experiments.cluster import forkserver_ready, local_cluster, start_forkserver, stop_forkserver  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
@@ -85,3 +85,23 @@ def test_start_method_and_module_names_are_checked():
         local_cluster(["0"], start="fork")
     with pytest.raises(ValueError, match="imports modules by name"):
         start_forkserver(["os; rm -rf /"])
+
+
+def test_by_default_a_first_cluster_spawns_and_starts_a_server_that_the_next_one_forks_from(tests_on_path):
+    """No server kept: the workers are spawned (each makes its GPU context while it imports) and a server is
+    started beside them; the next cluster with those modules forks its workers from it."""
+    import time
+
+    assert not forkserver_ready(["_campaign_standin"])
+    with local_cluster(["0"], warm=["_campaign_standin"]) as cluster, Client(cluster) as client:
+        (first,) = client.run(_worker_view).values()
+    assert first["ppid"] == os.getpid() and first["report"] == {} and "forkserver" not in first["preloaded"]
+    deadline = time.monotonic() + 60
+    while not forkserver_ready(["_campaign_standin"]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert forkserver_ready(["_campaign_standin"]) and not forkserver_ready(["_campaign_standin", "json"])
+    with local_cluster(["0"], warm=["_campaign_standin"]) as cluster, Client(cluster) as client:
+        (second,) = client.run(_worker_view).values()
+    server = start_forkserver(["_campaign_standin"])
+    assert not server["started"] and second["ppid"] == server["pid"] and second["imported"]
+    assert second["preloaded"]["forkserver"]["pid"] == server["pid"]

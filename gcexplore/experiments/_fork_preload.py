@@ -20,7 +20,7 @@ import time
 
 ENV = "GCEXPLORE_FORK_MODULES"
 MODULE = __name__  # the forkserver imports it by this name
-BASE = ("pandas", "gcexplore.experiments._campaign_task", "gcexplore.experiments._campaign_preload",
+BASE = ("distributed", "pandas", "gcexplore.experiments._campaign_task", "gcexplore.experiments._campaign_preload",
         "gcexplore.experiments.overlap", "gcexplore.experiments.tuner")
 DEVICE_FILES = "/dev/nvidia"  # the driver's device files: open once cuInit (or NVML) ran in the process
 

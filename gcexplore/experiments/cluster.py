@@ -15,8 +15,8 @@ from collections.abc import Sequence
 
 from ..device.driver import UnsupportedError, device_count
 
-__all__ = ["LOOPBACK", "START_METHODS", "ClusterStart", "local_cluster", "require_distributed", "start_forkserver",
-           "stop_forkserver", "visible_gpus"]
+__all__ = ["LOOPBACK", "START_METHODS", "ClusterStart", "forkserver_ready", "local_cluster", "require_distributed",
+           "start_forkserver", "stop_forkserver", "visible_gpus"]
 
 
 def visible_gpus() -> list[str]:
@@ -98,6 +98,15 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
         that long, in parallel on every worker): import gcexplore's experiments and these
         modules (``"bench.campaign_pairs"``), make the GPU context and compile the
         built-in kernels. None: the workers start bare (a campaign warms them by a task).
+    start : {"forkserver", "spawn"}, optional
+        How worker processes start. ``"forkserver"``: forked from a server process of this
+        client that has imported Dask, pandas, gcexplore's experiments and the ``warm``
+        modules once (:func:`start_forkserver`; kept for the next cluster of this process),
+        so a worker skips those imports; the server must not initialise CUDA (where it did,
+        no worker starts: RuntimeError naming the modules). ``"spawn"``: each worker a fresh
+        interpreter (its GPU context made while it imports). None (default): forkserver
+        where a kept server has these modules, else spawn, and such a server is started in
+        the background for the next cluster (where the platform has forkservers).
 
     The scheduler hands a worker its next task only when the worker is free (Dask's
     ``worker-saturation`` 1.0 here), so tasks start in the order the campaign gives
@@ -121,7 +130,10 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
                          "tls_scheduler_cert=..., tls_worker_cert=..., tls_client_cert=..., require_encryption=True) "
                          "(docs/guide.md, 'Campaigns on several machines'), or keep host='127.0.0.1'")
     devs = local_devices(devices)
-    start = start or default_start()
+    background = None
+    if start is None:  # fork from a kept server that has these modules; else spawn, and start one for the next cluster
+        start = "forkserver" if forkserver_ready(warm or ()) else "spawn"
+        background = start == "spawn" and default_start() == "forkserver"
     if start not in START_METHODS:
         raise ValueError(f"start is one of {', '.join(map(repr, START_METHODS))}, got {start!r}")
     if warm is not None:
@@ -147,6 +159,9 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
     # one task per free worker: a second task queued on a worker early could leave another card idle at the end;
     # no statistical profiler (it samples the measuring thread's stack 100 times a second, taking the GIL from it)
     # and an event-loop check every 0.5 s, not 50 times a second (the Nannies hand this config to their workers)
+    if background:  # its imports run beside the spawned workers' (a first campaign pays no more than before)
+        threading.Thread(target=_start_quietly, args=(tuple(warm or ()),), name="gcexplore-forkserver-start",
+                         daemon=True).start()
     if start == "forkserver":  # its imports done and checked before any worker forks from it
         server = start_forkserver(warm or (), wait=True)
         if server.get("cuda"):
@@ -189,22 +204,16 @@ def start_forkserver(modules: Sequence[str] = (), *, wait: bool = False) -> dict
     bad = [m for m in modules if not _MODULE.match(str(m))]
     if bad:
         raise ValueError(f"the forkserver imports modules by name, such as 'bench.campaign_pairs'; got {bad}")
-    import dask
-    from distributed.utils import get_mp_context
-
     from ._fork_preload import ENV, MODULE, report_to
 
     with _FORK_LOCK:
         server = fs._forkserver  # the process's one server (multiprocessing's); its preload list is ours to set
-        with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"}):
-            get_mp_context()  # Dask sets its own preload list once: before ours, not after
         ours = server._forkserver_pid is not None and server._forkserver_pid == _FORK["pid"]
         want = frozenset(map(str, modules)) | (_FORK["modules"] if ours else frozenset())
         if server._forkserver_pid is not None and (not ours or want != _FORK["modules"]):
             _detach(server)  # one without our imports, or without a module asked for now: replaced
         before = server._forkserver_pid
-        base = [m for m in server._preload_modules if m not in ("__main__", MODULE)]
-        server.set_forkserver_preload([*base, MODULE])
+        server.set_forkserver_preload([MODULE])  # which imports Dask first (what Dask's own list would)
         # the server inherits this process's environment as it starts: the module list travels there
         old = os.environ.get(ENV)
         os.environ[ENV] = ",".join(sorted(want))
@@ -245,6 +254,22 @@ def start_forkserver(modules: Sequence[str] = (), *, wait: bool = False) -> dict
                 _FORK["report"] = report
         out.update(report)
     return out
+
+
+def forkserver_ready(modules: Sequence[str] = ()) -> bool:
+    """Whether this process keeps a campaign forkserver that has imported ``modules``."""
+    import multiprocessing.forkserver as fs
+
+    with _FORK_LOCK:
+        return (_FORK["pid"] is not None and _FORK["pid"] == fs._forkserver._forkserver_pid
+                and set(map(str, modules)) <= _FORK["modules"])
+
+
+def _start_quietly(modules) -> None:
+    try:
+        start_forkserver(modules, wait=True)
+    except Exception:  # only the next cluster's start is at stake: it spawns its workers then
+        pass
 
 
 def stop_forkserver() -> None:
