@@ -472,26 +472,34 @@ def test_the_calibration_bench_takes_each_kinds_run_part_from_separate_processes
     assert (kept["side"] >= 0).sum() == sum(len(f) for f in frames)
 
 
+def _shipped_process_floors(card, batch, processes):
+    """The shipped floor rows of one batch's separate-process runs on a card, each checked against the
+    floors recomputed from its recorded sides; returns (that batch's rows by workload, all the card's rows)."""
+    import csv
+    from pathlib import Path
+
+    data = Path(gcexplore.__file__).parent / "data"
+    rows = [r for r in csv.DictReader(open(data / "noise_floor.csv", encoding="utf-8")) if r["device_name"] == card]
+    mine = {r["workload"]: r for r in rows if f"batch {batch}" in r["source"]
+            and f"{processes} separate processes" in r["source"]}
+    assert set(mine) == {"compute", "memory", "attention", "sort"}
+    C = _compare_real()
+    raw = pd.read_parquet(data / "calibration" / batch / "floors_raw.parquet")
+    for kind, row in mine.items():
+        g = raw[(raw["kind"] == f"{kind}@process") & (raw["role"] == "u")]
+        got = C.floor_rows([d for _, d in g.groupby("side")], kind, card)
+        assert got["runs"] == int(row["runs"]) == processes
+        assert got["round_sd"] == pytest.approx(float(row["round_sd"])) and got["run_sd"] == pytest.approx(float(row["run_sd"]))
+    return mine, rows
+
+
 def test_the_shipped_e1_floors_are_their_processes_and_a_pair_takes_both_run_parts():
     """Batch e1 (4x H200; gcexplore/data/calibration/e1): compute, memory, attention and sort each from 8
     separate processes; the rows of noise_floor.csv are those recomputed from the recorded sides, and the
     floor of the campaign's compute+memory pair is the largest round part with the run parts of both
     workloads (each its largest row) in quadrature."""
-    import csv
-    from pathlib import Path
-
-    data = Path(gcexplore.__file__).parent / "data"
     card = "NVIDIA H200"
-    rows = [r for r in csv.DictReader(open(data / "noise_floor.csv", encoding="utf-8")) if r["device_name"] == card]
-    e1 = {r["workload"]: r for r in rows if "batch e1" in r["source"] and "8 separate processes" in r["source"]}
-    assert set(e1) == {"compute", "memory", "attention", "sort"}
-    C = _compare_real()
-    raw = pd.read_parquet(data / "calibration" / "e1" / "floors_raw.parquet")
-    for kind, row in e1.items():
-        g = raw[(raw["kind"] == f"{kind}@process") & (raw["role"] == "u")]
-        got = C.floor_rows([d for _, d in g.groupby("side")], kind, card)
-        assert got["runs"] == int(row["runs"]) == 8
-        assert got["round_sd"] == pytest.approx(float(row["round_sd"])) and got["run_sd"] == pytest.approx(float(row["run_sd"]))
+    e1, rows = _shipped_process_floors(card, "e1", 8)
     top = {w: (max(float(r["round_sd"]) for r in rows if r["workload"] == w),
                max(float(r["run_sd"]) for r in rows if r["workload"] == w)) for w in ("compute", "memory")}
     f = noise_floor(card, ["memory", "compute"])
@@ -506,21 +514,8 @@ def test_the_shipped_e2_h100_floors_hold_the_campaign_medians_against_the_tasks_
     recorded sides). Compute's run part is the largest: its time sits at one of two levels 0.8% apart from
     process to process, which in-process runs (b2: 0.03%) never showed; with it, the compute+memory pair's
     run part is at least the 0.22% that the 4x H100 campaign's medians against the tasks run alone needed."""
-    import csv
-    from pathlib import Path
-
-    data = Path(gcexplore.__file__).parent / "data"
     card = "NVIDIA H100 80GB HBM3"
-    rows = [r for r in csv.DictReader(open(data / "noise_floor.csv", encoding="utf-8")) if r["device_name"] == card]
-    e2 = {r["workload"]: r for r in rows if "batch e2" in r["source"]}
-    assert set(e2) == {"compute", "memory", "attention", "sort"}
-    C = _compare_real()
-    raw = pd.read_parquet(data / "calibration" / "e2" / "floors_raw.parquet")
-    for kind, row in e2.items():
-        g = raw[(raw["kind"] == f"{kind}@process") & (raw["role"] == "u")]
-        got = C.floor_rows([d for _, d in g.groupby("side")], kind, card)
-        assert got["runs"] == int(row["runs"]) == 6 and "6 separate processes" in row["source"]
-        assert got["round_sd"] == pytest.approx(float(row["round_sd"])) and got["run_sd"] == pytest.approx(float(row["run_sd"]))
+    e2, rows = _shipped_process_floors(card, "e2", 6)
     assert float(e2["compute"]["run_sd"]) == max(float(r["run_sd"]) for r in e2.values())
     assert noise_floor(card, ["compute", "memory"]).run_sd >= 0.0022
 
