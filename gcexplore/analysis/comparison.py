@@ -47,7 +47,7 @@ from .identity import identity_diff
 from .stats import Floor, quantile, quantile_ci, round_median_ci, round_ratio_ci
 from .verdict import decide, prior_variance, row_verdict, side_floor
 
-__all__ = ["COMPARE_COLUMNS", "Comparison", "Comparisons", "VERDICTS", "compare", "identity_diff", "row_verdict"]
+__all__ = ["COMPARE_COLUMNS", "Comparison", "Comparisons", "VERDICTS", "compare", "identity_diff", "load_side", "row_verdict"]
 
 IDENTITY_LABELS = {f.name: f.label for f in IDENTITY}
 VERDICTS = ("FAST", "SLOW", "SAME", "UNCLEAR")
@@ -143,7 +143,8 @@ class Comparison:
 # --------------------------------------------------------------------------- inputs
 
 
-def _load(x, name: str) -> tuple[pd.DataFrame, str | None]:
+def load_side(x, name: str) -> tuple[pd.DataFrame, str | None]:
+    """One side of a comparison and its label: a frame, a saved result's path or a recorded name."""
     if isinstance(x, pd.DataFrame):
         return x, None
     if isinstance(x, (str, Path)):
@@ -182,7 +183,7 @@ def _workloads(df: pd.DataFrame, family: str) -> tuple:
 
 def _sides(a, b, by, labels) -> tuple[pd.DataFrame, pd.DataFrame, tuple[str, str], str, str | None]:
     """The two sides, their labels, their kind family and the column that split them (``by``)."""
-    fa, na = _load(a, "A")
+    fa, na = load_side(a, "A")
     col = None
     if b is None:
         if by is None:
@@ -196,7 +197,7 @@ def _sides(a, b, by, labels) -> tuple[pd.DataFrame, pd.DataFrame, tuple[str, str
     else:
         if by is not None:
             raise ValueError("compare: pass either two results or one result with by=, not both")
-        fb, nb = _load(b, "B")
+        fb, nb = load_side(b, "B")
         if labels is None:
             labels = (na or "A", nb or "B")
             cards = [_with_card("", f) for f in (fa, fb)]

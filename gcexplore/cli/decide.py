@@ -29,13 +29,12 @@ def recipes_text(parsed) -> dict[str, str]:
 
 
 def _read(x: str, name: str):
-    from ..results.io import load, load_recorded, recorded_names
+    from ..analysis.comparison import load_side  # compare's own reading: a path or a recorded name
 
-    if Path(x).exists():
-        return load(x)
-    if x in recorded_names():
-        return load_recorded(x)
-    raise Usage(f"compare --until-decided: {name} {x!r} does not exist and is not a recorded result")
+    try:
+        return load_side(x, name)[0]
+    except FileNotFoundError as e:
+        raise Usage(f"--until-decided: {e}") from None
 
 
 def compare_until_decided_cli(args):
