@@ -208,7 +208,7 @@ def _decompose(run: dict) -> dict:
     first = [task(r) for r in done if r.get("first")]
     rest = [task(r) for r in done if not r.get("first")]
     tm = run.get("timings", {})
-    return {"start_steps": _start_steps(run), "gpus": run["n"], "mode": run.get("mode", "cold"), "tasks": len(done),
+    return {"start_steps": _start_steps(run), "preload_parts": _preload_parts(run), "gpus": run["n"], "mode": run.get("mode", "cold"), "tasks": len(done),
             "failed": len(run["reports"]) - len(done),
             "cluster_start_s": tm.get("cluster_start_s"), "cluster_wait_s": tm.get("cluster_wait_s"),
             "plan_s": tm.get("plan_s"), "close_s": tm.get("close_s", 0.0),
@@ -249,6 +249,17 @@ def _start_steps(run: dict) -> dict | None:
              "preload_rest_s": [p["total_s"] - p["gcexplore_import_s"] for p in pres],
              "join_s": [up - p["started_at"] - p["total_s"] for p in pres]}
     return {k: max(v) for k, v in steps.items()}
+
+
+def _preload_parts(run: dict) -> dict:
+    """Of the preload's GPU part, per step (slowest worker): the driver's initialisation, cuda.core's import (0 when
+    forked from a server that imported it), the context, the built-in kernels; and the warm-up task's priming."""
+    pres = [w.get("preload", {}) for w in run["warm_ups"].values()]
+    out = {k: max((p[k] for p in pres if isinstance(p.get(k), float)), default=None)
+           for k in ("driver_init_s", "cuda_import_s", "context_s", "kernels_s")}
+    out["prime_s"] = max((w["prime_s"] for w in run["warm_ups"].values() if isinstance(w.get("prime_s"), float)),
+                         default=None)
+    return out
 
 
 def _agreement(base, other) -> dict:
@@ -323,12 +334,15 @@ def _table(res: list[dict], bases: dict) -> list[str]:
             f"{r['close_s']:.2f} ({_f(r['close_background_s'])}) | {r['end_to_end_s']:.2f} | "
             f"{base['end_to_end_s'] / r['end_to_end_s']:.2f}x |")
     lines += ["", "| GPUs | cluster | forkserver s (started to imports done) | spawn s (to the worker's birth) | "
-                  "boot s (Dask) | gcexplore import s | context, kernels, factories' modules s | join s | "
-                  "cluster start s |", "|---|---|---|---|---|---|---|---|---|"]
+                  "boot s (Dask) | gcexplore import s | context, kernels, factories' modules s (of which driver init / "
+                  "cuda.core import / context / kernels) | join s | cluster start s | then priming s |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in res:
-        st = r.get("start_steps") or {}
+        st, pp = r.get("start_steps") or {}, r.get("preload_parts") or {}
+        parts = " / ".join(_f(pp.get(k)) for k in ("driver_init_s", "cuda_import_s", "context_s", "kernels_s"))
         lines.append(f"| {r['gpus']} | {r['mode']} | " + " | ".join(_f(st.get(k)) for k in (
-            "forkserver_s", "spawn_s", "boot_s", "gcexplore_import_s", "preload_rest_s", "join_s")) + f" | {_f(r['cluster_start_s'])} |")
+            "forkserver_s", "spawn_s", "boot_s", "gcexplore_import_s")) + f" | {_f(st.get('preload_rest_s'))} ({parts})"
+            f" | {_f(st.get('join_s'))} | {_f(r['cluster_start_s'])} | {_f(pp.get('prime_s'))} |")
     lines += ["", "| GPUs | cluster | build s | experiment s | of which checkpoint s | CPU s | write s | cached tasks | "
                   "first task s (mean) | other tasks s (mean) | SM clock MHz (median) |",
               "|---|---|---|---|---|---|---|---|---|---|---|"]
