@@ -489,7 +489,9 @@ def _report(runs: list[dict], direct, out: Path, splits, repeats: int) -> int:
         base = bases.get(r["mode"], r)
         r["slowdown_per_task"] = {k: v / base["experiment_s"][k] for k, v in r["experiment_s"].items()
                                   if k in base["experiment_s"]}
-        r["agreement"] = (_agreement(base_run[r["mode"]]["df"], run["df"]) if r is not base else None)
+        if "agreement" not in run:  # once per run: the report is rewritten after every later step
+            run["agreement"] = _agreement(base_run[r["mode"]]["df"], run["df"]) if r is not base else None
+        r["agreement"] = run["agreement"]
     cards = sorted(set(runs[-1]["df"]["device_name"] + " " + runs[-1]["df"]["device_uuid"]))
     two = next((run for run in runs if run["n"] == 2), None)
     if two is not None:
