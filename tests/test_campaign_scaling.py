@@ -131,6 +131,7 @@ def test_one_worker_runs_warm_up_first_then_longest_first_with_phases(one_worker
     assert warm["pid"] == started[0]["pid"]
     # the warm-up built the recipe into the worker's cache (and called it): every task finds it there
     assert warm["primed"] == 1 and [r["cached"] for r in started] == [True, True, True]
+    assert list(warm["prime_each_s"]) == ["pair"] and 0 <= warm["prime_each_s"]["pair"] <= warm["prime_s"]
     from gcexplore.results.campaign_store import CampaignFolder
 
     phases = CampaignFolder(tmp_path / "c").read_shard(started[0]["key"]).attrs["campaign"]["phases"]
