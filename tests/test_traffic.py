@@ -132,7 +132,7 @@ def test_the_copy_probe_times_the_workload_beside_the_copy_on_the_size_nearest_h
 
     class FakeCopy:
         def __init__(self, name):
-            self.name, self.closed = name, False
+            self.name, self.closed, self.bytes = name, False, 3.2e9
             made.append(self)
 
         def close(self):
@@ -156,7 +156,7 @@ def test_the_copy_probe_times_the_workload_beside_the_copy_on_the_size_nearest_h
     assert made and made[0].closed  # the copy it made is closed
     assert got["probe_sm_count"] == 64 and got["probe_ms"] == pytest.approx(1.51)
     assert got["probe_alone_ms"] == pytest.approx(1.01) and got["probe_copy_ms"] == 2.2
-    assert got["probe_copy_alone_ms"] == 2.0 and got["_gpu_ms"] == 12.5
+    assert got["probe_copy_alone_ms"] == 2.0 and got["_gpu_ms"] == 12.5 and got["probe_copy_bytes"] == 3.2e9
     assert set(TP.TRAFFIC_PROFILE_COLUMNS) >= {k for k in got if k.startswith("probe_")}
 
 

@@ -388,8 +388,8 @@ def _fluid(curves: list[_Curve], times: list[float], sms: list[int], peak: float
         if kappa > 0 and math.isfinite(per_sm_top):  # loaded latency: see latency_slowdown
             speed = [min(sp, 1.0 / latency_slowdown(kappa, d / sms[i] / per_sm_top, (sum(demand) - d) / cap))
                      for sp, d, i in zip(speed, demand, act)]
-        if math.isfinite(onset):  # the others near saturation: see saturation_slowdown
-            speed = [min(sp, 1.0 / saturation_slowdown(curves[i].probe, (sum(demand) - d) / cap, onset))
+        if math.isfinite(onset):  # the others near the card's bandwidth: see saturation_slowdown
+            speed = [min(sp, 1.0 / saturation_slowdown(curves[i].probe, (sum(demand) - d) / peak, onset))
                      for sp, d, i in zip(speed, demand, act)]
         rates = [sp / times[i] for sp, i in zip(speed, act)]
         dt = min(left[i] / r for i, r in zip(act, rates))
