@@ -3,7 +3,7 @@
 Usage (a multi-GPU machine, from the project root, Dask distributed and PyTorch installed)::
 
     python3 bench/campaign.py --out DIR [--repeats 60] [--gpus 1,2,4] [--step 16] [--no-warm] [--no-direct]
-                              [--forkserver cold|kept]
+                              [--no-cold] [--forkserver cold|kept]
     python3 bench/campaign.py --out DIR --alone-again    # no GPU: campaign vs alone again, floors of now
 
 One grid (16 tasks: 4 pairs -- compute+memory, compute+copy, a PyTorch attention+sort
@@ -390,6 +390,8 @@ def main() -> int:
                    help="order the N-GPU tasks by the grid's estimate, not by the 1-GPU run's task times")
     p.add_argument("--no-warm", dest="warm", action="store_false",
                    help="skip the runs on a cluster kept warm from an earlier campaign")
+    p.add_argument("--no-cold", dest="cold", action="store_false",
+                   help="only the runs on kept clusters (1 GPU first: its task times order the others); no tasks alone")
     p.add_argument("--no-direct", dest="direct", action="store_false",
                    help="skip the tasks run alone, outside a campaign")
     p.add_argument("--forkserver", choices=("cold", "kept"), default="cold",
@@ -425,8 +427,8 @@ def main() -> int:
         print(f"forkserver started before timing (kept for every campaign): ready in {time.perf_counter() - t:.2f} s, "
               f"its imports {_f(fs.get('preload_s'))} s ({fs.get('seconds')}; errors {fs.get('errors')})", flush=True)
     runs, direct, failed = [], None, 0
-    plan = [(n, False) for n in counts] + ([("direct", None)] if args.direct else []) + \
-        ([(n, True) for n in reversed(counts)] if args.warm else [])
+    plan = ([(n, False) for n in counts] + ([("direct", None)] if args.direct else []) + \
+            ([(n, True) for n in reversed(counts)] if args.warm else [])) if args.cold else [(n, True) for n in counts]
     for n, warm in plan:  # the report is rewritten after each step: a run cut short keeps the ones before
         if n == "direct":
             direct = _direct(runs[0], splits, args.repeats)
@@ -434,7 +436,8 @@ def main() -> int:
             print(f"direct: {len(direct[0])} tasks alone in {sum(direct[0].values()):.1f} s", flush=True)
         else:
             # the one-GPU run's task times order the others' tasks longest first (durations known from a run)
-            known = out / "campaign-1gpu" if (n > 1 or warm) and args.durations else None
+            first = out / ("campaign-1gpu" if args.cold else "campaign-1gpu-warm")
+            known = first if (n > 1 or (warm and args.cold)) and args.durations else None
             name = f"campaign-{n}gpu" + ("-warm" if warm else "")
             runs.append(_run(gpus[:n], out / name, splits, args.repeats, known, warm=warm, fork=args.forkserver))
             print(f"{n} GPU(s) {runs[-1]['mode']}: {runs[-1]['end_to_end_s']:.1f} s end to end", flush=True)
