@@ -197,6 +197,11 @@ def _decompose(run: dict) -> dict:
     busy = {pid: sum(r["ended_s"] - r["started_s"] for r in rs) for pid, rs in cards.items()}
     lead = {pid: min(r["started_s"] for r in rs) - run["wall0"] for pid, rs in cards.items()}
     tail = {pid: run["wall1"] - max(r["ended_s"] for r in rs) for pid, rs in cards.items()}
+    # the card that ended last: end to end = its lead-in + its tasks + the gaps between them + after its last + close
+    last = max(cards, key=lambda pid: max(r["ended_s"] for r in cards[pid]))
+    span = max(r["ended_s"] for r in cards[last]) - min(r["started_s"] for r in cards[last])
+    critical = {"lead_in_s": lead[last], "tasks_s": busy[last], "gaps_s": span - busy[last], "after_s": tail[last],
+                "close_s": run.get("timings", {}).get("close_s", 0.0), "mean_tasks_s": statistics.mean(busy.values())}
     warm = []
     for w in run["warm_ups"].values():
         if "error" not in w:
@@ -208,7 +213,7 @@ def _decompose(run: dict) -> dict:
     first = [task(r) for r in done if r.get("first")]
     rest = [task(r) for r in done if not r.get("first")]
     tm = run.get("timings", {})
-    return {"start_steps": _start_steps(run), "gpus": run["n"], "mode": run.get("mode", "cold"), "tasks": len(done),
+    return {"start_steps": _start_steps(run), "preload_parts": _preload_parts(run), "critical": critical, "gpus": run["n"], "mode": run.get("mode", "cold"), "tasks": len(done),
             "failed": len(run["reports"]) - len(done),
             "cluster_start_s": tm.get("cluster_start_s"), "cluster_wait_s": tm.get("cluster_wait_s"),
             "plan_s": tm.get("plan_s"), "close_s": tm.get("close_s", 0.0),
@@ -249,6 +254,31 @@ def _start_steps(run: dict) -> dict | None:
              "preload_rest_s": [p["total_s"] - p["gcexplore_import_s"] for p in pres],
              "join_s": [up - p["started_at"] - p["total_s"] for p in pres]}
     return {k: max(v) for k, v in steps.items()}
+
+
+def _critical_line(r: dict, base: dict, goal: float | None) -> str:
+    """End to end, along the card that ended last, against the one-GPU run's and the goal's."""
+    c = r["critical"]
+    text = (f"{r['gpus']} GPUs {r['mode']}: end to end {r['end_to_end_s']:.2f} s = tasks per card (mean) "
+            f"{c['mean_tasks_s']:.2f} + the last card's tasks over the mean {c['tasks_s'] - c['mean_tasks_s']:.2f} + "
+            f"its lead-in {c['lead_in_s']:.2f} + gaps between its tasks {c['gaps_s']:.2f} + after its last task "
+            f"{c['after_s']:.2f} + close {c['close_s']:.2f}; one GPU: tasks {base['critical']['tasks_s']:.2f} + lead-in "
+            f"{base['critical']['lead_in_s']:.2f} + the rest {base['end_to_end_s'] - base['critical']['tasks_s'] - base['critical']['lead_in_s']:.2f}")
+    if goal:
+        need = base["end_to_end_s"] / goal
+        text += f"; {goal}x needs <= {need:.2f} s ({r['end_to_end_s'] - need:+.2f} s against it)"
+    return text
+
+
+def _preload_parts(run: dict) -> dict:
+    """Of the preload's GPU part, per step (slowest worker): the driver's initialisation, cuda.core's import (0 when
+    forked from a server that imported it), the context, the built-in kernels; and the warm-up task's priming."""
+    pres = [w.get("preload", {}) for w in run["warm_ups"].values()]
+    out = {k: max((p[k] for p in pres if isinstance(p.get(k), float)), default=None)
+           for k in ("driver_init_s", "cuda_import_s", "context_s", "kernels_s")}
+    out["prime_s"] = max((w["prime_s"] for w in run["warm_ups"].values() if isinstance(w.get("prime_s"), float)),
+                         default=None)
+    return out
 
 
 def _agreement(base, other) -> dict:
@@ -323,12 +353,15 @@ def _table(res: list[dict], bases: dict) -> list[str]:
             f"{r['close_s']:.2f} ({_f(r['close_background_s'])}) | {r['end_to_end_s']:.2f} | "
             f"{base['end_to_end_s'] / r['end_to_end_s']:.2f}x |")
     lines += ["", "| GPUs | cluster | forkserver s (started to imports done) | spawn s (to the worker's birth) | "
-                  "boot s (Dask) | gcexplore import s | context, kernels, factories' modules s | join s | "
-                  "cluster start s |", "|---|---|---|---|---|---|---|---|---|"]
+                  "boot s (Dask) | gcexplore import s | context, kernels, factories' modules s (of which driver init / "
+                  "cuda.core import / context / kernels) | join s | cluster start s | then priming s |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in res:
-        st = r.get("start_steps") or {}
+        st, pp = r.get("start_steps") or {}, r.get("preload_parts") or {}
+        parts = " / ".join(_f(pp.get(k)) for k in ("driver_init_s", "cuda_import_s", "context_s", "kernels_s"))
         lines.append(f"| {r['gpus']} | {r['mode']} | " + " | ".join(_f(st.get(k)) for k in (
-            "forkserver_s", "spawn_s", "boot_s", "gcexplore_import_s", "preload_rest_s", "join_s")) + f" | {_f(r['cluster_start_s'])} |")
+            "forkserver_s", "spawn_s", "boot_s", "gcexplore_import_s")) + f" | {_f(st.get('preload_rest_s'))} ({parts})"
+            f" | {_f(st.get('join_s'))} | {_f(r['cluster_start_s'])} | {_f(pp.get('prime_s'))} |")
     lines += ["", "| GPUs | cluster | build s | experiment s | of which checkpoint s | CPU s | write s | cached tasks | "
                   "first task s (mean) | other tasks s (mean) | SM clock MHz (median) |",
               "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -476,6 +509,7 @@ def _report(runs: list[dict], direct, out: Path, splits, repeats: int) -> int:
                   f"95% each, {ag['inside_joint']} at 95% jointly, {ag['inside_rounds_95']} in the combined "
                   f"interval (rounds + run floor, 95%) (largest median ratio {ag['worst_ratio']:.3f} at "
                   f"{' '.join(ag['worst_at'])})"]
+        lines.append(_critical_line(r, base, goal))
     alone = None
     if direct is not None:
         more, alone = _direct_lines(runs, direct)

@@ -34,13 +34,15 @@ def _worker_view():
     from gcexplore.experiments import _fork_preload as fp
 
     return {"ppid": os.getppid(), "preloaded": dict(ct.PRELOADED), "report": dict(fp.REPORT),
-            "imported": "_campaign_standin" in sys.modules}
+            "imported": "_campaign_standin" in sys.modules, "cuda_core": "cuda.core" in sys.modules}
 
 
 def test_workers_fork_from_one_server_that_imported_their_modules_once(tests_on_path):
     first = start_forkserver(["_campaign_standin"], wait=True)
     assert first["started"] and first["errors"] == {} and first["cuda"] is None
     assert "_campaign_standin" in first["modules"] and first["seconds"]["_campaign_standin"] >= 0
+    # cuda.core and the kernels' module too, without initialising CUDA (the check above: cuda None)
+    assert {"cuda.core", "gcexplore.device.kernels"} <= set(first["seconds"])
     again = start_forkserver(["_campaign_standin"])
     assert again == {"pid": first["pid"], "started": False}  # kept for the next campaign of the process
     with local_cluster(["0", "1"], warm=["_campaign_standin"]) as cluster, Client(cluster) as client:
@@ -48,6 +50,7 @@ def test_workers_fork_from_one_server_that_imported_their_modules_once(tests_on_
     assert len(views) == 2
     for v in views:
         assert v["ppid"] == first["pid"] and v["report"]["pid"] == first["pid"] and v["imported"]
+        assert v["cuda_core"]  # found imported: a worker on a GPU imports it no more before its context
         pre = v["preloaded"]
         assert pre["forkserver"]["pid"] == first["pid"]
         assert pre["process_started_at"] >= pre["forkserver"]["ended_at"] - 0.05  # forked after the imports

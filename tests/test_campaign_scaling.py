@@ -164,6 +164,13 @@ def test_bench_decomposition_adds_up_on_the_stand_in(one_worker, tmp_path):
     assert d["lead_in_s_mean"] + d["sum_task_s"] + d["idle_tail_s_max"] <= run["wall1"] - w0 + 1e-6
     assert d["phases_s"]["experiment_s"] <= d["sum_task_s"] and d["phases_s"]["experiment_s"] >= 3 * 0.05
     assert d["warm_up_task_s_mean"] >= 0 and d["warm_up_at_start_s_mean"] == 0  # warmed by a task, not at start
+    # along the card that ended last (the only one): its parts add up to the end to end (the call's own
+    # time before wall0 and after wall1 aside: a few ms)
+    cr = d["critical"]
+    assert cr["gaps_s"] >= 0 and cr["after_s"] >= 0 and cr["tasks_s"] == d["sum_task_s"] == cr["mean_tasks_s"]
+    assert abs(cr["lead_in_s"] + cr["tasks_s"] + cr["gaps_s"] + cr["after_s"] - (run["wall1"] - w0)) < 1e-6
+    line = bench._critical_line(d, d, 3.6)
+    assert f"end to end {d['end_to_end_s']:.2f} s" in line and f"3.6x needs <= {d['end_to_end_s'] / 3.6:.2f} s" in line
     ag = bench._agreement(run["df"], run["df"])
     assert ag["comparisons"] > 0 and ag["inside_95"] == ag["comparisons"]  # a run against itself
     lines = bench._table([d], {"warm": d})

@@ -35,10 +35,16 @@ def dask_setup(worker) -> None:
     gpu: dict = {}
     thread = None
     try:
-        if device_count():
+        t1 = time.perf_counter()
+        n = device_count()  # the driver's initialisation, in this process (never in the forkserver)
+        steps["driver_init_s"] = time.perf_counter() - t1
+        if n:
+            t1 = time.perf_counter()
             import cuda.core  # noqa: F401 (imported here, so that the thread below imports nothing the modules do)
 
             from ..device import kernels  # noqa: F401
+
+            steps["cuda_import_s"] = time.perf_counter() - t1  # ~0 when forked from the server, which has them
 
             # the context and NVRTC are driver time (the GIL released): they overlap the imports. On the thread
             # that will run the tasks (the worker's one executor thread), so the context is current there already
