@@ -3,7 +3,7 @@
 Usage (a multi-GPU machine, from the project root, Dask distributed and PyTorch installed)::
 
     python3 bench/campaign.py --out DIR [--repeats 60] [--gpus 1,2,4] [--step 16] [--no-warm] [--no-direct]
-                              [--forkserver cold|kept]
+                              [--no-cold] [--forkserver cold|kept]
     python3 bench/campaign.py --out DIR --alone-again    # no GPU: campaign vs alone again, floors of now
 
 One grid (16 tasks: 4 pairs -- compute+memory, compute+copy, a PyTorch attention+sort
@@ -206,7 +206,7 @@ def _decompose(run: dict) -> dict:
     for w in run["warm_ups"].values():
         if "error" not in w:
             pre = w.get("preload", {})
-            warm.append((pre.get("total_s", 0.0), sum(v for k, v in w.items() if k.endswith("_s"))))
+            warm.append((pre.get("total_s", 0.0), sum(v for k, v in w.items() if k.endswith("_s") and isinstance(v, float))))
     phases = {k: sum(r.get(k, 0.0) for r in done) for k in ("build_s", "experiment_s", "checkpoint_s", "cpu_s",
                                                               "write_s")}
     task = lambda r: r["ended_s"] - r["started_s"]  # noqa: E731
@@ -278,6 +278,11 @@ def _preload_parts(run: dict) -> dict:
            for k in ("driver_init_s", "cuda_import_s", "context_s", "kernels_s")}
     out["prime_s"] = max((w["prime_s"] for w in run["warm_ups"].values() if isinstance(w.get("prime_s"), float)),
                          default=None)
+    each: dict[str, float] = {}
+    for w in run["warm_ups"].values():
+        for k, v in (w.get("prime_each_s") or {}).items():
+            each[k] = max(each.get(k, 0.0), v)
+    out["prime_each_s"] = each
     return out
 
 
@@ -354,14 +359,15 @@ def _table(res: list[dict], bases: dict) -> list[str]:
             f"{base['end_to_end_s'] / r['end_to_end_s']:.2f}x |")
     lines += ["", "| GPUs | cluster | forkserver s (started to imports done) | spawn s (to the worker's birth) | "
                   "boot s (Dask) | gcexplore import s | context, kernels, factories' modules s (of which driver init / "
-                  "cuda.core import / context / kernels) | join s | cluster start s | then priming s |",
+                  "cuda.core import / context / kernels) | join s | cluster start s | then priming s (per recipe, slowest worker) |",
               "|---|---|---|---|---|---|---|---|---|---|"]
     for r in res:
         st, pp = r.get("start_steps") or {}, r.get("preload_parts") or {}
         parts = " / ".join(_f(pp.get(k)) for k in ("driver_init_s", "cuda_import_s", "context_s", "kernels_s"))
         lines.append(f"| {r['gpus']} | {r['mode']} | " + " | ".join(_f(st.get(k)) for k in (
             "forkserver_s", "spawn_s", "boot_s", "gcexplore_import_s")) + f" | {_f(st.get('preload_rest_s'))} ({parts})"
-            f" | {_f(st.get('join_s'))} | {_f(r['cluster_start_s'])} | {_f(pp.get('prime_s'))} |")
+            f" | {_f(st.get('join_s'))} | {_f(r['cluster_start_s'])} | {_f(pp.get('prime_s'))} ("
+            + ", ".join(f"{k} {v:.2f}" for k, v in (pp.get("prime_each_s") or {}).items()) + ") |")
     lines += ["", "| GPUs | cluster | build s | experiment s | of which checkpoint s | CPU s | write s | cached tasks | "
                   "first task s (mean) | other tasks s (mean) | SM clock MHz (median) |",
               "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -384,6 +390,8 @@ def main() -> int:
                    help="order the N-GPU tasks by the grid's estimate, not by the 1-GPU run's task times")
     p.add_argument("--no-warm", dest="warm", action="store_false",
                    help="skip the runs on a cluster kept warm from an earlier campaign")
+    p.add_argument("--no-cold", dest="cold", action="store_false",
+                   help="only the runs on kept clusters (1 GPU first: its task times order the others); no tasks alone")
     p.add_argument("--no-direct", dest="direct", action="store_false",
                    help="skip the tasks run alone, outside a campaign")
     p.add_argument("--forkserver", choices=("cold", "kept"), default="cold",
@@ -419,8 +427,8 @@ def main() -> int:
         print(f"forkserver started before timing (kept for every campaign): ready in {time.perf_counter() - t:.2f} s, "
               f"its imports {_f(fs.get('preload_s'))} s ({fs.get('seconds')}; errors {fs.get('errors')})", flush=True)
     runs, direct, failed = [], None, 0
-    plan = [(n, False) for n in counts] + ([("direct", None)] if args.direct else []) + \
-        ([(n, True) for n in reversed(counts)] if args.warm else [])
+    plan = ([(n, False) for n in counts] + ([("direct", None)] if args.direct else []) + \
+            ([(n, True) for n in reversed(counts)] if args.warm else [])) if args.cold else [(n, True) for n in counts]
     for n, warm in plan:  # the report is rewritten after each step: a run cut short keeps the ones before
         if n == "direct":
             direct = _direct(runs[0], splits, args.repeats)
@@ -428,7 +436,8 @@ def main() -> int:
             print(f"direct: {len(direct[0])} tasks alone in {sum(direct[0].values()):.1f} s", flush=True)
         else:
             # the one-GPU run's task times order the others' tasks longest first (durations known from a run)
-            known = out / "campaign-1gpu" if (n > 1 or warm) and args.durations else None
+            first = out / ("campaign-1gpu" if args.cold else "campaign-1gpu-warm")
+            known = first if (n > 1 or (warm and args.cold)) and args.durations else None
             name = f"campaign-{n}gpu" + ("-warm" if warm else "")
             runs.append(_run(gpus[:n], out / name, splits, args.repeats, known, warm=warm, fork=args.forkserver))
             print(f"{n} GPU(s) {runs[-1]['mode']}: {runs[-1]['end_to_end_s']:.1f} s end to end", flush=True)
@@ -483,7 +492,9 @@ def _report(runs: list[dict], direct, out: Path, splits, repeats: int) -> int:
         base = bases.get(r["mode"], r)
         r["slowdown_per_task"] = {k: v / base["experiment_s"][k] for k, v in r["experiment_s"].items()
                                   if k in base["experiment_s"]}
-        r["agreement"] = (_agreement(base_run[r["mode"]]["df"], run["df"]) if r is not base else None)
+        if "agreement" not in run:  # once per run: the report is rewritten after every later step
+            run["agreement"] = _agreement(base_run[r["mode"]]["df"], run["df"]) if r is not base else None
+        r["agreement"] = run["agreement"]
     cards = sorted(set(runs[-1]["df"]["device_name"] + " " + runs[-1]["df"]["device_uuid"]))
     two = next((run for run in runs if run["n"] == 2), None)
     if two is not None:

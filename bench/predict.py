@@ -154,7 +154,8 @@ def measure(args, out: Path) -> None:
     for name, w in wls.items():
         gx.profile_overlap({name: w}, [64], repeats=1, warmup=2, modes=("alone",), device=info.index)  # warm
         p = gx.solo_profile(w, device=info.index, repeats=args.profile_repeats, sm_counts=psizes,
-                            shared_bandwidth_gbs=peak, traffic=False)  # counted in its own stage
+                            shared_bandwidth_gbs=peak, traffic=False,  # counted in its own stage
+                            probe=args.probe)
         cost[name] = p.attrs["gpu_time_ms"]
         profiles.append(p)
         gx.save_profiles(profiles, out / "profiles.parquet")
@@ -527,6 +528,8 @@ def main(argv=None) -> int:
                                                   "default all) or tune (--stage tune; default bench/tune.py's)")
     ap.add_argument("--shipped", action="store_true", help="--stage tune: predict from the shipped profiles and "
                                                            "their fit (gcexplore/data/predict_profiles)")
+    ap.add_argument("--probe", action="store_true", help="--stage measure: profiles also time each workload "
+                    "beside the built-in copy on half the card (solo_profile(probe=True))")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--no-cupy", action="store_true")
     args = ap.parse_args(argv)

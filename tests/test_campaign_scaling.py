@@ -131,6 +131,7 @@ def test_one_worker_runs_warm_up_first_then_longest_first_with_phases(one_worker
     assert warm["pid"] == started[0]["pid"]
     # the warm-up built the recipe into the worker's cache (and called it): every task finds it there
     assert warm["primed"] == 1 and [r["cached"] for r in started] == [True, True, True]
+    assert list(warm["prime_each_s"]) == ["pair"] and 0 <= warm["prime_each_s"]["pair"] <= warm["prime_s"]
     from gcexplore.results.campaign_store import CampaignFolder
 
     phases = CampaignFolder(tmp_path / "c").read_shard(started[0]["key"]).attrs["campaign"]["phases"]
@@ -320,3 +321,33 @@ def test_the_start_makes_the_gpu_context_on_the_thread_that_will_run_the_tasks(m
         pool.shutdown()
     assert seen["thread"] == task_thread != threading.get_ident()
     assert ct.PRELOADED["context_s"] == 0.0 and "total_s" in ct.PRELOADED
+
+
+def test_bench_without_cold_runs_kept_clusters_one_gpu_first(tmp_path, monkeypatch):
+    """bench/campaign.py --no-cold: only campaigns on kept clusters, 1 GPU first (its task times order the 2-GPU
+    run's tasks), the speedup against the 1-GPU kept one; no cold folder, no tasks alone."""
+    pytest.importorskip("distributed")
+    import types
+
+    import gcexplore.experiments.campaigns as campaigns
+
+    bench = _bench()
+    monkeypatch.setattr(bench, "PAIRS", ["_campaign_standin:pair"])
+    monkeypatch.setattr(bench, "EXPERIMENT", EXP)
+    monkeypatch.setattr(bench, "_split_sets", lambda step: [[8], [16, 24]])
+    monkeypatch.setattr(bench, "_prime_here", lambda: None)
+    monkeypatch.setattr(campaigns, "visible_gpus", lambda: ["0", "1"])
+    monkeypatch.setitem(sys.modules, "bench.campaign_pairs", types.ModuleType("bench.campaign_pairs"))  # no PyTorch
+    orders = []
+    real = bench._run
+    monkeypatch.setattr(bench, "_run", lambda devices, folder, *a, **k: orders.append((len(devices), a[2], k)) or
+                        real(devices, folder, *a, **k))
+    monkeypatch.setattr(sys, "argv", ["campaign.py", "--out", str(tmp_path), "--repeats", "2", "--gpus", "1,2",
+                                      "--no-cold"])
+    assert bench.main() == 0
+    assert [(n, k["warm"]) for n, _, k in orders] == [(1, True), (2, True)]
+    assert orders[0][1] is None and orders[1][1] == tmp_path / "campaign-1gpu-warm"  # the 2-GPU run's durations
+    assert sorted(p.name for p in tmp_path.glob("campaign-*gpu*") if p.is_dir() and "prime" not in p.name) == \
+        ["campaign-1gpu-warm", "campaign-2gpu-warm"]
+    text = (tmp_path / "campaign_bench.md").read_text()
+    assert "| 1 | warm |" in text and "2 GPUs warm: speedup" in text and "campaign vs each task alone" not in text

@@ -124,6 +124,42 @@ def test_solo_profile_falls_back_to_declared_bytes_with_the_sentence_as_a_warnin
     assert solo._traffic(object(), False, 0, 8) is None
 
 
+def test_the_copy_probe_times_the_workload_beside_the_copy_on_the_size_nearest_half_and_closes_the_copy(monkeypatch):
+    from gcexplore.experiments import solo
+    from gcexplore.workloads import builtins
+
+    made, seen = [], {}
+
+    class FakeCopy:
+        def __init__(self, name):
+            self.name, self.closed = name, False
+            made.append(self)
+
+        def close(self):
+            self.closed = True
+
+    def fake_sweep(wls, sm_counts, modes, **kw):
+        seen.update(sizes=list(sm_counts), modes=tuple(modes), names=list(wls))
+        (w, c), rows = list(wls), []
+        for mode, dw, dc in (("alone", 1.0, 2.0), ("concurrent", 1.5, 2.2)):
+            for rep in range(3):
+                rows += [{"mode": mode, "workload": w, "duration_ms": dw + 0.01 * rep, "rep": rep},
+                         {"mode": mode, "workload": c, "duration_ms": dc, "rep": rep}]
+        return pd.DataFrame(rows)
+
+    monkeypatch.setattr(builtins, "copy", lambda device, name: FakeCopy(name))
+    monkeypatch.setattr(solo, "sweep", fake_sweep)
+    monkeypatch.setattr(solo, "gpu_time_ms", lambda df: 12.5)
+    wl = type("W", (), {"name": "conv"})()
+    got = solo._probe(wl, 0, 3, 1, list(range(8, 129, 8)))
+    assert seen["sizes"] == [64] and seen["modes"] == ("alone", "concurrent") and seen["names"][0] == "conv"
+    assert made and made[0].closed  # the copy it made is closed
+    assert got["probe_sm_count"] == 64 and got["probe_ms"] == pytest.approx(1.51)
+    assert got["probe_alone_ms"] == pytest.approx(1.01) and got["probe_copy_ms"] == 2.2
+    assert got["probe_copy_alone_ms"] == 2.0 and got["_gpu_ms"] == 12.5
+    assert set(TP.TRAFFIC_PROFILE_COLUMNS) >= {k for k in got if k.startswith("probe_")}
+
+
 # ----------------------------------------------------------------------------- profiles
 
 

@@ -59,3 +59,26 @@ def test_a_pairs_prediction_from_counted_traffic_lies_inside_its_interval():
     assert (~err["inside"]).sum() <= 1, err
     half = (err["predicted_high_ms"] - err["predicted_low_ms"]) / 2
     assert ((err["measured_ms"] - err["predicted_ms"]).abs() <= 2 * half).all(), err
+
+
+@pytest.mark.gpu
+def test_the_copy_probe_slows_a_memory_kernel_beside_the_copy_and_barely_a_compute_kernel():
+    from gcexplore import workloads as W
+
+    peak = gx.card_bandwidth(0)
+    wls = {"compute": W.compute(), "memory": W.memory()}
+    try:
+        prof = {k: gx.solo_profile(w, sm_counts=[64], repeats=3, shared_bandwidth_gbs=peak, traffic=False,
+                                   probe=True) for k, w in wls.items()}
+    except gx.UnsupportedError as e:
+        pytest.skip(str(e))
+    finally:
+        for w in wls.values():
+            w.close()
+    slow = {k: float(p["probe_ms"].iloc[0] / p["probe_alone_ms"].iloc[0]) for k, p in prof.items()}
+    assert {int(p["probe_sm_count"].iloc[0]) for p in prof.values()} == {64}
+    # two DRAM-saturating streams share the bandwidth: the triad at least 1.2x slower; the compute
+    # kernel reads almost nothing from DRAM: within 10% of alone
+    assert slow["memory"] >= 1.2, slow
+    assert slow["compute"] <= 1.1, slow
+    assert all(p["probe_copy_ms"].iloc[0] > 0 and p["probe_copy_alone_ms"].iloc[0] > 0 for p in prof.values())

@@ -22,6 +22,10 @@ get them filled by :func:`with_traffic_columns`):
 - ``achieved_gbs``: DRAM GB/s of one call on the whole device;
 - ``bound`` / ``bound_source``: :func:`classify`'s answer and what it rested on;
 - ``sm_clock_mhz``: the card's SM clock when profiled (cross-card scaling);
+- ``probe_sm_count``, ``probe_ms`` / ``probe_alone_ms``: its median duration on about half the card
+  beside the built-in copy on the rest (which saturates DRAM) / alone there, and the copy's
+  (``probe_copy_ms`` / ``probe_copy_alone_ms``): how much a saturated memory system slows it
+  (:func:`saturation_slowdown`);
 - ``requested_sm_count``: the size, so that :func:`gcexplore.summarize` reads a profile as
   the scaling it is (alone times per size).
 """
@@ -44,7 +48,8 @@ __all__ = ["BOUNDS", "CROSS_CARD_ERROR", "MEMORY_BOUND_SHARE", "SCALES_SHARE", "
 
 TRAFFIC_PROFILE_COLUMNS = ["bytes_source", "dram_read_bytes", "dram_write_bytes", "dram_cold_bytes",
                            "l2_traffic_bytes", "small_dram_bytes", "small_sm_count", "achieved_gbs", "bound",
-                           "bound_source", "sm_clock_mhz", "requested_sm_count"]
+                           "bound_source", "sm_clock_mhz", "requested_sm_count", "probe_sm_count", "probe_ms",
+                           "probe_alone_ms", "probe_copy_ms", "probe_copy_alone_ms"]
 BOUNDS = ("memory", "compute", "latency")
 #: A workload drawing at least this share of the card's shared DRAM bandwidth alone is memory-bound.
 MEMORY_BOUND_SHARE = 0.5

@@ -241,8 +241,10 @@ def warm_up(modules=(), gpu: bool = True, recipes=()) -> dict:
         dev = warm_gpu(steps)
     if recipes:
         t = time.perf_counter()
-        steps["primed"] = _prime(recipes, dev)
+        each: dict[str, float] = {}
+        steps["primed"] = _prime(recipes, dev, each)
         steps["prime_s"] = time.perf_counter() - t
+        steps["prime_each_s"] = each
     out = {"pid": os.getpid(), "host": socket.gethostname(), **steps}
     if PRELOADED:
         out["preload"] = dict(PRELOADED)
@@ -267,12 +269,15 @@ def warm_gpu(steps: dict):
     return dev
 
 
-def _prime(recipes, dev) -> int:
+def _prime(recipes, dev, each: dict | None = None) -> int:
     """Build up to :data:`CACHE_SIZE` recipes into the cache and call each workload once on a
-    stream of its own; a recipe that fails here is left for its task to fail and record."""
+    stream of its own; a recipe that fails here is left for its task to fail and record.
+    ``each``: filled with the seconds per recipe (build and call), by its label."""
     primed = 0
     stream = dev.create_stream() if dev is not None else None
     for recipe, factory in list(recipes)[:CACHE_SIZE]:
+        t = time.perf_counter()
+        label = recipe.get("factory", "").rsplit(":", 1)[-1] or "+".join(recipe.get("builtins", {}))
         try:
             wls, _ = _cached_build(recipe, factory, 0)
             if stream is not None:
@@ -284,6 +289,9 @@ def _prime(recipes, dev) -> int:
             primed += 1
         except Exception:  # the task builds it again and records what went wrong, with its traceback
             continue
+        finally:
+            if each is not None:
+                each[label] = each.get(label, 0.0) + time.perf_counter() - t
     return primed
 
 

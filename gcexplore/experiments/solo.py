@@ -75,7 +75,8 @@ def _traffic(wl, traffic, device: int, small: int):
 
 def solo_profile(workload, *, device=0, repeats: int = 6, warmup: int = 1, rounds: int | None = None, sm_counts=None,
                  bytes: float | None = None, working_set_bytes: float | None = None,  # noqa: A002
-                 shared_bandwidth_gbs: float | None = None, traffic="auto", progress: bool = False):
+                 shared_bandwidth_gbs: float | None = None, traffic="auto", probe: bool = False,
+                 progress: bool = False):
     """Measure one workload's solo profile.
 
     Parameters
@@ -132,6 +133,7 @@ def solo_profile(workload, *, device=0, repeats: int = 6, warmup: int = 1, round
                    device=device, progress=progress)
         small = min(int(k) for k in df.loc[df["partition"] != "remainder", "sm_count"])
         counted = _traffic(wl, traffic, device, small) if bytes is None else None
+        probed = _probe(wl, device, repeats, warmup, sorted({int(k) for k in df["split_sm_count"]})) if probe else {}
     finally:
         if isinstance(workload, str):  # a built-in made here from its name holds device memory
             wl.close()
@@ -145,9 +147,31 @@ def solo_profile(workload, *, device=0, repeats: int = 6, warmup: int = 1, round
     prof = with_traffic_columns(prof)
     if counted is not None and len(counted):
         prof = attach_traffic(prof, counted.assign(workload=name))
+    for col, v in probed.items():
+        if col.startswith("probe_"):
+            prof[col] = v
     prof.attrs.update(attrs, gpu_time_ms=gpu_time_ms(df) + float(
-        counted.attrs.get("gpu_time_ms", 0.0) if counted is not None else 0.0))
+        counted.attrs.get("gpu_time_ms", 0.0) if counted is not None else 0.0) + probed.get("_gpu_ms", 0.0))
     return prof
+
+
+def _probe(wl, device: int, repeats: int, warmup: int, sizes: list[int]) -> dict:
+    """The workload on the valid size nearest half the card beside the built-in copy on the rest,
+    alone and together (medians): the ``probe_*`` profile columns."""
+    from ..workloads.builtins import copy
+
+    half = min(sizes, key=lambda k: (abs(2 * k - (sizes[-1] + sizes[0])), k))
+    other = wl.name + "~copy"
+    cp = copy(device=device, name=other)
+    try:
+        df = sweep({wl.name: wl, other: cp}, sm_counts=[half], modes=("alone", "concurrent"), repeats=repeats,
+                   warmup=warmup, device=device, progress=False)
+    finally:
+        cp.close()
+    med = df.groupby(["mode", "workload"])["duration_ms"].median()
+    return {"probe_sm_count": float(half), "probe_ms": float(med["concurrent", wl.name]),
+            "probe_alone_ms": float(med["alone", wl.name]), "probe_copy_ms": float(med["concurrent", other]),
+            "probe_copy_alone_ms": float(med["alone", other]), "_gpu_ms": gpu_time_ms(df)}
 
 
 def save_profiles(profiles, path) -> Path:
