@@ -483,6 +483,14 @@ def test_the_probe_slowdown_counts_only_the_time_the_copy_overlapped():
     assert TP.probe_slowdown(6.0, 4.0, 1.0) == TP.PROBE_MAX_SLOWDOWN  # more than the copy could cause: capped
     assert TP.probe_slowdown(0.9, 1.0, 3.0) == 1.0  # never faster than alone
     assert math.isnan(TP.probe_slowdown(math.nan, 1.0, 3.0))
+    # the part bandwidth sharing explains is not counted twice: a stream drawing 1500 GB/s beside the
+    # copy's 3000 (of 3000) gets 1000 by demand, half DRAM-bound: 1.25x from sharing alone
+    probe = {"probe_ms": 1.25, "probe_alone_ms": 1.0, "probe_copy_ms": 3.0, "probe_copy_alone_ms": 1.0,
+             "probe_copy_bytes": 3.0e9}
+    assert TP.probe_excess(probe, 1.5e9, 3000.0) == pytest.approx(1.0)
+    assert TP.probe_excess({**probe, "probe_ms": 2.5}, 1.5e9, 3000.0) == pytest.approx(2.0)
+    assert TP.probe_excess({**probe, "probe_ms": 2.5}, 1e3, 3000.0) == pytest.approx(2.5, rel=1e-4)  # no DRAM
+    assert TP.probe_excess({**probe, "probe_ms": 2.5}, math.nan, 3000.0) == 2.5  # bytes unknown: all of it
     assert TP.saturation_slowdown(2.0, 0.4, 0.5) == 1.0 and TP.saturation_slowdown(2.0, 1.2, 0.5) == 2.0
     assert TP.saturation_slowdown(2.0, 0.75, 0.5) == pytest.approx(1.5)
     assert TP.saturation_slowdown(math.nan, 1.0, 0.5) == 1.0 and TP.saturation_slowdown(2.0, 1.0, math.nan) == 1.0

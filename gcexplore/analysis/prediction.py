@@ -35,8 +35,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .traffic_profile import (TRAFFIC_PROFILE_COLUMNS, cross_card_margins, latency_slowdown, probe_slowdown,
-                              saturation_slowdown, scale_profiles,
+from .traffic_profile import (PROBE_COLUMNS, TRAFFIC_PROFILE_COLUMNS, cross_card_margins, latency_slowdown,
+                              probe_excess, saturation_slowdown, scale_profiles,
                               shared_speeds, with_traffic_columns)
 from ..schema import identity_name
 
@@ -249,9 +249,10 @@ class _Curve:
         k_big = float(rows[SM_COUNT].iloc[0])
         self.small = (k_small, small) if math.isfinite(small) and math.isfinite(k_small) and k_small < k_big else None
         self.k_big = k_big
-        probe = [float(rows[c].iloc[0]) if c in rows else math.nan for c in ("probe_ms", "probe_alone_ms",
-                                                                              "probe_copy_ms")]
-        self.probe = probe_slowdown(*probe)  # beside the DRAM-saturating copy (NaN: not probed)
+        probe = {c: float(rows[c].iloc[0]) if c in rows else math.nan for c in PROBE_COLUMNS}
+        k = probe["probe_sm_count"]  # beside the DRAM-saturating copy (NaN: not probed)
+        self.probe = probe_excess(probe, self.bytes_at(int(k)) if math.isfinite(k) else math.nan,
+                                  float(rows["shared_bandwidth_gbs"].iloc[0]))
         starts = rows.loc[rows["position"] == "first", "start_ms"].to_numpy(dtype=float)
         self.offset = float(np.nanmedian(starts)) if np.isfinite(starts).any() else 0.0
 
