@@ -440,7 +440,10 @@ def report(out: Path, replica: Path | None = None, cross: Path | None = None) ->
               + f"; L2 bandwidth {fit['l2_bandwidth_gbs'] or 'not modelled'} (median |error| per choice: "
               + ", ".join(f"{k} {v:.2%}" for k, v in fit["l2_median_abs_error"].items())
               + f"); loaded latency {fit['loaded_latency']:g} (median |error| per factor: "
-              + ", ".join(f"{k:g} {v:.2%}" for k, v in fit["latency_median_abs_error"].items()) + ")")
+              + ", ".join(f"{k:g} {v:.2%}" for k, v in fit["latency_median_abs_error"].items())
+              + f"); saturation onset {fit['saturation_onset']} (median |error| per onset: "
+              + (", ".join(f"{k} {v:.2%}" for k, v in fit["saturation_median_abs_error"].items()) or "no probes")
+              + ")")
         with pd.option_context(*opts):
             cols = ["pair", "layouts", "median_abs_error", "max_abs_error", "worst_layout", "inside", "predicted_best",
                     "measured_best", "best_gap", "best_ok"]

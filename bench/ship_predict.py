@@ -11,7 +11,7 @@ traffic and measure stages) and writes to ``gcexplore/data/``:
 
 and to ``tests/data/predict_sweeps.parquet`` the sweeps of every pair, one frame with a
 ``pair`` column and ``attrs["pairs"]`` ({pair: {"workloads": [as for predict], "group":
-"fitted", "checked" or "fresh"}}), which the tests check the calibrated interval on.
+"fitted", "checked", "fresh", "fresh2" or "confirm"}}), which the tests check the calibrated interval on.
 
 So ``predict``, ``predict_error`` and ``plot_predict`` run offline (README). ``--suffix _h200``
 ships another card's run beside it (``predict_profiles_h200``, ``tests/data/predict_sweeps_h200``;
@@ -45,6 +45,7 @@ def main(argv=None) -> int:
     fitted_on = [p for p in FITTED if (src / f"sweep_{p}.parquet").exists()]
     prof.attrs["fit"] = {"sharing": fit["sharing"], "model_error": list(fit["model_error"]),
                          "l2_bandwidth_gbs": fit["l2_bandwidth_gbs"], "loaded_latency": fit["loaded_latency"],
+                         "saturation_onset": fit["saturation_onset"],
                          "coverage": fit["coverage"], "fitted_on": fitted_on}
     gx.save_profiles(prof, data / f"predict_profiles{args.suffix}.parquet")
     frames, pairs = [], {}

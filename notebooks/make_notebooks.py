@@ -1069,7 +1069,9 @@ display(gcexplore.plot_comm(comm, collective="allreduce"))
 """),
     md("""
 The same sweep recorded on four GPUs (4 x H100 of another host, 8 steps per point): the
-answer per collective and size beside the one above, and what the replayed search cost on each.
+answer per collective and size beside the one above, and what the replayed search cost on each. A rival
+within the tolerance by its median is settled once the confidence bound keeps it from being faster by
+more than `settle` tolerances (2 by default; 1 confirms every rival at the tolerance, the rule before).
 """),
     code("""
 comm4 = recorded("comm_4gpu")
@@ -1079,10 +1081,12 @@ side = gcexplore.comm_answer(comm, 0.01).merge(gcexplore.comm_answer(comm4, 0.01
 display(side[["collective", "size_bytes", f"answer_sm_count_{n2}gpu", f"answer_sm_count_{n4}gpu",
               f"speedup_vs_plain_{n2}gpu", f"speedup_vs_plain_{n4}gpu"]].round(3))
 for c in (comm, comm4):
-    r = gcexplore.recommend_comm(c, 0.01)
+    r, r1 = gcexplore.recommend_comm(c, 0.01), gcexplore.recommend_comm(c, 0.01, settle=1.0)
     print(f"{c.attrs['nranks']} x {c.attrs['device_name']}: the search's split within {r['within'].max():.2%} of the "
           f"sweep's best step, at {r['gpu_share'].min():.0%} to {r['gpu_share'].max():.0%} of its GPU time "
-          f"({(r['gpu_share'] <= 0.25).sum()} of {len(r)} points at 25% or less)")
+          f"({(r['gpu_share'] <= 0.25).sum()} of {len(r)} points at 25% or less); confirming every rival at the "
+          f"tolerance instead of settling a flat top: {r1['steps_measured'].sum()} steps instead of "
+          f"{r['steps_measured'].sum()}, up to {r1['gpu_share'].max():.0%}")
 """),
     md("""
 GEMMs fitted to their partition (`CommSpec(compute_fit=True)`, recorded on two H100s at 16 MiB and

@@ -132,7 +132,7 @@ def test_the_copy_probe_times_the_workload_beside_the_copy_on_the_size_nearest_h
 
     class FakeCopy:
         def __init__(self, name):
-            self.name, self.closed = name, False
+            self.name, self.closed, self.bytes = name, False, 3.2e9
             made.append(self)
 
         def close(self):
@@ -156,7 +156,7 @@ def test_the_copy_probe_times_the_workload_beside_the_copy_on_the_size_nearest_h
     assert made and made[0].closed  # the copy it made is closed
     assert got["probe_sm_count"] == 64 and got["probe_ms"] == pytest.approx(1.51)
     assert got["probe_alone_ms"] == pytest.approx(1.01) and got["probe_copy_ms"] == 2.2
-    assert got["probe_copy_alone_ms"] == 2.0 and got["_gpu_ms"] == 12.5
+    assert got["probe_copy_alone_ms"] == 2.0 and got["_gpu_ms"] == 12.5 and got["probe_copy_bytes"] == 3.2e9
     assert set(TP.TRAFFIC_PROFILE_COLUMNS) >= {k for k in got if k.startswith("probe_")}
 
 
@@ -474,6 +474,56 @@ def test_loaded_latency_slows_a_workload_at_the_per_sm_limit_beside_load_below_s
     assert s > 1.0 and b == pytest.approx(max(s, 2.0), rel=1e-6)
     with pytest.raises(ValueError, match="loaded_latency"):
         gx.predict(profs, ["stream", "gemm"], loaded_latency=-1)
+
+
+def test_the_probe_slowdown_counts_only_the_time_the_copy_overlapped():
+    assert TP.probe_slowdown(2.0, 1.0, 3.0) == pytest.approx(2.0)  # overlapped throughout: 2 ms for 1
+    # outlasts the copy (1 ms): 4.5 ms for 4 alone = half the rate while the copy ran
+    assert TP.probe_slowdown(4.5, 4.0, 1.0) == pytest.approx(2.0)
+    assert TP.probe_slowdown(6.0, 4.0, 1.0) == TP.PROBE_MAX_SLOWDOWN  # more than the copy could cause: capped
+    assert TP.probe_slowdown(0.9, 1.0, 3.0) == 1.0  # never faster than alone
+    assert math.isnan(TP.probe_slowdown(math.nan, 1.0, 3.0))
+    # the part bandwidth sharing explains is not counted twice: a stream drawing 1500 GB/s beside the
+    # copy's 3000 (of 3000) gets 1000 by demand, half DRAM-bound: 1.25x from sharing alone
+    probe = {"probe_ms": 1.25, "probe_alone_ms": 1.0, "probe_copy_ms": 3.0, "probe_copy_alone_ms": 1.0,
+             "probe_copy_bytes": 3.0e9}
+    assert TP.probe_excess(probe, 1.5e9, 3000.0) == pytest.approx(1.0)
+    assert TP.probe_excess({**probe, "probe_ms": 2.5}, 1.5e9, 3000.0) == pytest.approx(2.0)
+    assert TP.probe_excess({**probe, "probe_ms": 2.5}, 1e3, 3000.0) == pytest.approx(2.5, rel=1e-4)  # no DRAM
+    assert TP.probe_excess({**probe, "probe_ms": 2.5}, math.nan, 3000.0) == 2.5  # bytes unknown: all of it
+    assert TP.saturation_slowdown(2.0, 0.4, 0.5) == 1.0 and TP.saturation_slowdown(2.0, 1.2, 0.5) == 2.0
+    assert TP.saturation_slowdown(2.0, 0.75, 0.5) == pytest.approx(1.5)
+    assert TP.saturation_slowdown(math.nan, 1.0, 0.5) == 1.0 and TP.saturation_slowdown(2.0, 1.0, math.nan) == 1.0
+
+
+def _probed(df, probe_ms, alone_ms, copy_ms):
+    return df.assign(probe_sm_count=20.0, probe_ms=probe_ms, probe_alone_ms=alone_ms, probe_copy_ms=copy_ms,
+                     probe_copy_alone_ms=copy_ms)
+
+
+def test_the_saturation_term_slows_a_probed_workload_only_beside_others_near_saturation():
+    # a workload that reads almost nothing from DRAM (so bandwidth sharing never slows it) but ran 2x
+    # slower beside the copy; 1 ms on 8 SMs beside a co-runner on 32 SMs that outlasts it (4 ms)
+    victim = _probed(_profile("victim", lambda k: 8.0 / k, bytes=1e6), 2.0, 1.0, 3.0)
+    plain = _profile("victim", lambda k: 8.0 / k, bytes=1e6)
+    # (onset, co-runner's DRAM GB/s: 3000 or 1200 of 3000) -> slowdown: all of it at saturation,
+    # none below the onset, a quarter at 0.4 with the onset at 0.2
+    want = {(0.5, "hog"): 2.0, (0.5, "light"): 1.0, (0.2, "light"): 1.25}
+    for (on, name), slow in want.items():
+        gb = {"hog": 12000e6, "light": 4800e6}[name]
+        other = _profile(name, lambda k: 128.0 / k, bytes=gb)
+        base = gx.predict([victim, other], ["victim", name], ["8+32"], model_error=0.0)
+        got = gx.predict([victim, other], ["victim", name], ["8+32"], model_error=0.0, saturation_onset=on)
+        unprobed = gx.predict([plain, other], ["victim", name], ["8+32"], model_error=0.0, saturation_onset=on)
+        d = {k: x.set_index("workload")["duration_ms"]["victim"] for k, x in
+             (("base", base), ("got", got), ("unprobed", unprobed))}
+        assert d["base"] == pytest.approx(1.0, rel=1e-3) and d["unprobed"] == pytest.approx(d["base"])
+        assert d["got"] == pytest.approx(slow, rel=1e-3), (on, name)
+        # fitted, not measured: the low end allows none, so a tuner never skips a layout for it
+        assert got["makespan_low_ms"].iloc[0] == pytest.approx(base["makespan_low_ms"].iloc[0])
+        assert got.attrs["saturation_onset"] == on
+    with pytest.raises(ValueError, match="saturation_onset"):
+        gx.predict([victim, other], ["victim", "light"], saturation_onset=1.5)
 
 
 def test_the_fit_chooses_the_loaded_latency_with_the_lowest_median_error_on_the_fitted_pairs():

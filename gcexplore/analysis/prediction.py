@@ -35,7 +35,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .traffic_profile import (TRAFFIC_PROFILE_COLUMNS, cross_card_margins, latency_slowdown, scale_profiles,
+from .traffic_profile import (PROBE_COLUMNS, TRAFFIC_PROFILE_COLUMNS, cross_card_margins, latency_slowdown,
+                              probe_excess, saturation_slowdown, scale_profiles,
                               shared_speeds, with_traffic_columns)
 from ..schema import identity_name
 
@@ -248,6 +249,10 @@ class _Curve:
         k_big = float(rows[SM_COUNT].iloc[0])
         self.small = (k_small, small) if math.isfinite(small) and math.isfinite(k_small) and k_small < k_big else None
         self.k_big = k_big
+        probe = {c: float(rows[c].iloc[0]) if c in rows else math.nan for c in PROBE_COLUMNS}
+        k = probe["probe_sm_count"]  # beside the DRAM-saturating copy (NaN: not probed)
+        self.probe = probe_excess(probe, self.bytes_at(int(k)) if math.isfinite(k) else math.nan,
+                                  float(rows["shared_bandwidth_gbs"].iloc[0]))
         starts = rows.loc[rows["position"] == "first", "start_ms"].to_numpy(dtype=float)
         self.offset = float(np.nanmedian(starts)) if np.isfinite(starts).any() else 0.0
 
@@ -353,7 +358,8 @@ def _spill(curves: list[_Curve], l2: float) -> list[float]:
 
 
 def _fluid(curves: list[_Curve], times: list[float], sms: list[int], peak: float, l2: float, sharing: str,
-           worst: bool, l2_peak: float = math.nan, gain: float = 1.0, lat: tuple = (0.0, math.nan)) -> list[float]:
+           worst: bool, l2_peak: float = math.nan, gain: float = 1.0,
+           lat: tuple = (0.0, math.nan, math.nan)) -> list[float]:
     """Finish time (ms) of each workload started together, sharing ``peak`` GB/s of DRAM (and
     ``l2_peak`` GB/s of L2 bandwidth where given)."""
     n = len(curves)
@@ -379,9 +385,12 @@ def _fluid(curves: list[_Curve], times: list[float], sms: list[int], peak: float
             l2d = [curves[i].l2 / (times[i] * 1e6) if math.isfinite(curves[i].l2) else 0.0 for i in act]
             l2w = l2d if sharing == "demand" else weights
             speed = [min(a, b) for a, b in zip(speed, shared_speeds(l2_peak, l2d, l2w))]
-        kappa, per_sm_top = lat
+        kappa, per_sm_top, onset = lat
         if kappa > 0 and math.isfinite(per_sm_top):  # loaded latency: see latency_slowdown
             speed = [min(sp, 1.0 / latency_slowdown(kappa, d / sms[i] / per_sm_top, (sum(demand) - d) / cap))
+                     for sp, d, i in zip(speed, demand, act)]
+        if math.isfinite(onset):  # the others near the card's bandwidth: see saturation_slowdown
+            speed = [min(sp, 1.0 / saturation_slowdown(curves[i].probe, (sum(demand) - d) / peak, onset))
                      for sp, d, i in zip(speed, demand, act)]
         rates = [sp / times[i] for sp, i in zip(speed, act)]
         dt = min(left[i] / r for i, r in zip(act, rates))
@@ -435,7 +444,7 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
             model_error=MODEL_ERROR, shared_bandwidth_gbs: float | None = None,
             l2_bytes: float | None = None, card: Mapping | None = None,
             l2_bandwidth_gbs: float | None = None, bandwidth_gain: float = 1.0,
-            loaded_latency: float = 0.0) -> pd.DataFrame:
+            loaded_latency: float = 0.0, saturation_onset: float | None = None) -> pd.DataFrame:
     """Predicted concurrent makespan and per-workload durations at every layout, with intervals.
 
     Parameters
@@ -464,6 +473,11 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
         Below saturation a workload is slowed by ``1 + loaded_latency x`` (its per-SM DRAM rate
         / the highest any profile drew per SM) ``x`` (the others' demand / DRAM's), no slower
         than bandwidth sharing makes it; ``fit_model`` decides it.
+    saturation_onset : float, optional
+        Beside others drawing more than this fraction of DRAM, a probed workload
+        (``solo_profile(probe=True)``) is slowed toward its slowdown beside the copy, all of it at
+        saturation (:func:`~gcexplore.analysis.traffic_profile.saturation_slowdown`); default
+        not modelled; ``fit_model`` decides it.
     card : mapping, optional
         Predict for another card (:func:`~gcexplore.analysis.traffic_profile.scale_profiles`:
         its SM count, shared bandwidth, SM clock, L2); ``attrs["assumed"]`` says what was assumed.
@@ -520,7 +534,10 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
     if not (isinstance(loaded_latency, (int, float)) and 0 <= loaded_latency <= 4):
         raise ValueError(f"loaded_latency must be a factor in [0, 4], got {loaded_latency!r}")
     tops = [v for v in (c.per_sm_gbs() for c in curves.values()) if math.isfinite(v)]
-    lat = (float(loaded_latency), max(tops) if tops else math.nan)
+    if saturation_onset is not None and not (isinstance(saturation_onset, (int, float)) and 0 <= saturation_onset < 1):
+        raise ValueError(f"saturation_onset must be a fraction in [0, 1) or None, got {saturation_onset!r}")
+    lat = (float(loaded_latency), max(tops) if tops else math.nan,
+           math.nan if saturation_onset is None else float(saturation_onset))
     rows = []
     for lay in _as_layouts(layouts, len(names), prof):
         rows.extend(_predict_layout(lay, names, sources, peak, l2, sharing, err, bound, (l2_peak, gain, lat)))
@@ -532,7 +549,7 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
                      unknown_bytes=[n for n, c in zip(names, sources) if not math.isfinite(c.bytes)],
                      bytes_source={n: str(src.get(c.name, "missing")) for n, c in zip(names, sources)},
                      l2_bandwidth_gbs=l2_bandwidth_gbs, bandwidth_gain=gain, loaded_latency=lat[0],
-                     per_sm_top_gbs=lat[1],
+                     per_sm_top_gbs=lat[1], saturation_onset=saturation_onset,
                      assumed=list(prof.attrs.get("assumed", [])), notes=notes)
     return out
 
@@ -545,7 +562,7 @@ def _predict_layout(lay, names, curves, peak, l2, sharing, err, bound, extra) ->
     kw = {"l2_peak": l2_peak, "gain": gain, "lat": lat}
     mid = _fluid(curves, [a[0] for a in alone], list(lay), peak, l2, sharing, worst=False, **kw)
     low = _fluid(curves, [a[1] for a in alone], list(lay), peak, l2, sharing, worst=False, **kw)
-    if math.isfinite(l2_peak) or lat[0] > 0:  # fitted, not measured: the low end also allows neither
+    if math.isfinite(l2_peak) or lat[0] > 0 or math.isfinite(lat[2]):  # fitted: the low end also allows none
         low = [min(a, b) for a, b in zip(low, _fluid(curves, [a[1] for a in alone], list(lay), peak, l2, sharing,
                                                       worst=False, gain=gain))]
     high = _fluid(curves, [a[2] for a in alone], list(lay), peak, l2, sharing, worst=True, **kw)

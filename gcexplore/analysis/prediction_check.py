@@ -12,7 +12,7 @@ from .overlap import layout_table, makespan_stats
 from .prediction import SHARING, l2_drawn_gbs, predict, predicted_layouts, require_prediction
 from .stats import Floor, noise_floor, round_median_ci
 
-__all__ = ["ERROR_COLUMNS", "L2_CANDIDATES", "LATENCY_CANDIDATES", "fit_model", "predict_error", "predict_kwargs",
+__all__ = ["ERROR_COLUMNS", "L2_CANDIDATES", "LATENCY_CANDIDATES", "SATURATION_CANDIDATES", "fit_model", "predict_error", "predict_kwargs",
            "prediction_facts"]
 
 ERROR_COLUMNS = ["layout", "split_sm_count", "predicted_ms", "predicted_low_ms", "predicted_high_ms",
@@ -119,12 +119,15 @@ def prediction_facts(prediction: pd.DataFrame, measured: pd.DataFrame) -> dict:
 L2_CANDIDATES = (None, 0.75, 1.0)
 #: Loaded-latency factors (``predict(loaded_latency=...)``) that fit_model tries with the chosen rule.
 LATENCY_CANDIDATES = (0.0, 0.5, 1.0, 1.5)
+#: Saturation onsets (``predict(saturation_onset=...)``, None: not modelled) that fit_model tries where
+#: a fitted pair's profiles carry a copy probe.
+SATURATION_CANDIDATES = (None, 0.5, 0.7, 0.85)
 
 
 def predict_kwargs(fit: dict) -> dict:
     """The keyword arguments of :func:`~gcexplore.analysis.prediction.predict` that a :func:`fit_model`
     result (or a shipped ``attrs["fit"]``) sets; a fit from before a term existed leaves it out."""
-    out = {k: fit[k] for k in ("sharing", "l2_bandwidth_gbs", "loaded_latency") if k in fit}
+    out = {k: fit[k] for k in ("sharing", "l2_bandwidth_gbs", "loaded_latency", "saturation_onset") if k in fit}
     if "model_error" in fit:
         out["model_error"] = tuple(fit["model_error"])
     return out
@@ -170,10 +173,11 @@ def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9) -> dict:
     l2s = [None] + ([m * drawn for m in L2_CANDIDATES[1:]] if np.isfinite(drawn) else [])
     raw = {}
 
-    def run(rule, l2, lat):
+    def run(rule, l2, lat, on=None):
         parts = [predict_error(predict(p, w, _measured_layouts(m), sharing=rule, model_error=0.0,
-                                       l2_bandwidth_gbs=l2, loaded_latency=lat), m) for p, w, m in cases]
-        raw[rule, l2, lat] = pd.concat([x.assign(_case=i) for i, x in enumerate(parts)], ignore_index=True)
+                                       l2_bandwidth_gbs=l2, loaded_latency=lat, saturation_onset=on), m)
+                 for p, w, m in cases]
+        raw[rule, l2, lat, on] = pd.concat([x.assign(_case=i) for i, x in enumerate(parts)], ignore_index=True)
 
     for rule in SHARING:
         for l2 in l2s:
@@ -184,6 +188,12 @@ def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9) -> dict:
     for l2 in l2s:  # the loaded latency with the chosen rule (it and the L2 term overlap, so both again)
         for lat in LATENCY_CANDIDATES[1:]:
             run(rule, l2, lat)
+    probed = any("probe_ms" in p and np.isfinite(p["probe_ms"].to_numpy(dtype=float)).any() for p, _, _ in cases)
+    ons = SATURATION_CANDIDATES[1:] if probed else ()
+    lat = min((k for k in raw if k[0] == rule), key=score().get)[2]
+    for l2 in l2s:  # the saturation term with the chosen loaded latency (it overlaps the L2 term too)
+        for on in ons:
+            run(rule, l2, lat, on)
     score = score()
     best = min(raw, key=score.get)
     e = raw[best]
@@ -199,8 +209,10 @@ def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9) -> dict:
     err = (min(below, 0.99), min(above, 0.99))
     inside = (e["predicted_low_ms"] * (1 - err[0]) <= e["measured_high_ms"]) & (
         e["measured_low_ms"] <= e["predicted_high_ms"] * (1 + err[1]))
-    return {"sharing": best[0], "l2_bandwidth_gbs": best[1], "loaded_latency": best[2], "model_error": err,
-            "coverage": float(inside.mean()), "median_abs_error": {r: score[r, None, 0.0][0] for r in SHARING},
-            "l2_median_abs_error": {("none" if l2 is None else f"{l2:.0f}"): score[best[0], l2, best[2]][0]
+    return {"sharing": best[0], "l2_bandwidth_gbs": best[1], "loaded_latency": best[2], "saturation_onset": best[3],
+            "model_error": err, "coverage": float(inside.mean()),
+            "median_abs_error": {r: score[r, None, 0.0, None][0] for r in SHARING},
+            "l2_median_abs_error": {("none" if l2 is None else f"{l2:.0f}"): score[best[0], l2, best[2], None][0]
                                     for l2 in l2s},
-            "latency_median_abs_error": {lat: score[best[0], best[1], lat][0] for lat in LATENCY_CANDIDATES}}
+            "latency_median_abs_error": {lat: score[best[0], best[1], lat, None][0] for lat in LATENCY_CANDIDATES},
+            "saturation_median_abs_error": {on: score[best[0], best[1], lat, on][0] for on in (None, *ons)}}

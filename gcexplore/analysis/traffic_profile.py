@@ -22,10 +22,11 @@ get them filled by :func:`with_traffic_columns`):
 - ``achieved_gbs``: DRAM GB/s of one call on the whole device;
 - ``bound`` / ``bound_source``: :func:`classify`'s answer and what it rested on;
 - ``sm_clock_mhz``: the card's SM clock when profiled (cross-card scaling);
-- ``probe_sm_count``, ``probe_ms`` / ``probe_alone_ms``: its median duration on about half the card
-  beside the built-in copy on the rest (which saturates DRAM) / alone there, and the copy's
-  (``probe_copy_ms`` / ``probe_copy_alone_ms``): how much a saturated memory system slows it
-  (:func:`saturation_slowdown`);
+- ``probe_sm_count``, ``probe_ms`` / ``probe_alone_ms`` (:data:`PROBE_COLUMNS`): its median
+  duration on about half the card beside the built-in copy on the rest (which saturates DRAM) /
+  alone there, and the copy's (``probe_copy_ms`` / ``probe_copy_alone_ms``; its bytes per call
+  ``probe_copy_bytes``): how much a saturated memory system slows it (:func:`probe_excess`,
+  :func:`saturation_slowdown`);
 - ``requested_sm_count``: the size, so that :func:`gcexplore.summarize` reads a profile as
   the scaling it is (alone times per size).
 """
@@ -42,14 +43,16 @@ from ..schema import identity_name
 
 SM_COUNT = identity_name("sm_count")  # the card's SM count, as every result names it
 
-__all__ = ["BOUNDS", "CROSS_CARD_ERROR", "MEMORY_BOUND_SHARE", "SCALES_SHARE", "TRAFFIC_PROFILE_COLUMNS",
-           "attach_traffic", "card_of", "classify", "cross_card_margins", "latency_slowdown", "profile_sources",
+__all__ = ["BOUNDS", "CROSS_CARD_ERROR", "MEMORY_BOUND_SHARE", "PROBE_COLUMNS", "SCALES_SHARE",
+           "TRAFFIC_PROFILE_COLUMNS", "attach_traffic", "card_of", "classify", "cross_card_margins",
+           "latency_slowdown", "probe_excess", "probe_slowdown", "profile_sources", "saturation_slowdown",
            "scale_profiles", "scaling_error", "shared_speeds", "with_traffic_columns"]
 
+PROBE_COLUMNS = ["probe_sm_count", "probe_ms", "probe_alone_ms", "probe_copy_ms", "probe_copy_alone_ms",
+                 "probe_copy_bytes"]
 TRAFFIC_PROFILE_COLUMNS = ["bytes_source", "dram_read_bytes", "dram_write_bytes", "dram_cold_bytes",
                            "l2_traffic_bytes", "small_dram_bytes", "small_sm_count", "achieved_gbs", "bound",
-                           "bound_source", "sm_clock_mhz", "requested_sm_count", "probe_sm_count", "probe_ms",
-                           "probe_alone_ms", "probe_copy_ms", "probe_copy_alone_ms"]
+                           "bound_source", "sm_clock_mhz", "requested_sm_count", *PROBE_COLUMNS]
 BOUNDS = ("memory", "compute", "latency")
 #: A workload drawing at least this share of the card's shared DRAM bandwidth alone is memory-bound.
 MEMORY_BOUND_SHARE = 0.5
@@ -342,3 +345,46 @@ def latency_slowdown(kappa: float, per_sm: float, others: float) -> float:
     that fraction) is bound by the requests it keeps in flight, so its time grows with their latency, which
     grows with the others' DRAM demand (``others``, a fraction of what DRAM gives); ``kappa``: fitted."""
     return 1.0 + kappa * min(max(per_sm, 0.0), 1.0) * min(max(others, 0.0), 1.0)
+
+
+#: The most a probe may say a saturated memory system slows a workload (a rate factor).
+PROBE_MAX_SLOWDOWN = 4.0
+
+
+def probe_slowdown(probe_ms: float, alone_ms: float, copy_ms: float) -> float:
+    """How much slower a workload runs while beside the DRAM-saturating copy (a rate factor, >= 1;
+    NaN without a probe): its probe duration ``probe_ms`` against ``alone_ms`` on the same SMs,
+    counting only the time the copy (``copy_ms`` beside it) overlapped it: a workload that
+    outlasts the copy ran alone for the rest, ``probe = copy + alone x (1 - copy / (slowdown x alone))``."""
+    if not all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in (probe_ms, alone_ms, copy_ms)):
+        return math.nan
+    if probe_ms <= copy_ms:  # overlapped throughout
+        s = probe_ms / alone_ms
+    else:
+        extra = (probe_ms - alone_ms) / copy_ms
+        s = 1.0 / (1.0 - extra) if extra < 1.0 else PROBE_MAX_SLOWDOWN
+    return float(min(max(s, 1.0), PROBE_MAX_SLOWDOWN))
+
+
+def probe_excess(probe: Mapping, own_bytes: float, peak: float) -> float:
+    """The probe's slowdown (:func:`probe_slowdown`) that bandwidth sharing does not explain: divided by
+    what its DRAM demand (``own_bytes`` per call on the probe's SMs, alone there) and the copy's
+    (``probe_copy_bytes`` in ``probe_copy_alone_ms``) sharing ``peak`` GB/s would cost it (the fluid
+    model counts that part already); the whole probe slowdown where the bytes are unknown."""
+    s = probe_slowdown(probe["probe_ms"], probe["probe_alone_ms"], probe["probe_copy_ms"])
+    mine = own_bytes / (probe["probe_alone_ms"] * 1e6)
+    copy = probe.get("probe_copy_bytes", math.nan) / (probe.get("probe_copy_alone_ms", math.nan) * 1e6)
+    if not (math.isfinite(s) and math.isfinite(mine) and math.isfinite(copy) and math.isfinite(peak)):
+        return s
+    return max(1.0, s * shared_speeds(peak, [mine, copy], [mine, copy])[0])
+
+
+def saturation_slowdown(probe: float, others: float, onset: float) -> float:
+    """Saturation term: beside others drawing ``others`` of what DRAM gives (a fraction), a workload
+    is slowed toward its probe's slowdown (``probe``, :func:`probe_slowdown`): none below ``onset``,
+    all of it at saturation, linear between (queues fill as DRAM saturates: a memory system full of
+    the others' misses delays even L2 hits, which its counted bytes do not say); ``onset``: fitted."""
+    if not (math.isfinite(probe) and math.isfinite(onset)) or onset >= 1:
+        return 1.0
+    ramp = min(max((others - onset) / (1.0 - onset), 0.0), 1.0)
+    return 1.0 + (probe - 1.0) * ramp

@@ -1,43 +1,39 @@
 """The split tuner's search and stopping rules, in pure Python (no GPU, no pandas).
 
-:func:`search` finds, among candidate layouts (the SM count of each workload, the
-remainder's last), either the layout with the lowest median concurrent makespan or the
-smallest first partition whose latency percentile meets a target, by calling
-``measure(layout, n) -> [(makespan_ms, (duration_ms of each workload, ...)), ...]`` for
-``n`` more repetitions of the layouts it chooses. :mod:`gcexplore.tune` gives it a
-measure that runs on the GPU; the tests give it synthetic curves.
+:func:`search` finds, among candidate layouts (the SM count of each workload, the remainder's last), either the
+layout with the lowest median concurrent makespan or the smallest first partition whose latency percentile meets
+a target, by calling ``measure(layout, n) -> [(makespan_ms, (duration_ms of each workload, ...)), ...]`` for
+``n`` more repetitions of the layouts it chooses. :mod:`gcexplore.tune` gives it a measure that runs on the GPU;
+the tests give it synthetic curves.
 
 How it decides
 --------------
-- **Bounds instead of a curve model.** Every concurrent repetition times each workload,
-  and two mild facts about one workload's duration bound it at layouts not measured:
-  it is no shorter on fewer SMs (``placement_slack`` allowed) and at most linearly
-  faster on more (``slack`` allowed). The makespan of an unmeasured layout is then at
-  least the largest workload bound plus the smallest start offset measured. The search
-  measures the unmeasured layout with the lowest bound next (a prediction that is
-  optimistic by construction) and stops when no unmeasured layout can beat the answer
-  by more than ``tolerance``. Where the measurements break a fact (a workload faster on
-  fewer SMs, or more than linearly faster), that workload's slack grows to 1.5 times the
-  largest breach seen, so the bounds loosen and more layouts are measured: a curve with
-  two minima is not taken for one.
-- **Neighbours always.** The answer's neighbours (one SM chunk moved between two
-  workloads) are measured whatever the bounds say.
-- **Rounds until decided.** Every measurement of a layout is one round (a fresh split, ``repeats``
-  repetitions). The answer is confirmed against a measured rival when the lower confidence bound of
-  rival / answer is at least ``1 / (1 + tolerance)``: the rival is not faster by more than the
-  tolerance. The bound's unit is the round (:func:`~gcexplore.analysis.stats.round_ratio_ci`): a layout
-  measured in one round carries the card's run-to-run floor (``Settings.floor``), so a close pair is not
-  decided by the repetitions of one round. Until it is decided both get another round, up to
-  ``max_repeats`` repetitions, after which the pair is recorded as too close to call and the lower
-  median wins. Medians are reported with distribution-free intervals (order statistics,
-  :func:`quantile_ci`).
-- **Latency targets.** With ``slo_ms`` the search looks for the smallest first partition whose
-  ``percentile`` of the first workload's duration is at most the target: a layout *meets* when the
-  interval's top is under the target, *fails* when its bottom is over it; repetitions are added until
-  one holds. Probes alternate between the size predicted by interpolating the measured latencies and
-  bisection; sizes whose latency bound exceeds the target are not measured; the answer's smaller
-  neighbour is always measured and must fail. A target not met even on the largest partition is an
-  answer (``met=False``) with the best latency measured.
+- **Bounds instead of a curve model.** Every concurrent repetition times each workload, and two mild facts about
+  one workload's duration bound it at layouts not measured: it is no shorter on fewer SMs (``placement_slack``
+  allowed) and at most linearly faster on more (``slack`` allowed). The makespan of an unmeasured layout is then
+  at least the largest workload bound plus the smallest start offset measured. The search measures the
+  unmeasured layout with the lowest bound next (a prediction that is optimistic by construction) and stops when
+  no unmeasured layout can beat the answer by more than ``tolerance``. Where the measurements break a fact (a
+  workload faster on fewer SMs, or more than linearly faster), that workload's slack grows to 1.5 times the
+  largest breach seen, so the bounds loosen and more layouts are measured: a curve with two minima is not taken
+  for one.
+- **Neighbours always.** The answer's neighbours (one SM chunk moved between two workloads) are measured
+  whatever the bounds say.
+- **Rounds until decided.** Every measurement of a layout is one round (a fresh split, ``repeats`` repetitions).
+  The answer is confirmed against a measured rival when the lower confidence bound of rival / answer is at least
+  ``1 / (1 + tolerance)``: the rival is not faster by more than the tolerance. The bound's unit is the round
+  (:func:`~gcexplore.analysis.stats.round_ratio_ci`): a layout measured in one round carries the card's
+  run-to-run floor (``Settings.floor``), so a close pair is not decided by the repetitions of one round
+  (``Settings.settle``: a rival within the tolerance by its median is also decided once the bound keeps it from
+  being faster by more than ``settle``). Until it is decided both get another round, up to ``max_repeats``
+  repetitions, after which the pair is recorded as too close to call and the lower median wins. Medians are
+  reported with distribution-free intervals (order statistics, :func:`quantile_ci`).
+- **Latency targets.** With ``slo_ms`` the search looks for the smallest first partition whose ``percentile`` of
+  the first workload's duration is at most the target: a layout *meets* when the interval's top is under the
+  target, *fails* when its bottom is over it; repetitions are added until one holds. Probes alternate between
+  the size predicted by interpolating the measured latencies and bisection; sizes whose latency bound exceeds
+  the target are not measured; the answer's smaller neighbour is always measured and must fail. A target not met
+  even on the largest partition is an answer (``met=False``) with the best latency measured.
 """
 
 from __future__ import annotations
@@ -46,9 +42,8 @@ import dataclasses
 import math
 from collections.abc import Callable, Sequence
 
-from .._checks import as_count, as_int, as_seconds_like
-from ..analysis.stats import DEFAULT_FLOOR, Floor, disagree, pooled_pair_sd, quantile, quantile_ci, round_ratio_ci
-from ..schema import MAX_TUNE_REPEATS
+from ..analysis.stats import disagree, pooled_pair_sd, quantile, quantile_ci, round_ratio_ci
+from .search_settings import Settings
 
 __all__ = ["Outcome", "Settings", "label", "search"]
 
@@ -59,85 +54,6 @@ Rep = tuple[float, tuple[float, ...]]
 def label(layout: Sequence[int]) -> str:
     """``(24, 108)`` -> ``"24+108"`` (the layout labels of every result)."""
     return "+".join(str(int(s)) for s in layout)
-
-
-# ------------------------------------------------------------------------ settings
-
-
-def _fraction(name: str, value, lo: float, hi: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= float(value) <= hi:
-        raise ValueError(f"{name} must be a number in [{lo:g}, {hi:g}], got {value!r}")
-    return float(value)
-
-
-@dataclasses.dataclass(frozen=True)
-class Settings:
-    """What the tuner looks for and how sure it must be; checked when built.
-
-    Parameters
-    ----------
-    slo_ms : float, optional
-        Latency target of the first workload in ms; None (default) minimises the makespan.
-    percentile : float, default 50
-        Which percentile of the first workload's duration must meet ``slo_ms`` (0 < p < 100).
-    tolerance : float, default 0.01
-        The answer's median makespan may exceed the best by this fraction (0.001 to 0.5).
-    confidence : float, default 0.9
-        Level of the confidence intervals (0.5 to 0.999).
-    repeats : int, default 5
-        Repetitions at a layout's first measurement.
-    max_repeats : int, default 40
-        Most repetitions of one layout (``repeats`` to :data:`gcexplore.schema.MAX_TUNE_REPEATS`, 1,000).
-    slack : float, default 0.05
-        How much faster than linear scaling a workload may get before a bound is wrong.
-    placement_slack : float, default 0.01
-        How much faster a workload may be on fewer SMs (different SMs, noise).
-    floor : Floor, optional
-        The card's run-to-run noise (:func:`gcexplore.analysis.stats.noise_floor`), standing in
-        for the between-round spread of a layout measured in a single round.
-    spread : {"layout", "pooled"}, default "layout"
-        A one-round layout's repetition spread: its own, or pooled over those measured (``stats.pooled_pair_sd``).
-        With "pooled", a first round of 2 repetitions more than ``tolerance`` apart gets a third (a tie-break).
-    """
-
-    slo_ms: float | None = None
-    percentile: float = 50.0
-    tolerance: float = 0.01
-    confidence: float = 0.9
-    repeats: int = 5
-    max_repeats: int = 40
-    slack: float = 0.05
-    placement_slack: float = 0.01
-    floor: Floor = DEFAULT_FLOOR
-    spread: str = "layout"
-
-    def __post_init__(self):
-        if self.slo_ms is not None:
-            object.__setattr__(self, "slo_ms", as_seconds_like("slo_ms", self.slo_ms, unit="milliseconds",
-                                                               maximum=1e6))
-        p = _fraction("percentile", self.percentile, 0.0, 100.0)
-        if not 0.0 < p < 100.0:
-            raise ValueError(f"percentile must be in (0, 100), got {self.percentile!r}")
-        object.__setattr__(self, "percentile", p)
-        for name, lo, hi in (("tolerance", 0.001, 0.5), ("confidence", 0.5, 0.999), ("slack", 0.0, 1.0),
-                             ("placement_slack", 0.0, 1.0)):
-            object.__setattr__(self, name, _fraction(name, getattr(self, name), lo, hi))
-        if self.spread not in ("layout", "pooled"):
-            raise ValueError(f"spread must be 'layout' or 'pooled', got {self.spread!r}")
-        if not isinstance(self.floor, Floor):
-            raise TypeError(f"floor must be a gcexplore.analysis.stats.Floor, got {type(self.floor).__name__}")
-        object.__setattr__(self, "repeats", as_count("repeats", self.repeats, maximum=MAX_TUNE_REPEATS))
-        object.__setattr__(self, "max_repeats", as_int("max_repeats", self.max_repeats, minimum=self.repeats,
-                                                       maximum=MAX_TUNE_REPEATS))
-
-    @property
-    def objective(self) -> str:
-        """``"makespan"`` or ``"slo"``."""
-        return "makespan" if self.slo_ms is None else "slo"
-
-    def metadata(self) -> dict:
-        """The settings as plain values (for ``df.attrs``)."""
-        return {"objective": self.objective, **dataclasses.asdict(self)}
 
 
 # ------------------------------------------------------------------------ outcome
@@ -154,18 +70,18 @@ class Outcome:
     met : bool
         The latency target was met (always True for the makespan objective).
     value_ms : float
-        Median makespan (makespan) or the latency percentile (slo) at the answer; for an
-        unreachable target, the best (lowest) latency percentile measured.
+        Median makespan (makespan) or the latency percentile (slo) at the answer; for an unreachable target, the
+        best (lowest) latency percentile measured.
     best_measured : str or None
         Where ``value_ms`` was measured.
     reason : list of str
         Sentences, each computed from the measurements: why this layout.
     comparisons : list of dict
-        The answer against each measured rival (makespan) or each measured layout's
-        verdict against the target (slo), with medians, intervals and margins.
+        The answer against each measured rival (makespan) or each measured layout's verdict against the target
+        (slo), with medians, intervals and margins.
     unmeasured : dict of str to dict
-        Layouts not measured: ``{"bound_ms": the bound that ruled it out (NaN if none
-        was needed), "why": a sentence}``.
+        Layouts not measured: ``{"bound_ms": the bound that ruled it out (NaN if none was needed), "why": a
+        sentence}``.
     visits : list of dict
         ``{"step", "layout", "reps"}`` in search order.
     notes : list of str
@@ -390,9 +306,15 @@ def _next_makespan(st: _State, best: Layout) -> Layout | None:
     return todo[0] if todo else None
 
 
+def _settled(st: _State, est: float, low: float) -> bool:
+    """Rival / answer within the tolerance by the medians and, at the confidence, not below 1 - settle."""
+    return st.s.settle is not None and est * (1.0 + st.s.tolerance) >= 1.0 and low * (1.0 + st.s.settle) >= 1.0
+
+
 def _confirmed(st: _State, best: Layout, rival: Layout) -> bool:
-    """The rival is not faster than the answer by more than the tolerance (at the confidence)."""
-    return st.bound(best, rival)[1] * (1.0 + st.s.tolerance) >= 1.0
+    """The rival is not faster than the answer by more than the tolerance (at the confidence), or settled."""
+    est, low = st.bound(best, rival)
+    return low * (1.0 + st.s.tolerance) >= 1.0 or _settled(st, est, low)
 
 
 def _makespan_search(st: _State) -> set:
@@ -429,6 +351,9 @@ def _makespan_outcome(st: _State, close: set) -> Outcome:
                         f"(median +{rv / v - 1:.2%})")
         elif low > 1.0:
             decision = f"slower by at least {low - 1:.2%} (estimate {est - 1:.2%})"
+        elif low * (1.0 + tol) < 1.0 and _settled(st, est, low):
+            decision = (f"within the {tol:.1%} tolerance by the medians (estimate {est - 1:+.2%}) and not faster "
+                        f"by more than {st.s.settle:.1%} (at least {low - 1:+.2%}): settled")
         else:
             decision = f"within the {tol:.1%} tolerance (estimate {est - 1:+.2%}, at least {low - 1:+.2%})"
         comps.append({"layout": label(c), "split_sm_count": c[0], "median_ms": rv, "ci_low_ms": rci[0],

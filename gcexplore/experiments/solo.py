@@ -171,7 +171,8 @@ def _probe(wl, device: int, repeats: int, warmup: int, sizes: list[int]) -> dict
     med = df.groupby(["mode", "workload"])["duration_ms"].median()
     return {"probe_sm_count": float(half), "probe_ms": float(med["concurrent", wl.name]),
             "probe_alone_ms": float(med["alone", wl.name]), "probe_copy_ms": float(med["concurrent", other]),
-            "probe_copy_alone_ms": float(med["alone", other]), "_gpu_ms": gpu_time_ms(df)}
+            "probe_copy_alone_ms": float(med["alone", other]), "probe_copy_bytes": float(cp.bytes or math.nan),
+            "_gpu_ms": gpu_time_ms(df)}
 
 
 def save_profiles(profiles, path) -> Path:
