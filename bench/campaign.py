@@ -110,9 +110,40 @@ def _run(devices, folder, splits, repeats, durations=None, warm=False, fork="col
             client.close()
             cluster.close()
     df = gx.load_campaign(folder)
-    return {"n": len(devices), "mode": "warm" if warm else "cold" if fork == "cold" else "cold, forkserver kept", "end_to_end_s": end_to_end_s,
+    return {"gpu_s": _gpu_seconds(folder), "n": len(devices), "mode": "warm" if warm else "cold" if fork == "cold" else "cold, forkserver kept", "end_to_end_s": end_to_end_s,
             "timings": dict(c.timings), "wall0": w0, "wall1": w1 - c.timings.get("close_s", 0.0),
             "reports": c.reports, "warm_ups": c.warm_ups, "tasks": c.tasks, "df": df}
+
+
+def _gpu_seconds(folder) -> dict:
+    """key -> the GPU time its repetitions took (measured and warm-up: gpu_time_ms), where its shard says."""
+    from gcexplore.analysis.tuning import gpu_time_ms
+    from gcexplore.results.campaign_store import CampaignFolder
+
+    out = {}
+    for key, df in CampaignFolder(folder).scan()[0].items():
+        try:
+            out[key] = gpu_time_ms(df) / 1000.0
+        except (KeyError, ValueError, TypeError):  # not a timing result (the CPU stand-in's)
+            continue
+    return out
+
+
+def _host_steps(run: dict, done: list) -> dict:
+    """Summed over the tasks: experiment time = GPU time of the repetitions + the host-side steps outside them
+    (set-up, partitions, warm, nvml, drain, close; checkpoint appends) + the rest (enqueueing, waiting, Python)."""
+    steps: dict[str, float] = {}
+    for r in done:
+        for k, v in (r.get("host_s") or {}).items():
+            steps[k] = steps.get(k, 0.0) + v
+    exp = sum(r.get("experiment_s", 0.0) for r in done)
+    gpu = sum(run.get("gpu_s", {}).get(r["key"], 0.0) for r in done) if run.get("gpu_s") else None
+    ck = sum(r.get("checkpoint_s", 0.0) for r in done)
+    rest = None if gpu is None else exp - gpu - sum(steps.values()) - ck
+    return {"experiment_s": exp, "gpu_s": gpu, "checkpoint_s": ck, "steps": steps, "rest_s": rest}
+
+
+HOST_STEPS = ("setup", "partitions", "warm", "nvml", "drain", "close")
 
 
 def _workloads(recipe: dict) -> dict:
@@ -213,7 +244,8 @@ def _decompose(run: dict) -> dict:
     first = [task(r) for r in done if r.get("first")]
     rest = [task(r) for r in done if not r.get("first")]
     tm = run.get("timings", {})
-    return {"start_steps": _start_steps(run), "preload_parts": _preload_parts(run), "critical": critical, "gpus": run["n"], "mode": run.get("mode", "cold"), "tasks": len(done),
+    return {"start_steps": _start_steps(run), "preload_parts": _preload_parts(run), "critical": critical,
+            "host_steps": _host_steps(run, done), "gpus": run["n"], "mode": run.get("mode", "cold"), "tasks": len(done),
             "failed": len(run["reports"]) - len(done),
             "cluster_start_s": tm.get("cluster_start_s"), "cluster_wait_s": tm.get("cluster_wait_s"),
             "plan_s": tm.get("plan_s"), "close_s": tm.get("close_s", 0.0),
@@ -377,6 +409,14 @@ def _table(res: list[dict], bases: dict) -> list[str]:
                      f"{p['checkpoint_s']:.3f} | {p['cpu_s']:.2f} | {p['write_s']:.3f} | {r['cached_tasks']}/{r['tasks']} | "
                      f"{r['first_task_s_mean'] or 0:.2f} | {r['other_task_s_mean'] or 0:.2f} | "
                      f"{r['sm_clock_mhz_median'] or float('nan'):.0f} |")
+    lines += ["", "| GPUs | cluster | experiment s (all tasks) | GPU time of the repetitions s | "
+              + " | ".join(f"{k} s" for k in HOST_STEPS) + " | checkpoint s | the rest s (enqueue, waits, Python) |",
+              "|---|---|---|---|" + "---|" * len(HOST_STEPS) + "---|---|"]
+    for r in res:
+        h = r.get("host_steps") or {}
+        lines.append(f"| {r['gpus']} | {r['mode']} | {_f(h.get('experiment_s'))} | {_f(h.get('gpu_s'))} | "
+                     + " | ".join(_f((h.get("steps") or {}).get(k)) for k in HOST_STEPS)
+                     + f" | {_f(h.get('checkpoint_s'))} | {_f(h.get('rest_s'))} |")
     return lines
 
 

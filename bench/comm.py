@@ -169,6 +169,7 @@ def main() -> int:
             lines.append(f"## {n} GPUs: skipped, {have} visible\n")
             continue
         run(n, spec, a.out, a.timeout, lines, a.tag)
+        (a.out / f"comm_bench{a.tag}.md").write_text("\n".join(lines))  # after each rank count: a cut run keeps it
     (a.out / f"comm_bench{a.tag}.md").write_text("\n".join(lines))
     return 0
 

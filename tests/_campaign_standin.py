@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import time
 
-from gcexplore.experiments.runner import Checkpoint, run_layouts
+from gcexplore.experiments.runner import Checkpoint, host_add, run_layouts
 from gcexplore.schema import frame, new_run_id
 
 SIZES = (8, 16, 24, 32)
@@ -26,7 +26,7 @@ def broken_factory(device=0, **kwargs):
 
 
 def standin(wls, *, splits, device, checkpoint, layout_s: float = 0.05, fail: bool = False,
-            repeats: int = 2, **options):
+            repeats: int = 2, partition_s: float = 0.0, **options):
     sizes = list(SIZES if splits is None else ([splits] if isinstance(splits, int) else splits))
     names = list(wls)
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "?")
@@ -35,6 +35,9 @@ def standin(wls, *, splits, device, checkpoint, layout_s: float = 0.05, fail: bo
     ckpt = Checkpoint(checkpoint, {"kind": "standin", "workloads": names, "sizes": sizes})
 
     def measure(k, out):
+        t = time.perf_counter()
+        time.sleep(partition_s)  # a host-side step outside the repetitions, accounted as a sweep's partitions are
+        host_add("partitions", time.perf_counter() - t)
         time.sleep(layout_s)
         if fail:
             raise RuntimeError("the stand-in task failed on purpose")

@@ -42,6 +42,10 @@ def test_two_gpus_measure_in_parallel_with_identity(tmp_path):
     for w in c.warm_ups.values():
         assert "error" not in w["preload"] and w["preload"]["context_s"] > 0 and w["primed"] == 2, w
     assert all(r["cached"] for r in c.reports.values())
+    # each task reports its sweep's host-side steps outside the repetitions, each within the experiment's time
+    for r in c.reports.values():
+        assert {"setup", "partitions", "nvml", "drain", "close"} <= set(r["host_s"]), r["host_s"]
+        assert 0 < sum(r["host_s"].values()) < r["experiment_s"], r
     cards = df.groupby("device_uuid").agg(index=("device_index", "first"), sm=("device_sm_count", "first"))
     assert len(cards) == 2, "both GPUs should have run tasks"
     assert sorted(cards["index"]) == [0, 1]

@@ -122,10 +122,14 @@ def one_worker():
 
 def test_one_worker_runs_warm_up_first_then_longest_first_with_phases(one_worker, tmp_path):
     splits = [[8], [8, 16, 24], [8, 16]]
-    c = gx.campaign(["_campaign_standin:pair"], splits, experiment=EXP, options={"layout_s": 0.05},
+    c = gx.campaign(["_campaign_standin:pair"], splits, experiment=EXP, options={"layout_s": 0.05, "partition_s": 0.04},
                     folder=tmp_path / "c", client=one_worker, progress=False)
     started = sorted(c.reports.values(), key=lambda r: r["started_s"])
     assert [len(c.tasks[r["key"]]["splits"]) for r in started] == [3, 2, 1], "not longest first"
+    # each task reports its own host-side steps (this process's running sums, taken around its experiment)
+    for r, layouts in zip(started, [3, 2, 1]):
+        assert set(r["host_s"]) == {"partitions"}, r["host_s"]
+        assert layouts * 0.04 <= r["host_s"]["partitions"] < layouts * 0.04 + 0.035, r["host_s"]
     (warm,) = c.warm_ups.values()
     assert "error" not in warm and warm["import_s"] >= 0 and "import _campaign_standin_s" in warm
     assert warm["pid"] == started[0]["pid"]
@@ -151,8 +155,9 @@ def test_bench_decomposition_adds_up_on_the_stand_in(one_worker, tmp_path):
 
     bench = _bench()
     w0, t0 = time.time(), time.perf_counter()
-    c = gx.campaign(["_campaign_standin:pair"], [[8], [16, 24]], experiment=EXP, options={"layout_s": 0.05},
-                    folder=tmp_path / "c", client=one_worker, progress=False)
+    c = gx.campaign(["_campaign_standin:pair"], [[8], [16, 24]], experiment=EXP,
+                    options={"layout_s": 0.05, "partition_s": 0.02}, folder=tmp_path / "c", client=one_worker,
+                    progress=False)
     run = {"n": 1, "mode": "warm", "end_to_end_s": time.perf_counter() - t0, "timings": dict(c.timings),
            "wall0": w0, "wall1": time.time(), "reports": c.reports, "warm_ups": c.warm_ups,
            "df": c.result(progress=False)}
@@ -165,6 +170,12 @@ def test_bench_decomposition_adds_up_on_the_stand_in(one_worker, tmp_path):
     assert d["lead_in_s_mean"] + d["sum_task_s"] + d["idle_tail_s_max"] <= run["wall1"] - w0 + 1e-6
     assert d["phases_s"]["experiment_s"] <= d["sum_task_s"] and d["phases_s"]["experiment_s"] >= 3 * 0.05
     assert d["warm_up_task_s_mean"] >= 0 and d["warm_up_at_start_s_mean"] == 0  # warmed by a task, not at start
+    # the experiments' time split: (no GPU time here) the host steps summed over the tasks, 3 layouts in all
+    h = d["host_steps"]
+    assert h["gpu_s"] is None and h["rest_s"] is None and set(h["steps"]) == {"partitions"}
+    assert 3 * 0.02 <= h["steps"]["partitions"] < h["experiment_s"] == d["phases_s"]["experiment_s"]
+    h = bench._host_steps({**run, "gpu_s": {k: 0.01 for k in c.reports}}, list(c.reports.values()))
+    assert abs(h["gpu_s"] + sum(h["steps"].values()) + h["checkpoint_s"] + h["rest_s"] - h["experiment_s"]) < 1e-9
     # along the card that ended last (the only one): its parts add up to the end to end (the call's own
     # time before wall0 and after wall1 aside: a few ms)
     cr = d["critical"]

@@ -1,6 +1,7 @@
 """The comm recommendation replayed over sweeps measured after its rule was fixed (batch e1, 4 x H200 of one host:
 bench/comm.py on 4 GPUs with the NCCL CTA baselines, and on 2 of them; stock cuBLAS GEMMs, 8 steps per point;
-batch e2, 4 x H100: the GEMMs fitted to their partition, 16 MiB and 1 GiB). The rule (2-step first visits with a
+batch e2, 4 x H100: the GEMMs fitted to their partition, 16 MiB and 1 GiB; batch f1, 4 x H100 and 2 of them, stock
+GEMMs with the CTA baselines). The rule (2-step first visits with a
 tie-break, spread pooled) was chosen on the shipped runs; these are fresh. The settle rule (a rival within the
 tolerance by its median settled once the bound keeps it from being 2 tolerances faster) was chosen on e1's 2-GPU
 run (its all-reduce 1 GiB was the one point above a quarter of the sweep) and checked on every recorded run."""
@@ -19,7 +20,9 @@ DATA = Path(__file__).parent / "data"
 
 # name -> (ranks, card)
 FRESH = {"comm_e1_4gpu": (4, "NVIDIA H200"), "comm_e1_2gpu": (2, "NVIDIA H200"),
-         "comm_e2_4gpu_fit": (4, "NVIDIA H100 80GB HBM3")}
+         "comm_e2_4gpu_fit": (4, "NVIDIA H100 80GB HBM3"),
+         # batch f1, after the settle rule was chosen: 4 x H100 of one host with the CTA baselines, then 2 of them
+         "comm_f1_4gpu": (4, "NVIDIA H100 80GB HBM3"), "comm_f1_2gpu": (2, "NVIDIA H100 80GB HBM3")}
 
 
 @pytest.fixture(scope="module", params=sorted(FRESH))
@@ -81,3 +84,33 @@ def test_the_guides_table_of_the_rule_is_the_replay():
         row = (f"| {name} | {df.attrs['nranks']} | {card} | {len(r)} | {r['within'].max():.2%} | {same} of {len(r)} | "
                f"{r['gpu_share'].min():.0%} to {r['gpu_share'].max():.0%} (median {r['gpu_share'].median():.0%}) |")
         assert row in guide, row
+
+
+def test_fresh_h100_run_settles_a_flat_reduce_scatter():
+    """f1 4 x H100 (measured after the rule was chosen), reduce-scatter 1 GiB: steps from 24 to 56 SMs within 0.8%;
+    settled, 16 steps (<= 25% of the sweep) with the sweep's answer; confirming every rival at 1%, 24 (33.5%)."""
+    df = gx.load(DATA / "comm_f1_4gpu.parquet")
+    got = {}
+    for settle in (2.0, 1.0):
+        r = gx.recommend_comm(df, 0.01, settle=settle).set_index(["collective", "size_bytes"])
+        got[settle] = r.loc[("reducescatter", 1 << 30)]
+    a, b = got[2.0], got[1.0]
+    assert a["recommended_sm_count"] == a["sweep_sm_count"] == b["recommended_sm_count"] == 24
+    assert (a["steps_measured"], b["steps_measured"]) == (16, 24) and a["gpu_share"] <= 0.25 < b["gpu_share"]
+
+
+def test_the_guides_one_gib_table_is_the_fresh_h100_runs():
+    """The guide's 1 GiB rows (bus GB/s alone / step ms per comm SMs, plain streams, 32 CTAs) from f1's sweeps; a
+    split beats plain streams at 1 GiB and nowhere below, on both rank counts."""
+    guide = (Path(__file__).parents[1] / "docs" / "guide.md").read_text()
+    for n in (4, 2):
+        df = gx.load(DATA / f"comm_f1_{n}gpu.parquet")
+        t = gx.comm_table(df)
+        a = gx.comm_answer(df, 0.01)
+        assert ((a["speedup_vs_plain"] > 1.05) == (a["size_bytes"] == 1 << 30)).all()
+        for coll, g in t[t["size_bytes"] == 1 << 30].groupby("collective"):
+            part = g[g["setup"] == "partition"].sort_values("comm_sm_count")
+            rows = [*part.itertuples(), g[g["setup"] == "plain"].iloc[0],
+                    g[(g["setup"] == "ctas") & (g["max_ctas"] == 32)].iloc[0]]
+            cells = " | ".join(f"{r.bus_bw_alone_gbs:.0f}/{r.step_ms:.2f}" for r in rows)
+            assert f"| {coll} | {n} | {cells} |" in guide, (coll, n, cells)

@@ -36,7 +36,7 @@ from ..results import io as _io
 from ..results.campaign_store import CampaignFolder
 from ..schema import IDENTITY_COLUMNS, identity_name, identity_of
 from ..workloads.spec import parse_builtin, parse_recipe
-from .runner import Checkpoint
+from .runner import HOST_S, Checkpoint
 from .measure_isolation import isolation
 from .measure_scaling import scaling
 from .overlap import profile_overlap, sweep
@@ -370,7 +370,8 @@ def run_task(task: dict, folder: str, campaign_id: str, experiment: Experiment, 
     ``build_s`` (workload construction), ``experiment_s`` (the experiment's own time),
     ``checkpoint_s`` (its checkpoint appends, inside ``experiment_s``), ``cpu_s``
     (this process's CPU time during the experiment), ``write_s`` (shard and trace
-    writes); for a failure, ``error``.
+    writes), ``host_s`` (the experiment's host-side steps outside its repetitions, seconds by step:
+    :data:`gcexplore.experiments.runner.HOST_S`); for a failure, ``error``.
     """
     global _TASKS_RUN
     store = CampaignFolder(folder)
@@ -389,11 +390,12 @@ def run_task(task: dict, folder: str, campaign_id: str, experiment: Experiment, 
             (wls, owned), report["cached"] = _build(task["workloads"], factory, 0), False
         report["build_s"] = time.perf_counter() - t0
         try:
-            t0, cpu0, ck0 = time.perf_counter(), time.process_time(), Checkpoint.write_s
+            t0, cpu0, ck0, host0 = time.perf_counter(), time.process_time(), Checkpoint.write_s, dict(HOST_S)
             out = experiment.fn(wls, splits=task["splits"], device=0, checkpoint=str(store.checkpoint_path(key)),
                                 **task["options"])
             report["experiment_s"] = time.perf_counter() - t0
             report["cpu_s"], report["checkpoint_s"] = time.process_time() - cpu0, Checkpoint.write_s - ck0
+            report["host_s"] = {k: v - host0.get(k, 0.0) for k, v in HOST_S.items() if v > host0.get(k, 0.0)}
         finally:
             _close(owned)
         df, trace = (out.result, out.trace) if hasattr(out, "trace") and hasattr(out, "result") else (out, None)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import time
 
 from ..device import partitions
 from ..device.driver import DeviceInfo, device_info
@@ -20,7 +21,7 @@ from ..trace.collector import Collector
 from ..workloads.spec import as_workloads, recipes_of, workload_names
 from ..workloads.workload import Workload
 from .engine import Engine, launch_gap
-from .runner import round_plan
+from .runner import host_add, round_plan
 
 __all__ = ["Experiment", "experiment"]
 
@@ -103,6 +104,7 @@ def experiment(kind: str, workloads, device, options: Options, *, check=None, st
     ``check(info, names)`` runs before any workload is built or any GPU memory is
     taken; it may return the run id to use (a resumed sweep's).
     """
+    t0 = time.perf_counter()
     info = device_info(device)
     names = workload_names(workloads)
     run_id = check(info, names) if check is not None else None
@@ -113,15 +115,20 @@ def experiment(kind: str, workloads, device, options: Options, *, check=None, st
         run.extra[RECIPES_ATTR] = recipes
     for w in made:
         run.adopt(w)
+    closing = None
     try:
         _foreign(run)
         run.gap = launch_gap(info.index)
         run.trace = run.adopt(Collector().start()) if options.trace else None
         run.engine = Engine(info, streams=max(2, streams, len(wls)), l2_flush=options.l2_flush,
                             graphs=options.graphs, trace=run.trace)
+        host_add("setup", time.perf_counter() - t0)
         try:
             yield run
         finally:
+            closing = time.perf_counter()
             run.engine.close()
     finally:
         run.close_owned()
+        if closing is not None:  # not when the set-up itself failed
+            host_add("close", time.perf_counter() - closing)

@@ -18,6 +18,7 @@ numbers (statistics, speedups, bounds, the best split) live in :mod:`gcexplore.a
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 
 from ..device import partitions
@@ -28,7 +29,7 @@ from ..trace.collector import traced
 from .engine import Engine, Slot, nvtx_range
 from .experiment import Experiment, experiment
 from .request import as_sizes, check_partitioning, fit_workloads, sweep_sizes
-from .runner import Checkpoint, Round, run_layouts
+from .runner import Checkpoint, Round, host_add, run_layouts
 
 __all__ = ["measure_layout", "overlap_row", "profile_overlap", "sweep"]
 
@@ -94,7 +95,9 @@ def _measure_mode(engine: Engine, groups, layout, split_k, mode, opts: Options, 
 
     def on_queued(i):
         if i in (warmup, len(labels) - 1):
+            t = time.perf_counter()
             reads[i] = engine.nvml.read()
+            host_add("nvml", time.perf_counter() - t)
 
     first, spans = len(rows), []
     for (_, _, rep), outs in _reps(engine, groups, labels, on_queued):
@@ -161,7 +164,9 @@ def measure_layout(run: Experiment, parts, rows: list[dict], options: Options | 
     part_slots = [Slot(w, p, p.stream) for w, p in zip(wls, placed)]
     try:
         if fresh is not None:
+            t = time.perf_counter()
             engine.warm(part_slots, calls=fresh == "call", label=(parts.label, opts.modes[0], None))
+            host_add("warm", time.perf_counter() - t)
             if fresh == "call":
                 run.extra["warmup_calls"] = sorted({*run.extra.get("warmup_calls", ()), parts.label})
         for i, mode in enumerate(opts.modes):
@@ -172,8 +177,10 @@ def measure_layout(run: Experiment, parts, rows: list[dict], options: Options | 
             if i == 0 and fresh is None:
                 run.warmed[parts.label] = "call" if _first_call_costs(warm_ms, measured) else "touch"
     finally:
+        t = time.perf_counter()
         engine.drain([p.stream for p in placed])
         engine.drop_graphs()
+        host_add("drain", time.perf_counter() - t)
 
 
 def profile_overlap(workloads, split, *, repeats: int = 15, warmup: int = 1, rounds: int | None = None,
@@ -344,8 +351,12 @@ def sweep(workloads, sm_counts=None, *, others: Sequence[int] = (), repeats: int
         def measure(item, out):
             counts, rnd = item
             run.enter_round(rnd.index)
+            t0 = time.perf_counter()
             with partitions.split(counts, device=run.info.index, rounding=opts.rounding) as parts:
+                t1 = time.perf_counter()
                 measure_layout(run, parts, out, rnd=rnd)
+                t2 = time.perf_counter()
+            host_add("partitions", t1 - t0 + time.perf_counter() - t2)  # made and closed, each round
 
         rows, _ = run_layouts(visits, measure, build=run.frame, checkpoint=plan.get("ckpt"), progress=progress)
         return traced(run.frame(rows), run.trace)

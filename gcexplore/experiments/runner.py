@@ -29,6 +29,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..device.driver import GreenContextError
+
+#: Seconds this process spent in an experiment's host-side steps outside its repetitions, summed by step
+#: (``setup``, ``partitions``, ``warm``, ``nvml``, ``drain``, ``close``): a campaign task reports its share,
+#: to tell which step slows when several cards' processes run at once.
+HOST_S: dict[str, float] = {}
+
+
+def host_add(step: str, seconds: float) -> None:
+    HOST_S[step] = HOST_S.get(step, 0.0) + seconds
 from ..schema import round_sizes
 
 __all__ = [
