@@ -389,8 +389,8 @@ def _fluid(curves: list[_Curve], times: list[float], sms: list[int], peak: float
         if kappa > 0 and math.isfinite(per_sm_top):  # loaded latency: see latency_slowdown
             speed = [min(sp, 1.0 / latency_slowdown(kappa, d / sms[i] / per_sm_top, (sum(demand) - d) / cap))
                      for sp, d, i in zip(speed, demand, act)]
-        if math.isfinite(onset):  # the others near the card's bandwidth: see saturation_slowdown
-            speed = [min(sp, 1.0 / saturation_slowdown(curves[i].probe, (sum(demand) - d) / peak, onset))
+        if math.isfinite(onset):  # the others near the card's bandwidth: see saturation_slowdown (beyond sharing)
+            speed = [sp / saturation_slowdown(curves[i].probe, (sum(demand) - d) / peak, onset)
                      for sp, d, i in zip(speed, demand, act)]
         rates = [sp / times[i] for sp, i in zip(speed, act)]
         dt = min(left[i] / r for i, r in zip(act, rates))
@@ -474,9 +474,9 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
         / the highest any profile drew per SM) ``x`` (the others' demand / DRAM's), no slower
         than bandwidth sharing makes it; ``fit_model`` decides it.
     saturation_onset : float, optional
-        Beside others drawing more than this fraction of DRAM, a probed workload
-        (``solo_profile(probe=True)``) is slowed toward its slowdown beside the copy, all of it at
-        saturation (:func:`~gcexplore.analysis.traffic_profile.saturation_slowdown`); default
+        Beside others drawing more than this fraction of the card's DRAM bandwidth, a probed workload
+        (``solo_profile(probe=True)``) is slowed toward its slowdown beside the copy beyond what
+        sharing DRAM with it explains (on top of the sharing here), all of it at saturation (:func:`~gcexplore.analysis.traffic_profile.saturation_slowdown`); default
         not modelled; ``fit_model`` decides it.
     card : mapping, optional
         Predict for another card (:func:`~gcexplore.analysis.traffic_profile.scale_profiles`:

@@ -159,11 +159,13 @@ def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9) -> dict:
     dict
         ``sharing`` (the rule of :data:`SHARING`), ``l2_bandwidth_gbs`` (None, or a
         multiple of :data:`L2_CANDIDATES` of the highest L2 GB/s drawn alone) and
-        ``loaded_latency`` (of :data:`LATENCY_CANDIDATES`) with the lowest median |error|,
-        ``model_error`` (below, above; :func:`predict_kwargs` turns the fit into
+        ``loaded_latency`` (of :data:`LATENCY_CANDIDATES`) and ``saturation_onset`` (of
+        :data:`SATURATION_CANDIDATES`, tried where the profiles carry a copy probe) with the lowest
+        mean over the pairs of each pair's median |error| (the pair is the unit, as for the
+        margins), ``model_error`` (below, above; :func:`predict_kwargs` turns the fit into
         :func:`predict`'s arguments), ``coverage`` (the fraction of these layouts inside the
-        calibrated interval), and ``median_abs_error`` per rule (neither term), per L2 choice
-        and per loaded-latency factor.
+        calibrated interval), and that mean (``*median_abs_error``) per rule (no term), per L2
+        choice, per loaded-latency factor and per saturation onset.
     """
     if not cases:
         raise ValueError("fit_model needs at least one (profiles, workloads, measured sweep) case")
@@ -182,8 +184,10 @@ def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9) -> dict:
     for rule in SHARING:
         for l2 in l2s:
             run(rule, l2, 0.0)
-    score = lambda: {k: (float(v["error"].abs().median()), float(v["error"].abs().mean()))  # noqa: E731
-                     for k, v in raw.items()}
+    # the pair is the unit (its layouts share the model's error; the goal is every pair's median): the mean
+    # over the pairs of each pair's median |error|, then the pooled mean
+    score = lambda: {k: (float(v["error"].abs().groupby(v["_case"]).median().mean()),  # noqa: E731
+                         float(v["error"].abs().mean())) for k, v in raw.items()}
     rule = min(raw, key=score().get)[0]
     for l2 in l2s:  # the loaded latency with the chosen rule (it and the L2 term overlap, so both again)
         for lat in LATENCY_CANDIDATES[1:]:
@@ -191,9 +195,10 @@ def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9) -> dict:
     probed = any("probe_ms" in p and np.isfinite(p["probe_ms"].to_numpy(dtype=float)).any() for p, _, _ in cases)
     ons = SATURATION_CANDIDATES[1:] if probed else ()
     lat = min((k for k in raw if k[0] == rule), key=score().get)[2]
-    for l2 in l2s:  # the saturation term with the chosen loaded latency (it overlaps the L2 term too)
-        for on in ons:
-            run(rule, l2, lat, on)
+    for l2 in l2s:  # the saturation term overlaps the L2 term and the loaded latency: all three together
+        for k in LATENCY_CANDIDATES:
+            for on in ons:
+                run(rule, l2, k, on)
     score = score()
     best = min(raw, key=score.get)
     e = raw[best]
@@ -215,4 +220,4 @@ def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9) -> dict:
             "l2_median_abs_error": {("none" if l2 is None else f"{l2:.0f}"): score[best[0], l2, best[2], None][0]
                                     for l2 in l2s},
             "latency_median_abs_error": {lat: score[best[0], best[1], lat, None][0] for lat in LATENCY_CANDIDATES},
-            "saturation_median_abs_error": {on: score[best[0], best[1], lat, on][0] for on in (None, *ons)}}
+            "saturation_median_abs_error": {on: score[best[0], best[1], best[2], on][0] for on in (None, *ons)}}

@@ -380,8 +380,9 @@ def probe_excess(probe: Mapping, own_bytes: float, peak: float) -> float:
 
 
 def saturation_slowdown(probe: float, others: float, onset: float) -> float:
-    """Saturation term: beside others drawing ``others`` of what DRAM gives (a fraction), a workload
-    is slowed toward its probe's slowdown (``probe``, :func:`probe_slowdown`): none below ``onset``,
+    """Saturation term: beside others drawing ``others`` of the card's DRAM bandwidth (a fraction), a
+    workload is slowed toward its probe's slowdown beyond bandwidth sharing (``probe``,
+    :func:`probe_excess`; the prediction multiplies it with the sharing's): none below ``onset``,
     all of it at saturation, linear between (queues fill as DRAM saturates: a memory system full of
     the others' misses delays even L2 hits, which its counted bytes do not say); ``onset``: fitted."""
     if not (math.isfinite(probe) and math.isfinite(onset)) or onset >= 1:

@@ -115,6 +115,7 @@ def experiment(kind: str, workloads, device, options: Options, *, check=None, st
         run.extra[RECIPES_ATTR] = recipes
     for w in made:
         run.adopt(w)
+    closing = None
     try:
         _foreign(run)
         run.gap = launch_gap(info.index)
@@ -125,8 +126,9 @@ def experiment(kind: str, workloads, device, options: Options, *, check=None, st
         try:
             yield run
         finally:
-            t0 = time.perf_counter()
+            closing = time.perf_counter()
             run.engine.close()
     finally:
         run.close_owned()
-        host_add("close", time.perf_counter() - t0)
+        if closing is not None:  # not when the set-up itself failed
+            host_add("close", time.perf_counter() - closing)
