@@ -29,6 +29,19 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..device.driver import GreenContextError
+from ..schema import round_sizes
+
+__all__ = [
+    "HOST_S",
+    "Checkpoint",
+    "MeasurementAborted",
+    "MeasurementFailed",
+    "MeasurementInterrupted",
+    "Round",
+    "round_plan",
+    "host_add",
+    "run_layouts",
+]
 
 #: Seconds this process spent in an experiment's host-side steps outside its repetitions, summed by step
 #: (``setup``, ``partitions``, ``warm``, ``nvml``, ``drain``, ``close``): a campaign task reports its share,
@@ -38,17 +51,6 @@ HOST_S: dict[str, float] = {}
 
 def host_add(step: str, seconds: float) -> None:
     HOST_S[step] = HOST_S.get(step, 0.0) + seconds
-from ..schema import round_sizes
-
-__all__ = [
-    "Checkpoint",
-    "MeasurementAborted",
-    "MeasurementFailed",
-    "MeasurementInterrupted",
-    "Round",
-    "round_plan",
-    "run_layouts",
-]
 
 
 @dataclasses.dataclass(frozen=True)
