@@ -25,10 +25,11 @@ sizes) runs on 1, then 2, then 4 GPUs (one worker each), timed as the caller of
 - the N-GPU runs order their tasks longest first by the 1-GPU run's task times
   (``durations=``; ``--no-durations``: by the grid's estimate, which cannot tell these apart);
 - the decomposition: cluster start (and how long the client waited for it after planning),
-  warm-up per worker (at its start + the warm-up task, which primes each recipe), lead-in (call
+  warm-up per worker (at its start + the warm-up task), lead-in (call
   to a card's first task), task time per card, idle tail (a card's last task to the end of the
   wait), close (what it cost the call; the background shutdown in parentheses);
-- the phases of the tasks summed over the cards (build, experiment, of which checkpoint
+- the phases of the tasks summed over the cards (build, priming: a worker's first task of a recipe
+  calls it once, outside its experiment; experiment, of which checkpoint
   appends, process CPU time, shard write), the first task of a worker against the rest,
   the median SM clock the sweeps recorded (neighbouring cards' power and heat);
 - per task, its experiment time on N cards over on one (the slowdown when N run at once);
@@ -164,17 +165,15 @@ def _prime_here() -> None:
     try:
         from cuda.core import Device
 
+        from gcexplore.experiments.campaigns import call_each
+
         dev = Device(0)
         dev.set_current()
         stream = dev.create_stream()
         for p in PAIRS:
             wls = _workloads({"factory": p} if isinstance(p, str) else {"builtins": {n: n for n in p}})
             try:
-                for w in wls.values():
-                    fn = getattr(w, "fn", w)
-                    if callable(fn):
-                        fn(stream=stream)
-                stream.sync()
+                call_each(wls, stream)
             finally:
                 for w in wls.values():
                     if hasattr(w, "close"):
@@ -238,8 +237,8 @@ def _decompose(run: dict) -> dict:
         if "error" not in w:
             pre = w.get("preload", {})
             warm.append((pre.get("total_s", 0.0), sum(v for k, v in w.items() if k.endswith("_s") and isinstance(v, float))))
-    phases = {k: sum(r.get(k, 0.0) for r in done) for k in ("build_s", "experiment_s", "checkpoint_s", "cpu_s",
-                                                              "write_s")}
+    phases = {k: sum(r.get(k, 0.0) for r in done) for k in ("build_s", "prime_s", "experiment_s", "checkpoint_s",
+                                                              "cpu_s", "write_s")}
     task = lambda r: r["ended_s"] - r["started_s"]  # noqa: E731
     first = [task(r) for r in done if r.get("first")]
     rest = [task(r) for r in done if not r.get("first")]
@@ -269,8 +268,9 @@ def _start_steps(run: dict) -> dict | None:
     """The local cluster's start per worker, in seconds (slowest worker): forkserver (the start call to
     its imports done, where this campaign started it), spawn (to the worker process's birth), boot
     (Dask's worker set-up until its preload; a spawned worker's also Python's start and imports),
-    the preload (gcexplore's import, then context, kernels and the factories' modules) and join
-    (preload end to the cluster being up: a faster worker waits for the slowest)."""
+    the preload (gcexplore's import, then the factories' modules) and join (preload end to the cluster
+    being up: a faster worker waits for the slowest); and when its GPU was ready (driver, context, kernels,
+    on the executor thread beside boot, preload and join; begun at the fork where forked)."""
     tm = run.get("timings", {})
     pres = [w["preload"] for w in run["warm_ups"].values() if "process_started_at" in w.get("preload", {})]
     if "cluster_started_at" not in tm or not pres:
@@ -284,8 +284,10 @@ def _start_steps(run: dict) -> dict | None:
              "boot_s": [p["started_at"] - p["process_started_at"] for p in pres],
              "gcexplore_import_s": [p["gcexplore_import_s"] for p in pres],
              "preload_rest_s": [p["total_s"] - p["gcexplore_import_s"] for p in pres],
-             "join_s": [up - p["started_at"] - p["total_s"] for p in pres]}
-    return {k: max(v) for k, v in steps.items()}
+             "join_s": [up - p["started_at"] - p["total_s"] for p in pres],
+             # the GPU's start runs beside boot, preload and join (begun at the fork where forked): when it was done
+             "gpu_ready_s": [p["gpu_ready_at"] - t0 for p in pres if isinstance(p.get("gpu_ready_at"), float)]}
+    return {k: max(v) if v else None for k, v in steps.items()}
 
 
 def _critical_line(r: dict, base: dict, goal: float | None) -> str:
@@ -308,13 +310,15 @@ def _preload_parts(run: dict) -> dict:
     pres = [w.get("preload", {}) for w in run["warm_ups"].values()]
     out = {k: max((p[k] for p in pres if isinstance(p.get(k), float)), default=None)
            for k in ("driver_init_s", "cuda_import_s", "context_s", "kernels_s")}
-    out["prime_s"] = max((w["prime_s"] for w in run["warm_ups"].values() if isinstance(w.get("prime_s"), float)),
-                         default=None)
+    # priming: by each worker's first task of a recipe (its prime_s), summed per worker (slowest), and per recipe
+    per: dict = {}
     each: dict[str, float] = {}
-    for w in run["warm_ups"].values():
-        for k, v in (w.get("prime_each_s") or {}).items():
-            each[k] = max(each.get(k, 0.0), v)
-    out["prime_each_s"] = each
+    for r in run["reports"].values():
+        if r.get("primed"):
+            per[r["pid"]] = per.get(r["pid"], 0.0) + r["prime_s"]
+            pair = run["tasks"][r["key"]]["pair"]
+            each[pair] = max(each.get(pair, 0.0), r["prime_s"])
+    out["prime_s"], out["prime_each_s"] = max(per.values(), default=None), each
     return out
 
 
@@ -390,22 +394,23 @@ def _table(res: list[dict], bases: dict) -> list[str]:
             f"{r['close_s']:.2f} ({_f(r['close_background_s'])}) | {r['end_to_end_s']:.2f} | "
             f"{base['end_to_end_s'] / r['end_to_end_s']:.2f}x |")
     lines += ["", "| GPUs | cluster | forkserver s (started to imports done) | spawn s (to the worker's birth) | "
-                  "boot s (Dask) | gcexplore import s | context, kernels, factories' modules s (of which driver init / "
-                  "cuda.core import / context / kernels) | join s | cluster start s | then priming s (per recipe, slowest worker) |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+                  "boot s (Dask) | gcexplore import s | factories' modules s | join s | cluster start s | GPU ready s "
+                  "(start call to context and kernels done, beside boot and join; of which driver init / cuda.core "
+                  "import / context / kernels) | priming s (first task of each recipe, per worker; per recipe) |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in res:
         st, pp = r.get("start_steps") or {}, r.get("preload_parts") or {}
         parts = " / ".join(_f(pp.get(k)) for k in ("driver_init_s", "cuda_import_s", "context_s", "kernels_s"))
         lines.append(f"| {r['gpus']} | {r['mode']} | " + " | ".join(_f(st.get(k)) for k in (
-            "forkserver_s", "spawn_s", "boot_s", "gcexplore_import_s")) + f" | {_f(st.get('preload_rest_s'))} ({parts})"
-            f" | {_f(st.get('join_s'))} | {_f(r['cluster_start_s'])} | {_f(pp.get('prime_s'))} ("
+            "forkserver_s", "spawn_s", "boot_s", "gcexplore_import_s", "preload_rest_s", "join_s"))
+            + f" | {_f(r['cluster_start_s'])} | {_f(st.get('gpu_ready_s'))} ({parts}) | {_f(pp.get('prime_s'))} ("
             + ", ".join(f"{k} {v:.2f}" for k, v in (pp.get("prime_each_s") or {}).items()) + ") |")
-    lines += ["", "| GPUs | cluster | build s | experiment s | of which checkpoint s | CPU s | write s | cached tasks | "
-                  "first task s (mean) | other tasks s (mean) | SM clock MHz (median) |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines += ["", "| GPUs | cluster | build s | priming s | experiment s | of which checkpoint s | CPU s | write s | "
+                  "cached tasks | first task s (mean) | other tasks s (mean) | SM clock MHz (median) |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in res:
         p = r["phases_s"]
-        lines.append(f"| {r['gpus']} | {r['mode']} | {p['build_s']:.2f} | {p['experiment_s']:.2f} | "
+        lines.append(f"| {r['gpus']} | {r['mode']} | {p['build_s']:.2f} | {p['prime_s']:.2f} | {p['experiment_s']:.2f} | "
                      f"{p['checkpoint_s']:.3f} | {p['cpu_s']:.2f} | {p['write_s']:.3f} | {r['cached_tasks']}/{r['tasks']} | "
                      f"{r['first_task_s_mean'] or 0:.2f} | {r['other_task_s_mean'] or 0:.2f} | "
                      f"{r['sm_clock_mhz_median'] or float('nan'):.0f} |")

@@ -145,12 +145,17 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
     if warm is not None:
         from ._campaign_preload import ENV, dask_setup
 
+        from ._fork_preload import GPU_ENV
+
         preload = {"preload": [dask_setup.__module__]}
         preload_env = {ENV: ",".join(map(str, warm))}
+    # the card last (dicts keep their order, the Nanny sets them in it): a worker forked from the server starts its
+    # GPU once it sees it, with CUDA_VISIBLE_DEVICES already its own (_fork_preload.early_gpu)
+    envs = {d: {"CUDA_VISIBLE_DEVICES": d, **preload_env, **({GPU_ENV: d} if warm is not None else {})} for d in devs}
     net = {"host": host, "protocol": "tls" if tls else "tcp", **({"security": security} if tls else {})}
     workers = {f"gpu{d}": {"cls": Nanny, "options": {"nthreads": 1, "name": f"gpu{d}", "silence_logs": 40,
                                                      "dashboard_address": f"{bind}:0", **net,
-                                                     "env": {"CUDA_VISIBLE_DEVICES": d, **preload_env},
+                                                     "env": envs[d],
                                                      **preload}} for d in devs}
     scheduler = {"cls": Scheduler, "options": {"dashboard_address": dashboard_address or f"{bind}:0", **net,
                                                **scheduler_options}}
