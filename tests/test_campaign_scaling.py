@@ -5,6 +5,7 @@ ordering, the warm-up and the per-phase decomposition bench/campaign.py reports.
 from __future__ import annotations
 
 import importlib
+import json
 import importlib.util
 import sys
 from pathlib import Path
@@ -421,3 +422,31 @@ def test_bench_without_cold_runs_kept_clusters_one_gpu_first(tmp_path, monkeypat
         ["campaign-1gpu-warm", "campaign-2gpu-warm"]
     text = (tmp_path / "campaign_bench.md").read_text()
     assert "| 1 | warm |" in text and "2 GPUs warm: speedup" in text and "campaign vs each task alone" not in text
+
+
+def test_bench_serial_too_runs_the_largest_count_again_with_one_gpu_start_at_a_time(tmp_path, monkeypatch):
+    """bench/campaign.py --serial-too: after the cold runs, the largest GPU count again with
+    GCEXPLORE_GPU_START=serial (its workers took the start lock), its speedup against the same 1-GPU run."""
+    pytest.importorskip("distributed")
+    import os
+    import types
+
+    import gcexplore.experiments.campaigns as campaigns
+
+    bench = _bench()
+    monkeypatch.setattr(bench, "PAIRS", ["_campaign_standin:pair"])
+    monkeypatch.setattr(bench, "EXPERIMENT", EXP)
+    monkeypatch.setattr(bench, "_split_sets", lambda step: [[8], [16, 24]])
+    monkeypatch.setattr(bench, "_prime_here", lambda: None)
+    monkeypatch.setattr(campaigns, "visible_gpus", lambda: ["0", "1"])
+    monkeypatch.setitem(sys.modules, "bench.campaign_pairs", types.ModuleType("bench.campaign_pairs"))  # no PyTorch
+    monkeypatch.setattr(sys, "argv", ["campaign.py", "--out", str(tmp_path), "--repeats", "2", "--gpus", "1,2",
+                                      "--no-warm", "--no-direct", "--serial-too"])
+    assert bench.main() == 0
+    assert "GCEXPLORE_GPU_START" not in os.environ  # set for that run only
+    data = json.loads((tmp_path / "campaign_bench.json").read_text())
+    assert [(r["gpus"], r["mode"]) for r in data["runs"]] == [(1, "cold"), (2, "cold"), (2, "cold" + bench.SERIAL)]
+    assert all("lock_wait_s" in w["preload"] for w in data["runs"][2]["warm_up_steps"])
+    assert not any("lock_wait_s" in w["preload"] for w in data["runs"][1]["warm_up_steps"])
+    text = (tmp_path / "campaign_bench.md").read_text()
+    assert f"2 GPUs cold{bench.SERIAL}: speedup" in text and "2 GPUs cold: speedup" in text

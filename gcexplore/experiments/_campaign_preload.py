@@ -19,7 +19,7 @@ import os
 import threading
 import time
 
-from ._fork_preload import REPORT as FORKSERVER, early_gpu, process_started_at
+from ._fork_preload import REPORT as FORKSERVER, early_gpu, gpu_start_lock, process_started_at
 
 ENV = "GCEXPLORE_WARM_MODULES"
 
@@ -63,28 +63,21 @@ def _gpu(out: dict) -> None:
     try:
         early = early_gpu()  # the driver and the primary context, begun at the fork (forked workers)
         if early and "error" not in early:
-            gpu.update({k: early[k] for k in ("driver_init_s", "context_s") if k in early},
+            gpu.update({k: early[k] for k in ("driver_init_s", "context_s", "lock_wait_s") if k in early},
                        early_seen_at=early["seen_at"], early_ended_at=early["ended_at"])
-            n = "context_s" in early  # made there: a GPU is visible
+            if "context_s" in early:  # made there: retained and made current on this thread, then the kernels
+                here: dict = {}
+                warm_gpu(here)
+                gpu.update(set_current_s=here["device_s"] + here["context_s"], kernels_s=here["kernels_s"])
         else:
             if early:  # it failed there: started here, as for a spawned worker
                 gpu.update(early_error=early["error"], early_seen_at=early["seen_at"])
-            t1 = time.perf_counter()
-            n = device_count()  # the driver's initialisation, in this process (never in the forkserver)
-            gpu["driver_init_s"] = time.perf_counter() - t1
-        if n:
-            t1 = time.perf_counter()
-            import cuda.core  # noqa: F401
-
-            from ..device import kernels  # noqa: F401
-
-            gpu["cuda_import_s"] = time.perf_counter() - t1  # ~0 when forked from the server, which has them
-            here: dict = {}
-            warm_gpu(here)  # current on this thread, kernels compiled (a context made at the fork: only retained)
-            if "context_s" in gpu:
-                gpu.update(set_current_s=here["device_s"] + here["context_s"], kernels_s=here["kernels_s"])
-            else:
-                gpu.update(here)
+            with gpu_start_lock(gpu):  # one worker at a time, where the cluster asks for it
+                t1 = time.perf_counter()
+                n = device_count()  # the driver's initialisation, in this process (never in the forkserver)
+                gpu["driver_init_s"] = time.perf_counter() - t1
+                if n:
+                    warm_gpu(gpu)  # the context and the kernels, current on this thread
     except Exception as e:  # no driver here (the CPU stand-in), or it failed: the first task makes the context
         gpu["gpu"] = f"{type(e).__name__}: {e}"
     out.update(gpu, gpu_ready_at=time.time())

@@ -28,6 +28,7 @@ BASE = ("distributed", "pandas", "gcexplore.experiments._campaign_task", "gcexpl
 DEVICE_FILES = "/dev/nvidia"  # the driver's device files: open once cuInit (or NVML) ran in the process
 
 GPU_ENV = "GCEXPLORE_WORKER_GPU"  # a local cluster's worker's card, set last in its environment by its Nanny
+LOCK_ENV = "GCEXPLORE_GPU_START_LOCK"  # a file the cluster's workers lock around their GPU start: one at a time
 EARLY_WAIT_S = 5.0  # a child of the server that is not such a worker stops waiting for it after this long
 
 #: In a worker forked from the server: what its early GPU start (:func:`early_gpu`) did, when.
@@ -122,22 +123,51 @@ def _early_start() -> None:
         return
     EARLY["seen_at"] = time.time()
     try:
-        from ..device.driver import check, device_count, driver_module
-
-        t = time.perf_counter()
-        n = device_count()  # cuInit, in this process only
-        EARLY["driver_init_s"] = time.perf_counter() - t
-        if n:
-            t = time.perf_counter()
-            cu = driver_module()
-            # the primary context, retained for the process's life: a retain that ended with this thread (cuda.core
-            # caches its handle per thread) would destroy it, and the task thread would make it again
-            _RETAINED.append(check(cu.cuDevicePrimaryCtxRetain(check(cu.cuDeviceGet(0), "cuDeviceGet")),
-                                   "cuDevicePrimaryCtxRetain"))
-            EARLY["context_s"] = time.perf_counter() - t
+        with gpu_start_lock(EARLY):
+            _early_context()
     except Exception as e:  # recorded; the worker's preload starts the GPU itself
         EARLY["error"] = f"{type(e).__name__}: {e}"
     EARLY["ended_at"] = time.time()
+
+
+class gpu_start_lock:
+    """Hold the cluster's GPU-start lock (``LOCK_ENV`` in the environment; none: nothing) while the driver and the
+    context start, so that the workers of one cluster make theirs one at a time; ``lock_wait_s`` into ``out``."""
+
+    def __init__(self, out: dict):
+        self.out, self.fd = out, None
+
+    def __enter__(self):
+        path = os.environ.get(LOCK_ENV)
+        if path:
+            import fcntl
+
+            t = time.perf_counter()
+            self.fd = os.open(path, os.O_RDWR)
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+            self.out["lock_wait_s"] = time.perf_counter() - t
+        return self
+
+    def __exit__(self, *exc):
+        if self.fd is not None:
+            os.close(self.fd)  # the lock goes with it
+        return False
+
+
+def _early_context() -> None:
+    from ..device.driver import check, device_count, driver_module
+
+    t = time.perf_counter()
+    n = device_count()  # cuInit, in this process only
+    EARLY["driver_init_s"] = time.perf_counter() - t
+    if n:
+        t = time.perf_counter()
+        cu = driver_module()
+        # the primary context, retained for the process's life: a retain that ended with this thread (cuda.core
+        # caches its handle per thread) would destroy it, and the task thread would make it again
+        _RETAINED.append(check(cu.cuDevicePrimaryCtxRetain(check(cu.cuDeviceGet(0), "cuDeviceGet")),
+                               "cuDevicePrimaryCtxRetain"))
+        EARLY["context_s"] = time.perf_counter() - t
 
 
 def early_gpu(timeout: float = 60.0) -> dict:
