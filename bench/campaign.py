@@ -3,7 +3,7 @@
 Usage (a multi-GPU machine, from the project root, Dask distributed and PyTorch installed)::
 
     python3 bench/campaign.py --out DIR [--repeats 60] [--gpus 1,2,4] [--step 16] [--no-warm] [--no-direct]
-                              [--no-cold] [--forkserver cold|kept]
+                              [--no-cold] [--forkserver cold|kept] [--serial-too]
     python3 bench/campaign.py --out DIR --alone-again    # no GPU: campaign vs alone again, floors of now
 
 One grid (16 tasks: 4 pairs -- compute+memory, compute+copy, a PyTorch attention+sort
@@ -25,10 +25,11 @@ sizes) runs on 1, then 2, then 4 GPUs (one worker each), timed as the caller of
 - the N-GPU runs order their tasks longest first by the 1-GPU run's task times
   (``durations=``; ``--no-durations``: by the grid's estimate, which cannot tell these apart);
 - the decomposition: cluster start (and how long the client waited for it after planning),
-  warm-up per worker (at its start + the warm-up task, which primes each recipe), lead-in (call
+  warm-up per worker (at its start + the warm-up task), lead-in (call
   to a card's first task), task time per card, idle tail (a card's last task to the end of the
   wait), close (what it cost the call; the background shutdown in parentheses);
-- the phases of the tasks summed over the cards (build, experiment, of which checkpoint
+- the phases of the tasks summed over the cards (build, priming: a worker's first task of a recipe
+  calls it once, outside its experiment; experiment, of which checkpoint
   appends, process CPU time, shard write), the first task of a worker against the rest,
   the median SM clock the sweeps recorded (neighbouring cards' power and heat);
 - per task, its experiment time on N cards over on one (the slowdown when N run at once);
@@ -75,14 +76,15 @@ def _split_sets(step: int) -> list[list[int]]:
     return [picks[i:i + 2] for i in range(0, 8, 2)]
 
 
-def _run(devices, folder, splits, repeats, durations=None, warm=False, fork="cold") -> dict:
-    """One campaign on ``devices``, timed as its caller sees it.
+SERIAL = ", GPU start serial"
 
-    Cold (the default a user gets): ``gx.campaign(..., devices=...)`` starts its own local
-    cluster (the workers warm up as they start, while the client plans), runs, and hands
-    the cluster's shutdown to a background thread once every row is on disk. Warm: the
-    campaign runs on a cluster kept from an earlier campaign (``client=``), as a notebook
-    that runs several campaigns would; its start and a priming campaign are not timed."""
+
+def _run(devices, folder, splits, repeats, durations=None, warm=False, fork="cold", serial=False) -> dict:
+    """One campaign on ``devices``, timed as its caller sees it. Cold (the default a user gets):
+    ``gx.campaign(..., devices=...)`` starts its own local cluster (its workers warm up as they start, while
+    the client plans), runs, and hands the cluster's shutdown to a background thread once every row is on
+    disk. Warm: on a cluster kept from an earlier campaign (``client=``), its start and a priming campaign
+    not timed. ``serial``: with GCEXPLORE_GPU_START=serial (the workers' driver and context one at a time)."""
     import gcexplore as gx
 
     from gcexplore.experiments.cluster import stop_forkserver
@@ -98,6 +100,8 @@ def _run(devices, folder, splits, repeats, durations=None, warm=False, fork="col
         client = Client(cluster)
         gx.campaign(PAIRS, [splits[0]], experiment=EXPERIMENT, options={"repeats": 2, "warmup": 1},
                     folder=Path(folder).with_name(Path(folder).name + "-prime"), client=client, progress=False)
+    if serial:
+        os.environ["GCEXPLORE_GPU_START"] = "serial"
     try:
         w0, t0 = time.time(), time.perf_counter()
         c = gx.campaign(PAIRS, splits, experiment=EXPERIMENT, options={"repeats": repeats}, folder=folder,
@@ -106,11 +110,13 @@ def _run(devices, folder, splits, repeats, durations=None, warm=False, fork="col
         end_to_end_s, w1 = time.perf_counter() - t0, time.time()
         c.close()  # waits for the background shutdown (not part of the campaign's time) before the next run
     finally:
+        os.environ.pop("GCEXPLORE_GPU_START", None)
         if warm:
             client.close()
             cluster.close()
     df = gx.load_campaign(folder)
-    return {"gpu_s": _gpu_seconds(folder), "n": len(devices), "mode": "warm" if warm else "cold" if fork == "cold" else "cold, forkserver kept", "end_to_end_s": end_to_end_s,
+    mode = ("warm" if warm else "cold" if fork == "cold" else "cold, forkserver kept") + (SERIAL if serial else "")
+    return {"gpu_s": _gpu_seconds(folder), "n": len(devices), "mode": mode, "end_to_end_s": end_to_end_s,
             "timings": dict(c.timings), "wall0": w0, "wall1": w1 - c.timings.get("close_s", 0.0),
             "reports": c.reports, "warm_ups": c.warm_ups, "tasks": c.tasks, "df": df}
 
@@ -164,17 +170,15 @@ def _prime_here() -> None:
     try:
         from cuda.core import Device
 
+        from gcexplore.experiments.campaigns import call_each
+
         dev = Device(0)
         dev.set_current()
         stream = dev.create_stream()
         for p in PAIRS:
             wls = _workloads({"factory": p} if isinstance(p, str) else {"builtins": {n: n for n in p}})
             try:
-                for w in wls.values():
-                    fn = getattr(w, "fn", w)
-                    if callable(fn):
-                        fn(stream=stream)
-                stream.sync()
+                call_each(wls, stream)
             finally:
                 for w in wls.values():
                     if hasattr(w, "close"):
@@ -238,8 +242,8 @@ def _decompose(run: dict) -> dict:
         if "error" not in w:
             pre = w.get("preload", {})
             warm.append((pre.get("total_s", 0.0), sum(v for k, v in w.items() if k.endswith("_s") and isinstance(v, float))))
-    phases = {k: sum(r.get(k, 0.0) for r in done) for k in ("build_s", "experiment_s", "checkpoint_s", "cpu_s",
-                                                              "write_s")}
+    phases = {k: sum(r.get(k, 0.0) for r in done) for k in ("build_s", "prime_s", "experiment_s", "checkpoint_s",
+                                                              "cpu_s", "write_s")}
     task = lambda r: r["ended_s"] - r["started_s"]  # noqa: E731
     first = [task(r) for r in done if r.get("first")]
     rest = [task(r) for r in done if not r.get("first")]
@@ -269,8 +273,9 @@ def _start_steps(run: dict) -> dict | None:
     """The local cluster's start per worker, in seconds (slowest worker): forkserver (the start call to
     its imports done, where this campaign started it), spawn (to the worker process's birth), boot
     (Dask's worker set-up until its preload; a spawned worker's also Python's start and imports),
-    the preload (gcexplore's import, then context, kernels and the factories' modules) and join
-    (preload end to the cluster being up: a faster worker waits for the slowest)."""
+    the preload (gcexplore's import, then the factories' modules) and join (preload end to the cluster
+    being up: a faster worker waits for the slowest); and when its GPU was ready (driver, context, kernels,
+    on the executor thread beside boot, preload and join; begun at the fork where forked)."""
     tm = run.get("timings", {})
     pres = [w["preload"] for w in run["warm_ups"].values() if "process_started_at" in w.get("preload", {})]
     if "cluster_started_at" not in tm or not pres:
@@ -284,8 +289,10 @@ def _start_steps(run: dict) -> dict | None:
              "boot_s": [p["started_at"] - p["process_started_at"] for p in pres],
              "gcexplore_import_s": [p["gcexplore_import_s"] for p in pres],
              "preload_rest_s": [p["total_s"] - p["gcexplore_import_s"] for p in pres],
-             "join_s": [up - p["started_at"] - p["total_s"] for p in pres]}
-    return {k: max(v) for k, v in steps.items()}
+             "join_s": [up - p["started_at"] - p["total_s"] for p in pres],
+             # the GPU's start runs beside boot, preload and join (begun at the fork where forked): when it was done
+             "gpu_ready_s": [p["gpu_ready_at"] - t0 for p in pres if isinstance(p.get("gpu_ready_at"), float)]}
+    return {k: max(v) if v else None for k, v in steps.items()}
 
 
 def _critical_line(r: dict, base: dict, goal: float | None) -> str:
@@ -308,13 +315,15 @@ def _preload_parts(run: dict) -> dict:
     pres = [w.get("preload", {}) for w in run["warm_ups"].values()]
     out = {k: max((p[k] for p in pres if isinstance(p.get(k), float)), default=None)
            for k in ("driver_init_s", "cuda_import_s", "context_s", "kernels_s")}
-    out["prime_s"] = max((w["prime_s"] for w in run["warm_ups"].values() if isinstance(w.get("prime_s"), float)),
-                         default=None)
+    # priming: by each worker's first task of a recipe (its prime_s), summed per worker (slowest), and per recipe
+    per: dict = {}
     each: dict[str, float] = {}
-    for w in run["warm_ups"].values():
-        for k, v in (w.get("prime_each_s") or {}).items():
-            each[k] = max(each.get(k, 0.0), v)
-    out["prime_each_s"] = each
+    for r in run["reports"].values():
+        if r.get("primed"):
+            per[r["pid"]] = per.get(r["pid"], 0.0) + r["prime_s"]
+            pair = run["tasks"][r["key"]]["pair"]
+            each[pair] = max(each.get(pair, 0.0), r["prime_s"])
+    out["prime_s"], out["prime_each_s"] = max(per.values(), default=None), each
     return out
 
 
@@ -390,22 +399,23 @@ def _table(res: list[dict], bases: dict) -> list[str]:
             f"{r['close_s']:.2f} ({_f(r['close_background_s'])}) | {r['end_to_end_s']:.2f} | "
             f"{base['end_to_end_s'] / r['end_to_end_s']:.2f}x |")
     lines += ["", "| GPUs | cluster | forkserver s (started to imports done) | spawn s (to the worker's birth) | "
-                  "boot s (Dask) | gcexplore import s | context, kernels, factories' modules s (of which driver init / "
-                  "cuda.core import / context / kernels) | join s | cluster start s | then priming s (per recipe, slowest worker) |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+                  "boot s (Dask) | gcexplore import s | factories' modules s | join s | cluster start s | GPU ready s "
+                  "(start call to context and kernels done, beside boot and join; of which driver init / cuda.core "
+                  "import / context / kernels) | priming s (first task of each recipe, per worker; per recipe) |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in res:
         st, pp = r.get("start_steps") or {}, r.get("preload_parts") or {}
         parts = " / ".join(_f(pp.get(k)) for k in ("driver_init_s", "cuda_import_s", "context_s", "kernels_s"))
         lines.append(f"| {r['gpus']} | {r['mode']} | " + " | ".join(_f(st.get(k)) for k in (
-            "forkserver_s", "spawn_s", "boot_s", "gcexplore_import_s")) + f" | {_f(st.get('preload_rest_s'))} ({parts})"
-            f" | {_f(st.get('join_s'))} | {_f(r['cluster_start_s'])} | {_f(pp.get('prime_s'))} ("
+            "forkserver_s", "spawn_s", "boot_s", "gcexplore_import_s", "preload_rest_s", "join_s"))
+            + f" | {_f(r['cluster_start_s'])} | {_f(st.get('gpu_ready_s'))} ({parts}) | {_f(pp.get('prime_s'))} ("
             + ", ".join(f"{k} {v:.2f}" for k, v in (pp.get("prime_each_s") or {}).items()) + ") |")
-    lines += ["", "| GPUs | cluster | build s | experiment s | of which checkpoint s | CPU s | write s | cached tasks | "
-                  "first task s (mean) | other tasks s (mean) | SM clock MHz (median) |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines += ["", "| GPUs | cluster | build s | priming s | experiment s | of which checkpoint s | CPU s | write s | "
+                  "cached tasks | first task s (mean) | other tasks s (mean) | SM clock MHz (median) |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in res:
         p = r["phases_s"]
-        lines.append(f"| {r['gpus']} | {r['mode']} | {p['build_s']:.2f} | {p['experiment_s']:.2f} | "
+        lines.append(f"| {r['gpus']} | {r['mode']} | {p['build_s']:.2f} | {p['prime_s']:.2f} | {p['experiment_s']:.2f} | "
                      f"{p['checkpoint_s']:.3f} | {p['cpu_s']:.2f} | {p['write_s']:.3f} | {r['cached_tasks']}/{r['tasks']} | "
                      f"{r['first_task_s_mean'] or 0:.2f} | {r['other_task_s_mean'] or 0:.2f} | "
                      f"{r['sm_clock_mhz_median'] or float('nan'):.0f} |")
@@ -436,6 +446,8 @@ def main() -> int:
                    help="skip the tasks run alone, outside a campaign")
     p.add_argument("--forkserver", choices=("cold", "kept"), default="cold",
                    help="cold: each campaign starts as a process's first (spawned workers); kept: a forkserver started before timing")
+    p.add_argument("--serial-too", action="store_true",
+                   help="after the cold runs, the largest GPU count again with GCEXPLORE_GPU_START=serial")
     p.add_argument("--alone-again", action="store_true",
                    help="no GPU: compare OUT/campaign-1gpu with OUT/alone.parquet again (the floors recorded now)")
     args = p.parse_args()
@@ -467,8 +479,8 @@ def main() -> int:
         print(f"forkserver started before timing (kept for every campaign): ready in {time.perf_counter() - t:.2f} s, "
               f"its imports {_f(fs.get('preload_s'))} s ({fs.get('seconds')}; errors {fs.get('errors')})", flush=True)
     runs, direct, failed = [], None, 0
-    plan = ([(n, False) for n in counts] + ([("direct", None)] if args.direct else []) + \
-            ([(n, True) for n in reversed(counts)] if args.warm else [])) if args.cold else [(n, True) for n in counts]
+    plan = ([(n, False) for n in counts] + [(counts[-1], "serial")] * args.serial_too + [("direct", None)] * args.direct
+            + [(n, True) for n in reversed(counts)] * args.warm) if args.cold else [(n, True) for n in counts]
     for n, warm in plan:  # the report is rewritten after each step: a run cut short keeps the ones before
         if n == "direct":
             direct = _direct(runs[0], splits, args.repeats)
@@ -478,8 +490,9 @@ def main() -> int:
             # the one-GPU run's task times order the others' tasks longest first (durations known from a run)
             first = out / ("campaign-1gpu" if args.cold else "campaign-1gpu-warm")
             known = first if (n > 1 or (warm and args.cold)) and args.durations else None
-            name = f"campaign-{n}gpu" + ("-warm" if warm else "")
-            runs.append(_run(gpus[:n], out / name, splits, args.repeats, known, warm=warm, fork=args.forkserver))
+            name = f"campaign-{n}gpu" + ("-warm" if warm is True else "-serial" if warm else "")
+            runs.append(_run(gpus[:n], out / name, splits, args.repeats, known, warm=warm is True,
+                             fork=args.forkserver, serial=warm == "serial"))
             print(f"{n} GPU(s) {runs[-1]['mode']}: {runs[-1]['end_to_end_s']:.1f} s end to end", flush=True)
         failed = _report(runs, direct, out, splits, args.repeats)
     return 0 if not failed else 1
@@ -528,6 +541,9 @@ def _report(runs: list[dict], direct, out: Path, splits, repeats: int) -> int:
     res = [_decompose(r) for r in runs]
     bases = {r["mode"]: r for r in res if r["gpus"] == 1}
     base_run = {run["mode"]: run for run in runs if run["n"] == 1}
+    for m in {r["mode"] for r in res if r["mode"].endswith(SERIAL)} - set(bases):  # against the same 1-GPU run
+        if m[:-len(SERIAL)] in bases:
+            bases[m], base_run[m] = bases[m[:-len(SERIAL)]], base_run[m[:-len(SERIAL)]]
     for r, run in zip(res, runs):
         base = bases.get(r["mode"], r)
         r["slowdown_per_task"] = {k: v / base["experiment_s"][k] for k, v in r["experiment_s"].items()

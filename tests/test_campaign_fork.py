@@ -108,3 +108,60 @@ def test_by_default_a_first_cluster_spawns_and_starts_a_server_that_the_next_one
     server = start_forkserver(["_campaign_standin"])
     assert not server["started"] and second["ppid"] == server["pid"] and second["imported"]
     assert second["preloaded"]["forkserver"]["pid"] == server["pid"]
+
+
+def _lock_view():
+    import time
+
+    import gcexplore.experiments._campaign_task as ct
+
+    deadline = time.monotonic() + 20
+    while "gpu_ready_at" not in ct.PRELOADED and time.monotonic() < deadline:  # its GPU start, on the task thread
+        time.sleep(0.01)
+    return os.environ.get(_fork_preload.LOCK_ENV), dict(ct.PRELOADED)
+
+
+def test_a_serial_gpu_start_holds_one_lock_per_cluster_and_a_bad_mode_is_refused(tests_on_path, monkeypatch):
+    """GCEXPLORE_GPU_START=serial: the cluster's workers lock one file (in a directory of the client's own) around
+    their driver and context, so that they make them one at a time; together (default): no lock."""
+    import threading
+    import time
+
+    spans = []
+
+    def start(out):
+        with _fork_preload.gpu_start_lock(out):
+            t = time.monotonic()
+            time.sleep(0.2)  # a driver initialisation and a context
+            spans.append((t, time.monotonic()))
+
+    def run_two():
+        spans.clear()
+        outs = [{}, {}]
+        threads = [threading.Thread(target=start, args=(o,)) for o in outs]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        (a0, a1), (b0, b1) = sorted(spans)
+        return b0 < a1, outs  # overlapping?
+
+    monkeypatch.delenv(_fork_preload.LOCK_ENV, raising=False)
+    overlap, outs = run_two()
+    assert overlap and outs == [{}, {}]
+    monkeypatch.setenv("GCEXPLORE_GPU_START", "serial")
+    from gcexplore.experiments.cluster import _start_lock_file
+
+    path = _start_lock_file()
+    assert oct(os.stat(os.path.dirname(path)).st_mode & 0o777) == "0o700"
+    monkeypatch.setenv(_fork_preload.LOCK_ENV, path)
+    overlap, outs = run_two()
+    assert not overlap and sorted(o["lock_wait_s"] for o in outs)[1] >= 0.15  # the second waited for the first
+    monkeypatch.delenv(_fork_preload.LOCK_ENV)
+    with local_cluster(["0", "1"], warm=["_campaign_standin"]) as cluster, Client(cluster) as client:
+        views = list(client.run(_lock_view).values())
+    assert [v[0] for v in views] == [path, path]
+    assert all("lock_wait_s" in v[1] for v in views), views  # the workers' GPU start took the lock
+    monkeypatch.setenv("GCEXPLORE_GPU_START", "sideways")
+    with pytest.raises(ValueError, match="GCEXPLORE_GPU_START is one of 'together', 'serial'"):
+        local_cluster(["0"], warm=[])

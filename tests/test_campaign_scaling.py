@@ -5,6 +5,7 @@ ordering, the warm-up and the per-phase decomposition bench/campaign.py reports.
 from __future__ import annotations
 
 import importlib
+import json
 import importlib.util
 import sys
 from pathlib import Path
@@ -133,14 +134,51 @@ def test_one_worker_runs_warm_up_first_then_longest_first_with_phases(one_worker
     (warm,) = c.warm_ups.values()
     assert "error" not in warm and warm["import_s"] >= 0 and "import _campaign_standin_s" in warm
     assert warm["pid"] == started[0]["pid"]
-    # the warm-up built the recipe into the worker's cache (and called it): every task finds it there
-    assert warm["primed"] == 1 and [r["cached"] for r in started] == [True, True, True]
-    assert list(warm["prime_each_s"]) == ["pair"] and 0 <= warm["prime_each_s"]["pair"] <= warm["prime_s"]
+    # the warm-up primes nothing: the worker's first task of the recipe builds and primes it (outside its
+    # experiment), the next ones find it built and primed (the module's worker may have met it in an earlier test)
+    assert "primed" not in warm and "prime_s" not in warm
+    assert [r["cached"] for r in started][1:] == [True, True] and [r["primed"] for r in started][1:] == [False, False]
+    assert all(r["prime_s"] >= 0 for r in started) and started[0]["primed"] == (not started[0]["cached"])
     from gcexplore.results.campaign_store import CampaignFolder
 
     phases = CampaignFolder(tmp_path / "c").read_shard(started[0]["key"]).attrs["campaign"]["phases"]
-    assert set(phases) >= {"build_s", "experiment_s", "cpu_s", "checkpoint_s", "cached", "first"}
+    assert set(phases) >= {"build_s", "prime_s", "experiment_s", "cpu_s", "checkpoint_s", "cached", "first"}
     assert phases["first"] is True and phases["experiment_s"] >= 3 * 0.05
+
+
+def test_a_worker_primes_a_recipe_once_by_its_first_task_and_a_changed_recipe_again(monkeypatch):
+    from gcexplore.experiments import _campaign_task as ct
+
+    calls, streams = [], []
+
+    class Stream:
+        def sync(self):
+            streams.append("sync")
+
+        def close(self):
+            streams.append("close")
+
+    class Dev:
+        def create_stream(self):
+            return Stream()
+
+    def workload(name):
+        return lambda stream=None: calls.append((name, stream is not None))
+
+    monkeypatch.setattr(ct, "_PRIMED", set())
+    a = ct.recipe_digest({"builtins": {"compute": "compute"}})
+    b = ct.recipe_digest({"builtins": {"compute": "compute:n=4"}})  # the same workload with another option
+    assert a != b
+    wls = {"x": workload("x"), "y": workload("y")}
+    assert ct._call_once(a, wls, Dev()) is True and calls == [("x", True), ("y", True)]
+    assert streams == ["sync", "close"]
+    assert ct._call_once(a, wls, Dev()) is False and len(calls) == 2  # primed once per worker
+    assert ct._call_once(b, wls, Dev()) is True and len(calls) == 4  # a changed recipe is primed again
+    assert ct._call_once("cpu", wls, None) is True and len(calls) == 4  # no GPU: nothing to call, noted
+    # the warm-up's priming (recipes given) counts: the task does not call them again
+    monkeypatch.setattr(ct, "_cached_build", lambda recipe, factory, device: ({"z": workload("z")}, False))
+    assert ct._prime([({"builtins": {"memory": "memory"}}, None)], Dev()) == 1 and calls[-1] == ("z", True)
+    assert ct._call_once(ct.recipe_digest({"builtins": {"memory": "memory"}}), wls, Dev()) is False
 
 
 def _bench():
@@ -219,12 +257,16 @@ def test_default_cluster_warms_workers_while_the_client_plans_and_closes_after_t
         pre = w["preload"]
         # no forkserver kept with this module: the workers were spawned and imported it as they started
         assert "forkserver" not in pre and "error" not in pre and pre["import slow_factory_i30_s"] >= 1.5, pre
-        assert w["import slow_factory_i30_s"] < 0.5 and w["primed"] == 1  # the task's warm-up found it imported
+        assert w["import slow_factory_i30_s"] < 0.5 and "primed" not in w  # the task's warm-up found it imported
     # the client's own 1.5-s import ran while the cluster started: it waited that much less than the start took
     assert imported.IMPORTED - imported.STARTED >= 1.5 and c.timings["cluster_start_s"] >= 1.5
     assert c.timings["cluster_start_s"] - c.timings["cluster_wait_s"] >= 1.4, c.timings
     pids = {r["pid"] for r in c.reports.values()}
-    assert all(r["status"] == "done" and r["cached"] for r in c.reports.values())
+    assert all(r["status"] == "done" for r in c.reports.values())
+    # each worker built and primed the recipe in its first task, its later tasks found it built
+    for pid in pids:
+        mine = sorted((r for r in c.reports.values() if r["pid"] == pid), key=lambda r: r["started_s"])
+        assert [(r["cached"], r["primed"]) for r in mine] == [(False, True)] + [(True, False)] * (len(mine) - 1)
     assert c._closing is not None and c._closing.is_alive() or "close_background_s" in c.timings
     c.close()  # waits for the background shutdown
     assert c.timings["close_background_s"] > 0 and c.timings["close_s"] < c.timings["close_background_s"]
@@ -257,7 +299,10 @@ def test_bench_runs_cold_warm_and_alone_on_the_stand_in(tmp_path, monkeypatch):
     for r in runs[:2]:  # the start's steps, in the order they happen (the processes' clocks agree)
         st = bench._start_steps(r)
         assert all(v >= -0.01 for v in st.values()), st
-    assert abs(sum(bench._start_steps(runs[0]).values()) - runs[0]["timings"]["cluster_start_s"]) < 0.01  # one worker
+    st = bench._start_steps(runs[0])
+    ready = st.pop("gpu_ready_s")  # the GPU's start runs beside the others (on the worker's executor thread)
+    assert abs(sum(st.values()) - runs[0]["timings"]["cluster_start_s"]) < 0.01  # one worker
+    assert ready >= st["spawn_s"] - 0.01
     assert runs[0]["timings"]["cluster_start_s"] > 0 and "cluster_start_s" not in runs[2]["timings"]
     # cold (no server kept): spawned workers; kept: forked from a server started before, its start not the campaign's
     from gcexplore.experiments.cluster import start_forkserver
@@ -267,7 +312,14 @@ def test_bench_runs_cold_warm_and_alone_on_the_stand_in(tmp_path, monkeypatch):
     kept = bench._run(["0"], tmp_path / "c1k", splits, 2, fork="kept")
     assert all(w["preload"]["forkserver"]["pid"] == server["pid"] for w in kept["warm_ups"].values())
     assert kept["mode"] == "cold, forkserver kept" and bench._start_steps(kept)["forkserver_s"] == 0
-    assert abs(sum(bench._start_steps(kept).values()) - kept["timings"]["cluster_start_s"]) < 0.01
+    # a forked worker's GPU start began at its fork, as soon as it had its card, before Dask's set-up and preload
+    for w in kept["warm_ups"].values():
+        pre = w["preload"]
+        assert pre["process_started_at"] - 0.02 <= pre["early_seen_at"] < pre["started_at"], pre
+        assert "gpu" in pre and pre["gpu_ready_at"] >= pre["early_seen_at"], pre  # no driver here: recorded
+    st = bench._start_steps(kept)
+    st.pop("gpu_ready_s")
+    assert abs(sum(st.values()) - kept["timings"]["cluster_start_s"]) < 0.01
     assert all(r["timings"]["close_background_s"] > 0 for r in runs[:2])  # the cold ones' own clusters
     direct = bench._direct(runs[0], splits, 2)
     assert len(direct[0]) == 1 and set(direct[1]["task_key"]) == set(direct[0])  # one pair: one task alone
@@ -309,6 +361,7 @@ def test_the_start_makes_the_gpu_context_on_the_thread_that_will_run_the_tasks(m
     """A CUDA context is current per thread: the worker's start makes it on the worker's one executor thread
     (where its tasks run), not on a thread of its own that the first task would have to repeat."""
     import threading
+    import time
     import types
     from concurrent.futures import ThreadPoolExecutor
 
@@ -319,7 +372,9 @@ def test_the_start_makes_the_gpu_context_on_the_thread_that_will_run_the_tasks(m
 
     def fake_warm_gpu(steps):
         seen["thread"] = threading.get_ident()
-        steps["context_s"] = 0.0
+        time.sleep(0.4)  # the context and kernels take this long
+        steps.update(device_s=0.0, context_s=0.4, kernels_s=0.0)
+        seen["ended"] = time.time()
 
     monkeypatch.setattr(driver, "device_count", lambda: 1)
     monkeypatch.setattr(ct, "warm_gpu", fake_warm_gpu)
@@ -328,10 +383,15 @@ def test_the_start_makes_the_gpu_context_on_the_thread_that_will_run_the_tasks(m
     try:
         task_thread = pool.submit(threading.get_ident).result()
         _campaign_preload.dask_setup(types.SimpleNamespace(executors={"default": pool}))
+        joined = time.time()  # the worker would join now, without waiting for its GPU
+        first_task = pool.submit(lambda: (time.time(), dict(ct.PRELOADED))).result()
     finally:
         pool.shutdown()
     assert seen["thread"] == task_thread != threading.get_ident()
-    assert ct.PRELOADED["context_s"] == 0.0 and "total_s" in ct.PRELOADED
+    assert joined < seen["ended"] - 0.2, "the preload waited for the GPU's start"
+    # queued ahead of the tasks on their thread: the first task starts after the GPU's start, and finds it recorded
+    assert first_task[0] >= seen["ended"] and first_task[1]["context_s"] == 0.4
+    assert first_task[1]["gpu_ready_at"] >= seen["ended"] and "total_s" in first_task[1]
 
 
 def test_bench_without_cold_runs_kept_clusters_one_gpu_first(tmp_path, monkeypatch):
@@ -362,3 +422,31 @@ def test_bench_without_cold_runs_kept_clusters_one_gpu_first(tmp_path, monkeypat
         ["campaign-1gpu-warm", "campaign-2gpu-warm"]
     text = (tmp_path / "campaign_bench.md").read_text()
     assert "| 1 | warm |" in text and "2 GPUs warm: speedup" in text and "campaign vs each task alone" not in text
+
+
+def test_bench_serial_too_runs_the_largest_count_again_with_one_gpu_start_at_a_time(tmp_path, monkeypatch):
+    """bench/campaign.py --serial-too: after the cold runs, the largest GPU count again with
+    GCEXPLORE_GPU_START=serial (its workers took the start lock), its speedup against the same 1-GPU run."""
+    pytest.importorskip("distributed")
+    import os
+    import types
+
+    import gcexplore.experiments.campaigns as campaigns
+
+    bench = _bench()
+    monkeypatch.setattr(bench, "PAIRS", ["_campaign_standin:pair"])
+    monkeypatch.setattr(bench, "EXPERIMENT", EXP)
+    monkeypatch.setattr(bench, "_split_sets", lambda step: [[8], [16, 24]])
+    monkeypatch.setattr(bench, "_prime_here", lambda: None)
+    monkeypatch.setattr(campaigns, "visible_gpus", lambda: ["0", "1"])
+    monkeypatch.setitem(sys.modules, "bench.campaign_pairs", types.ModuleType("bench.campaign_pairs"))  # no PyTorch
+    monkeypatch.setattr(sys, "argv", ["campaign.py", "--out", str(tmp_path), "--repeats", "2", "--gpus", "1,2",
+                                      "--no-warm", "--no-direct", "--serial-too"])
+    assert bench.main() == 0
+    assert "GCEXPLORE_GPU_START" not in os.environ  # set for that run only
+    data = json.loads((tmp_path / "campaign_bench.json").read_text())
+    assert [(r["gpus"], r["mode"]) for r in data["runs"]] == [(1, "cold"), (2, "cold"), (2, "cold" + bench.SERIAL)]
+    assert all("lock_wait_s" in w["preload"] for w in data["runs"][2]["warm_up_steps"])
+    assert not any("lock_wait_s" in w["preload"] for w in data["runs"][1]["warm_up_steps"])
+    text = (tmp_path / "campaign_bench.md").read_text()
+    assert f"2 GPUs cold{bench.SERIAL}: speedup" in text and "2 GPUs cold: speedup" in text

@@ -274,18 +274,12 @@ def _prime(recipes, dev, each: dict | None = None) -> int:
     stream of its own; a recipe that fails here is left for its task to fail and record.
     ``each``: filled with the seconds per recipe (build and call), by its label."""
     primed = 0
-    stream = dev.create_stream() if dev is not None else None
     for recipe, factory in list(recipes)[:CACHE_SIZE]:
         t = time.perf_counter()
         label = recipe.get("factory", "").rsplit(":", 1)[-1] or "+".join(recipe.get("builtins", {}))
         try:
             wls, _ = _cached_build(recipe, factory, 0)
-            if stream is not None:
-                for w in wls.values():
-                    fn = getattr(w, "fn", w)
-                    if callable(fn):
-                        fn(stream=stream)
-                stream.sync()
+            _call_once(recipe_digest(recipe, factory), wls, dev)
             primed += 1
         except Exception:  # the task builds it again and records what went wrong, with its traceback
             continue
@@ -293,6 +287,51 @@ def _prime(recipes, dev, each: dict | None = None) -> int:
             if each is not None:
                 each[label] = each.get(label, 0.0) + time.perf_counter() - t
     return primed
+
+
+#: Recipes (by :func:`recipe_digest`) whose workloads were called once in this worker.
+_PRIMED: set[str] = set()
+
+
+def _call_once(key: str, wls: dict, dev) -> bool:
+    """Call each workload once on a stream of its own (``dev``: None on the CPU stand-in, nothing to call),
+    the first time this worker meets the recipe ``key``: its libraries' lazy set-up (cuBLAS handles, module
+    loading) is then not paid inside measured repetitions. True when it called them now."""
+    if key in _PRIMED:
+        return False
+    if dev is not None:
+        stream = dev.create_stream()
+        try:
+            call_each(wls, stream)
+        finally:
+            stream.close()
+    _PRIMED.add(key)
+    return True
+
+
+def call_each(wls: dict, stream) -> None:
+    """Call each workload of ``wls`` once on ``stream`` and wait for them."""
+    for w in wls.values():
+        fn = getattr(w, "fn", w)
+        if callable(fn):
+            fn(stream=stream)
+    stream.sync()
+
+
+def _task_device(experiment: Experiment):
+    """This worker's device 0 for priming (its context made current at the start), None without a GPU."""
+    if not experiment.gpu:
+        return None
+    try:
+        if device_count() < 1:
+            return None
+        from cuda.core import Device
+
+        dev = Device(0)
+        dev.set_current()  # current already (the worker's start made it on this thread): a retain, no new context
+        return dev
+    except Exception:  # no driver here (the CPU stand-in)
+        return None
 
 
 def _summarise(exc: BaseException, limit: int = 6) -> str:
@@ -367,7 +406,8 @@ def run_task(task: dict, folder: str, campaign_id: str, experiment: Experiment, 
     ``started_s`` and ``ended_s`` (Unix seconds), ``host``, ``pid``, ``cached``
     (the workloads came from this worker's cache; ``reuse=False`` builds and closes
     them per task), ``first`` (the worker's first task) and the seconds of each phase:
-    ``build_s`` (workload construction), ``experiment_s`` (the experiment's own time),
+    ``build_s`` (workload construction), ``prime_s`` (each workload called once, where the
+    task is this worker's first of its recipe: ``primed``), ``experiment_s`` (the experiment's own time),
     ``checkpoint_s`` (its checkpoint appends, inside ``experiment_s``), ``cpu_s``
     (this process's CPU time during the experiment), ``write_s`` (shard and trace
     writes), ``host_s`` (the experiment's host-side steps outside its repetitions, seconds by step:
@@ -389,6 +429,11 @@ def run_task(task: dict, folder: str, campaign_id: str, experiment: Experiment, 
         else:
             (wls, owned), report["cached"] = _build(task["workloads"], factory, 0), False
         report["build_s"] = time.perf_counter() - t0
+        # the first task of a recipe on this worker primes it (outside its experiment's time): a worker primes
+        # only the recipes it runs, and its first task starts after its own recipe's priming, not every recipe's
+        t0 = time.perf_counter()
+        report["primed"] = _call_once(recipe_digest(task["workloads"], factory), wls, _task_device(experiment))
+        report["prime_s"] = time.perf_counter() - t0
         try:
             t0, cpu0, ck0, host0 = time.perf_counter(), time.process_time(), Checkpoint.write_s, dict(HOST_S)
             out = experiment.fn(wls, splits=task["splits"], device=0, checkpoint=str(store.checkpoint_path(key)),
@@ -401,8 +446,8 @@ def run_task(task: dict, folder: str, campaign_id: str, experiment: Experiment, 
         df, trace = (out.result, out.trace) if hasattr(out, "trace") and hasattr(out, "result") else (out, None)
         ident = _identity(dict(df.attrs), 0, dict(trace.attrs) if trace is not None else {})
         _finish(df, task, ident, campaign_id, (started, time.time()))
-        df.attrs["campaign"]["phases"] = {k: report[k] for k in ("build_s", "experiment_s", "cpu_s", "checkpoint_s",
-                                                                 "cached", "first")}
+        df.attrs["campaign"]["phases"] = {k: report[k] for k in ("build_s", "prime_s", "experiment_s", "cpu_s",
+                                                                 "checkpoint_s", "cached", "first")}
     except Exception as exc:
         summary = _summarise(exc)
         store.write_failure(key, {**{k: task[k] for k in ("key", "experiment", "pair", "split_set", "card")},

@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import threading
 import time
 
 ENV = "GCEXPLORE_FORK_MODULES"
@@ -25,6 +26,16 @@ MODULE = __name__  # the forkserver imports it by this name
 BASE = ("distributed", "pandas", "gcexplore.experiments._campaign_task", "gcexplore.experiments._campaign_preload",
         "gcexplore.experiments.overlap", "gcexplore.experiments.tuner", "cuda.core", "gcexplore.device.kernels")
 DEVICE_FILES = "/dev/nvidia"  # the driver's device files: open once cuInit (or NVML) ran in the process
+
+GPU_ENV = "GCEXPLORE_WORKER_GPU"  # a local cluster's worker's card, set last in its environment by its Nanny
+LOCK_ENV = "GCEXPLORE_GPU_START_LOCK"  # a file the cluster's workers lock around their GPU start: one at a time
+EARLY_WAIT_S = 5.0  # a child of the server that is not such a worker stops waiting for it after this long
+
+#: In a worker forked from the server: what its early GPU start (:func:`early_gpu`) did, when.
+EARLY: dict = {}
+_EARLY_THREAD: list = []
+_EARLY_CANCEL = threading.Event()
+_RETAINED: list = []  # the primary context the early start made, never released (the worker's tasks use it)
 
 #: What the forkserver did: Unix times ``started_at`` (its process) and ``ended_at`` (its imports), seconds
 #: per module, import errors, and ``cuda`` (why CUDA counts as initialised here, or None).
@@ -84,6 +95,92 @@ def report_to(conn) -> None:
     conn.close()
 
 
+def _after_fork_in_child() -> None:
+    """In each child of the server: start the GPU in a thread as soon as the Nanny has set the worker's card
+    in its environment: the driver's initialisation and the primary context (the slow, GIL-free part, slower
+    still when several workers make theirs at once) before and beside Dask's worker set-up and registration.
+    The worker's preload joins it (:func:`early_gpu`) on the thread that will run its tasks."""
+    EARLY.clear()
+    _EARLY_THREAD.clear()
+    _EARLY_CANCEL.clear()
+    if os.environ.get(GPU_ENV) is not None:  # the server's own environment named a card: not a worker's start
+        return
+    thread = threading.Thread(target=_early_start, name="gcexplore-early-gpu", daemon=True)
+    _EARLY_THREAD.append(thread)
+    thread.start()
+
+
+def _early_start() -> None:
+    deadline = time.monotonic() + EARLY_WAIT_S
+    while not _EARLY_CANCEL.is_set():  # the Nanny sets the card last: CUDA_VISIBLE_DEVICES is then the worker's own
+        card = os.environ.get(GPU_ENV)
+        if card is not None and os.environ.get("CUDA_VISIBLE_DEVICES") == card:
+            break
+        if time.monotonic() > deadline:  # not a campaign worker (multiprocessing's own use of the server)
+            return
+        time.sleep(0.002)
+    else:  # the worker's preload came first: it starts the GPU itself
+        return
+    EARLY["seen_at"] = time.time()
+    try:
+        with gpu_start_lock(EARLY):
+            _early_context()
+    except Exception as e:  # recorded; the worker's preload starts the GPU itself
+        EARLY["error"] = f"{type(e).__name__}: {e}"
+    EARLY["ended_at"] = time.time()
+
+
+class gpu_start_lock:
+    """Hold the cluster's GPU-start lock (``LOCK_ENV`` in the environment; none: nothing) while the driver and the
+    context start, so that the workers of one cluster make theirs one at a time; ``lock_wait_s`` into ``out``."""
+
+    def __init__(self, out: dict):
+        self.out, self.fd = out, None
+
+    def __enter__(self):
+        path = os.environ.get(LOCK_ENV)
+        if path:
+            import fcntl
+
+            t = time.perf_counter()
+            self.fd = os.open(path, os.O_RDWR)
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+            self.out["lock_wait_s"] = time.perf_counter() - t
+        return self
+
+    def __exit__(self, *exc):
+        if self.fd is not None:
+            os.close(self.fd)  # the lock goes with it
+        return False
+
+
+def _early_context() -> None:
+    from ..device.driver import check, device_count, driver_module
+
+    t = time.perf_counter()
+    n = device_count()  # cuInit, in this process only
+    EARLY["driver_init_s"] = time.perf_counter() - t
+    if n:
+        t = time.perf_counter()
+        cu = driver_module()
+        # the primary context, retained for the process's life: a retain that ended with this thread (cuda.core
+        # caches its handle per thread) would destroy it, and the task thread would make it again
+        _RETAINED.append(check(cu.cuDevicePrimaryCtxRetain(check(cu.cuDeviceGet(0), "cuDeviceGet")),
+                               "cuDevicePrimaryCtxRetain"))
+        EARLY["context_s"] = time.perf_counter() - t
+
+
+def early_gpu(timeout: float = 60.0) -> dict:
+    """In a worker: wait for the early GPU start begun at its fork, if it began; what it did (empty when
+    none began: a spawned worker, or one whose environment has no card in ``GPU_ENV``; then the caller
+    starts the GPU itself)."""
+    _EARLY_CANCEL.set()  # one still waiting for the card gives up
+    if "seen_at" not in EARLY:
+        return {}
+    _EARLY_THREAD[0].join(timeout)
+    return dict(EARLY)
+
+
 def _preload() -> None:
     t, at = time.perf_counter(), time.time()
     modules = [*BASE, *(m for m in os.environ.get(ENV, "").split(",") if m)]
@@ -100,6 +197,7 @@ def _preload() -> None:
     REPORT.update(started_at=process_started_at(), imports_at=at, ended_at=time.time(), pid=os.getpid(),
                   modules=modules, seconds=seconds, errors=errors, preload_s=time.perf_counter() - t,
                   cuda=cuda_in_process())
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 if os.environ.get(ENV) is not None:  # in the forkserver (imported elsewhere: the functions only)

@@ -33,8 +33,8 @@ from ..device.driver import UnsupportedError, device_info
 from ..schema import new_run_id
 
 from .cluster import PROBE_DIED, ClusterStart, local_cluster, local_devices, require_distributed, visible_gpus  # noqa: F401
-from ._campaign_task import (EXPERIMENTS, Experiment, parse_builtin, register_experiment, resolve_factory, run_task,
-                             warm_up)
+from ._campaign_task import (EXPERIMENTS, Experiment, call_each, parse_builtin, register_experiment,  # noqa: F401
+                             resolve_factory, run_task, warm_up)
 
 __all__ = ["Campaign", "campaign", "local_cluster", "plan_tasks", "register_experiment", "task_order"]
 
@@ -418,16 +418,14 @@ def _connect(client, scheduler, devices, starting: ClusterStart | None = None):
     return Client(cluster, security=cluster.security), cluster
 
 
-def _warm_up(client, tasks: dict, factories: dict, order: list[str]) -> dict:
+def _warm_up(client, tasks: dict) -> dict:
     """One warm-up per worker ahead of every task (imports, GPU context, built-in kernels, factory
-    modules, then each recipe built and called once, the first tasks' first); address -> future."""
+    modules; at a local cluster's start these are done, or under way, already); address -> future.
+    Recipes are primed by each worker's first task of them (``run_task``), so a worker primes only
+    what it runs and its first task waits for its own recipe alone."""
     modules = _factory_modules(t["workloads"] for t in tasks.values())
     gpu = any(lookup_experiment(t["experiment"]).gpu for t in tasks.values())
-    recipes: dict[str, tuple] = {}
-    for key in order:
-        recipes.setdefault(json.dumps(tasks[key]["workloads"], sort_keys=True),
-                           (tasks[key]["workloads"], factories.get(key)))
-    return {addr: client.submit(warm_up, modules, gpu, list(recipes.values()), key=f"gcexplore-warm-up-{addr}",
+    return {addr: client.submit(warm_up, modules, gpu, key=f"gcexplore-warm-up-{addr}",
                                 workers=[addr], allow_other_workers=False, pure=False, priority=1 << 30)
             for addr in client.scheduler_info(n_workers=-1)["workers"]}
 
@@ -563,7 +561,7 @@ def campaign(workloads, splits=None, *, experiment="sweep", options=None, folder
             timings.update(cluster_start_s=starting.seconds, cluster_wait_s=time.perf_counter() - t1,
                            cluster_started_at=starting.started_at)
         starting = None
-        warm = _warm_up(client_, tasks, factories, order)  # primes the recipes while the client scans the folder
+        warm = _warm_up(client_, tasks)
         if cards == "each":
             pinned = _pin(client_, tasks, ["each"])
             tasks, factories = plan_tasks(*grid, cards=sorted(pinned))

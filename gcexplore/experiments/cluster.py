@@ -145,12 +145,19 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
     if warm is not None:
         from ._campaign_preload import ENV, dask_setup
 
+        from ._fork_preload import GPU_ENV, LOCK_ENV
+
         preload = {"preload": [dask_setup.__module__]}
         preload_env = {ENV: ",".join(map(str, warm))}
+        if gpu_start_mode() == "serial":  # the workers' driver and context one at a time (a file they lock)
+            preload_env[LOCK_ENV] = _start_lock_file()
+    # the card last (dicts keep their order, the Nanny sets them in it): a worker forked from the server starts its
+    # GPU once it sees it, with CUDA_VISIBLE_DEVICES already its own (_fork_preload.early_gpu)
+    envs = {d: {"CUDA_VISIBLE_DEVICES": d, **preload_env, **({GPU_ENV: d} if warm is not None else {})} for d in devs}
     net = {"host": host, "protocol": "tls" if tls else "tcp", **({"security": security} if tls else {})}
     workers = {f"gpu{d}": {"cls": Nanny, "options": {"nthreads": 1, "name": f"gpu{d}", "silence_logs": 40,
                                                      "dashboard_address": f"{bind}:0", **net,
-                                                     "env": {"CUDA_VISIBLE_DEVICES": d, **preload_env},
+                                                     "env": envs[d],
                                                      **preload}} for d in devs}
     scheduler = {"cls": Scheduler, "options": {"dashboard_address": dashboard_address or f"{bind}:0", **net,
                                                **scheduler_options}}
@@ -176,6 +183,32 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
 
 
 START_METHODS = ("forkserver", "spawn")
+GPU_START_ENV, GPU_STARTS = "GCEXPLORE_GPU_START", ("together", "serial")
+_LOCK_DIR: list = []
+
+
+def gpu_start_mode() -> str:
+    """How a local cluster's workers start their GPUs: ``together`` (default) or ``serial`` (one at a time: the
+    driver serialises its initialisation and contexts across processes anyway), from ``GCEXPLORE_GPU_START``."""
+    mode = os.environ.get(GPU_START_ENV, "together")
+    if mode not in GPU_STARTS:
+        raise ValueError(f"{GPU_START_ENV} is one of {', '.join(map(repr, GPU_STARTS))}, got {mode!r}")
+    return mode
+
+
+def _start_lock_file() -> str:
+    """A file in a directory of this process's own (0700), removed at its exit: no one else can plant it."""
+    if not _LOCK_DIR:
+        import atexit
+        import shutil
+        import tempfile
+
+        _LOCK_DIR.append(tempfile.mkdtemp(prefix="gcexplore-gpu-start-"))
+        atexit.register(shutil.rmtree, _LOCK_DIR[0], True)
+    path = os.path.join(_LOCK_DIR[0], "lock")
+    if not os.path.exists(path):
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    return path
 PROBE_DIED = "a process forked from the campaign's forkserver exited"
 
 
