@@ -45,7 +45,7 @@ def main(argv=None) -> int:
     fitted_on = [p for p in FITTED if (src / f"sweep_{p}.parquet").exists()]
     prof.attrs["fit"] = {"sharing": fit["sharing"], "model_error": list(fit["model_error"]),
                          "l2_bandwidth_gbs": fit["l2_bandwidth_gbs"], "loaded_latency": fit["loaded_latency"],
-                         "saturation_onset": fit["saturation_onset"],
+                         "saturation_onset": fit["saturation_onset"], "saturation_share": fit["saturation_share"],
                          "coverage": fit["coverage"], "fitted_on": fitted_on}
     gx.save_profiles(prof, data / f"predict_profiles{args.suffix}.parquet")
     frames, pairs = [], {}

@@ -124,7 +124,8 @@ def test_solo_profile_falls_back_to_declared_bytes_with_the_sentence_as_a_warnin
     assert solo._traffic(object(), False, 0, 8) is None
 
 
-def test_the_copy_probe_times_the_workload_beside_the_copy_on_the_size_nearest_half_and_closes_the_copy(monkeypatch):
+def test_the_copy_probe_times_the_workload_beside_the_copy_on_half_and_most_of_the_card_and_closes_the_copy(
+        monkeypatch):
     from gcexplore.experiments import solo
     from gcexplore.workloads import builtins
 
@@ -141,23 +142,31 @@ def test_the_copy_probe_times_the_workload_beside_the_copy_on_the_size_nearest_h
     def fake_sweep(wls, sm_counts, modes, **kw):
         seen.update(sizes=list(sm_counts), modes=tuple(modes), names=list(wls))
         (w, c), rows = list(wls), []
-        for mode, dw, dc in (("alone", 1.0, 2.0), ("concurrent", 1.5, 2.2)):
-            for rep in range(3):
-                rows += [{"mode": mode, "workload": w, "duration_ms": dw + 0.01 * rep, "rep": rep},
-                         {"mode": mode, "workload": c, "duration_ms": dc, "rep": rep}]
+        for k in sm_counts:  # the workload slower beside the copy on 64 SMs than on 104
+            slow = 1.5 if k == 64 else 1.1
+            for mode, dw, dc in (("alone", 1.0, 2.0), ("concurrent", slow, 2.2)):
+                for rep in range(3):
+                    rows += [{"split_sm_count": k, "mode": mode, "workload": w, "duration_ms": dw + 0.01 * rep,
+                              "rep": rep}, {"split_sm_count": k, "mode": mode, "workload": c, "duration_ms": dc,
+                                            "rep": rep}]
         return pd.DataFrame(rows)
 
     monkeypatch.setattr(builtins, "copy", lambda device, name: FakeCopy(name))
     monkeypatch.setattr(solo, "sweep", fake_sweep)
     monkeypatch.setattr(solo, "gpu_time_ms", lambda df: 12.5)
     wl = type("W", (), {"name": "conv"})()
-    got = solo._probe(wl, 0, 3, 1, list(range(8, 129, 8)))
-    assert seen["sizes"] == [64] and seen["modes"] == ("alone", "concurrent") and seen["names"][0] == "conv"
+    got = solo._probe(wl, 0, 3, 1, list(range(8, 129, 8)), 132)  # an H100: 132 SMs, sizes every 8
+    assert seen["sizes"] == [64, 104] and seen["modes"] == ("alone", "concurrent") and seen["names"][0] == "conv"
     assert made and made[0].closed  # the copy it made is closed
     assert got["probe_sm_count"] == 64 and got["probe_ms"] == pytest.approx(1.51)
     assert got["probe_alone_ms"] == pytest.approx(1.01) and got["probe_copy_ms"] == 2.2
     assert got["probe_copy_alone_ms"] == 2.0 and got["_gpu_ms"] == 12.5 and got["probe_copy_bytes"] == 3.2e9
+    assert got["probe_large_sm_count"] == 104 and got["probe_large_ms"] == pytest.approx(1.11)
+    assert got["probe_large_alone_ms"] == pytest.approx(1.01) and got["probe_large_copy_ms"] == 2.2
     assert set(TP.TRAFFIC_PROFILE_COLUMNS) >= {k for k in got if k.startswith("probe_")}
+    # profiled at one size only: one probe, no second column
+    one = solo._probe(wl, 0, 3, 1, [64])
+    assert seen["sizes"] == [64] and "probe_large_ms" not in one and one["probe_ms"] == pytest.approx(1.51)
 
 
 # ----------------------------------------------------------------------------- profiles
@@ -531,6 +540,32 @@ def test_the_saturation_term_slows_a_probed_workload_only_beside_others_near_sat
     assert 1.0 < share < 2.0 and both == pytest.approx(2 * share, rel=1e-3)
     with pytest.raises(ValueError, match="saturation_onset"):
         gx.predict([victim, other], ["victim", "light"], saturation_onset=1.5)
+
+
+def test_the_saturation_excess_follows_the_workloads_share_of_the_sms_between_its_two_probes():
+    pts = [(0.5, 3.0), (0.8, 1.5)]  # 3x beyond sharing on half the card, 1.5x on 80% of it
+    assert [TP.excess_at(pts, x, "flat") for x in (0.3, 0.65, 0.9)] == [3.0, 3.0, 3.0]
+    assert [TP.excess_at(pts, x, "interp") for x in (0.3, 0.65, 0.9)] == pytest.approx([3.0, 2.25, 1.5])
+    assert [TP.excess_at(pts, x, "extrap") for x in (0.4, 0.9, 1.5)] == pytest.approx([3.5, 1.0, 1.0])
+    assert TP.excess_at(pts[:1], 0.9, "interp") == 3.0 and math.isnan(TP.excess_at([], 0.5, "interp"))
+    with pytest.raises(ValueError, match="share rule must be one of"):
+        TP.excess_at(pts, 0.5, "linear")
+    # a workload that reads almost nothing from DRAM, 2x slower beside the copy on 20 of 40 SMs and not
+    # slowed on 32; beside a hog that saturates DRAM on any size
+    victim = _probed(_profile("victim", lambda k: 8.0 / k, bytes=1e6), 2.0, 1.0, 3.0).assign(
+        probe_large_sm_count=32.0, probe_large_ms=0.25, probe_large_alone_ms=0.25, probe_large_copy_ms=3.0,
+        probe_large_copy_alone_ms=3.0)
+    hog = _profile("hog", lambda k: 4.0, bytes=12000e6)
+    alone = {20: 0.4, 26: 8.0 / 26, 32: 0.25}
+    want = {"flat": {20: 2.0, 26: 2.0, 32: 2.0}, "interp": {20: 2.0, 26: 1.5, 32: 1.0}}
+    for rule, slow in want.items():
+        got = gx.predict([victim, hog], ["victim", "hog"], [f"{k}+{40 - k}" for k in alone], model_error=0.0,
+                         saturation_onset=0.5, saturation_share=rule)
+        d = got[got["workload"] == "victim"].set_index("sm_count")["duration_ms"]
+        assert [d[k] / alone[k] for k in alone] == pytest.approx([slow[k] for k in alone], rel=5e-3), rule
+        assert got.attrs["saturation_share"] == rule
+    with pytest.raises(ValueError, match="share rule"):
+        gx.predict([victim, hog], ["victim", "hog"], saturation_onset=0.5, saturation_share="linear")
 
 
 def test_the_fit_chooses_the_loaded_latency_and_saturation_onset_with_the_lowest_error_on_the_fitted_pairs():

@@ -10,6 +10,7 @@ import pandas as pd
 
 from .overlap import layout_table, makespan_stats
 from .prediction import SHARING, l2_drawn_gbs, predict, predicted_layouts, require_prediction
+from .traffic_profile import SHARE_RULES
 from .stats import Floor, noise_floor, round_median_ci
 
 __all__ = ["ERROR_COLUMNS", "L2_CANDIDATES", "LATENCY_CANDIDATES", "SATURATION_CANDIDATES", "fit_model", "predict_error", "predict_kwargs",
@@ -127,7 +128,8 @@ SATURATION_CANDIDATES = (None, 0.5, 0.7, 0.85)
 def predict_kwargs(fit: dict) -> dict:
     """The keyword arguments of :func:`~gcexplore.analysis.prediction.predict` that a :func:`fit_model`
     result (or a shipped ``attrs["fit"]``) sets; a fit from before a term existed leaves it out."""
-    out = {k: fit[k] for k in ("sharing", "l2_bandwidth_gbs", "loaded_latency", "saturation_onset") if k in fit}
+    out = {k: fit[k] for k in ("sharing", "l2_bandwidth_gbs", "loaded_latency", "saturation_onset",
+                               "saturation_share") if k in fit}
     if "model_error" in fit:
         out["model_error"] = tuple(fit["model_error"])
     return out
@@ -160,12 +162,14 @@ def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9) -> dict:
         ``sharing`` (the rule of :data:`SHARING`), ``l2_bandwidth_gbs`` (None, or a
         multiple of :data:`L2_CANDIDATES` of the highest L2 GB/s drawn alone) and
         ``loaded_latency`` (of :data:`LATENCY_CANDIDATES`) and ``saturation_onset`` (of
-        :data:`SATURATION_CANDIDATES`, tried where the profiles carry a copy probe) with the lowest
+        :data:`SATURATION_CANDIDATES`, tried where the profiles carry a copy probe) and
+        ``saturation_share`` (of :data:`~gcexplore.analysis.traffic_profile.SHARE_RULES`, tried with
+        the L2 choice the saturation term took where the profiles carry two probes) with the lowest
         mean over the pairs of each pair's median |error| (the pair is the unit, as for the
         margins), ``model_error`` (below, above; :func:`predict_kwargs` turns the fit into
         :func:`predict`'s arguments), ``coverage`` (the fraction of these layouts inside the
         calibrated interval), and that mean (``*median_abs_error``) per rule (no term), per L2
-        choice, per loaded-latency factor and per saturation onset.
+        choice, per loaded-latency factor, per saturation onset and per share rule.
     """
     if not cases:
         raise ValueError("fit_model needs at least one (profiles, workloads, measured sweep) case")
@@ -175,11 +179,13 @@ def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9) -> dict:
     l2s = [None] + ([m * drawn for m in L2_CANDIDATES[1:]] if np.isfinite(drawn) else [])
     raw = {}
 
-    def run(rule, l2, lat, on=None):
+    def run(rule, l2, lat, on=None, share="flat"):
         parts = [predict_error(predict(p, w, _measured_layouts(m), sharing=rule, model_error=0.0,
-                                       l2_bandwidth_gbs=l2, loaded_latency=lat, saturation_onset=on), m)
+                                       l2_bandwidth_gbs=l2, loaded_latency=lat, saturation_onset=on,
+                                       saturation_share=share), m)
                  for p, w, m in cases]
-        raw[rule, l2, lat, on] = pd.concat([x.assign(_case=i) for i, x in enumerate(parts)], ignore_index=True)
+        raw[rule, l2, lat, on, share] = pd.concat([x.assign(_case=i) for i, x in enumerate(parts)],
+                                                  ignore_index=True)
 
     for rule in SHARING:
         for l2 in l2s:
@@ -194,11 +200,18 @@ def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9) -> dict:
             run(rule, l2, lat)
     probed = any("probe_ms" in p and np.isfinite(p["probe_ms"].to_numpy(dtype=float)).any() for p, _, _ in cases)
     ons = SATURATION_CANDIDATES[1:] if probed else ()
-    lat = min((k for k in raw if k[0] == rule), key=score().get)[2]
+    two = any("probe_large_ms" in p and np.isfinite(p["probe_large_ms"].to_numpy(dtype=float)).any()
+              for p, _, _ in cases)
+    shares = SHARE_RULES if two else ("flat",)  # with one probe per workload every rule is "flat"
     for l2 in l2s:  # the saturation term overlaps the L2 term and the loaded latency: all three together
         for k in LATENCY_CANDIDATES:
             for on in ons:
                 run(rule, l2, k, on)
+    l2 = min((k for k in raw if k[3] is not None), key=score().get, default=(None, None))[1]
+    for share in shares[1:]:  # how the excess follows the SM share, with the chosen L2, again with the others
+        for k in LATENCY_CANDIDATES:
+            for on in ons:
+                run(rule, l2, k, on, share)
     score = score()
     best = min(raw, key=score.get)
     e = raw[best]
@@ -214,10 +227,14 @@ def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9) -> dict:
     err = (min(below, 0.99), min(above, 0.99))
     inside = (e["predicted_low_ms"] * (1 - err[0]) <= e["measured_high_ms"]) & (
         e["measured_low_ms"] <= e["predicted_high_ms"] * (1 + err[1]))
+    flat = "flat"
     return {"sharing": best[0], "l2_bandwidth_gbs": best[1], "loaded_latency": best[2], "saturation_onset": best[3],
-            "model_error": err, "coverage": float(inside.mean()),
-            "median_abs_error": {r: score[r, None, 0.0, None][0] for r in SHARING},
-            "l2_median_abs_error": {("none" if l2 is None else f"{l2:.0f}"): score[best[0], l2, best[2], None][0]
+            "saturation_share": best[4], "model_error": err, "coverage": float(inside.mean()),
+            "median_abs_error": {r: score[r, None, 0.0, None, flat][0] for r in SHARING},
+            "l2_median_abs_error": {("none" if l2 is None else f"{l2:.0f}"): score[best[0], l2, best[2], None, flat][0]
                                     for l2 in l2s},
-            "latency_median_abs_error": {lat: score[best[0], best[1], lat, None][0] for lat in LATENCY_CANDIDATES},
-            "saturation_median_abs_error": {on: score[best[0], best[1], best[2], on][0] for on in (None, *ons)}}
+            "latency_median_abs_error": {lat: score[best[0], best[1], lat, None, flat][0] for lat in LATENCY_CANDIDATES},
+            "saturation_median_abs_error": {on: score[best[0], best[1], best[2], on, best[4] if on else flat][0]
+                                            for on in (None, *ons)},
+            "share_median_abs_error": ({sh: score[(*best[:4], sh)][0] for sh in shares if (*best[:4], sh) in score}
+                                       if best[3] is not None else {})}

@@ -43,13 +43,17 @@ from ..schema import identity_name
 
 SM_COUNT = identity_name("sm_count")  # the card's SM count, as every result names it
 
-__all__ = ["BOUNDS", "CROSS_CARD_ERROR", "MEMORY_BOUND_SHARE", "PROBE_COLUMNS", "SCALES_SHARE",
-           "TRAFFIC_PROFILE_COLUMNS", "attach_traffic", "card_of", "classify", "cross_card_margins",
-           "latency_slowdown", "probe_excess", "probe_slowdown", "profile_sources", "saturation_slowdown",
-           "scale_profiles", "scaling_error", "shared_speeds", "with_traffic_columns"]
+__all__ = ["BOUNDS", "CROSS_CARD_ERROR", "MEMORY_BOUND_SHARE", "PROBE_COLUMNS", "PROBE_LARGE_SHARE", "SCALES_SHARE",
+           "SHARE_RULES", "TRAFFIC_PROFILE_COLUMNS", "attach_traffic", "card_of", "classify", "cross_card_margins",
+           "excess_at", "latency_slowdown", "probe_excess", "probe_points", "probe_slowdown", "profile_sources",
+           "saturation_slowdown", "scale_profiles", "scaling_error", "shared_speeds", "with_traffic_columns"]
 
 PROBE_COLUMNS = ["probe_sm_count", "probe_ms", "probe_alone_ms", "probe_copy_ms", "probe_copy_alone_ms",
-                 "probe_copy_bytes"]
+                 "probe_copy_bytes", "probe_large_sm_count", "probe_large_ms", "probe_large_alone_ms",
+                 "probe_large_copy_ms", "probe_large_copy_alone_ms"]
+#: The second probe's size: the valid size nearest this share of the card (104 of 132 SMs on an H100),
+#: the workload holding most SMs beside the copy on the rest (which still saturates DRAM there).
+PROBE_LARGE_SHARE = 0.8
 TRAFFIC_PROFILE_COLUMNS = ["bytes_source", "dram_read_bytes", "dram_write_bytes", "dram_cold_bytes",
                            "l2_traffic_bytes", "small_dram_bytes", "small_sm_count", "achieved_gbs", "bound",
                            "bound_source", "sm_clock_mhz", "requested_sm_count", *PROBE_COLUMNS]
@@ -377,6 +381,47 @@ def probe_excess(probe: Mapping, own_bytes: float, peak: float) -> float:
     if not (math.isfinite(s) and math.isfinite(mine) and math.isfinite(copy) and math.isfinite(peak)):
         return s
     return max(1.0, s * shared_speeds(peak, [mine, copy], [mine, copy])[0])
+
+
+#: How a workload's excess beyond sharing (:func:`probe_excess`) depends on its share of the card's SMs
+#: between its probes (half the card, :data:`PROBE_LARGE_SHARE`): "flat" (the half probe's at every
+#: share), "interp" (linear in the share between the probes, each probe's outside them), "extrap" (the
+#: line through both, extended, within [1, PROBE_MAX_SLOWDOWN]); with one probe all three are "flat".
+SHARE_RULES = ("flat", "interp", "extrap")
+
+
+def probe_points(probe: Mapping, bytes_at, peak: float, total: float) -> list[tuple[float, float]]:
+    """``(share of the card's SMs, excess)`` of each probe in a profile row (:data:`PROBE_COLUMNS`), by
+    share; ``bytes_at(k)``: the workload's DRAM bytes per call on k SMs; ``total``: the card's SMs."""
+    out = []
+    for pre in ("probe_", "probe_large_"):
+        k = float(probe.get(pre + "sm_count", math.nan))
+        if not (math.isfinite(k) and k > 0 and total > 0):
+            continue
+        one = {c: probe.get(pre + c, math.nan) for c in ("ms", "alone_ms", "copy_ms", "copy_alone_ms")}
+        e = probe_excess({"probe_" + c: v for c, v in one.items()} | {"probe_copy_bytes": probe.get(
+            "probe_copy_bytes", math.nan)}, bytes_at(int(k)), peak)
+        if math.isfinite(e):
+            out.append((k / total, e))
+    return sorted(out)
+
+
+def excess_at(points: list[tuple[float, float]], share: float, rule: str = "flat") -> float:
+    """The excess beyond sharing at ``share`` of the card's SMs from :func:`probe_points` by ``rule``
+    (:data:`SHARE_RULES`; NaN without a probe): a victim holding most SMs keeps more of its requests in
+    flight against the copy's, so a saturated memory system slows it less (measured H100: a GEMM beside
+    the copy 2.7x beyond sharing on 64 SMs, 1.5x on 104)."""
+    if rule not in SHARE_RULES:
+        raise ValueError(f"the saturation term's share rule must be one of {SHARE_RULES}, got {rule!r}")
+    if not points:
+        return math.nan
+    if rule == "flat" or len(points) < 2:
+        return points[0][1]
+    (a, ea), (b, eb) = points[0], points[-1]
+    x = (share - a) / (b - a) if b > a else 0.0
+    if rule == "interp":
+        x = min(max(x, 0.0), 1.0)
+    return float(min(max(ea + x * (eb - ea), 1.0), PROBE_MAX_SLOWDOWN))
 
 
 def saturation_slowdown(probe: float, others: float, onset: float) -> float:

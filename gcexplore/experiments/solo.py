@@ -18,16 +18,18 @@ import warnings
 from pathlib import Path
 
 from ..analysis import prediction as model
-from ..analysis.traffic_profile import attach_traffic, with_traffic_columns
+from ..analysis.traffic_profile import PROBE_LARGE_SHARE, attach_traffic, with_traffic_columns
 from ..analysis.summaries import summarize
 from ..analysis.tuning import gpu_time_ms
 from ..results.io import load, save
+from ..schema import identity_name
 from ..workloads.spec import as_workload
 from .measure_scaling import scaling
 from .overlap import sweep
 
 __all__ = ["card_bandwidth", "load_profiles", "save_profiles", "solo_profile"]
 
+SM_COUNT = identity_name("sm_count")  # the card's SM count, as every result names it
 _COPY = "~"  # suffix of the copy that runs on the remainder
 
 
@@ -133,7 +135,8 @@ def solo_profile(workload, *, device=0, repeats: int = 6, warmup: int = 1, round
                    device=device, progress=progress)
         small = min(int(k) for k in df.loc[df["partition"] != "remainder", "sm_count"])
         counted = _traffic(wl, traffic, device, small) if bytes is None else None
-        probed = _probe(wl, device, repeats, warmup, sorted({int(k) for k in df["split_sm_count"]})) if probe else {}
+        probed = _probe(wl, device, repeats, warmup, sorted({int(k) for k in df["split_sm_count"]}),
+                        int(df[SM_COUNT].iloc[0]) if SM_COUNT in df else None) if probe else {}
     finally:
         if isinstance(workload, str):  # a built-in made here from its name holds device memory
             wl.close()
@@ -155,24 +158,35 @@ def solo_profile(workload, *, device=0, repeats: int = 6, warmup: int = 1, round
     return prof
 
 
-def _probe(wl, device: int, repeats: int, warmup: int, sizes: list[int]) -> dict:
-    """The workload on the valid size nearest half the card beside the built-in copy on the rest,
-    alone and together (medians): the ``probe_*`` profile columns."""
+def _probe(wl, device: int, repeats: int, warmup: int, sizes: list[int], total: int | None = None) -> dict:
+    """The workload on the valid size nearest half the card, and on the one nearest
+    :data:`~gcexplore.analysis.traffic_profile.PROBE_LARGE_SHARE` of it, beside the built-in copy on
+    the rest, alone and together (medians; one sweep of the two layouts): the ``probe_*`` and
+    ``probe_large_*`` profile columns (the large ones NaN where both sizes are one)."""
     from ..workloads.builtins import copy
 
-    half = min(sizes, key=lambda k: (abs(2 * k - (sizes[-1] + sizes[0])), k))
+    total = total or sizes[-1] + sizes[0]  # the card's SMs (a split and its remainder)
+    half = min(sizes, key=lambda k: (abs(2 * k - total), k))
+    large = min(sizes, key=lambda k: (abs(k - PROBE_LARGE_SHARE * total), -k))
     other = wl.name + "~copy"
     cp = copy(device=device, name=other)
     try:
-        df = sweep({wl.name: wl, other: cp}, sm_counts=[half], modes=("alone", "concurrent"), repeats=repeats,
-                   warmup=warmup, device=device, progress=False)
+        df = sweep({wl.name: wl, other: cp}, sm_counts=sorted({half, large}), modes=("alone", "concurrent"),
+                   repeats=repeats, warmup=warmup, device=device, progress=False)
     finally:
         cp.close()
-    med = df.groupby(["mode", "workload"])["duration_ms"].median()
-    return {"probe_sm_count": float(half), "probe_ms": float(med["concurrent", wl.name]),
-            "probe_alone_ms": float(med["alone", wl.name]), "probe_copy_ms": float(med["concurrent", other]),
-            "probe_copy_alone_ms": float(med["alone", other]), "probe_copy_bytes": float(cp.bytes or math.nan),
-            "_gpu_ms": gpu_time_ms(df)}
+    if "split_sm_count" not in df:  # one layout
+        df = df.assign(split_sm_count=half)
+    out = {"probe_copy_bytes": float(cp.bytes or math.nan), "_gpu_ms": gpu_time_ms(df)}
+    for prefix, k in (("probe_", half), ("probe_large_", large)):
+        med = df[df["split_sm_count"] == k].groupby(["mode", "workload"])["duration_ms"].median()
+        if k == half and prefix != "probe_" or med.empty:
+            continue
+        out.update({prefix + "sm_count": float(k), prefix + "ms": float(med["concurrent", wl.name]),
+                    prefix + "alone_ms": float(med["alone", wl.name]),
+                    prefix + "copy_ms": float(med["concurrent", other]),
+                    prefix + "copy_alone_ms": float(med["alone", other])})
+    return out
 
 
 def save_profiles(profiles, path) -> Path:
