@@ -310,11 +310,11 @@ def _critical_line(r: dict, base: dict, goal: float | None) -> str:
 
 
 def _preload_parts(run: dict) -> dict:
-    """Of the preload's GPU part, per step (slowest worker): the driver's initialisation, cuda.core's import (0 when
-    forked from a server that imported it), the context, the built-in kernels; and the warm-up task's priming."""
+    """Of the worker's GPU start, per step (slowest worker): the driver's initialisation, the context, the built-in
+    kernels; and the priming by its tasks."""
     pres = [w.get("preload", {}) for w in run["warm_ups"].values()]
     out = {k: max((p[k] for p in pres if isinstance(p.get(k), float)), default=None)
-           for k in ("driver_init_s", "cuda_import_s", "context_s", "kernels_s")}
+           for k in ("driver_init_s", "context_s", "kernels_s")}
     # priming: by each worker's first task of a recipe (its prime_s), summed per worker (slowest), and per recipe
     per: dict = {}
     each: dict[str, float] = {}
@@ -400,12 +400,12 @@ def _table(res: list[dict], bases: dict) -> list[str]:
             f"{base['end_to_end_s'] / r['end_to_end_s']:.2f}x |")
     lines += ["", "| GPUs | cluster | forkserver s (started to imports done) | spawn s (to the worker's birth) | "
                   "boot s (Dask) | gcexplore import s | factories' modules s | join s | cluster start s | GPU ready s "
-                  "(start call to context and kernels done, beside boot and join; of which driver init / cuda.core "
-                  "import / context / kernels) | priming s (first task of each recipe, per worker; per recipe) |",
+                  "(start call to context and kernels done, beside boot and join; of which driver init / context / "
+                  "kernels) | priming s (first task of each recipe, per worker; per recipe) |",
               "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in res:
         st, pp = r.get("start_steps") or {}, r.get("preload_parts") or {}
-        parts = " / ".join(_f(pp.get(k)) for k in ("driver_init_s", "cuda_import_s", "context_s", "kernels_s"))
+        parts = " / ".join(_f(pp.get(k)) for k in ("driver_init_s", "context_s", "kernels_s"))
         lines.append(f"| {r['gpus']} | {r['mode']} | " + " | ".join(_f(st.get(k)) for k in (
             "forkserver_s", "spawn_s", "boot_s", "gcexplore_import_s", "preload_rest_s", "join_s"))
             + f" | {_f(r['cluster_start_s'])} | {_f(st.get('gpu_ready_s'))} ({parts}) | {_f(pp.get('prime_s'))} ("
