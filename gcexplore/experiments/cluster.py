@@ -15,8 +15,8 @@ from collections.abc import Sequence
 
 from ..device.driver import UnsupportedError, device_count
 
-__all__ = ["LOOPBACK", "START_METHODS", "ClusterStart", "forkserver_ready", "local_cluster", "require_distributed",
-           "start_forkserver", "stop_forkserver", "visible_gpus"]
+__all__ = ["GPU_STARTS", "LOOPBACK", "START_METHODS", "ClusterStart", "forkserver_ready", "gpu_start_mode",
+           "local_cluster", "require_distributed", "start_forkserver", "stop_forkserver", "visible_gpus"]
 
 
 def visible_gpus() -> list[str]:
