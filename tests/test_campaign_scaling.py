@@ -197,7 +197,7 @@ def test_bench_decomposition_adds_up_on_the_stand_in(one_worker, tmp_path):
                     options={"layout_s": 0.05, "partition_s": 0.02}, folder=tmp_path / "c", client=one_worker,
                     progress=False)
     run = {"n": 1, "mode": "warm", "end_to_end_s": time.perf_counter() - t0, "timings": dict(c.timings),
-           "wall0": w0, "wall1": time.time(), "reports": c.reports, "warm_ups": c.warm_ups,
+           "wall0": w0, "wall1": time.time(), "reports": c.reports, "warm_ups": c.warm_ups, "tasks": c.tasks,
            "df": c.result(progress=False)}
     d = bench._decompose(run)
     assert d["tasks"] == 2 and d["failed"] == 0 and len(d["task_time_per_card_s"]) == 1
@@ -394,10 +394,8 @@ def test_the_start_makes_the_gpu_context_on_the_thread_that_will_run_the_tasks(m
     assert first_task[1]["gpu_ready_at"] >= seen["ended"] and "total_s" in first_task[1]
 
 
-def test_bench_without_cold_runs_kept_clusters_one_gpu_first(tmp_path, monkeypatch):
-    """bench/campaign.py --no-cold: only campaigns on kept clusters, 1 GPU first (its task times order the 2-GPU
-    run's tasks), the speedup against the 1-GPU kept one; no cold folder, no tasks alone."""
-    pytest.importorskip("distributed")
+def _bench_on_the_stand_in(monkeypatch):
+    """bench/campaign.py's main on the stand-in experiment and pair, two fake GPUs, no PyTorch."""
     import types
 
     import gcexplore.experiments.campaigns as campaigns
@@ -409,6 +407,14 @@ def test_bench_without_cold_runs_kept_clusters_one_gpu_first(tmp_path, monkeypat
     monkeypatch.setattr(bench, "_prime_here", lambda: None)
     monkeypatch.setattr(campaigns, "visible_gpus", lambda: ["0", "1"])
     monkeypatch.setitem(sys.modules, "bench.campaign_pairs", types.ModuleType("bench.campaign_pairs"))  # no PyTorch
+    return bench
+
+
+def test_bench_without_cold_runs_kept_clusters_one_gpu_first(tmp_path, monkeypatch):
+    """bench/campaign.py --no-cold: only campaigns on kept clusters, 1 GPU first (its task times order the 2-GPU
+    run's tasks), the speedup against the 1-GPU kept one; no cold folder, no tasks alone."""
+    pytest.importorskip("distributed")
+    bench = _bench_on_the_stand_in(monkeypatch)
     orders = []
     real = bench._run
     monkeypatch.setattr(bench, "_run", lambda devices, folder, *a, **k: orders.append((len(devices), a[2], k)) or
@@ -429,17 +435,8 @@ def test_bench_serial_too_runs_the_largest_count_again_with_one_gpu_start_at_a_t
     GCEXPLORE_GPU_START=serial (its workers took the start lock), its speedup against the same 1-GPU run."""
     pytest.importorskip("distributed")
     import os
-    import types
 
-    import gcexplore.experiments.campaigns as campaigns
-
-    bench = _bench()
-    monkeypatch.setattr(bench, "PAIRS", ["_campaign_standin:pair"])
-    monkeypatch.setattr(bench, "EXPERIMENT", EXP)
-    monkeypatch.setattr(bench, "_split_sets", lambda step: [[8], [16, 24]])
-    monkeypatch.setattr(bench, "_prime_here", lambda: None)
-    monkeypatch.setattr(campaigns, "visible_gpus", lambda: ["0", "1"])
-    monkeypatch.setitem(sys.modules, "bench.campaign_pairs", types.ModuleType("bench.campaign_pairs"))  # no PyTorch
+    bench = _bench_on_the_stand_in(monkeypatch)
     monkeypatch.setattr(sys, "argv", ["campaign.py", "--out", str(tmp_path), "--repeats", "2", "--gpus", "1,2",
                                       "--no-warm", "--no-direct", "--serial-too"])
     assert bench.main() == 0
