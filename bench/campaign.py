@@ -3,7 +3,7 @@
 Usage (a multi-GPU machine, from the project root, Dask distributed and PyTorch installed)::
 
     python3 bench/campaign.py --out DIR [--repeats 60] [--gpus 1,2,4] [--step 16] [--no-warm] [--no-direct]
-                              [--no-cold] [--forkserver cold|kept] [--serial-too]
+                              [--no-cold] [--forkserver cold|kept] [--gpu-start-too serial|together]
     python3 bench/campaign.py --out DIR --alone-again    # no GPU: campaign vs alone again, floors of now
 
 One grid (16 tasks: 4 pairs -- compute+memory, compute+copy, a PyTorch attention+sort
@@ -76,15 +76,15 @@ def _split_sets(step: int) -> list[list[int]]:
     return [picks[i:i + 2] for i in range(0, 8, 2)]
 
 
-SERIAL = ", GPU start serial"
+ALSO = ", GPU start "  # a run with GCEXPLORE_GPU_START set (--gpu-start-too): the mode's label ends with it
 
 
-def _run(devices, folder, splits, repeats, durations=None, warm=False, fork="cold", serial=False) -> dict:
+def _run(devices, folder, splits, repeats, durations=None, warm=False, fork="cold", gpu_start=None) -> dict:
     """One campaign on ``devices``, timed as its caller sees it. Cold (the default a user gets):
     ``gx.campaign(..., devices=...)`` starts its own local cluster (its workers warm up as they start, while
     the client plans), runs, and hands the cluster's shutdown to a background thread once every row is on
     disk. Warm: on a cluster kept from an earlier campaign (``client=``), its start and a priming campaign
-    not timed. ``serial``: with GCEXPLORE_GPU_START=serial (the workers' driver and context one at a time)."""
+    not timed. ``gpu_start``: GCEXPLORE_GPU_START set to it (workers' driver and context serial/together)."""
     import gcexplore as gx
 
     from gcexplore.experiments.cluster import stop_forkserver
@@ -100,8 +100,8 @@ def _run(devices, folder, splits, repeats, durations=None, warm=False, fork="col
         client = Client(cluster)
         gx.campaign(PAIRS, [splits[0]], experiment=EXPERIMENT, options={"repeats": 2, "warmup": 1},
                     folder=Path(folder).with_name(Path(folder).name + "-prime"), client=client, progress=False)
-    if serial:
-        os.environ["GCEXPLORE_GPU_START"] = "serial"
+    if gpu_start:
+        os.environ["GCEXPLORE_GPU_START"] = gpu_start
     try:
         w0, t0 = time.time(), time.perf_counter()
         c = gx.campaign(PAIRS, splits, experiment=EXPERIMENT, options={"repeats": repeats}, folder=folder,
@@ -115,7 +115,8 @@ def _run(devices, folder, splits, repeats, durations=None, warm=False, fork="col
             client.close()
             cluster.close()
     df = gx.load_campaign(folder)
-    mode = ("warm" if warm else "cold" if fork == "cold" else "cold, forkserver kept") + (SERIAL if serial else "")
+    mode = ("warm" if warm else "cold" if fork == "cold" else "cold, forkserver kept") + ALSO * bool(gpu_start)
+    mode += gpu_start or ""
     return {"gpu_s": _gpu_seconds(folder), "n": len(devices), "mode": mode, "end_to_end_s": end_to_end_s,
             "timings": dict(c.timings), "wall0": w0, "wall1": w1 - c.timings.get("close_s", 0.0),
             "reports": c.reports, "warm_ups": c.warm_ups, "tasks": c.tasks, "df": df}
@@ -270,12 +271,11 @@ def _decompose(run: dict) -> dict:
 
 
 def _start_steps(run: dict) -> dict | None:
-    """The local cluster's start per worker, in seconds (slowest worker): forkserver (the start call to
-    its imports done, where this campaign started it), spawn (to the worker process's birth), boot
-    (Dask's worker set-up until its preload; a spawned worker's also Python's start and imports),
-    the preload (gcexplore's import, then the factories' modules) and join (preload end to the cluster
-    being up: a faster worker waits for the slowest); and when its GPU was ready (driver, context, kernels,
-    on the executor thread beside boot, preload and join; begun at the fork where forked)."""
+    """The local cluster's start per worker, in seconds (slowest worker): forkserver (the start call to its imports
+    done, where this campaign started it), spawn (to the worker process's birth), boot (Dask's worker set-up until
+    its preload; a spawned worker's also Python's start and imports), the preload (gcexplore's import, then the
+    factories' modules) and join (preload end to the cluster being up: a faster worker waits for the slowest);
+    and when its GPU was ready (driver, context, kernels: beside boot and join, begun at the fork where forked)."""
     tm = run.get("timings", {})
     pres = [w["preload"] for w in run["warm_ups"].values() if "process_started_at" in w.get("preload", {})]
     if "cluster_started_at" not in tm or not pres:
@@ -310,11 +310,11 @@ def _critical_line(r: dict, base: dict, goal: float | None) -> str:
 
 
 def _preload_parts(run: dict) -> dict:
-    """Of the preload's GPU part, per step (slowest worker): the driver's initialisation, cuda.core's import (0 when
-    forked from a server that imported it), the context, the built-in kernels; and the warm-up task's priming."""
+    """Of the worker's GPU start, per step (slowest worker): the driver's initialisation, the context, the built-in
+    kernels; and the priming by its tasks."""
     pres = [w.get("preload", {}) for w in run["warm_ups"].values()]
     out = {k: max((p[k] for p in pres if isinstance(p.get(k), float)), default=None)
-           for k in ("driver_init_s", "cuda_import_s", "context_s", "kernels_s")}
+           for k in ("driver_init_s", "context_s", "kernels_s")}
     # priming: by each worker's first task of a recipe (its prime_s), summed per worker (slowest), and per recipe
     per: dict = {}
     each: dict[str, float] = {}
@@ -400,12 +400,12 @@ def _table(res: list[dict], bases: dict) -> list[str]:
             f"{base['end_to_end_s'] / r['end_to_end_s']:.2f}x |")
     lines += ["", "| GPUs | cluster | forkserver s (started to imports done) | spawn s (to the worker's birth) | "
                   "boot s (Dask) | gcexplore import s | factories' modules s | join s | cluster start s | GPU ready s "
-                  "(start call to context and kernels done, beside boot and join; of which driver init / cuda.core "
-                  "import / context / kernels) | priming s (first task of each recipe, per worker; per recipe) |",
+                  "(start call to context and kernels done, beside boot and join; of which driver init / context / "
+                  "kernels) | priming s (first task of each recipe, per worker; per recipe) |",
               "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in res:
         st, pp = r.get("start_steps") or {}, r.get("preload_parts") or {}
-        parts = " / ".join(_f(pp.get(k)) for k in ("driver_init_s", "cuda_import_s", "context_s", "kernels_s"))
+        parts = " / ".join(_f(pp.get(k)) for k in ("driver_init_s", "context_s", "kernels_s"))
         lines.append(f"| {r['gpus']} | {r['mode']} | " + " | ".join(_f(st.get(k)) for k in (
             "forkserver_s", "spawn_s", "boot_s", "gcexplore_import_s", "preload_rest_s", "join_s"))
             + f" | {_f(r['cluster_start_s'])} | {_f(st.get('gpu_ready_s'))} ({parts}) | {_f(pp.get('prime_s'))} ("
@@ -446,8 +446,8 @@ def main() -> int:
                    help="skip the tasks run alone, outside a campaign")
     p.add_argument("--forkserver", choices=("cold", "kept"), default="cold",
                    help="cold: each campaign starts as a process's first (spawned workers); kept: a forkserver started before timing")
-    p.add_argument("--serial-too", action="store_true",
-                   help="after the cold runs, the largest GPU count again with GCEXPLORE_GPU_START=serial")
+    p.add_argument("--gpu-start-too", choices=("serial", "together"),
+                   help="after the cold runs, the largest GPU count again with GCEXPLORE_GPU_START set to this")
     p.add_argument("--alone-again", action="store_true",
                    help="no GPU: compare OUT/campaign-1gpu with OUT/alone.parquet again (the floors recorded now)")
     args = p.parse_args()
@@ -479,7 +479,8 @@ def main() -> int:
         print(f"forkserver started before timing (kept for every campaign): ready in {time.perf_counter() - t:.2f} s, "
               f"its imports {_f(fs.get('preload_s'))} s ({fs.get('seconds')}; errors {fs.get('errors')})", flush=True)
     runs, direct, failed = [], None, 0
-    plan = ([(n, False) for n in counts] + [(counts[-1], "serial")] * args.serial_too + [("direct", None)] * args.direct
+    plan = ([(n, False) for n in counts] + [(counts[-1], args.gpu_start_too)] * bool(args.gpu_start_too)
+            + [("direct", None)] * args.direct
             + [(n, True) for n in reversed(counts)] * args.warm) if args.cold else [(n, True) for n in counts]
     for n, warm in plan:  # the report is rewritten after each step: a run cut short keeps the ones before
         if n == "direct":
@@ -490,9 +491,9 @@ def main() -> int:
             # the one-GPU run's task times order the others' tasks longest first (durations known from a run)
             first = out / ("campaign-1gpu" if args.cold else "campaign-1gpu-warm")
             known = first if (n > 1 or (warm and args.cold)) and args.durations else None
-            name = f"campaign-{n}gpu" + ("-warm" if warm is True else "-serial" if warm else "")
+            name = f"campaign-{n}gpu" + ("-warm" if warm is True else f"-{warm}" if warm else "")
             runs.append(_run(gpus[:n], out / name, splits, args.repeats, known, warm=warm is True,
-                             fork=args.forkserver, serial=warm == "serial"))
+                             fork=args.forkserver, gpu_start=warm if isinstance(warm, str) else None))
             print(f"{n} GPU(s) {runs[-1]['mode']}: {runs[-1]['end_to_end_s']:.1f} s end to end", flush=True)
         failed = _report(runs, direct, out, splits, args.repeats)
     return 0 if not failed else 1
@@ -541,9 +542,9 @@ def _report(runs: list[dict], direct, out: Path, splits, repeats: int) -> int:
     res = [_decompose(r) for r in runs]
     bases = {r["mode"]: r for r in res if r["gpus"] == 1}
     base_run = {run["mode"]: run for run in runs if run["n"] == 1}
-    for m in {r["mode"] for r in res if r["mode"].endswith(SERIAL)} - set(bases):  # against the same 1-GPU run
-        if m[:-len(SERIAL)] in bases:
-            bases[m], base_run[m] = bases[m[:-len(SERIAL)]], base_run[m[:-len(SERIAL)]]
+    for m in {r["mode"] for r in res if ALSO in r["mode"]} - set(bases):  # against the same 1-GPU run
+        if m.split(ALSO)[0] in bases:
+            bases[m], base_run[m] = bases[m.split(ALSO)[0]], base_run[m.split(ALSO)[0]]
     for r, run in zip(res, runs):
         base = bases.get(r["mode"], r)
         r["slowdown_per_task"] = {k: v / base["experiment_s"][k] for k, v in r["experiment_s"].items()

@@ -122,8 +122,8 @@ def _lock_view():
 
 
 def test_a_serial_gpu_start_holds_one_lock_per_cluster_and_a_bad_mode_is_refused(tests_on_path, monkeypatch):
-    """GCEXPLORE_GPU_START=serial: the cluster's workers lock one file (in a directory of the client's own) around
-    their driver and context, so that they make them one at a time; together (default): no lock."""
+    """By default (GCEXPLORE_GPU_START unset or serial) the cluster's workers lock one file (in a directory of the
+    client's own) around their driver and context, so that they make them one at a time; together: no lock."""
     import threading
     import time
 
@@ -149,7 +149,7 @@ def test_a_serial_gpu_start_holds_one_lock_per_cluster_and_a_bad_mode_is_refused
     monkeypatch.delenv(_fork_preload.LOCK_ENV, raising=False)
     overlap, outs = run_two()
     assert overlap and outs == [{}, {}]
-    monkeypatch.setenv("GCEXPLORE_GPU_START", "serial")
+    monkeypatch.delenv("GCEXPLORE_GPU_START", raising=False)  # the default
     from gcexplore.experiments.cluster import _start_lock_file
 
     path = _start_lock_file()
@@ -162,6 +162,10 @@ def test_a_serial_gpu_start_holds_one_lock_per_cluster_and_a_bad_mode_is_refused
         views = list(client.run(_lock_view).values())
     assert [v[0] for v in views] == [path, path]
     assert all("lock_wait_s" in v[1] for v in views), views  # the workers' GPU start took the lock
+    monkeypatch.setenv("GCEXPLORE_GPU_START", "together")
+    with local_cluster(["0", "1"], warm=["_campaign_standin"]) as cluster, Client(cluster) as client:
+        views = list(client.run(_lock_view).values())
+    assert [v[0] for v in views] == [None, None] and not any("lock_wait_s" in v[1] for v in views)
     monkeypatch.setenv("GCEXPLORE_GPU_START", "sideways")
-    with pytest.raises(ValueError, match="GCEXPLORE_GPU_START is one of 'together', 'serial'"):
+    with pytest.raises(ValueError, match="GCEXPLORE_GPU_START is one of 'serial', 'together'"):
         local_cluster(["0"], warm=[])

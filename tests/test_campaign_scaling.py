@@ -430,20 +430,24 @@ def test_bench_without_cold_runs_kept_clusters_one_gpu_first(tmp_path, monkeypat
     assert "| 1 | warm |" in text and "2 GPUs warm: speedup" in text and "campaign vs each task alone" not in text
 
 
-def test_bench_serial_too_runs_the_largest_count_again_with_one_gpu_start_at_a_time(tmp_path, monkeypatch):
-    """bench/campaign.py --serial-too: after the cold runs, the largest GPU count again with
-    GCEXPLORE_GPU_START=serial (its workers took the start lock), its speedup against the same 1-GPU run."""
+def test_bench_gpu_start_too_runs_the_largest_count_again_in_the_other_start_mode(tmp_path, monkeypatch):
+    """bench/campaign.py --gpu-start-too together: after the cold runs (the default: workers start their driver and
+    context one at a time, each taking the cluster's lock), the largest GPU count again with
+    GCEXPLORE_GPU_START=together (no lock), its speedup against the same 1-GPU run."""
     pytest.importorskip("distributed")
     import os
 
     bench = _bench_on_the_stand_in(monkeypatch)
+    monkeypatch.delenv("GCEXPLORE_GPU_START", raising=False)
     monkeypatch.setattr(sys, "argv", ["campaign.py", "--out", str(tmp_path), "--repeats", "2", "--gpus", "1,2",
-                                      "--no-warm", "--no-direct", "--serial-too"])
+                                      "--no-warm", "--no-direct", "--gpu-start-too", "together"])
     assert bench.main() == 0
     assert "GCEXPLORE_GPU_START" not in os.environ  # set for that run only
     data = json.loads((tmp_path / "campaign_bench.json").read_text())
-    assert [(r["gpus"], r["mode"]) for r in data["runs"]] == [(1, "cold"), (2, "cold"), (2, "cold" + bench.SERIAL)]
-    assert all("lock_wait_s" in w["preload"] for w in data["runs"][2]["warm_up_steps"])
-    assert not any("lock_wait_s" in w["preload"] for w in data["runs"][1]["warm_up_steps"])
+    together = "cold" + bench.ALSO + "together"
+    assert [(r["gpus"], r["mode"]) for r in data["runs"]] == [(1, "cold"), (2, "cold"), (2, together)]
+    assert all("lock_wait_s" in w["preload"] for w in data["runs"][1]["warm_up_steps"])  # serial by default
+    assert not any("lock_wait_s" in w["preload"] for w in data["runs"][2]["warm_up_steps"])
+    assert (tmp_path / "campaign-2gpu-together").is_dir()
     text = (tmp_path / "campaign_bench.md").read_text()
-    assert f"2 GPUs cold{bench.SERIAL}: speedup" in text and "2 GPUs cold: speedup" in text
+    assert f"2 GPUs {together}: speedup" in text and "2 GPUs cold: speedup" in text
