@@ -13,7 +13,9 @@ and to ``tests/data/predict_sweeps.parquet`` the sweeps of every pair, one frame
 ``pair`` column and ``attrs["pairs"]`` ({pair: {"workloads": [as for predict], "group":
 "fitted", "checked", "fresh", "fresh2" or "confirm"}}), which the tests check the calibrated interval on.
 
-So ``predict``, ``predict_error`` and ``plot_predict`` run offline (README). ``--suffix _h200``
+So ``predict``, ``predict_error`` and ``plot_predict`` run offline (README). ``--sweeps-only GROUPS
+--suffix _f1`` ships only another run's pair sweeps (``tests/data/predict_sweeps_f1``: pairs the shipped
+profiles and fit are judged on across runs). ``--suffix _h200``
 ships another card's run beside it (``predict_profiles_h200``, ``tests/data/predict_sweeps_h200``;
 no ``predict_sweep``): the cross-card check's second side.
 """
@@ -38,8 +40,15 @@ def main(argv=None) -> int:
     ap.add_argument("src", help="bench/predict.py's --out folder")
     ap.add_argument("--data", default=str(DATA), help="where to write (default: gcexplore/data)")
     ap.add_argument("--suffix", default="", help="names' suffix for a second card's run (e.g. _h200)")
+    ap.add_argument("--sweeps-only", default=None, metavar="GROUPS",
+                    help="only tests/data/predict_sweeps<suffix> of these groups (comma-separated): another "
+                         "run's pairs that the shipped profiles and fit are judged on")
     args = ap.parse_args(argv)
     src, data = Path(args.src), Path(args.data)
+    if args.sweeps_only:
+        n = _ship_sweeps(src, args.suffix, set(args.sweeps_only.split(",")))
+        print(f"shipped {n} pair sweeps of {src} as predict_sweeps{args.suffix}")
+        return 0
     fit = _fit(src)
     prof = _profiles(src)
     fitted_on = [p for p in FITTED if (src / f"sweep_{p}.parquet").exists()]
@@ -48,18 +57,9 @@ def main(argv=None) -> int:
                          "saturation_onset": fit["saturation_onset"], "saturation_share": fit["saturation_share"],
                          "coverage": fit["coverage"], "fitted_on": fitted_on}
     gx.save_profiles(prof, data / f"predict_profiles{args.suffix}.parquet")
-    frames, pairs = [], {}
-    for group, table in GROUPS:
-        for pair, names in table.items():
-            path = src / f"sweep_{pair}.parquet"
-            if path.exists():
-                sw = gx.load(path)  # one run per pair (sweeps started in the same second share a run_id)
-                frames.append(sw.assign(pair=pair, run_id=sw["run_id"].astype(str) + " " + pair))
-                pairs[pair] = {"workloads": names, "group": group}
-    sweeps = pd.concat(frames, ignore_index=True)
-    sweeps.attrs.update(frames[0].attrs)
-    sweeps.attrs["pairs"] = pairs
-    gx.save(sweeps, Path(__file__).resolve().parents[1] / "tests" / "data" / f"predict_sweeps{args.suffix}.parquet")
+    sweeps = _sweeps(src)
+    _ship_sweeps(src, args.suffix)
+    pairs = sweeps.attrs["pairs"]
     if args.suffix:
         print(f"shipped {prof['workload'].nunique()} profiles ({prof['device_name'].iloc[0]}) and {len(pairs)} sweeps")
         return 0
@@ -69,6 +69,28 @@ def main(argv=None) -> int:
     print(f"shipped {prof['workload'].nunique()} profiles and {len(pairs)} pair sweeps to {data}; "
           f"fit {prof.attrs['fit']}")
     return 0
+
+
+def _sweeps(src: Path, groups: set[str] | None = None) -> pd.DataFrame:
+    """Every pair's sweep in ``src`` (of ``groups``), one frame with a ``pair`` column and ``attrs["pairs"]``."""
+    frames, pairs = [], {}
+    for group, table in GROUPS:
+        for pair, names in table.items():
+            path = src / f"sweep_{pair}.parquet"
+            if path.exists() and (groups is None or group in groups):
+                sw = gx.load(path)  # one run per pair (sweeps started in the same second share a run_id)
+                frames.append(sw.assign(pair=pair, run_id=sw["run_id"].astype(str) + " " + pair))
+                pairs[pair] = {"workloads": names, "group": group}
+    sweeps = pd.concat(frames, ignore_index=True)
+    sweeps.attrs.update(frames[0].attrs)
+    sweeps.attrs["pairs"] = pairs
+    return sweeps
+
+
+def _ship_sweeps(src: Path, suffix: str, groups: set[str] | None = None) -> int:
+    sweeps = _sweeps(src, groups)
+    gx.save(sweeps, Path(__file__).resolve().parents[1] / "tests" / "data" / f"predict_sweeps{suffix}.parquet")
+    return len(sweeps.attrs["pairs"])
 
 
 if __name__ == "__main__":
