@@ -32,10 +32,13 @@ def _each_task_once(df, c, reps=OPTS["repeats"]):
 
 
 def test_two_gpus_measure_in_parallel_with_identity(tmp_path):
-    c = gx.campaign(PAIRS, [[16, 32], [48, 64]], options=OPTS, folder=tmp_path / "c", devices=["0", "1"],
+    # tasks of ~1 s: the workers make their driver and context one at a time (~0.3 s each), so with tasks of 3
+    # repetitions (~0.2 s) the first worker could finish one before the second began (batch g2)
+    opts = {**OPTS, "repeats": 40}
+    c = gx.campaign(PAIRS, [[16, 32], [48, 64]], options=opts, folder=tmp_path / "c", devices=["0", "1"],
                     progress=False)
     df = c.result(progress=False)
-    _each_task_once(df, c)
+    _each_task_once(df, c, reps=40)
     # the default cluster warmed each worker as it started (context, kernels; its GPU ready before its first task);
     # a worker's first task of a recipe built and primed it, its later tasks of that recipe found it built
     assert len(c.warm_ups) == 2 and c.timings["cluster_start_s"] > 0
@@ -61,8 +64,11 @@ def test_two_gpus_measure_in_parallel_with_identity(tmp_path):
     # interleaved in time: some task on one card ran while a task on the other did
     spans = df.groupby(["device_uuid", "task_key"])[["task_started_s", "task_finished_s"]].first().reset_index()
     a, b = (spans[spans["device_uuid"] == u] for u in cards.index)
+    t0 = spans["task_started_s"].min()
     assert any(x.task_started_s < y.task_finished_s and y.task_started_s < x.task_finished_s
-               for x in a.itertuples() for y in b.itertuples()), spans
+               for x in a.itertuples() for y in b.itertuples()), [
+        (r.device_uuid[:8], round(r.task_started_s - t0, 3), round(r.task_finished_s - t0, 3))
+        for r in spans.itertuples()]
 
 
 def test_worker_killed_mid_campaign(tmp_path):
