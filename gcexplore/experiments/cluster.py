@@ -211,6 +211,8 @@ def _start_lock_file() -> str:
     if not os.path.exists(path):
         os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
     return path
+
+
 PROBE_DIED = "a process forked from the campaign's forkserver exited"
 
 

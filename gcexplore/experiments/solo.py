@@ -180,7 +180,7 @@ def _probe(wl, device: int, repeats: int, warmup: int, sizes: list[int], total: 
     out = {"probe_copy_bytes": float(cp.bytes or math.nan), "_gpu_ms": gpu_time_ms(df)}
     for prefix, k in (("probe_", half), ("probe_large_", large)):
         med = df[df["split_sm_count"] == k].groupby(["mode", "workload"])["duration_ms"].median()
-        if k == half and prefix != "probe_" or med.empty:
+        if (k == half and prefix != "probe_") or med.empty:  # one size: no large probe
             continue
         out.update({prefix + "sm_count": float(k), prefix + "ms": float(med["concurrent", wl.name]),
                     prefix + "alone_ms": float(med["alone", wl.name]),
