@@ -175,10 +175,6 @@ def test_a_worker_primes_a_recipe_once_by_its_first_task_and_a_changed_recipe_ag
     assert ct._call_once(a, wls, Dev()) is False and len(calls) == 2  # primed once per worker
     assert ct._call_once(b, wls, Dev()) is True and len(calls) == 4  # a changed recipe is primed again
     assert ct._call_once("cpu", wls, None) is True and len(calls) == 4  # no GPU: nothing to call, noted
-    # the warm-up's priming (recipes given) counts: the task does not call them again
-    monkeypatch.setattr(ct, "_cached_build", lambda recipe, factory, device: ({"z": workload("z")}, False))
-    assert ct._prime([({"builtins": {"memory": "memory"}}, None)], Dev()) == 1 and calls[-1] == ("z", True)
-    assert ct._call_once(ct.recipe_digest({"builtins": {"memory": "memory"}}), wls, Dev()) is False
 
 
 def _bench():

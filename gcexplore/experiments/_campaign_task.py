@@ -217,13 +217,11 @@ def clear_cache() -> int:
 PRELOADED: dict = {}
 
 
-def warm_up(modules=(), gpu: bool = True, recipes=()) -> dict:
+def warm_up(modules=(), gpu: bool = True) -> dict:
     """On a worker, before its first task: import gcexplore's experiments and the factory
-    ``modules``, make the GPU context, compile the built-in kernels, then prime each of
-    ``recipes`` (``(recipe, factory)`` pairs): build it into this worker's cache and call
-    each workload once, so that lazy library set-up (cuBLAS handles, module loading) is not
-    paid inside the first measured task. Seconds per step; ``preload``: what the worker's
-    start-up preload already did (then the imports and the context here cost nothing)."""
+    ``modules``, make the GPU context and compile the built-in kernels (recipes are primed by
+    each worker's first task of them: :func:`run_task`). Seconds per step; ``preload``: what the
+    worker's start-up preload already did (then the imports and the context here cost nothing)."""
     steps, t = {}, time.perf_counter()
     from . import overlap, tuner  # noqa: F401 (the imports are the warm-up)
 
@@ -236,15 +234,8 @@ def warm_up(modules=(), gpu: bool = True, recipes=()) -> dict:
         gpus = device_count() if gpu else 0
     except Exception:  # no driver here (the CPU stand-in): nothing to warm
         gpus = 0
-    dev = None
     if gpus:
-        dev = warm_gpu(steps)
-    if recipes:
-        t = time.perf_counter()
-        each: dict[str, float] = {}
-        steps["primed"] = _prime(recipes, dev, each)
-        steps["prime_s"] = time.perf_counter() - t
-        steps["prime_each_s"] = each
+        warm_gpu(steps)
     out = {"pid": os.getpid(), "host": socket.gethostname(), **steps}
     if PRELOADED:
         out["preload"] = dict(PRELOADED)
@@ -267,26 +258,6 @@ def warm_gpu(steps: dict):
     builtin_kernel(dev, "gcx_fma")
     steps["kernels_s"] = time.perf_counter() - t
     return dev
-
-
-def _prime(recipes, dev, each: dict | None = None) -> int:
-    """Build up to :data:`CACHE_SIZE` recipes into the cache and call each workload once on a
-    stream of its own; a recipe that fails here is left for its task to fail and record.
-    ``each``: filled with the seconds per recipe (build and call), by its label."""
-    primed = 0
-    for recipe, factory in list(recipes)[:CACHE_SIZE]:
-        t = time.perf_counter()
-        label = recipe.get("factory", "").rsplit(":", 1)[-1] or "+".join(recipe.get("builtins", {}))
-        try:
-            wls, _ = _cached_build(recipe, factory, 0)
-            _call_once(recipe_digest(recipe, factory), wls, dev)
-            primed += 1
-        except Exception:  # the task builds it again and records what went wrong, with its traceback
-            continue
-        finally:
-            if each is not None:
-                each[label] = each.get(label, 0.0) + time.perf_counter() - t
-    return primed
 
 
 #: Recipes (by :func:`recipe_digest`) whose workloads were called once in this worker.
