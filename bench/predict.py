@@ -14,8 +14,9 @@ On the GPU, in stages (each its own process, so a crash in CUPTI's profiler lose
 
 Workloads (bench/real_workloads.py): the built-ins compute, memory, latency, copy; PyTorch
 matmul, sigmoid, softmax, sdpa (attention), layernorm, conv (bf16), chain (a GEMM chain);
-CuPy fft, sort, elementwise. ``--analyze DIR`` redoes every table offline: the model's
-sharing rule, L2 spill and interval are fitted on the *fitted* pairs only; the *checked*
+CuPy fft, sort, elementwise; two more streaming ones, PyTorch tanh and CuPy scale, in the
+FITTED4 and FRESH4 pairs. ``--analyze DIR`` redoes every table offline: the model's sharing
+rule, L2 spill and interval are fitted on the *fitted* pairs (FITTED, FITTED4) only; the *checked*
 pairs are predicted with that fit and reported apart, each with and without the measured
 traffic. Goals (issue 25): pooled median |error| <= 4%, every pair's median <= 8%, the
 predicted best within 3% of the measured best in >= 90% of pairs, the interval holding the
@@ -74,9 +75,21 @@ FRESH3 = {"matmul+elementwise": ["matmul", "elementwise"], "chain+softmax": ["ch
           "sigmoid+fft": ["sigmoid", "fft"], "softmax+layernorm": ["softmax", "layernorm"],
           "conv+matmul": ["conv", "matmul"], "sdpa+chain": ["sdpa", "chain"], "latency+copy": ["latency", "copy"],
           "compute+fft": ["compute", "fft"]}
-GROUPS = (("fitted", FITTED), ("checked", CHECKED), ("fresh", FRESH), ("fresh2", FRESH2), ("confirm", CONFIRM),
-          ("fresh3", FRESH3))
-ALL = {**FITTED, **CHECKED, **FRESH, **FRESH2, **CONFIRM, **FRESH3}
+# fitted too (batch h1): the regime the saturation term missed, a GEMM / conv / sort / layer norm beside a light
+# streaming kernel, with two streaming workloads no checked pair has (so no checked pair moves into the fit)
+FITTED4 = {"conv+tanh": ["conv", "tanh"], "chain+tanh": ["chain", "tanh"], "matmul+tanh": ["matmul", "tanh"],
+           "sort+scale": ["sort", "scale"], "layernorm+scale": ["layernorm", "scale"], "conv+scale": ["conv", "scale"]}
+# named at 05:58 of session h, before any was measured (batch h1): they judge the model fitted with FITTED4
+FRESH4 = {"sigmoid+layernorm": ["sigmoid", "layernorm"], "softmax+elementwise": ["softmax", "elementwise"],
+          "softmax+sdpa": ["softmax", "sdpa"], "matmul+chain": ["matmul", "chain"],
+          "copy+elementwise": ["copy", "elementwise"], "memory+softmax": ["memory", "softmax"],
+          "sigmoid+elementwise": ["sigmoid", "elementwise"], "latency+sort": ["latency", "sort"],
+          "compute+conv": ["compute", "conv"], "chain+scale": ["chain", "scale"], "matmul+scale": ["matmul", "scale"],
+          "sort+tanh": ["sort", "tanh"]}
+GROUPS = (("fitted", FITTED), ("fitted4", FITTED4), ("checked", CHECKED), ("fresh", FRESH), ("fresh2", FRESH2),
+          ("confirm", CONFIRM), ("fresh3", FRESH3), ("fresh4", FRESH4))
+FITS = {**FITTED, **FITTED4}  # every pair the model is fitted on (the others are checked only)
+ALL = {**FITTED, **FITTED4, **CHECKED, **FRESH, **FRESH2, **CONFIRM, **FRESH3, **FRESH4}
 TUNED = ("compute+memory", "memory_a+memory_b", "matmul+sigmoid", "latency+compute", "fft+conv", "sort+memory")
 NOTE = ("{r} repetitions after 1 warm-up per layout, concurrent mode only, first-partition sizes every {s} SMs; "
         "profiles {pr} repetitions per size every {ps} SMs")
@@ -237,7 +250,7 @@ def _slo(prof: pd.DataFrame) -> float:
 
 def _fit(out: Path, measured: bool = True) -> dict:
     prof = _profiles(out, measured)
-    cases = [(prof, names, gx.load(out / f"sweep_{pair}.parquet")) for pair, names in FITTED.items()
+    cases = [(prof, names, gx.load(out / f"sweep_{pair}.parquet")) for pair, names in FITS.items()
              if (out / f"sweep_{pair}.parquet").exists()]
     return PC.fit_model(cases)
 
@@ -458,6 +471,8 @@ def report(out: Path, replica: Path | None = None, cross: Path | None = None) ->
               + (", ".join(f"{k} {v:.2%}" for k, v in fit["saturation_median_abs_error"].items()) or "no probes")
               + f"); its dependence on the SM share {fit.get('saturation_share', 'flat')} (per rule: "
               + (", ".join(f"{k} {v:.2%}" for k, v in fit.get("share_median_abs_error", {}).items()) or "one probe")
+              + f"); its load {fit.get('saturation_load', 'others')} (per load: "
+              + (", ".join(f"{k} {v:.2%}" for k, v in fit.get("load_median_abs_error", {}).items()) or "no probes")
               + ")")
         with pd.option_context(*opts):
             cols = ["pair", "layouts", "median_abs_error", "max_abs_error", "worst_layout", "inside", "predicted_best",
@@ -489,19 +504,21 @@ def report(out: Path, replica: Path | None = None, cross: Path | None = None) ->
             if len(e):
                 line, good, rest = _goal_line(f"{group} pairs", _goals(e, la))
                 print(line)
-                if measured and group not in ("fitted", "all"):  # every checked-only group is judged
+                if measured and group not in ("fitted", "fitted4", "all"):  # every checked-only group is judged
                     if not good and rest and tuned_ok.get(group):
                         print(f"{group} pairs: the best-split goal is met by the tuner started at the predictions "
                               "(replayed above), not by the predicted best alone")
                     ok = ok and (good or (rest and tuned_ok.get(group, False)))
-        if measured and fit.get("saturation_share", "flat") != "flat":  # the share term's part: the same fit without it
-            flat_err, flat_lay = _errors(out, {**fit, "saturation_share": "flat"}, measured)
-            for group in [g for g, _ in GROUPS] + ["all"]:
-                e = flat_err if group == "all" else flat_err[flat_err["group"] == group]
-                la = flat_lay if group == "all" else flat_lay[flat_lay["group"] == group]
-                if len(e):
-                    print("without the share term (flat excess, the fit otherwise the same): "
-                          + _goal_line(f"{group} pairs", _goals(e, la))[0])
+        for key, plain, what in (("saturation_share", "flat", "the share term (flat excess"),
+                                 ("saturation_load", "others", "the total load (the others' demand drives the ramp")):
+            if measured and fit.get(key, plain) != plain:  # the term's part: the same fit without it
+                flat_err, flat_lay = _errors(out, {**fit, key: plain}, measured)
+                for group in [g for g, _ in GROUPS] + ["all"]:
+                    e = flat_err if group == "all" else flat_err[flat_err["group"] == group]
+                    la = flat_lay if group == "all" else flat_lay[flat_lay["group"] == group]
+                    if len(e):
+                        print(f"without {what}, the fit otherwise the same): "
+                              + _goal_line(f"{group} pairs", _goals(e, la))[0])
         if measured and cross is not None:
             lines, cross_ok = _cross_lines(cross_table(out, cross, fit))
             print("\n" + "\n".join(lines))

@@ -9,8 +9,8 @@ from L2 across its 16 passes, so it is the one a neighbour's traffic can evict.
 from __future__ import annotations
 
 BUILTIN = ("compute", "memory", "latency", "copy")
-TORCH = ("matmul", "sigmoid", "softmax", "sdpa", "layernorm", "conv", "chain")
-CUPY = ("fft", "sort", "elementwise")
+TORCH = ("matmul", "sigmoid", "softmax", "sdpa", "layernorm", "conv", "chain", "tanh")
+CUPY = ("fft", "sort", "elementwise", "scale")
 
 
 def _torch(dev: int) -> dict:
@@ -32,6 +32,8 @@ def _torch(dev: int) -> dict:
     ker = torch.randn(256, 256, 3, 3, device=d, dtype=bf).to(memory_format=torch.channels_last)
     h = torch.randn(4096, 4096, device=d, dtype=bf)
     ws = [torch.randn(4096, 4096, device=d, dtype=bf) / 64 for _ in range(4)]
+    g_in = torch.randn(256 << 20, device=d, dtype=bf)  # tanh: its own 512 MiB in, 512 MiB out
+    g_out = torch.empty_like(g_in)
     torch.cuda.synchronize()
 
     def layernorm():
@@ -46,7 +48,8 @@ def _torch(dev: int) -> dict:
 
     fns = {"matmul": lambda: torch.matmul(a, b, out=c), "sigmoid": lambda: torch.sigmoid(x, out=y),
            "softmax": lambda: torch.softmax(s, -1), "sdpa": lambda: F.scaled_dot_product_attention(q, k, v),
-           "layernorm": layernorm, "conv": lambda: F.conv2d(img, ker, padding=1), "chain": chain}
+           "layernorm": layernorm, "conv": lambda: F.conv2d(img, ker, padding=1), "chain": chain,
+           "tanh": lambda: torch.tanh(g_in, out=g_out)}
     return {n: gx.from_torch(f, name=n) for n, f in fns.items()}
 
 
@@ -61,11 +64,13 @@ def _cupy(dev: int) -> dict:
         keys = cp.random.randint(0, 2 ** 31 - 1, 1 << 26, dtype=cp.int32)
         e1, e2 = cp.random.rand(1 << 27, dtype=cp.float32), cp.random.rand(1 << 27, dtype=cp.float32)
         e3 = cp.empty_like(e1)
+        s1, s2 = cp.random.rand(3 << 25, dtype=cp.float32), cp.empty(3 << 25, dtype=cp.float32)  # scale's own
         cp.fft.fft(sig)  # the plan, made once
         cp.cuda.Device(dev).synchronize()
     return {"fft": gx.from_cupy(lambda: cp.fft.fft(sig), name="fft"),
             "sort": gx.from_cupy(lambda: cp.sort(keys), name="sort"),
-            "elementwise": gx.from_cupy(lambda: cp.add(e1, e2, out=e3), name="elementwise")}
+            "elementwise": gx.from_cupy(lambda: cp.add(e1, e2, out=e3), name="elementwise"),
+            "scale": gx.from_cupy(lambda: cp.multiply(s1, 1.5, out=s2), name="scale")}
 
 
 def workloads(dev: int = 0, *, names=None, torch_too: bool = True, cupy_too: bool = True) -> dict:

@@ -28,7 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 import gcexplore as gx
-from predict import FITTED, GROUPS, _fit, _profiles
+from predict import FITS, GROUPS, _fit, _profiles
 
 DATA = Path(__file__).resolve().parents[1] / "gcexplore" / "data"
 
@@ -51,10 +51,11 @@ def main(argv=None) -> int:
         return 0
     fit = _fit(src)
     prof = _profiles(src)
-    fitted_on = [p for p in FITTED if (src / f"sweep_{p}.parquet").exists()]
+    fitted_on = [p for p in FITS if (src / f"sweep_{p}.parquet").exists()]
     prof.attrs["fit"] = {"sharing": fit["sharing"], "model_error": list(fit["model_error"]),
                          "l2_bandwidth_gbs": fit["l2_bandwidth_gbs"], "loaded_latency": fit["loaded_latency"],
                          "saturation_onset": fit["saturation_onset"], "saturation_share": fit["saturation_share"],
+                         "saturation_load": fit["saturation_load"],
                          "coverage": fit["coverage"], "fitted_on": fitted_on}
     gx.save_profiles(prof, data / f"predict_profiles{args.suffix}.parquet")
     sweeps = _sweeps(src)

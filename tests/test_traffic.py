@@ -542,6 +542,35 @@ def test_the_saturation_term_slows_a_probed_workload_only_beside_others_near_sat
         gx.predict([victim, other], ["victim", "light"], saturation_onset=1.5)
 
 
+def test_the_saturation_ramp_by_everyones_demand_counts_the_workloads_own_and_still_saturates_beside_a_hog():
+    assert TP.saturation_input(900.0, 2100.0, 3000.0, "others") == pytest.approx(0.4)
+    assert TP.saturation_input(900.0, 2100.0, 3000.0, "total") == pytest.approx(0.7)
+    with pytest.raises(ValueError, match="load must be one of"):
+        TP.saturation_input(1.0, 2.0, 3.0, "mine")
+    # a victim drawing 900 GB/s (1 ms on 8 SMs), 2x slower beside the copy, beside a co-runner drawing
+    # 1200 GB/s of 3000 (together 0.7, no sharing) and beside a hog that saturates DRAM alone; onset 0.5
+    victim = _probed(_profile("victim", lambda k: 8.0 / k, bytes=0.9e9), 2.0, 1.0, 3.0)
+    light = _profile("light", lambda k: 128.0 / k, bytes=4800e6)
+    hog = _profile("hog", lambda k: 128.0 / k, bytes=12000e6)
+    d = {}
+    for other in (light, hog):
+        name = str(other["workload"].iloc[0])
+        for load in (None, "others", "total"):
+            got = gx.predict([victim, other], ["victim", name], ["8+32"], model_error=0.0,
+                             saturation_onset=None if load is None else 0.5, saturation_load=load or "others")
+            d[name, load] = got.set_index("workload")["duration_ms"]["victim"]
+            assert got.attrs["saturation_load"] == (load or "others")
+    # beside the light one: the others alone stay below the onset (none of the excess), everyone's
+    # demand passes it (0.7: 0.4 of the way to saturation -> 1 + 0.4 x (2 - 1))
+    assert d["light", None] == pytest.approx(1.0, rel=1e-3) and d["light", "others"] == pytest.approx(1.0, rel=1e-3)
+    assert d["light", "total"] == pytest.approx(1.4, rel=1e-3)
+    # beside the hog both are at saturation: the whole excess on top of the sharing
+    assert d["hog", "others"] == pytest.approx(2 * d["hog", None], rel=1e-3)
+    assert d["hog", "total"] == pytest.approx(d["hog", "others"], rel=1e-3)
+    with pytest.raises(ValueError, match="load must be one of"):
+        gx.predict([victim, light], ["victim", "light"], saturation_onset=0.5, saturation_load="mine")
+
+
 def test_the_saturation_excess_follows_the_workloads_share_of_the_sms_between_its_two_probes():
     pts = [(0.5, 3.0), (0.8, 1.5)]  # 3x beyond sharing on half the card, 1.5x on 80% of it
     assert [TP.excess_at(pts, x, "flat") for x in (0.3, 0.65, 0.9)] == [3.0, 3.0, 3.0]
@@ -585,6 +614,10 @@ def test_the_fit_chooses_the_loaded_latency_and_saturation_onset_with_the_lowest
     shares = fit["share_median_abs_error"]
     assert set(shares) == set(TP.SHARE_RULES) and shares[fit["saturation_share"]] == min(shares.values())
     assert shares["flat"] > shares[fit["saturation_share"]]  # the recorded fitted pairs want the share term
+    # the ramp's load (the others' demand, or everyone's) with that share rule: the lower of the two
+    loads = fit["load_median_abs_error"]
+    assert set(loads) == set(TP.SATURATION_LOADS) and loads[fit["saturation_load"]] == min(loads.values())
+    assert fit["saturation_load"] == prof.attrs["fit"].get("saturation_load", "others")
     shipped = prof.attrs["fit"]
     assert all(shipped[k] == fit[k] for k in ("loaded_latency", "sharing", "saturation_onset", "l2_bandwidth_gbs",
                                               "saturation_share"))

@@ -36,27 +36,15 @@ import numpy as np
 import pandas as pd
 
 from .traffic_profile import (PROBE_COLUMNS, TRAFFIC_PROFILE_COLUMNS, cross_card_margins, excess_at,
-                              latency_slowdown, probe_points, saturation_slowdown, scale_profiles, shared_speeds,
-                              with_traffic_columns)
+                              latency_slowdown, probe_points, saturation_input, saturation_slowdown, scale_profiles,
+                              shared_speeds, with_traffic_columns)
 from ..schema import identity_name
 
 SM_COUNT = identity_name("sm_count")  # the card's SM count, as every result names it
 
-__all__ = [
-    "L2_FIT_FRACTION",
-    "l2_drawn_gbs",
-    "L2_SPILL_FRACTION",
-    "MODEL_ERROR",
-    "PREDICTION_COLUMNS",
-    "PROFILE_COLUMNS",
-    "SHARING",
-    "ProfileError",
-    "check_profiles",
-    "predict",
-    "predicted_layouts",
-    "profile_from",
-    "require_prediction",
-]
+__all__ = ["L2_FIT_FRACTION", "l2_drawn_gbs", "L2_SPILL_FRACTION", "MODEL_ERROR", "PREDICTION_COLUMNS",
+           "PROFILE_COLUMNS", "SHARING", "ProfileError", "check_profiles", "predict", "predicted_layouts",
+           "profile_from", "require_prediction"]
 
 #: Columns of a solo profile (one row per workload x position x size x repetition).
 PROFILE_COLUMNS = ["workload", "position", "sm_count", "rep", "duration_ms", "start_ms", "bytes", "flops",
@@ -359,7 +347,7 @@ def _spill(curves: list[_Curve], l2: float) -> list[float]:
 
 def _fluid(curves: list[_Curve], times: list[float], sms: list[int], peak: float, l2: float, sharing: str,
            worst: bool, l2_peak: float = math.nan, gain: float = 1.0,
-           lat: tuple = (0.0, math.nan, math.nan, "flat")) -> list[float]:
+           lat: tuple = (0.0, math.nan, math.nan, "flat", "others")) -> list[float]:
     """Finish time (ms) of each workload started together, sharing ``peak`` GB/s of DRAM (and
     ``l2_peak`` GB/s of L2 bandwidth where given)."""
     n = len(curves)
@@ -385,13 +373,14 @@ def _fluid(curves: list[_Curve], times: list[float], sms: list[int], peak: float
             l2d = [curves[i].l2 / (times[i] * 1e6) if math.isfinite(curves[i].l2) else 0.0 for i in act]
             l2w = l2d if sharing == "demand" else weights
             speed = [min(a, b) for a, b in zip(speed, shared_speeds(l2_peak, l2d, l2w))]
-        kappa, per_sm_top, onset, rule = lat
+        kappa, per_sm_top, onset, rule, load = lat
         if kappa > 0 and math.isfinite(per_sm_top):  # loaded latency: see latency_slowdown
             speed = [min(sp, 1.0 / latency_slowdown(kappa, d / sms[i] / per_sm_top, (sum(demand) - d) / cap))
                      for sp, d, i in zip(speed, demand, act)]
         if math.isfinite(onset):  # the others near the card's bandwidth: see saturation_slowdown (beyond sharing)
             speed = [sp / saturation_slowdown(excess_at(curves[i].probes, sms[i] / curves[i].k_big, rule),
-                                              (sum(demand) - d) / peak, onset) for sp, d, i in zip(speed, demand, act)]
+                                              saturation_input(d, sum(demand), peak, load), onset)
+                     for sp, d, i in zip(speed, demand, act)]
         rates = [sp / times[i] for sp, i in zip(speed, act)]
         dt = min(left[i] / r for i, r in zip(act, rates))
         now += dt
@@ -444,7 +433,7 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
             model_error=MODEL_ERROR, shared_bandwidth_gbs: float | None = None, l2_bytes: float | None = None,
             card: Mapping | None = None, l2_bandwidth_gbs: float | None = None, bandwidth_gain: float = 1.0,
             loaded_latency: float = 0.0, saturation_onset: float | None = None, saturation_share: str = "flat",
-            ) -> pd.DataFrame:
+            saturation_load: str = "others") -> pd.DataFrame:
     """Predicted concurrent makespan and per-workload durations at every layout, with intervals.
 
     Parameters
@@ -476,11 +465,14 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
     saturation_onset : float, optional
         Beside others drawing more than this fraction of the card's DRAM bandwidth, a probed workload
         (``solo_profile(probe=True)``) is slowed toward its slowdown beside the copy beyond what
-        sharing DRAM with it explains (on top of the sharing here), all of it at saturation (:func:`~gcexplore.analysis.traffic_profile.saturation_slowdown`); default
-        not modelled; ``fit_model`` decides it.
+        sharing DRAM with it explains, all of it at saturation (:func:`~.traffic_profile.saturation_slowdown`);
+        default not modelled; ``fit_model`` decides it.
     saturation_share : {"flat", "interp", "extrap"}, default "flat"
         How that excess depends on the workload's share of the SMs between its two probes (half the
         card, most of it): :data:`~gcexplore.analysis.traffic_profile.SHARE_RULES`; ``fit_model`` decides it.
+    saturation_load : {"others", "total"}, default "others"
+        Whether that ramp follows the others' DRAM demand or everyone's, the workload's own too
+        (:data:`~gcexplore.analysis.traffic_profile.SATURATION_LOADS`); ``fit_model`` decides it.
     card : mapping, optional
         Predict for another card (:func:`~gcexplore.analysis.traffic_profile.scale_profiles`:
         its SM count, shared bandwidth, SM clock, L2); ``attrs["assumed"]`` says what was assumed.
@@ -533,14 +525,15 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
     l2_peak = float(l2_bandwidth_gbs) if l2_bandwidth_gbs is not None else math.nan
     if not (isinstance(bandwidth_gain, (int, float)) and 0.5 <= bandwidth_gain <= 2):
         raise ValueError(f"bandwidth_gain must be a factor in [0.5, 2], got {bandwidth_gain!r}")
-    gain, _ = float(bandwidth_gain), excess_at([], 0.0, saturation_share)  # refuses an unknown share rule
+    gain = float(bandwidth_gain)
+    excess_at([], 0.0, saturation_share), saturation_input(0, 0, 1, saturation_load)  # refuse an unknown rule
     if not (isinstance(loaded_latency, (int, float)) and 0 <= loaded_latency <= 4):
         raise ValueError(f"loaded_latency must be a factor in [0, 4], got {loaded_latency!r}")
     tops = [v for v in (c.per_sm_gbs() for c in curves.values()) if math.isfinite(v)]
     if saturation_onset is not None and not (isinstance(saturation_onset, (int, float)) and 0 <= saturation_onset < 1):
         raise ValueError(f"saturation_onset must be a fraction in [0, 1) or None, got {saturation_onset!r}")
     lat = (float(loaded_latency), max(tops) if tops else math.nan,
-           math.nan if saturation_onset is None else float(saturation_onset), saturation_share)
+           math.nan if saturation_onset is None else float(saturation_onset), saturation_share, saturation_load)
     rows = []
     for lay in _as_layouts(layouts, len(names), prof):
         rows.extend(_predict_layout(lay, names, sources, peak, l2, sharing, err, bound, (l2_peak, gain, lat)))
@@ -553,7 +546,7 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
                      bytes_source={n: str(src.get(c.name, "missing")) for n, c in zip(names, sources)},
                      l2_bandwidth_gbs=l2_bandwidth_gbs, bandwidth_gain=gain, loaded_latency=lat[0],
                      per_sm_top_gbs=lat[1], saturation_onset=saturation_onset, saturation_share=saturation_share,
-                     assumed=list(prof.attrs.get("assumed", [])), notes=notes)
+                     saturation_load=saturation_load, assumed=list(prof.attrs.get("assumed", [])), notes=notes)
     return out
 
 

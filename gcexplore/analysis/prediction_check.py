@@ -10,11 +10,11 @@ import pandas as pd
 
 from .overlap import layout_table, makespan_stats
 from .prediction import SHARING, l2_drawn_gbs, predict, predicted_layouts, require_prediction
-from .traffic_profile import SHARE_RULES
+from .traffic_profile import SATURATION_LOADS, SHARE_RULES
 from .stats import Floor, noise_floor, round_median_ci
 
-__all__ = ["ERROR_COLUMNS", "L2_CANDIDATES", "LATENCY_CANDIDATES", "SATURATION_CANDIDATES", "fit_model", "predict_error", "predict_kwargs",
-           "prediction_facts"]
+__all__ = ["ERROR_COLUMNS", "L2_CANDIDATES", "LATENCY_CANDIDATES", "SATURATION_CANDIDATES", "TOTAL_ONSETS", "fit_model",
+           "predict_error", "predict_kwargs", "prediction_facts"]
 
 ERROR_COLUMNS = ["layout", "split_sm_count", "predicted_ms", "predicted_low_ms", "predicted_high_ms",
                  "measured_ms", "measured_low_ms", "measured_high_ms", "error", "inside", "predicted_interference",
@@ -123,13 +123,16 @@ LATENCY_CANDIDATES = (0.0, 0.5, 1.0, 1.5)
 #: Saturation onsets (``predict(saturation_onset=...)``, None: not modelled) that fit_model tries where
 #: a fitted pair's profiles carry a copy probe.
 SATURATION_CANDIDATES = (None, 0.5, 0.7, 0.85)
+#: And with the ramp by everyone's demand (``saturation_load="total"``, which counts the workload's own
+#: too, so it sits higher): also near saturation itself.
+TOTAL_ONSETS = (0.95,)
 
 
 def predict_kwargs(fit: dict) -> dict:
     """The keyword arguments of :func:`~gcexplore.analysis.prediction.predict` that a :func:`fit_model`
     result (or a shipped ``attrs["fit"]``) sets; a fit from before a term existed leaves it out."""
     out = {k: fit[k] for k in ("sharing", "l2_bandwidth_gbs", "loaded_latency", "saturation_onset",
-                               "saturation_share") if k in fit}
+                               "saturation_share", "saturation_load") if k in fit}
     if "model_error" in fit:
         out["model_error"] = tuple(fit["model_error"])
     return out
@@ -164,12 +167,14 @@ def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9) -> dict:
         ``loaded_latency`` (of :data:`LATENCY_CANDIDATES`) and ``saturation_onset`` (of
         :data:`SATURATION_CANDIDATES`, tried where the profiles carry a copy probe) and
         ``saturation_share`` (of :data:`~gcexplore.analysis.traffic_profile.SHARE_RULES`, tried with
-        the L2 choice the saturation term took where the profiles carry two probes) with the lowest
+        the L2 choice the saturation term took where the profiles carry two probes) and
+        ``saturation_load`` (of :data:`~gcexplore.analysis.traffic_profile.SATURATION_LOADS`, tried
+        with that L2 choice and share rule) with the lowest
         mean over the pairs of each pair's median |error| (the pair is the unit, as for the
         margins), ``model_error`` (below, above; :func:`predict_kwargs` turns the fit into
         :func:`predict`'s arguments), ``coverage`` (the fraction of these layouts inside the
         calibrated interval), and that mean (``*median_abs_error``) per rule (no term), per L2
-        choice, per loaded-latency factor, per saturation onset and per share rule.
+        choice, per loaded-latency factor, per saturation onset, per share rule and per load.
     """
     if not cases:
         raise ValueError("fit_model needs at least one (profiles, workloads, measured sweep) case")
@@ -179,12 +184,12 @@ def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9) -> dict:
     l2s = [None] + ([m * drawn for m in L2_CANDIDATES[1:]] if np.isfinite(drawn) else [])
     raw = {}
 
-    def run(rule, l2, lat, on=None, share="flat"):
+    def run(rule, l2, lat, on=None, share="flat", load="others"):
         parts = [predict_error(predict(p, w, _measured_layouts(m), sharing=rule, model_error=0.0,
                                        l2_bandwidth_gbs=l2, loaded_latency=lat, saturation_onset=on,
-                                       saturation_share=share), m)
+                                       saturation_share=share, saturation_load=load), m)
                  for p, w, m in cases]
-        raw[rule, l2, lat, on, share] = pd.concat([x.assign(_case=i) for i, x in enumerate(parts)],
+        raw[rule, l2, lat, on, share, load] = pd.concat([x.assign(_case=i) for i, x in enumerate(parts)],
                                                   ignore_index=True)
 
     for rule in SHARING:
@@ -212,6 +217,11 @@ def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9) -> dict:
         for k in LATENCY_CANDIDATES:
             for on in ons:
                 run(rule, l2, k, on, share)
+    share = min((k for k in raw if k[3] is not None), key=score().get, default=(None,) * 5)[4]
+    for load in SATURATION_LOADS[1:]:  # the ramp by everyone's demand, with the chosen L2 and share rule
+        for k in LATENCY_CANDIDATES:
+            for on in (*ons, *TOTAL_ONSETS) if ons else ():
+                run(rule, l2, k, on, share, load)
     score = score()
     best = min(raw, key=score.get)
     e = raw[best]
@@ -227,14 +237,18 @@ def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9) -> dict:
     err = (min(below, 0.99), min(above, 0.99))
     inside = (e["predicted_low_ms"] * (1 - err[0]) <= e["measured_high_ms"]) & (
         e["measured_low_ms"] <= e["predicted_high_ms"] * (1 + err[1]))
-    flat = "flat"
+    flat, oth = "flat", "others"
     return {"sharing": best[0], "l2_bandwidth_gbs": best[1], "loaded_latency": best[2], "saturation_onset": best[3],
-            "saturation_share": best[4], "model_error": err, "coverage": float(inside.mean()),
-            "median_abs_error": {r: score[r, None, 0.0, None, flat][0] for r in SHARING},
-            "l2_median_abs_error": {("none" if l2 is None else f"{l2:.0f}"): score[best[0], l2, best[2], None, flat][0]
-                                    for l2 in l2s},
-            "latency_median_abs_error": {lat: score[best[0], best[1], lat, None, flat][0] for lat in LATENCY_CANDIDATES},
-            "saturation_median_abs_error": {on: score[best[0], best[1], best[2], on, best[4] if on else flat][0]
-                                            for on in (None, *ons)},
-            "share_median_abs_error": ({sh: score[(*best[:4], sh)][0] for sh in shares if (*best[:4], sh) in score}
-                                       if best[3] is not None else {})}
+            "saturation_share": best[4], "saturation_load": best[5], "model_error": err,
+            "coverage": float(inside.mean()),
+            "median_abs_error": {r: score[r, None, 0.0, None, flat, oth][0] for r in SHARING},
+            "l2_median_abs_error": {("none" if l2 is None else f"{l2:.0f}"):
+                                    score[best[0], l2, best[2], None, flat, oth][0] for l2 in l2s},
+            "latency_median_abs_error": {lat: score[best[0], best[1], lat, None, flat, oth][0]
+                                         for lat in LATENCY_CANDIDATES},
+            "saturation_median_abs_error": {on: score[key][0] for on in (None, *ons, *TOTAL_ONSETS)
+                                            if (key := (*best[:3], on, *(best[4:] if on else (flat, oth)))) in score},
+            "share_median_abs_error": ({sh: score[(*best[:4], sh, oth)][0] for sh in shares
+                                        if (*best[:4], sh, oth) in score} if best[3] is not None else {}),
+            "load_median_abs_error": ({ld: score[(*best[:5], ld)][0] for ld in SATURATION_LOADS
+                                       if (*best[:5], ld) in score} if best[3] is not None else {})}

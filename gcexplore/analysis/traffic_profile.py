@@ -44,9 +44,10 @@ from ..schema import identity_name
 SM_COUNT = identity_name("sm_count")  # the card's SM count, as every result names it
 
 __all__ = ["BOUNDS", "CROSS_CARD_ERROR", "MEMORY_BOUND_SHARE", "PROBE_COLUMNS", "PROBE_LARGE_SHARE", "SCALES_SHARE",
-           "SHARE_RULES", "TRAFFIC_PROFILE_COLUMNS", "attach_traffic", "card_of", "classify", "cross_card_margins",
-           "excess_at", "latency_slowdown", "probe_excess", "probe_points", "probe_slowdown", "profile_sources",
-           "saturation_slowdown", "scale_profiles", "scaling_error", "shared_speeds", "with_traffic_columns"]
+           "SATURATION_LOADS", "SHARE_RULES", "TRAFFIC_PROFILE_COLUMNS", "attach_traffic", "card_of", "classify",
+           "cross_card_margins", "excess_at", "latency_slowdown", "probe_excess", "probe_points", "probe_slowdown",
+           "profile_sources", "saturation_input", "saturation_slowdown", "scale_profiles", "scaling_error",
+           "shared_speeds", "with_traffic_columns"]
 
 PROBE_COLUMNS = ["probe_sm_count", "probe_ms", "probe_alone_ms", "probe_copy_ms", "probe_copy_alone_ms",
                  "probe_copy_bytes", "probe_large_sm_count", "probe_large_ms", "probe_large_alone_ms",
@@ -422,6 +423,20 @@ def excess_at(points: list[tuple[float, float]], share: float, rule: str = "flat
     if rule == "interp":
         x = min(max(x, 0.0), 1.0)
     return float(min(max(ea + x * (eb - ea), 1.0), PROBE_MAX_SLOWDOWN))
+
+
+#: What drives the saturation term's ramp (:func:`saturation_input`): "others" (the others' DRAM demand)
+#: or "total" (the workload's own demand too: DRAM saturates only when everyone together asks for more
+#: than it gives; the copy probe's copy alone nearly does, so the probe is at saturation either way).
+SATURATION_LOADS = ("others", "total")
+
+
+def saturation_input(own: float, everyone: float, peak: float, basis: str = "others") -> float:
+    """The saturation ramp's input, a fraction of DRAM's ``peak`` GB/s: by ``basis``
+    (:data:`SATURATION_LOADS`) the others' demand (``everyone - own``) or everyone's."""
+    if basis not in SATURATION_LOADS:
+        raise ValueError(f"the saturation term's load must be one of {SATURATION_LOADS}, got {basis!r}")
+    return (everyone if basis == "total" else everyone - own) / peak
 
 
 def saturation_slowdown(probe: float, others: float, onset: float) -> float:
