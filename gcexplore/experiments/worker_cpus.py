@@ -171,9 +171,9 @@ def pin_to_card() -> dict:
     """:func:`pin_worker` for this process's device 0 (a campaign worker's one card), its PCI address from the
     driver (initialised already); never raises: a failure is recorded as the reason nothing was pinned."""
     try:
-        from ..device.driver import card_facts
+        from ..device.driver import device_info
 
-        bus = card_facts(0).get("pci_bus_id") or None  # the driver's; None where it cannot say
+        bus = device_info(0).pci_bus_id or None  # the driver's (no context; cached for the tasks); None: unknown
     except Exception as e:  # no driver here (the CPU stand-in): nothing to place by
         out = pin_worker(None)
         return {**out, "why": out.get("why", "") + f" ({type(e).__name__}: {e})"}
