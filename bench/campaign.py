@@ -4,7 +4,7 @@ Usage (a multi-GPU machine, from the project root, Dask distributed and PyTorch 
 
     python3 bench/campaign.py --out DIR [--repeats 60] [--gpus 1,2,4] [--step 16] [--no-warm] [--no-direct]
                               [--no-cold] [--forkserver cold|kept] [--gpu-start-too serial|together]
-                              [--cpus-too share|local|off] [--too-gpus 2,4]
+                              [--cpus-too off[,share,local]] [--too-gpus 2,4]
     python3 bench/campaign.py --out DIR --alone-again    # no GPU: campaign vs alone again, floors of now
 
 One grid (16 tasks: 4 pairs -- compute+memory, compute+copy, a PyTorch attention+sort
@@ -456,8 +456,10 @@ def main() -> int:
                    help="cold: each campaign starts as a process's first (spawned workers); kept: a forkserver started before timing")
     p.add_argument("--gpu-start-too", choices=("serial", "together"),
                    help="after the cold runs, the --too-gpus counts again with GCEXPLORE_GPU_START set to this")
-    p.add_argument("--cpus-too", choices=("share", "local", "off"),
-                   help="after the cold runs, the --too-gpus counts again with GCEXPLORE_WORKER_CPUS set to this")
+    p.add_argument("--cpus-too", type=lambda v: v.split(",") if set(v.split(",")) <= {"share", "local", "off"}
+                   else p.error(f"--cpus-too takes share, local and off (comma-separated), got {v!r}"),
+                   help="after the cold runs, the --too-gpus counts again with GCEXPLORE_WORKER_CPUS set to each "
+                        "of these (comma-separated; the default, share, again: a drift check)")
     p.add_argument("--too-gpus", help="the GPU counts the --*-too runs repeat (default the largest)")
     p.add_argument("--alone-again", action="store_true",
                    help="no GPU: compare OUT/campaign-1gpu with OUT/alone.parquet again (the floors recorded now)")
@@ -491,7 +493,7 @@ def main() -> int:
               f"its imports {_f(fs.get('preload_s'))} s ({fs.get('seconds')}; errors {fs.get('errors')})", flush=True)
     runs, direct, failed = [], None, 0
     again = [int(x) for x in args.too_gpus.split(",") if int(x) in counts] if args.too_gpus else counts[-1:]
-    also = [(n, (TOO[k][0], getattr(args, k), TOO[k][1])) for k in TOO if getattr(args, k) for n in again]
+    also = [(n, (TOO[k][0], v, TOO[k][1])) for k in TOO for v in _listed(getattr(args, k)) for n in again]
     plan = ([(n, False) for n in counts] + also
             + [("direct", None)] * args.direct
             + [(n, True) for n in reversed(counts)] * args.warm) if args.cold else [(n, True) for n in counts]
@@ -510,6 +512,10 @@ def main() -> int:
             print(f"{n} GPU(s) {runs[-1]['mode']}: {runs[-1]['end_to_end_s']:.1f} s end to end", flush=True)
         failed = _report(runs, direct, out, splits, args.repeats)
     return 0 if not failed else 1
+
+
+def _listed(value) -> list:
+    return [] if not value else value if isinstance(value, list) else [value]
 
 
 def _alone_again(out: Path) -> int:

@@ -439,6 +439,9 @@ def test_bench_gpu_start_too_runs_the_largest_count_again_in_the_other_start_mod
     monkeypatch.delenv("GCEXPLORE_WORKER_CPUS", raising=False)
     monkeypatch.setattr(sys, "argv", ["campaign.py", "--out", str(tmp_path), "--repeats", "2", "--gpus", "1,2",
                                       "--no-warm", "--no-direct", "--gpu-start-too", "together", "--cpus-too", "off"])
+    with pytest.raises(SystemExit):  # a mode it does not know, among known ones
+        monkeypatch.setattr(sys, "argv", [*sys.argv, "--cpus-too", "off,numa"]) or bench.main()
+    monkeypatch.setattr(sys, "argv", sys.argv[:-2])
     assert bench.main() == 0
     assert "GCEXPLORE_GPU_START" not in os.environ and "GCEXPLORE_WORKER_CPUS" not in os.environ  # that run only
     data = json.loads((tmp_path / "campaign_bench.json").read_text())
