@@ -4,6 +4,7 @@ Usage (a multi-GPU machine, from the project root, Dask distributed and PyTorch 
 
     python3 bench/campaign.py --out DIR [--repeats 60] [--gpus 1,2,4] [--step 16] [--no-warm] [--no-direct]
                               [--no-cold] [--forkserver cold|kept] [--gpu-start-too serial|together]
+                              [--cpus-too off[,share,local]] [--too-gpus 2,4]
     python3 bench/campaign.py --out DIR --alone-again    # no GPU: campaign vs alone again, floors of now
 
 One grid (16 tasks: 4 pairs -- compute+memory, compute+copy, a PyTorch attention+sort
@@ -24,14 +25,12 @@ sizes) runs on 1, then 2, then 4 GPUs (one worker each), timed as the caller of
   forked from it, as the second and later campaigns of a process do;
 - the N-GPU runs order their tasks longest first by the 1-GPU run's task times
   (``durations=``; ``--no-durations``: by the grid's estimate, which cannot tell these apart);
-- the decomposition: cluster start (and how long the client waited for it after planning),
-  warm-up per worker (at its start + the warm-up task), lead-in (call
-  to a card's first task), task time per card, idle tail (a card's last task to the end of the
-  wait), close (what it cost the call; the background shutdown in parentheses);
-- the phases of the tasks summed over the cards (build, priming: a worker's first task of a recipe
-  calls it once, outside its experiment; experiment, of which checkpoint
-  appends, process CPU time, shard write), the first task of a worker against the rest,
-  the median SM clock the sweeps recorded (neighbouring cards' power and heat);
+- the decomposition: cluster start (and the client's wait for it after planning), warm-up per worker (at
+  its start + the warm-up task), lead-in (call to a card's first task), task time per card, idle tail (a
+  card's last task to the end of the wait), close (its cost to the call; the background shutdown in parentheses);
+- the phases of the tasks summed over the cards (build, priming: a worker's first task of a recipe calls it
+  once, outside its experiment; experiment, of which checkpoint appends, process CPU time, shard write), the
+  first task of a worker against the rest, the median SM clock the sweeps recorded (neighbours' power, heat);
 - per task, its experiment time on N cards over on one (the slowdown when N run at once);
 - per task, layout and mode: the makespans on N cards against one card (the ratio's 95%
   interval, and at 95% jointly over the comparisons), so that speed is not bought with noise;
@@ -40,7 +39,9 @@ sizes) runs on 1, then 2, then 4 GPUs (one worker each), timed as the caller of
   row in DIR/campaign_vs_alone.csv, the tasks alone in DIR/alone.parquet;
 - the local cluster's start per worker: forkserver (the campaign's start to its server's imports done;
   0 when kept), spawn (to the worker process's birth), boot (Dask's worker set-up until the preload),
-  gcexplore's import, context, kernels and the factories' modules, join.
+  gcexplore's import, context, kernels and the factories' modules, join; each worker's CPUs;
+- ``--gpu-start-too`` / ``--cpus-too``: the ``--too-gpus`` counts again with GCEXPLORE_GPU_START /
+  GCEXPLORE_WORKER_CPUS set so (an A/B on one host, against the same 1-GPU run).
 
 Written to DIR/campaign_bench.md and .json; DIR/campaign-<N>gpu[-warm] are the campaign folders
 and DIR/campaign.parquet the 2-GPU cold result as one file (bench/campaign_folder.py turns it into
@@ -76,15 +77,17 @@ def _split_sets(step: int) -> list[list[int]]:
     return [picks[i:i + 2] for i in range(0, 8, 2)]
 
 
-ALSO = ", GPU start "  # a run with GCEXPLORE_GPU_START set (--gpu-start-too): the mode's label ends with it
+ALSO = ", with "  # a run with a setting changed (--gpu-start-too, --cpus-too): the mode's label ends with it
+TOO = {"gpu_start_too": ("GCEXPLORE_GPU_START", "GPU start"), "cpus_too": ("GCEXPLORE_WORKER_CPUS", "worker CPUs")}
 
 
-def _run(devices, folder, splits, repeats, durations=None, warm=False, fork="cold", gpu_start=None) -> dict:
+def _run(devices, folder, splits, repeats, durations=None, warm=False, fork="cold", setting=None) -> dict:
     """One campaign on ``devices``, timed as its caller sees it. Cold (the default a user gets):
     ``gx.campaign(..., devices=...)`` starts its own local cluster (its workers warm up as they start, while
     the client plans), runs, and hands the cluster's shutdown to a background thread once every row is on
     disk. Warm: on a cluster kept from an earlier campaign (``client=``), its start and a priming campaign
-    not timed. ``gpu_start``: GCEXPLORE_GPU_START set to it (workers' driver and context serial/together)."""
+    not timed. ``setting``: ``(variable, value, words)``, an environment variable set for this run only
+    (GCEXPLORE_GPU_START: the workers' driver and context serial/together; GCEXPLORE_WORKER_CPUS: their CPUs)."""
     import gcexplore as gx
 
     from gcexplore.experiments.cluster import stop_forkserver
@@ -100,8 +103,9 @@ def _run(devices, folder, splits, repeats, durations=None, warm=False, fork="col
         client = Client(cluster)
         gx.campaign(PAIRS, [splits[0]], experiment=EXPERIMENT, options={"repeats": 2, "warmup": 1},
                     folder=Path(folder).with_name(Path(folder).name + "-prime"), client=client, progress=False)
-    if gpu_start:
-        os.environ["GCEXPLORE_GPU_START"] = gpu_start
+    if setting:
+        old = os.environ.get(setting[0])
+        os.environ[setting[0]] = setting[1]
     try:
         w0, t0 = time.time(), time.perf_counter()
         c = gx.campaign(PAIRS, splits, experiment=EXPERIMENT, options={"repeats": repeats}, folder=folder,
@@ -110,13 +114,16 @@ def _run(devices, folder, splits, repeats, durations=None, warm=False, fork="col
         end_to_end_s, w1 = time.perf_counter() - t0, time.time()
         c.close()  # waits for the background shutdown (not part of the campaign's time) before the next run
     finally:
-        os.environ.pop("GCEXPLORE_GPU_START", None)
+        if setting and old is None:
+            os.environ.pop(setting[0], None)
+        elif setting:
+            os.environ[setting[0]] = old
         if warm:
             client.close()
             cluster.close()
     df = gx.load_campaign(folder)
-    mode = ("warm" if warm else "cold" if fork == "cold" else "cold, forkserver kept") + ALSO * bool(gpu_start)
-    mode += gpu_start or ""
+    mode = ("warm" if warm else "cold" if fork == "cold" else "cold, forkserver kept")
+    mode += f"{ALSO}{setting[2]} {setting[1]}" if setting else ""
     return {"gpu_s": _gpu_seconds(folder), "n": len(devices), "mode": mode, "end_to_end_s": end_to_end_s,
             "timings": dict(c.timings), "wall0": w0, "wall1": w1 - c.timings.get("close_s", 0.0),
             "reports": c.reports, "warm_ups": c.warm_ups, "tasks": c.tasks, "df": df}
@@ -267,7 +274,8 @@ def _decompose(run: dict) -> dict:
             "other_task_s_mean": statistics.mean(rest) if rest else None,
             "experiment_s": {r["key"]: r["experiment_s"] for r in done},
             "sm_clock_mhz_median": (float(run["df"]["sm_clock_mhz"].median()) if "sm_clock_mhz" in run["df"]
-                                    else None)}
+                                    else None),
+            "worker_cpus": {w: (v.get("preload") or {}).get("cpus") for w, v in run["warm_ups"].items()}}
 
 
 def _start_steps(run: dict) -> dict | None:
@@ -447,7 +455,12 @@ def main() -> int:
     p.add_argument("--forkserver", choices=("cold", "kept"), default="cold",
                    help="cold: each campaign starts as a process's first (spawned workers); kept: a forkserver started before timing")
     p.add_argument("--gpu-start-too", choices=("serial", "together"),
-                   help="after the cold runs, the largest GPU count again with GCEXPLORE_GPU_START set to this")
+                   help="after the cold runs, the --too-gpus counts again with GCEXPLORE_GPU_START set to this")
+    p.add_argument("--cpus-too", type=lambda v: v.split(",") if set(v.split(",")) <= {"share", "local", "off"}
+                   else p.error(f"--cpus-too takes share, local and off (comma-separated), got {v!r}"),
+                   help="after the cold runs, the --too-gpus counts again with GCEXPLORE_WORKER_CPUS set to each "
+                        "of these (comma-separated; the default, share, again: a drift check)")
+    p.add_argument("--too-gpus", help="the GPU counts the --*-too runs repeat (default the largest)")
     p.add_argument("--alone-again", action="store_true",
                    help="no GPU: compare OUT/campaign-1gpu with OUT/alone.parquet again (the floors recorded now)")
     args = p.parse_args()
@@ -479,7 +492,9 @@ def main() -> int:
         print(f"forkserver started before timing (kept for every campaign): ready in {time.perf_counter() - t:.2f} s, "
               f"its imports {_f(fs.get('preload_s'))} s ({fs.get('seconds')}; errors {fs.get('errors')})", flush=True)
     runs, direct, failed = [], None, 0
-    plan = ([(n, False) for n in counts] + [(counts[-1], args.gpu_start_too)] * bool(args.gpu_start_too)
+    again = [int(x) for x in args.too_gpus.split(",") if int(x) in counts] if args.too_gpus else counts[-1:]
+    also = [(n, (TOO[k][0], v, TOO[k][1])) for k in TOO for v in _listed(getattr(args, k)) for n in again]
+    plan = ([(n, False) for n in counts] + also
             + [("direct", None)] * args.direct
             + [(n, True) for n in reversed(counts)] * args.warm) if args.cold else [(n, True) for n in counts]
     for n, warm in plan:  # the report is rewritten after each step: a run cut short keeps the ones before
@@ -491,12 +506,16 @@ def main() -> int:
             # the one-GPU run's task times order the others' tasks longest first (durations known from a run)
             first = out / ("campaign-1gpu" if args.cold else "campaign-1gpu-warm")
             known = first if (n > 1 or (warm and args.cold)) and args.durations else None
-            name = f"campaign-{n}gpu" + ("-warm" if warm is True else f"-{warm}" if warm else "")
+            name = f"campaign-{n}gpu" + ("-warm" if warm is True else f"-{warm[1]}" if warm else "")
             runs.append(_run(gpus[:n], out / name, splits, args.repeats, known, warm=warm is True,
-                             fork=args.forkserver, gpu_start=warm if isinstance(warm, str) else None))
+                             fork=args.forkserver, setting=warm if isinstance(warm, tuple) else None))
             print(f"{n} GPU(s) {runs[-1]['mode']}: {runs[-1]['end_to_end_s']:.1f} s end to end", flush=True)
         failed = _report(runs, direct, out, splits, args.repeats)
     return 0 if not failed else 1
+
+
+def _listed(value) -> list:
+    return [] if not value else value if isinstance(value, list) else [value]
 
 
 def _alone_again(out: Path) -> int:
@@ -578,6 +597,10 @@ def _report(runs: list[dict], direct, out: Path, splits, repeats: int) -> int:
                   f"interval (rounds + run floor, 95%) (largest median ratio {ag['worst_ratio']:.3f} at "
                   f"{' '.join(ag['worst_at'])})"]
         lines.append(_critical_line(r, base, goal))
+    from gcexplore.experiments.worker_cpus import describe
+
+    lines += [f"{r['gpus']} GPUs {r['mode']}: worker CPUs " + "; ".join(map(describe, r["worker_cpus"].values()))
+              for r in res]
     alone = None
     if direct is not None:
         more, alone = _direct_lines(runs, direct)

@@ -427,23 +427,34 @@ def test_bench_without_cold_runs_kept_clusters_one_gpu_first(tmp_path, monkeypat
 
 
 def test_bench_gpu_start_too_runs_the_largest_count_again_in_the_other_start_mode(tmp_path, monkeypatch):
-    """bench/campaign.py --gpu-start-too together: after the cold runs (the default: workers start their driver and
-    context one at a time, each taking the cluster's lock), the largest GPU count again with
-    GCEXPLORE_GPU_START=together (no lock), its speedup against the same 1-GPU run."""
+    """bench/campaign.py --gpu-start-too together --cpus-too off: after the cold runs (the default: workers start
+    their driver and context one at a time, each taking the cluster's lock, and move to their share of their card's
+    CPUs), the largest GPU count again with GCEXPLORE_GPU_START=together (no lock), and again with
+    GCEXPLORE_WORKER_CPUS=off, each speedup against the same 1-GPU run; every worker's CPUs reported."""
     pytest.importorskip("distributed")
     import os
 
     bench = _bench_on_the_stand_in(monkeypatch)
     monkeypatch.delenv("GCEXPLORE_GPU_START", raising=False)
+    monkeypatch.delenv("GCEXPLORE_WORKER_CPUS", raising=False)
     monkeypatch.setattr(sys, "argv", ["campaign.py", "--out", str(tmp_path), "--repeats", "2", "--gpus", "1,2",
-                                      "--no-warm", "--no-direct", "--gpu-start-too", "together"])
+                                      "--no-warm", "--no-direct", "--gpu-start-too", "together", "--cpus-too", "off"])
+    with pytest.raises(SystemExit):  # a mode it does not know, among known ones
+        monkeypatch.setattr(sys, "argv", [*sys.argv, "--cpus-too", "off,numa"]) or bench.main()
+    monkeypatch.setattr(sys, "argv", sys.argv[:-2])
     assert bench.main() == 0
-    assert "GCEXPLORE_GPU_START" not in os.environ  # set for that run only
+    assert "GCEXPLORE_GPU_START" not in os.environ and "GCEXPLORE_WORKER_CPUS" not in os.environ  # that run only
     data = json.loads((tmp_path / "campaign_bench.json").read_text())
-    together = "cold" + bench.ALSO + "together"
-    assert [(r["gpus"], r["mode"]) for r in data["runs"]] == [(1, "cold"), (2, "cold"), (2, together)]
+    together, off = "cold" + bench.ALSO + "GPU start together", "cold" + bench.ALSO + "worker CPUs off"
+    assert [(r["gpus"], r["mode"]) for r in data["runs"]] == [(1, "cold"), (2, "cold"), (2, together), (2, off)]
     assert all("lock_wait_s" in w["preload"] for w in data["runs"][1]["warm_up_steps"])  # serial by default
     assert not any("lock_wait_s" in w["preload"] for w in data["runs"][2]["warm_up_steps"])
-    assert (tmp_path / "campaign-2gpu-together").is_dir()
+    # each worker's CPUs, in the mode its cluster gave it (no card here: left as inherited, and why)
+    modes = [{c["mode"] for c in r["worker_cpus"].values()} for r in data["runs"]]
+    assert modes == [{"share"}, {"share"}, {"share"}, {"off"}] and len(data["runs"][3]["worker_cpus"]) == 2
+    assert all(not c["applied"] and c["why"] for r in data["runs"] for c in r["worker_cpus"].values())
+    assert (tmp_path / "campaign-2gpu-together").is_dir() and (tmp_path / "campaign-2gpu-off").is_dir()
     text = (tmp_path / "campaign_bench.md").read_text()
-    assert f"2 GPUs {together}: speedup" in text and "2 GPUs cold: speedup" in text
+    assert f"2 GPUs {together}: speedup" in text and "2 GPUs cold: speedup" in text and f"2 GPUs {off}: speedup" in text
+    assert f"2 GPUs {off}: worker CPUs card " in text and "(off: not pinned" in text
+    assert sorted(c["card"] for c in data["runs"][3]["worker_cpus"].values()) == ["0", "1"]

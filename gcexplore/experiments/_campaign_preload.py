@@ -58,12 +58,13 @@ def _gpu(out: dict) -> None:
     """The GPU's start on this thread; seconds per step into ``out``, ``gpu_ready_at`` (Unix time) at its end."""
     from ..device.driver import device_count
     from ._campaign_task import warm_gpu
+    from .worker_cpus import pin_to_card
 
     gpu: dict = {}
     try:
         early = early_gpu()  # the driver and the primary context, begun at the fork (forked workers)
         if early and "error" not in early:
-            gpu.update({k: early[k] for k in ("driver_init_s", "context_s", "lock_wait_s") if k in early},
+            gpu.update({k: early[k] for k in ("driver_init_s", "context_s", "lock_wait_s", "cpus") if k in early},
                        early_seen_at=early["seen_at"], early_ended_at=early["ended_at"])
             if "context_s" in early:  # made there: retained and made current on this thread, then the kernels
                 here: dict = {}
@@ -77,7 +78,10 @@ def _gpu(out: dict) -> None:
                 n = device_count()  # the driver's initialisation, in this process (never in the forkserver)
                 gpu["driver_init_s"] = time.perf_counter() - t1
                 if n:
+                    gpu["cpus"] = pin_to_card()  # near its card, before the context
                     warm_gpu(gpu)  # the context and the kernels, current on this thread
     except Exception as e:  # no driver here (the CPU stand-in), or it failed: the first task makes the context
         gpu["gpu"] = f"{type(e).__name__}: {e}"
+    if "cpus" not in gpu:  # no card to place by: what the worker runs on, and why it was left so
+        gpu["cpus"] = pin_to_card()
     out.update(gpu, gpu_ready_at=time.time())

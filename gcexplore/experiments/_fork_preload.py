@@ -161,6 +161,9 @@ def _early_context() -> None:
     n = device_count()  # cuInit, in this process only
     EARLY["driver_init_s"] = time.perf_counter() - t
     if n:
+        from .worker_cpus import pin_to_card
+
+        EARLY["cpus"] = pin_to_card()  # near its card, before the context (its host memory then lies there)
         t = time.perf_counter()
         cu = driver_module()
         # the primary context, retained for the process's life: a retain that ended with this thread (cuda.core

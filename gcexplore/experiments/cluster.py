@@ -108,6 +108,10 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
         where a kept server has these modules, else spawn, and such a server is started in
         the background for the next cluster (where the platform has forkservers).
 
+    A warmed worker (``warm=``) moves to the CPUs local to its card, its own share of
+    them (``GCEXPLORE_WORKER_CPUS``: ``share``, the default; ``local``; ``off``: see
+    :mod:`gcexplore.experiments.worker_cpus`), and records them in its preload report.
+
     The scheduler hands a worker its next task only when the worker is free (Dask's
     ``worker-saturation`` 1.0 here), so tasks start in the order the campaign gives
     (longest first) up to the last one.
@@ -117,7 +121,8 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
     UnsupportedError (a RuntimeError)
         No GPU is visible (pass ``client=`` or ``scheduler=`` to use a cluster elsewhere).
     ValueError
-        A network-reachable ``host`` without a TLS ``security``.
+        A network-reachable ``host`` without a TLS ``security``; ``GCEXPLORE_WORKER_CPUS`` or
+        ``GCEXPLORE_GPU_START`` set to a value they do not take.
     RuntimeError
         The forkserver initialised CUDA while importing (a worker forked from it could not use its GPU).
     """
@@ -153,7 +158,12 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
             preload_env[LOCK_ENV] = _start_lock_file()
     # the card last (dicts keep their order, the Nanny sets them in it): a worker forked from the server starts its
     # GPU once it sees it, with CUDA_VISIBLE_DEVICES already its own (_fork_preload.early_gpu)
-    envs = {d: {"CUDA_VISIBLE_DEVICES": d, **preload_env, **({GPU_ENV: d} if warm is not None else {})} for d in devs}
+    from . import worker_cpus
+
+    # each worker's CPUs near its card, its own share of them (worker_cpus; GCEXPLORE_WORKER_CPUS=off: as inherited)
+    cpus = {worker_cpus.ENV: worker_cpus.cpu_mode()}
+    envs = {d: {"CUDA_VISIBLE_DEVICES": d, **preload_env, **cpus, worker_cpus.SLOT_ENV: f"{k}/{len(devs)}",
+                **({GPU_ENV: d} if warm is not None else {})} for k, d in enumerate(devs)}
     net = {"host": host, "protocol": "tls" if tls else "tcp", **({"security": security} if tls else {})}
     workers = {f"gpu{d}": {"cls": Nanny, "options": {"nthreads": 1, "name": f"gpu{d}", "silence_logs": 40,
                                                      "dashboard_address": f"{bind}:0", **net,
