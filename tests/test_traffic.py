@@ -18,6 +18,7 @@ from gcexplore.experiments import traffic as T
 from test_predict import PEAK, _profile
 
 READ, WRITE = "dram__bytes_read.sum", "dram__bytes_write.sum"
+FIT_GROUPS = ("fitted", "fitted4")  # the recorded pairs the model is fitted on (bench/predict.py's FITS)
 
 
 # ----------------------------------------------------------------------------- samples -> bytes
@@ -385,7 +386,7 @@ def test_the_calibrated_interval_holds_on_the_recorded_pairs_it_was_not_fitted_o
     for pair, spec in sweeps.attrs["pairs"].items():
         sw = sweeps[sweeps["pair"] == pair]
         e = gx.predict_error(gx.predict(prof, spec["workloads"], sorted(set(sw["layout"])), **kw), sw)
-        (fitted_inside if spec["group"] == "fitted" else inside).append(e["inside"].to_numpy())
+        (fitted_inside if spec["group"] in FIT_GROUPS else inside).append(e["inside"].to_numpy())
     checked = np.concatenate(inside)
     assert len(inside) >= 12 and checked.mean() >= 0.9, checked.mean()
     assert np.concatenate(fitted_inside).mean() == pytest.approx(fit["coverage"], abs=0.02)
@@ -602,7 +603,7 @@ def test_the_fit_chooses_the_loaded_latency_and_saturation_onset_with_the_lowest
 
     prof, sweeps = _recorded_pairs()
     cases = [(prof, spec["workloads"], sweeps[sweeps["pair"] == pair]) for pair, spec in
-             sweeps.attrs["pairs"].items() if spec["group"] == "fitted"]
+             sweeps.attrs["pairs"].items() if spec["group"] in FIT_GROUPS]
     fit = fit_model(cases)
     per, sat = fit["latency_median_abs_error"], fit["saturation_median_abs_error"]
     assert set(per) == set(LATENCY_CANDIDATES) and set(sat) == {None, *SATURATION_CANDIDATES[1:]}
@@ -630,7 +631,7 @@ def test_loaded_latency_lowers_the_error_on_recorded_pairs_it_was_not_chosen_on(
     assert kw["loaded_latency"] > 0
     errs = {True: [], False: []}
     for pair, spec in sweeps.attrs["pairs"].items():
-        if spec["group"] == "fitted":
+        if spec["group"] in FIT_GROUPS:
             continue
         sw = sweeps[sweeps["pair"] == pair]
         for on in (True, False):
@@ -650,7 +651,7 @@ def test_the_saturation_term_brings_every_recorded_pair_it_was_not_chosen_on_wit
     assert kw["saturation_onset"] is not None
     med = {True: {}, False: {}}
     for pair, spec in sweeps.attrs["pairs"].items():
-        if spec["group"] == "fitted":
+        if spec["group"] in FIT_GROUPS:
             continue
         sw = sweeps[sweeps["pair"] == pair]
         for on in (True, False):
@@ -666,7 +667,7 @@ def _best_gaps(prof, sweeps, **kw) -> dict:
     """Per pair not fitted on: how far the predicted best's measured makespan lies above the measured best."""
     return {pair: gx.prediction_facts(gx.predict(prof, spec["workloads"], sorted(set(sw["layout"])), **kw),
                                       sw)["best_gap"]
-            for pair, spec in sweeps.attrs["pairs"].items() if spec["group"] != "fitted"
+            for pair, spec in sweeps.attrs["pairs"].items() if spec["group"] not in FIT_GROUPS
             for sw in [sweeps[sweeps["pair"] == pair]]}
 
 
