@@ -88,9 +88,6 @@ FRESH4 = {"sigmoid+layernorm": ["sigmoid", "layernorm"], "softmax+elementwise": 
           "sort+tanh": ["sort", "tanh"]}
 GROUPS = (("fitted", FITTED), ("fitted4", FITTED4), ("checked", CHECKED), ("fresh", FRESH), ("fresh2", FRESH2),
           ("confirm", CONFIRM), ("fresh3", FRESH3), ("fresh4", FRESH4))
-# a study, judged by hand (in no group's goal): memory_a + memory_b with each triad on its own arrays, as
-# bench/tune.py runs them (the fitted pair hands one workload, one buffer, to both partitions)
-STUDY = {"memory_a+memory_b_own": ["memory_a=memory", "memory_b=memory"]}
 FITS = {**FITTED, **FITTED4}  # every pair the model is fitted on (the others are checked only)
 ALL = {**FITTED, **FITTED4, **CHECKED, **FRESH, **FRESH2, **CONFIRM, **FRESH3, **FRESH4}
 TUNED = ("compute+memory", "memory_a+memory_b", "matmul+sigmoid", "latency+compute", "fft+conv", "sort+memory")
@@ -104,7 +101,7 @@ def _chosen(spec: str | None) -> dict:
     """``--pairs``: pair names and group names (fitted, checked, ...), comma-separated; None: every pair."""
     if not spec:
         return dict(ALL)
-    groups, out = dict(GROUPS) | {"study": STUDY}, {}
+    groups, out = dict(GROUPS), {}
     for item in spec.split(","):
         if item in groups:
             out.update(groups[item])
@@ -190,8 +187,11 @@ def measure(args, out: Path) -> None:
     (out / "meta.json").write_text(json.dumps(meta, indent=1))  # now: a stage stopped later keeps it
     for pair, names in pairs.items():
         wl = _pair_workloads(names, wls)
-        if pair in STUDY:  # each its own instance: its own buffers
+        if len(_members(names)) < len(names):
+            # one workload on two partitions: each its own instance and arrays, as bench/tune.py runs them (one
+            # shared buffer let the two triads run in step through the L2 at 64+68, 8-17% fast in some runs: h1)
             from real_workloads import workloads
+
             wl = {n: workloads(info.index, names=[src])[src] for n, src in
                   ((n.partition("=")[0], n.partition("=")[2] or n) for n in names)}
         df = gx.sweep(wl, sm_counts=sizes, modes=("concurrent",), repeats=args.repeats,
