@@ -459,7 +459,7 @@ def main() -> int:
     p.add_argument("--cpus-too", type=lambda v: v.split(",") if set(v.split(",")) <= {"share", "local", "off"}
                    else p.error(f"--cpus-too takes share, local and off (comma-separated), got {v!r}"),
                    help="after the cold runs, the --too-gpus counts again with GCEXPLORE_WORKER_CPUS set to each "
-                        "of these (comma-separated; the default, share, again: a drift check)")
+                        "of these (comma-separated; the default, local, again: a drift check)")
     p.add_argument("--too-gpus", help="the GPU counts the --*-too runs repeat (default the largest)")
     p.add_argument("--alone-again", action="store_true",
                    help="no GPU: compare OUT/campaign-1gpu with OUT/alone.parquet again (the floors recorded now)")

@@ -428,7 +428,7 @@ def test_bench_without_cold_runs_kept_clusters_one_gpu_first(tmp_path, monkeypat
 
 def test_bench_gpu_start_too_runs_the_largest_count_again_in_the_other_start_mode(tmp_path, monkeypatch):
     """bench/campaign.py --gpu-start-too together --cpus-too off: after the cold runs (the default: workers start
-    their driver and context one at a time, each taking the cluster's lock, and move to their share of their card's
+    their driver and context one at a time, each taking the cluster's lock, and move to their card's local
     CPUs), the largest GPU count again with GCEXPLORE_GPU_START=together (no lock), and again with
     GCEXPLORE_WORKER_CPUS=off, each speedup against the same 1-GPU run; every worker's CPUs reported."""
     pytest.importorskip("distributed")
@@ -451,7 +451,7 @@ def test_bench_gpu_start_too_runs_the_largest_count_again_in_the_other_start_mod
     assert not any("lock_wait_s" in w["preload"] for w in data["runs"][2]["warm_up_steps"])
     # each worker's CPUs, in the mode its cluster gave it (no card here: left as inherited, and why)
     modes = [{c["mode"] for c in r["worker_cpus"].values()} for r in data["runs"]]
-    assert modes == [{"share"}, {"share"}, {"share"}, {"off"}] and len(data["runs"][3]["worker_cpus"]) == 2
+    assert modes == [{"local"}, {"local"}, {"local"}, {"off"}] and len(data["runs"][3]["worker_cpus"]) == 2
     assert all(not c["applied"] and c["why"] for r in data["runs"] for c in r["worker_cpus"].values())
     assert (tmp_path / "campaign-2gpu-together").is_dir() and (tmp_path / "campaign-2gpu-off").is_dir()
     text = (tmp_path / "campaign_bench.md").read_text()

@@ -51,6 +51,10 @@ def test_each_worker_gets_its_own_run_of_its_cards_local_cpus():
     runs = [wc.choose("share", local, allowed, (k, 4))[0] for k in range(4)]
     assert runs == [list(range(8)), list(range(8, 16)), list(range(32, 40)), list(range(40, 48))]
     assert wc.choose("local", local, allowed, (1, 4))[0] == local  # dask-cuda's: the whole local set
+    # a card local to every CPU this process may use (no locality known): nothing to narrow, left alone
+    cpus, why = wc.choose("local", list(range(64)), allowed, (1, 4))
+    assert cpus is None and "every CPU this process may use (64)" in why
+    assert wc.choose("share", list(range(64)), allowed, (1, 4))[0] == list(range(16, 32))  # share still splits
     # only what this process may use; more workers than CPUs: one each, round the list
     assert wc.choose("share", local, range(4), (1, 2))[0] == [2, 3]
     assert wc.choose("share", [0, 1], allowed, (3, 4))[0] == [1]
@@ -63,11 +67,11 @@ def test_each_worker_gets_its_own_run_of_its_cards_local_cpus():
 
 def test_the_mode_comes_from_the_environment_and_a_bad_one_is_refused(monkeypatch):
     monkeypatch.delenv(wc.ENV, raising=False)
-    assert wc.cpu_mode() == "share"
+    assert wc.cpu_mode() == "local"
     monkeypatch.setenv(wc.ENV, "off")
     assert wc.cpu_mode() == "off"
     monkeypatch.setenv(wc.ENV, "numa")
-    with pytest.raises(ValueError, match="'share', 'local', 'off'.*'numa'"):
+    with pytest.raises(ValueError, match="'local', 'share', 'off'.*'numa'"):
         wc.cpu_mode()
     pytest.importorskip("distributed")
     from gcexplore.experiments.cluster import local_cluster

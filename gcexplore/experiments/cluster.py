@@ -108,8 +108,8 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
         where a kept server has these modules, else spawn, and such a server is started in
         the background for the next cluster (where the platform has forkservers).
 
-    A warmed worker (``warm=``) moves to the CPUs local to its card, its own share of
-    them (``GCEXPLORE_WORKER_CPUS``: ``share``, the default; ``local``; ``off``: see
+    A warmed worker (``warm=``) moves to the CPUs local to its card (``GCEXPLORE_WORKER_CPUS``:
+    ``local``, the default; ``share``, its own run of them; ``off``: see
     :mod:`gcexplore.experiments.worker_cpus`), and records them in its preload report.
 
     The scheduler hands a worker its next task only when the worker is free (Dask's
@@ -160,7 +160,7 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
     # GPU once it sees it, with CUDA_VISIBLE_DEVICES already its own (_fork_preload.early_gpu)
     from . import worker_cpus
 
-    # each worker's CPUs near its card, its own share of them (worker_cpus; GCEXPLORE_WORKER_CPUS=off: as inherited)
+    # each worker's CPUs near its card (worker_cpus; GCEXPLORE_WORKER_CPUS=off: as inherited)
     cpus = {worker_cpus.ENV: worker_cpus.cpu_mode()}
     envs = {d: {"CUDA_VISIBLE_DEVICES": d, **preload_env, **cpus, worker_cpus.SLOT_ENV: f"{k}/{len(devs)}",
                 **({GPU_ENV: d} if warm is not None else {})} for k, d in enumerate(devs)}
