@@ -143,8 +143,8 @@ def test_the_copy_probe_times_the_workload_beside_the_copy_on_half_and_most_of_t
     def fake_sweep(wls, sm_counts, modes, **kw):
         seen.update(sizes=list(sm_counts), modes=tuple(modes), names=list(wls))
         (w, c), rows = list(wls), []
-        for k in sm_counts:  # the workload slower beside the copy on 64 SMs than on 104
-            slow = 1.5 if k == 64 else 1.1
+        for k in sm_counts:  # the workload slower beside the copy on 64 SMs than on 104, least on 112
+            slow = {64: 1.5, 104: 1.1}.get(k, 1.02)
             for mode, dw, dc in (("alone", 1.0, 2.0), ("concurrent", slow, 2.2)):
                 for rep in range(3):
                     rows += [{"split_sm_count": k, "mode": mode, "workload": w, "duration_ms": dw + 0.01 * rep,
@@ -157,17 +157,24 @@ def test_the_copy_probe_times_the_workload_beside_the_copy_on_half_and_most_of_t
     monkeypatch.setattr(solo, "gpu_time_ms", lambda df: 12.5)
     wl = type("W", (), {"name": "conv"})()
     got = solo._probe(wl, 0, 3, 1, list(range(8, 129, 8)), 132)  # an H100: 132 SMs, sizes every 8
-    assert seen["sizes"] == [64, 104] and seen["modes"] == ("alone", "concurrent") and seen["names"][0] == "conv"
+    assert seen["sizes"] == [64, 104, 112] and seen["modes"] == ("alone", "concurrent") and seen["names"][0] == "conv"
     assert made and made[0].closed  # the copy it made is closed
     assert got["probe_sm_count"] == 64 and got["probe_ms"] == pytest.approx(1.51)
     assert got["probe_alone_ms"] == pytest.approx(1.01) and got["probe_copy_ms"] == 2.2
     assert got["probe_copy_alone_ms"] == 2.0 and got["_gpu_ms"] == 12.5 and got["probe_copy_bytes"] == 3.2e9
     assert got["probe_large_sm_count"] == 104 and got["probe_large_ms"] == pytest.approx(1.11)
     assert got["probe_large_alone_ms"] == pytest.approx(1.01) and got["probe_large_copy_ms"] == 2.2
+    # the third probe: 112 SMs (nearest 0.85 of 132), the copy on 20 below saturation
+    assert got["probe_low_sm_count"] == 112 and got["probe_low_ms"] == pytest.approx(1.03)
+    assert got["probe_low_alone_ms"] == pytest.approx(1.01) and got["probe_low_copy_alone_ms"] == 2.0
     assert set(TP.TRAFFIC_PROFILE_COLUMNS) >= {k for k in got if k.startswith("probe_")}
-    # profiled at one size only: one probe, no second column
+    # profiled at one size only: one probe, no second or third column
     one = solo._probe(wl, 0, 3, 1, [64])
     assert seen["sizes"] == [64] and "probe_large_ms" not in one and one["probe_ms"] == pytest.approx(1.51)
+    assert "probe_low_ms" not in one
+    # two sizes: the low probe falls on the large one's size and is not probed twice
+    two = solo._probe(wl, 0, 3, 1, [64, 104], 132)
+    assert seen["sizes"] == [64, 104] and "probe_low_ms" not in two and two["probe_large_sm_count"] == 104
 
 
 # ----------------------------------------------------------------------------- profiles

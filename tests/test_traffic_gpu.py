@@ -68,7 +68,7 @@ def test_the_copy_probe_slows_a_memory_kernel_beside_the_copy_and_barely_a_compu
     peak = gx.card_bandwidth(0)
     wls = {"compute": W.compute(), "memory": W.memory()}
     try:
-        prof = {k: gx.solo_profile(w, sm_counts=[64, 104], repeats=3, shared_bandwidth_gbs=peak, traffic=False,
+        prof = {k: gx.solo_profile(w, sm_counts=[64, 104, 112], repeats=3, shared_bandwidth_gbs=peak, traffic=False,
                                    probe=True) for k, w in wls.items()}
     except gx.UnsupportedError as e:
         pytest.skip(str(e))
@@ -88,3 +88,11 @@ def test_the_copy_probe_slows_a_memory_kernel_beside_the_copy_and_barely_a_compu
     assert {int(p["probe_large_sm_count"].iloc[0]) for p in prof.values()} == {104}
     assert large["compute"] <= 1.1 and large["memory"] > 1.0, large
     assert all(p["probe_large_copy_ms"].iloc[0] > 0 for p in prof.values())
+    # the third probe: the workload on 112 SMs, the copy on 20: alone there the copy draws less than
+    # 0.8 of the card's bandwidth (below saturation) and more than a third; the compute kernel within 10%
+    low = {k: float(p["probe_low_ms"].iloc[0] / p["probe_low_alone_ms"].iloc[0]) for k, p in prof.items()}
+    assert {int(p["probe_low_sm_count"].iloc[0]) for p in prof.values()} == {112}
+    assert low["compute"] <= 1.1, low
+    copy_gbs = [float(p["probe_copy_bytes"].iloc[0] / (p["probe_low_copy_alone_ms"].iloc[0] * 1e6))
+                for p in prof.values()]
+    assert all(peak / 3 < g < 0.8 * peak for g in copy_gbs), (copy_gbs, peak)

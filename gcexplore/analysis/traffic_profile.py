@@ -26,7 +26,9 @@ get them filled by :func:`with_traffic_columns`):
   duration on about half the card beside the built-in copy on the rest (which saturates DRAM) /
   alone there, and the copy's (``probe_copy_ms`` / ``probe_copy_alone_ms``; its bytes per call
   ``probe_copy_bytes``): how much a saturated memory system slows it (:func:`probe_excess`,
-  :func:`saturation_slowdown`);
+  :func:`saturation_slowdown`); ``probe_large_*`` the same with the workload on most of the card
+  (the copy on the rest still saturates DRAM), ``probe_low_*`` on more (the copy on the rest draws
+  about 0.64 of DRAM's bandwidth: below saturation);
 - ``requested_sm_count``: the size, so that :func:`gcexplore.summarize` reads a profile as
   the scaling it is (alone times per size).
 """
@@ -43,7 +45,8 @@ from ..schema import identity_name
 
 SM_COUNT = identity_name("sm_count")  # the card's SM count, as every result names it
 
-__all__ = ["BOUNDS", "CROSS_CARD_ERROR", "MEMORY_BOUND_SHARE", "PROBE_COLUMNS", "PROBE_LARGE_SHARE", "SCALES_SHARE",
+__all__ = ["BOUNDS", "CROSS_CARD_ERROR", "MEMORY_BOUND_SHARE", "PROBE_COLUMNS", "PROBE_LARGE_SHARE", "PROBE_LOW_SHARE",
+           "SCALES_SHARE",
            "SATURATION_LOADS", "SHARE_RULES", "TRAFFIC_PROFILE_COLUMNS", "attach_traffic", "card_of", "classify",
            "cross_card_margins", "excess_at", "latency_slowdown", "probe_excess", "probe_points", "probe_slowdown",
            "profile_sources", "saturation_input", "saturation_slowdown", "scale_profiles", "scaling_error",
@@ -51,10 +54,15 @@ __all__ = ["BOUNDS", "CROSS_CARD_ERROR", "MEMORY_BOUND_SHARE", "PROBE_COLUMNS", 
 
 PROBE_COLUMNS = ["probe_sm_count", "probe_ms", "probe_alone_ms", "probe_copy_ms", "probe_copy_alone_ms",
                  "probe_copy_bytes", "probe_large_sm_count", "probe_large_ms", "probe_large_alone_ms",
-                 "probe_large_copy_ms", "probe_large_copy_alone_ms"]
+                 "probe_large_copy_ms", "probe_large_copy_alone_ms", "probe_low_sm_count", "probe_low_ms",
+                 "probe_low_alone_ms", "probe_low_copy_ms", "probe_low_copy_alone_ms"]
 #: The second probe's size: the valid size nearest this share of the card (104 of 132 SMs on an H100),
 #: the workload holding most SMs beside the copy on the rest (which still saturates DRAM there).
 PROBE_LARGE_SHARE = 0.8
+#: The third probe's size (112 of 132 SMs on an H100): the copy on the rest (20 SMs) draws about 0.64 of
+#: the card's DRAM bandwidth alone, below saturation, so the workload's slowdown there says how it fares
+#: beside a co-runner that does not saturate DRAM, and the copy's says what the workload does to a neighbour.
+PROBE_LOW_SHARE = 0.85
 TRAFFIC_PROFILE_COLUMNS = ["bytes_source", "dram_read_bytes", "dram_write_bytes", "dram_cold_bytes",
                            "l2_traffic_bytes", "small_dram_bytes", "small_sm_count", "achieved_gbs", "bound",
                            "bound_source", "sm_clock_mhz", "requested_sm_count", *PROBE_COLUMNS]

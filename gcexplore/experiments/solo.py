@@ -18,7 +18,7 @@ import warnings
 from pathlib import Path
 
 from ..analysis import prediction as model
-from ..analysis.traffic_profile import PROBE_LARGE_SHARE, attach_traffic, with_traffic_columns
+from ..analysis.traffic_profile import PROBE_LARGE_SHARE, PROBE_LOW_SHARE, attach_traffic, with_traffic_columns
 from ..analysis.summaries import summarize
 from ..analysis.tuning import gpu_time_ms
 from ..results.io import load, save
@@ -105,6 +105,9 @@ def solo_profile(workload, *, device=0, repeats: int = 6, warmup: int = 1, round
         the smallest profiled size, back to back and with the L2 flushed): "auto" falls back
         to the declared bytes with a one-sentence warning where the loaded CUPTI cannot
         count, "required" raises instead, False does not count; or rows measured earlier.
+    probe : bool, default False
+        Also time it beside the built-in copy on the rest of the card, on about half, 0.8 and 0.85 of
+        the card (one sweep of three layouts): the ``probe_*`` columns the predictor's saturation term uses.
     progress : bool, default False
 
     Returns
@@ -159,29 +162,34 @@ def solo_profile(workload, *, device=0, repeats: int = 6, warmup: int = 1, round
 
 
 def _probe(wl, device: int, repeats: int, warmup: int, sizes: list[int], total: int | None = None) -> dict:
-    """The workload on the valid size nearest half the card, and on the one nearest
-    :data:`~gcexplore.analysis.traffic_profile.PROBE_LARGE_SHARE` of it, beside the built-in copy on
-    the rest, alone and together (medians; one sweep of the two layouts): the ``probe_*`` and
-    ``probe_large_*`` profile columns (the large ones NaN where both sizes are one)."""
+    """The workload on the valid size nearest half the card, on the one nearest
+    :data:`~gcexplore.analysis.traffic_profile.PROBE_LARGE_SHARE` of it and on the one nearest
+    :data:`~gcexplore.analysis.traffic_profile.PROBE_LOW_SHARE` (the copy on the rest then draws less than
+    DRAM gives), beside the built-in copy on the rest, alone and together (medians; one sweep of those
+    layouts): the ``probe_*``, ``probe_large_*`` and ``probe_low_*`` profile columns (a size equal to an
+    earlier probe's is not probed again: its columns stay NaN)."""
     from ..workloads.builtins import copy
 
     total = total or sizes[-1] + sizes[0]  # the card's SMs (a split and its remainder)
     half = min(sizes, key=lambda k: (abs(2 * k - total), k))
     large = min(sizes, key=lambda k: (abs(k - PROBE_LARGE_SHARE * total), -k))
+    low = min(sizes, key=lambda k: (abs(k - PROBE_LOW_SHARE * total), -k))
     other = wl.name + "~copy"
     cp = copy(device=device, name=other)
     try:
-        df = sweep({wl.name: wl, other: cp}, sm_counts=sorted({half, large}), modes=("alone", "concurrent"),
+        df = sweep({wl.name: wl, other: cp}, sm_counts=sorted({half, large, low}), modes=("alone", "concurrent"),
                    repeats=repeats, warmup=warmup, device=device, progress=False)
     finally:
         cp.close()
     if "split_sm_count" not in df:  # one layout
         df = df.assign(split_sm_count=half)
     out = {"probe_copy_bytes": float(cp.bytes or math.nan), "_gpu_ms": gpu_time_ms(df)}
-    for prefix, k in (("probe_", half), ("probe_large_", large)):
+    done = set()
+    for prefix, k in (("probe_", half), ("probe_large_", large), ("probe_low_", low)):
         med = df[df["split_sm_count"] == k].groupby(["mode", "workload"])["duration_ms"].median()
-        if (k == half and prefix != "probe_") or med.empty:  # one size: no large probe
+        if k in done or med.empty:  # a size probed already: no second column for it
             continue
+        done.add(k)
         out.update({prefix + "sm_count": float(k), prefix + "ms": float(med["concurrent", wl.name]),
                     prefix + "alone_ms": float(med["alone", wl.name]),
                     prefix + "copy_ms": float(med["concurrent", other]),
