@@ -161,3 +161,23 @@ def test_dispatch_mode_is_checked_and_eager_sends_every_task_at_once(monkeypatch
             df = c.result(progress=False)
             assert sorted(df["task_key"].unique()) == sorted(c.tasks) and c.futures == {}
             c.close()
+
+
+def test_feeder_keeps_every_thread_of_a_worker_of_several_busy():
+    """A CPU experiment on a worker of several threads: one task per free thread, not per worker."""
+    pytest.importorskip("distributed")
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=3, processes=False, dashboard_address=":0") as cluster, \
+            Client(cluster) as client:
+        (addr,) = client.scheduler_info(n_workers=-1)["workers"]
+        for threads, at_once in (({addr: 3}, True), (None, False)):
+            LOG.clear()
+            done = queue.SimpleQueue()
+            Feeder(client, ["a", "b", "c"], {addr: client.submit(time.sleep, 0.01, pure=False)},
+                   lambda key, a: client.submit(_stamp, key, 0.3, key=f"threads-{key}-{at_once}", workers=[a],
+                                                allow_other_workers=True, pure=False), done, threads=threads)
+            while done.get(timeout=20) is not None:
+                pass
+            spans = sorted((t0, t1) for _, _, t0, t1 in LOG)
+            assert len(spans) == 3 and (spans[-1][0] < spans[0][1]) is at_once, (threads, spans)

@@ -571,7 +571,8 @@ def campaign(workloads, splits=None, *, experiment="sweep", options=None, folder
             return futures[key]
 
         if feed and warm and todo:  # one task per free worker, each worker's first once its GPU is ready
-            feeder = Feeder(client_, todo, warm, submit, queue.SimpleQueue())
+            threads = {a: w.get("nthreads", 1) for a, w in client_.scheduler_info(n_workers=-1)["workers"].items()}
+            feeder = Feeder(client_, todo, warm, submit, queue.SimpleQueue(), threads)
         else:  # every task at once (cards="each": pinned to their cards; GCEXPLORE_DISPATCH=eager; no worker yet)
             for key in todo:
                 submit(key)

@@ -117,7 +117,8 @@ def task_order(tasks: dict, known: Mapping[str, float] | None = None, *, workers
 
 
 class Feeder:
-    """Sends a campaign's tasks in ``order`` to ``workers`` (address -> warm-up future), one per free worker.
+    """Sends a campaign's tasks in ``order`` to ``workers`` (address -> warm-up future), one per free worker
+    (per free thread: ``threads``, address -> its thread count, for workers of several).
 
     ``submit(key, addr)`` submits one task pinned loosely to ``addr`` and returns its future. A worker's first
     task goes when its warm-up future is done (finished or not: a worker that died passes its task on), each
@@ -125,10 +126,12 @@ class Feeder:
     for the campaign's ``wait`` to report. Runs in a daemon thread; ``stop()`` ends it (a closing client).
     """
 
-    def __init__(self, client, order: Sequence[str], workers: Mapping[str, object], submit, done):
+    def __init__(self, client, order: Sequence[str], workers: Mapping[str, object], submit, done,
+                 threads: Mapping[str, int] | None = None):
         from distributed import as_completed
 
         self.pending, self._submit, self.done = deque(order), submit, done
+        self._threads = dict(threads or {})  # a worker of n threads (CPU experiments) runs n tasks at once
         self._ac, self._stop = as_completed(list(workers.values()), with_results=False), threading.Event()
         self._slot = {fut: ("warm", addr) for addr, fut in workers.items()}
         self.error: BaseException | None = None
@@ -150,7 +153,8 @@ class Feeder:
                 what, addr = self._slot.pop(fut)
                 if what != "warm":
                     self.done.put((what, fut))
-                self._next(addr)
+                for _ in range(1 if what != "warm" else max(1, self._threads.get(addr, 1))):
+                    self._next(addr)
         except BaseException as e:  # the client closed under it: wait() says so instead of hanging
             self.error = e
         finally:
