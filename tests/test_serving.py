@@ -349,16 +349,22 @@ class _SimClock:
     def __init__(self, info, torch, max_requests):  # request buffers as small as the real clock's
         self.steps = np.zeros(4096, dtype=np.int64)
         self.start, self.end = (np.zeros(max_requests, dtype=np.int64) for _ in range(2))
+        self.stamped = 0
 
     def reset(self):
         for b in (self.steps, self.start, self.end):
             b[:] = 0
+        self.stamped = 0
 
     def warm(self, *streams):
         self.warmed = streams
 
     def tick(self, stream, buf, i):
         buf[i] = int(_cursor(stream) * 1e6)
+
+    def step_tick(self, stream):  # the next slot, as the real clock's device-side count
+        self.stamped += 1
+        self.tick(stream, self.steps, self.stamped)
 
     def arrive(self, stream, offset_ms, i):
         now = stream.t["now"]
@@ -368,6 +374,7 @@ class _SimClock:
         self.start[i] = int(now[stream.name] * 1e6)
 
     def read(self, steps, n):
+        assert self.stamped == steps, "every launched decode step stamps exactly one slot"
         return self.steps[:steps + 1].copy(), self.start[:n].copy(), self.end[:n].copy()
 
 
@@ -395,9 +402,14 @@ def test_serve_runs_every_mode_on_a_simulated_gpu(monkeypatch):
                           prefill_chunks=[work(1.25, False)] * 4)
 
     class _Dec:
-        def __init__(self, model, s, where, graphs):
+        def __init__(self, model, s, where, graphs, clock):
             self.stream = s
-            self.step = lambda: model.decode(stream=s)
+
+            def step():
+                model.decode(stream=s)
+                clock.step_tick(s)
+
+            self.step = step
 
         def close(self):
             pass

@@ -97,10 +97,14 @@ extern "C" __global__ void gcx_spin(unsigned long long ns, unsigned long long* r
 }
 
 // Serving clocks (gcexplore.experiments.serving): out[i] = %globaltimer when the stream reaches it.
-extern "C" __global__ void gcx_tick(unsigned long long* out, unsigned long long i) {
+// Given a counter (next != 0), the slot is ++*next instead of i: one launch captured at the end of a
+// decode step's CUDA graph stamps the next slot on every replay. Slots past n are not written.
+extern "C" __global__ void gcx_tick(unsigned long long* out, unsigned long long i,
+                                    unsigned long long* next, unsigned long long n) {
     unsigned long long t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    out[i] = t;
+    if (next != 0) i = ++*next;
+    if (i < n) out[i] = t;
     __threadfence_system();
 }
 

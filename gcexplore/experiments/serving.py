@@ -3,8 +3,9 @@
 :func:`serve` runs, for every decode share and load: decode continuously on its partition, prefill
 requests arriving open-loop on the complement (Poisson, or bursts), and records every decode gap
 (the inter-token latency, ITL) and every request's time to first token (TTFT, queueing included),
-all on the GPU's own clock (``%globaltimer``, written by a one-thread kernel after each decode step
-and each request, and by the kernel that holds a request until it arrives). Baselines on the same
+all on the GPU's own clock (``%globaltimer``, written by a one-thread kernel at the end of each
+decode step, inside its CUDA graph, and after each request, and by the kernel that holds a request
+until it arrives). Baselines on the same
 arrivals: both roles on the whole GPU in two plain streams (``streams``), and one stream alternating
 a decode step and a prefill chunk (``time_sliced``, as chunked prefill does). ``alone`` measures
 each role by itself on its partition, ``paired`` both at once on each split with requests back to
@@ -61,10 +62,11 @@ class _Clock:
         self.steps = torch.zeros(_MAX_STEPS + 1, dtype=torch.int64, device=d)
         self.start = torch.zeros(max(1, max_requests), dtype=torch.int64, device=d)
         self.end = torch.zeros_like(self.start)
+        self.stamped = torch.zeros(1, dtype=torch.int64, device=d)  # the last step slot stamped
         self.torch = torch
 
     def reset(self):
-        for b in (self.steps, self.start, self.end):
+        for b in (self.steps, self.start, self.end, self.stamped):
             b.zero_()
         self.torch.cuda.synchronize()
 
@@ -76,7 +78,14 @@ class _Clock:
     def tick(self, stream, buf, i: int):
         if i >= buf.numel():  # the kernel would write past the buffer
             raise IndexError(f"clock slot {i} past its buffer of {buf.numel()}")
-        self._launch(stream, self._tick, np.uint64(buf.data_ptr()), np.uint64(i))
+        self._launch(stream, self._tick, np.uint64(buf.data_ptr()), np.uint64(i), np.uint64(0),
+                     np.uint64(buf.numel()))
+
+    def step_tick(self, stream):
+        """Stamp the next decode step's slot (a device-side count, so a captured graph can hold it:
+        the stamp then follows its step's last kernel on the GPU, whenever the host gets there)."""
+        self._launch(stream, self._tick, np.uint64(self.steps.data_ptr()), np.uint64(0),
+                     np.uint64(self.stamped.data_ptr()), np.uint64(self.steps.numel()))
 
     def arrive(self, stream, offset_ms: float, i: int):
         if i >= self.start.numel():
@@ -97,6 +106,9 @@ class _Clock:
 
     def read(self, steps: int, n: int):
         self.torch.cuda.synchronize()
+        stamped = int(self.stamped.item())
+        if stamped != steps:
+            raise RuntimeError(f"{stamped} decode steps stamped their clock slot, {steps} were launched")
         out = (self.steps[:steps + 1].cpu().numpy(), self.start[:n].cpu().numpy(), self.end[:n].cpu().numpy())
         if n and not out[1].all():
             raise RuntimeError("a request's arrival kernel gave up waiting for the run's first decode tick; "
@@ -105,19 +117,25 @@ class _Clock:
 
 
 class _Decode:
-    """Launches one decode step on a stream: the role's call, or its CUDA graph."""
+    """Launches one decode step on a stream, then its clock tick: the role's call and the tick, or
+    one CUDA graph holding both (so no host delay can come between a step and its stamp)."""
 
-    def __init__(self, model: ServingModel, stream, where, graphs: bool):
+    def __init__(self, model: ServingModel, stream, where, graphs: bool, clock: _Clock):
         self.stream, self._graph = stream, None
         fn = model.decode
         for _ in range(2):  # warm-up: kernels loaded, the allocator's blocks cached before capture
             fn(stream=stream)
         stream.sync()
+
+        def step():
+            fn(stream=stream)
+            clock.step_tick(stream)
+
         if graphs and model.graphable:
-            self._graph = capture_graph(lambda: fn(stream=stream), stream, where)
+            self._graph = capture_graph(step, stream, where)
             self.step = self._launch
         else:
-            self.step = lambda: fn(stream=stream)
+            self.step = step
 
     def _launch(self):
         from cuda.bindings import driver
@@ -184,9 +202,8 @@ def _open_loop(clock, decode: _Decode, pstream, prefill, arr, deadline_ms: float
     while True:
         if steps < limit and (marker is None or marker.is_done):
             for k in range(min(_DECODE_BATCH, limit - steps)):
-                decode.step()
+                decode.step()  # stamps slot steps + 1
                 steps += 1
-                clock.tick(dstream, clock.steps, steps)
                 if k == _DECODE_BATCH // 2:
                     marker = dstream.record()
         while events and events[0].is_done:
@@ -233,7 +250,6 @@ def _time_sliced(clock, decode: _Decode, model: ServingModel, arr, deadline_ms: 
             raise RuntimeError(f"time-sliced run reached {_MAX_STEPS} steps; shorten duration_s")
         decode.step()
         steps += 1
-        clock.tick(s, clock.steps, steps)
         if pending:
             req = pending[0]
             if req[1] == 0:
@@ -338,7 +354,7 @@ def serve(model: ServingModel, decode_sm_counts: Sequence[int], *, rates: Sequen
 
     def run_all(tag, dsm, psm, dstream, pstream, dwhere, *, alone: bool, loaded: bool, paired: bool = False):
         clock.warm(dstream, pstream)
-        dec = _Decode(model, dstream, dwhere, graphs)
+        dec = _Decode(model, dstream, dwhere, graphs, clock)
         try:
             for piece in (model.prefill, *model.prefill_chunks):  # warm-up
                 piece(stream=pstream)
