@@ -472,6 +472,12 @@ def report(out: Path, replica: Path | None = None, cross: Path | None = None) ->
         with pd.option_context(*opts):
             print("\ncounted traffic per call (CUPTI PM sampling):")
             print(tt.to_string(index=False))
+    pt = TP.probe_table(_profiles(out))
+    if len(pt):
+        with pd.option_context(*opts):
+            print("\nprobes beside the built-in copy (copy_load: its demand alone / the card's; "
+                  "excess: beyond sharing):")
+            print(pt.to_string(index=False))
     ok, tables = True, {}
     for measured in (True, False):
         tag = "with counted traffic" if measured else "declared bytes only (none for PyTorch / CuPy)"

@@ -663,6 +663,26 @@ def test_the_probe_below_saturation_sets_each_workloads_own_onset_of_the_saturat
         gx.predict([victim, light], ["victim", "light"], saturation_onset=0.5, saturation_ramp="measured")
 
 
+def test_the_probe_table_says_per_probe_what_the_saturation_term_reads():
+    # the victim of the probed-onset test: three probes; a workload without probes has no row
+    victim = _probed(_profile("victim", lambda k: 8.0 / k, bytes=1e6), 2.0, 1.0, 3.0).assign(
+        probe_copy_bytes=3.2e9, probe_large_sm_count=32.0, probe_large_ms=1.5, probe_large_alone_ms=1.0,
+        probe_large_copy_ms=3.0, probe_large_copy_alone_ms=3.0, probe_low_sm_count=34.0, probe_low_ms=1.25,
+        probe_low_alone_ms=1.0, probe_low_copy_ms=2.0, probe_low_copy_alone_ms=1.6)
+    t = TP.probe_table(pd.concat([victim, _quiet("plain")], ignore_index=True)).set_index("probe")
+    assert list(t.index) == ["half", "large", "low"] and set(t["workload"]) == {"victim"}
+    assert list(t["sm_count"]) == [20, 32, 34] and t.loc["low", "share"] == pytest.approx(34 / 40)
+    # the copy alone: 3.2 GB in 3 ms on half and large, 1.6 ms on low, of 3000 GB/s
+    assert list(t["copy_load"]) == pytest.approx([3.2 / 3 / 3, 3.2 / 3 / 3, 2 / 3])
+    assert list(t["slowdown"]) == pytest.approx([2.0, 1.5, 1.25])
+    assert list(t["excess"]) == pytest.approx([2.0, 1.5, 1.25])
+    # the copy (2.0 ms against 1.6) outlasted the workload (1.25 ms): slowed only while it ran beside it
+    assert t.loc["low", "copy_slowdown"] == pytest.approx(1 / (1 - 0.4 / 1.25))
+    assert t.loc["half", "copy_slowdown"] == 1.0
+    # its onset (interp): 1.25 of 1.5 at 0.85 of the card -> r = 0.5, x = 2/3 -> (2/3 - 1/2) / (1/2)
+    assert t["probed_onset"].iloc[0] == pytest.approx(1 / 3) and t["aggression"].iloc[0] == pytest.approx(1.0)
+
+
 def test_the_saturation_excess_follows_the_workloads_share_of_the_sms_between_its_two_probes():
     pts = [(0.5, 3.0), (0.8, 1.5)]  # 3x beyond sharing on half the card, 1.5x on 80% of it
     assert [TP.excess_at(pts, x, "flat") for x in (0.3, 0.65, 0.9)] == [3.0, 3.0, 3.0]

@@ -34,8 +34,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .traffic_profile import (PROBE_COLUMNS, SHARE_RULES, TRAFFIC_PROFILE_COLUMNS, aggression, check_saturation,
-                              cross_card_margins, excess_at, latency_slowdown, probe_points, probed_onset,
+from .traffic_profile import (PROBE_COLUMNS, SHARE_RULES, TRAFFIC_PROFILE_COLUMNS, aggression, bytes_at_size,
+                              check_saturation, cross_card_margins, excess_at, latency_slowdown, probe_points, probed_onset,
                               saturation_speeds, scale_profiles, shared_speeds, with_traffic_columns)
 from ..schema import identity_name
 
@@ -276,11 +276,7 @@ class _Curve:
 
     def bytes_at(self, n: int) -> float:
         """DRAM bytes per call on ``n`` SMs: the whole device's count, or between the two counted sizes."""
-        if self.small is None or not math.isfinite(self.bytes):
-            return self.bytes
-        k, b = self.small
-        x = min(max((n - k) / (self.k_big - k), 0.0), 1.0)
-        return b + x * (self.bytes - b)
+        return bytes_at_size(self.bytes, self.small, self.k_big, n)
 
     def fastest(self) -> float:
         return min(v[0] for v in self.any.values())

@@ -14,7 +14,8 @@ from .traffic_profile import SATURATION_LOADS, SATURATION_RAMPS, SHARE_RULES
 from .stats import Floor, noise_floor, round_median_ci
 
 __all__ = ["AGGRESSION_CANDIDATES", "ERROR_COLUMNS", "L2_CANDIDATES", "LATENCY_CANDIDATES", "SATURATION_CANDIDATES",
-           "TOTAL_ONSETS", "calibrate_margins", "fit_model", "predict_error", "predict_kwargs", "prediction_facts"]
+           "TOTAL_ONSETS", "calibrate_margins", "fit_model", "predict_error", "predict_kwargs",
+           "prediction_facts"]
 
 ERROR_COLUMNS = ["layout", "split_sm_count", "predicted_ms", "predicted_low_ms", "predicted_high_ms",
                  "measured_ms", "measured_low_ms", "measured_high_ms", "error", "inside", "predicted_interference",
@@ -134,8 +135,8 @@ AGGRESSION_CANDIDATES = (None, 0.5, 1.0, 1.5)
 def predict_kwargs(fit: dict) -> dict:
     """The keyword arguments of :func:`~gcexplore.analysis.prediction.predict` that a :func:`fit_model`
     result (or a shipped ``attrs["fit"]``) sets; a fit from before a term existed leaves it out."""
-    out = {k: fit[k] for k in ("sharing", "l2_bandwidth_gbs", "loaded_latency", "saturation_onset",
-                               "saturation_share", "saturation_load", "saturation_aggression", "saturation_ramp") if k in fit}
+    out = {k: fit[k] for k in ("sharing", "l2_bandwidth_gbs", "loaded_latency", "saturation_onset", "saturation_share",
+                               "saturation_load", "saturation_aggression", "saturation_ramp") if k in fit}
     if "model_error" in fit:
         out["model_error"] = tuple(fit["model_error"])
     return out
@@ -301,3 +302,4 @@ def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9, aggressions: Seq
                                             if best[3] is not None else {}),
             "ramp_median_abs_error": ({r: score[(*best[:7], r)][0] for r in ramps if (*best[:7], r) in score}
                                       if best[3] is not None else {})}
+

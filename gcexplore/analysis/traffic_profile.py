@@ -45,13 +45,13 @@ from ..schema import identity_name
 
 SM_COUNT = identity_name("sm_count")  # the card's SM count, as every result names it
 
-__all__ = ["BOUNDS", "CROSS_CARD_ERROR", "MEMORY_BOUND_SHARE", "PROBE_COLUMNS", "PROBE_LARGE_SHARE", "PROBE_LOW_SHARE",
-           "SCALES_SHARE",
-           "SATURATION_LOADS", "SATURATION_RAMPS", "SHARE_RULES", "TRAFFIC_PROFILE_COLUMNS", "aggression", "aggressor_weight", "attach_traffic",
-           "card_of", "check_saturation", "classify", "probed_onset",
-           "cross_card_margins", "excess_at", "latency_slowdown", "probe_excess", "probe_points", "probe_slowdown",
-           "profile_sources", "saturation_input", "saturation_slowdown", "saturation_speeds", "scale_profiles", "scaling_error",
-           "shared_speeds", "with_traffic_columns"]
+__all__ = ["BOUNDS", "CROSS_CARD_ERROR", "MEMORY_BOUND_SHARE", "PROBE_COLUMNS", "PROBE_LARGE_SHARE",
+           "PROBE_LOW_SHARE", "SCALES_SHARE", "SATURATION_LOADS", "SATURATION_RAMPS", "SHARE_RULES",
+           "TRAFFIC_PROFILE_COLUMNS", "aggression", "aggressor_weight", "attach_traffic", "bytes_at_size", "card_of",
+           "check_saturation", "classify", "probed_onset", "cross_card_margins", "excess_at", "latency_slowdown",
+           "probe_excess", "probe_points", "probe_slowdown", "probe_table", "profile_sources", "saturation_input",
+           "saturation_slowdown", "saturation_speeds", "scale_profiles", "scaling_error", "shared_speeds",
+           "with_traffic_columns"]
 
 PROBE_COLUMNS = ["probe_sm_count", "probe_ms", "probe_alone_ms", "probe_copy_ms", "probe_copy_alone_ms",
                  "probe_copy_bytes", "probe_large_sm_count", "probe_large_ms", "probe_large_alone_ms",
@@ -533,3 +533,49 @@ def check_saturation(onset, share: str, load: str, scale, ramp: str) -> None:
         raise ValueError(f"saturation_aggression must be a scale in (0, 4] or None, got {scale!r}")
     if ramp not in SATURATION_RAMPS:
         raise ValueError(f"saturation_ramp must be one of {SATURATION_RAMPS}, got {ramp!r}")
+
+
+def bytes_at_size(total: float, small: tuple[float, float] | None, k_big: float, n: int) -> float:
+    """DRAM bytes per call on ``n`` SMs: ``total`` (counted on the whole device, ``k_big`` SMs) or, with a count
+    ``small`` = (SMs, bytes) on a small partition, linear in SMs between the two."""
+    if small is None or not math.isfinite(total):
+        return total
+    k, b = small
+    x = min(max((n - k) / (k_big - k), 0.0), 1.0)
+    return b + x * (total - b)
+
+
+PROBES = (("half", "probe_"), ("large", "probe_large_"), ("low", "probe_low_"))
+
+
+def probe_table(profiles: pd.DataFrame, *, rule: str = "interp") -> pd.DataFrame:
+    """Per probed workload and probe (``solo_profile(probe=True)``: half the card, most of it, more beside a copy
+    below saturation): its SMs, the copy's DRAM demand alone there (``copy_load``, a fraction of the card's),
+    the workload's slowdown and its excess beyond sharing (:func:`probe_excess`), the copy's rate slowdown beside
+    it (``copy_slowdown``); and per workload its :func:`aggression` and :func:`probed_onset` (by ``rule``): what
+    the predictor's saturation term reads."""
+    prof = with_traffic_columns(profiles)
+    rows = []
+    for name, g in prof.groupby("workload", sort=False):
+        r = g.iloc[0]
+        peak, cb, k_big = float(r["shared_bandwidth_gbs"]), float(r["probe_copy_bytes"]), float(r[SM_COUNT])
+        ks, kb = float(r["small_sm_count"]), float(r["small_dram_bytes"])
+        small = (ks, kb) if math.isfinite(ks) and math.isfinite(kb) and ks < k_big else None
+        at = lambda n: bytes_at_size(float(r["bytes"]), small, k_big, n)  # noqa: E731
+        k_large = float(r["probe_large_sm_count"])
+        aggr = aggression(r, at(int(k_large)) if math.isfinite(k_large) else math.nan, peak)
+        onset = probed_onset(r, at, peak, k_big, rule)
+        for probe, pre in PROBES:
+            k = float(r[pre + "sm_count"])
+            if not math.isfinite(k):
+                continue
+            one = {"probe_" + x: float(r[pre + x]) for x in ("ms", "alone_ms", "copy_ms", "copy_alone_ms")}
+            rows.append({"workload": name, "probe": probe, "sm_count": int(k), "share": k / k_big,
+                         "copy_load": cb / (one["probe_copy_alone_ms"] * 1e6) / peak,
+                         "slowdown": one["probe_ms"] / one["probe_alone_ms"],
+                         "excess": probe_excess({**one, "probe_copy_bytes": cb}, at(int(k)), peak),
+                         "copy_slowdown": probe_slowdown(one["probe_copy_ms"], one["probe_copy_alone_ms"],
+                                                         one["probe_ms"]),
+                         "aggression": aggr, "probed_onset": onset})
+    return pd.DataFrame(rows, columns=["workload", "probe", "sm_count", "share", "copy_load", "slowdown", "excess",
+                                       "copy_slowdown", "aggression", "probed_onset"])
