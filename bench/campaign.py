@@ -4,7 +4,7 @@ Usage (a multi-GPU machine, from the project root, Dask distributed and PyTorch 
 
     python3 bench/campaign.py --out DIR [--repeats 60] [--gpus 1,2,4] [--step 16] [--no-warm] [--no-direct]
                               [--no-cold] [--forkserver cold|kept] [--gpu-start-too serial|together]
-                              [--cpus-too off[,share,local]] [--too-gpus 2,4]
+                              [--cpus-too off[,share,local]] [--dispatch-too eager] [--too-gpus 2,4]
     python3 bench/campaign.py --out DIR --alone-again    # no GPU: campaign vs alone again, floors of now
 
 One grid (16 tasks: 4 pairs -- compute+memory, compute+copy, a PyTorch attention+sort
@@ -40,8 +40,8 @@ sizes) runs on 1, then 2, then 4 GPUs (one worker each), timed as the caller of
 - the local cluster's start per worker: forkserver (the campaign's start to its server's imports done;
   0 when kept), spawn (to the worker process's birth), boot (Dask's worker set-up until the preload),
   gcexplore's import, context, kernels and the factories' modules, join; each worker's CPUs;
-- ``--gpu-start-too`` / ``--cpus-too``: the ``--too-gpus`` counts again with GCEXPLORE_GPU_START /
-  GCEXPLORE_WORKER_CPUS set so (an A/B on one host, against the same 1-GPU run).
+- ``--gpu-start-too`` / ``--cpus-too`` / ``--dispatch-too``: the ``--too-gpus`` counts again with GCEXPLORE_GPU_START /
+  GCEXPLORE_WORKER_CPUS / GCEXPLORE_DISPATCH set so (an A/B on one host, against the same 1-GPU run).
 
 Written to DIR/campaign_bench.md and .json; DIR/campaign-<N>gpu[-warm] are the campaign folders
 and DIR/campaign.parquet the 2-GPU cold result as one file (bench/campaign_folder.py turns it into
@@ -78,7 +78,8 @@ def _split_sets(step: int) -> list[list[int]]:
 
 
 ALSO = ", with "  # a run with a setting changed (--gpu-start-too, --cpus-too): the mode's label ends with it
-TOO = {"gpu_start_too": ("GCEXPLORE_GPU_START", "GPU start"), "cpus_too": ("GCEXPLORE_WORKER_CPUS", "worker CPUs")}
+TOO = {"gpu_start_too": ("GCEXPLORE_GPU_START", "GPU start"), "cpus_too": ("GCEXPLORE_WORKER_CPUS", "worker CPUs"),
+       "dispatch_too": ("GCEXPLORE_DISPATCH", "dispatch")}
 
 
 def _run(devices, folder, splits, repeats, durations=None, warm=False, fork="cold", setting=None) -> dict:
@@ -460,6 +461,9 @@ def main() -> int:
                    else p.error(f"--cpus-too takes share, local and off (comma-separated), got {v!r}"),
                    help="after the cold runs, the --too-gpus counts again with GCEXPLORE_WORKER_CPUS set to each "
                         "of these (comma-separated; the default, local, again: a drift check)")
+    p.add_argument("--dispatch-too", choices=("eager", "ready"),
+                   help="after the cold runs, the --too-gpus counts again with GCEXPLORE_DISPATCH set to this "
+                        "(eager: every task to Dask at once, Dask's assignment; ready: one per free worker, the default)")
     p.add_argument("--too-gpus", help="the GPU counts the --*-too runs repeat (default the largest)")
     p.add_argument("--alone-again", action="store_true",
                    help="no GPU: compare OUT/campaign-1gpu with OUT/alone.parquet again (the floors recorded now)")

@@ -15,7 +15,7 @@ On the GPU, in stages (each its own process, so a crash in CUPTI's profiler lose
 Workloads (bench/real_workloads.py): the built-ins compute, memory, latency, copy; PyTorch
 matmul, sigmoid, softmax, sdpa (attention), layernorm, conv (bf16), chain (a GEMM chain);
 CuPy fft, sort, elementwise; two more streaming ones, PyTorch tanh and CuPy scale, in the
-FITTED4 and FRESH4 pairs. ``--analyze DIR`` redoes every table offline: the model's sharing
+FITTED4, FRESH4, FRESH5 and FRESH6 pairs. ``--analyze DIR`` redoes every table offline: the model's sharing
 rule, L2 spill and interval are fitted on the *fitted* pairs (FITTED, FITTED4) only; the *checked*
 pairs are predicted with that fit and reported apart, each with and without the measured
 traffic. Goals (issue 25): pooled median |error| <= 4%, every pair's median <= 8%, the
@@ -92,10 +92,14 @@ FRESH5 = {"fft+tanh": ["fft", "tanh"], "fft+scale": ["fft", "scale"], "layernorm
           "elementwise+scale": ["elementwise", "scale"], "tanh+elementwise": ["tanh", "elementwise"],
           "copy+tanh": ["copy", "tanh"], "copy+scale": ["copy", "scale"], "matmul+sdpa": ["matmul", "sdpa"],
           "sigmoid+tanh": ["sigmoid", "tanh"]}
+# named at 08:19 of session j, before any was measured (batch j2): streaming pairs no run has, and the FFT beside the
+# latency kernel
+FRESH6 = {"memory+tanh": ["memory", "tanh"], "memory+scale": ["memory", "scale"], "sigmoid+scale": ["sigmoid", "scale"],
+          "softmax+scale": ["softmax", "scale"], "tanh+scale": ["tanh", "scale"], "latency+fft": ["latency", "fft"]}
 GROUPS = (("fitted", FITTED), ("fitted4", FITTED4), ("checked", CHECKED), ("fresh", FRESH), ("fresh2", FRESH2),
-          ("confirm", CONFIRM), ("fresh3", FRESH3), ("fresh4", FRESH4), ("fresh5", FRESH5))
+          ("confirm", CONFIRM), ("fresh3", FRESH3), ("fresh4", FRESH4), ("fresh5", FRESH5), ("fresh6", FRESH6))
 FITS = {**FITTED, **FITTED4}  # every pair the model is fitted on (the others are checked only)
-ALL = {**FITTED, **FITTED4, **CHECKED, **FRESH, **FRESH2, **CONFIRM, **FRESH3, **FRESH4, **FRESH5}
+ALL = {**FITTED, **FITTED4, **CHECKED, **FRESH, **FRESH2, **CONFIRM, **FRESH3, **FRESH4, **FRESH5, **FRESH6}
 TUNED = ("compute+memory", "memory_a+memory_b", "matmul+sigmoid", "latency+compute", "fft+conv", "sort+memory")
 NOTE = ("{r} repetitions after 1 warm-up per layout, concurrent mode only, first-partition sizes every {s} SMs; "
         "profiles {pr} repetitions per size every {ps} SMs")
@@ -487,7 +491,10 @@ def report(out: Path, replica: Path | None = None, cross: Path | None = None) ->
               + (", ".join(f"{k} {v:.2%}" for k, v in fit.get("share_median_abs_error", {}).items()) or "one probe")
               + f"); its load {fit.get('saturation_load', 'others')} (per load: "
               + (", ".join(f"{k} {v:.2%}" for k, v in fit.get("load_median_abs_error", {}).items()) or "no probes")
-              + ")")
+              + f"); the co-runners' aggression scale {fit.get('saturation_aggression')} (per scale: "
+              + (", ".join(f"{k} {v:.2%}" for k, v in fit.get("aggression_median_abs_error", {}).items()) or "none")
+              + f"); its ramp {fit.get('saturation_ramp', 'fitted')} (per ramp: "
+              + (", ".join(f"{k} {v:.2%}" for k, v in fit.get("ramp_median_abs_error", {}).items()) or "none") + ")")
         with pd.option_context(*opts):
             cols = ["pair", "layouts", "median_abs_error", "max_abs_error", "worst_layout", "inside", "predicted_best",
                     "measured_best", "best_gap", "best_ok"]
@@ -524,7 +531,9 @@ def report(out: Path, replica: Path | None = None, cross: Path | None = None) ->
                               "(replayed above), not by the predicted best alone")
                     ok = ok and (good or (rest and tuned_ok.get(group, False)))
         for key, plain, what in (("saturation_share", "flat", "the share term (flat excess"),
-                                 ("saturation_load", "others", "the total load (the others' demand drives the ramp")):
+                                 ("saturation_load", "others", "the total load (the others' demand drives the ramp"),
+                                 ("saturation_aggression", None, "the aggression (each co-runner's demand in full"),
+                                 ("saturation_ramp", "fitted", "the probed onsets (the fitted onset for all")):
             if measured and fit.get(key, plain) != plain:  # the term's part: the same fit without it
                 flat_err, flat_lay = _errors(out, {**fit, key: plain}, measured)
                 for group in [g for g, _ in GROUPS] + ["all"]:

@@ -55,7 +55,8 @@ def main(argv=None) -> int:
     prof.attrs["fit"] = {"sharing": fit["sharing"], "model_error": list(fit["model_error"]),
                          "l2_bandwidth_gbs": fit["l2_bandwidth_gbs"], "loaded_latency": fit["loaded_latency"],
                          "saturation_onset": fit["saturation_onset"], "saturation_share": fit["saturation_share"],
-                         "saturation_load": fit["saturation_load"],
+                         "saturation_load": fit["saturation_load"], "saturation_aggression": fit["saturation_aggression"],
+                         "saturation_ramp": fit["saturation_ramp"],
                          "coverage": fit["coverage"], "fitted_on": fitted_on}
     gx.save_profiles(prof, data / f"predict_profiles{args.suffix}.parquet")
     sweeps = _sweeps(src)

@@ -437,8 +437,10 @@ def test_bench_gpu_start_too_runs_the_largest_count_again_in_the_other_start_mod
     bench = _bench_on_the_stand_in(monkeypatch)
     monkeypatch.delenv("GCEXPLORE_GPU_START", raising=False)
     monkeypatch.delenv("GCEXPLORE_WORKER_CPUS", raising=False)
+    monkeypatch.delenv("GCEXPLORE_DISPATCH", raising=False)
     monkeypatch.setattr(sys, "argv", ["campaign.py", "--out", str(tmp_path), "--repeats", "2", "--gpus", "1,2",
-                                      "--no-warm", "--no-direct", "--gpu-start-too", "together", "--cpus-too", "off"])
+                                      "--no-warm", "--no-direct", "--gpu-start-too", "together", "--cpus-too", "off",
+                                      "--dispatch-too", "eager"])
     with pytest.raises(SystemExit):  # a mode it does not know, among known ones
         monkeypatch.setattr(sys, "argv", [*sys.argv, "--cpus-too", "off,numa"]) or bench.main()
     monkeypatch.setattr(sys, "argv", sys.argv[:-2])
@@ -446,12 +448,15 @@ def test_bench_gpu_start_too_runs_the_largest_count_again_in_the_other_start_mod
     assert "GCEXPLORE_GPU_START" not in os.environ and "GCEXPLORE_WORKER_CPUS" not in os.environ  # that run only
     data = json.loads((tmp_path / "campaign_bench.json").read_text())
     together, off = "cold" + bench.ALSO + "GPU start together", "cold" + bench.ALSO + "worker CPUs off"
-    assert [(r["gpus"], r["mode"]) for r in data["runs"]] == [(1, "cold"), (2, "cold"), (2, together), (2, off)]
+    eager = "cold" + bench.ALSO + "dispatch eager"
+    assert [(r["gpus"], r["mode"]) for r in data["runs"]] == [(1, "cold"), (2, "cold"), (2, together), (2, off),
+                                                              (2, eager)]
+    assert (tmp_path / "campaign-2gpu-eager").is_dir() and "GCEXPLORE_DISPATCH" not in os.environ
     assert all("lock_wait_s" in w["preload"] for w in data["runs"][1]["warm_up_steps"])  # serial by default
     assert not any("lock_wait_s" in w["preload"] for w in data["runs"][2]["warm_up_steps"])
     # each worker's CPUs, in the mode its cluster gave it (no card here: left as inherited, and why)
     modes = [{c["mode"] for c in r["worker_cpus"].values()} for r in data["runs"]]
-    assert modes == [{"local"}, {"local"}, {"local"}, {"off"}] and len(data["runs"][3]["worker_cpus"]) == 2
+    assert modes == [{"local"}, {"local"}, {"local"}, {"off"}, {"local"}] and len(data["runs"][3]["worker_cpus"]) == 2
     assert all(not c["applied"] and c["why"] for r in data["runs"] for c in r["worker_cpus"].values())
     assert (tmp_path / "campaign-2gpu-together").is_dir() and (tmp_path / "campaign-2gpu-off").is_dir()
     text = (tmp_path / "campaign_bench.md").read_text()

@@ -21,8 +21,7 @@ it keeps there and the others' traffic exceed the usable L2 (a ramp between
 :data:`L2_FIT_FRACTION` and :data:`L2_SPILL_FRACTION` of its size); (4) a small start
 offset from the profiles. Workloads without bytes are assumed to draw none in the point
 estimate and to saturate DRAM at the interval's top; the interval also carries the
-profiles' p10-p90 spread and ``model_error``
-(:func:`~gcexplore.analysis.prediction_check.fit_model` calibrates it on measured pairs).
+profiles' p10-p90 spread and ``model_error`` (:func:`~.prediction_check.fit_model` calibrates it).
 """
 
 from __future__ import annotations
@@ -35,9 +34,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .traffic_profile import (PROBE_COLUMNS, TRAFFIC_PROFILE_COLUMNS, cross_card_margins, excess_at,
-                              latency_slowdown, probe_points, saturation_input, saturation_slowdown, scale_profiles,
-                              shared_speeds, with_traffic_columns)
+from .traffic_profile import (PROBE_COLUMNS, SHARE_RULES, TRAFFIC_PROFILE_COLUMNS, aggression, check_saturation,
+                              cross_card_margins, excess_at, latency_slowdown, probe_points, probed_onset,
+                              saturation_speeds, scale_profiles, shared_speeds, with_traffic_columns)
 from ..schema import identity_name
 
 SM_COUNT = identity_name("sm_count")  # the card's SM count, as every result names it
@@ -241,6 +240,11 @@ class _Curve:
         probe = {c: float(rows[c].iloc[0]) if c in rows else math.nan for c in PROBE_COLUMNS}
         # beside the DRAM-saturating copy on half the card and on most of it (none: not probed)
         self.probes = probe_points(probe, self.bytes_at, float(rows["shared_bandwidth_gbs"].iloc[0]), k_big)
+        self.onsets = {r: probed_onset(probe, self.bytes_at, float(rows["shared_bandwidth_gbs"].iloc[0]), k_big, r)
+                       for r in SHARE_RULES}  # its own ramp, from its probe below saturation
+        k_large = probe["probe_large_sm_count"]  # what it does to the copy beside it (see aggression)
+        self.aggression = aggression(probe, self.bytes_at(int(k_large)) if math.isfinite(k_large) else math.nan,
+                                     float(rows["shared_bandwidth_gbs"].iloc[0]))
         starts = rows.loc[rows["position"] == "first", "start_ms"].to_numpy(dtype=float)
         self.offset = float(np.nanmedian(starts)) if np.isfinite(starts).any() else 0.0
 
@@ -347,7 +351,7 @@ def _spill(curves: list[_Curve], l2: float) -> list[float]:
 
 def _fluid(curves: list[_Curve], times: list[float], sms: list[int], peak: float, l2: float, sharing: str,
            worst: bool, l2_peak: float = math.nan, gain: float = 1.0,
-           lat: tuple = (0.0, math.nan, math.nan, "flat", "others")) -> list[float]:
+           lat: tuple = (0.0, math.nan, math.nan, "flat", "others", None, "fitted")) -> list[float]:
     """Finish time (ms) of each workload started together, sharing ``peak`` GB/s of DRAM (and
     ``l2_peak`` GB/s of L2 bandwidth where given)."""
     n = len(curves)
@@ -373,14 +377,15 @@ def _fluid(curves: list[_Curve], times: list[float], sms: list[int], peak: float
             l2d = [curves[i].l2 / (times[i] * 1e6) if math.isfinite(curves[i].l2) else 0.0 for i in act]
             l2w = l2d if sharing == "demand" else weights
             speed = [min(a, b) for a, b in zip(speed, shared_speeds(l2_peak, l2d, l2w))]
-        kappa, per_sm_top, onset, rule, load = lat
+        kappa, per_sm_top, onset, rule, load, agg, ramp = lat
         if kappa > 0 and math.isfinite(per_sm_top):  # loaded latency: see latency_slowdown
             speed = [min(sp, 1.0 / latency_slowdown(kappa, d / sms[i] / per_sm_top, (sum(demand) - d) / cap))
                      for sp, d, i in zip(speed, demand, act)]
-        if math.isfinite(onset):  # the others near the card's bandwidth: see saturation_slowdown (beyond sharing)
-            speed = [sp / saturation_slowdown(excess_at(curves[i].probes, sms[i] / curves[i].k_big, rule),
-                                              saturation_input(d, sum(demand), peak, load), onset)
-                     for sp, d, i in zip(speed, demand, act)]
+        if math.isfinite(onset):  # the others near the card's bandwidth: see saturation_speeds (beyond sharing)
+            speed = saturation_speeds(speed, demand, [excess_at(curves[i].probes, sms[i] / curves[i].k_big, rule)
+                                                      for i in act], [curves[i].aggression for i in act],
+                                      [curves[i].onsets[rule] if ramp == "probed" else onset for i in act],
+                                      peak, onset, load, agg)
         rates = [sp / times[i] for sp, i in zip(speed, act)]
         dt = min(left[i] / r for i, r in zip(act, rates))
         now += dt
@@ -433,7 +438,8 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
             model_error=MODEL_ERROR, shared_bandwidth_gbs: float | None = None, l2_bytes: float | None = None,
             card: Mapping | None = None, l2_bandwidth_gbs: float | None = None, bandwidth_gain: float = 1.0,
             loaded_latency: float = 0.0, saturation_onset: float | None = None, saturation_share: str = "flat",
-            saturation_load: str = "others") -> pd.DataFrame:
+            saturation_load: str = "others", saturation_aggression: float | None = None,
+            saturation_ramp: str = "fitted") -> pd.DataFrame:
     """Predicted concurrent makespan and per-workload durations at every layout, with intervals.
 
     Parameters
@@ -467,12 +473,14 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
         (``solo_profile(probe=True)``) is slowed toward its slowdown beside the copy beyond what
         sharing DRAM with it explains, all of it at saturation (:func:`~.traffic_profile.saturation_slowdown`);
         default not modelled; ``fit_model`` decides it.
-    saturation_share : {"flat", "interp", "extrap"}, default "flat"
-        How that excess depends on the workload's share of the SMs between its two probes (half the
-        card, most of it): :data:`~gcexplore.analysis.traffic_profile.SHARE_RULES`; ``fit_model`` decides it.
-    saturation_load : {"others", "total"}, default "others"
-        Whether that ramp follows the others' DRAM demand or everyone's, the workload's own too
-        (:data:`~gcexplore.analysis.traffic_profile.SATURATION_LOADS`); ``fit_model`` decides it.
+    saturation_share, saturation_load, saturation_aggression, saturation_ramp : optional
+        How that excess follows the workload's share of the SMs between its probes ("flat", "interp",
+        "extrap": :data:`~.traffic_profile.SHARE_RULES`), whose demand drives the ramp ("others" or
+        "total", the workload's own too: :data:`~.traffic_profile.SATURATION_LOADS`), each co-runner's
+        demand counted by what its large probe says it does to the copy beside it (a scale for
+        :func:`~.traffic_profile.aggressor_weight`; None: all of it), and where the ramp starts ("fitted":
+        ``saturation_onset`` for all; "probed": each workload's own from its probe below saturation,
+        :func:`~.traffic_profile.probed_onset`); ``fit_model`` decides them.
     card : mapping, optional
         Predict for another card (:func:`~gcexplore.analysis.traffic_profile.scale_profiles`:
         its SM count, shared bandwidth, SM clock, L2); ``attrs["assumed"]`` says what was assumed.
@@ -526,14 +534,12 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
     if not (isinstance(bandwidth_gain, (int, float)) and 0.5 <= bandwidth_gain <= 2):
         raise ValueError(f"bandwidth_gain must be a factor in [0.5, 2], got {bandwidth_gain!r}")
     gain = float(bandwidth_gain)
-    excess_at([], 0.0, saturation_share), saturation_input(0, 0, 1, saturation_load)  # refuse an unknown rule
+    check_saturation(saturation_onset, saturation_share, saturation_load, saturation_aggression, saturation_ramp)
     if not (isinstance(loaded_latency, (int, float)) and 0 <= loaded_latency <= 4):
         raise ValueError(f"loaded_latency must be a factor in [0, 4], got {loaded_latency!r}")
     tops = [v for v in (c.per_sm_gbs() for c in curves.values()) if math.isfinite(v)]
-    if saturation_onset is not None and not (isinstance(saturation_onset, (int, float)) and 0 <= saturation_onset < 1):
-        raise ValueError(f"saturation_onset must be a fraction in [0, 1) or None, got {saturation_onset!r}")
-    lat = (float(loaded_latency), max(tops) if tops else math.nan,
-           math.nan if saturation_onset is None else float(saturation_onset), saturation_share, saturation_load)
+    lat = (float(loaded_latency), max(tops) if tops else math.nan, math.nan if saturation_onset is None else
+           float(saturation_onset), saturation_share, saturation_load, saturation_aggression, saturation_ramp)
     rows = []
     for lay in _as_layouts(layouts, len(names), prof):
         rows.extend(_predict_layout(lay, names, sources, peak, l2, sharing, err, bound, (l2_peak, gain, lat)))
@@ -546,7 +552,8 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
                      bytes_source={n: str(src.get(c.name, "missing")) for n, c in zip(names, sources)},
                      l2_bandwidth_gbs=l2_bandwidth_gbs, bandwidth_gain=gain, loaded_latency=lat[0],
                      per_sm_top_gbs=lat[1], saturation_onset=saturation_onset, saturation_share=saturation_share,
-                     saturation_load=saturation_load, assumed=list(prof.attrs.get("assumed", [])), notes=notes)
+                     saturation_load=saturation_load, saturation_aggression=saturation_aggression,
+                     saturation_ramp=saturation_ramp, assumed=list(prof.attrs.get("assumed", [])), notes=notes)
     return out
 
 

@@ -10,11 +10,11 @@ import pandas as pd
 
 from .overlap import layout_table, makespan_stats
 from .prediction import SHARING, l2_drawn_gbs, predict, predicted_layouts, require_prediction
-from .traffic_profile import SATURATION_LOADS, SHARE_RULES
+from .traffic_profile import SATURATION_LOADS, SATURATION_RAMPS, SHARE_RULES
 from .stats import Floor, noise_floor, round_median_ci
 
-__all__ = ["ERROR_COLUMNS", "L2_CANDIDATES", "LATENCY_CANDIDATES", "SATURATION_CANDIDATES", "TOTAL_ONSETS", "fit_model",
-           "predict_error", "predict_kwargs", "prediction_facts"]
+__all__ = ["AGGRESSION_CANDIDATES", "ERROR_COLUMNS", "L2_CANDIDATES", "LATENCY_CANDIDATES", "SATURATION_CANDIDATES",
+           "TOTAL_ONSETS", "calibrate_margins", "fit_model", "predict_error", "predict_kwargs", "prediction_facts"]
 
 ERROR_COLUMNS = ["layout", "split_sm_count", "predicted_ms", "predicted_low_ms", "predicted_high_ms",
                  "measured_ms", "measured_low_ms", "measured_high_ms", "error", "inside", "predicted_interference",
@@ -126,13 +126,16 @@ SATURATION_CANDIDATES = (None, 0.5, 0.7, 0.85)
 #: And with the ramp by everyone's demand (``saturation_load="total"``, which counts the workload's own
 #: too, so it sits higher): also near saturation itself.
 TOTAL_ONSETS = (0.95,)
+#: Scales of the co-runners' measured aggression (``predict(saturation_aggression=...)``, None: every
+#: co-runner's demand counts in full) that fit_model tries where the profiles carry a large probe.
+AGGRESSION_CANDIDATES = (None, 0.5, 1.0, 1.5)
 
 
 def predict_kwargs(fit: dict) -> dict:
     """The keyword arguments of :func:`~gcexplore.analysis.prediction.predict` that a :func:`fit_model`
     result (or a shipped ``attrs["fit"]``) sets; a fit from before a term existed leaves it out."""
     out = {k: fit[k] for k in ("sharing", "l2_bandwidth_gbs", "loaded_latency", "saturation_onset",
-                               "saturation_share", "saturation_load") if k in fit}
+                               "saturation_share", "saturation_load", "saturation_aggression", "saturation_ramp") if k in fit}
     if "model_error" in fit:
         out["model_error"] = tuple(fit["model_error"])
     return out
@@ -143,7 +146,39 @@ def _measured_layouts(measured: pd.DataFrame) -> list[str]:
     return sorted(conc["layout"].unique(), key=lambda s: tuple(int(x) for x in str(s).split("+")))
 
 
-def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9) -> dict:
+def _margins(e: pd.DataFrame, quantile: float) -> tuple[tuple[float, float], float]:
+    """(below, above) margins of :func:`fit_model` from layout errors with a ``_case`` column, and the fraction of
+    those layouts the widened interval then holds."""
+    # above: how far each measurement's round interval (where another run would land) lies above, per
+    # pair (a pair's layouts share the model's error: the pair is the unit), then over the pairs their
+    # conformal bound, the ceil((n + 1) x quantile)-th smallest (the largest for fewer than 19 at 0.9);
+    # below: every measured median the model's lower bound would cut off (the tuner skips by it)
+    gap = np.maximum(e["measured_low_ms"] / e["predicted_high_ms"] - 1, 0)
+    per_pair = gap.groupby(e["_case"]).quantile(quantile, interpolation="higher")
+    k = int(np.ceil((len(per_pair) + 1) * quantile))
+    above = float(np.sort(per_pair.to_numpy())[min(k, len(per_pair)) - 1])
+    below = float(np.max(np.maximum(1 - e["measured_ms"] / e["predicted_low_ms"], 0)))
+    err = (min(below, 0.99), min(above, 0.99))
+    inside = (e["predicted_low_ms"] * (1 - err[0]) <= e["measured_high_ms"]) & (
+        e["measured_low_ms"] <= e["predicted_high_ms"] * (1 + err[1]))
+    return err, float(inside.mean())
+
+
+def calibrate_margins(cases: Sequence[tuple], *, quantile: float = 0.9, **kwargs) -> dict:
+    """The interval's margins (as :func:`fit_model` calibrates them) for a model already chosen: ``kwargs``
+    are :func:`predict`'s (:func:`predict_kwargs` of a fit; its ``model_error`` is ignored), ``cases`` as for
+    :func:`fit_model`. Returns ``model_error`` (below, above) and ``coverage`` (of these layouts)."""
+    if not cases:
+        raise ValueError("calibrate_margins needs at least one (profiles, workloads, measured sweep) case")
+    kw = {**kwargs, "model_error": 0.0}
+    e = pd.concat([predict_error(predict(p, w, _measured_layouts(m), **kw), m).assign(_case=i)
+                   for i, (p, w, m) in enumerate(cases)], ignore_index=True)
+    err, coverage = _margins(e, quantile)
+    return {"model_error": err, "coverage": coverage}
+
+
+def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9, aggressions: Sequence = AGGRESSION_CANDIDATES,
+              ramps: Sequence[str] = SATURATION_RAMPS) -> dict:
     """The sharing rule, the L2 bandwidth and the interval that the measured pairs demand.
 
     Parameters
@@ -151,6 +186,8 @@ def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9) -> dict:
     cases : sequence of (profiles, workloads, measured)
         Each: the profiles, the workload names as for :func:`predict`, and a measured
         sweep of that pair (concurrent rows).
+    aggressions, ramps : sequence, default :data:`AGGRESSION_CANDIDATES`, :data:`~.traffic_profile.SATURATION_RAMPS`
+        The aggression scales and ramps tried (the first of each is also the fit without that term).
     quantile : float, default 0.9
         The coverage the interval is calibrated to: the margin above covers the ``quantile``
         of each pair's layouts (how far each measurement's round interval lies above the
@@ -169,12 +206,15 @@ def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9) -> dict:
         ``saturation_share`` (of :data:`~gcexplore.analysis.traffic_profile.SHARE_RULES`, tried with
         the L2 choice the saturation term took where the profiles carry two probes) and
         ``saturation_load`` (of :data:`~gcexplore.analysis.traffic_profile.SATURATION_LOADS`, tried
-        with that L2 choice and share rule) with the lowest
+        with that L2 choice and share rule) and ``saturation_aggression`` (of :data:`AGGRESSION_CANDIDATES`,
+        tried with everything chosen before it where the profiles carry a large probe) and ``saturation_ramp``
+        (of ``ramps``, "probed" tried with all that where they carry a low probe) with the lowest
         mean over the pairs of each pair's median |error| (the pair is the unit, as for the
         margins), ``model_error`` (below, above; :func:`predict_kwargs` turns the fit into
         :func:`predict`'s arguments), ``coverage`` (the fraction of these layouts inside the
         calibrated interval), and that mean (``*median_abs_error``) per rule (no term), per L2
-        choice, per loaded-latency factor, per saturation onset, per share rule and per load.
+        choice, per loaded-latency factor, per saturation onset, per share rule, per load, per
+        aggression scale and per ramp.
     """
     if not cases:
         raise ValueError("fit_model needs at least one (profiles, workloads, measured sweep) case")
@@ -184,12 +224,13 @@ def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9) -> dict:
     l2s = [None] + ([m * drawn for m in L2_CANDIDATES[1:]] if np.isfinite(drawn) else [])
     raw = {}
 
-    def run(rule, l2, lat, on=None, share="flat", load="others"):
+    def run(rule, l2, lat, on=None, share="flat", load="others", agg=None, ramp="fitted"):
         parts = [predict_error(predict(p, w, _measured_layouts(m), sharing=rule, model_error=0.0,
                                        l2_bandwidth_gbs=l2, loaded_latency=lat, saturation_onset=on,
-                                       saturation_share=share, saturation_load=load), m)
+                                       saturation_share=share, saturation_load=load, saturation_aggression=agg,
+                                       saturation_ramp=ramp), m)
                  for p, w, m in cases]
-        raw[rule, l2, lat, on, share, load] = pd.concat([x.assign(_case=i) for i, x in enumerate(parts)],
+        raw[rule, l2, lat, on, share, load, agg, ramp] = pd.concat([x.assign(_case=i) for i, x in enumerate(parts)],
                                                   ignore_index=True)
 
     for rule in SHARING:
@@ -222,33 +263,41 @@ def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9) -> dict:
         for k in LATENCY_CANDIDATES:
             for on in (*ons, *TOTAL_ONSETS) if ons else ():
                 run(rule, l2, k, on, share, load)
+    load = min((k for k in raw if k[3] is not None), key=score().get, default=(None,) * 6)[5]
+    ons = (*ons, *(TOTAL_ONSETS if load == "total" else ()))
+    for agg in aggressions if two else ():  # the co-runners' aggression, with all chosen so far
+        for k in LATENCY_CANDIDATES:
+            for on in ons:
+                if (rule, l2, k, on, share, load, agg, "fitted") not in raw:
+                    run(rule, l2, k, on, share, load, agg)
+    agg = min((k for k in raw if k[3] is not None), key=score().get, default=(None,) * 7)[6]
+    low = any("probe_low_ms" in p and np.isfinite(p["probe_low_ms"].to_numpy(dtype=float)).any() for p, _, _ in cases)
+    for ramp in [r for r in ramps if r != "fitted"] if low else ():  # each workload's own onset, with all the rest
+        for k in LATENCY_CANDIDATES:
+            for on in ons:
+                run(rule, l2, k, on, share, load, agg, ramp)
+    raw = {k: v for k, v in raw.items() if k[6] in aggressions and k[7] in ramps or k[3] is None}
     score = score()
     best = min(raw, key=score.get)
     e = raw[best]
-    # above: how far each measurement's round interval (where another run would land) lies above, per
-    # pair (a pair's layouts share the model's error: the pair is the unit), then over the pairs their
-    # conformal bound, the ceil((n + 1) x quantile)-th smallest (the largest for fewer than 19 at 0.9);
-    # below: every measured median the model's lower bound would cut off (the tuner skips by it)
-    gap = np.maximum(e["measured_low_ms"] / e["predicted_high_ms"] - 1, 0)
-    per_pair = gap.groupby(e["_case"]).quantile(quantile, interpolation="higher")
-    k = int(np.ceil((len(per_pair) + 1) * quantile))
-    above = float(np.sort(per_pair.to_numpy())[min(k, len(per_pair)) - 1])
-    below = float(np.max(np.maximum(1 - e["measured_ms"] / e["predicted_low_ms"], 0)))
-    err = (min(below, 0.99), min(above, 0.99))
-    inside = (e["predicted_low_ms"] * (1 - err[0]) <= e["measured_high_ms"]) & (
-        e["measured_low_ms"] <= e["predicted_high_ms"] * (1 + err[1]))
-    flat, oth = "flat", "others"
+    err, coverage = _margins(e, quantile)
+    off = ("flat", "others", None, "fitted")  # the saturation term's settings where it is not modelled
     return {"sharing": best[0], "l2_bandwidth_gbs": best[1], "loaded_latency": best[2], "saturation_onset": best[3],
-            "saturation_share": best[4], "saturation_load": best[5], "model_error": err,
-            "coverage": float(inside.mean()),
-            "median_abs_error": {r: score[r, None, 0.0, None, flat, oth][0] for r in SHARING},
+            "saturation_share": best[4], "saturation_load": best[5], "saturation_aggression": best[6],
+            "saturation_ramp": best[7], "model_error": err, "coverage": coverage,
+            "median_abs_error": {r: score[r, None, 0.0, None, *off][0] for r in SHARING},
             "l2_median_abs_error": {("none" if l2 is None else f"{l2:.0f}"):
-                                    score[best[0], l2, best[2], None, flat, oth][0] for l2 in l2s},
-            "latency_median_abs_error": {lat: score[best[0], best[1], lat, None, flat, oth][0]
+                                    score[best[0], l2, best[2], None, *off][0] for l2 in l2s},
+            "latency_median_abs_error": {lat: score[best[0], best[1], lat, None, *off][0]
                                          for lat in LATENCY_CANDIDATES},
             "saturation_median_abs_error": {on: score[key][0] for on in (None, *ons, *TOTAL_ONSETS)
-                                            if (key := (*best[:3], on, *(best[4:] if on else (flat, oth)))) in score},
-            "share_median_abs_error": ({sh: score[(*best[:4], sh, oth)][0] for sh in shares
-                                        if (*best[:4], sh, oth) in score} if best[3] is not None else {}),
-            "load_median_abs_error": ({ld: score[(*best[:5], ld)][0] for ld in SATURATION_LOADS
-                                       if (*best[:5], ld) in score} if best[3] is not None else {})}
+                                            if (key := (*best[:3], on, *(best[4:] if on else off))) in score},
+            "share_median_abs_error": ({sh: score[(*best[:4], sh, *off[1:])][0] for sh in shares
+                                        if (*best[:4], sh, *off[1:]) in score} if best[3] is not None else {}),
+            "load_median_abs_error": ({ld: score[(*best[:5], ld, *off[2:])][0] for ld in SATURATION_LOADS
+                                       if (*best[:5], ld, *off[2:]) in score} if best[3] is not None else {}),
+            "aggression_median_abs_error": ({("none" if a is None else a): score[(*best[:6], a, "fitted")][0]
+                                             for a in aggressions if (*best[:6], a, "fitted") in score}
+                                            if best[3] is not None else {}),
+            "ramp_median_abs_error": ({r: score[(*best[:7], r)][0] for r in ramps if (*best[:7], r) in score}
+                                      if best[3] is not None else {})}

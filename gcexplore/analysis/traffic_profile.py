@@ -47,9 +47,10 @@ SM_COUNT = identity_name("sm_count")  # the card's SM count, as every result nam
 
 __all__ = ["BOUNDS", "CROSS_CARD_ERROR", "MEMORY_BOUND_SHARE", "PROBE_COLUMNS", "PROBE_LARGE_SHARE", "PROBE_LOW_SHARE",
            "SCALES_SHARE",
-           "SATURATION_LOADS", "SHARE_RULES", "TRAFFIC_PROFILE_COLUMNS", "attach_traffic", "card_of", "classify",
+           "SATURATION_LOADS", "SATURATION_RAMPS", "SHARE_RULES", "TRAFFIC_PROFILE_COLUMNS", "aggression", "aggressor_weight", "attach_traffic",
+           "card_of", "check_saturation", "classify", "probed_onset",
            "cross_card_margins", "excess_at", "latency_slowdown", "probe_excess", "probe_points", "probe_slowdown",
-           "profile_sources", "saturation_input", "saturation_slowdown", "scale_profiles", "scaling_error",
+           "profile_sources", "saturation_input", "saturation_slowdown", "saturation_speeds", "scale_profiles", "scaling_error",
            "shared_speeds", "with_traffic_columns"]
 
 PROBE_COLUMNS = ["probe_sm_count", "probe_ms", "probe_alone_ms", "probe_copy_ms", "probe_copy_alone_ms",
@@ -447,6 +448,57 @@ def saturation_input(own: float, everyone: float, peak: float, basis: str = "oth
     return (everyone if basis == "total" else everyone - own) / peak
 
 
+#: Where the saturation ramp starts (:func:`saturation_slowdown`'s ``onset``): "fitted" (one onset for every
+#: workload, fit_model's) or "probed" (each workload's own, from its probe below saturation: :func:`probed_onset`;
+#: the fitted one where it has none).
+SATURATION_RAMPS = ("fitted", "probed")
+
+
+def probed_onset(probe: Mapping, bytes_at, peak: float, total: float, rule: str = "flat") -> float:
+    """A workload's own saturation onset, from its low probe (``probe_low_*``: on most of the card beside the
+    copy drawing x < 1 of ``peak`` alone on the rest): the fraction r of its saturated excess (:func:`excess_at`
+    of its other probes at that share, by ``rule``) that it took there puts the linear ramp through (x, r):
+    onset ``(x - r) / (1 - r)`` within [0, x]; NaN without a low probe, its bytes, or a saturated excess
+    above 1.02 (nothing to scale)."""
+    k = float(probe.get("probe_low_sm_count", math.nan))
+    one = {"probe_" + c: float(probe.get("probe_low_" + c, math.nan)) for c in ("ms", "alone_ms", "copy_ms",
+                                                                                 "copy_alone_ms")}
+    if not (math.isfinite(k) and total > 0 and math.isfinite(peak)):
+        return math.nan
+    cb = float(probe.get("probe_copy_bytes", math.nan))
+    x = cb / (one["probe_copy_alone_ms"] * 1e6) / peak
+    low = probe_excess({**one, "probe_copy_bytes": cb}, bytes_at(int(k)), peak)
+    sat = excess_at(probe_points(probe, bytes_at, peak, total), k / total, rule)
+    if not (math.isfinite(x) and 0 < x < 1 and math.isfinite(low) and math.isfinite(sat)) or sat <= 1.02:
+        return math.nan
+    r = min(max((low - 1.0) / (sat - 1.0), 0.0), 1.0)
+    return float(min(max((x - r) / (1.0 - r), 0.0), x)) if r < 1 else 0.0
+
+
+def aggression(probe: Mapping, own_bytes: float, peak: float) -> float:
+    """What a workload does to a small neighbour: the copy's rate slowdown in its large probe (the copy on
+    the rest of the card, beside it on ``probe_large_sm_count`` SMs) divided by what DRAM sharing explains
+    (both drawing alone: ``own_bytes`` per call in ``probe_large_alone_ms``, the copy's bytes in its time);
+    NaN without a large probe or its bytes. Measured H100 (batch h1): copy 2.34, sigmoid 2.19, fft 1.79,
+    sort 1.24, layer norm 1.09, elementwise 0.99: at the same DRAM demand some co-runners starve a
+    neighbour's requests and some do not, which the bytes do not say."""
+    one = {c: float(probe.get("probe_large_" + c, math.nan)) for c in ("ms", "alone_ms", "copy_ms", "copy_alone_ms")}
+    rate = probe_slowdown(one["copy_ms"], one["copy_alone_ms"], one["ms"])  # only while it ran beside the copy
+    mine = own_bytes / (one["alone_ms"] * 1e6)
+    copy = float(probe.get("probe_copy_bytes", math.nan)) / (one["copy_alone_ms"] * 1e6)
+    if not all(math.isfinite(v) for v in (rate, mine, copy, peak)):
+        return math.nan
+    return float(rate * shared_speeds(peak, [mine, copy], [mine, copy])[1])
+
+
+def aggressor_weight(aggr: float, scale: float | None) -> float:
+    """How much of a co-runner's DRAM demand drives a neighbour's saturation ramp: ``(aggr - 1) / scale``
+    within [0, 1] (:func:`aggression`); 1 (all of it) where ``scale`` is None or the aggression unknown."""
+    if scale is None or not math.isfinite(aggr):
+        return 1.0
+    return float(min(max((aggr - 1.0) / scale, 0.0), 1.0))
+
+
 def saturation_slowdown(probe: float, others: float, onset: float) -> float:
     """Saturation term: beside others drawing ``others`` of the card's DRAM bandwidth (a fraction), a
     workload is slowed toward its probe's slowdown beyond bandwidth sharing (``probe``,
@@ -457,3 +509,27 @@ def saturation_slowdown(probe: float, others: float, onset: float) -> float:
         return 1.0
     ramp = min(max((others - onset) / (1.0 - onset), 0.0), 1.0)
     return 1.0 + (probe - 1.0) * ramp
+
+
+def saturation_speeds(speed: list[float], demand: list[float], excess: list[float], aggr: list[float],
+                      onsets: list[float], peak: float, onset: float, load: str = "others",
+                      scale: float | None = None) -> list[float]:
+    """Each workload's speed (``speed``: after sharing) divided by its :func:`saturation_slowdown`: its
+    probes' ``excess``, ramped by the others' DRAM ``demand`` (GB/s; everyone's by ``load``, each
+    co-runner's counted by :func:`aggressor_weight` of its aggression ``aggr`` at ``scale``) over ``peak``
+    from its own onset (``onsets``; NaN: the fitted ``onset``)."""
+    wd = [d * aggressor_weight(a, scale) for d, a in zip(demand, aggr)]
+    return [sp / saturation_slowdown(e, saturation_input(d, d + sum(wd) - w, peak, load),
+                                     o if math.isfinite(o) else onset)
+            for sp, d, w, e, o in zip(speed, demand, wd, excess, onsets)]
+
+
+def check_saturation(onset, share: str, load: str, scale, ramp: str) -> None:
+    """Refuse settings of the saturation term that do not exist, before any prediction."""
+    if onset is not None and not (isinstance(onset, (int, float)) and 0 <= onset < 1):
+        raise ValueError(f"saturation_onset must be a fraction in [0, 1) or None, got {onset!r}")
+    excess_at([], 0.0, share), saturation_input(0, 0, 1, load)  # each raises on an unknown rule
+    if scale is not None and not (isinstance(scale, (int, float)) and 0 < scale <= 4):
+        raise ValueError(f"saturation_aggression must be a scale in (0, 4] or None, got {scale!r}")
+    if ramp not in SATURATION_RAMPS:
+        raise ValueError(f"saturation_ramp must be one of {SATURATION_RAMPS}, got {ramp!r}")

@@ -20,6 +20,7 @@ import hashlib
 import itertools
 import json
 import os
+import queue
 import re
 import sys
 import time
@@ -32,6 +33,7 @@ from ..results.campaign_store import CampaignFolder, campaign_status, load_campa
 from ..device.driver import UnsupportedError, device_info
 from ..schema import new_run_id
 
+from .dispatch import Feeder, dispatch_mode, known_durations, ready_gap_s, task_order  # noqa: F401
 from .cluster import PROBE_DIED, ClusterStart, local_cluster, local_devices, require_distributed, visible_gpus  # noqa: F401
 from ._campaign_task import (EXPERIMENTS, Experiment, call_each, parse_builtin, register_experiment,  # noqa: F401
                              resolve_factory, run_task, warm_up)
@@ -256,18 +258,20 @@ class Campaign:
     skipped : list of str
         Keys already finished in the folder when this run started (not run again).
     submitted : list of str
-        Keys this run submitted.
+        Keys this run runs (a worker gets its next one when it is free: see
+        :mod:`gcexplore.experiments.dispatch`).
     futures : dict
-        key -> Dask future of each submitted task not yet reported (released once
+        key -> Dask future of each task sent to Dask and not yet reported (released once
         reported: the folder, not Dask's memory, says what is done).
     """
 
     def __init__(self, folder, spec: dict, tasks: dict, skipped: list[str], futures: dict, client, cluster,
-                 lock=None, warm: dict | None = None):
+                 lock=None, warm: dict | None = None, *, feeder=None, todo=None):
         self.folder = CampaignFolder(folder).root
         self.campaign_id, self.tasks, self.skipped = spec["campaign_id"], tasks, skipped
         self.futures, self.client, self._cluster, self._lock = futures, client, cluster, lock
-        self.submitted = sorted(futures)
+        self.submitted = sorted(futures if todo is None else todo)
+        self._feeder = feeder
         self.reports: dict[str, dict] = {}
         self._warm = dict(warm or {})
         #: worker address -> what its warm-up did and how long each step took (see ``warm_up``).
@@ -288,15 +292,16 @@ class Campaign:
         from distributed import as_completed
 
         bar = None
-        if progress and self.futures:
+        if progress and (self.futures or self._feeder is not None):
             from tqdm.auto import tqdm
 
             bar = tqdm(total=len(self.tasks), initial=len(self.skipped), desc="campaign", unit="task")
         by_future = {f: k for k, f in self.futures.items()}
         try:
             # as_completed([]) looks for a default client, which a finished campaign may not have
-            for fut in (as_completed(list(self.futures.values())) if self.futures else ()):
-                key = by_future[fut]
+            for key, fut in (self._fed() if self._feeder is not None else
+                             ((by_future[f], f) for f in (as_completed(list(self.futures.values()))
+                                                          if self.futures else ()))):
                 self.reports[key] = self._report(key, fut)
                 # Forget the result in Dask: a later run of this key (after its shard was
                 # damaged, say) must run the task again, not return this cached report.
@@ -312,6 +317,17 @@ class Campaign:
         # Every task's rows are on disk (fsynced, renamed) or its failure recorded: shut down off the caller's time
         self.close(wait=False)
         return self.reports
+
+    def _fed(self):
+        """(key, future) of each task as the feeder's workers finish them; its error, if it stopped on one."""
+        while self._feeder is not None:
+            item = self._feeder.done.get()
+            if item is None:
+                feeder, self._feeder = self._feeder, None
+                if feeder.error is not None:
+                    raise RuntimeError(f"the campaign's feeder stopped: {feeder.error!r}") from feeder.error
+                return
+            yield item
 
     def _gather_warm_ups(self) -> None:
         """Each worker's warm-up report; one not finished (its worker died) is cancelled, not waited for."""
@@ -354,6 +370,8 @@ class Campaign:
         interpreter's exit) waits for it.
         """
         t = time.perf_counter()
+        if self._feeder is not None:  # no task is sent after this
+            self._feeder.stop()
         if self._lock is not None:
             self._lock.release()
             self._lock = None
@@ -428,40 +446,6 @@ def _warm_up(client, tasks: dict) -> dict:
     return {addr: client.submit(warm_up, modules, gpu, key=f"gcexplore-warm-up-{addr}",
                                 workers=[addr], allow_other_workers=False, pure=False, priority=1 << 30)
             for addr in client.scheduler_info(n_workers=-1)["workers"]}
-
-
-def _grid_cost(task: dict) -> float:
-    """A task's relative duration from its grid entry: layouts x repetitions x modes x workloads."""
-    from ..schema import MODES
-
-    sp, opt, wl = task["splits"], task["options"], task["workloads"]
-    layouts = 16 if sp is None else 1 if isinstance(sp, int) else max(1, len(sp))
-    reps = float(opt.get("repeats", 20)) + float(opt.get("warmup", 3))
-    modes = len(opt.get("modes", MODES)) if isinstance(opt.get("modes", MODES), (list, tuple)) else 1
-    return layouts * reps * modes * max(1, len(wl.get("builtins", {"a": 0, "b": 0})))
-
-
-def _known_durations(durations) -> dict[str, float]:
-    """key -> seconds: a dict as given, or read from an earlier campaign folder's shards."""
-    if durations is None:
-        return {}
-    if isinstance(durations, Mapping):
-        return {str(k): float(v) for k, v in durations.items()}
-    shards, _, _ = CampaignFolder(durations).scan()
-    out = {}
-    for key, df in shards.items():
-        meta = df.attrs.get("campaign", {})
-        if isinstance(meta.get("started_s"), (int, float)) and isinstance(meta.get("finished_s"), (int, float)):
-            out[key] = float(meta["finished_s"]) - float(meta["started_s"])
-    return out
-
-
-def task_order(tasks: dict, known: Mapping[str, float] | None = None) -> list[str]:
-    """Keys longest first: by the seconds in ``known`` where given, else by the grid's estimate
-    scaled to the known ones (so the two kinds of numbers compare); ties by key."""
-    known, cost = {k: v for k, v in (known or {}).items() if k in tasks}, {k: _grid_cost(t) for k, t in tasks.items()}
-    scale = (sum(known.values()) / sum(cost[k] for k in known)) if known else 1.0
-    return sorted(tasks, key=lambda k: (-known.get(k, cost[k] * scale), k))
 
 
 def _pin(client, tasks: dict, cards: Sequence[str]) -> dict[str, list[str]]:
@@ -553,8 +537,11 @@ def campaign(workloads, splits=None, *, experiment="sweep", options=None, folder
         if client is None and scheduler is None:  # the workers start (and warm up) while the client plans
             starting = ClusterStart(devices, _factory_modules(d for d, _, fn in recipes if fn is None))
         tasks, factories = plan_tasks(*grid)
-        known = _known_durations(durations)
-        order = task_order(tasks, known)
+        known = known_durations(durations)
+        feed = cards == "any" and dispatch_mode() == "ready"  # a bad GCEXPLORE_DISPATCH: refused before any task
+        local = starting is not None  # its GPUs start one after another: the k-th ready about k gaps after the first
+        order = task_order(tasks, known, workers=len(local_devices(devices)) if local else 1,
+                           ready_gap_s=ready_gap_s(local))
         t1 = time.perf_counter()
         client_, cluster = _connect(client, scheduler, devices, starting)
         if starting is not None:
@@ -568,17 +555,27 @@ def campaign(workloads, splits=None, *, experiment="sweep", options=None, folder
             order = task_order(tasks, known)
         else:
             pinned = {"any": []}
+            if not local and warm:  # a cluster of the caller's: its workers, all ready now
+                order = task_order(tasks, known, workers=len(warm))
         spec = store.write_spec(campaign_id or new_run_id(), tasks, __version__)
         done = store.finished_keys(spec, repair=True)
-        futures = {}
-        for rank, key in enumerate(order):
-            if key in done:
-                continue
+        todo, futures, feeder = [k for k in order if k not in done], {}, None
+        rank = {k: -i for i, k in enumerate(order)}
+
+        def submit(key, addr=None):  # to ``addr`` loosely (another worker where it has died), else to its card
             t = tasks[key]
             futures[key] = client_.submit(run_task, t, str(store.root), spec["campaign_id"],
                                           lookup_experiment(t["experiment"]), factories.get(key), key=key,
-                                          workers=pinned[t["card"]] or None, allow_other_workers=False,
-                                          priority=len(order) - rank)
+                                          workers=[addr] if addr else pinned[t["card"]] or None,
+                                          allow_other_workers=bool(addr), priority=rank[key])
+            return futures[key]
+
+        if feed and warm and todo:  # one task per free worker, each worker's first once its GPU is ready
+            threads = {a: w.get("nthreads", 1) for a, w in client_.scheduler_info(n_workers=-1)["workers"].items()}
+            feeder = Feeder(client_, todo, warm, submit, queue.SimpleQueue(), threads)
+        else:  # every task at once (cards="each": pinned to their cards; GCEXPLORE_DISPATCH=eager; no worker yet)
+            for key in todo:
+                submit(key)
         timings["plan_s"] = time.perf_counter() - t0 - timings.get("cluster_wait_s", 0.0)
     except BaseException:
         if starting is not None:
@@ -589,7 +586,8 @@ def campaign(workloads, splits=None, *, experiment="sweep", options=None, folder
                 cluster.close()
         lock.release()
         raise
-    handle = Campaign(store.root, spec, tasks, sorted(done & set(tasks)), futures, client_, cluster, lock, warm)
+    handle = Campaign(store.root, spec, tasks, sorted(done & set(tasks)), futures, client_, cluster, lock, warm,
+                      feeder=feeder, todo=todo)
     handle.timings.update(timings)
     if wait:
         handle.wait(progress=progress)

@@ -112,9 +112,10 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
     ``local``, the default; ``share``, its own run of them; ``off``: see
     :mod:`gcexplore.experiments.worker_cpus`), and records them in its preload report.
 
-    The scheduler hands a worker its next task only when the worker is free (Dask's
-    ``worker-saturation`` 1.0 here), so tasks start in the order the campaign gives
-    (longest first) up to the last one.
+    A campaign hands a worker its next task only when the worker is free (its first once its
+    GPU is ready: :mod:`gcexplore.experiments.dispatch`), so tasks start in the order the
+    campaign gives up to the last one (Dask's ``worker-saturation`` 1.0 here does so only for
+    groups of tasks larger than twice the cluster).
 
     Raises
     ------
