@@ -68,6 +68,16 @@ def test_large_grids_keep_longest_first(monkeypatch):
 LOG: list = []  # the in-process workers append here: (key, worker, started, ended)
 
 
+def test_a_search_gaining_less_than_what_durations_predict_keeps_longest_first(monkeypatch):
+    tasks = _tasks(7)
+    secs = dict(zip(sorted(tasks), [100.0, 100.0, 3.0, 3.0, 2.0, 2.0, 2.0]))
+    lpt = sorted(tasks, key=lambda k: (-secs[k], k))
+    assert list_schedule(lpt, secs, [0, 0])[0] == 107.0  # 100+3+2+2 | 100+3+2: the search finds 106 (0.9% sooner)
+    assert task_order(tasks, secs, workers=2) == lpt
+    monkeypatch.setattr(dispatch, "MIN_GAIN", 0.0)
+    assert list_schedule(task_order(tasks, secs, workers=2), secs, [0, 0])[0] == 106.0
+
+
 def _stamp(key, seconds):
     from distributed import get_worker
 
@@ -151,7 +161,7 @@ def test_dispatch_mode_is_checked_and_eager_sends_every_task_at_once(monkeypatch
         dispatch.dispatch_mode()
     splits = [[8], [16], [24], [32]]
     with local_cluster(["0", "1"]) as cluster, Client(cluster) as client:
-        for mode in ("eager", "ready"):
+        for mode in ("eager", "ready"):  # (a cluster of one worker gets every task at once either way)
             monkeypatch.setenv(dispatch.DISPATCH_ENV, mode)
             c = gx.campaign([PAIR], splits, experiment=EXP, options={"layout_s": 0.5}, folder=tmp_path / mode,
                             client=client, progress=False, wait=False)
@@ -161,6 +171,11 @@ def test_dispatch_mode_is_checked_and_eager_sends_every_task_at_once(monkeypatch
             df = c.result(progress=False)
             assert sorted(df["task_key"].unique()) == sorted(c.tasks) and c.futures == {}
             c.close()
+    with local_cluster(["0"]) as cluster, Client(cluster) as client:  # one worker: all at once, no round trips
+        c = gx.campaign([PAIR], splits, experiment=EXP, options={"layout_s": 0.5}, folder=tmp_path / "one",
+                        client=client, progress=False, wait=False)
+        assert len(c.futures) == 4
+        c.close()
 
 
 def test_feeder_keeps_every_thread_of_a_worker_of_several_busy():

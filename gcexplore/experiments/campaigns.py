@@ -570,10 +570,10 @@ def campaign(workloads, splits=None, *, experiment="sweep", options=None, folder
                                           allow_other_workers=bool(addr), priority=rank[key])
             return futures[key]
 
-        if feed and warm and todo:  # one task per free worker, each worker's first once its GPU is ready
+        if feed and len(warm) > 1 and todo:  # one task per free worker, each worker's first once its GPU is ready
             threads = {a: w.get("nthreads", 1) for a, w in client_.scheduler_info(n_workers=-1)["workers"].items()}
             feeder = Feeder(client_, todo, warm, submit, queue.SimpleQueue(), threads)
-        else:  # every task at once (cards="each": pinned to their cards; GCEXPLORE_DISPATCH=eager; no worker yet)
+        else:  # all at once (cards="each": pinned to their cards; GCEXPLORE_DISPATCH=eager; one worker; none yet)
             for key in todo:
                 submit(key)
         timings["plan_s"] = time.perf_counter() - t0 - timings.get("cluster_wait_s", 0.0)
