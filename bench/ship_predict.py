@@ -15,7 +15,8 @@ and to ``tests/data/predict_sweeps.parquet`` the sweeps of every pair, one frame
 
 So ``predict``, ``predict_error`` and ``plot_predict`` run offline (README). ``--sweeps-only GROUPS
 --suffix _f1`` ships only another run's pair sweeps (``tests/data/predict_sweeps_f1``: pairs the shipped
-profiles and fit are judged on across runs). ``--suffix _h200``
+profiles and fit are judged on across runs). ``--margins-from RUN,RUN --traffic DIR`` re-calibrates only
+the shipped fit's interval margins on those runs' fitted pairs (the model's terms kept). ``--suffix _h200``
 ships another card's run beside it (``predict_profiles_h200``, ``tests/data/predict_sweeps_h200``;
 no ``predict_sweep``): the cross-card check's second side.
 """
@@ -43,8 +44,17 @@ def main(argv=None) -> int:
     ap.add_argument("--sweeps-only", default=None, metavar="GROUPS",
                     help="only tests/data/predict_sweeps<suffix> of these groups (comma-separated): another "
                          "run's pairs that the shipped profiles and fit are judged on")
+    ap.add_argument("--margins-from", action="store_true",
+                    help="re-calibrate only the shipped fit's interval margins (the model's terms kept) on the "
+                         "FITTED pairs of SRC (comma-separated run folders, each with its own profiles)")
+    ap.add_argument("--traffic", default=None, help="with --margins-from: the folder whose traffic.parquet to attach")
     args = ap.parse_args(argv)
     src, data = Path(args.src), Path(args.data)
+    if args.margins_from:
+        fit = _margins_from([Path(x) for x in args.src.split(",")], data / f"predict_profiles{args.suffix}.parquet",
+                            Path(args.traffic) if args.traffic else None)
+        print(f"shipped margins {fit['model_error']} (coverage {fit['coverage']:.1%}) from {fit['margins_from']}")
+        return 0
     if args.sweeps_only:
         n = _ship_sweeps(src, args.suffix, set(args.sweeps_only.split(",")))
         print(f"shipped {n} pair sweeps of {src} as predict_sweeps{args.suffix}")
@@ -71,6 +81,34 @@ def main(argv=None) -> int:
     print(f"shipped {prof['workload'].nunique()} profiles and {len(pairs)} pair sweeps to {data}; "
           f"fit {prof.attrs['fit']}")
     return 0
+
+
+def _margins_from(runs: list[Path], path: Path, traffic: Path | None) -> dict:
+    """The shipped profiles' fit with its margins calibrated (prediction_check.calibrate_margins, fit_model's
+    rule) on the FITTED pairs of ``runs`` (each with its own profiles): runs whose pairs are measured as bench/tune.py
+    runs them (the one-buffer memory_a + memory_b of batch g1 set a 17% lower margin, an artifact)."""
+    from gcexplore.analysis.prediction_check import calibrate_margins, predict_kwargs
+    from gcexplore.analysis.traffic_profile import attach_traffic, with_traffic_columns
+    from predict import FITTED
+
+    shipped = gx.load_profiles(path)
+    fit = dict(shipped.attrs["fit"])
+    cases, used = [], []
+    for run in runs:
+        prof = _profiles(run)
+        if traffic is not None and not (run / "traffic.parquet").exists():
+            prof = with_traffic_columns(attach_traffic(prof, pd.read_parquet(traffic / "traffic.parquet")))
+        for pair, names in FITTED.items():
+            if (run / f"sweep_{pair}.parquet").exists():
+                cases.append((prof, names, gx.load(run / f"sweep_{pair}.parquet")))
+                used.append("/".join(run.parts[-3:]) + ":" + pair)  # e.g. j1/i25/run:fft+conv
+    kw = {k: v for k, v in predict_kwargs(fit).items() if k != "model_error"}
+    got = calibrate_margins(cases, **kw)
+    fit.update(model_error=list(got["model_error"]), coverage=got["coverage"],
+               margins_from=used, earlier_model_error=fit.get("earlier_model_error", fit["model_error"]))
+    shipped.attrs["fit"] = fit
+    gx.save_profiles(shipped, path)
+    return fit
 
 
 def _sweeps(src: Path, groups: set[str] | None = None) -> pd.DataFrame:
