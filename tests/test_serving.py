@@ -237,6 +237,17 @@ def test_clock_agreement_against_a_trace_with_known_times():
     out = S.clock_agreement(rows, trace)
     assert out["itl_p50_ratio"] == pytest.approx(1.0) and out["itl_p99_cupti_ms"] == pytest.approx(1.0)
     assert out["requests"] == 2 and out["ttft_within"] == 1.0 and out["ttft_max_abs_diff_ms"] == pytest.approx(0.003)
+    assert out["itl_within"] == 1.0 and out["itl_max_abs_diff_ms"] == pytest.approx(0.0, abs=1e-9)
+    # a stamp 0.3 ms late behind its step: two gaps off by 0.3 ms, which the p50 does not show
+    late = trace.copy()
+    late.loc[(late["partition"] == "p0") & (late["name"] == "gcx_tick") & (late["start_ms"] == 7.0), "start_ms"] = 7.3
+    late.loc[(late["name"] == "decode_step") & (late["start_ms"] == 8 - 0.95), "start_ms"] = 7.35  # after it
+    moved = rows.copy()
+    moved.loc[moved["record"].eq("gap") & moved["index"].eq(6), "itl_ms"] = 1.3
+    moved.loc[moved["record"].eq("gap") & moved["index"].eq(7), "itl_ms"] = 0.7
+    out = S.clock_agreement(moved, late)
+    assert out["itl_p50_ratio"] == pytest.approx(1.0) and out["itl_within"] == pytest.approx(1 - 2 / (n - 1))
+    assert out["itl_max_abs_diff_ms"] == pytest.approx(0.3)
     rows.loc[rows["index"].eq(1) & rows["record"].eq("request"), "ttft_ms"] = 10.0  # a stamp 1 ms off
     out = S.clock_agreement(rows, trace)
     assert out["ttft_within"] == 0.5 and out["ttft_max_abs_diff_ms"] == pytest.approx(1.003)

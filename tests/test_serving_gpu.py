@@ -53,6 +53,7 @@ def test_serving_clocks_agree_with_a_cupti_trace(model):
         agree = S.clock_agreement(rows, tr)
         print(layout, agree)
         assert abs(agree["itl_p50_ratio"] - 1) <= 0.03 and abs(agree["itl_p99_ratio"] - 1) <= 0.03
+        assert agree["itl_within"] == 1.0  # every gap, not only its quantiles: each stamp follows its step
         assert agree["requests"] == len(reqs) > 0 and agree["ttft_within"] == 1.0
 
 
