@@ -96,7 +96,7 @@ FRESH5 = {"fft+tanh": ["fft", "tanh"], "fft+scale": ["fft", "scale"], "layernorm
 # latency kernel
 FRESH6 = {"memory+tanh": ["memory", "tanh"], "memory+scale": ["memory", "scale"], "sigmoid+scale": ["sigmoid", "scale"],
           "softmax+scale": ["softmax", "scale"], "tanh+scale": ["tanh", "scale"], "latency+fft": ["latency", "fft"]}
-# named at 10:50 of session k, before any was measured (batch k1): every pair of the 16 workloads no run has (the
+# named at 10:40 of session k, before any was measured (batch k1): every pair of the 16 workloads no run has (the
 # built-in compute and latency kernels beside the rest, and the copy beside the triad); out of sample for the margins
 # calibrated on the ten earlier runs and for the robust choice of the best split
 FRESH7 = {"compute+copy": ["compute", "copy"], "compute+matmul": ["compute", "matmul"],
