@@ -16,7 +16,8 @@ and to ``tests/data/predict_sweeps.parquet`` the sweeps of every pair, one frame
 So ``predict``, ``predict_error`` and ``plot_predict`` run offline (README). ``--sweeps-only GROUPS
 --suffix _f1`` ships only another run's pair sweeps (``tests/data/predict_sweeps_f1``: pairs the shipped
 profiles and fit are judged on across runs). ``--margins-from RUN,RUN --traffic DIR`` re-calibrates only
-the shipped fit's interval margins on those runs' fitted pairs (the model's terms kept). ``--suffix _h200``
+the shipped fit's interval margins on those runs' fitted pairs (``--margins-pairs checked``: their checked-only pairs;
+``--margins-rule risk``: prediction_check's "risk" rule) (the model's terms kept). ``--suffix _h200``
 ships another card's run beside it (``predict_profiles_h200``, ``tests/data/predict_sweeps_h200``;
 no ``predict_sweep``): the cross-card check's second side.
 """
@@ -48,11 +49,16 @@ def main(argv=None) -> int:
                     help="re-calibrate only the shipped fit's interval margins (the model's terms kept) on the "
                          "FITTED pairs of SRC (comma-separated run folders, each with its own profiles)")
     ap.add_argument("--traffic", default=None, help="with --margins-from: the folder whose traffic.parquet to attach")
+    ap.add_argument("--margins-rule", default="pairs", choices=("pairs", "risk"),
+                    help="with --margins-from: prediction_check.MARGIN_RULES (default fit_model's)")
+    ap.add_argument("--margins-pairs", default="fitted", choices=("fitted", "checked"),
+                    help="with --margins-from: calibrate on the FITTED pairs, or on every checked-only pair (every "
+                         "group but fitted / fitted4: the pairs exchangeable with those the interval is judged on)")
     args = ap.parse_args(argv)
     src, data = Path(args.src), Path(args.data)
     if args.margins_from:
         fit = _margins_from([Path(x) for x in args.src.split(",")], data / f"predict_profiles{args.suffix}.parquet",
-                            Path(args.traffic) if args.traffic else None)
+                            Path(args.traffic) if args.traffic else None, args.margins_rule, args.margins_pairs)
         print(f"shipped margins {fit['model_error']} (coverage {fit['coverage']:.1%}) from {fit['margins_from']}")
         return 0
     if args.sweeps_only:
@@ -83,13 +89,17 @@ def main(argv=None) -> int:
     return 0
 
 
-def _margins_from(runs: list[Path], path: Path, traffic: Path | None) -> dict:
-    """The shipped profiles' fit with its margins calibrated (prediction_check.calibrate_margins, fit_model's
-    rule) on the FITTED pairs of ``runs`` (each with its own profiles): runs whose pairs are measured as bench/tune.py
-    runs them (the one-buffer memory_a + memory_b of batch g1 set a 17% lower margin, an artifact)."""
+def _margins_from(runs: list[Path], path: Path, traffic: Path | None, rule: str = "pairs",
+                  pairs: str = "fitted") -> dict:
+    """The shipped profiles' fit with its margins calibrated (prediction_check.calibrate_margins by ``rule``) on the
+    FITTED pairs of ``runs`` (each with its own profiles; runs whose pairs are measured as bench/tune.py runs them: the
+    one-buffer memory_a + memory_b of batch g1 set a 17% lower margin, an artifact) or on their checked-only pairs."""
     from gcexplore.analysis.prediction_check import calibrate_margins, predict_kwargs
     from gcexplore.analysis.traffic_profile import attach_traffic, with_traffic_columns
     from predict import FITTED
+
+    chosen = FITTED if pairs == "fitted" else {p: w for g, table in GROUPS if g not in ("fitted", "fitted4")
+                                               for p, w in table.items()}
 
     shipped = gx.load_profiles(path)
     fit = dict(shipped.attrs["fit"])
@@ -98,13 +108,14 @@ def _margins_from(runs: list[Path], path: Path, traffic: Path | None) -> dict:
         prof = _profiles(run)
         if traffic is not None and not (run / "traffic.parquet").exists():
             prof = with_traffic_columns(attach_traffic(prof, pd.read_parquet(traffic / "traffic.parquet")))
-        for pair, names in FITTED.items():
+        for pair, names in chosen.items():
             if (run / f"sweep_{pair}.parquet").exists():
                 cases.append((prof, names, gx.load(run / f"sweep_{pair}.parquet")))
                 used.append("/".join(run.parts[-3:]) + ":" + pair)  # e.g. j1/i25/run:fft+conv
     kw = {k: v for k, v in predict_kwargs(fit).items() if k != "model_error"}
-    got = calibrate_margins(cases, **kw)
-    fit.update(model_error=list(got["model_error"]), coverage=got["coverage"],
+    got = calibrate_margins(cases, rule=rule, **kw)
+    fit.update(previous_model_error=fit["model_error"], model_error=list(got["model_error"]), coverage=got["coverage"],
+               margins_rule=rule,
                margins_from=used, earlier_model_error=fit.get("earlier_model_error", fit["model_error"]))
     shipped.attrs["fit"] = fit
     gx.save_profiles(shipped, path)

@@ -13,9 +13,9 @@ from .prediction import SHARING, l2_drawn_gbs, predict, predicted_layouts, requi
 from .traffic_profile import SATURATION_LOADS, SATURATION_RAMPS, SHARE_RULES
 from .stats import Floor, noise_floor, round_median_ci
 
-__all__ = ["AGGRESSION_CANDIDATES", "ERROR_COLUMNS", "L2_CANDIDATES", "LATENCY_CANDIDATES", "SATURATION_CANDIDATES",
-           "TOTAL_ONSETS", "calibrate_margins", "fit_model", "predict_error", "predict_kwargs",
-           "prediction_facts"]
+__all__ = ["AGGRESSION_CANDIDATES", "ERROR_COLUMNS", "L2_CANDIDATES", "LATENCY_CANDIDATES", "MARGIN_RULES",
+           "SATURATION_CANDIDATES", "TOTAL_ONSETS", "calibrate_margins", "fit_model", "held_out_coverage",
+           "layout_errors", "margins_of", "predict_error", "predict_kwargs", "prediction_facts"]
 
 ERROR_COLUMNS = ["layout", "split_sm_count", "predicted_ms", "predicted_low_ms", "predicted_high_ms",
                  "measured_ms", "measured_low_ms", "measured_high_ms", "error", "inside", "predicted_interference",
@@ -160,22 +160,104 @@ def _margins(e: pd.DataFrame, quantile: float) -> tuple[tuple[float, float], flo
     above = float(np.sort(per_pair.to_numpy())[min(k, len(per_pair)) - 1])
     below = float(np.max(np.maximum(1 - e["measured_ms"] / e["predicted_low_ms"], 0)))
     err = (min(below, 0.99), min(above, 0.99))
-    inside = (e["predicted_low_ms"] * (1 - err[0]) <= e["measured_high_ms"]) & (
+    return err, float(_inside(e, err).mean())
+
+
+def _inside(e: pd.DataFrame, err: tuple[float, float]) -> pd.Series:
+    return (e["predicted_low_ms"] * (1 - err[0]) <= e["measured_high_ms"]) & (
         e["measured_low_ms"] <= e["predicted_high_ms"] * (1 + err[1]))
-    return err, float(inside.mean())
 
 
-def calibrate_margins(cases: Sequence[tuple], *, quantile: float = 0.9, **kwargs) -> dict:
-    """The interval's margins (as :func:`fit_model` calibrates them) for a model already chosen: ``kwargs``
-    are :func:`predict`'s (:func:`predict_kwargs` of a fit; its ``model_error`` is ignored), ``cases`` as for
-    :func:`fit_model`. Returns ``model_error`` (below, above) and ``coverage`` (of these layouts)."""
+def _risk_margins(e: pd.DataFrame, quantile: float) -> tuple[tuple[float, float], float]:
+    """MARGIN_RULES' "risk": (below, above) from layout errors of the raw model (``model_error`` 0) with a
+    ``_case`` column (the pair: its layouts share the model's error, so the pair is the exchangeable unit).
+    below: the conformal bound over the pairs of each pair's largest lower cut (the tuner skips by the low end);
+    above: the smallest margin whose fraction of each pair's layouts outside, summed over the n pairs plus 1 (the
+    next pair, all outside), is at most (1 - quantile) (n + 1): conformal risk control, so a new exchangeable
+    pair's expected fraction of layouts inside is at least ``quantile``."""
+    cut = np.maximum(1 - e["measured_ms"] / e["predicted_low_ms"], 0).groupby(e["_case"]).max()
+    n = len(cut)
+    k = int(np.ceil((n + 1) * quantile))
+    below = float(np.sort(cut.to_numpy())[min(k, n) - 1])
+    # each layout's margin above that puts it inside (inf where the low end misses it anyway)
+    need = np.where(e["predicted_low_ms"] * (1 - below) <= e["measured_high_ms"],
+                    np.maximum(e["measured_low_ms"] / e["predicted_high_ms"] - 1, 0), np.inf)
+    share = 1.0 / e.groupby("_case")["_case"].transform("size").to_numpy()  # a layout's weight in its pair
+    order = np.argsort(need, kind="stable")
+    outside = n - np.cumsum(share[order])  # pairs' summed outside fraction once margin need[order[j]] is taken
+    ok = np.flatnonzero((outside + 1) / (n + 1) <= 1 - quantile + 1e-12)
+    above = float(need[order[ok[0]]]) + 1e-9 if len(ok) else np.inf  # + rounding: the layout itself inside
+    if not (np.isfinite(above) and above < 1 and below < 1):
+        raise ValueError(f"no margin below 1 makes the interval hold {quantile:.0%} of a new pair's layouts on these "
+                         f"{n} pairs (below {below:.3f}, above {above:.3f}): the model misses them; calibrate on "
+                         f"more pairs or lower quantile (got {quantile})")
+    err = (below, float(above))
+    return err, float(_inside(e, err).mean())
+
+
+#: How :func:`calibrate_margins` turns measured pairs into the interval's margins: "pairs" (fit_model's: the
+#: conformal bound of each pair's ``quantile`` of layouts above, every measured median below) or "risk" (the
+#: expected fraction of a new pair's layouts inside at least ``quantile``: :func:`_risk_margins`).
+MARGIN_RULES = ("pairs", "risk")
+
+
+def layout_errors(cases: Sequence[tuple], **kwargs) -> pd.DataFrame:
+    """:func:`predict_error` of the raw model (``model_error`` 0) for every case, ``_case`` its index in ``cases``;
+    ``kwargs`` are :func:`predict`'s (:func:`predict_kwargs` of a fit; its ``model_error`` is ignored)."""
+    kw = {**kwargs, "model_error": 0.0}
+    return pd.concat([predict_error(predict(p, w, _measured_layouts(m), **kw), m).assign(_case=i)
+                      for i, (p, w, m) in enumerate(cases)], ignore_index=True)
+
+
+def margins_of(errors: pd.DataFrame, *, quantile: float = 0.9, rule: str = "pairs") -> dict:
+    """The margins (below, above) and their coverage from :func:`layout_errors` (raw model, a ``_case`` column)."""
+    if rule not in MARGIN_RULES:
+        raise ValueError(f"rule must be one of {MARGIN_RULES}, got {rule!r}")
+    if not 0 < quantile < 1:
+        raise ValueError(f"quantile must be in (0, 1), got {quantile!r}")
+    err, coverage = (_margins if rule == "pairs" else _risk_margins)(errors, quantile)
+    return {"model_error": err, "coverage": coverage, "pairs": int(errors["_case"].nunique())}
+
+
+def calibrate_margins(cases: Sequence[tuple], *, quantile: float = 0.9, rule: str = "pairs", **kwargs) -> dict:
+    """The interval's margins for a model already chosen: ``kwargs`` are :func:`predict`'s (:func:`predict_kwargs`
+    of a fit; its ``model_error`` is ignored), ``cases`` as for :func:`fit_model`, ``rule`` of
+    :data:`MARGIN_RULES` ("pairs": as :func:`fit_model` calibrates them). Returns ``model_error`` (below, above),
+    ``coverage`` (of these layouts) and ``pairs``."""
     if not cases:
         raise ValueError("calibrate_margins needs at least one (profiles, workloads, measured sweep) case")
-    kw = {**kwargs, "model_error": 0.0}
-    e = pd.concat([predict_error(predict(p, w, _measured_layouts(m), **kw), m).assign(_case=i)
-                   for i, (p, w, m) in enumerate(cases)], ignore_index=True)
-    err, coverage = _margins(e, quantile)
-    return {"model_error": err, "coverage": coverage}
+    return margins_of(layout_errors(cases, **kwargs), quantile=quantile, rule=rule)
+
+
+def held_out_coverage(errors: pd.DataFrame, by: str, *, judged: str | None = None, calibrating: str | None = None,
+                      quantile: float = 0.9, rule: str = "risk") -> pd.DataFrame:
+    """Coverage that no calibrating pair saw: for each value of column ``by`` (a run, a host), the margins from
+    the rows of every other value (:func:`margins_of`; only rows where boolean column ``calibrating`` holds) and
+    the fraction of that value's layouts (only where boolean column ``judged`` holds) inside them.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Per held-out value: ``below``, ``above``, ``calibrated_pairs``, ``layouts``, ``inside`` (count) and
+        ``coverage``; ``attrs["coverage"]``: inside / layouts over all of them (the pooled held-out coverage).
+    """
+    if by not in errors.columns or "_case" not in errors.columns:
+        raise ValueError(f"held_out_coverage needs layout_errors' rows with a '_case' column and a {by!r} column")
+    cal = errors[errors[calibrating].astype(bool)] if calibrating else errors
+    rows = []
+    for unit in dict.fromkeys(errors[by]):
+        mine = errors[errors[by] == unit]
+        mine = mine[mine[judged].astype(bool)] if judged else mine
+        if mine.empty:
+            continue
+        m = margins_of(cal[cal[by] != unit], quantile=quantile, rule=rule)
+        hit = _inside(mine, m["model_error"])
+        rows.append({by: unit, "below": m["model_error"][0], "above": m["model_error"][1],
+                     "calibrated_pairs": m["pairs"], "layouts": len(mine), "inside": int(hit.sum()),
+                     "coverage": float(hit.mean())})
+    out = pd.DataFrame(rows)
+    out.attrs["coverage"] = float(out["inside"].sum() / out["layouts"].sum()) if len(out) else float("nan")
+    return out
 
 
 def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9, aggressions: Sequence = AGGRESSION_CANDIDATES,
