@@ -604,7 +604,7 @@ def _report(runs: list[dict], direct, out: Path, splits, repeats: int) -> int:
         if r["gpus"] == 1 and r["agreement"] and plain is not None and plain is not r:
             ag = r["agreement"]
             lines.append(f"1 GPU {r['mode']} against 1 GPU {plain['mode']}: end to end {r['end_to_end_s']:.2f} s vs "
-                         f"{plain['end_to_end_s']:.2f} s (x{plain['end_to_end_s'] / r['end_to_end_s']:.3f} faster); "
+                         f"{plain['end_to_end_s']:.2f} s ({r['end_to_end_s'] / plain['end_to_end_s'] - 1:+.1%}); "
                          f"sum of task times {r['sum_task_s'] / plain['sum_task_s'] - 1:+.1%}; makespans: "
                          f"{ag['inside_rounds_95']} of {ag['comparisons']} in the combined interval (largest median "
                          f"ratio {ag['worst_ratio']:.3f} at {' '.join(ag['worst_at'])})")
