@@ -39,7 +39,7 @@ def _starts(res):
 def test_a_flag_gated_repetition_starts_aligned_and_a_host_stall_inside_its_enqueue_is_not_measured():
     info = device_info(0)
     with Engine(info, gate="flag") as eng:
-        assert eng.metadata()["gate"] == "flag"
+        assert eng.metadata()["gate"] == "flag", eng.gate_note  # host-mapped memory to be had here
         slots, wls = _slots(eng, stall_s=0.005, stall_on=range(12, 17))  # calls 12-16: a 5-ms stall each
         eng.run_group(slots)  # first launches (module loading) before anything is counted
         before = dict(eng.host)
