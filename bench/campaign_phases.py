@@ -1,5 +1,5 @@
 """bench/campaign.py's per-phase split of the host-side rest between repetitions, from what each task's
-engine recorded (``Engine.metadata()``: the gate and ``host``): the GPU waiting at the gate, the rest of it
+engine recorded (``Engine.metadata()``: the gate and ``engine_phases``): the GPU waiting at the gate, the rest of it
 (the host between repetitions: the sync's return, collecting the times, Python, launch latency), and the
 host's own time enqueueing, waiting and collecting (beside the GPU's, so not parts of the rest)."""
 
@@ -14,8 +14,8 @@ def engine_records(frames: dict) -> dict:
     out = {}
     for key, df in frames.items():
         a = getattr(df, "attrs", {}) or {}
-        if isinstance(a.get("host"), dict):
-            out[key] = {"gate": a.get("gate", "timed"), "gate_note": a.get("gate_note", ""), "host": a["host"]}
+        if isinstance(a.get("engine_phases"), dict):
+            out[key] = {"gate": a.get("gate", "timed"), "gate_note": a.get("gate_note", ""), "host": a["engine_phases"]}
     return out
 
 

@@ -54,7 +54,7 @@ def standin(wls, *, splits, device, checkpoint, layout_s: float = 0.05, fail: bo
         reps = len(rows) // max(1, len(names))
         host = {**phase_totals(), "reps": reps, "queued": max(0, reps - 1), "gate_idle_s": 0.001 * reps,
                 "enqueue_s": 0.002 * reps, "wait_s": 0.003 * reps, "collect_s": 0.0005 * reps}
-        df = frame(rows, "sweep", {**attrs, "kind": "sweep", "gate": gate_kind(), "gate_note": "", "host": host})
+        df = frame(rows, "sweep", {**attrs, "kind": "sweep", "gate": gate_kind(), "gate_note": "", "engine_phases": host})
         df["worker_pid"] = [r["worker_pid"] for r in rows]
         return df
 

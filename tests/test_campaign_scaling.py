@@ -504,13 +504,13 @@ def test_the_rest_split_by_phase_from_the_engines_records():
     from bench.campaign_phases import engine_records, rest_phases, table
 
     frames = {k: types.SimpleNamespace(attrs=a) for k, a in {
-        "t1": {"gate": "flag", "gate_note": "", "host": {"reps": 100, "queued": 99, "measured_again": 1,
+        "t1": {"gate": "flag", "gate_note": "", "host": "vm", "engine_phases": {"reps": 100, "queued": 99, "measured_again": 1,
                                                          "flag_timeouts": 1, "gate_idle_s": 0.02, "enqueue_s": 0.05,
                                                          "wait_s": 0.3, "collect_s": 0.01}},
         "t2": {"gate": "timed", "gate_note": "flag gate unavailable: no host memory",
-               "host": {"reps": 300, "queued": 0, "gate_idle_s": 0.18, "enqueue_s": 0.09, "wait_s": 0.5,
+               "engine_phases": {"reps": 300, "queued": 0, "gate_idle_s": 0.18, "enqueue_s": 0.09, "wait_s": 0.5,
                         "collect_s": 0.03}},
-        "old": {"gate_us": 60.0}}.items()}  # a shard from before the record: left out
+        "old": {"gate_us": 60.0, "host": "vm"}}.items()}  # a shard from before the record (host: the machine): left out
     eng = engine_records(frames)
     assert sorted(eng) == ["t1", "t2"]
     p = rest_phases(eng, ["t1", "t2", "gone"], rest_s=0.5)

@@ -117,7 +117,7 @@ def test_metadata_records_the_gate_and_the_host_side_phases():
     list(eng.run_reps([slot], [("8+124", "alone", r) for r in range(4)]))
     md = eng.metadata()
     assert md["gate"] == "flag" and md["gate_note"] == ""
-    h = md["host"]
+    h = md["engine_phases"]
     assert (h["reps"], h["queued"], h["flag_timeouts"]) == (4, 3, 0)
     assert h["enqueue_s"] > 0 and h["collect_s"] > 0 and h["wait_s"] >= 0 and h["gate_idle_s"] == pytest.approx(1e-4)
 
@@ -164,3 +164,14 @@ def test_a_local_clusters_workers_get_the_clients_gate_and_a_bad_one_is_refused(
     monkeypatch.setenv("GCEXPLORE_GATE", "sized")
     with pytest.raises(ValueError, match="GCEXPLORE_GATE"):  # the client refuses before any worker starts
         local_cluster(["0"], start="spawn")
+
+
+def test_the_engines_record_names_no_identity_field():
+    # experiment.frame writes the engine's metadata over the card's and the machine's identity (host, ...)
+    from gcexplore.analysis.identity import IDENTITY_FIELDS
+    from gcexplore.schema import IDENTITY
+
+    eng, slot, log = _flagged(lambda: False)
+    eng.nvml, eng.gate_note = type("N", (), {"available": False})(), ""
+    fields = {name for _, name in IDENTITY_FIELDS} | {f.name for f in IDENTITY} | {"host"}
+    assert set(eng.metadata()) & fields == set()

@@ -46,7 +46,7 @@ def test_a_flag_gated_repetition_starts_aligned_and_a_host_stall_inside_its_enqu
         res = [eng.run_group(slots) for _ in range(20)]
         starts, spans = _starts(res), [m for _, m in res]
         print(f"\nflag: latest slot start per rep us {np.round(np.array(starts) * 1e3, 1).tolist()}; makespans us "
-              f"{np.round(np.array(spans) * 1e3, 1).tolist()}; host {eng.metadata()['host']}")
+              f"{np.round(np.array(spans) * 1e3, 1).tolist()}; host {eng.metadata()['engine_phases']}")
         # every slot within a few us of the common start, stalled repetitions too; the stall is in no makespan
         assert max(starts) < 0.03 and np.median(starts) < 0.015
         assert max(spans[10:15]) < 0.05 + 0.1 and max(spans) < 0.15
@@ -69,7 +69,7 @@ def test_a_stall_past_the_flags_timeout_is_measured_again_and_the_gate_stays():
         eng.run_group(slots)  # first launches (module loading) before anything is counted
         before = eng.host["flag_timeouts"]
         res = [eng.run_group(slots) for _ in range(6)]
-        print(f"\nhost {eng.metadata()['host']}, gate {eng.gate_kind}")
+        print(f"\nhost {eng.metadata()['engine_phases']}, gate {eng.gate_kind}")
         assert eng.host["flag_timeouts"] - before == 1 and eng.gate_kind == "flag"
         assert max(_starts(res)) < 0.03 and max(m for _, m in res) < 0.15  # what came back is the clean one
 
@@ -82,7 +82,7 @@ def test_every_repetition_of_a_sweep_is_queued_behind_the_one_before_and_the_gat
             slots, wls = _slots(eng, us=20.0, stall_s=0.002, stall_on=(20,))  # short reps, one 2-ms stall
             labels = [("whole", "concurrent", r) for r in range(60)]
             res = [(ps, m) for _, ps, m in eng.run_reps(slots, labels)]
-            h = eng.metadata()["host"]
+            h = eng.metadata()["engine_phases"]
             print(f"\n{kind}: host {h}; makespan median us {np.median([m for _, m in res]) * 1e3:.2f}")
             if kind == "flag":  # 20-us repetitions, shorter than the enqueue: queued all the same, the stall in none
                 assert max(_starts(res)) < 0.03 and max(m for _, m in res) < 0.1

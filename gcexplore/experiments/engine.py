@@ -483,13 +483,13 @@ class Engine:
     def metadata(self) -> dict:
         """What a result records about the engine: the gate (``flag`` or ``timed``, and why timed
         where the flag was asked for), the timed gate's last length, slowest enqueue, NVML, NVTX, and
-        ``host``: repetitions enqueued (``queued`` behind another, ``measured_again``,
+        ``engine_phases``: repetitions enqueued (``queued`` behind another, ``measured_again``,
         ``flag_timeouts``) and seconds per phase: the GPU waiting at the gate (``gate_idle_s``), the
         host enqueueing (``enqueue_s``), waiting for the end (``wait_s``), reading the times
         (``collect_s``)."""
         host = {k: round(v, 6) if isinstance(v, float) else v for k, v in self.host.items()}
         return {"gate": self.gate_kind, "gate_note": self.gate_note, "gate_us": round(self.gate_us, 1),
-                "max_enqueue_us": round(self.max_enqueue_us, 1), "host": host,
+                "max_enqueue_us": round(self.max_enqueue_us, 1), "engine_phases": host,
                 "nvml": self.nvml.available, "nvtx": nvtx_available()}
 
     def __enter__(self):
