@@ -4,7 +4,8 @@ Usage (a multi-GPU machine, from the project root, Dask distributed and PyTorch 
 
     python3 bench/campaign.py --out DIR [--repeats 60] [--gpus 1,2,4] [--step 16] [--no-warm] [--no-direct]
                               [--no-cold] [--forkserver cold|kept] [--gpu-start-too serial|together]
-                              [--cpus-too off[,share,local]] [--dispatch-too eager] [--too-gpus 2,4]
+                              [--cpus-too off[,share,local]] [--dispatch-too eager] [--gate-too timed]
+                              [--too-gpus 2,4]
     python3 bench/campaign.py --out DIR --alone-again    # no GPU: campaign vs alone again, floors of now
 
 One grid (16 tasks: 4 pairs -- compute+memory, compute+copy, a PyTorch attention+sort
@@ -40,8 +41,11 @@ sizes) runs on 1, then 2, then 4 GPUs (one worker each), timed as the caller of
 - the local cluster's start per worker: forkserver (the campaign's start to its server's imports done;
   0 when kept), spawn (to the worker process's birth), boot (Dask's worker set-up until the preload),
   gcexplore's import, context, kernels and the factories' modules, join; each worker's CPUs;
-- ``--gpu-start-too`` / ``--cpus-too`` / ``--dispatch-too``: the ``--too-gpus`` counts again with GCEXPLORE_GPU_START /
-  GCEXPLORE_WORKER_CPUS / GCEXPLORE_DISPATCH set so (an A/B on one host, against the same 1-GPU run).
+- the host-side rest between repetitions per phase (bench/campaign_phases.py): the GPU waiting at the gate and
+  the rest besides it, with the host's enqueueing, waiting and collecting, from each task's engine record;
+- ``--gpu-start-too`` / ``--cpus-too`` / ``--dispatch-too`` / ``--gate-too``: the ``--too-gpus`` counts again with
+  GCEXPLORE_GPU_START / GCEXPLORE_WORKER_CPUS / GCEXPLORE_DISPATCH / GCEXPLORE_GATE set so (an A/B on one host,
+  against the same 1-GPU run, or that setting's own 1-GPU run when 1 is among the --too-gpus).
 
 Written to DIR/campaign_bench.md and .json; DIR/campaign-<N>gpu[-warm] are the campaign folders
 and DIR/campaign.parquet the 2-GPU cold result as one file (bench/campaign_folder.py turns it into
@@ -67,6 +71,9 @@ PAIRS = [["compute", "memory"], ["compute", "copy"], "bench.campaign_pairs:atten
          "bench.campaign_pairs:gemm_layernorm"]
 EXPERIMENT = "sweep"  # (the CPU test swaps in the stand-in experiment and pairs)
 
+from bench.campaign_phases import engine_records, rest_phases  # noqa: E402 (ROOT on the path first)
+from bench.campaign_phases import table as phase_table  # noqa: E402
+
 
 def _split_sets(step: int) -> list[list[int]]:
     import gcexplore as gx
@@ -79,7 +86,7 @@ def _split_sets(step: int) -> list[list[int]]:
 
 ALSO = ", with "  # a run with a setting changed (--gpu-start-too, --cpus-too): the mode's label ends with it
 TOO = {"gpu_start_too": ("GCEXPLORE_GPU_START", "GPU start"), "cpus_too": ("GCEXPLORE_WORKER_CPUS", "worker CPUs"),
-       "dispatch_too": ("GCEXPLORE_DISPATCH", "dispatch")}
+       "dispatch_too": ("GCEXPLORE_DISPATCH", "dispatch"), "gate_too": ("GCEXPLORE_GATE", "gate")}
 
 
 def _run(devices, folder, splits, repeats, durations=None, warm=False, fork="cold", setting=None) -> dict:
@@ -125,23 +132,25 @@ def _run(devices, folder, splits, repeats, durations=None, warm=False, fork="col
     df = gx.load_campaign(folder)
     mode = ("warm" if warm else "cold" if fork == "cold" else "cold, forkserver kept")
     mode += f"{ALSO}{setting[2]} {setting[1]}" if setting else ""
-    return {"gpu_s": _gpu_seconds(folder), "n": len(devices), "mode": mode, "end_to_end_s": end_to_end_s,
+    gpu_s, engine = _from_shards(folder)
+    return {"gpu_s": gpu_s, "engine": engine, "n": len(devices), "mode": mode, "end_to_end_s": end_to_end_s,
             "timings": dict(c.timings), "wall0": w0, "wall1": w1 - c.timings.get("close_s", 0.0),
             "reports": c.reports, "warm_ups": c.warm_ups, "tasks": c.tasks, "df": df}
 
 
-def _gpu_seconds(folder) -> dict:
-    """key -> the GPU time its repetitions took (measured and warm-up: gpu_time_ms), where its shard says."""
+def _from_shards(folder) -> tuple[dict, dict]:
+    """key -> the GPU time its repetitions took (measured and warm-up: gpu_time_ms), where its shard says;
+    key -> what its engine recorded (the gate, the host-side phases)."""
     from gcexplore.analysis.tuning import gpu_time_ms
     from gcexplore.results.campaign_store import CampaignFolder
 
-    out = {}
-    for key, df in CampaignFolder(folder).scan()[0].items():
+    out, frames = {}, CampaignFolder(folder).scan()[0]
+    for key, df in frames.items():
         try:
             out[key] = gpu_time_ms(df) / 1000.0
         except (KeyError, ValueError, TypeError):  # not a timing result (the CPU stand-in's)
             continue
-    return out
+    return out, engine_records(frames)
 
 
 def _host_steps(run: dict, done: list) -> dict:
@@ -155,7 +164,8 @@ def _host_steps(run: dict, done: list) -> dict:
     gpu = sum(run.get("gpu_s", {}).get(r["key"], 0.0) for r in done) if run.get("gpu_s") else None
     ck = sum(r.get("checkpoint_s", 0.0) for r in done)
     rest = None if gpu is None else exp - gpu - sum(steps.values()) - ck
-    return {"experiment_s": exp, "gpu_s": gpu, "checkpoint_s": ck, "steps": steps, "rest_s": rest}
+    return {"experiment_s": exp, "gpu_s": gpu, "checkpoint_s": ck, "steps": steps, "rest_s": rest,
+            "phases": rest_phases(run.get("engine") or {}, [r["key"] for r in done], rest)}
 
 
 HOST_STEPS = ("setup", "partitions", "warm", "nvml", "drain", "close")
@@ -436,7 +446,7 @@ def _table(res: list[dict], bases: dict) -> list[str]:
         lines.append(f"| {r['gpus']} | {r['mode']} | {_f(h.get('experiment_s'))} | {_f(h.get('gpu_s'))} | "
                      + " | ".join(_f((h.get("steps") or {}).get(k)) for k in HOST_STEPS)
                      + f" | {_f(h.get('checkpoint_s'))} | {_f(h.get('rest_s'))} |")
-    return lines
+    return lines + phase_table(res)
 
 
 def main() -> int:
@@ -464,6 +474,9 @@ def main() -> int:
     p.add_argument("--dispatch-too", choices=("eager", "ready"),
                    help="after the cold runs, the --too-gpus counts again with GCEXPLORE_DISPATCH set to this "
                         "(eager: every task to Dask at once, Dask's assignment; ready: one per free worker, the default)")
+    p.add_argument("--gate-too", choices=("flag", "timed"),
+                   help="after the cold runs, the --too-gpus counts again with GCEXPLORE_GATE set to this (the "
+                        "engine's gate; with 1 in --too-gpus the N-GPU runs compare with that 1-GPU run)")
     p.add_argument("--too-gpus", help="the GPU counts the --*-too runs repeat (default the largest)")
     p.add_argument("--alone-again", action="store_true",
                    help="no GPU: compare OUT/campaign-1gpu with OUT/alone.parquet again (the floors recorded now)")
@@ -573,7 +586,10 @@ def _report(runs: list[dict], direct, out: Path, splits, repeats: int) -> int:
         r["slowdown_per_task"] = {k: v / base["experiment_s"][k] for k, v in r["experiment_s"].items()
                                   if k in base["experiment_s"]}
         if "agreement" not in run:  # once per run: the report is rewritten after every later step
-            run["agreement"] = _agreement(base_run[r["mode"]]["df"], run["df"]) if r is not base else None
+            # a 1-GPU run with a setting changed: against the plain 1-GPU run (the setting's A/B on one card)
+            ref = base_run[r["mode"]] if r is not base else base_run.get(r["mode"].split(ALSO)[0]) if ALSO in r[
+                "mode"] else None
+            run["agreement"] = _agreement(ref["df"], run["df"]) if ref is not None and ref is not run else None
         r["agreement"] = run["agreement"]
     cards = sorted(set(runs[-1]["df"]["device_name"] + " " + runs[-1]["df"]["device_uuid"]))
     two = next((run for run in runs if run["n"] == 2), None)
@@ -584,6 +600,14 @@ def _report(runs: list[dict], direct, out: Path, splits, repeats: int) -> int:
              "cluster (the default); warm: a cluster kept from an earlier campaign (client=), its start not timed",
              "", *_table(res, bases), ""]
     for r in res:
+        plain = bases.get(r["mode"].split(ALSO)[0])
+        if r["gpus"] == 1 and r["agreement"] and plain is not None and plain is not r:
+            ag = r["agreement"]
+            lines.append(f"1 GPU {r['mode']} against 1 GPU {plain['mode']}: end to end {r['end_to_end_s']:.2f} s vs "
+                         f"{plain['end_to_end_s']:.2f} s ({r['end_to_end_s'] / plain['end_to_end_s'] - 1:+.1%}); "
+                         f"sum of task times {r['sum_task_s'] / plain['sum_task_s'] - 1:+.1%}; makespans: "
+                         f"{ag['inside_rounds_95']} of {ag['comparisons']} in the combined interval (largest median "
+                         f"ratio {ag['worst_ratio']:.3f} at {' '.join(ag['worst_at'])})")
         if r["gpus"] == 1 or r["mode"] not in bases:
             continue
         base = bases[r["mode"]]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import time
 
+from gcexplore.experiments.gate import gate_kind, phase_totals
 from gcexplore.experiments.runner import Checkpoint, host_add, run_layouts
 from gcexplore.schema import frame, new_run_id
 
@@ -49,7 +50,11 @@ def standin(wls, *, splits, device, checkpoint, layout_s: float = 0.05, fail: bo
                             "start_ms": 0.0, "worker_pid": os.getpid()})
 
     def build(rows):
-        df = frame(rows, "sweep", {**attrs, "kind": "sweep"})
+        # an engine's record as a sweep's has it: the gate this worker's environment names, phases per repetition
+        reps = len(rows) // max(1, len(names))
+        host = {**phase_totals(), "reps": reps, "queued": max(0, reps - 1), "gate_idle_s": 0.001 * reps,
+                "enqueue_s": 0.002 * reps, "wait_s": 0.003 * reps, "collect_s": 0.0005 * reps}
+        df = frame(rows, "sweep", {**attrs, "kind": "sweep", "gate": gate_kind(), "gate_note": "", "engine_phases": host})
         df["worker_pid"] = [r["worker_pid"] for r in rows]
         return df
 

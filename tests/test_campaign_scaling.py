@@ -463,3 +463,61 @@ def test_bench_gpu_start_too_runs_the_largest_count_again_in_the_other_start_mod
     assert f"2 GPUs {together}: speedup" in text and "2 GPUs cold: speedup" in text and f"2 GPUs {off}: speedup" in text
     assert f"2 GPUs {off}: worker CPUs card " in text and "(off: not pinned" in text
     assert sorted(c["card"] for c in data["runs"][3]["worker_cpus"].values()) == ["0", "1"]
+
+
+def test_bench_gate_too_compares_the_gates_on_one_and_two_gpus_with_the_rest_per_phase(tmp_path, monkeypatch):
+    """bench/campaign.py --gate-too timed --too-gpus 1,2: after the default runs (the flag gate) 1 and 2 GPUs again
+    with GCEXPLORE_GATE=timed in the workers; the timed 2-GPU run's speedup against the timed 1-GPU run, the
+    timed 1-GPU run against the default one (end to end, task times, makespans), and per run the engines'
+    phases summed over the tasks (here the stand-in's record: the gate its worker's environment named)."""
+    pytest.importorskip("distributed")
+    import os
+
+    bench = _bench_on_the_stand_in(monkeypatch)
+    monkeypatch.delenv("GCEXPLORE_GATE", raising=False)
+    monkeypatch.setattr(sys, "argv", ["campaign.py", "--out", str(tmp_path), "--repeats", "2", "--gpus", "1,2",
+                                      "--no-warm", "--no-direct", "--gate-too", "timed", "--too-gpus", "1,2"])
+    assert bench.main() == 0
+    assert "GCEXPLORE_GATE" not in os.environ  # set for those runs only
+    data = json.loads((tmp_path / "campaign_bench.json").read_text())
+    timed = "cold" + bench.ALSO + "gate timed"
+    assert [(r["gpus"], r["mode"]) for r in data["runs"]] == [(1, "cold"), (2, "cold"), (1, timed), (2, timed)]
+    phases = [r["host_steps"]["phases"] for r in data["runs"]]
+    assert [p["gates"] for p in phases] == [["flag"], ["flag"], ["timed"], ["timed"]]  # what each worker measured with
+    # 2 tasks x (1 + 2 sizes) x 2 repetitions, summed from each task's record
+    assert all(p["tasks"] == 2 and p["reps"] == 6 and p["queued"] == 4 for p in phases)
+    assert all(p["gate_idle_s"] == pytest.approx(0.006) and p["wait_s"] == pytest.approx(0.018) for p in phases)
+    text = (tmp_path / "campaign_bench.md").read_text()
+    one, two = data["runs"][2]["end_to_end_s"], data["runs"][3]["end_to_end_s"]
+    assert f"2 GPUs {timed}: speedup {one / two:.2f}x" in text  # against the timed 1-GPU run
+    assert f"1 GPU {timed} against 1 GPU cold: end to end {one:.2f} s vs {data['runs'][0]['end_to_end_s']:.2f} s" in text
+    p = phases[3]
+    assert p["besides_gate_s"] == pytest.approx(p["rest_s"] - 0.006) and p["rest_per_rep_us"] == pytest.approx(
+        p["rest_s"] / 6 * 1e6)
+    assert (f"| 2 | {timed} | timed | 6 (4; 0; 0) | {p['rest_s']:.2f} | 0.01 | {p['besides_gate_s']:.2f} | "
+            f"{p['rest_per_rep_us']:.0f} | 0.01 | 0.02 | 0.00 |") in text
+
+
+def test_the_rest_split_by_phase_from_the_engines_records():
+    import types
+
+    from bench.campaign_phases import engine_records, rest_phases, table
+
+    frames = {k: types.SimpleNamespace(attrs=a) for k, a in {
+        "t1": {"gate": "flag", "gate_note": "", "host": "vm", "engine_phases": {"reps": 100, "queued": 99, "measured_again": 1,
+                                                         "flag_timeouts": 1, "gate_idle_s": 0.02, "enqueue_s": 0.05,
+                                                         "wait_s": 0.3, "collect_s": 0.01}},
+        "t2": {"gate": "timed", "gate_note": "flag gate unavailable: no host memory",
+               "engine_phases": {"reps": 300, "queued": 0, "gate_idle_s": 0.18, "enqueue_s": 0.09, "wait_s": 0.5,
+                        "collect_s": 0.03}},
+        "old": {"gate_us": 60.0, "host": "vm"}}.items()}  # a shard from before the record (host: the machine): left out
+    eng = engine_records(frames)
+    assert sorted(eng) == ["t1", "t2"]
+    p = rest_phases(eng, ["t1", "t2", "gone"], rest_s=0.5)
+    assert (p["reps"], p["queued"], p["measured_again"], p["flag_timeouts"], p["tasks"]) == (400, 99, 1, 1, 2)
+    assert p["gate_idle_s"] == pytest.approx(0.2) and p["besides_gate_s"] == pytest.approx(0.3)
+    assert p["rest_per_rep_us"] == pytest.approx(1250) and p["gates"] == ["flag", "timed"]
+    assert rest_phases(eng, ["old"], 1.0) is None and rest_phases(eng, ["t1"], None)["besides_gate_s"] is None
+    lines = table([{"gpus": 2, "mode": "cold", "host_steps": {"phases": p}}])
+    assert lines[3] == "| 2 | cold | flag, timed | 400 (99; 1; 1) | 0.50 | 0.20 | 0.30 | 1250 | 0.14 | 0.80 | 0.04 |"
+    assert lines[-1] == "gate notes: flag gate unavailable: no host memory" and table([{"host_steps": {}}]) == []

@@ -125,9 +125,25 @@ extern "C" __global__ void gcx_arrive(const volatile unsigned long long* base, u
     out[i] = t;
     __threadfence_system();
 }
+
+// The engine's flag gate (gcexplore.experiments.gate): holds its stream until the host has written seq
+// (or a later one) into flag[0], giving up after give_up_ns; status[0] = seq when the flag let it go
+// (seq | 2^63 when the timeout did), status[1] = how long it waited (ns).
+extern "C" __global__ void gcx_gate(const volatile unsigned long long* flag, unsigned long long seq,
+                                    unsigned long long give_up_ns, volatile unsigned long long* status) {
+    unsigned long long f, t, t0;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        f = flag[0];
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while (f < seq && t - t0 < give_up_ns);
+    status[0] = f >= seq ? seq : (seq | (1ull << 63));
+    status[1] = t - t0;
+    __threadfence_system();
+}
 """
 
-KERNEL_NAMES = ("gcx_fma", "gcx_triad", "gcx_copy", "gcx_spin", "gcx_tick", "gcx_arrive")
+KERNEL_NAMES = ("gcx_fma", "gcx_triad", "gcx_copy", "gcx_spin", "gcx_tick", "gcx_arrive", "gcx_gate")
 _kernels: dict[str, dict[str, Any]] = {}
 _kernels_lock = threading.Lock()
 

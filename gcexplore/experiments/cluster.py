@@ -110,7 +110,8 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
 
     A warmed worker (``warm=``) moves to the CPUs local to its card (``GCEXPLORE_WORKER_CPUS``:
     ``local``, the default; ``share``, its own run of them; ``off``: see
-    :mod:`gcexplore.experiments.worker_cpus`), and records them in its preload report.
+    :mod:`gcexplore.experiments.worker_cpus`), and records them in its preload report. Every worker
+    measures behind the gate ``GCEXPLORE_GATE`` names in this process (:mod:`gcexplore.experiments.gate`).
 
     A campaign hands a worker its next task only when the worker is free (its first once its
     GPU is ready: :mod:`gcexplore.experiments.dispatch`), so tasks start in the order the
@@ -122,8 +123,8 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
     UnsupportedError (a RuntimeError)
         No GPU is visible (pass ``client=`` or ``scheduler=`` to use a cluster elsewhere).
     ValueError
-        A network-reachable ``host`` without a TLS ``security``; ``GCEXPLORE_WORKER_CPUS`` or
-        ``GCEXPLORE_GPU_START`` set to a value they do not take.
+        A network-reachable ``host`` without a TLS ``security``; ``GCEXPLORE_WORKER_CPUS``,
+        ``GCEXPLORE_GPU_START`` or ``GCEXPLORE_GATE`` set to a value they do not take.
     RuntimeError
         The forkserver initialised CUDA while importing (a worker forked from it could not use its GPU).
     """
@@ -160,9 +161,11 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
     # the card last (dicts keep their order, the Nanny sets them in it): a worker forked from the server starts its
     # GPU once it sees it, with CUDA_VISIBLE_DEVICES already its own (_fork_preload.early_gpu)
     from . import worker_cpus
+    from .gate import gate_kind
 
-    # each worker's CPUs near its card (worker_cpus; GCEXPLORE_WORKER_CPUS=off: as inherited)
-    cpus = {worker_cpus.ENV: worker_cpus.cpu_mode()}
+    # each worker's CPUs near its card (worker_cpus; GCEXPLORE_WORKER_CPUS=off: as inherited); the engine's gate
+    # (GCEXPLORE_GATE) as this process has it (a forked worker has the server's environment otherwise)
+    cpus = {worker_cpus.ENV: worker_cpus.cpu_mode(), "GCEXPLORE_GATE": gate_kind()}
     envs = {d: {"CUDA_VISIBLE_DEVICES": d, **preload_env, **cpus, worker_cpus.SLOT_ENV: f"{k}/{len(devs)}",
                 **({GPU_ENV: d} if warm is not None else {})} for k, d in enumerate(devs)}
     net = {"host": host, "protocol": "tls" if tls else "tcp", **({"security": security} if tls else {})}

@@ -2,7 +2,7 @@
 
 Interface (used by the experiments in :mod:`gcexplore.profile` and by ``bench/``):
 
-- :class:`Engine` ``(info, *, streams=2, l2_flush=False, graphs=False, trace=None)``: the
+- :class:`Engine` ``(info, *, streams=2, l2_flush=False, graphs=False, trace=None, gate=None)``: the
   measuring machinery of one device (a context manager). ``engine.run_group(slots,
   chain=False)`` runs one repetition of :class:`Slot` s and returns each launch's
   ``(start_ms, duration_ms)`` and the makespan; ``engine.runner(slot)`` is what
@@ -18,19 +18,26 @@ Interface (used by the experiments in :mod:`gcexplore.profile` and by ``bench/``
 
 How a repetition is timed
 -------------------------
-A short spin kernel on a gate stream holds the GPU while the host enqueues the whole
+A gate kernel on a gate stream holds the GPU while the host enqueues the whole
 repetition, then a common start event is recorded on the gate stream; every stream of
 the repetition waits on it, runs a 1 us settling spin (so its start event follows work
 on its own stream rather than a cross-stream wait, which would add 4-11 us of jitter),
 records its own start event, launches its workload, and records its end event. The
-host synchronises once per repetition. The gate grows at once when the host's enqueue
-time comes close to it and shrinks slowly afterwards. With ``l2_flush`` a buffer of
-twice the L2 size is overwritten on the gate stream before the gate.
+host synchronises once per repetition. With ``l2_flush`` a buffer of twice the L2 size
+is overwritten on the gate stream before the gate.
+
+The gate (:mod:`gcexplore.experiments.gate`; ``gate=`` or ``GCEXPLORE_GATE``): ``flag``, the
+default, spins until the host writes the repetition's number into host-mapped memory after
+its last launch (giving up after 20 ms: such a repetition is measured again); ``timed`` spins
+for a time sized after the host's enqueues (it grows at once when an enqueue comes close to it
+and shrinks slowly after), and is what the engine uses where host-mapped memory cannot be had.
 
 A sweep's repetitions go through ``engine.run_reps``: the host enqueues repetition
-``r + 1`` while ``r`` runs, behind a short gate that waits for ``r``'s end, so neither the
-enqueue nor the Python between repetitions leaves the GPU idle; a repetition whose
-predecessor had already ended when its enqueue finished is measured again, gated.
+``r + 1`` while ``r`` runs, behind a gate that waits for ``r``'s end, so neither the
+enqueue nor the Python between repetitions leaves the GPU idle. With the flag gate every
+repetition goes so (the flag also waits for the host's last launch); with the timed gate only
+repetitions several times longer than the host's enqueue, and one whose predecessor had already
+ended when its enqueue finished is measured again, gated.
 
 Event spans include a launch gap of a few microseconds that the kernel itself does
 not see (about 8 us on the H100): :func:`launch_gap` measures it as the event time
@@ -41,7 +48,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -51,6 +57,8 @@ import numpy as np
 from ..device.driver import DeviceInfo, check, device_info, use
 from ..device.partitions import whole_device
 from ..workloads.workload import Workload
+from .gate import FlagGate, gate_kind, phase_totals
+from .nvml import Nvml, nvtx_available, nvtx_module, nvtx_range
 
 __all__ = ["Engine", "Nvml", "Slot", "capture_graph", "launch_gap", "nvtx_available", "nvtx_range", "spin_samples"]
 
@@ -60,71 +68,13 @@ _GATE_US_QUEUED = 5.0  # the gate of a repetition enqueued while the one before 
 # queue a repetition behind the running one only when that one takes this many host enqueues and more
 _QUEUE_FACTOR, _QUEUE_MARGIN_US = 4.0, 200.0
 _SETTLE_NS = 1_000  # the tiny spin each stream runs after its waits, before its start event
+_FLAG_GIVE_UPS = 3  # the flag gate timed out this many repetitions in a row: the timed gate from then on
 _UNTRACED = contextlib.nullcontext()
 
 
 def _tag(trace, role: str, slot=None, launch: int = 0):
     """The trace's correlation scope of one launch, or nothing when not tracing."""
     return _UNTRACED if trace is None else trace.tag(role, slot, launch)
-
-
-class Nvml:
-    """SM clock and board power via nvidia-ml-py, or NaN when it is absent."""
-
-    def __init__(self, device_index: int, pci_bus_id: str = ""):
-        self.handle = None
-        try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            self._nvml = pynvml
-            try:
-                if not pci_bus_id:  # DeviceInfo read it already; a hand-built one may lack it
-                    from cuda.core import Device
-
-                    pci_bus_id = Device(device_index).pci_bus_id
-                self.handle = pynvml.nvmlDeviceGetHandleByPciBusId_v2(pci_bus_id)
-            except Exception:
-                self.handle = pynvml.nvmlDeviceGetHandleByIndex(device_index)
-        except Exception:  # no nvidia-ml-py or no NVML: columns stay NaN
-            self.handle = None
-
-    @property
-    def available(self) -> bool:
-        return self.handle is not None
-
-    def read(self) -> tuple[float, float]:
-        if self.handle is None:
-            return math.nan, math.nan
-        try:
-            clock = float(self._nvml.nvmlDeviceGetClockInfo(self.handle, self._nvml.NVML_CLOCK_SM))
-            power = float(self._nvml.nvmlDeviceGetPowerUsage(self.handle)) / 1000.0
-            return clock, power
-        except Exception:
-            return math.nan, math.nan
-
-
-_nvtx_module: Any = False  # False: not looked up yet; None: absent
-
-
-def _nvtx():
-    global _nvtx_module
-    if _nvtx_module is False:
-        try:
-            import nvtx
-
-            _nvtx_module = nvtx
-        except ImportError:
-            _nvtx_module = None
-    return _nvtx_module
-
-
-def nvtx_range(message: str):
-    """An NVTX range in the "gcexplore" domain when the nvtx package is present."""
-    nvtx = _nvtx()
-    if nvtx is None:
-        return contextlib.nullcontext()
-    return nvtx.annotate(message, domain="gcexplore")
 
 
 # ---------------------------------------------------------------------------
@@ -180,18 +130,29 @@ class _Queued(NamedTuple):
     events: list  # per slot: (start, end) event pairs
     enqueue_us: float
     gated: bool  # behind a gate sized to the enqueue (not behind a running repetition)
-    clean: bool  # no host time can show in its timings
+    clean: bool  # no host time can show in its timings (a flag gate's: known once it has ended)
+    seq: int = 0  # the flag gate's sequence number (0: a timed gate)
+    gate_us: float = 0.0  # the timed gate's length
+    flag: Any = None  # the FlagGate that holds its outcome
 
 
 class Engine:
     """Measuring machinery on one device: gate stream and kernel, L2 flush, NVML, graphs."""
 
+    _flag: FlagGate | None = None  # None: the timed gate
+    _retired: FlagGate | None = None  # a flag gate given up on (repetitions in flight may still read it)
+    gate_note = ""  # why the timed gate where the flag was asked for
+    _gave_up_in_row = 0
+
     def __init__(self, info: DeviceInfo, *, streams: int = 2, l2_flush: bool = False,
-                 graphs: bool = False, trace=None):
+                 graphs: bool = False, trace=None, gate: str | None = None):
+        self.gate_kind = gate_kind(gate)  # a bad value fails before any GPU work
+
         from cuda.core import EventOptions, LaunchConfig, launch
 
         from ..device.kernels import builtin_kernel
 
+        self.host = phase_totals()
         self.info = info
         self.graphs = graphs
         self.trace = trace  # a tracing.Collector, or None
@@ -218,10 +179,18 @@ class Engine:
                 if l2_flush:
                     size = 2 * max(int(dev.properties.l2_cache_size), 1 << 20)
                     self._l2 = (dev.allocate(size, stream=self.gate), size)
+                if self.gate_kind == "flag":
+                    try:
+                        self._flag = FlagGate(builtin_kernel(dev, "gcx_gate"), launch, LaunchConfig(grid=1, block=1),
+                                              _GATE_US_MAX)
+                    except Exception as e:  # no host-mapped memory here: the timed gate, and why
+                        self.gate_kind, self.gate_note = "timed", f"flag gate unavailable: {e}"
             self.nvml = Nvml(info.index, info.pci_bus_id)
             if trace is not None:  # fails in one sentence now, not after a sweep
                 trace.probe(lambda: self.launch_spin(self.gate, 1_000), self.gate)
         except BaseException:
+            if self._flag is not None:
+                self._flag.close()
             self.whole.close()
             self._current.close()
             raise
@@ -263,7 +232,29 @@ class Engine:
         after the previous one ended (``alone`` and ``sequential``). ``label``
         ``(layout, mode, rep)`` names a measured repetition in the trace (None: warm-up).
         """
-        return self._finish(self._enqueue(slots, chain, label))
+        return self._clean(slots, chain, label, self._finish(self._enqueue(slots, chain, label)))
+
+    def _clean(self, slots, chain, label, result, behind: _Queued | None = None):
+        """``(per_slot, makespan)`` of a collected repetition. One that its flag gate's timeout let go
+        (host time may show in it) is measured again, gated, once ``behind`` (in flight) has ended;
+        after ``_FLAG_GIVE_UPS`` such in a row the engine keeps the timed gate, and says why."""
+        per_slot, makespan, clean = result
+        while not clean:
+            self.host["flag_timeouts"] += 1
+            self.host["measured_again"] += 1
+            self._gave_up_in_row += 1
+            if self._gave_up_in_row >= _FLAG_GIVE_UPS and self._flag is not None:
+                self._retired, self._flag, self.gate_kind = self._flag, None, "timed"
+                self.gate_note = (f"the flag gate timed out ({_GATE_US_MAX / 1000:.0f} ms) on {self._gave_up_in_row} "
+                                  "repetitions in a row (a workload that waits for the GPU inside its launch?): "
+                                  "the timed gate from then on")
+            if behind is not None:
+                for pairs in behind.events:
+                    pairs[-1][1].sync()
+                behind = None
+            per_slot, makespan, clean = self._finish(self._enqueue(slots, chain, label))
+        self._gave_up_in_row = 0
+        return per_slot, makespan
 
     def run_reps(self, slots: Sequence[Slot], labels: Sequence[tuple], *, chain: bool = False, on_queued=None):
         """Repetitions of one group, one per label, each enqueued while the one before runs.
@@ -277,22 +268,30 @@ class Engine:
         once per repetition. A queued repetition counts only if ``r`` was still running
         when its enqueue finished (its gate had not started, so no host time can show in
         it); otherwise (a host stall) it is measured again, gated, and the rest go one at a
-        time. A workload that raises while ``r + 1`` is enqueued still gives ``r``'s
-        times first. Not pipelined while tracing. ``on_queued(i)``, when given, runs once
-        label ``i``'s repetition is enqueued for good (host work that can overlap it: NVML).
+        time. With the flag gate every repetition is queued behind the one before (its gate
+        also waits for the host's last launch, so none can hold host time); one that the flag's
+        timeout let go is measured again. A workload that raises while ``r + 1`` is enqueued
+        still gives ``r``'s times first. Not pipelined while tracing. ``on_queued(i)``, when
+        given, runs once label ``i``'s repetition is enqueued for good (host work that can
+        overlap it: NVML).
         """
         pipelined = self.trace is None
         pending, last_ms = None, None  # (label, queued repetition) not yet collected; last makespan
 
-        def collect():
+        def collect(behind=None):
             nonlocal pending, last_ms
-            out = (pending[0], *self._finish(pending[1]))
-            pending, last_ms = None, out[2]
+            label, queued = pending
+            pending = None
+            out = (label, *self._clean(slots, chain, label, self._finish(queued), behind))
+            last_ms = out[2]
             return out
 
         for i, label in enumerate(labels):
-            behind = (pipelined and pending is not None and last_ms is not None
-                      and last_ms * 1e3 > _QUEUE_FACTOR * self.max_enqueue_us + _QUEUE_MARGIN_US)
+            if self._flag is not None:  # (not once the engine fell back to the timed gate)
+                behind = pipelined
+            else:
+                behind = (pipelined and last_ms is not None
+                          and last_ms * 1e3 > _QUEUE_FACTOR * self.max_enqueue_us + _QUEUE_MARGIN_US)
             if pending is not None and not behind:
                 yield collect()
             try:
@@ -301,7 +300,7 @@ class Engine:
                 if pending is not None:  # measured already: its times reach the caller first
                     yield collect()
                 raise
-            if not queued.clean:
+            if not queued.clean:  # (the timed gate's; a flag gate's is known at its end)
                 yield collect()
                 self._finish(queued)  # it may hold host time: measured again, gated
                 pipelined = False
@@ -309,7 +308,7 @@ class Engine:
             if on_queued is not None:
                 on_queued(i)
             if pending is not None:
-                yield collect()
+                yield collect(behind=queued)
             pending = (label, queued)
         if pending is not None:
             yield collect()
@@ -318,7 +317,9 @@ class Engine:
         """Enqueue one repetition behind the gate; behind the end of ``after`` when given."""
         from cuda.bindings import driver
 
-        gate, trace = self.gate, self.trace
+        t_in = time.perf_counter()
+        gate, trace, flag = self.gate, self.trace, self._flag
+        seq, gate_us = 0, 0.0
         if trace is not None:
             trace.group(label)
         with _tag(trace, "gate"):
@@ -329,13 +330,33 @@ class Engine:
                 buf, size = self._l2
                 check(driver.cuMemsetD32Async(int(buf.handle), 0, size // 4, int(gate.handle)),
                       "cuMemsetD32Async")
-            gate_us = _GATE_US_QUEUED if after is not None else self.gate_us
-            self.launch_spin(gate, int(gate_us * 1000))
+            if flag is not None:
+                seq = flag.launch(gate)
+            else:
+                gate_us = _GATE_US_QUEUED if after is not None else self.gate_us
+                self.launch_spin(gate, int(gate_us * 1000))
         common = gate.record(options=self.event_options)
         t0 = time.perf_counter()
         events = []
+        try:
+            self._launch_slots(slots, chain, common, events)
+            enqueue_us = (time.perf_counter() - t0) * 1e6
+        finally:
+            if seq:  # after the last launch (and on a raise: no gate waits out its timeout)
+                flag.release(seq)
+        # Behind ``after`` with the timed gate: clean only if ``after`` was still running now, so
+        # this repetition's gate had not started before its enqueue ended. The flag's: known at its end.
+        clean = seq or after is None or not all(pairs[-1][1].is_done for pairs in after.events)
+        self.host["reps"] += 1
+        self.host["queued"] += after is not None
+        self.host["enqueue_s"] += time.perf_counter() - t_in
+        return _Queued(common, events, enqueue_us, after is None, bool(clean), seq, gate_us, flag)
+
+    def _launch_slots(self, slots, chain, common, events) -> None:
+        """Each slot's waits, settling spin, and launches between its events (into ``events``)."""
+        trace = self.trace
         prev = None
-        nvtx = _nvtx()
+        nvtx = nvtx_module()
         for slot in slots:
             s = slot.stream
             s.wait(common)
@@ -364,21 +385,25 @@ class Engine:
                     nvtx.popnvtx_range(domain="gcexplore")
             events.append(pairs)
             prev = pairs[-1][1]
-        enqueue_us = (time.perf_counter() - t0) * 1e6
-        # Behind ``after``: clean only if ``after`` was still running now, so this
-        # repetition's gate had not started before its enqueue ended.
-        clean = after is None or not all(pairs[-1][1].is_done for pairs in after.events)
-        return _Queued(common, events, enqueue_us, after is None, clean)
 
     def _finish(self, queued: _Queued):
-        """Wait for a queued repetition; its launches' times and makespan (see :meth:`run_group`)."""
+        """Wait for a queued repetition: its launches' times, makespan (see :meth:`run_group`), and
+        whether it is clean (a flag gate's: the flag, not the timeout, let it go)."""
         common, events, enqueue_us = queued.common, queued.events, queued.enqueue_us
+        t0 = time.perf_counter()
         for pairs in events:
             pairs[-1][1].sync()
+        t1 = time.perf_counter()
         per_slot = [[(float(e0 - common), float(e1 - e0)) for e0, e1 in pairs] for pairs in events]
         makespan = max(float(pairs[-1][1] - common) for pairs in events)
         self.max_enqueue_us = max(self.max_enqueue_us, enqueue_us)
-        if queued.gated:
+        clean = queued.clean
+        if queued.seq:
+            clean, waited_s = queued.flag.outcome(queued.seq)
+            self.host["gate_idle_s"] += waited_s
+        else:
+            self.host["gate_idle_s"] += queued.gate_us * 1e-6
+        if queued.gated and not queued.seq:
             # The gate must outlast the host's enqueueing, or host latency leaks into the
             # timings: grow it at once when it came close, and let it shrink slowly after
             # a one-off host stall (a 1.3 ms stall otherwise kept a 2.6 ms gate on every
@@ -387,7 +412,9 @@ class Engine:
                 self.gate_us = min(_GATE_US_MAX, 2.0 * enqueue_us + 20.0)
             else:
                 self.gate_us = max(_GATE_US_START, 2.0 * enqueue_us + 20.0, 0.8 * self.gate_us)
-        return per_slot, makespan
+        self.host["wait_s"] += t1 - t0
+        self.host["collect_s"] += time.perf_counter() - t1
+        return per_slot, makespan, clean
 
     def warm(self, slots: Sequence[Slot], *, calls: bool = False, label: tuple | None = None) -> None:
         """Warm what a new round made afresh without a warm-up repetition: a 1 us spin on each
@@ -439,6 +466,11 @@ class Engine:
     def close(self) -> None:
         self.drain([self.gate, *self.whole.streams])
         self.drop_graphs()
+        for flag in (self._flag, self._retired):
+            if flag is not None:
+                with contextlib.suppress(Exception):
+                    flag.close()
+        self._flag = self._retired = None
         if self._l2 is not None:
             with contextlib.suppress(Exception):
                 self._l2[0].close(self.gate)
@@ -449,8 +481,15 @@ class Engine:
             self._current.close()
 
     def metadata(self) -> dict:
-        """What a result records about the engine: final gate, slowest enqueue, NVML, NVTX."""
-        return {"gate_us": round(self.gate_us, 1), "max_enqueue_us": round(self.max_enqueue_us, 1),
+        """What a result records about the engine: the gate (``flag`` or ``timed``, and why timed
+        where the flag was asked for), the timed gate's last length, slowest enqueue, NVML, NVTX, and
+        ``engine_phases``: repetitions enqueued (``queued`` behind another, ``measured_again``,
+        ``flag_timeouts``) and seconds per phase: the GPU waiting at the gate (``gate_idle_s``), the
+        host enqueueing (``enqueue_s``), waiting for the end (``wait_s``), reading the times
+        (``collect_s``)."""
+        host = {k: round(v, 6) if isinstance(v, float) else v for k, v in self.host.items()}
+        return {"gate": self.gate_kind, "gate_note": self.gate_note, "gate_us": round(self.gate_us, 1),
+                "max_enqueue_us": round(self.max_enqueue_us, 1), "engine_phases": host,
                 "nvml": self.nvml.available, "nvtx": nvtx_available()}
 
     def __enter__(self):
@@ -506,8 +545,3 @@ def launch_gap(device=0, *, refresh: bool = False) -> float:
             ev, span = spin_samples(engine, engine.whole, 100.0, 20)
         _gap_cache[info.index] = float(np.median(ev - span))
     return _gap_cache[info.index]
-
-
-def nvtx_available() -> bool:
-    """True when the nvtx package is present (ranges show in Nsight Systems)."""
-    return _nvtx() is not None
