@@ -104,3 +104,39 @@ def test_held_out_coverage_is_computed_on_runs_whose_pairs_set_no_margin():
     assert t.attrs["coverage"] >= 0.8, t
     with pytest.raises(ValueError, match="'_case' column and a 'host' column"):
         held_out_coverage(e, "host")
+
+
+def test_the_bench_redoes_the_held_out_table_from_run_folders(tmp_path):
+    # bench/predict_heldout.py on two recorded runs laid out as bench/predict.py writes them: each host's coverage
+    # comes from the other's margins; a judge-only run (here f1's, every time 1.5x) is counted with margins from the
+    # others, so its own misses widen nothing
+    import re
+    import subprocess
+    import sys
+
+    e = _two_runs()  # skips without the recorded data
+    prof = gx.load_recorded("predict_profiles")
+    runs = {}
+    for run, name, slow in (("g1", "predict_sweeps.parquet", 1.0), ("f1", "predict_sweeps_f1.parquet", 1.0),
+                            ("slow", "predict_sweeps_f1.parquet", 1.5)):
+        folder = tmp_path / run
+        folder.mkdir()
+        gx.save_profiles(prof, folder / "profiles.parquet")
+        sweeps = gx.load(DATA / name)
+        for col in ("start_ms", "duration_ms", "makespan_ms"):
+            sweeps[col] = sweeps[col] * slow
+        for pair in sweeps.attrs["pairs"]:
+            gx.save(sweeps[sweeps["pair"] == pair].drop(columns="pair").reset_index(drop=True),
+                    folder / f"sweep_{pair}.parquet")
+        runs[run] = folder
+    bench = Path(__file__).resolve().parents[1] / "bench" / "predict_heldout.py"
+    out = subprocess.run([sys.executable, str(bench), "--calibrate", "checked", f"g1:{runs['g1']}",
+                          f"f1:{runs['f1']}", "--judge", f"x:{runs['slow']}"], capture_output=True, text=True,
+                         timeout=300, check=True).stdout
+    t = held_out_coverage(e, "run", judged="checked", calibrating="checked")
+    assert f"rule 'risk', leave-one-host-out: the checked-only layouts of each host inside the margins of the " \
+           f"others: pooled {t.attrs['coverage']:.2%}" in out, out
+    both = margins_of(e[e["checked"]], rule="risk")["model_error"]
+    assert f"from every calibrating pair: below / above {both[0]:.4f} / {both[1]:.4f}" in out
+    judged = re.findall(rf"judged on {re.escape(str(runs['slow']))} \(calibrated nothing\): ([0-9.]+)%", out)
+    assert len(judged) == 2 and float(judged[1]) < 20, out  # risk rule: 1.5x slower is outside the margins
