@@ -45,19 +45,54 @@ def _what(log, what, name=None):
     return [x for w, n, x in log if w == what and (name is None or n == name)]
 
 
-@pytest.mark.parametrize("finished, step", [(lambda: True, 100.0), (lambda: True, 1e-6), (lambda: False, 1e-6)])
-def test_every_repetition_is_queued_behind_the_one_before_whatever_its_length(finished, step):
-    # the timed gate measures again a repetition whose predecessor had ended, and does not queue
-    # repetitions shorter than the enqueue: the flag gate needs neither (it waits for the host's word)
-    eng, slot, log = _flagged(finished, step=step)
+def test_a_repetition_queued_after_its_predecessor_ended_counts_behind_the_flag():
+    # the timed gate measures such a repetition again and queues no more (test_engine_reps); the flag's
+    # gate also waited for the host's last launch, so no host time can be in it
+    eng, slot, log = _flagged(lambda: True)
     labels = [("8+124", "concurrent", r) for r in range(6)]
     assert [label for label, _, _ in eng.run_reps([slot], labels)] == labels
     assert len(_what(log, "run")) == 6 and _what(log, "flag", "gate") == [1, 2, 3, 4, 5, 6]
     assert _what(log, "spin", "gate") == []  # no timed gate anywhere
     ends = [ev for w, n, ev in log if w == "record" and n == "s0"][1::2]
-    assert _what(log, "wait", "gate") == ends[:5]  # reps 1..5 each wait for the end of the rep before
-    assert eng.host["reps"] == 6 and eng.host["queued"] == 5 and eng.host["measured_again"] == 0
+    # reps 0 and 1 one at a time (no makespan known when 1 is enqueued), then each behind the one before
+    assert _what(log, "wait", "gate") == ends[1:5]
+    assert eng.host["reps"] == 6 and eng.host["queued"] == 4 and eng.host["measured_again"] == 0
     assert eng.host["gate_idle_s"] == pytest.approx(6 * 25e-6)
+
+
+@pytest.mark.parametrize("every", [False, True])
+def test_repetitions_shorter_than_the_enqueue_go_one_at_a_time_unless_every_one_is_queued(every):
+    eng, slot, log = _flagged(lambda: False, step=1e-6)  # 1 ns apart: shorter than any enqueue
+    eng.queue_every = every
+    labels = [("8+124", "sequential", r) for r in range(6)]
+    assert [label for label, _, _ in eng.run_reps([slot], labels)] == labels
+    assert len(_what(log, "run")) == 6 and eng.host["queued"] == (5 if every else 0)
+
+
+def test_a_stall_stops_the_queueing_only_until_it_ages_out_behind_the_flag(monkeypatch):
+    # repetitions of 20 ms (events 10 ms apart) and one 10-ms enqueue: 4 x 10 ms + 0.2 ms > 20 ms. The timed gate
+    # stops queueing for good (its rule reads the slowest enqueue ever); the flag's reads the last 64
+    n, stall = 3 + E._RECENT + 10, 3
+    queued = {}
+    for kind in ("timed", "flag"):
+        eng, slot, log = (_engine if kind == "timed" else _flagged)(lambda: False, step=10.0)
+        calls = []
+
+        def run(calls=calls, log=log):
+            calls.append(1)
+            if len(calls) == stall + 1:
+                import time
+
+                time.sleep(0.01)
+            log.append(("run", "s0", None))
+
+        slot.run = run
+        out = [label for label, _, _ in eng.run_reps([slot], [("8+124", "alone", r) for r in range(n)])]
+        assert len(out) == n and len(calls) == n
+        queued[kind] = eng.host["queued"]
+    # reps 2..4 queued (the stall was rep 3's enqueue, read when rep 3 is collected, after rep 4 was queued), none after
+    assert queued["timed"] == 3
+    assert queued["flag"] >= queued["timed"] + 8  # queued again once the stall was 64 enqueues ago
 
 
 def test_the_flag_is_written_only_after_the_repetitions_last_launch():
@@ -91,11 +126,11 @@ def test_timeouts_in_a_row_leave_the_timed_gate_and_say_why():
     labels = [("8+124", "alone", r) for r in range(4)]
     assert [label for label, _, _ in eng.run_reps([slot], labels)] == labels
     assert eng.gate_kind == "timed" and eng._flag is None and "timed out" in eng.gate_note
-    # rep 0 three times (seq 1, 3, 4), then the timed gate; rep 1 (seq 2) was in flight behind it
-    assert _what(log, "flag", "gate") == [1, 2, 3, 4] and eng.host["flag_timeouts"] == E._FLAG_GIVE_UPS + 1
+    # rep 0 three times behind the flag (seq 1, 2, 3), then behind the timed gate, as every later one
+    assert _what(log, "flag", "gate") == [1, 2, 3] and eng.host["flag_timeouts"] == E._FLAG_GIVE_UPS
     # then the timed gate's own rules (tested in test_engine_reps): rep 0 measured again behind a sized gate first
     timed = _what(log, "spin", "gate")
-    assert timed[0] == int(E._GATE_US_START * 1000) and len(_what(log, "run")) == 4 + len(timed)
+    assert timed[0] == int(E._GATE_US_START * 1000) and len(_what(log, "run")) == 3 + len(timed)
 
 
 def test_a_workload_that_raises_still_lets_its_gate_go():
@@ -118,7 +153,7 @@ def test_metadata_records_the_gate_and_the_host_side_phases():
     md = eng.metadata()
     assert md["gate"] == "flag" and md["gate_note"] == ""
     h = md["engine_phases"]
-    assert (h["reps"], h["queued"], h["flag_timeouts"]) == (4, 3, 0)
+    assert (h["reps"], h["queued"], h["flag_timeouts"]) == (4, 2, 0)  # reps 2, 3 behind the one before
     assert h["enqueue_s"] > 0 and h["collect_s"] > 0 and h["wait_s"] >= 0 and h["gate_idle_s"] == pytest.approx(1e-4)
 
 

@@ -54,6 +54,7 @@ def _engine(finished, trace=None, step=100.0):
     eng = object.__new__(E.Engine)
     eng.trace, eng._l2, eng.event_options = trace, None, None
     eng.gate_us, eng.max_enqueue_us, eng.host, eng.gate_kind = E._GATE_US_START, 0.0, E.phase_totals(), "timed"
+    eng.queue_every, eng._recent = False, E.collections.deque(maxlen=E._RECENT)
     eng.gate = _Stream("gate", log, clock, finished)
     eng._spin, eng._spin_config = None, None
     eng._launch = lambda stream, cfg, kernel, ns, _: log.append(("spin", stream.name, int(ns)))

@@ -2,9 +2,9 @@
 
 Interface (used by the experiments in :mod:`gcexplore.profile` and by ``bench/``):
 
-- :class:`Engine` ``(info, *, streams=2, l2_flush=False, graphs=False, trace=None, gate=None)``: the
-  measuring machinery of one device (a context manager). ``engine.run_group(slots,
-  chain=False)`` runs one repetition of :class:`Slot` s and returns each launch's
+- :class:`Engine` ``(info, *, streams=2, l2_flush=False, graphs=False, trace=None, gate=None,
+  queue_every=False)``: the measuring machinery of one device (a context manager).
+  ``engine.run_group(slots, chain=False)`` runs one repetition of :class:`Slot` s and returns each launch's
   ``(start_ms, duration_ms)`` and the makespan; ``engine.runner(slot)`` is what
   launches a slot once (a direct call or its CUDA graph); ``engine.whole`` is the
   whole device as a partition; ``engine.nvml`` reads SM clock and power;
@@ -34,10 +34,11 @@ and shrinks slowly after), and is what the engine uses where host-mapped memory 
 
 A sweep's repetitions go through ``engine.run_reps``: the host enqueues repetition
 ``r + 1`` while ``r`` runs, behind a gate that waits for ``r``'s end, so neither the
-enqueue nor the Python between repetitions leaves the GPU idle. With the flag gate every
-repetition goes so (the flag also waits for the host's last launch); with the timed gate only
-repetitions several times longer than the host's enqueue, and one whose predecessor had already
-ended when its enqueue finished is measured again, gated.
+enqueue nor the Python between repetitions leaves the GPU idle: repetitions several times
+longer than the host's enqueue (shorter ones go one at a time: the next one's launches would run
+beside the measured one, which moved PyTorch medians by up to 2.8% in batch k1). Behind the timed
+gate one whose predecessor had already ended when its enqueue finished is measured again, gated;
+behind the flag every queued repetition is clean (the flag also waits for the host's last launch).
 
 Event spans include a launch gap of a few microseconds that the kernel itself does
 not see (about 8 us on the H100): :func:`launch_gap` measures it as the event time
@@ -46,6 +47,7 @@ minus the ``%globaltimer`` span of a spin kernel.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import time
@@ -67,6 +69,7 @@ _GATE_US_MAX = 20_000.0
 _GATE_US_QUEUED = 5.0  # the gate of a repetition enqueued while the one before still runs
 # queue a repetition behind the running one only when that one takes this many host enqueues and more
 _QUEUE_FACTOR, _QUEUE_MARGIN_US = 4.0, 200.0
+_RECENT = 64  # with the flag gate, the queueing rule reads the slowest of this many last enqueues (a stall ages out)
 _SETTLE_NS = 1_000  # the tiny spin each stream runs after its waits, before its start event
 _FLAG_GIVE_UPS = 3  # the flag gate timed out this many repetitions in a row: the timed gate from then on
 _UNTRACED = contextlib.nullcontext()
@@ -145,8 +148,13 @@ class Engine:
     _gave_up_in_row = 0
 
     def __init__(self, info: DeviceInfo, *, streams: int = 2, l2_flush: bool = False,
-                 graphs: bool = False, trace=None, gate: str | None = None):
+                 graphs: bool = False, trace=None, gate: str | None = None, queue_every: bool = False):
         self.gate_kind = gate_kind(gate)  # a bad value fails before any GPU work
+        # Every repetition behind the one before (flag gate only). Not the default: the host then launches the
+        # next repetition while the measured one runs; batch k1 (H200) measured PyTorch pairs in sequential mode
+        # 1.5-2.8% slower so than one at a time.
+        self.queue_every = queue_every
+        self._recent: collections.deque = collections.deque(maxlen=_RECENT)
 
         from cuda.core import EventOptions, LaunchConfig, launch
 
@@ -268,8 +276,9 @@ class Engine:
         once per repetition. A queued repetition counts only if ``r`` was still running
         when its enqueue finished (its gate had not started, so no host time can show in
         it); otherwise (a host stall) it is measured again, gated, and the rest go one at a
-        time. With the flag gate every repetition is queued behind the one before (its gate
-        also waits for the host's last launch, so none can hold host time); one that the flag's
+        time. With the flag gate a queued repetition is clean whenever it ran (its gate also
+        waits for the host's last launch), the rule reads the slowest of the last 64 enqueues
+        (a stall ages out), and ``queue_every`` queues every repetition; one that the flag's
         timeout let go is measured again. A workload that raises while ``r + 1`` is enqueued
         still gives ``r``'s times first. Not pipelined while tracing. ``on_queued(i)``, when
         given, runs once label ``i``'s repetition is enqueued for good (host work that can
@@ -287,11 +296,12 @@ class Engine:
             return out
 
         for i, label in enumerate(labels):
-            if self._flag is not None:  # (not once the engine fell back to the timed gate)
-                behind = pipelined
-            else:
-                behind = (pipelined and last_ms is not None
-                          and last_ms * 1e3 > _QUEUE_FACTOR * self.max_enqueue_us + _QUEUE_MARGIN_US)
+            # the flag gate's rule reads recent enqueues (a stall ages out), the timed gate's the slowest ever
+            # (its queued repetitions are clean only where the enqueue ends before the one before does)
+            flag = self._flag is not None  # (not once the engine fell back to the timed gate)
+            slowest = max(self._recent, default=0.0) if flag else self.max_enqueue_us
+            behind = pipelined and ((flag and self.queue_every) or (
+                last_ms is not None and last_ms * 1e3 > _QUEUE_FACTOR * slowest + _QUEUE_MARGIN_US))
             if pending is not None and not behind:
                 yield collect()
             try:
@@ -397,6 +407,7 @@ class Engine:
         per_slot = [[(float(e0 - common), float(e1 - e0)) for e0, e1 in pairs] for pairs in events]
         makespan = max(float(pairs[-1][1] - common) for pairs in events)
         self.max_enqueue_us = max(self.max_enqueue_us, enqueue_us)
+        self._recent.append(enqueue_us)
         clean = queued.clean
         if queued.seq:
             clean, waited_s = queued.flag.outcome(queued.seq)
