@@ -41,7 +41,7 @@ def gate_kind(value: str | None = None) -> str:
 
 
 def phase_totals() -> dict:
-    """The engine's host-side totals per phase, all zero (see ``Engine.metadata()['host']``)."""
+    """The engine's host-side totals per phase, all zero (see ``Engine.metadata()['engine_phases']``)."""
     return {"reps": 0, "queued": 0, "measured_again": 0, "flag_timeouts": 0,
             "gate_idle_s": 0.0, "enqueue_s": 0.0, "wait_s": 0.0, "collect_s": 0.0}
 
