@@ -147,6 +147,12 @@ def _measured_layouts(measured: pd.DataFrame) -> list[str]:
     return sorted(conc["layout"].unique(), key=lambda s: tuple(int(x) for x in str(s).split("+")))
 
 
+def _conformal_bound(per_pair: pd.Series, quantile: float) -> float:
+    """The ceil((n + 1) x quantile)-th smallest of n per-pair values (the largest where n is too small)."""
+    k = int(np.ceil((len(per_pair) + 1) * quantile))
+    return float(np.sort(per_pair.to_numpy())[min(k, len(per_pair)) - 1])
+
+
 def _margins(e: pd.DataFrame, quantile: float) -> tuple[tuple[float, float], float]:
     """(below, above) margins of :func:`fit_model` from layout errors with a ``_case`` column, and the fraction of
     those layouts the widened interval then holds."""
@@ -155,9 +161,7 @@ def _margins(e: pd.DataFrame, quantile: float) -> tuple[tuple[float, float], flo
     # conformal bound, the ceil((n + 1) x quantile)-th smallest (the largest for fewer than 19 at 0.9);
     # below: every measured median the model's lower bound would cut off (the tuner skips by it)
     gap = np.maximum(e["measured_low_ms"] / e["predicted_high_ms"] - 1, 0)
-    per_pair = gap.groupby(e["_case"]).quantile(quantile, interpolation="higher")
-    k = int(np.ceil((len(per_pair) + 1) * quantile))
-    above = float(np.sort(per_pair.to_numpy())[min(k, len(per_pair)) - 1])
+    above = _conformal_bound(gap.groupby(e["_case"]).quantile(quantile, interpolation="higher"), quantile)
     below = float(np.max(np.maximum(1 - e["measured_ms"] / e["predicted_low_ms"], 0)))
     err = (min(below, 0.99), min(above, 0.99))
     return err, float(_inside(e, err).mean())
@@ -177,8 +181,7 @@ def _risk_margins(e: pd.DataFrame, quantile: float) -> tuple[tuple[float, float]
     pair's expected fraction of layouts inside is at least ``quantile``."""
     cut = np.maximum(1 - e["measured_ms"] / e["predicted_low_ms"], 0).groupby(e["_case"]).max()
     n = len(cut)
-    k = int(np.ceil((n + 1) * quantile))
-    below = float(np.sort(cut.to_numpy())[min(k, n) - 1])
+    below = _conformal_bound(cut, quantile)
     # each layout's margin above that puts it inside (inf where the low end misses it anyway)
     need = np.where(e["predicted_low_ms"] * (1 - below) <= e["measured_high_ms"],
                     np.maximum(e["measured_low_ms"] / e["predicted_high_ms"] - 1, 0), np.inf)
