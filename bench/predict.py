@@ -109,11 +109,21 @@ FRESH7 = {"compute+copy": ["compute", "copy"], "compute+matmul": ["compute", "ma
           "latency+layernorm": ["latency", "layernorm"], "latency+conv": ["latency", "conv"],
           "latency+chain": ["latency", "chain"], "latency+elementwise": ["latency", "elementwise"],
           "latency+tanh": ["latency", "tanh"], "latency+scale": ["latency", "scale"]}
+# named at 14:20 of session m (2026-11-27), before any was measured (batch m2): four workloads no run has (PyTorch
+# batched bf16 GEMM and random row gather, CuPy scan and sum), beside earlier ones and each other; they judge whatever
+# model the four runs of batch m1 led to
+FRESH8 = {"bmm+elementwise": ["bmm", "elementwise"], "bmm+sort": ["bmm", "sort"], "bmm+copy": ["bmm", "copy"],
+          "bmm+layernorm": ["bmm", "layernorm"], "cumsum+matmul": ["cumsum", "matmul"], "cumsum+conv": ["cumsum", "conv"],
+          "cumsum+sigmoid": ["cumsum", "sigmoid"], "cumsum+fft": ["cumsum", "fft"], "reduce+chain": ["reduce", "chain"],
+          "reduce+sdpa": ["reduce", "sdpa"], "reduce+tanh": ["reduce", "tanh"], "reduce+memory": ["reduce", "memory"],
+          "gather+softmax": ["gather", "softmax"], "gather+scale": ["gather", "scale"], "gather+conv": ["gather", "conv"],
+          "gather+matmul": ["gather", "matmul"], "bmm+cumsum": ["bmm", "cumsum"], "reduce+gather": ["reduce", "gather"],
+          "bmm+reduce": ["bmm", "reduce"], "cumsum+gather": ["cumsum", "gather"]}
 GROUPS = (("fitted", FITTED), ("fitted4", FITTED4), ("checked", CHECKED), ("fresh", FRESH), ("fresh2", FRESH2),
           ("confirm", CONFIRM), ("fresh3", FRESH3), ("fresh4", FRESH4), ("fresh5", FRESH5), ("fresh6", FRESH6),
-          ("fresh7", FRESH7))
+          ("fresh7", FRESH7), ("fresh8", FRESH8))
 FITS = {**FITTED, **FITTED4}  # every pair the model is fitted on (the others are checked only)
-ALL = {**FITTED, **FITTED4, **CHECKED, **FRESH, **FRESH2, **CONFIRM, **FRESH3, **FRESH4, **FRESH5, **FRESH6, **FRESH7}
+ALL = {**FITTED, **FITTED4, **CHECKED, **FRESH, **FRESH2, **CONFIRM, **FRESH3, **FRESH4, **FRESH5, **FRESH6, **FRESH7, **FRESH8}
 TUNED = ("compute+memory", "memory_a+memory_b", "matmul+sigmoid", "latency+compute", "fft+conv", "sort+memory")
 NOTE = ("{r} repetitions after 1 warm-up per layout, concurrent mode only, first-partition sizes every {s} SMs; "
         "profiles {pr} repetitions per size every {ps} SMs")

@@ -9,8 +9,8 @@ from L2 across its 16 passes, so it is the one a neighbour's traffic can evict.
 from __future__ import annotations
 
 BUILTIN = ("compute", "memory", "latency", "copy")
-TORCH = ("matmul", "sigmoid", "softmax", "sdpa", "layernorm", "conv", "chain", "tanh")
-CUPY = ("fft", "sort", "elementwise", "scale")
+TORCH = ("matmul", "sigmoid", "softmax", "sdpa", "layernorm", "conv", "chain", "tanh", "bmm", "gather")
+CUPY = ("fft", "sort", "elementwise", "scale", "cumsum", "reduce")
 
 
 def _torch(dev: int) -> dict:
@@ -34,6 +34,10 @@ def _torch(dev: int) -> dict:
     ws = [torch.randn(4096, 4096, device=d, dtype=bf) / 64 for _ in range(4)]
     g_in = torch.randn(256 << 20, device=d, dtype=bf)  # tanh: its own 512 MiB in, 512 MiB out
     g_out = torch.empty_like(g_in)
+    # FRESH8's workloads (added 2026-11-27, before any was measured): a batched bf16 GEMM and a random row gather
+    ba, bb = (torch.randn(32, 2048, 2048, device=d, dtype=bf) for _ in range(2))
+    rows = torch.randn(1 << 20, 128, device=d)  # 512 MiB of 512-byte rows
+    idx = torch.randint(0, 1 << 20, (1 << 20,), device=d)
     torch.cuda.synchronize()
 
     def layernorm():
@@ -49,7 +53,8 @@ def _torch(dev: int) -> dict:
     fns = {"matmul": lambda: torch.matmul(a, b, out=c), "sigmoid": lambda: torch.sigmoid(x, out=y),
            "softmax": lambda: torch.softmax(s, -1), "sdpa": lambda: F.scaled_dot_product_attention(q, k, v),
            "layernorm": layernorm, "conv": lambda: F.conv2d(img, ker, padding=1), "chain": chain,
-           "tanh": lambda: torch.tanh(g_in, out=g_out)}
+           "tanh": lambda: torch.tanh(g_in, out=g_out), "bmm": lambda: torch.bmm(ba, bb),
+           "gather": lambda: torch.index_select(rows, 0, idx)}
     return {n: gx.from_torch(f, name=n) for n, f in fns.items()}
 
 
@@ -65,12 +70,16 @@ def _cupy(dev: int) -> dict:
         e1, e2 = cp.random.rand(1 << 27, dtype=cp.float32), cp.random.rand(1 << 27, dtype=cp.float32)
         e3 = cp.empty_like(e1)
         s1, s2 = cp.random.rand(3 << 25, dtype=cp.float32), cp.empty(3 << 25, dtype=cp.float32)  # scale's own
+        cs = cp.random.rand(1 << 27, dtype=cp.float32)  # cumsum: a multi-pass scan of 512 MiB
+        rd = cp.random.rand(1 << 28, dtype=cp.float32)  # reduce: 1 GiB read once
         cp.fft.fft(sig)  # the plan, made once
         cp.cuda.Device(dev).synchronize()
     return {"fft": gx.from_cupy(lambda: cp.fft.fft(sig), name="fft"),
             "sort": gx.from_cupy(lambda: cp.sort(keys), name="sort"),
             "elementwise": gx.from_cupy(lambda: cp.add(e1, e2, out=e3), name="elementwise"),
-            "scale": gx.from_cupy(lambda: cp.multiply(s1, 1.5, out=s2), name="scale")}
+            "scale": gx.from_cupy(lambda: cp.multiply(s1, 1.5, out=s2), name="scale"),
+            "cumsum": gx.from_cupy(lambda: cp.cumsum(cs), name="cumsum"),
+            "reduce": gx.from_cupy(lambda: cp.sum(rd), name="reduce")}
 
 
 def workloads(dev: int = 0, *, names=None, torch_too: bool = True, cupy_too: bool = True) -> dict:
