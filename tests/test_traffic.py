@@ -130,21 +130,21 @@ def test_the_copy_probe_times_the_workload_beside_the_copy_on_half_and_most_of_t
     from gcexplore.experiments import solo
     from gcexplore.workloads import builtins
 
-    made, seen = [], {}
+    made, calls = [], []
 
-    class FakeCopy:
-        def __init__(self, name):
-            self.name, self.closed, self.bytes = name, False, 3.2e9
+    class FakeRef:
+        def __init__(self, name, nbytes):
+            self.name, self.closed, self.bytes = name, False, nbytes
             made.append(self)
 
         def close(self):
             self.closed = True
 
     def fake_sweep(wls, sm_counts, modes, **kw):
-        seen.update(sizes=list(sm_counts), modes=tuple(modes), names=list(wls))
+        calls.append({"sizes": list(sm_counts), "modes": tuple(modes), "names": list(wls)})
         (w, c), rows = list(wls), []
         for k in sm_counts:  # the workload slower beside the copy on 64 SMs than on 104, least on 112
-            slow = {64: 1.5, 104: 1.1}.get(k, 1.02)
+            slow = {64: 1.5, 104: 1.1}.get(k, 1.02) if "polite" not in c else 1.2
             for mode, dw, dc in (("alone", 1.0, 2.0), ("concurrent", slow, 2.2)):
                 for rep in range(3):
                     rows += [{"split_sm_count": k, "mode": mode, "workload": w, "duration_ms": dw + 0.01 * rep,
@@ -152,29 +152,37 @@ def test_the_copy_probe_times_the_workload_beside_the_copy_on_half_and_most_of_t
                                             "rep": rep}]
         return pd.DataFrame(rows)
 
-    monkeypatch.setattr(builtins, "copy", lambda device, name: FakeCopy(name))
+    monkeypatch.setattr(builtins, "copy", lambda device, name: FakeRef(name, 3.2e9))
+    monkeypatch.setattr(builtins, "polite", lambda device, name: FakeRef(name, 8.05e8))
     monkeypatch.setattr(solo, "sweep", fake_sweep)
     monkeypatch.setattr(solo, "gpu_time_ms", lambda df: 12.5)
     wl = type("W", (), {"name": "conv"})()
     got = solo._probe(wl, 0, 3, 1, list(range(8, 129, 8)), 132)  # an H100: 132 SMs, sizes every 8
-    assert seen["sizes"] == [64, 104, 112] and seen["modes"] == ("alone", "concurrent") and seen["names"][0] == "conv"
-    assert made and made[0].closed  # the copy it made is closed
+    first = calls[0]
+    assert first["sizes"] == [64, 104, 112] and first["modes"] == ("alone", "concurrent") and first["names"][0] == "conv"
+    assert made and all(m.closed for m in made)  # every copy and streamer it made is closed
     assert got["probe_sm_count"] == 64 and got["probe_ms"] == pytest.approx(1.51)
     assert got["probe_alone_ms"] == pytest.approx(1.01) and got["probe_copy_ms"] == 2.2
-    assert got["probe_copy_alone_ms"] == 2.0 and got["_gpu_ms"] == 12.5 and got["probe_copy_bytes"] == 3.2e9
+    assert got["probe_copy_alone_ms"] == 2.0 and got["probe_copy_bytes"] == 3.2e9
     assert got["probe_large_sm_count"] == 104 and got["probe_large_ms"] == pytest.approx(1.11)
     assert got["probe_large_alone_ms"] == pytest.approx(1.01) and got["probe_large_copy_ms"] == 2.2
     # the third probe: 112 SMs (nearest 0.85 of 132), the copy on 20 below saturation
     assert got["probe_low_sm_count"] == 112 and got["probe_low_ms"] == pytest.approx(1.03)
     assert got["probe_low_alone_ms"] == pytest.approx(1.01) and got["probe_low_copy_alone_ms"] == 2.0
-    assert set(TP.TRAFFIC_PROFILE_COLUMNS) >= {k for k in got if k.startswith("probe_")}
+    # the polite probe: half the card beside the polite streamer, and each reference on 104 SMs beside the copy
+    assert calls[1] == {"sizes": [64], "modes": ("alone", "concurrent"), "names": ["conv", "conv~polite"]}
+    assert got["probe_polite_sm_count"] == 64 and got["probe_polite_ms"] == pytest.approx(1.21)
+    assert got["probe_polite_alone_ms"] == pytest.approx(1.01) and got["probe_polite_bytes"] == 8.05e8
+    assert [c["names"] for c in calls[2:]] == [["reference~copy", "reference~side"], ["conv~polite", "reference~side"]]
+    assert all(c["sizes"] == [104] for c in calls[2:])
+    assert got["probe_refcopy_sm_count"] == 104 and got["probe_refcopy_copy_alone_ms"] == 2.0
+    assert got["probe_refpolite_ms"] == pytest.approx(1.11) and got["probe_refpolite_copy_ms"] == 2.2
+    assert got["_gpu_ms"] == 12.5 * 4  # every sweep's GPU time counted
+    assert {k for k in got if k.startswith("probe_")} == set(TP.PROBE_COLUMNS)  # every probe column, no other
     # profiled at one size only: one probe, no second or third column
+    calls.clear()
     one = solo._probe(wl, 0, 3, 1, [64])
-    assert seen["sizes"] == [64] and "probe_large_ms" not in one and one["probe_ms"] == pytest.approx(1.51)
-    assert "probe_low_ms" not in one
-    # two sizes: the low probe falls on the large one's size and is not probed twice
-    two = solo._probe(wl, 0, 3, 1, [64, 104], 132)
-    assert seen["sizes"] == [64, 104] and "probe_low_ms" not in two and two["probe_large_sm_count"] == 104
+    assert calls[0]["sizes"] == [64] and "probe_large_ms" not in one and one["probe_ms"] == pytest.approx(1.51)
 
 
 # ----------------------------------------------------------------------------- profiles

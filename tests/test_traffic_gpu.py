@@ -96,3 +96,32 @@ def test_the_copy_probe_slows_a_memory_kernel_beside_the_copy_and_barely_a_compu
     copy_gbs = [float(p["probe_copy_bytes"].iloc[0] / (p["probe_low_copy_alone_ms"].iloc[0] * 1e6))
                 for p in prof.values()]
     assert all(peak / 3 < g < 0.8 * peak for g in copy_gbs), (copy_gbs, peak)
+
+
+@pytest.mark.gpu
+def test_the_polite_streamer_moves_its_known_bytes_and_starves_the_copy_less_than_the_copy_does():
+    from gcexplore import workloads as W
+    from gcexplore.analysis import traffic_profile as TP
+
+    p = W.polite()  # reads 4n bytes and writes 4n per call, one float a thread
+    try:
+        df = _count(p, sm_counts=(None,))
+    finally:
+        p.close()
+    for r in df.itertuples():
+        assert abs(r.dram_read_bytes / (4 * p.items) - 1) <= 0.05, r
+        assert abs(r.dram_write_bytes / (4 * p.items) - 1) <= 0.05, r
+    peak = gx.card_bandwidth(0)
+    m = W.memory()
+    try:
+        prof = gx.solo_profile(m, sm_counts=[64, 104, 112], repeats=3, shared_bandwidth_gbs=peak, traffic=False,
+                               probe=True)
+    finally:
+        m.close()
+    r = prof.iloc[0]
+    assert int(r["probe_polite_sm_count"]) == 64 and int(r["probe_refcopy_sm_count"]) == 104
+    # the triad beside the polite streamer on 68 SMs loses less than beside the copy there
+    assert r["probe_polite_ms"] / r["probe_polite_alone_ms"] < r["probe_ms"] / r["probe_alone_ms"], r
+    # what each reference does to the copy beside it, beyond sharing DRAM by demand: the copy more than the streamer
+    a_copy, a_polite = TP.reference_aggressions(r, peak)
+    assert a_polite < a_copy, (a_polite, a_copy)

@@ -29,6 +29,10 @@ get them filled by :func:`with_traffic_columns`):
   :func:`saturation_slowdown`); ``probe_large_*`` the same with the workload on most of the card
   (the copy on the rest still saturates DRAM), ``probe_low_*`` on more (the copy on the rest draws
   about 0.64 of DRAM's bandwidth: below saturation);
+- ``probe_polite_*``: the same on half the card beside the built-in polite streamer (one 4-byte element a
+  thread: few requests in flight), its bytes per call ``probe_polite_bytes``; ``probe_refcopy_*`` /
+  ``probe_refpolite_*``: the copy and that streamer each on most of the card beside the copy on the rest, so
+  that what every co-runner does to the copy (:func:`aggression`) is placed between the two references';
 - ``requested_sm_count``: the size, so that :func:`gcexplore.summarize` reads a profile as
   the scaling it is (alone times per size).
 """
@@ -45,18 +49,24 @@ from ..schema import identity_name
 
 SM_COUNT = identity_name("sm_count")  # the card's SM count, as every result names it
 
-__all__ = ["BOUNDS", "CROSS_CARD_ERROR", "MEMORY_BOUND_SHARE", "PROBE_COLUMNS", "PROBE_LARGE_SHARE",
+__all__ = ["BOUNDS", "CROSS_CARD_ERROR", "MEMORY_BOUND_SHARE", "POLITE_COLUMNS", "PROBE_COLUMNS", "PROBE_LARGE_SHARE",
            "PROBE_LOW_SHARE", "SCALES_SHARE", "SATURATION_LOADS", "SATURATION_RAMPS", "SHARE_RULES",
            "TRAFFIC_PROFILE_COLUMNS", "aggression", "aggressor_weight", "attach_traffic", "bytes_at_size", "card_of",
            "check_saturation", "classify", "probed_onset", "cross_card_margins", "excess_at", "latency_slowdown",
-           "probe_excess", "probe_points", "probe_slowdown", "probe_table", "profile_sources", "saturation_input",
+           "polite_excess", "polite_weight", "probe_excess", "probe_points", "probe_slowdown", "probe_table", "profile_sources", "reference_aggressions", "saturation_input",
            "saturation_slowdown", "saturation_speeds", "scale_profiles", "scaling_error", "shared_speeds",
            "with_traffic_columns"]
 
+#: The polite probe (half the card beside the built-in polite streamer, ``probe_polite_*``: ``copy`` there names that
+#: streamer) and the two references' own large probes (each on PROBE_LARGE_SHARE of the card beside the copy).
+POLITE_COLUMNS = ["probe_polite_sm_count", "probe_polite_ms", "probe_polite_alone_ms", "probe_polite_copy_ms",
+                  "probe_polite_copy_alone_ms", "probe_polite_bytes",
+                  *(f"probe_ref{r}_{c}" for r in ("copy", "polite") for c in ("sm_count", "ms", "alone_ms", "copy_ms",
+                                                                                "copy_alone_ms"))]
 PROBE_COLUMNS = ["probe_sm_count", "probe_ms", "probe_alone_ms", "probe_copy_ms", "probe_copy_alone_ms",
                  "probe_copy_bytes", "probe_large_sm_count", "probe_large_ms", "probe_large_alone_ms",
                  "probe_large_copy_ms", "probe_large_copy_alone_ms", "probe_low_sm_count", "probe_low_ms",
-                 "probe_low_alone_ms", "probe_low_copy_ms", "probe_low_copy_alone_ms"]
+                 "probe_low_alone_ms", "probe_low_copy_ms", "probe_low_copy_alone_ms", *POLITE_COLUMNS]
 #: The second probe's size: the valid size nearest this share of the card (104 of 132 SMs on an H100),
 #: the workload holding most SMs beside the copy on the rest (which still saturates DRAM there).
 PROBE_LARGE_SHARE = 0.8
@@ -489,6 +499,37 @@ def aggression(probe: Mapping, own_bytes: float, peak: float) -> float:
     if not all(math.isfinite(v) for v in (rate, mine, copy, peak)):
         return math.nan
     return float(rate * shared_speeds(peak, [mine, copy], [mine, copy])[1])
+
+
+def reference_aggressions(probe: Mapping, peak: float) -> tuple[float, float]:
+    """``(copy, polite)``: what each reference co-runner does to the copy beside it (:func:`aggression` of its own
+    large probe, ``probe_refcopy_*`` / ``probe_refpolite_*``, its bytes known); NaN where not probed."""
+    out = []
+    for ref, nbytes in (("refcopy", "probe_copy_bytes"), ("refpolite", "probe_polite_bytes")):
+        one = {"probe_large_" + c: float(probe.get(f"probe_{ref}_{c}", math.nan))
+               for c in ("ms", "alone_ms", "copy_ms", "copy_alone_ms")}
+        out.append(aggression({**one, "probe_copy_bytes": probe.get("probe_copy_bytes", math.nan)},
+                              float(probe.get(nbytes, math.nan)), peak))
+    return out[0], out[1]
+
+
+def polite_excess(probe: Mapping, own_bytes: float, peak: float) -> float:
+    """The polite probe's slowdown beyond sharing DRAM (:func:`probe_excess` of the ``probe_polite_*`` columns): how
+    a workload fares beside a streamer that keeps few requests in flight; NaN without that probe."""
+    one = {"probe_" + c: float(probe.get("probe_polite_" + c, math.nan)) for c in ("ms", "alone_ms", "copy_ms",
+                                                                                   "copy_alone_ms")}
+    if not math.isfinite(one["probe_ms"]):
+        return math.nan
+    return probe_excess({**one, "probe_copy_bytes": float(probe.get("probe_polite_bytes", math.nan))}, own_bytes, peak)
+
+
+def polite_weight(aggr: float, refs: tuple[float, float]) -> float:
+    """Where a co-runner of aggression ``aggr`` lies between the polite reference (0) and the copy (1), from the
+    references' own aggressions ``refs`` = (copy, polite), within [0, 1]; 1 (the copy's) where either is unknown."""
+    a_copy, a_polite = refs
+    if not all(math.isfinite(v) for v in (aggr, a_copy, a_polite)) or a_copy - a_polite < 0.1:
+        return 1.0
+    return float(min(max((aggr - a_polite) / (a_copy - a_polite), 0.0), 1.0))
 
 
 def aggressor_weight(aggr: float, scale: float | None) -> float:

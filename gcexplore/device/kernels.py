@@ -83,6 +83,16 @@ extern "C" __global__ void gcx_copy(float4* __restrict__ dst, const float4* __re
     GCX_REC_END
 }
 
+// Memory-bound scale dst = a * src over floats, one 4-byte element per thread, nothing unrolled: few requests in
+// flight per SM, as a framework's plain elementwise kernel keeps (the probes' polite co-runner).
+extern "C" __global__ void gcx_scale1(float* __restrict__ dst, const float* __restrict__ src, float a,
+                                      unsigned long long n, unsigned long long* rec) {
+    GCX_REC_BEGIN
+    unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) dst[i] = a * src[i];
+    GCX_REC_END
+}
+
 // Spins until %globaltimer has advanced by ns; thread 0 of each block records its span.
 extern "C" __global__ void gcx_spin(unsigned long long ns, unsigned long long* rec) {
     unsigned long long t0, t;
@@ -143,7 +153,7 @@ extern "C" __global__ void gcx_gate(const volatile unsigned long long* flag, uns
 }
 """
 
-KERNEL_NAMES = ("gcx_fma", "gcx_triad", "gcx_copy", "gcx_spin", "gcx_tick", "gcx_arrive", "gcx_gate")
+KERNEL_NAMES = ("gcx_fma", "gcx_triad", "gcx_copy", "gcx_scale1", "gcx_spin", "gcx_tick", "gcx_arrive", "gcx_gate")
 _kernels: dict[str, dict[str, Any]] = {}
 _kernels_lock = threading.Lock()
 

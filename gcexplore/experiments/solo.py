@@ -167,8 +167,10 @@ def _probe(wl, device: int, repeats: int, warmup: int, sizes: list[int], total: 
     :data:`~gcexplore.analysis.traffic_profile.PROBE_LOW_SHARE` (the copy on the rest then draws less than
     DRAM gives), beside the built-in copy on the rest, alone and together (medians; one sweep of those
     layouts): the ``probe_*``, ``probe_large_*`` and ``probe_low_*`` profile columns (a size equal to an
-    earlier probe's is not probed again: its columns stay NaN)."""
-    from ..workloads.builtins import copy
+    earlier probe's is not probed again: its columns stay NaN); and on half the card beside the built-in
+    :func:`~gcexplore.workloads.builtins.polite` streamer (``probe_polite_*``), with the two references'
+    own large probes (``probe_refcopy_*``, ``probe_refpolite_*``: what each does to the copy beside it)."""
+    from ..workloads.builtins import copy, polite
 
     total = total or sizes[-1] + sizes[0]  # the card's SMs (a split and its remainder)
     half = min(sizes, key=lambda k: (abs(2 * k - total), k))
@@ -186,14 +188,51 @@ def _probe(wl, device: int, repeats: int, warmup: int, sizes: list[int], total: 
     out = {"probe_copy_bytes": float(cp.bytes or math.nan), "_gpu_ms": gpu_time_ms(df)}
     done = set()
     for prefix, k in (("probe_", half), ("probe_large_", large), ("probe_low_", low)):
-        med = df[df["split_sm_count"] == k].groupby(["mode", "workload"])["duration_ms"].median()
-        if k in done or med.empty:  # a size probed already: no second column for it
+        if k in done:  # a size probed already: no second column for it
             continue
         done.add(k)
-        out.update({prefix + "sm_count": float(k), prefix + "ms": float(med["concurrent", wl.name]),
-                    prefix + "alone_ms": float(med["alone", wl.name]),
-                    prefix + "copy_ms": float(med["concurrent", other]),
-                    prefix + "copy_alone_ms": float(med["alone", other])})
+        out.update(_probe_columns(df[df["split_sm_count"] == k], prefix, k, wl.name, other))
+    pol = polite(device=device, name=wl.name + "~polite")
+    try:
+        pdf = sweep({wl.name: wl, pol.name: pol}, sm_counts=[half], modes=("alone", "concurrent"), repeats=repeats,
+                    warmup=warmup, device=device, progress=False)
+        out["_gpu_ms"] += gpu_time_ms(pdf)
+        out.update(_probe_columns(pdf, "probe_polite_", half, wl.name, pol.name), probe_polite_bytes=float(pol.bytes))
+        refs = _references(device, repeats, warmup, large, pol)
+        out["_gpu_ms"] += refs.pop("_gpu_ms")
+        out.update(refs)
+    finally:
+        pol.close()
+    return out
+
+
+def _probe_columns(df, prefix: str, k: int, name: str, other: str) -> dict:
+    med = df.groupby(["mode", "workload"])["duration_ms"].median()
+    if med.empty:
+        return {}
+    return {prefix + "sm_count": float(k), prefix + "ms": float(med["concurrent", name]),
+            prefix + "alone_ms": float(med["alone", name]), prefix + "copy_ms": float(med["concurrent", other]),
+            prefix + "copy_alone_ms": float(med["alone", other])}
+
+
+def _references(device: int, repeats: int, warmup: int, large: int, pol) -> dict:
+    """Each reference co-runner (the copy, the polite streamer) on ``large`` SMs beside the copy on the rest:
+    what it does to the copy, as a profiled workload's large probe says it (its aggression)."""
+    from ..workloads.builtins import copy
+
+    out = {"_gpu_ms": 0.0}
+    for prefix, ref in (("probe_refcopy_", None), ("probe_refpolite_", pol)):
+        mine = ref if ref is not None else copy(device=device, name="reference~copy")
+        side = copy(device=device, name="reference~side")
+        try:
+            df = sweep({mine.name: mine, side.name: side}, sm_counts=[large], modes=("alone", "concurrent"),
+                       repeats=repeats, warmup=warmup, device=device, progress=False)
+        finally:
+            side.close()
+            if ref is None:
+                mine.close()
+        out["_gpu_ms"] += gpu_time_ms(df)
+        out.update(_probe_columns(df, prefix, large, mine.name, side.name))
     return out
 
 

@@ -9,7 +9,7 @@ from .._lazy import face
 
 PUBLIC = {"workload": ("Workload", "from_cupy", "from_kernel", "from_torch"), "builtins": ("builtin",),
           "serving": ("decoder_stack", "serving_roles")}
-EXTRA = {"builtins": ("BUILTINS", "Recorder", "compute", "copy", "latency", "memory", "spin"),
+EXTRA = {"builtins": ("BUILTINS", "Recorder", "compute", "copy", "latency", "memory", "polite", "spin"),
          "spec": ("Recipe", "as_workload", "as_workloads", "is_recipe", "parse_builtin", "parse_recipe", "workload_names"),
          "serving": ("ARRIVALS", "ModelShape", "ServingModel", "arrivals"),
          "collectives": ("COLLECTIVES", "collective", "nccl_versions")}

@@ -241,6 +241,27 @@ def copy(*, n: int = 3 << 27, per_thread: int = 8, threads: int = 256, device=0,
                                  nbytes=8.0 * n, items=float(n))
 
 
+def polite(*, n: int = 3 << 25, threads: int = 256, device=0, name: str = "polite") -> Workload:
+    """Memory-bound built-in that keeps few requests in flight: ``dst = 0.5 * src`` over ``n`` floats,
+    one 4-byte element per thread and nothing unrolled, the way a framework's plain elementwise kernel
+    streams. Beside it a neighbour's DRAM requests meet short queues; beside :func:`copy` (8 x 16 bytes a
+    thread) they meet full ones. The predictor's probes time each workload beside both.
+
+    Bytes per call = ``2 * 4 * n``: 805 MB with the default ``n = 3 * 2**25``.
+    """
+    _positive(n=n, threads=threads)
+    index = _resolved_index(device)
+    grid = -(-n // threads)
+    holder: dict[str, _DeviceBuffers] = {}
+
+    def args(rec):
+        b = holder["b"]
+        return (np.uint64(b.ptr(0)), np.uint64(b.ptr(1)), np.float32(0.5), np.uint64(n), np.uint64(rec))
+
+    return _builtin_with_buffers(name, index, "gcx_scale1", grid, threads, args, [n * 4] * 2, holder,
+                                 flops=float(n), nbytes=8.0 * n, items=float(n))
+
+
 def spin(us: float = 1000.0, *, blocks: int = 1, threads: int = 32, device=0,
          name: str | None = None) -> Workload:
     """A kernel that spins for ``us`` microseconds by ``%globaltimer``.
