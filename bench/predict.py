@@ -41,6 +41,7 @@ import gcexplore as gx
 from gcexplore import analysis as A
 from gcexplore.analysis import prediction_check as PC
 from gcexplore.analysis import traffic_profile as TP
+from gcexplore.analysis import saturation as SAT
 from _needs import needs  # noqa: E402
 
 FITTED = {"compute+memory": ["compute", "memory"], "memory_a+memory_b": ["memory_a=memory", "memory_b=memory"],
@@ -211,7 +212,7 @@ def measure(args, out: Path) -> None:
         gx.profile_overlap({name: w}, [64], repeats=1, warmup=2, modes=("alone",), device=info.index)  # warm
         p = gx.solo_profile(w, device=info.index, repeats=args.profile_repeats, sm_counts=psizes,
                             shared_bandwidth_gbs=peak, traffic=False,  # counted in its own stage
-                            probe=args.probe)
+                            probe="polite" if args.polite else args.probe)
         cost[name] = p.attrs["gpu_time_ms"]
         profiles.append(p)
         gx.save_profiles(profiles, out / "profiles.parquet")
@@ -496,7 +497,7 @@ def report(out: Path, replica: Path | None = None, cross: Path | None = None) ->
         with pd.option_context(*opts):
             print("\ncounted traffic per call (CUPTI PM sampling):")
             print(tt.to_string(index=False))
-    pt = TP.probe_table(_profiles(out))
+    pt = SAT.probe_table(_profiles(out))
     if len(pt):
         with pd.option_context(*opts):
             print("\nprobes beside the built-in copy (copy_load: its demand alone / the card's; "
@@ -626,6 +627,8 @@ def main(argv=None) -> int:
                                                            "their fit (gcexplore/data/predict_profiles)")
     ap.add_argument("--probe", action="store_true", help="--stage measure: profiles also time each workload "
                     "beside the built-in copy on half the card (solo_profile(probe=True))")
+    ap.add_argument("--polite", action="store_true", help="--stage measure: probes also beside the built-in polite "
+                    "streamer (solo_profile(probe='polite'); predict(saturation_polite=True) reads them)")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--no-cupy", action="store_true")
     args = ap.parse_args(argv)

@@ -13,6 +13,7 @@ import pytest
 
 import gcexplore as gx
 from gcexplore.analysis import traffic_profile as TP
+from gcexplore.analysis import saturation as SAT
 from gcexplore.analysis.prediction_check import fit_model, predict_kwargs
 from gcexplore.experiments import traffic as T
 from test_predict import PEAK, _profile
@@ -157,7 +158,7 @@ def test_the_copy_probe_times_the_workload_beside_the_copy_on_half_and_most_of_t
     monkeypatch.setattr(solo, "sweep", fake_sweep)
     monkeypatch.setattr(solo, "gpu_time_ms", lambda df: 12.5)
     wl = type("W", (), {"name": "conv"})()
-    got = solo._probe(wl, 0, 3, 1, list(range(8, 129, 8)), 132)  # an H100: 132 SMs, sizes every 8
+    got = solo._probe(wl, 0, 3, 1, list(range(8, 129, 8)), 132, with_polite=True)  # an H100: 132 SMs
     first = calls[0]
     assert first["sizes"] == [64, 104, 112] and first["modes"] == ("alone", "concurrent") and first["names"][0] == "conv"
     assert made and all(m.closed for m in made)  # every copy and streamer it made is closed
@@ -508,7 +509,7 @@ def test_loaded_latency_slows_a_workload_at_the_per_sm_limit_beside_load_below_s
         # fitted, not measured: the low end allows none, so a tuner never skips a layout for it
         assert got["makespan_low_ms"].iloc[0] == pytest.approx(none["makespan_low_ms"].iloc[0])
         assert got.attrs["loaded_latency"] == k
-    assert TP.latency_slowdown(1.0, 1.0, 0.0) == 1.0 and TP.latency_slowdown(0.0, 1.0, 1.0) == 1.0
+    assert SAT.latency_slowdown(1.0, 1.0, 0.0) == 1.0 and SAT.latency_slowdown(0.0, 1.0, 1.0) == 1.0
     # at saturation bandwidth sharing already slows it; the two are not multiplied
     hog = _profile("hog", lambda k: 128.0 / k, bytes=12000e6)  # 3000 GB/s on 32 SMs, 4 ms
     shared = gx.predict([stream, hog], ["stream", "hog"], ["8+32"], model_error=0.0)
@@ -520,23 +521,23 @@ def test_loaded_latency_slows_a_workload_at_the_per_sm_limit_beside_load_below_s
 
 
 def test_the_probe_slowdown_counts_only_the_time_the_copy_overlapped():
-    assert TP.probe_slowdown(2.0, 1.0, 3.0) == pytest.approx(2.0)  # overlapped throughout: 2 ms for 1
+    assert SAT.probe_slowdown(2.0, 1.0, 3.0) == pytest.approx(2.0)  # overlapped throughout: 2 ms for 1
     # outlasts the copy (1 ms): 4.5 ms for 4 alone = half the rate while the copy ran
-    assert TP.probe_slowdown(4.5, 4.0, 1.0) == pytest.approx(2.0)
-    assert TP.probe_slowdown(6.0, 4.0, 1.0) == TP.PROBE_MAX_SLOWDOWN  # more than the copy could cause: capped
-    assert TP.probe_slowdown(0.9, 1.0, 3.0) == 1.0  # never faster than alone
-    assert math.isnan(TP.probe_slowdown(math.nan, 1.0, 3.0))
+    assert SAT.probe_slowdown(4.5, 4.0, 1.0) == pytest.approx(2.0)
+    assert SAT.probe_slowdown(6.0, 4.0, 1.0) == SAT.PROBE_MAX_SLOWDOWN  # more than the copy could cause: capped
+    assert SAT.probe_slowdown(0.9, 1.0, 3.0) == 1.0  # never faster than alone
+    assert math.isnan(SAT.probe_slowdown(math.nan, 1.0, 3.0))
     # the part bandwidth sharing explains is not counted twice: a stream drawing 1500 GB/s beside the
     # copy's 3000 (of 3000) gets 1000 by demand, half DRAM-bound: 1.25x from sharing alone
     probe = {"probe_ms": 1.25, "probe_alone_ms": 1.0, "probe_copy_ms": 3.0, "probe_copy_alone_ms": 1.0,
              "probe_copy_bytes": 3.0e9}
-    assert TP.probe_excess(probe, 1.5e9, 3000.0) == pytest.approx(1.0)
-    assert TP.probe_excess({**probe, "probe_ms": 2.5}, 1.5e9, 3000.0) == pytest.approx(2.0)
-    assert TP.probe_excess({**probe, "probe_ms": 2.5}, 1e3, 3000.0) == pytest.approx(2.5, rel=1e-4)  # no DRAM
-    assert TP.probe_excess({**probe, "probe_ms": 2.5}, math.nan, 3000.0) == 2.5  # bytes unknown: all of it
-    assert TP.saturation_slowdown(2.0, 0.4, 0.5) == 1.0 and TP.saturation_slowdown(2.0, 1.2, 0.5) == 2.0
-    assert TP.saturation_slowdown(2.0, 0.75, 0.5) == pytest.approx(1.5)
-    assert TP.saturation_slowdown(math.nan, 1.0, 0.5) == 1.0 and TP.saturation_slowdown(2.0, 1.0, math.nan) == 1.0
+    assert SAT.probe_excess(probe, 1.5e9, 3000.0) == pytest.approx(1.0)
+    assert SAT.probe_excess({**probe, "probe_ms": 2.5}, 1.5e9, 3000.0) == pytest.approx(2.0)
+    assert SAT.probe_excess({**probe, "probe_ms": 2.5}, 1e3, 3000.0) == pytest.approx(2.5, rel=1e-4)  # no DRAM
+    assert SAT.probe_excess({**probe, "probe_ms": 2.5}, math.nan, 3000.0) == 2.5  # bytes unknown: all of it
+    assert SAT.saturation_slowdown(2.0, 0.4, 0.5) == 1.0 and SAT.saturation_slowdown(2.0, 1.2, 0.5) == 2.0
+    assert SAT.saturation_slowdown(2.0, 0.75, 0.5) == pytest.approx(1.5)
+    assert SAT.saturation_slowdown(math.nan, 1.0, 0.5) == 1.0 and SAT.saturation_slowdown(2.0, 1.0, math.nan) == 1.0
 
 
 def _probed(df, probe_ms, alone_ms, copy_ms):
@@ -577,10 +578,10 @@ def test_the_saturation_term_slows_a_probed_workload_only_beside_others_near_sat
 
 
 def test_the_saturation_ramp_by_everyones_demand_counts_the_workloads_own_and_still_saturates_beside_a_hog():
-    assert TP.saturation_input(900.0, 2100.0, 3000.0, "others") == pytest.approx(0.4)
-    assert TP.saturation_input(900.0, 2100.0, 3000.0, "total") == pytest.approx(0.7)
+    assert SAT.saturation_input(900.0, 2100.0, 3000.0, "others") == pytest.approx(0.4)
+    assert SAT.saturation_input(900.0, 2100.0, 3000.0, "total") == pytest.approx(0.7)
     with pytest.raises(ValueError, match="load must be one of"):
-        TP.saturation_input(1.0, 2.0, 3.0, "mine")
+        SAT.saturation_input(1.0, 2.0, 3.0, "mine")
     # a victim drawing 900 GB/s (1 ms on 8 SMs), 2x slower beside the copy, beside a co-runner drawing
     # 1200 GB/s of 3000 (together 0.7, no sharing) and beside a hog that saturates DRAM alone; onset 0.5
     victim = _probed(_profile("victim", lambda k: 8.0 / k, bytes=0.9e9), 2.0, 1.0, 3.0)
@@ -616,19 +617,19 @@ def test_the_co_runners_measured_aggression_weighs_its_demand_in_a_neighbours_sa
     # 1.5x -> aggression 1.5; measured 1.0x -> 1.0 (nothing beyond sharing)
     row = {"probe_large_sm_count": 32.0, "probe_large_ms": 3.0, "probe_large_alone_ms": 1.0,
            "probe_large_copy_ms": 2.4, "probe_large_copy_alone_ms": 1.6, "probe_copy_bytes": 3.2e9}
-    assert TP.aggression(row, 1e9, 3000.0) == pytest.approx(1.5)
-    assert TP.aggression({**row, "probe_large_copy_ms": 1.6}, 1e9, 3000.0) == pytest.approx(1.0)
+    assert SAT.aggression(row, 1e9, 3000.0) == pytest.approx(1.5)
+    assert SAT.aggression({**row, "probe_large_copy_ms": 1.6}, 1e9, 3000.0) == pytest.approx(1.0)
     # a workload that ended first (0.8 ms): the copy counted slowed only while it ran beside it
     short = {**row, "probe_large_ms": 0.8, "probe_large_copy_ms": 1.6 + 0.8 * (1 - 1 / 1.5)}
-    assert TP.aggression(short, 1e9, 3000.0) == pytest.approx(1.5)
+    assert SAT.aggression(short, 1e9, 3000.0) == pytest.approx(1.5)
     # where sharing explains part (the co-runner draws 2000 GB/s too: 4000 asked of 3000, the copy's speed
     # 1 / (1/3 + 2/3 x 4/3) = 9/11 by demand), only the rest: measured 1.5 x 11/9 -> 1.5
-    assert TP.aggression({**row, "probe_large_copy_ms": 1.6 * 1.5 * 11 / 9}, 2e9, 3000.0) == pytest.approx(1.5)
-    assert math.isnan(TP.aggression({"probe_ms": 1.0}, 1e9, 3000.0))  # no large probe
-    assert math.isnan(TP.aggression(row, math.nan, 3000.0))  # its bytes unknown
-    assert [TP.aggressor_weight(a, 1.0) for a in (0.9, 1.0, 1.5, 2.0, 3.0)] == pytest.approx([0, 0, 0.5, 1, 1])
-    assert TP.aggressor_weight(1.5, 0.5) == 1.0 and TP.aggressor_weight(1.5, None) == 1.0
-    assert TP.aggressor_weight(math.nan, 1.0) == 1.0  # not probed: its demand counts in full, as before
+    assert SAT.aggression({**row, "probe_large_copy_ms": 1.6 * 1.5 * 11 / 9}, 2e9, 3000.0) == pytest.approx(1.5)
+    assert math.isnan(SAT.aggression({"probe_ms": 1.0}, 1e9, 3000.0))  # no large probe
+    assert math.isnan(SAT.aggression(row, math.nan, 3000.0))  # its bytes unknown
+    assert [SAT.aggressor_weight(a, 1.0) for a in (0.9, 1.0, 1.5, 2.0, 3.0)] == pytest.approx([0, 0, 0.5, 1, 1])
+    assert SAT.aggressor_weight(1.5, 0.5) == 1.0 and SAT.aggressor_weight(1.5, None) == 1.0
+    assert SAT.aggressor_weight(math.nan, 1.0) == 1.0  # not probed: its demand counts in full, as before
     # a victim that reads almost nothing (2x slower beside the copy) beside two co-runners that each draw
     # 2400 of 3000 GB/s (0.8: past the onset 0.5, 0.6 of the ramp): one starves the copy in its probe
     # (3x while beside it, sharing explains 1.3x: aggression 2.3), one does not (below sharing's 1.3x)
@@ -636,7 +637,7 @@ def test_the_co_runners_measured_aggression_weighs_its_demand_in_a_neighbours_sa
     d = {}
     for name, copy_ms in (("rough", 4.8), ("polite", 1.6)):
         other = _large(_profile(name, lambda k: 4.0, bytes=9600e6), 32, 8.0, 4.0, copy_ms, 1.6)
-        a = TP.aggression(other.iloc[0].to_dict(), 9600e6, 3000.0)
+        a = SAT.aggression(other.iloc[0].to_dict(), 9600e6, 3000.0)
         assert (a > 2.0) if name == "rough" else (a < 1.0), (name, a)
         for agg in (None, 1.0):
             got = gx.predict([victim, other], ["victim", name], ["8+32"], model_error=0.0, shared_bandwidth_gbs=3000.0,
@@ -659,26 +660,26 @@ def test_the_probe_below_saturation_sets_each_workloads_own_onset_of_the_saturat
         probe_large_copy_ms=3.0, probe_large_copy_alone_ms=3.0, probe_low_sm_count=34.0, probe_low_ms=1.25,
         probe_low_alone_ms=1.0, probe_low_copy_ms=1.6, probe_low_copy_alone_ms=1.6)
     row = victim.iloc[0].to_dict()
-    at = {r: TP.probed_onset(row, lambda k: 1e6, 3000.0, 40, r) for r in ("flat", "interp")}
+    at = {r: SAT.probed_onset(row, lambda k: 1e6, 3000.0, 40, r) for r in ("flat", "interp")}
     # it took r of its saturated excess there (flat: 2x -> r = 0.25; interp at 0.85 of the card: 1.5x -> 0.5):
     # the ramp through (2/3, r) starts at (2/3 - r) / (1 - r)
     assert at["flat"] == pytest.approx((2 / 3 - 0.25) / 0.75) and at["interp"] == pytest.approx((2 / 3 - 0.5) / 0.5)
-    assert TP.probed_onset({**row, "probe_low_ms": 1.0}, lambda k: 1e6, 3000.0, 40) == pytest.approx(2 / 3)  # none
-    assert TP.probed_onset({**row, "probe_low_ms": 2.5}, lambda k: 1e6, 3000.0, 40) == 0.0  # all of it already
-    assert math.isnan(TP.probed_onset({**row, "probe_low_sm_count": math.nan}, lambda k: 1e6, 3000.0, 40))
-    assert math.isnan(TP.probed_onset({**row, "probe_ms": 1.0, "probe_large_ms": 1.0}, lambda k: 1e6, 3000.0, 40))
+    assert SAT.probed_onset({**row, "probe_low_ms": 1.0}, lambda k: 1e6, 3000.0, 40) == pytest.approx(2 / 3)  # none
+    assert SAT.probed_onset({**row, "probe_low_ms": 2.5}, lambda k: 1e6, 3000.0, 40) == 0.0  # all of it already
+    assert math.isnan(SAT.probed_onset({**row, "probe_low_sm_count": math.nan}, lambda k: 1e6, 3000.0, 40))
+    assert math.isnan(SAT.probed_onset({**row, "probe_ms": 1.0, "probe_large_ms": 1.0}, lambda k: 1e6, 3000.0, 40))
     # beside a co-runner drawing 1800 of 3000 GB/s (0.6): the fitted onset 0.7 gives none, the victim's own
     # (flat: 0.556) a tenth of the way -> 1 + 0.1 x (2 - 1)
     light = _profile("light", lambda k: 4.0, bytes=7200e6)
     d = {ramp: gx.predict([victim, light], ["victim", "light"], ["8+32"], model_error=0.0, saturation_onset=0.7,
                           saturation_ramp=ramp).set_index("workload")["duration_ms"]["victim"]
-         for ramp in TP.SATURATION_RAMPS}
+         for ramp in SAT.SATURATION_RAMPS}
     assert d["fitted"] == pytest.approx(1.0, rel=5e-3) and d["probed"] == pytest.approx(1.1, rel=5e-3)
     # a workload without a low probe keeps the fitted onset
     plain = _probed(_profile("victim", lambda k: 8.0 / k, bytes=1e6), 2.0, 1.0, 3.0)
     p = {ramp: gx.predict([plain, light], ["victim", "light"], ["8+32"], model_error=0.0, saturation_onset=0.5,
                           saturation_ramp=ramp).set_index("workload")["duration_ms"]["victim"]
-         for ramp in TP.SATURATION_RAMPS}
+         for ramp in SAT.SATURATION_RAMPS}
     assert p["probed"] == pytest.approx(p["fitted"]) and p["fitted"] > 1.1
     with pytest.raises(ValueError, match="saturation_ramp must be one of"):
         gx.predict([victim, light], ["victim", "light"], saturation_onset=0.5, saturation_ramp="measured")
@@ -690,7 +691,7 @@ def test_the_probe_table_says_per_probe_what_the_saturation_term_reads():
         probe_copy_bytes=3.2e9, probe_large_sm_count=32.0, probe_large_ms=1.5, probe_large_alone_ms=1.0,
         probe_large_copy_ms=3.0, probe_large_copy_alone_ms=3.0, probe_low_sm_count=34.0, probe_low_ms=1.25,
         probe_low_alone_ms=1.0, probe_low_copy_ms=2.0, probe_low_copy_alone_ms=1.6)
-    t = TP.probe_table(pd.concat([victim, _quiet("plain")], ignore_index=True)).set_index("probe")
+    t = SAT.probe_table(pd.concat([victim, _quiet("plain")], ignore_index=True)).set_index("probe")
     assert list(t.index) == ["half", "large", "low"] and set(t["workload"]) == {"victim"}
     assert list(t["sm_count"]) == [20, 32, 34] and t.loc["low", "share"] == pytest.approx(34 / 40)
     # the copy alone: 3.2 GB in 3 ms on half and large, 1.6 ms on low, of 3000 GB/s
@@ -706,12 +707,12 @@ def test_the_probe_table_says_per_probe_what_the_saturation_term_reads():
 
 def test_the_saturation_excess_follows_the_workloads_share_of_the_sms_between_its_two_probes():
     pts = [(0.5, 3.0), (0.8, 1.5)]  # 3x beyond sharing on half the card, 1.5x on 80% of it
-    assert [TP.excess_at(pts, x, "flat") for x in (0.3, 0.65, 0.9)] == [3.0, 3.0, 3.0]
-    assert [TP.excess_at(pts, x, "interp") for x in (0.3, 0.65, 0.9)] == pytest.approx([3.0, 2.25, 1.5])
-    assert [TP.excess_at(pts, x, "extrap") for x in (0.4, 0.9, 1.5)] == pytest.approx([3.5, 1.0, 1.0])
-    assert TP.excess_at(pts[:1], 0.9, "interp") == 3.0 and math.isnan(TP.excess_at([], 0.5, "interp"))
+    assert [SAT.excess_at(pts, x, "flat") for x in (0.3, 0.65, 0.9)] == [3.0, 3.0, 3.0]
+    assert [SAT.excess_at(pts, x, "interp") for x in (0.3, 0.65, 0.9)] == pytest.approx([3.0, 2.25, 1.5])
+    assert [SAT.excess_at(pts, x, "extrap") for x in (0.4, 0.9, 1.5)] == pytest.approx([3.5, 1.0, 1.0])
+    assert SAT.excess_at(pts[:1], 0.9, "interp") == 3.0 and math.isnan(SAT.excess_at([], 0.5, "interp"))
     with pytest.raises(ValueError, match="share rule must be one of"):
-        TP.excess_at(pts, 0.5, "linear")
+        SAT.excess_at(pts, 0.5, "linear")
     # a workload that reads almost nothing from DRAM, 2x slower beside the copy on 20 of 40 SMs and not
     # slowed on 32; beside a hog that saturates DRAM on any size
     victim = _probed(_profile("victim", lambda k: 8.0 / k, bytes=1e6), 2.0, 1.0, 3.0).assign(
@@ -747,11 +748,11 @@ def test_the_fit_chooses_the_loaded_latency_and_saturation_onset_with_the_lowest
     assert fit["loaded_latency"] > 0 and fit["saturation_onset"] is not None  # the recorded H100 pairs want both
     # two probes per workload (batch g1): the share rule is chosen with them, the lowest of the three
     shares = fit["share_median_abs_error"]
-    assert set(shares) == set(TP.SHARE_RULES) and shares[fit["saturation_share"]] == min(shares.values())
+    assert set(shares) == set(SAT.SHARE_RULES) and shares[fit["saturation_share"]] == min(shares.values())
     assert shares["flat"] > shares[fit["saturation_share"]]  # the recorded fitted pairs want the share term
     # the ramp's load (the others' demand, or everyone's) with that share rule: the lower of the two
     loads = fit["load_median_abs_error"]
-    assert set(loads) == set(TP.SATURATION_LOADS) and loads[fit["saturation_load"]] == min(loads.values())
+    assert set(loads) == set(SAT.SATURATION_LOADS) and loads[fit["saturation_load"]] == min(loads.values())
     assert fit["saturation_load"] == prof.attrs["fit"].get("saturation_load", "others")
     shipped = prof.attrs["fit"]
     assert all(shipped[k] == fit[k] for k in ("loaded_latency", "sharing", "saturation_onset", "l2_bandwidth_gbs",

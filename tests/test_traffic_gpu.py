@@ -101,7 +101,7 @@ def test_the_copy_probe_slows_a_memory_kernel_beside_the_copy_and_barely_a_compu
 @pytest.mark.gpu
 def test_the_polite_streamer_moves_its_known_bytes_and_starves_the_copy_less_than_the_copy_does():
     from gcexplore import workloads as W
-    from gcexplore.analysis import traffic_profile as TP
+    from gcexplore.analysis import saturation as SAT
 
     p = W.polite()  # reads 4n bytes and writes 4n per call, one float a thread
     try:
@@ -115,7 +115,7 @@ def test_the_polite_streamer_moves_its_known_bytes_and_starves_the_copy_less_tha
     m = W.memory()
     try:
         prof = gx.solo_profile(m, sm_counts=[64, 104, 112], repeats=3, shared_bandwidth_gbs=peak, traffic=False,
-                               probe=True)
+                               probe="polite")
     finally:
         m.close()
     r = prof.iloc[0]
@@ -123,5 +123,5 @@ def test_the_polite_streamer_moves_its_known_bytes_and_starves_the_copy_less_tha
     # the triad beside the polite streamer on 68 SMs loses less than beside the copy there
     assert r["probe_polite_ms"] / r["probe_polite_alone_ms"] < r["probe_ms"] / r["probe_alone_ms"], r
     # what each reference does to the copy beside it, beyond sharing DRAM by demand: the copy more than the streamer
-    a_copy, a_polite = TP.reference_aggressions(r, peak)
+    a_copy, a_polite = SAT.reference_aggressions(r, peak)
     assert a_polite < a_copy, (a_polite, a_copy)

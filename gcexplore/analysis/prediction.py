@@ -1,26 +1,22 @@
 """Predict a concurrent makespan from each workload's solo profile (pure pandas/numpy, no GPU).
 
-A *solo profile* holds one workload's alone times on partitions of every size, as the
-first partition (``position`` "first": 8, 16, ..., 128 SMs on an H100) and as the
-remainder ("last": 124, 116, ..., 4), its DRAM bytes per call (counted, declared or
-missing: :mod:`.traffic_profile`), and the card's shared DRAM bandwidth and L2 size; it
-serves every pair the workload is in. :func:`profile_from` makes profile rows from a
-scaling result or a sweep's ``alone`` rows; :func:`check_profiles` refuses bad ones.
+A *solo profile* holds one workload's alone times on partitions of every size, as the first partition (``position``
+"first": 8, 16, ..., 128 SMs on an H100) and as the remainder ("last": 124, 116, ..., 4), its DRAM bytes per call
+(counted, declared or missing: :mod:`.traffic_profile`), and the card's shared DRAM bandwidth and L2 size; it serves
+every pair the workload is in. :func:`profile_from` makes profile rows from a scaling result or a sweep's ``alone``
+rows; :func:`check_profiles` refuses bad ones.
 
-The model (:func:`predict`), per layout: (1) **split loss**: each workload's solo time at
-its partition size (between measured sizes the rate 1/T is interpolated linearly in SMs;
-the interval spans what "no faster on fewer SMs, at most linearly faster on more"
-allows); (2) **shared DRAM bandwidth**, a fluid model: each asks for the bandwidth it
-drew alone (bytes / solo time); when the asks exceed the card's, it is divided
-(``sharing``: by outstanding requests, ~ SMs x per-SM rate, by default) and a workload
-given less than it drew progresses at that fraction of its solo rate as far as it is
-memory-bound; when one finishes the others get its share (optionally the L2's bandwidth
-too, ``l2_bandwidth_gbs``); below saturation an SM pulling near the per-SM limit is slowed by
-the latency the others' load adds (``loaded_latency``); (3) **L2**: a workload's re-reads from L2 go to DRAM as what
-it keeps there and the others' traffic exceed the usable L2 (a ramp between
-:data:`L2_FIT_FRACTION` and :data:`L2_SPILL_FRACTION` of its size); (4) a small start
-offset from the profiles. Workloads without bytes are assumed to draw none in the point
-estimate and to saturate DRAM at the interval's top; the interval also carries the
+The model (:func:`predict`), per layout: (1) **split loss**: each workload's solo time at its partition size
+(between measured sizes the rate 1/T is interpolated linearly in SMs; the interval spans what "no faster on fewer
+SMs, at most linearly faster on more" allows); (2) **shared DRAM bandwidth**, a fluid model: each asks for the
+bandwidth it drew alone (bytes / solo time); when the asks exceed the card's, it is divided (``sharing``: by
+outstanding requests, ~ SMs x per-SM rate, by default) and a workload given less than it drew progresses at that
+fraction of its solo rate as far as it is memory-bound; when one finishes the others get its share (optionally the
+L2's bandwidth too, ``l2_bandwidth_gbs``); below saturation an SM pulling near the per-SM limit is slowed by the
+latency the others' load adds (``loaded_latency``); (3) **L2**: a workload's re-reads from L2 go to DRAM as what it
+keeps there and the others' traffic exceed the usable L2 (a ramp between :data:`L2_FIT_FRACTION` and
+:data:`L2_SPILL_FRACTION` of its size); (4) a small start offset from the profiles. Workloads without bytes are
+assumed to draw none in the point estimate and to saturate DRAM at the interval's top; the interval also carries the
 profiles' p10-p90 spread and ``model_error`` (:func:`~.prediction_check.fit_model` calibrates it).
 """
 
@@ -34,9 +30,10 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .traffic_profile import (PROBE_COLUMNS, SHARE_RULES, TRAFFIC_PROFILE_COLUMNS, aggression, bytes_at_size,
-                              check_saturation, cross_card_margins, excess_at, latency_slowdown, probe_points, probed_onset,
-                              saturation_speeds, scale_profiles, shared_speeds, with_traffic_columns)
+from .saturation import (SHARE_RULES, aggression, bytes_at_size, check_saturation, excess_at, latency_slowdown,
+                         polite_excess, probe_points, probed_onset, reference_aggressions, saturation_speeds, shared_speeds)
+from .traffic_profile import (PROBE_COLUMNS, TRAFFIC_PROFILE_COLUMNS, cross_card_margins, scale_profiles,
+                              with_traffic_columns)
 from ..schema import identity_name
 
 SM_COUNT = identity_name("sm_count")  # the card's SM count, as every result names it
@@ -243,8 +240,9 @@ class _Curve:
         self.onsets = {r: probed_onset(probe, self.bytes_at, float(rows["shared_bandwidth_gbs"].iloc[0]), k_big, r)
                        for r in SHARE_RULES}  # its own ramp, from its probe below saturation
         k_large = probe["probe_large_sm_count"]  # what it does to the copy beside it (see aggression)
-        self.aggression = aggression(probe, self.bytes_at(int(k_large)) if math.isfinite(k_large) else math.nan,
-                                     float(rows["shared_bandwidth_gbs"].iloc[0]))
+        peak = float(rows["shared_bandwidth_gbs"].iloc[0])
+        self.aggression = aggression(probe, self.bytes_at(int(k_large)) if math.isfinite(k_large) else math.nan, peak)
+        self.polite, self.refs = polite_excess(probe, self.bytes_at, peak), reference_aggressions(probe, peak)
         starts = rows.loc[rows["position"] == "first", "start_ms"].to_numpy(dtype=float)
         self.offset = float(np.nanmedian(starts)) if np.isfinite(starts).any() else 0.0
 
@@ -301,8 +299,7 @@ class _Curve:
 
 def l2_drawn_gbs(profiles) -> float:
     """The highest L2 GB/s any profiled workload drew alone (NaN without counted L2 traffic)."""
-    vals = [c.l2_gbs() for c in _curves(with_traffic_columns(check_profiles(profiles))).values()]
-    vals = [v for v in vals if math.isfinite(v)]
+    vals = [v for c in _curves(with_traffic_columns(check_profiles(profiles))).values() if math.isfinite(v := c.l2_gbs())]
     return max(vals) if vals else math.nan
 
 
@@ -347,7 +344,7 @@ def _spill(curves: list[_Curve], l2: float) -> list[float]:
 
 def _fluid(curves: list[_Curve], times: list[float], sms: list[int], peak: float, l2: float, sharing: str,
            worst: bool, l2_peak: float = math.nan, gain: float = 1.0,
-           lat: tuple = (0.0, math.nan, math.nan, "flat", "others", None, "fitted")) -> list[float]:
+           lat: tuple = (0.0, math.nan, math.nan, "flat", "others", None, "fitted", False)) -> list[float]:
     """Finish time (ms) of each workload started together, sharing ``peak`` GB/s of DRAM (and
     ``l2_peak`` GB/s of L2 bandwidth where given)."""
     n = len(curves)
@@ -373,7 +370,7 @@ def _fluid(curves: list[_Curve], times: list[float], sms: list[int], peak: float
             l2d = [curves[i].l2 / (times[i] * 1e6) if math.isfinite(curves[i].l2) else 0.0 for i in act]
             l2w = l2d if sharing == "demand" else weights
             speed = [min(a, b) for a, b in zip(speed, shared_speeds(l2_peak, l2d, l2w))]
-        kappa, per_sm_top, onset, rule, load, agg, ramp = lat
+        kappa, per_sm_top, onset, rule, load, agg, ramp, pol = lat
         if kappa > 0 and math.isfinite(per_sm_top):  # loaded latency: see latency_slowdown
             speed = [min(sp, 1.0 / latency_slowdown(kappa, d / sms[i] / per_sm_top, (sum(demand) - d) / cap))
                      for sp, d, i in zip(speed, demand, act)]
@@ -381,7 +378,8 @@ def _fluid(curves: list[_Curve], times: list[float], sms: list[int], peak: float
             speed = saturation_speeds(speed, demand, [excess_at(curves[i].probes, sms[i] / curves[i].k_big, rule)
                                                       for i in act], [curves[i].aggression for i in act],
                                       [curves[i].onsets[rule] if ramp == "probed" else onset for i in act],
-                                      peak, onset, load, agg)
+                                      peak, onset, load, agg, [curves[i].polite for i in act] if pol else None,
+                                      [curves[i].refs for i in act])
         rates = [sp / times[i] for sp, i in zip(speed, act)]
         dt = min(left[i] / r for i, r in zip(act, rates))
         now += dt
@@ -435,7 +433,7 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
             card: Mapping | None = None, l2_bandwidth_gbs: float | None = None, bandwidth_gain: float = 1.0,
             loaded_latency: float = 0.0, saturation_onset: float | None = None, saturation_share: str = "flat",
             saturation_load: str = "others", saturation_aggression: float | None = None,
-            saturation_ramp: str = "fitted") -> pd.DataFrame:
+            saturation_ramp: str = "fitted", saturation_polite: bool = False) -> pd.DataFrame:
     """Predicted concurrent makespan and per-workload durations at every layout, with intervals.
 
     Parameters
@@ -467,16 +465,19 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
     saturation_onset : float, optional
         Beside others drawing more than this fraction of the card's DRAM bandwidth, a probed workload
         (``solo_profile(probe=True)``) is slowed toward its slowdown beside the copy beyond what
-        sharing DRAM with it explains, all of it at saturation (:func:`~.traffic_profile.saturation_slowdown`);
+        sharing DRAM with it explains, all of it at saturation (:func:`~.saturation.saturation_slowdown`);
         default not modelled; ``fit_model`` decides it.
     saturation_share, saturation_load, saturation_aggression, saturation_ramp : optional
         How that excess follows the workload's share of the SMs between its probes ("flat", "interp",
-        "extrap": :data:`~.traffic_profile.SHARE_RULES`), whose demand drives the ramp ("others" or
-        "total", the workload's own too: :data:`~.traffic_profile.SATURATION_LOADS`), each co-runner's
+        "extrap": :data:`~.saturation.SHARE_RULES`), whose demand drives the ramp ("others" or
+        "total", the workload's own too: :data:`~.saturation.SATURATION_LOADS`), each co-runner's
         demand counted by what its large probe says it does to the copy beside it (a scale for
-        :func:`~.traffic_profile.aggressor_weight`; None: all of it), and where the ramp starts ("fitted":
+        :func:`~.saturation.aggressor_weight`; None: all of it), and where the ramp starts ("fitted":
         ``saturation_onset`` for all; "probed": each workload's own from its probe below saturation,
-        :func:`~.traffic_profile.probed_onset`); ``fit_model`` decides them.
+        :func:`~.saturation.probed_onset`); ``fit_model`` decides them.
+    saturation_polite : bool, default False
+        Beside co-runners that starve the copy less, a workload takes its slowdown beside the polite streamer more than
+        beside the copy (:func:`~.saturation.saturation_speeds`); decided on measured runs, not by ``fit_model``.
     card : mapping, optional
         Predict for another card (:func:`~gcexplore.analysis.traffic_profile.scale_profiles`:
         its SM count, shared bandwidth, SM clock, L2); ``attrs["assumed"]`` says what was assumed.
@@ -530,12 +531,14 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
     if not (isinstance(bandwidth_gain, (int, float)) and 0.5 <= bandwidth_gain <= 2):
         raise ValueError(f"bandwidth_gain must be a factor in [0.5, 2], got {bandwidth_gain!r}")
     gain = float(bandwidth_gain)
-    check_saturation(saturation_onset, saturation_share, saturation_load, saturation_aggression, saturation_ramp)
+    check_saturation(saturation_onset, saturation_share, saturation_load, saturation_aggression, saturation_ramp,
+                     saturation_polite)
     if not (isinstance(loaded_latency, (int, float)) and 0 <= loaded_latency <= 4):
         raise ValueError(f"loaded_latency must be a factor in [0, 4], got {loaded_latency!r}")
     tops = [v for v in (c.per_sm_gbs() for c in curves.values()) if math.isfinite(v)]
     lat = (float(loaded_latency), max(tops) if tops else math.nan, math.nan if saturation_onset is None else
-           float(saturation_onset), saturation_share, saturation_load, saturation_aggression, saturation_ramp)
+           float(saturation_onset), saturation_share, saturation_load, saturation_aggression, saturation_ramp,
+           saturation_polite)
     rows = []
     for lay in _as_layouts(layouts, len(names), prof):
         rows.extend(_predict_layout(lay, names, sources, peak, l2, sharing, err, bound, (l2_peak, gain, lat)))
@@ -549,7 +552,8 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
                      l2_bandwidth_gbs=l2_bandwidth_gbs, bandwidth_gain=gain, loaded_latency=lat[0],
                      per_sm_top_gbs=lat[1], saturation_onset=saturation_onset, saturation_share=saturation_share,
                      saturation_load=saturation_load, saturation_aggression=saturation_aggression,
-                     saturation_ramp=saturation_ramp, assumed=list(prof.attrs.get("assumed", [])), notes=notes)
+                     saturation_ramp=saturation_ramp, saturation_polite=saturation_polite,
+                     assumed=list(prof.attrs.get("assumed", [])), notes=notes)
     return out
 
 

@@ -10,7 +10,7 @@ import pandas as pd
 
 from .overlap import layout_table, makespan_stats
 from .prediction import SHARING, l2_drawn_gbs, predict, predicted_layouts, require_prediction
-from .traffic_profile import SATURATION_LOADS, SATURATION_RAMPS, SHARE_RULES
+from .saturation import SATURATION_LOADS, SATURATION_RAMPS, SHARE_RULES
 from .stats import Floor, noise_floor, round_median_ci
 
 __all__ = ["AGGRESSION_CANDIDATES", "ERROR_COLUMNS", "L2_CANDIDATES", "LATENCY_CANDIDATES", "MARGIN_RULES",
@@ -136,7 +136,7 @@ def predict_kwargs(fit: dict) -> dict:
     """The keyword arguments of :func:`~gcexplore.analysis.prediction.predict` that a :func:`fit_model`
     result (or a shipped ``attrs["fit"]``) sets; a fit from before a term existed leaves it out."""
     out = {k: fit[k] for k in ("sharing", "l2_bandwidth_gbs", "loaded_latency", "saturation_onset", "saturation_share",
-                               "saturation_load", "saturation_aggression", "saturation_ramp") if k in fit}
+                               "saturation_load", "saturation_aggression", "saturation_ramp", "saturation_polite") if k in fit}
     if "model_error" in fit:
         out["model_error"] = tuple(fit["model_error"])
     return out
@@ -272,7 +272,7 @@ def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9, aggressions: Seq
     cases : sequence of (profiles, workloads, measured)
         Each: the profiles, the workload names as for :func:`predict`, and a measured
         sweep of that pair (concurrent rows).
-    aggressions, ramps : sequence, default :data:`AGGRESSION_CANDIDATES`, :data:`~.traffic_profile.SATURATION_RAMPS`
+    aggressions, ramps : sequence, default :data:`AGGRESSION_CANDIDATES`, :data:`~.saturation.SATURATION_RAMPS`
         The aggression scales and ramps tried (the first of each is also the fit without that term).
     quantile : float, default 0.9
         The coverage the interval is calibrated to: the margin above covers the ``quantile``
@@ -289,9 +289,9 @@ def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9, aggressions: Seq
         multiple of :data:`L2_CANDIDATES` of the highest L2 GB/s drawn alone) and
         ``loaded_latency`` (of :data:`LATENCY_CANDIDATES`) and ``saturation_onset`` (of
         :data:`SATURATION_CANDIDATES`, tried where the profiles carry a copy probe) and
-        ``saturation_share`` (of :data:`~gcexplore.analysis.traffic_profile.SHARE_RULES`, tried with
+        ``saturation_share`` (of :data:`~gcexplore.analysis.saturation.SHARE_RULES`, tried with
         the L2 choice the saturation term took where the profiles carry two probes) and
-        ``saturation_load`` (of :data:`~gcexplore.analysis.traffic_profile.SATURATION_LOADS`, tried
+        ``saturation_load`` (of :data:`~gcexplore.analysis.saturation.SATURATION_LOADS`, tried
         with that L2 choice and share rule) and ``saturation_aggression`` (of :data:`AGGRESSION_CANDIDATES`,
         tried with everything chosen before it where the profiles carry a large probe) and ``saturation_ramp``
         (of ``ramps``, "probed" tried with all that where they carry a low probe) with the lowest

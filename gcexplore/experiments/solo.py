@@ -77,7 +77,7 @@ def _traffic(wl, traffic, device: int, small: int):
 
 def solo_profile(workload, *, device=0, repeats: int = 6, warmup: int = 1, rounds: int | None = None, sm_counts=None,
                  bytes: float | None = None, working_set_bytes: float | None = None,  # noqa: A002
-                 shared_bandwidth_gbs: float | None = None, traffic="auto", probe: bool = False,
+                 shared_bandwidth_gbs: float | None = None, traffic="auto", probe: bool | str = False,
                  progress: bool = False):
     """Measure one workload's solo profile.
 
@@ -105,9 +105,11 @@ def solo_profile(workload, *, device=0, repeats: int = 6, warmup: int = 1, round
         the smallest profiled size, back to back and with the L2 flushed): "auto" falls back
         to the declared bytes with a one-sentence warning where the loaded CUPTI cannot
         count, "required" raises instead, False does not count; or rows measured earlier.
-    probe : bool, default False
+    probe : {False, True, "polite"}, default False
         Also time it beside the built-in copy on the rest of the card, on about half, 0.8 and 0.85 of
         the card (one sweep of three layouts): the ``probe_*`` columns the predictor's saturation term uses.
+        "polite" also times it on half the card beside the built-in polite streamer and each reference beside
+        the copy (three one-layout sweeps more): the columns ``predict(saturation_polite=True)`` reads.
     progress : bool, default False
 
     Returns
@@ -127,6 +129,8 @@ def solo_profile(workload, *, device=0, repeats: int = 6, warmup: int = 1, round
     for name, v in (("bytes", bytes), ("working_set_bytes", working_set_bytes)):
         if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
             raise ValueError(f"solo_profile: {name} must be a finite number >= 0 or None, got {v!r}")
+    if probe not in (False, True, "polite"):
+        raise ValueError(f"solo_profile: probe must be False, True or 'polite', got {probe!r}")
     if not (traffic in ("auto", "required", False, None) or hasattr(traffic, "columns")):
         raise ValueError(f"solo_profile: traffic must be 'auto', 'required', False or measure_traffic rows, "
                          f"got {traffic!r}")
@@ -139,7 +143,7 @@ def solo_profile(workload, *, device=0, repeats: int = 6, warmup: int = 1, round
         small = min(int(k) for k in df.loc[df["partition"] != "remainder", "sm_count"])
         counted = _traffic(wl, traffic, device, small) if bytes is None else None
         probed = _probe(wl, device, repeats, warmup, sorted({int(k) for k in df["split_sm_count"]}),
-                        int(df[SM_COUNT].iloc[0]) if SM_COUNT in df else None) if probe else {}
+                        int(df[SM_COUNT].iloc[0]) if SM_COUNT in df else None, with_polite=probe == "polite") if probe else {}
     finally:
         if isinstance(workload, str):  # a built-in made here from its name holds device memory
             wl.close()
@@ -161,14 +165,15 @@ def solo_profile(workload, *, device=0, repeats: int = 6, warmup: int = 1, round
     return prof
 
 
-def _probe(wl, device: int, repeats: int, warmup: int, sizes: list[int], total: int | None = None) -> dict:
+def _probe(wl, device: int, repeats: int, warmup: int, sizes: list[int], total: int | None = None, *,
+           with_polite: bool = False) -> dict:
     """The workload on the valid size nearest half the card, on the one nearest
     :data:`~gcexplore.analysis.traffic_profile.PROBE_LARGE_SHARE` of it and on the one nearest
     :data:`~gcexplore.analysis.traffic_profile.PROBE_LOW_SHARE` (the copy on the rest then draws less than
     DRAM gives), beside the built-in copy on the rest, alone and together (medians; one sweep of those
     layouts): the ``probe_*``, ``probe_large_*`` and ``probe_low_*`` profile columns (a size equal to an
-    earlier probe's is not probed again: its columns stay NaN); and on half the card beside the built-in
-    :func:`~gcexplore.workloads.builtins.polite` streamer (``probe_polite_*``), with the two references'
+    earlier probe's is not probed again: its columns stay NaN); ``with_polite``: also on half the card beside the
+    built-in :func:`~gcexplore.workloads.builtins.polite` streamer (``probe_polite_*``), with the two references'
     own large probes (``probe_refcopy_*``, ``probe_refpolite_*``: what each does to the copy beside it)."""
     from ..workloads.builtins import copy, polite
 
@@ -192,6 +197,8 @@ def _probe(wl, device: int, repeats: int, warmup: int, sizes: list[int], total: 
             continue
         done.add(k)
         out.update(_probe_columns(df[df["split_sm_count"] == k], prefix, k, wl.name, other))
+    if not with_polite:
+        return out
     pol = polite(device=device, name=wl.name + "~polite")
     try:
         pdf = sweep({wl.name: wl, pol.name: pol}, sm_counts=[half], modes=("alone", "concurrent"), repeats=repeats,
