@@ -54,12 +54,16 @@ def main(argv=None) -> int:
     ap.add_argument("--margins-pairs", default="fitted", choices=("fitted", "checked"),
                     help="with --margins-from: calibrate on the FITTED pairs, or on every checked-only pair (every "
                          "group but fitted / fitted4: the pairs exchangeable with those the interval is judged on)")
+    ap.add_argument("--margins-quantile", type=float, default=0.9,
+                    help="with --margins-from: the coverage the margins promise (default 0.9)")
     args = ap.parse_args(argv)
     src, data = Path(args.src), Path(args.data)
     if args.margins_from:
         fit = _margins_from([Path(x) for x in args.src.split(",")], data / f"predict_profiles{args.suffix}.parquet",
-                            Path(args.traffic) if args.traffic else None, args.margins_rule, args.margins_pairs)
-        print(f"shipped margins {fit['model_error']} (coverage {fit['coverage']:.1%}) from {fit['margins_from']}")
+                            Path(args.traffic) if args.traffic else None, args.margins_rule, args.margins_pairs,
+                            args.margins_quantile)
+        print(f"shipped margins {fit['model_error']} (coverage {fit['coverage']:.1%}) from {len(fit['margins_from'])} "
+              f"pairs of {len({m.partition(':')[0] for m in fit['margins_from']})} runs")
         return 0
     if args.sweeps_only:
         n = _ship_sweeps(src, args.suffix, set(args.sweeps_only.split(",")))
@@ -90,7 +94,7 @@ def main(argv=None) -> int:
 
 
 def _margins_from(runs: list[Path], path: Path, traffic: Path | None, rule: str = "pairs",
-                  pairs: str = "fitted") -> dict:
+                  pairs: str = "fitted", quantile: float = 0.9) -> dict:
     """The shipped profiles' fit with its margins calibrated (prediction_check.calibrate_margins by ``rule``) on the
     FITTED pairs of ``runs`` (each with its own profiles; runs whose pairs are measured as bench/tune.py runs them: the
     one-buffer memory_a + memory_b of batch g1 set a 17% lower margin, an artifact) or on their checked-only pairs."""
@@ -113,9 +117,9 @@ def _margins_from(runs: list[Path], path: Path, traffic: Path | None, rule: str 
                 cases.append((prof, names, gx.load(run / f"sweep_{pair}.parquet")))
                 used.append("/".join(run.parts[-3:]) + ":" + pair)  # e.g. j1/i25/run:fft+conv
     kw = {k: v for k, v in predict_kwargs(fit).items() if k != "model_error"}
-    got = calibrate_margins(cases, rule=rule, **kw)
+    got = calibrate_margins(cases, rule=rule, quantile=quantile, **kw)
     fit.update(previous_model_error=fit["model_error"], model_error=list(got["model_error"]), coverage=got["coverage"],
-               margins_rule=rule,
+               margins_rule=rule, margins_quantile=quantile,
                margins_from=used, earlier_model_error=fit.get("earlier_model_error", fit["model_error"]))
     shipped.attrs["fit"] = fit
     gx.save_profiles(shipped, path)

@@ -399,13 +399,14 @@ def test_the_shipped_margins_come_from_many_checked_pairs_and_hold_a_run_that_se
 
     prof, sweeps = _recorded_pairs()
     fit = prof.attrs["fit"]
-    # calibrated by conformal risk control (the pair as the unit) on the checked-only pairs of the ten H100 runs g1-j2
-    # (session k): none of them a pair the terms were fitted on; before: 14 fitted pairs (0.45% / 5.89%), and before
-    # that g1's one-buffer triads (17% below)
-    assert fit["margins_rule"] == "risk" and len(fit["margins_from"]) >= 400
+    # calibrated by conformal risk control (the pair as the unit) at 0.92 on the checked-only pairs of eight H100 runs on
+    # two hosts (batches m1, m2): none of them a pair the terms were fitted on; before: ten runs' 496 pairs at 0.90
+    # (3.7% / 4.6%), which held 88-89% of m2's layouts; before that 14 fitted pairs, and g1's one-buffer triads (17%)
+    assert fit["margins_rule"] == "risk" and fit["margins_quantile"] == 0.92 and len(fit["margins_from"]) >= 900
     assert not {m.partition(":")[2] for m in fit["margins_from"]} & {p for p, s in sweeps.attrs["pairs"].items()
                                                                      if s["group"] in FIT_GROUPS}
-    assert fit["earlier_model_error"][0] > 0.15 and fit["previous_model_error"][1] > fit["model_error"][1]
+    assert fit["earlier_model_error"][0] > 0.15
+    assert all(p < m for p, m in zip(fit["previous_model_error"], fit["model_error"]))  # the wider promise
     kw = predict_kwargs(fit)
     # judged on a run whose pairs set no margin (batch k2's run S, shipped as tests/data/predict_sweeps_k2)
     path = Path(__file__).parent / "data" / "predict_sweeps_k2.parquet"
