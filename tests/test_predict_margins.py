@@ -140,3 +140,32 @@ def test_the_bench_redoes_the_held_out_table_from_run_folders(tmp_path):
     assert f"from every calibrating pair: below / above {both[0]:.4f} / {both[1]:.4f}" in out
     judged = re.findall(rf"judged on {re.escape(str(runs['slow']))} \(calibrated nothing\): ([0-9.]+)%", out)
     assert len(judged) == 2 and float(judged[1]) < 20, out  # risk rule: 1.5x slower is outside the margins
+
+
+def test_the_residual_bench_scales_each_co_runner_against_the_triad_and_counts_the_best_split_misses(tmp_path):
+    # bench/predict_residuals.py on one recorded run laid out as bench/predict.py writes it: the triad's index is 1 by
+    # definition, every other co-runner's the least-squares scale of its column against the triad's, and the count of
+    # predicted best splits within 3% is prediction_facts' own
+    import re
+    import subprocess
+    import sys
+
+    prof = gx.load_recorded("predict_profiles")
+    sweeps = gx.load(DATA / "predict_sweeps.parquet")
+    folder = tmp_path / "g1"
+    folder.mkdir()
+    gx.save_profiles(prof, folder / "profiles.parquet")
+    for pair in sweeps.attrs["pairs"]:
+        gx.save(sweeps[sweeps["pair"] == pair].drop(columns="pair").reset_index(drop=True), folder / f"sweep_{pair}.parquet")
+    bench = Path(__file__).resolve().parents[1] / "bench" / "predict_residuals.py"
+    out = subprocess.run([sys.executable, str(bench), str(folder)], capture_output=True, text=True, timeout=300,
+                         check=True).stdout
+    assert re.search(r"^memory\s+1\.00\s+1\.00\s+1\.00$", out, re.M), out
+    kw = predict_kwargs(prof.attrs["fit"])
+    ok = n = 0
+    for pair, spec in sweeps.attrs["pairs"].items():
+        if spec["group"] in ("fitted", "fitted4"):
+            continue
+        f = gx.prediction_facts(gx.predict(prof, spec["workloads"], **kw), sweeps[sweeps["pair"] == pair])
+        ok, n = ok + (f["best_gap"] <= 0.03), n + 1
+    assert f"within 3% of the measured best: {ok} of {n} checked-only pair-runs" in out, out
