@@ -15,7 +15,8 @@ On the GPU, in stages (each its own process, so a crash in CUPTI's profiler lose
 Workloads (bench/real_workloads.py): the built-ins compute, memory, latency, copy; PyTorch
 matmul, sigmoid, softmax, sdpa (attention), layernorm, conv (bf16), chain (a GEMM chain);
 CuPy fft, sort, elementwise; two more streaming ones, PyTorch tanh and CuPy scale, in the
-FITTED4, FRESH4-FRESH7 pairs. ``--analyze DIR`` redoes every table offline: the model's sharing
+FITTED4, FRESH4-FRESH7 pairs; a batched bf16 GEMM (bmm), a random row gather, a CuPy scan (cumsum) and sum
+(reduce) in FRESH8. ``--polite`` probes beside the built-in polite streamer too (``probe="polite"``). ``--analyze DIR`` redoes every table offline: the model's sharing
 rule, L2 spill and interval are fitted on the *fitted* pairs (FITTED, FITTED4) only; the *checked*
 pairs are predicted with that fit and reported apart, each with and without the measured
 traffic. Goals (issue 25): pooled median |error| <= 4%, every pair's median <= 8%, the
