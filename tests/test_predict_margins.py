@@ -156,7 +156,8 @@ def test_the_residual_bench_scales_each_co_runner_against_the_triad_and_counts_t
     folder.mkdir()
     gx.save_profiles(prof, folder / "profiles.parquet")
     for pair in sweeps.attrs["pairs"]:
-        gx.save(sweeps[sweeps["pair"] == pair].drop(columns="pair").reset_index(drop=True), folder / f"sweep_{pair}.parquet")
+        one = sweeps[sweeps["pair"] == pair].drop(columns="pair").reset_index(drop=True)
+        gx.save(one, folder / f"sweep_{pair}.parquet")
     bench = Path(__file__).resolve().parents[1] / "bench" / "predict_residuals.py"
     out = subprocess.run([sys.executable, str(bench), str(folder)], capture_output=True, text=True, timeout=300,
                          check=True).stdout

@@ -160,7 +160,8 @@ def test_the_copy_probe_times_the_workload_beside_the_copy_on_half_and_most_of_t
     wl = type("W", (), {"name": "conv"})()
     got = solo._probe(wl, 0, 3, 1, list(range(8, 129, 8)), 132, with_polite=True)  # an H100: 132 SMs
     first = calls[0]
-    assert first["sizes"] == [64, 104, 112] and first["modes"] == ("alone", "concurrent") and first["names"][0] == "conv"
+    assert first["sizes"] == [64, 104, 112] and first["modes"] == ("alone", "concurrent")
+    assert first["names"][0] == "conv"
     assert made and all(m.closed for m in made)  # every copy and streamer it made is closed
     assert got["probe_sm_count"] == 64 and got["probe_ms"] == pytest.approx(1.51)
     assert got["probe_alone_ms"] == pytest.approx(1.01) and got["probe_copy_ms"] == 2.2

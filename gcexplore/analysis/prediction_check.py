@@ -136,7 +136,8 @@ def predict_kwargs(fit: dict) -> dict:
     """The keyword arguments of :func:`~gcexplore.analysis.prediction.predict` that a :func:`fit_model`
     result (or a shipped ``attrs["fit"]``) sets; a fit from before a term existed leaves it out."""
     out = {k: fit[k] for k in ("sharing", "l2_bandwidth_gbs", "loaded_latency", "saturation_onset", "saturation_share",
-                               "saturation_load", "saturation_aggression", "saturation_ramp", "saturation_polite") if k in fit}
+                               "saturation_load", "saturation_aggression", "saturation_ramp", "saturation_polite")
+           if k in fit}
     if "model_error" in fit:
         out["model_error"] = tuple(fit["model_error"])
     return out

@@ -18,7 +18,11 @@ import pandas as pd
 
 from .traffic_profile import SM_COUNT, with_traffic_columns
 
-__all__ = ["PROBES", "PROBE_MAX_SLOWDOWN", "SATURATION_LOADS", "SATURATION_RAMPS", "SHARE_RULES", "aggression", "aggressor_weight", "bytes_at_size", "check_saturation", "excess_at", "latency_slowdown", "polite_excess", "polite_weight", "probe_excess", "probe_points", "probe_slowdown", "probe_table", "probed_onset", "reference_aggressions", "saturation_input", "saturation_slowdown", "saturation_speeds", "shared_speeds"]
+__all__ = ["PROBES", "PROBE_MAX_SLOWDOWN", "SATURATION_LOADS", "SATURATION_RAMPS", "SHARE_RULES", "aggression",
+           "aggressor_weight", "bytes_at_size", "check_saturation", "excess_at", "latency_slowdown", "polite_excess",
+           "polite_weight", "probe_excess", "probe_points", "probe_slowdown", "probe_table", "probed_onset",
+           "reference_aggressions", "saturation_input", "saturation_slowdown", "saturation_speeds", "shared_speeds"]
+
 
 def _waterfill(total: float, caps: list[float], weights: list[float]) -> list[float]:
     """Divide ``total`` in proportion to ``weights``, nobody above its cap, leftovers passed on."""

@@ -142,8 +142,9 @@ def solo_profile(workload, *, device=0, repeats: int = 6, warmup: int = 1, round
                    device=device, progress=progress)
         small = min(int(k) for k in df.loc[df["partition"] != "remainder", "sm_count"])
         counted = _traffic(wl, traffic, device, small) if bytes is None else None
-        probed = _probe(wl, device, repeats, warmup, sorted({int(k) for k in df["split_sm_count"]}),
-                        int(df[SM_COUNT].iloc[0]) if SM_COUNT in df else None, with_polite=probe == "polite") if probe else {}
+        total = int(df[SM_COUNT].iloc[0]) if SM_COUNT in df else None
+        probed = _probe(wl, device, repeats, warmup, sorted({int(k) for k in df["split_sm_count"]}), total,
+                        with_polite=probe == "polite") if probe else {}
     finally:
         if isinstance(workload, str):  # a built-in made here from its name holds device memory
             wl.close()
