@@ -245,7 +245,7 @@ def polite(*, n: int = 3 << 25, threads: int = 256, device=0, name: str = "polit
     """Memory-bound built-in that keeps few requests in flight: ``dst = 0.5 * src`` over ``n`` floats,
     one 4-byte element per thread and nothing unrolled, the way a framework's plain elementwise kernel
     streams. Beside it a neighbour's DRAM requests meet short queues; beside :func:`copy` (8 x 16 bytes a
-    thread) they meet full ones. The predictor's probes time each workload beside both.
+    thread) they meet full ones. ``solo_profile(probe="polite")`` times a workload beside both.
 
     Bytes per call = ``2 * 4 * n``: 805 MB with the default ``n = 3 * 2**25``.
     """
