@@ -18,7 +18,7 @@ import pandas as pd
 
 from .traffic_profile import SM_COUNT, with_traffic_columns
 
-__all__ = ["PROBES", "PROBE_MAX_SLOWDOWN", "SATURATION_LOADS", "SATURATION_RAMPS", "SHARE_RULES", "aggression",
+__all__ = ["PROBES", "PROBE_MAX_SLOWDOWN", "SATURATION_LOADS", "SATURATION_RAMPS", "SHARE_RULES", "TIMES", "aggression",
            "aggressor_weight", "bytes_at_size", "check_saturation", "excess_at", "latency_slowdown", "polite_excess",
            "polite_weight", "probe_excess", "probe_points", "probe_slowdown", "probe_table", "probed_onset",
            "reference_aggressions", "saturation_input", "saturation_slowdown", "saturation_speeds", "shared_speeds"]
@@ -103,6 +103,15 @@ def probe_excess(probe: Mapping, own_bytes: float, peak: float) -> float:
 SHARE_RULES = ("flat", "interp", "extrap")
 
 
+#: A probe's four medians: the workload alone and beside the co-runner, the co-runner alone and beside it.
+TIMES = ("ms", "alone_ms", "copy_ms", "copy_alone_ms")
+
+
+def _times(probe: Mapping, prefix: str, to: str = "probe_") -> dict:
+    """One probe's :data:`TIMES` (columns ``prefix`` + each) under the names ``to`` + each."""
+    return {to + c: float(probe.get(prefix + c, math.nan)) for c in TIMES}
+
+
 def probe_points(probe: Mapping, bytes_at, peak: float, total: float) -> list[tuple[float, float]]:
     """``(share of the card's SMs, excess)`` of each probe in a profile row (:data:`PROBE_COLUMNS`), by
     share; ``bytes_at(k)``: the workload's DRAM bytes per call on k SMs; ``total``: the card's SMs."""
@@ -111,9 +120,8 @@ def probe_points(probe: Mapping, bytes_at, peak: float, total: float) -> list[tu
         k = float(probe.get(pre + "sm_count", math.nan))
         if not (math.isfinite(k) and k > 0 and total > 0):
             continue
-        one = {c: probe.get(pre + c, math.nan) for c in ("ms", "alone_ms", "copy_ms", "copy_alone_ms")}
-        e = probe_excess({"probe_" + c: v for c, v in one.items()} | {"probe_copy_bytes": probe.get(
-            "probe_copy_bytes", math.nan)}, bytes_at(int(k)), peak)
+        e = probe_excess(_times(probe, pre) | {"probe_copy_bytes": probe.get("probe_copy_bytes", math.nan)},
+                         bytes_at(int(k)), peak)
         if math.isfinite(e):
             out.append((k / total, e))
     return sorted(out)
@@ -164,8 +172,7 @@ def probed_onset(probe: Mapping, bytes_at, peak: float, total: float, rule: str 
     onset ``(x - r) / (1 - r)`` within [0, x]; NaN without a low probe, its bytes, or a saturated excess
     above 1.02 (nothing to scale)."""
     k = float(probe.get("probe_low_sm_count", math.nan))
-    one = {"probe_" + c: float(probe.get("probe_low_" + c, math.nan)) for c in ("ms", "alone_ms", "copy_ms",
-                                                                                 "copy_alone_ms")}
+    one = _times(probe, "probe_low_")
     if not (math.isfinite(k) and total > 0 and math.isfinite(peak)):
         return math.nan
     cb = float(probe.get("probe_copy_bytes", math.nan))
@@ -185,7 +192,7 @@ def aggression(probe: Mapping, own_bytes: float, peak: float) -> float:
     NaN without a large probe or its bytes. Measured H100 (batch h1): copy 2.34, sigmoid 2.19, fft 1.79,
     sort 1.24, layer norm 1.09, elementwise 0.99: at the same DRAM demand some co-runners starve a
     neighbour's requests and some do not, which the bytes do not say."""
-    one = {c: float(probe.get("probe_large_" + c, math.nan)) for c in ("ms", "alone_ms", "copy_ms", "copy_alone_ms")}
+    one = _times(probe, "probe_large_", "")
     rate = probe_slowdown(one["copy_ms"], one["copy_alone_ms"], one["ms"])  # only while it ran beside the copy
     mine = own_bytes / (one["alone_ms"] * 1e6)
     copy = float(probe.get("probe_copy_bytes", math.nan)) / (one["copy_alone_ms"] * 1e6)
@@ -199,9 +206,8 @@ def reference_aggressions(probe: Mapping, peak: float) -> tuple[float, float]:
     large probe, ``probe_refcopy_*`` / ``probe_refpolite_*``, its bytes known); NaN where not probed."""
     out = []
     for ref, nbytes in (("refcopy", "probe_copy_bytes"), ("refpolite", "probe_polite_bytes")):
-        one = {"probe_large_" + c: float(probe.get(f"probe_{ref}_{c}", math.nan))
-               for c in ("ms", "alone_ms", "copy_ms", "copy_alone_ms")}
-        out.append(aggression({**one, "probe_copy_bytes": probe.get("probe_copy_bytes", math.nan)},
+        out.append(aggression({**_times(probe, f"probe_{ref}_", "probe_large_"),
+                               "probe_copy_bytes": probe.get("probe_copy_bytes", math.nan)},
                               float(probe.get(nbytes, math.nan)), peak))
     return out[0], out[1]
 
@@ -210,8 +216,7 @@ def polite_excess(probe: Mapping, bytes_at, peak: float) -> float:
     """The polite probe's slowdown beyond sharing DRAM (:func:`probe_excess` of the ``probe_polite_*`` columns): how
     a workload fares beside a streamer that keeps few requests in flight; NaN without that probe. ``bytes_at(k)``:
     the workload's DRAM bytes per call on k SMs."""
-    one = {"probe_" + c: float(probe.get("probe_polite_" + c, math.nan)) for c in ("ms", "alone_ms", "copy_ms",
-                                                                                   "copy_alone_ms")}
+    one = _times(probe, "probe_polite_")
     k = float(probe.get("probe_polite_sm_count", math.nan))
     if not (math.isfinite(one["probe_ms"]) and math.isfinite(k)):
         return math.nan
@@ -326,7 +331,7 @@ def probe_table(profiles: pd.DataFrame, *, rule: str = "interp") -> pd.DataFrame
             k = float(r[pre + "sm_count"])
             if not math.isfinite(k):
                 continue
-            one = {"probe_" + x: float(r[pre + x]) for x in ("ms", "alone_ms", "copy_ms", "copy_alone_ms")}
+            one = _times(r, pre)
             rows.append({"workload": name, "probe": probe, "sm_count": int(k), "share": k / k_big,
                          "copy_load": cb / (one["probe_copy_alone_ms"] * 1e6) / peak,
                          "slowdown": one["probe_ms"] / one["probe_alone_ms"],
