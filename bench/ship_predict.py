@@ -97,7 +97,8 @@ def _margins_from(runs: list[Path], path: Path, traffic: Path | None, rule: str 
                   pairs: str = "fitted", quantile: float = 0.9) -> dict:
     """The shipped profiles' fit with its margins calibrated (prediction_check.calibrate_margins by ``rule``) on the
     FITTED pairs of ``runs`` (each with its own profiles; runs whose pairs are measured as bench/tune.py runs them: the
-    one-buffer memory_a + memory_b of batch g1 set a 17% lower margin, an artifact) or on their checked-only pairs."""
+    one-buffer memory_a + memory_b of batch g1 set a 17% lower margin, an artifact) or on their checked-only pairs,
+    promising ``quantile`` of the layouts."""
     from gcexplore.analysis.prediction_check import calibrate_margins, predict_kwargs
     from gcexplore.analysis.traffic_profile import attach_traffic, with_traffic_columns
     from predict import FITTED

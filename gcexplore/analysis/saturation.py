@@ -1,12 +1,13 @@
 """How workloads sharing DRAM slow each other, and what the probes beside the reference co-runners say.
 
-:func:`shared_speeds` divides saturated DRAM (the prediction's fluid model) and :func:`latency_slowdown`
-is loaded latency below saturation. A probed profile (``solo_profile(probe=True)``, the ``probe_*`` columns of
-:data:`~.traffic_profile.PROBE_COLUMNS`) times the workload beside the built-in copy (which saturates DRAM
-with many requests in flight) on several shares of the card and beside the built-in polite streamer (few
-requests in flight): :func:`probe_excess` is the slowdown there beyond sharing, :func:`aggression` what the
-workload does to the copy, :func:`polite_excess` and :func:`polite_weight` place a co-runner between the two
-references, and :func:`saturation_speeds` applies it all; :func:`probe_table` lists it per workload.
+:func:`shared_speeds` divides saturated DRAM (the prediction's fluid model) and :func:`latency_slowdown` is
+loaded latency below saturation. A probed profile (``solo_profile(probe=True)``, the ``probe_*`` columns of
+:data:`~.traffic_profile.PROBE_COLUMNS`) times the workload beside the built-in copy (which saturates DRAM with
+many requests in flight) on several shares of the card, and with ``probe="polite"`` beside the built-in polite
+streamer too (few requests in flight): :func:`probe_excess` is the slowdown there beyond sharing,
+:func:`aggression` what the workload does to the copy, :func:`polite_excess` and :func:`polite_weight` place a
+co-runner between the two references, and :func:`saturation_speeds` applies it all; :func:`probe_table` lists it
+per workload.
 """
 
 from __future__ import annotations
