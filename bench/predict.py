@@ -4,7 +4,7 @@ On the GPU, in stages (each its own process, so a crash in CUPTI's profiler lose
 
 - ``--stage traffic``: each workload's DRAM read / write bytes and L2 traffic per call,
   counted by CUPTI's PM sampler (:func:`gcexplore.experiments.traffic.measure_traffic`) on
-  the whole device and on 16 SMs, back to back and with the L2 flushed between calls
+  the whole device, on 16 SMs and on about half the card, back to back and with the L2 flushed between calls
   (``traffic.parquet``; where CUPTI cannot count, ``traffic_refused.txt`` says why);
 - ``--stage measure``: the card's shared DRAM bandwidth, one solo profile per workload
   (``profiles.parquet``; the PyTorch and CuPy workloads declare no bytes), and a
@@ -134,6 +134,7 @@ TUNED = ("compute+memory", "memory_a+memory_b", "matmul+sigmoid", "latency+compu
 NOTE = ("{r} repetitions after 1 warm-up per layout, concurrent mode only, first-partition sizes every {s} SMs; "
         "profiles {pr} repetitions per size every {ps} SMs")
 SMALL = 16  # the small partition the traffic is also counted on
+MID_SHARE = 0.5  # and the valid size nearest this share of the card (64 of 132 SMs on an H100)
 COPY_BYTES = 8.0 * (3 << 27)  # the built-in copy's bytes per call at its default size (the probe's copy)
 
 
@@ -179,10 +180,11 @@ def measure_traffic_stage(args, out: Path) -> None:
 
     info = gx.device_info(args.device)
     wls = _workloads(args, info.index)
+    mid = min(info.valid_sm_counts(), key=lambda k: abs(k - MID_SHARE * info.sm_count))
     frames, t0 = [], time.perf_counter()
     for name, w in wls.items():
         try:
-            df = measure_traffic(w, sm_counts=(None, SMALL), flush=True, metric_set=args.metric_set,
+            df = measure_traffic(w, sm_counts=(None, SMALL, mid), flush=True, metric_set=args.metric_set,
                                  device=info.index)
         except TrafficUnavailable as e:
             (out / "traffic_refused.txt").write_text(str(e) + "\n")
@@ -460,10 +462,11 @@ def traffic_table(out: Path) -> pd.DataFrame:
     for w, g in t.groupby("workload", sort=False):
         warm = g[~g["flushed"]].sort_values("sm_count")
         cold = g[g["flushed"]]
-        big, small = warm.iloc[-1], warm.iloc[0]
+        big = warm.iloc[-1]
         mb = lambda r: (r["dram_read_bytes"] + r["dram_write_bytes"]) / 1e6  # noqa: E731
         rows.append({"workload": w, "dram_mb": mb(big), "read_mb": big["dram_read_bytes"] / 1e6,
-                     "write_mb": big["dram_write_bytes"] / 1e6, f"dram_mb_{int(small['sm_count'])}sm": mb(small),
+                     "write_mb": big["dram_write_bytes"] / 1e6,
+                     **{f"dram_mb_{int(r['sm_count'])}sm": mb(r) for _, r in warm.iloc[:-1].iterrows()},
                      "cold_dram_mb": mb(cold.iloc[0]) if len(cold) else math.nan, "l2_mb": big["l2_bytes"] / 1e6,
                      "declared_mb": big["declared_bytes"] / 1e6, "counted_gbs": big["achieved_gbs"],
                      "peak_sample_gbs": big["peak_gbs"], "bound": prof["bound"].get(w, ""),

@@ -369,6 +369,23 @@ def test_bytes_counted_on_a_small_partition_apply_to_small_partitions():
     assert c.bytes_at(24) == pytest.approx(2.25e9)
 
 
+def test_bytes_counted_on_three_partitions_are_piecewise_linear_through_them():
+    # a GEMM's count falls steeply, then flattens (measured H100: 5.19 GB on 16 SMs, 2.35 on 64, 1.39 on 132),
+    # so the size nearest half the card is counted too and the bytes between are read through it
+    counts = {40: 1.4e9, 24: 2.3e9, 12: 4.0e9, 8: 5.2e9}
+    t = pd.concat([_counted("q", b / 2, b / 2, sizes=(k,)) for k, b in counts.items()], ignore_index=True)
+    prof = TP.attach_traffic(_quiet("q"), t)
+    row = prof.iloc[0]
+    assert (row["small_sm_count"], row["small_dram_bytes"]) == (8, 5.2e9)
+    assert (row["mid_sm_count"], row["mid_dram_bytes"]) == (24, 2.3e9)  # nearest 20 of the inner sizes
+    c = gx.analysis.prediction._curves(prof)["q"]
+    assert c.bytes_at(24) == pytest.approx(2.3e9) and c.bytes_at(40) == pytest.approx(1.4e9)
+    assert c.bytes_at(16) == pytest.approx(3.75e9) and c.bytes_at(32) == pytest.approx(1.85e9)
+    two = TP.attach_traffic(_quiet("q"), t[t["sm_count"].isin([40, 8])])  # two counts: the line between them
+    assert math.isnan(two.iloc[0]["mid_sm_count"])
+    assert gx.analysis.prediction._curves(two)["q"].bytes_at(24) == pytest.approx(3.3e9)
+
+
 def test_measure_traffic_refuses_no_partition_before_any_gpu_work():
     with pytest.raises(ValueError, match="sm_counts"):
         T.measure_traffic("memory", sm_counts=())

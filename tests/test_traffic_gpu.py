@@ -53,6 +53,10 @@ def test_a_pairs_prediction_from_counted_traffic_lies_inside_its_interval():
 
     prof = check_profiles(profs)
     assert set(prof["bytes_source"]) == {"measured"}
+    # counted on the smallest size and the one nearest half the card too; the triad moves its bytes on any size
+    assert set(prof["small_sm_count"]) == {8} and set(prof["mid_sm_count"]) == {64}
+    mem = prof[prof["workload"] == "memory"].iloc[0]
+    assert abs(mem["mid_dram_bytes"] / mem["bytes"] - 1) <= 0.05, mem
     err = gx.predict_error(gx.predict(prof, ["compute", "memory"], model_error=(0.05, 0.05)), sweep)
     # Each interval is a 90% promise: one miss in three layouts happens about one run in four,
     # two or more about one in thirty; a miss must still be near its interval.

@@ -30,8 +30,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .saturation import (SHARE_RULES, aggression, bytes_at_size, check_saturation, excess_at, latency_slowdown,
-                         polite_excess, probe_points, probed_onset, reference_aggressions, saturation_speeds, shared_speeds)
+from .saturation import (SHARE_RULES, aggression, bytes_at_size, check_saturation, counted_at, excess_at,
+                         latency_slowdown, polite_excess, probe_points, probed_onset, reference_aggressions,
+                         saturation_speeds, shared_speeds)
 from .traffic_profile import (PROBE_COLUMNS, TRAFFIC_PROFILE_COLUMNS, cross_card_margins, scale_profiles,
                               with_traffic_columns)
 from ..schema import identity_name
@@ -228,11 +229,9 @@ class _Curve:
         # re-read from L2 across calls, and a neighbour's traffic can evict it
         self.cold = cold if math.isfinite(cold) and math.isfinite(self.bytes) and cold > self.bytes else math.nan
         self.l2 = float(rows["l2_traffic_bytes"].iloc[0]) if "l2_traffic_bytes" in rows else math.nan
-        # counted on a small partition too: bytes per call between the two sizes, linear in SMs
-        small = float(rows["small_dram_bytes"].iloc[0]) if "small_dram_bytes" in rows else math.nan
-        k_small = float(rows["small_sm_count"].iloc[0]) if "small_sm_count" in rows else math.nan
+        # counted on smaller partitions too: bytes per call between the sizes, piecewise linear in SMs
         k_big = float(rows[SM_COUNT].iloc[0])
-        self.small = (k_small, small) if math.isfinite(small) and math.isfinite(k_small) and k_small < k_big else None
+        self.small, self.mid = (counted_at(rows.iloc[0], w, k_big) for w in ("small", "mid"))
         self.k_big = k_big
         probe = {c: float(rows[c].iloc[0]) if c in rows else math.nan for c in PROBE_COLUMNS}
         # beside the DRAM-saturating copy on half the card and on most of it (none: not probed)
@@ -274,7 +273,7 @@ class _Curve:
 
     def bytes_at(self, n: int) -> float:
         """DRAM bytes per call on ``n`` SMs: the whole device's count, or between the two counted sizes."""
-        return bytes_at_size(self.bytes, self.small, self.k_big, n)
+        return bytes_at_size(self.bytes, self.small, self.k_big, n, self.mid)
 
     def fastest(self) -> float:
         return min(v[0] for v in self.any.values())

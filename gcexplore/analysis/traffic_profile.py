@@ -18,7 +18,8 @@ get them filled by :func:`with_traffic_columns`):
 - ``dram_cold_bytes``: counted with the L2 emptied before each call; what exceeds
   ``bytes`` is re-read from L2 across calls, which a neighbour can evict;
 - ``l2_traffic_bytes``: L2 (LTS) traffic per call;
-- ``small_dram_bytes`` at ``small_sm_count``: the same count on a small partition;
+- ``small_dram_bytes`` at ``small_sm_count``: the same count on a small partition, ``mid_dram_bytes`` at
+  ``mid_sm_count`` on about half the card (where counted: between them the bytes are piecewise linear in SMs);
 - ``achieved_gbs``: DRAM GB/s of one call on the whole device;
 - ``bound`` / ``bound_source``: :func:`classify`'s answer and what it rested on;
 - ``sm_clock_mhz``: the card's SM clock when profiled (cross-card scaling);
@@ -72,8 +73,9 @@ PROBE_LARGE_SHARE = 0.8
 #: beside a co-runner that does not saturate DRAM, and the copy's says what the workload does to a neighbour.
 PROBE_LOW_SHARE = 0.85
 TRAFFIC_PROFILE_COLUMNS = ["bytes_source", "dram_read_bytes", "dram_write_bytes", "dram_cold_bytes",
-                           "l2_traffic_bytes", "small_dram_bytes", "small_sm_count", "achieved_gbs", "bound",
-                           "bound_source", "sm_clock_mhz", "requested_sm_count", *PROBE_COLUMNS]
+                           "l2_traffic_bytes", "small_dram_bytes", "small_sm_count", "mid_dram_bytes", "mid_sm_count",
+                           "achieved_gbs", "bound", "bound_source", "sm_clock_mhz", "requested_sm_count",
+                           *PROBE_COLUMNS]
 BOUNDS = ("memory", "compute", "latency")
 #: A workload drawing at least this share of the card's shared DRAM bandwidth alone is memory-bound.
 MEMORY_BOUND_SHARE = 0.5
@@ -188,6 +190,11 @@ def attach_traffic(profiles: pd.DataFrame, traffic: pd.DataFrame, *, declared: I
         if len(whole) > 1:
             out.loc[rows, "small_dram_bytes"] = float(small["dram_read_bytes"] + small["dram_write_bytes"])
             out.loc[rows, "small_sm_count"] = int(small["sm_count"])
+        if len(whole) > 2:  # the partition nearest half the card between them
+            inner = whole.iloc[1:-1]
+            mid = inner.iloc[int(np.argmin(np.abs(inner["sm_count"].to_numpy(dtype=float) - big["sm_count"] / 2)))]
+            out.loc[rows, "mid_dram_bytes"] = float(mid["dram_read_bytes"] + mid["dram_write_bytes"])
+            out.loc[rows, "mid_sm_count"] = int(mid["sm_count"])
     out.attrs.update(profiles.attrs)
     out.attrs["traffic_metric_set"] = traffic.attrs.get("metric_set", str(traffic["metric_set"].iloc[0])
                                                         if "metric_set" in traffic and len(traffic) else "")

@@ -58,7 +58,7 @@ def _sm_clock_mhz(device: int) -> float:
         return math.nan
 
 
-def _traffic(wl, traffic, device: int, small: int):
+def _traffic(wl, traffic, device: int, small: int, mid: int | None = None):
     """Counted traffic rows, or None with a warning of one sentence where CUPTI cannot count."""
     if traffic is False or traffic is None:
         return None
@@ -67,7 +67,7 @@ def _traffic(wl, traffic, device: int, small: int):
     from .traffic import TrafficUnavailable, measure_traffic
 
     try:
-        return measure_traffic(wl, sm_counts=(None, small), flush=True, device=device)
+        return measure_traffic(wl, sm_counts=(None, small, *([mid] if mid else [])), flush=True, device=device)
     except TrafficUnavailable as e:
         if traffic == "required":
             raise
@@ -101,8 +101,9 @@ def solo_profile(workload, *, device=0, repeats: int = 6, warmup: int = 1, round
         measure it once and pass it to every profile of the card).
     traffic : {"auto", "required", False} or DataFrame, default "auto"
         Count the DRAM and L2 traffic per call with CUPTI
-        (:func:`~gcexplore.experiments.traffic.measure_traffic`, on the whole device and on
-        the smallest profiled size, back to back and with the L2 flushed): "auto" falls back
+        (:func:`~gcexplore.experiments.traffic.measure_traffic`, on the whole device, on the
+        smallest profiled size and the one nearest half the card, back to back and with the L2
+        flushed): "auto" falls back
         to the declared bytes with a one-sentence warning where the loaded CUPTI cannot
         count, "required" raises instead, False does not count; or rows measured earlier.
     probe : {False, True, "polite"}, default False
@@ -140,9 +141,11 @@ def solo_profile(workload, *, device=0, repeats: int = 6, warmup: int = 1, round
     try:
         df = sweep(twin, sm_counts=sm_counts, modes=("alone",), repeats=repeats, warmup=warmup, rounds=rounds,
                    device=device, progress=progress)
-        small = min(int(k) for k in df.loc[df["partition"] != "remainder", "sm_count"])
-        counted = _traffic(wl, traffic, device, small) if bytes is None else None
+        sizes = sorted({int(k) for k in df.loc[df["partition"] != "remainder", "sm_count"]})
         total = int(df[SM_COUNT].iloc[0]) if SM_COUNT in df else None
+        # and on the profiled size nearest half the card: a GEMM's bytes fall steeply with SMs, then flatten
+        mid = min(sizes[1:], key=lambda k: abs(k - total / 2), default=None) if total else None
+        counted = _traffic(wl, traffic, device, sizes[0], mid) if bytes is None else None
         probed = _probe(wl, device, repeats, warmup, sorted({int(k) for k in df["split_sm_count"]}), total,
                         with_polite=probe == "polite") if probe else {}
     finally:
