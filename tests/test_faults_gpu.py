@@ -215,3 +215,24 @@ def test_a_partitioning_of_another_device_is_refused_before_launch():
             gcexplore.profile_overlap({"a": lambda *, stream: calls.append(1), "b": W.spin(20.0, device=0)},
                                       parts, device=0, repeats=1)
     assert calls == []
+
+
+def test_a_builtin_allocates_where_cupys_pool_caches_the_free_memory():
+    # a long sweep of CuPy (or PyTorch) workloads caches nearly the whole card in the framework's pool (freed
+    # blocks are kept per stream and every partition's stream is new); the built-in's allocation must not fail
+    # for memory nothing uses
+    cp = pytest.importorskip("cupy")
+    pool = cp.get_default_memory_pool()
+    held = []
+    try:
+        while True:
+            held.append(cp.empty(1 << 30, dtype=cp.uint8))
+    except cp.cuda.memory.OutOfMemoryError:
+        pass
+    del held  # back in CuPy's pool, not the card's
+    try:
+        assert _free_bytes() < (3 << 30) and pool.total_bytes() > (40 << 30), "the pool kept too little to test"
+        W.copy().close()  # allocates two 1.6 GB arrays
+        assert pool.total_bytes() < (1 << 30)  # released, as CuPy would before failing its own allocation
+    finally:
+        pool.free_all_blocks()

@@ -29,6 +29,35 @@ def _driver():
     return driver
 
 
+def _release_framework_caches() -> list[str]:
+    """Hand back the device memory PyTorch's and CuPy's allocators cache but no tensor or array uses (each keeps
+    freed blocks per stream, and every partition's stream is a new one, so a long sweep of their workloads can
+    cache nearly the whole card); only frameworks already imported are touched. Returns those released."""
+    import sys
+
+    done = []
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+        done.append("torch")
+    cupy = sys.modules.get("cupy")
+    if cupy is not None:
+        cupy.get_default_memory_pool().free_all_blocks()
+        done.append("cupy")
+    return done
+
+
+def _allocate(dev, n: int, stream):
+    """``dev.allocate``; where the card is full, once more after the frameworks' unused caches are released (what
+    each would do itself before failing one of its own allocations)."""
+    try:
+        return dev.allocate(n, stream=stream)
+    except Exception as e:
+        if "OUT_OF_MEMORY" not in str(e) or not _release_framework_caches():
+            raise
+    return dev.allocate(n, stream=stream)
+
+
 class _DeviceBuffers:
     """Device memory owned by a built-in workload (allocated once, zero-filled).
 
@@ -44,7 +73,7 @@ class _DeviceBuffers:
             try:
                 for nbytes in sizes:
                     n = max(int(nbytes), 16)
-                    buf = dev.allocate(n, stream=self._stream)
+                    buf = _allocate(dev, n, self._stream)
                     self._bufs.append(buf)
                     check(_driver().cuMemsetD8Async(int(buf.handle), 0, n, int(self._stream.handle)),
                            "cuMemsetD8Async")
