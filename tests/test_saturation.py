@@ -25,11 +25,14 @@ def test_a_co_runner_as_polite_as_the_polite_reference_gives_the_polite_probes_e
     assert speed(1.0, [math.nan, math.nan]) == pytest.approx(1 / 2.0)  # not probed beside it: the copy's
 
 
-def test_the_polite_probes_excess_reads_its_own_columns_and_is_nan_without_them():
+def test_the_polite_probes_excess_reads_its_own_columns_and_is_nan_without_them_or_for_a_memory_bound_one():
     probe = {"probe_polite_sm_count": 64.0, "probe_polite_ms": 1.5, "probe_polite_alone_ms": 1.0,
              "probe_polite_copy_ms": 2.0, "probe_polite_copy_alone_ms": 2.0, "probe_polite_bytes": 0.0}
     assert SAT.polite_excess(probe, lambda k: 0.0, 3000.0) == pytest.approx(1.5)  # nothing shared: all of it excess
     assert math.isnan(SAT.polite_excess({}, lambda k: 0.0, 3000.0))
+    # a memory-bound workload keeps the copy's excess: the polite reference does not say what two streamers do
+    assert math.isnan(SAT.polite_excess(probe, lambda k: 0.0, 3000.0, "memory"))
+    assert SAT.polite_excess(probe, lambda k: 0.0, 3000.0, "compute") == pytest.approx(1.5)
     assert all(math.isnan(a) for a in SAT.reference_aggressions({}, 3000.0))
 
 

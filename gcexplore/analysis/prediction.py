@@ -241,7 +241,8 @@ class _Curve:
         k_large = probe["probe_large_sm_count"]  # what it does to the copy beside it (see aggression)
         peak = float(rows["shared_bandwidth_gbs"].iloc[0])
         self.aggression = aggression(probe, self.bytes_at(int(k_large)) if math.isfinite(k_large) else math.nan, peak)
-        self.polite, self.refs = polite_excess(probe, self.bytes_at, peak), reference_aggressions(probe, peak)
+        self.polite = polite_excess(probe, self.bytes_at, peak, str(rows["bound"].iloc[0]) if "bound" in rows else "")
+        self.refs = reference_aggressions(probe, peak)
         starts = rows.loc[rows["position"] == "first", "start_ms"].to_numpy(dtype=float)
         self.offset = float(np.nanmedian(starts)) if np.isfinite(starts).any() else 0.0
 
@@ -475,8 +476,8 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
         ``saturation_onset`` for all; "probed": each workload's own from its probe below saturation,
         :func:`~.saturation.probed_onset`); ``fit_model`` decides them.
     saturation_polite : bool, default False
-        Beside co-runners that starve the copy less, a workload takes its slowdown beside the polite streamer more than
-        beside the copy (:func:`~.saturation.saturation_speeds`); decided on measured runs, not by ``fit_model``.
+        Beside co-runners that starve the copy less, a workload not memory-bound takes its slowdown beside the polite
+        streamer more than beside the copy (:func:`~.saturation.polite_excess`); decided on runs, not by ``fit_model``.
     card : mapping, optional
         Predict for another card (:func:`~gcexplore.analysis.traffic_profile.scale_profiles`:
         its SM count, shared bandwidth, SM clock, L2); ``attrs["assumed"]`` says what was assumed.
