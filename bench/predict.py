@@ -16,8 +16,8 @@ Workloads (bench/real_workloads.py): the built-ins compute, memory, latency, cop
 matmul, sigmoid, softmax, sdpa (attention), layernorm, conv (bf16), chain (a GEMM chain);
 CuPy fft, sort, elementwise; two more streaming ones, PyTorch tanh and CuPy scale, in the
 FITTED4, FRESH4-FRESH7 pairs; a batched bf16 GEMM (bmm), a random row gather, a CuPy scan
-(cumsum) and sum (reduce) in FRESH8. ``--polite`` probes beside the built-in polite streamer too
-(``probe="polite"``). ``--analyze DIR`` redoes every table offline: the model's sharing rule,
+(cumsum) and sum (reduce) in FRESH8. ``--probe`` probes beside the built-in polite streamer too
+(``probe="polite"``; ``--no-polite``: beside the copy only). ``--analyze DIR`` redoes every table offline: the model's sharing rule,
 L2 spill and interval are fitted on the *fitted* pairs (FITTED, FITTED4) only; the *checked*
 pairs are predicted with that fit and reported apart, each with and without the measured
 traffic. Goals (issue 25): pooled median |error| <= 4%, every pair's median <= 8%, the
@@ -219,7 +219,7 @@ def measure(args, out: Path) -> None:
         gx.profile_overlap({name: w}, [64], repeats=1, warmup=2, modes=("alone",), device=info.index)  # warm
         p = gx.solo_profile(w, device=info.index, repeats=args.profile_repeats, sm_counts=psizes,
                             shared_bandwidth_gbs=peak, traffic=False,  # counted in its own stage
-                            probe="polite" if args.polite else args.probe)
+                            probe=("polite" if args.polite else True) if args.probe else False)
         cost[name] = p.attrs["gpu_time_ms"]
         profiles.append(p)
         gx.save_profiles(profiles, out / "profiles.parquet")
@@ -635,8 +635,9 @@ def main(argv=None) -> int:
                                                            "their fit (gcexplore/data/predict_profiles)")
     ap.add_argument("--probe", action="store_true", help="--stage measure: profiles also time each workload "
                     "beside the built-in copy on half the card (solo_profile(probe=True))")
-    ap.add_argument("--polite", action="store_true", help="--stage measure: probes also beside the built-in polite "
-                    "streamer (solo_profile(probe='polite'); predict(saturation_polite=True) reads them)")
+    ap.add_argument("--polite", action=argparse.BooleanOptionalAction, default=True,
+                    help="--stage measure with --probe: probes also beside the built-in polite streamer "
+                         "(solo_profile(probe='polite'), which predict reads; default on, --no-polite: the copy only)")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--no-cupy", action="store_true")
     args = ap.parse_args(argv)

@@ -671,6 +671,31 @@ def test_the_co_runners_measured_aggression_weighs_its_demand_in_a_neighbours_sa
         gx.predict([victim, other], ["victim", "polite"], saturation_onset=0.5, saturation_aggression=0.0)
 
 
+def test_by_default_a_workload_not_memory_bound_takes_its_polite_probes_excess_beside_a_polite_co_runner():
+    # the victim above (2x slower beside the copy, reading almost nothing), probed beside the polite streamer too: no
+    # slower there; beside a co-runner drawing 2400 of 3000 GB/s that starves the copy no more than sharing does
+    polite = dict(probe_polite_sm_count=20.0, probe_polite_ms=1.0, probe_polite_alone_ms=1.0, probe_polite_copy_ms=3.0,
+                  probe_polite_copy_alone_ms=3.0, probe_polite_bytes=9600e6)
+    victim = _probed(_profile("victim", lambda k: 8.0 / k, bytes=1e6), 2.0, 1.0, 3.0).assign(**polite)
+    # its own probe of the two references: the copy starves the copy (3x), the polite streamer does not
+    refs = {f"probe_ref{r}_{c}": v for r, cm in (("copy", 4.8), ("polite", 1.6))
+            for c, v in (("sm_count", 32.0), ("ms", 8.0), ("alone_ms", 4.0), ("copy_ms", cm), ("copy_alone_ms", 1.6))}
+    other = _large(_profile("other", lambda k: 4.0, bytes=9600e6), 32, 8.0, 4.0, 1.6, 1.6).assign(**refs, **polite)
+    kw = dict(model_error=0.0, shared_bandwidth_gbs=3000.0, saturation_onset=0.5)
+
+    def victim_ms(v, **extra):
+        got = gx.predict([v, other], ["victim", "other"], ["8+32"], **kw, **extra)
+        return got.set_index("workload")["duration_ms"]["victim"]
+
+    assert victim_ms(victim, saturation_polite=False) == pytest.approx(1.6, rel=5e-3)  # the copy's: 0.6 of the ramp
+    assert victim_ms(victim) == pytest.approx(1.0, rel=5e-3)  # on by default: the polite probe's (none)
+    # a memory-bound victim keeps the copy's excess either way: two streamers are not a streamer and the polite one
+    hog = victim.assign(bytes=1.2e9)
+    assert gx.analysis.traffic_profile.with_traffic_columns(hog)["bound"].iloc[0] == "memory"
+    assert victim_ms(hog) == pytest.approx(victim_ms(hog, saturation_polite=False))
+    assert victim_ms(hog) > victim_ms(hog.drop(columns=[c for c in hog if c.startswith("probe_")]))
+
+
 def test_the_probe_below_saturation_sets_each_workloads_own_onset_of_the_saturation_ramp():
     # a victim reading almost nothing: 2x slower beside the copy on 20 of 40 SMs (the copy drawing 3.2 GB in 3 ms
     # there), 1.5x on 32; on 34 beside the copy on 6 drawing 2000 of 3000 GB/s alone (x = 2/3): 1.25x

@@ -433,7 +433,7 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
             card: Mapping | None = None, l2_bandwidth_gbs: float | None = None, bandwidth_gain: float = 1.0,
             loaded_latency: float = 0.0, saturation_onset: float | None = None, saturation_share: str = "flat",
             saturation_load: str = "others", saturation_aggression: float | None = None,
-            saturation_ramp: str = "fitted", saturation_polite: bool = False) -> pd.DataFrame:
+            saturation_ramp: str = "fitted", saturation_polite: bool = True) -> pd.DataFrame:
     """Predicted concurrent makespan and per-workload durations at every layout, with intervals.
 
     Parameters
@@ -475,7 +475,7 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
         :func:`~.saturation.aggressor_weight`; None: all of it), and where the ramp starts ("fitted":
         ``saturation_onset`` for all; "probed": each workload's own from its probe below saturation,
         :func:`~.saturation.probed_onset`); ``fit_model`` decides them.
-    saturation_polite : bool, default False
+    saturation_polite : bool, default True
         Beside co-runners that starve the copy less, a workload not memory-bound takes its slowdown beside the polite
         streamer more than beside the copy (:func:`~.saturation.polite_excess`); decided on runs, not by ``fit_model``.
     card : mapping, optional
