@@ -4,8 +4,8 @@ On the GPU, in stages (each its own process, so a crash in CUPTI's profiler lose
 
 - ``--stage traffic``: each workload's DRAM read / write bytes and L2 traffic per call,
   counted by CUPTI's PM sampler (:func:`gcexplore.experiments.traffic.measure_traffic`) on
-  the whole device, on 16 SMs and on about half the card, back to back and with the L2 flushed between calls
-  (``traffic.parquet``; where CUPTI cannot count, ``traffic_refused.txt`` says why);
+  the whole device, on 16 SMs and on about half the card, back to back and with the L2 flushed
+  between calls (``traffic.parquet``; where CUPTI cannot count, ``traffic_refused.txt`` says why);
 - ``--stage measure``: the card's shared DRAM bandwidth, one solo profile per workload
   (``profiles.parquet``; the PyTorch and CuPy workloads declare no bytes), and a
   concurrent-only sweep of each pair (``sweep_<pair>.parquet``);
@@ -17,9 +17,9 @@ matmul, sigmoid, softmax, sdpa (attention), layernorm, conv (bf16), chain (a GEM
 CuPy fft, sort, elementwise; two more streaming ones, PyTorch tanh and CuPy scale, in the
 FITTED4, FRESH4-FRESH7 pairs; a batched bf16 GEMM (bmm), a random row gather, a CuPy scan
 (cumsum) and sum (reduce) in FRESH8. ``--probe`` probes beside the built-in polite streamer too
-(``probe="polite"``; ``--no-polite``: beside the copy only). ``--analyze DIR`` redoes every table offline: the model's sharing rule,
-L2 spill and interval are fitted on the *fitted* pairs (FITTED, FITTED4) only; the *checked*
-pairs are predicted with that fit and reported apart, each with and without the measured
+(``probe="polite"``; ``--no-polite``: beside the copy only). ``--analyze DIR`` redoes every table
+offline: the model's sharing rule, L2 spill and interval are fitted on the *fitted* pairs
+(FITTED, FITTED4) only; the *checked* pairs are predicted with that fit and reported apart, each with and without the measured
 traffic. Goals (issue 25): pooled median |error| <= 4%, every pair's median <= 8%, the
 predicted best within 3% of the measured best in >= 90% of pairs, the interval holding the
 measured median in >= 90% of layouts; the tuner with predictions <= 0.4 of the plain

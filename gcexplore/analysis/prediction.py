@@ -273,7 +273,7 @@ class _Curve:
         return ta, ta * a / n, ta, False
 
     def bytes_at(self, n: int) -> float:
-        """DRAM bytes per call on ``n`` SMs: the whole device's count, or between the two counted sizes."""
+        """DRAM bytes per call on ``n`` SMs: the whole device's count, or between the counted sizes."""
         return bytes_at_size(self.bytes, self.small, self.k_big, n, self.mid)
 
     def fastest(self) -> float:
