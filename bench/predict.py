@@ -19,8 +19,8 @@ FITTED4, FRESH4-FRESH7 pairs; a batched bf16 GEMM (bmm), a random row gather, a 
 (cumsum) and sum (reduce) in FRESH8. ``--probe`` probes beside the built-in polite streamer too
 (``probe="polite"``; ``--no-polite``: beside the copy only). ``--analyze DIR`` redoes every table
 offline: the model's sharing rule, L2 spill and interval are fitted on the *fitted* pairs
-(FITTED, FITTED4) only; the *checked* pairs are predicted with that fit and reported apart, each with and without the measured
-traffic. Goals (issue 25): pooled median |error| <= 4%, every pair's median <= 8%, the
+(FITTED, FITTED4) only; the *checked* pairs are predicted with that fit and reported apart, each
+with and without the measured traffic. Goals (issue 25): pooled median |error| <= 4%, every pair's median <= 8%, the
 predicted best within 3% of the measured best in >= 90% of pairs, the interval holding the
 measured median in >= 90% of layouts; the tuner with predictions <= 0.4 of the plain
 tuner's GPU time, same answers within 2%; a profile (counters included) <= one
