@@ -134,7 +134,6 @@ TUNED = ("compute+memory", "memory_a+memory_b", "matmul+sigmoid", "latency+compu
 NOTE = ("{r} repetitions after 1 warm-up per layout, concurrent mode only, first-partition sizes every {s} SMs; "
         "profiles {pr} repetitions per size every {ps} SMs")
 SMALL = 16  # the small partition the traffic is also counted on
-MID_SHARE = 0.5  # and the valid size nearest this share of the card (64 of 132 SMs on an H100)
 COPY_BYTES = 8.0 * (3 << 27)  # the built-in copy's bytes per call at its default size (the probe's copy)
 
 
@@ -180,7 +179,7 @@ def measure_traffic_stage(args, out: Path) -> None:
 
     info = gx.device_info(args.device)
     wls = _workloads(args, info.index)
-    mid = min(info.valid_sm_counts(), key=lambda k: abs(k - MID_SHARE * info.sm_count))
+    mid = min(info.valid_sm_counts(), key=lambda k: abs(k - TP.MID_SHARE * info.sm_count))
     frames, t0 = [], time.perf_counter()
     for name, w in wls.items():
         try:

@@ -50,7 +50,7 @@ from ..schema import identity_name
 
 SM_COUNT = identity_name("sm_count")  # the card's SM count, as every result names it
 
-__all__ = ["BOUNDS", "CROSS_CARD_ERROR", "MEMORY_BOUND_SHARE", "POLITE_COLUMNS", "PROBE_COLUMNS",
+__all__ = ["BOUNDS", "CROSS_CARD_ERROR", "MEMORY_BOUND_SHARE", "MID_SHARE", "POLITE_COLUMNS", "PROBE_COLUMNS",
            "PROBE_LARGE_SHARE", "PROBE_LOW_SHARE", "SCALES_SHARE", "TRAFFIC_PROFILE_COLUMNS", "attach_traffic",
            "card_of", "classify", "cross_card_margins", "profile_sources", "scale_profiles", "scaling_error",
            "with_traffic_columns"]
@@ -72,6 +72,9 @@ PROBE_LARGE_SHARE = 0.8
 #: the card's DRAM bandwidth alone, below saturation, so the workload's slowdown there says how it fares
 #: beside a co-runner that does not saturate DRAM, and the copy's says what the workload does to a neighbour.
 PROBE_LOW_SHARE = 0.85
+#: Traffic is also counted on the size nearest this share of the card (64 of 132 SMs on an H100): a GEMM's bytes
+#: per call fall steeply with SMs, then flatten, so a line between the small count and the card's misses the middle.
+MID_SHARE = 0.5
 TRAFFIC_PROFILE_COLUMNS = ["bytes_source", "dram_read_bytes", "dram_write_bytes", "dram_cold_bytes",
                            "l2_traffic_bytes", "small_dram_bytes", "small_sm_count", "mid_dram_bytes", "mid_sm_count",
                            "achieved_gbs", "bound", "bound_source", "sm_clock_mhz", "requested_sm_count",
@@ -190,9 +193,10 @@ def attach_traffic(profiles: pd.DataFrame, traffic: pd.DataFrame, *, declared: I
         if len(whole) > 1:
             out.loc[rows, "small_dram_bytes"] = float(small["dram_read_bytes"] + small["dram_write_bytes"])
             out.loc[rows, "small_sm_count"] = int(small["sm_count"])
-        if len(whole) > 2:  # the partition nearest half the card between them
+        if len(whole) > 2:  # the partition nearest MID_SHARE of the card between them
             inner = whole.iloc[1:-1]
-            mid = inner.iloc[int(np.argmin(np.abs(inner["sm_count"].to_numpy(dtype=float) - big["sm_count"] / 2)))]
+            gap = np.abs(inner["sm_count"].to_numpy(dtype=float) - MID_SHARE * big["sm_count"])
+            mid = inner.iloc[int(np.argmin(gap))]
             out.loc[rows, "mid_dram_bytes"] = float(mid["dram_read_bytes"] + mid["dram_write_bytes"])
             out.loc[rows, "mid_sm_count"] = int(mid["sm_count"])
     out.attrs.update(profiles.attrs)

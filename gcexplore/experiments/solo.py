@@ -18,7 +18,8 @@ import warnings
 from pathlib import Path
 
 from ..analysis import prediction as model
-from ..analysis.traffic_profile import PROBE_LARGE_SHARE, PROBE_LOW_SHARE, attach_traffic, with_traffic_columns
+from ..analysis.traffic_profile import (MID_SHARE, PROBE_LARGE_SHARE, PROBE_LOW_SHARE, attach_traffic,
+                                       with_traffic_columns)
 from ..analysis.summaries import summarize
 from ..analysis.tuning import gpu_time_ms
 from ..results.io import load, save
@@ -145,8 +146,7 @@ def solo_profile(workload, *, device=0, repeats: int = 6, warmup: int = 1, round
                    device=device, progress=progress)
         sizes = sorted({int(k) for k in df.loc[df["partition"] != "remainder", "sm_count"]})
         total = int(df[SM_COUNT].iloc[0]) if SM_COUNT in df else None
-        # and on the profiled size nearest half the card: a GEMM's bytes fall steeply with SMs, then flatten
-        mid = min(sizes[1:], key=lambda k: abs(k - total / 2), default=None) if total else None
+        mid = min(sizes[1:], key=lambda k: abs(k - MID_SHARE * total), default=None) if total else None
         counted = _traffic(wl, traffic, device, sizes[0], mid) if bytes is None else None
         probed = _probe(wl, device, repeats, warmup, sorted({int(k) for k in df["split_sm_count"]}), total,
                         with_polite=probe == "polite") if probe else {}
