@@ -2,9 +2,11 @@
 
 - :data:`MODES` / :data:`SCENARIOS`: what an overlap and an isolation result measure,
   with one line of description each (plots and widgets label from these).
-- :data:`COLUMNS`: the columns of every result kind, in order, with their dtypes.
-  :func:`frame` builds a result from records; :func:`conform` repairs the dtypes of a
-  result that went through CSV or ``pd.concat``.
+- :data:`COLUMNS`: the columns of every result kind, in order, with their dtypes (the core's
+  declared here, where the measuring wing frames its rows; a family's added when its kind is
+  registered, :mod:`gcexplore.results.kinds`, which holds the rest of each kind's declaration and
+  tells a frame's kind). :func:`frame` builds a result from records; :func:`conform` repairs the
+  dtypes of a result that went through CSV or ``pd.concat``.
 - :class:`Options`: the measurement options (repetitions, warm-up, modes, L2 flush,
   CUDA graphs, rounding), frozen and checked when built; every experiment, the
   checkpoint header, the metadata and the command line use it.
@@ -34,7 +36,6 @@ __all__ = [
     "RECIPES_ATTR",
     "RUN_COLUMNS",
     "SAMPLE_IDENTITY",
-    "KINDS",
     "MODES",
     "MODE_DESCRIPTIONS",
     "Options",
@@ -50,7 +51,6 @@ __all__ = [
     "identity_name",
     "identity_of",
     "frame",
-    "kind_of",
     "new_run_id",
     "layout_key",
     "parse_layout",
@@ -151,8 +151,9 @@ _SCALING = {
     "duration_ms": "float64", "flops": "float64", "bytes": "float64",
     "throughput_tflops": "float64", "bandwidth_gbs": "float64", **_CLOCKS,
 }
-_ISOLATION = {"scenario": "str", "role": "str", "workload": "str", "rep": "int64", "round": "int64",
-              "sm_count": "int64", "duration_ms": "float64", **_CLOCKS}
+# launch: the critical launch (or background run) within its repetition.
+_ISOLATION = {"scenario": "str", "role": "str", "workload": "str", "rep": "int64", "launch": "int64",
+              "round": "int64", "sm_count": "int64", "duration_ms": "float64", **_CLOCKS}
 #: The tuner's rows: the overlap columns (mode always "concurrent") and the search step.
 _TUNE = {"layout": "str", "split_sm_count": "int64", "step": "int64",
          **{k: v for k, v in _OVERLAP.items() if k not in ("layout", "split_sm_count")}}
@@ -178,29 +179,8 @@ _PM = {
     "sm_active_pct": "float64",
 }
 
-# One row per decode gap or prefill request of a serving run; see gcexplore.experiments.serving.
-_SERVING = {
-    "mode": "str", "layout": "str", "decode_sm_count": "int64", "prefill_sm_count": "int64", "load": "str",
-    "rate_rps": "float64", "pattern": "str", "burst": "int64", "duration_s": "float64", "seed": "int64",
-    "record": "str", "index": "int64", "start_ms": "float64", "end_ms": "float64", "itl_ms": "float64",
-    "arrival_ms": "float64", "ttft_ms": "float64", "queue_ms": "float64", "tokens": "int64",
-    "window_ms": "float64", "run_ms": "float64",
-}
-
-# One row per rank, step and workload of the communication-SMs experiment; see gcexplore.experiments.comm.
-# setup: "partition" (collective on comm_sm_count SMs, compute on the rest), "plain" (two plain streams,
-# NCCL's own CTA count), "ctas" (plain streams, NCCL max_ctas) or "zero" (copy-engine collectives beside the
-# compute on the whole GPU, comm_sm_count 0); compute-alone rows have no collective.
-# One run spans every rank: the identity columns are the run's (rank 0's card); rank r ran on GPU r,
-# and attrs["ranks"] holds each rank's card.
-_COMM = {
-    "collective": "str", "size_bytes": "int64", "nranks": "int64", "rank": "int64", "setup": "str",
-    "layout": "str", "comm_sm_count": "int64", "compute_sm_count": "int64", "max_ctas": "Int64", "mode": "str",
-    "rep": "int64", "workload": "str", "start_ms": "float64", "duration_ms": "float64", "step_ms": "float64",
-    "flops": "float64", "bytes": "float64",
-}
-
-#: Columns (name -> dtype, in order) of each result kind.
+#: Columns (name -> dtype, in order) of each result kind: the core's; a family's kinds add theirs when
+#: registered (:func:`gcexplore.results.kinds.register`).
 COLUMNS = {
     "overlap": {**_OVERLAP, **IDENTITY_COLUMNS},
     "sweep": {**_OVERLAP, **IDENTITY_COLUMNS},
@@ -210,16 +190,7 @@ COLUMNS = {
     "trace": {**_TRACE, **SAMPLE_IDENTITY},
     "tune": {**_TUNE, **IDENTITY_COLUMNS},
     "pm": {**_PM, **SAMPLE_IDENTITY},
-    "serving": {**_SERVING, **IDENTITY_COLUMNS},
-    "comm": {**_COMM, **IDENTITY_COLUMNS},
 }
-KINDS = tuple(COLUMNS)
-
-# Columns that tell a kind apart when attrs["kind"] is gone (e.g. after pd.concat).
-_SIGNATURE = (("serving", "ttft_ms"), ("comm", "comm_sm_count"), ("trace", "correlation_id"), ("tune", "step"),
-              ("pm", "dram_pct"), ("overlap", "mode"), ("isolation", "scenario"), ("occupancy", "sm_id"),
-              ("scaling", "sm_count"))
-
 
 def columns(kind: str) -> list[str]:
     """Column names of ``kind`` in order."""
@@ -228,45 +199,9 @@ def columns(kind: str) -> list[str]:
 
 def _columns_of(kind: str) -> dict[str, str]:
     if kind not in COLUMNS:
-        raise ValueError(f"unknown result kind {kind!r}; kinds are {', '.join(KINDS)}")
+        raise ValueError(f"unknown result kind {kind!r}; kinds are {', '.join(COLUMNS)} (a family's kinds once "
+                         "its package is imported)")
     return COLUMNS[kind]
-
-
-def kind_of(df) -> str:
-    """The kind of a result: ``df.attrs["kind"]`` where the columns fit it, else told from its columns.
-
-    Raises
-    ------
-    ValueError
-        Neither names a kind this package produces, or ``attrs["kind"]`` contradicts the
-        columns (sweep rows labelled "scaling"): the label and the rows come apart.
-    """
-    kind = df.attrs.get("kind")
-    cols = set(df.columns)
-    told = next((k for k, col in _SIGNATURE if col in cols), None)
-    if kind in COLUMNS:
-        if told is None and not cols or _same_family(kind, told):
-            return kind
-        sig = dict(_SIGNATURE)
-        has = f"its {sig[told]!r} column is that of {told} results" if told else \
-            f"it has none of the columns that tell a kind apart ({', '.join(sorted(set(sig.values())))})"
-        raise ValueError(f"attrs['kind'] says {kind!r} but the columns do not fit: {has}, and {kind} results "
-                         f"have the columns {', '.join(list(COLUMNS[kind])[:6])}, ...; the label and the rows "
-                         "disagree: pass the rows of that kind, or set df.attrs['kind'] to what the rows are")
-    if told:
-        return told
-    raise ValueError(f"not a gcexplore result (attrs kind {kind!r}, columns {sorted(map(str, cols))}); "
-                     f"results come from profile_overlap, sweep, scaling, isolation, occupancy, tune, "
-                     "dram_timeline or a trace")
-
-
-# Kinds whose rows share one layout: overlap and sweep rows are the same; a tune result holds overlap
-# rows plus the search step.
-_FAMILIES = ({"overlap", "sweep", "tune"},)
-
-
-def _same_family(declared: str, told: str | None) -> bool:
-    return declared == told or any({declared, told} <= f for f in _FAMILIES)
 
 
 def new_run_id() -> str:
@@ -335,7 +270,10 @@ def conform(df, kind: str | None = None):
 
     Identity columns missing from an older result are filled from its attrs.
     """
-    kind = kind or kind_of(df)
+    kind = kind or df.attrs.get("kind")
+    if kind not in COLUMNS:
+        raise ValueError(f"conform needs the kind of the rows (kind=, or attrs['kind'] one of {', '.join(COLUMNS)}), "
+                         f"got {kind!r}; gcexplore.results.kinds.kind_of(df) tells it")
     if kind == "trace" and "group" not in df.columns and len(df.columns):
         _derive_groups(df)
     if "device_name" not in df.columns and len(df.columns):
@@ -343,6 +281,10 @@ def conform(df, kind: str | None = None):
     if "run_id" not in df.columns and len(df.columns):
         a = df.attrs
         df["run_id"] = str(a.get("run_id") or f"{a.get('device_name', 'unknown')} {a.get('date', '')}".strip())
+    if kind == "isolation" and "launch" not in df.columns and {"scenario", "role", "workload", "rep"} <= set(df):
+        # measured before rows carried it: the rows of a repetition are in launch order
+        keys = [c for c in RUN_COLUMNS if c in df.columns] + ["scenario", "role", "workload", "rep"]
+        df["launch"] = df.groupby(keys, sort=False, dropna=False).cumcount().to_numpy()
     if "round" in _columns_of(kind) and "rep" in df.columns:  # rows of repetitions, not a summary
         if "round" not in df.columns:
             df["round"] = 0  # measured before rounds existed: all of it one round

@@ -21,7 +21,7 @@ from gcexplore.experiments import pm
 from gcexplore.experiments import search as SE
 from gcexplore.trace import collector as tracing
 from gcexplore.results.validate import ResultError
-from gcexplore.schema import kind_of
+from gcexplore.results.kinds import kind_of
 from test_pm import _samples, _trace
 
 

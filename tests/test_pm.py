@@ -17,7 +17,8 @@ import gcexplore
 from gcexplore.experiments import pm
 from gcexplore.results import io as results
 from gcexplore.views.pm import plot_dram_timeline
-from gcexplore.schema import columns, frame, kind_of
+from gcexplore.results.kinds import kind_of
+from gcexplore.schema import columns, frame
 from gcexplore.results.validate import ResultError
 
 T0 = {"alone": 1_000_000_000, "concurrent": 1_010_000_000}

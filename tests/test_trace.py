@@ -29,7 +29,8 @@ from gcexplore.trace import user as user_trace
 from gcexplore.views import plot as P
 from gcexplore import schema
 from gcexplore.results.validate import ResultError
-from gcexplore.schema import Options, columns, kind_of
+from gcexplore.results.kinds import kind_of
+from gcexplore.schema import Options, columns
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -17,7 +17,8 @@ from gcexplore import analysis as A
 from gcexplore.results import io as R
 from gcexplore.experiments import tuner as T
 from gcexplore import experiments as X
-from gcexplore.schema import columns, kind_of
+from gcexplore.results.kinds import kind_of
+from gcexplore.schema import columns
 
 ROOT = Path(__file__).resolve().parents[1]
 

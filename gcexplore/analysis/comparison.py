@@ -40,7 +40,9 @@ import pandas as pd
 
 from ..results.io import load, load_recorded, recorded_names
 from ..results.validate import check_result
-from ..schema import IDENTITY, kind_of, parse_layout
+from ..results import kinds as _kinds
+from ..results.kinds import kind_of
+from ..schema import IDENTITY, parse_layout
 from .display import placement
 from .compare_sets import Comparisons, set_pairs, split_by
 from .identity import identity_diff
@@ -62,8 +64,6 @@ COMPARE_COLUMNS = [
 ]
 CURVE_COLUMNS = ["side", "group", "layout", "sm", "fraction", "reps", "median_ms", "p10_ms", "p90_ms"]
 
-# which kinds can be compared with which
-_FAMILY = {"overlap": "overlap", "sweep": "overlap", "tune": "tune", "scaling": "scaling"}
 _VALID = "two sweep/overlap results, two tune results or two scaling results"
 
 
@@ -162,8 +162,6 @@ def load_side(x, name: str) -> tuple[pd.DataFrame, str | None]:
 # columns that say what was measured, not which run measured it: no by= of these makes two sides
 _MEASUREMENT_COLUMNS = ("layout", "mode", "rep", "workload", "partition", "sm_count", "split_sm_count",
                         "requested_sm_count", "step", "group")
-_NEEDED = {"overlap": ("layout", "mode", "rep", "makespan_ms"), "tune": ("layout", "mode", "rep", "makespan_ms"),
-           "scaling": ("workload", "sm_count", "rep", "duration_ms")}
 
 
 def _with_card(label: str, df: pd.DataFrame) -> str:
@@ -218,7 +216,7 @@ def _sides(a, b, by, labels) -> tuple[pd.DataFrame, pd.DataFrame, tuple[str, str
             kinds.append(kind_of(df))
         except ValueError as e:
             raise ValueError(f"compare: side {side} is not a gcexplore result ({e})") from None
-    fams = [_FAMILY.get(k) for k in kinds]
+    fams = [_kinds.get(k).compare_group for k in kinds]  # which kinds compare with which: their declaration
     if None in fams:
         bad = kinds[fams.index(None)]
         raise ValueError(f"compare: side {'AB'[fams.index(None)]} is {'an' if bad[0] in 'aeiou' else 'a'} {bad} "
@@ -228,11 +226,12 @@ def _sides(a, b, by, labels) -> tuple[pd.DataFrame, pd.DataFrame, tuple[str, str
                          f"{_VALID}")
     for df, side in ((fa, "A"), (fb, "B")):
         check_result(df, kinds["AB".index(side)], f"compare (side {side})")
-        missing = [c for c in _NEEDED[fams[0]] if c not in df.columns]
+        needed = _kinds.get(kinds["AB".index(side)]).compare
+        missing = [c for c in needed if c not in df.columns]
         if missing:
             raise ValueError(f"compare: side {side} ({labels['AB'.index(side)]}) has no {', '.join(missing)} "
                              f"column; a {kinds['AB'.index(side)]} result compares with "
-                             f"{', '.join(_NEEDED[fams[0]])}")
+                             f"{', '.join(needed)}")
     return fa, fb, labels, fams[0], col
 
 

@@ -26,7 +26,8 @@ import numpy as np
 import pandas as pd
 
 from ..results.run import per_run, with_identity
-from ..schema import RUN_COLUMNS
+from ..results.kinds import Kind, register
+from ..schema import IDENTITY_COLUMNS, RUN_COLUMNS
 from ..results.validate import check_result
 from .stats import quantile
 
@@ -450,3 +451,18 @@ def clock_agreement(rows: pd.DataFrame, trace: pd.DataFrame) -> dict:
                ttft_max_abs_diff_ms=float(np.abs(diff).max()) if len(diff) else math.nan,
                ttft_within=float(np.mean(np.abs(diff) <= 0.01 * ttft + 0.02)) if len(diff) else math.nan)
     return out
+
+
+# ------------------------------------------------------------------------------ the kind
+
+# One row per decode gap or prefill request of a serving run; see gcexplore.experiments.serving.
+SERVING_COLUMNS = {
+    "mode": "str", "layout": "str", "decode_sm_count": "int64", "prefill_sm_count": "int64", "load": "str",
+    "rate_rps": "float64", "pattern": "str", "burst": "int64", "duration_s": "float64", "seed": "int64",
+    "record": "str", "index": "int64", "start_ms": "float64", "end_ms": "float64", "itl_ms": "float64",
+    "arrival_ms": "float64", "ttft_ms": "float64", "queue_ms": "float64", "tokens": "int64",
+    "window_ms": "float64", "run_ms": "float64",
+}
+register(Kind("serving", {**SERVING_COLUMNS, **IDENTITY_COLUMNS}, ("mode", "layout", "load", "record", "index"),
+              "ttft_ms", "serving", None, "gcexplore.analysis.serving:serving_table",
+              "gcexplore.views.serving:plot_serving", "gcexplore.serve()"))

@@ -1,21 +1,15 @@
-"""The summary of any result: the dispatcher only. Each kind's summary lives with its kind
-(:mod:`.overlap`, :mod:`.scaling`, :mod:`.isolation`, :mod:`.occupancy`, :mod:`.trace`, :mod:`.pm`,
-:mod:`.comm`, :mod:`.serving`); the result is computed once per unchanged frame (the run's memo)."""
+"""The summary of any result: the dispatcher only. Each kind's summary lives with its kind and is
+named by its declaration (:attr:`gcexplore.results.kinds.Kind.summary`); the result is computed once
+per unchanged frame (the run's memo, under the frame's token)."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from ..results.run import fingerprint, per_run, run_of
+from ..results import kinds as _kinds
+from ..results.run import per_run, run_of, token
 from ..results.validate import check_trace_matches, open_run
-from ..schema import KINDS
 from . import trace as busy
-from .isolation import summarize_isolation
-from .occupancy import sm_busy
-from .overlap import summarize_overlap
-from .pm import summarize_pm
-from .scaling import summarize_scaling
-from .serving import serving_table
 
 __all__ = ["summarize"]
 
@@ -75,22 +69,15 @@ def summarize(df: pd.DataFrame, trace: pd.DataFrame | None = None) -> pd.DataFra
     :func:`gcexplore.busy.trace_summary` are added; a trace of other workloads or of
     another run is refused (ValueError, :func:`gcexplore.analysis.trace.require_trace_of`).
     """
-    kind = open_run(df, KINDS, "summarize", one_run=False).kind
-    key = ("summary", None if trace is None else (id(trace), fingerprint(trace)))
+    kind = open_run(df, _kinds.names(), "summarize", one_run=False).kind
+    key = ("summary", None if trace is None else token(trace))
     return run_of(df).memo(key, lambda: _summarize(df, kind, trace)).copy()
 
 
 def _summarize(df: pd.DataFrame, kind: str, trace: pd.DataFrame | None) -> pd.DataFrame:
-    one = {"overlap": summarize_overlap, "sweep": summarize_overlap, "tune": summarize_overlap,
-           "scaling": summarize_scaling, "isolation": summarize_isolation, "occupancy": sm_busy,
-           "trace": busy.busy_time, "pm": summarize_pm, "comm": _summarize_comm, "serving": serving_table}[kind]
+    one = _kinds.resolve(_kinds.get(kind).summary)
     if trace is not None:
         check_trace_matches(df, trace, "summarize", kind)
     out = per_run(df, one)
     return out if trace is None else busy.with_trace(out, df, trace)
 
-
-def _summarize_comm(df: pd.DataFrame) -> pd.DataFrame:
-    from .comm import comm_table
-
-    return comm_table(df)

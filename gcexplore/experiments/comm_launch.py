@@ -233,7 +233,9 @@ def _quiet(fn):
 
 
 def _frame(rows, attrs):
+    from ..results import kinds
     from ..schema import frame, new_run_id
 
+    kinds.get("comm")  # its family declares the columns
     attrs = {**attrs, "run_id": attrs.get("run_id") or new_run_id(), "recorded": False}
     return frame([{**r, "run_id": attrs["run_id"]} for r in rows], "comm", attrs)

@@ -30,6 +30,7 @@ import numpy as np
 from .._checks import as_count, as_int
 from ..device import partitions
 from ..device.driver import check, device_info, use
+from ..results import kinds
 from ..schema import frame, new_run_id
 from ..workloads.serving import ARRIVALS, ServingModel, arrivals
 from .engine import capture_graph
@@ -403,6 +404,7 @@ def serve(model: ServingModel, decode_sm_counts: Sequence[int], *, rates: Sequen
              "graphs": bool(graphs), "model": dict(model.description), "decode_tokens": model.decode_tokens,
              "prompt_tokens": model.prompt_tokens, "drain_s": drain, "lead_ms": _LEAD_MS, "modes": tuple(modes),
              "decode_sm_counts": tuple(counts), "rates": tuple(float(r) for r in rates)}
+    kinds.get("serving")  # its family declares the columns
     return frame(rows, "serving", attrs)
 
 

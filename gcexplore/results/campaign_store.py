@@ -36,7 +36,8 @@ from pathlib import Path
 import pandas as pd
 
 from . import io as _io
-from ..schema import IDENTITY_COLUMNS, SAMPLE_IDENTITY, conform, identity_name, kind_of
+from ..schema import IDENTITY_COLUMNS, SAMPLE_IDENTITY, conform, identity_name
+from .kinds import kind_of
 
 __all__ = ["CAMPAIGN_COLUMNS", "FORMAT", "CampaignFolder", "FolderLock", "belongs", "campaign_status", "check_key",
            "load_campaign", "open_regular", "read_bounded"]

@@ -96,7 +96,8 @@ def _slices(pids, tids, names, ts, dur, cat, args) -> list[dict]:
             for p, t, n, a, d, c, r in zip(pids, tids, names, _plain(pd.Series(ts)), _plain(pd.Series(dur)), cat, args)]
 
 
-def _occupancy_events(df: pd.DataFrame) -> list[dict]:
+def occupancy_events(df: pd.DataFrame, reps: int | None = None) -> list[dict]:
+    """Perfetto events of an occupancy result: one track per SM, one slice per block (``reps`` unused)."""
     events = []
     for pid, part in enumerate(sorted_partitions(df["partition"]), start=1):
         g = df[df["partition"] == part]
@@ -160,7 +161,8 @@ def _emit(pg: np.ndarray, procs: list, threads: dict, slices: list[dict]) -> lis
     return events
 
 
-def _overlap_events(df: pd.DataFrame, reps: int | None) -> list[dict]:
+def overlap_events(df: pd.DataFrame, reps: int | None) -> list[dict]:
+    """Perfetto events of an overlap or sweep result's first ``reps`` repetitions per mode."""
     """One process per layout and mode, one track per partition; plain streams of the whole
     device run at once, so in "streams" mode each workload gets its own track."""
     pg, procs = _processes(df, lambda layout, mode: f"{layout} {mode}")
@@ -191,7 +193,8 @@ def _overlap_events(df: pd.DataFrame, reps: int | None) -> list[dict]:
     return _emit(pg[pos], procs, threads, slices)
 
 
-def _kernel_events(df: pd.DataFrame, reps: int | None) -> list[dict]:
+def kernel_events(df: pd.DataFrame, reps: int | None) -> list[dict]:
+    """Perfetto events of a kernel trace: one track per partition and stream, one slice per kernel."""
     """A kernel trace: one process per layout and mode, one track per partition and stream."""
     pg, procs = _processes(df, lambda layout, mode: f"{layout} {mode}".strip())
     part, stream = df["partition"].astype(str).to_numpy(), df["stream_id"].astype(int).to_numpy()
@@ -263,7 +266,10 @@ def to_chrome_trace(df: pd.DataFrame, path, *, reps: int | None = 5) -> Path:
     if reps is not None:
         reps = as_count("reps", reps)
     other = _scalar_attrs(plain_attrs(df.attrs)) if isinstance(df, pd.DataFrame) else {}  # before pandas copies them
-    kind = check_result(df, ("occupancy", "overlap", "trace"), "to_chrome_trace")
+    from . import kinds as _kinds
+
+    exportable = tuple(k.name for k in _kinds.kinds() if k.export is not None and k.like is None)
+    kind = check_result(df, exportable, "to_chrome_trace")
     require_one_run(df, "to_chrome_trace")  # one timeline: two runs' repetitions would interleave
     path = as_path(path, "to_chrome_trace")
     check_target(path, "to_chrome_trace")
@@ -271,8 +277,7 @@ def to_chrome_trace(df: pd.DataFrame, path, *, reps: int | None = 5) -> Path:
         raise ValueError(f"{str(path)!r} is the metadata sidecar of {str(path.with_suffix('.csv'))!r}; "
                          "writing a trace there would orphan that result — choose another name")
     with without_attrs(df):
-        events = {"occupancy": lambda: _occupancy_events(df), "trace": lambda: _kernel_events(df, reps)}.get(
-            kind, lambda: _overlap_events(df, reps))()
+        events = _kinds.resolve(_kinds.get(kind).export)(df, reps)
     path.parent.mkdir(parents=True, exist_ok=True)
     trace = {"traceEvents": events, "displayTimeUnit": "ms", "otherData": other}
     text = json.dumps(trace, allow_nan=False)  # strict JSON: Perfetto refuses NaN

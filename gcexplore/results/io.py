@@ -391,7 +391,9 @@ def load(path, *, format: str | None = None) -> pd.DataFrame:  # noqa: A002
         A folder, a device, a truncated or damaged file or metadata, a sidecar that is
         not this CSV's, or a CSV that changed after it was saved.
     """
-    from ..schema import conform, kind_of
+    from ..schema import conform
+    from .kinds import kind_of
+    from .run import stamp
 
     path = as_path(path, "load")
     fmt = _format(path, format)
@@ -411,7 +413,7 @@ def load(path, *, format: str | None = None) -> pd.DataFrame:  # noqa: A002
         kind = kind_of(df)
     except ValueError:
         return df  # a frame of the user's own, saved with save(): give it back as it is
-    return conform(df, kind)
+    return stamp(conform(df, kind))  # the token its derived numbers are kept under
 
 
 def _data_dir() -> Path:

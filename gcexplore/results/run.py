@@ -21,28 +21,21 @@ Results of several runs that measured different things (a campaign's pairs) are 
 from __future__ import annotations
 
 import math
+import itertools
 import threading
-import weakref
 from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
 
-from ..schema import IDENTITY, IDENTITY_COLUMNS, RECIPES_ATTR, RUN_COLUMNS, identity_of, kind_of
+from ..schema import IDENTITY, IDENTITY_COLUMNS, RECIPES_ATTR, RUN_COLUMNS, identity_of
+from . import kinds as _kinds
+from .kinds import kind_of
 
-__all__ = ["MEASURED_COLUMN", "RUN_COLUMNS", "Run", "fingerprint", "identity", "identity_fields", "measured_groups",
+__all__ = ["MEASURED_COLUMN", "RUN_COLUMNS", "Run", "identity", "identity_fields", "measured_groups",
            "measured_label", "per_run", "repeated_rows", "require_one_run", "run_columns", "run_of", "runs",
-           "stamp_text", "with_identity"]
+           "stamp", "stamp_text", "token", "with_identity"]
 
-# The columns one repetition's row is unique by, within one run, per result kind.
-_ROW_KEYS = {
-    "overlap": ("layout", "mode", "rep", "workload"),
-    "sweep": ("layout", "mode", "rep", "workload"),
-    "tune": ("layout", "mode", "rep", "workload"),
-    "scaling": ("workload", "sm_count", "rep"),
-    "trace": ("layout", "mode", "rep", "correlation_id"),
-    "serving": ("mode", "layout", "load", "record", "index"),
-}
 _EMPTY = ("", "nan", "<NA>", "None")
 
 
@@ -120,7 +113,7 @@ def repeated_rows(df: pd.DataFrame, kind: str | None = None) -> str:
     columns, twice at all (several runs that cannot be told apart). ``kind``: default
     :func:`~gcexplore.schema.kind_of`."""
     try:
-        keys = _ROW_KEYS.get(kind or kind_of(df))
+        keys = _kinds.get(kind or kind_of(df)).row_keys
     except ValueError:
         return ""
     if not keys or not set(keys) <= set(df.columns) or not len(df):
@@ -135,9 +128,9 @@ def repeated_rows(df: pd.DataFrame, kind: str | None = None) -> str:
         return (f"{int(dup.sum())} rows repeat a repetition ({where}) and carry no run identity (run_id, "
                 "device_name columns): several runs pooled cannot be told apart; summarize each file on its "
                 "own, or give each its run_id column before concatenating")
-    return (f"{int(dup.sum())} rows repeat a repetition within one run ({where}, run {runs(df.loc[dup])[0]}): "
-            "the same run concatenated twice would count its repetitions twice; drop the copy "
-            "(df.drop_duplicates()) or keep each run once")
+    return (f"{int(dup.sum())} rows repeat a repetition within one run ({where}, run {runs(df.loc[dup])[0]}; "
+            f"a row is one measurement by {', '.join(keys)}): the same run concatenated twice would count its "
+            "repetitions twice; drop the copy (df.drop_duplicates()) or keep each run once")
 
 
 # -------------------------------------------------------------------------- identity
@@ -348,38 +341,88 @@ class Run:
 
 _TOKEN = object()
 _LOCK = threading.Lock()
-# id(frame) -> (weak reference, fingerprint, memo): one memo per live, unchanged frame
-_RUNS: dict[int, tuple] = {}
+#: Where a frame carries its token: a plain instance attribute, which pandas copies to no derived frame.
+_CARRIED = "_gcexplore_run"
+_SERIAL = itertools.count(1)
 
 
-def fingerprint(df: pd.DataFrame) -> tuple:
-    """What changes when a frame is changed in ways its derived numbers see: its length, columns,
-    plain attrs, and the sums of its timing columns (cheap: no hashing of rows)."""
-    attrs = tuple(sorted((k, v) for k, v in df.attrs.items() if isinstance(v, (str, int, float, bool, type(None)))))
-    sums = []
-    for col in ("makespan_ms", "duration_ms", "start_ms", "end_ms", "rep", "sm_count"):
-        if col in df.columns:
-            try:
-                sums.append(float(np.nansum(df[col].to_numpy(dtype=float, na_value=np.nan))))
-            except (TypeError, ValueError):
-                sums.append(None)
-    return (len(df), tuple(map(str, df.columns)), attrs, tuple(sums))
+class _State:
+    """What a frame's token was issued against: under pandas' copy-on-write, a shallow copy held here
+    makes every later write to the frame (``.loc``, ``.at``, a column assigned, rows dropped in place)
+    replace the written block's array, so the frame's arrays being the very ones the copy holds means
+    no value changed; the index, the columns and the attrs are compared too. Without copy-on-write
+    (pandas 2 with the option off) a content hash of every value is compared instead."""
+
+    __slots__ = ("held", "arrays", "index", "columns", "attrs", "content", "memo", "serial")
+
+    def __init__(self, df: pd.DataFrame):
+        self.held = pd.DataFrame(df, copy=False)  # shares the arrays (not the attrs, which pandas would deep-copy)
+        self.arrays, self.index, self.columns = _arrays(df), df.index, df.columns
+        self.attrs = _attrs_state(df.attrs)
+        self.content = None if _COPY_ON_WRITE else _content(df)
+        self.memo: dict = {}
+        self.serial = next(_SERIAL)
+
+    def holds(self, df: pd.DataFrame) -> bool:
+        return (df.index is self.index and df.columns is self.columns and _arrays(df) == self.arrays
+                and _attrs_state(df.attrs) == self.attrs
+                and (self.content is None or _content(df) == self.content))
 
 
-def _forget(key: int) -> None:
+def _copy_on_write() -> bool:
+    if int(pd.__version__.split(".")[0]) >= 3:
+        return True  # always on from pandas 3
+    return pd.get_option("mode.copy_on_write") is True
+
+
+_COPY_ON_WRITE = _copy_on_write()
+
+
+def _arrays(df: pd.DataFrame) -> tuple:
+    """The identities of the arrays holding the frame's values, block by block, with their columns."""
+    try:
+        return tuple((id(b.values), tuple(b.mgr_locs.as_array.tolist())) for b in df._mgr.blocks)
+    except AttributeError:  # a pandas without blocks: never equal, so every use checks again
+        return (object(),)
+
+
+def _attrs_state(attrs: Mapping) -> tuple:
+    """Plain attrs by value, the rest (lists, dicts) by identity."""
+    return tuple((k, v if isinstance(v, (str, int, float, bool, type(None))) else ("id", id(v)))
+                 for k, v in attrs.items())
+
+
+def _content(df: pd.DataFrame) -> int:
+    return int(pd.util.hash_pandas_object(df, index=True).to_numpy().sum(dtype=np.uint64))
+
+
+def _state_of(df: pd.DataFrame) -> _State:
+    """The token ``df`` carries, or a fresh one (with an empty memo) where it carries none or was
+    changed since its token was issued."""
     with _LOCK:
-        _RUNS.pop(key, None)
+        state = df.__dict__.get(_CARRIED)
+        if state is None or not state.holds(df):
+            state = _State(df)
+            object.__setattr__(df, _CARRIED, state)  # not df.x = ...: pandas would take it for a column
+        return state
+
+
+def token(df: pd.DataFrame) -> int:
+    """A number naming ``df`` as it is now: the same while the frame is unchanged, a new one after any
+    change of its values, index, columns or plain attrs (and for any copy)."""
+    return _state_of(df).serial
+
+
+def stamp(df: pd.DataFrame) -> pd.DataFrame:
+    """Give ``df`` its token now (what building or loading a result does), and return it."""
+    _state_of(df)
+    return df
 
 
 def run_of(df: pd.DataFrame, kind: str | None = None) -> Run:
-    """The :class:`Run` of ``df``: the same memo for the same unchanged frame (a frame changed in
-    place, rows, columns, timings or plain attrs, starts a fresh one)."""
+    """The :class:`Run` of ``df``: the same memo while the frame is unchanged (its :func:`token`); a
+    copy, or the frame changed in place (values, rows, columns, labels, plain attrs), starts afresh,
+    so it is checked again."""
     if isinstance(df, Run):
         return df
-    key, fp = id(df), fingerprint(df)
-    with _LOCK:
-        entry = _RUNS.get(key)
-        if entry is None or entry[0]() is not df or entry[1] != fp:
-            entry = (weakref.ref(df, lambda _r, k=key: _forget(k)), fp, {})
-            _RUNS[key] = entry
-    return Run(df, kind, entry[2], _token=_TOKEN)
+    return Run(df, kind, _state_of(df).memo, _token=_TOKEN)

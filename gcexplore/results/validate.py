@@ -16,16 +16,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..schema import IDENTITY, KINDS, kind_of, parse_layout
+from ..schema import IDENTITY, parse_layout
+from . import kinds as _kinds
+from .kinds import kind_of
 from .run import Run, repeated_rows, require_one_run, run_columns, run_of, runs
 
-__all__ = ["ResultError", "open_run", "check_pm_matches", "check_pm_rows", "check_result", "check_trace_matches",
+__all__ = ["ResultError", "open_run", "check_isolation_rows", "check_occupancy_rows", "check_overlap_rows",
+           "check_pm_matches", "check_pm_rows", "check_result", "check_scaling_rows", "check_trace_matches",
            "check_trace_rows", "require_columns"]
-
-_MAKERS = {"overlap": "gcexplore.profile_overlap()", "sweep": "gcexplore.sweep()",
-           "scaling": "gcexplore.scaling()", "isolation": "gcexplore.isolation()",
-           "occupancy": "gcexplore.occupancy()", "tune": "gcexplore.tune()", "trace": "trace=True",
-           "pm": "gcexplore.dram_timeline()"}
 
 
 _SM_COUNT = next(f.name for f in IDENTITY if f.source == "sm_count")
@@ -39,8 +37,15 @@ def _a(word: str) -> str:
     return f"an {word}" if word[0] in "aeiou" else f"a {word}"
 
 
+def _maker(name: str) -> str:
+    try:
+        return _kinds.get(name).maker
+    except ValueError:
+        return name
+
+
 def _kind_text(kinds) -> str:
-    return " or ".join(f"{_a(k)} result ({_MAKERS.get(k, k)})" for k in kinds)
+    return " or ".join(f"{_a(k)} result ({_maker(k)})" for k in kinds)
 
 
 def _bad_values(series: pd.Series, *, positive: bool) -> pd.Series:
@@ -62,7 +67,9 @@ def _check_positive(df: pd.DataFrame, col: str, where: str) -> None:
                           "those rows")
 
 
-def _check_overlap(df: pd.DataFrame, where: str) -> None:
+def check_overlap_rows(df: pd.DataFrame, where: str) -> None:
+    """ResultError unless overlap, sweep or tune rows have positive times, repetitions, split sizes,
+    one partition per workload and layouts that add up to the card."""
     _check_positive(df, "duration_ms", where)
     _check_positive(df, "makespan_ms", where)
     if "start_ms" in df.columns and _bad_values(df["start_ms"], positive=False).any():
@@ -98,7 +105,8 @@ def _bad_count(series: pd.Series) -> pd.Series:
     return ~(np.isfinite(v) & (v >= 0) & (v == np.floor(v)))
 
 
-def _check_occupancy(df: pd.DataFrame, where: str) -> None:
+def check_occupancy_rows(df: pd.DataFrame, where: str) -> None:
+    """ResultError unless every block has an SM id and ends at or after its start."""
     if "sm_id" in df.columns and _bad_count(df["sm_id"]).any():
         raise ResultError(f"{where}: {int(_bad_count(df['sm_id']).sum())} blocks have no SM id (sm_id is missing or "
                           "not a whole number >= 0); %smid records it for every block")
@@ -108,7 +116,8 @@ def _check_occupancy(df: pd.DataFrame, where: str) -> None:
             raise ResultError(f"{where}: {int(bad.sum())} blocks end before they start (end_ns < start_ns)")
 
 
-def _check_scaling(df: pd.DataFrame, where: str) -> None:
+def check_scaling_rows(df: pd.DataFrame, where: str) -> None:
+    """ResultError unless durations are positive and no size exceeds the card."""
     _check_positive(df, "duration_ms", where)
     total = df.attrs.get(_SM_COUNT)
     if total and "sm_count" in df.columns and (pd.to_numeric(df["sm_count"]) > int(total)).any():
@@ -172,9 +181,9 @@ def _check_unique(df: pd.DataFrame, where: str, kind: str | None = None) -> None
         raise ResultError(f"{where}: {found}")
 
 
-_CHECKS = {"overlap": _check_overlap, "sweep": _check_overlap, "tune": _check_overlap, "scaling": _check_scaling,
-           "isolation": lambda df, where: _check_positive(df, "duration_ms", where),
-           "occupancy": _check_occupancy, "trace": check_trace_rows, "pm": check_pm_rows}
+def check_isolation_rows(df: pd.DataFrame, where: str) -> None:
+    """ResultError unless every duration is a finite positive number."""
+    _check_positive(df, "duration_ms", where)
 
 
 def check_result(df, kinds, where: str) -> str:
@@ -194,15 +203,15 @@ def check_result(df, kinds, where: str) -> str:
     try:
         kind = kind_of(df)
     except ValueError as e:
-        if df.attrs.get("kind") in KINDS:  # a label that contradicts the rows: the message says which
+        if df.attrs.get("kind") in _kinds.names():  # a label that contradicts the rows: the message says which
             raise ResultError(f"{where}: {e}") from None
         raise ResultError(f"{where} needs {_kind_text(kinds)}; {e}") from None
-    overlap_like = {"overlap", "sweep", "tune"}  # a tune result holds concurrent overlap rows
-    accepted = set(kinds) | (overlap_like if overlap_like & set(kinds) else set())
+    accepted = set().union(*(_kinds.get(k).accepts() for k in kinds if k in _kinds.names()), kinds)
     if kind not in accepted:
         raise ResultError(f"{where} needs {_kind_text(kinds)}, got {_a(kind)} result")
-    if kind in _CHECKS:
-        _CHECKS[kind](df, where)
+    declared = _kinds.get(kind)
+    if declared.check is not None:
+        _kinds.resolve(declared.check)(df, where)
     if kind != "trace":  # check_trace_rows did
         _check_unique(df, where, kind)
     return kind
