@@ -25,7 +25,7 @@ import math
 import pandas as pd
 
 from ..results.kinds import Kind, register
-from ..results.validate import check_result, require_columns
+from ..results.validate import check_positive, check_result, require_columns
 from ..schema import IDENTITY_COLUMNS
 
 __all__ = ["bandwidth_table", "bus_factor", "comm_answer", "comm_dram", "comm_steps", "comm_table", "nccl_attribution",
@@ -369,8 +369,16 @@ COMM_COLUMNS = {
     "rep": "int64", "workload": "str", "start_ms": "float64", "duration_ms": "float64", "step_ms": "float64",
     "flops": "float64", "bytes": "float64",
 }
+
+
+def check_comm_rows(df: pd.DataFrame, where: str) -> None:
+    """ResultError unless every duration and step time is a finite positive number."""
+    check_positive(df, "duration_ms", where)
+    check_positive(df, "step_ms", where)
+
+
 register(Kind("comm", {**COMM_COLUMNS, **IDENTITY_COLUMNS},
               ("collective", "size_bytes", "nranks", "setup", "layout", "comm_sm_count", "max_ctas", "mode", "rep",
                "workload", "rank"),
-              "comm_sm_count", "comm", None, "gcexplore.analysis.comm:comm_table", "gcexplore.views.comm:plot_comm",
-              "gcexplore.comm_sweep()"))
+              "comm_sm_count", "comm", "gcexplore.analysis.comm:check_comm_rows", "gcexplore.analysis.comm:comm_table",
+              "gcexplore.views.comm:plot_comm", "gcexplore.comm_sweep()"))

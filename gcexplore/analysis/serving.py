@@ -28,7 +28,7 @@ import pandas as pd
 from ..results.run import per_run, with_identity
 from ..results.kinds import Kind, register
 from ..schema import IDENTITY_COLUMNS, RUN_COLUMNS
-from ..results.validate import check_result
+from ..results.validate import ResultError, check_not_negative, check_result
 from .stats import quantile
 
 __all__ = ["Advice", "PROFILE_MODES", "SERVING_TABLE_COLUMNS", "ServingSLO", "advise", "advise_recorded",
@@ -463,6 +463,19 @@ SERVING_COLUMNS = {
     "arrival_ms": "float64", "ttft_ms": "float64", "queue_ms": "float64", "tokens": "int64",
     "window_ms": "float64", "run_ms": "float64",
 }
+
+
+def check_serving_rows(df: pd.DataFrame, where: str) -> None:
+    """ResultError unless gaps, latencies and queueing are numbers >= 0 (NaN for a request never
+    served) and no served row ends before it starts."""
+    check_not_negative(df, ("itl_ms", "ttft_ms", "queue_ms", "arrival_ms"), where, "serving rows", allow_nan=True)
+    if {"start_ms", "end_ms"} <= set(df.columns):
+        back = (df["end_ms"] < df["start_ms"]).to_numpy(dtype=bool, na_value=False)
+        if back.any():
+            raise ResultError(f"{where}: {int(back.sum())} of {len(df)} serving rows end before they start "
+                              "(end_ms < start_ms); recorded intervals have end_ms >= start_ms")
+
+
 register(Kind("serving", {**SERVING_COLUMNS, **IDENTITY_COLUMNS}, ("mode", "layout", "load", "record", "index"),
-              "ttft_ms", "serving", None, "gcexplore.analysis.serving:serving_table",
+              "ttft_ms", "serving", "gcexplore.analysis.serving:check_serving_rows", "gcexplore.analysis.serving:serving_table",
               "gcexplore.views.serving:plot_serving", "gcexplore.serve()"))

@@ -16,13 +16,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..schema import IDENTITY, parse_layout
+from ..schema import IDENTITY, MODES, parse_layout
 from . import kinds as _kinds
 from .kinds import kind_of
 from .run import Run, repeated_rows, require_one_run, run_columns, run_of, runs
 
-__all__ = ["ResultError", "open_run", "check_isolation_rows", "check_occupancy_rows", "check_overlap_rows",
-           "check_pm_matches", "check_pm_rows", "check_result", "check_scaling_rows", "check_trace_matches",
+__all__ = ["ResultError", "open_run", "check_isolation_rows", "check_not_negative", "check_occupancy_rows", "check_overlap_rows",
+           "check_pm_matches", "check_pm_rows", "check_positive", "check_result", "check_scaling_rows", "check_trace_matches",
            "check_trace_rows", "require_columns"]
 
 
@@ -56,7 +56,8 @@ def _bad_values(series: pd.Series, *, positive: bool) -> pd.Series:
     return pd.Series(bad, index=series.index)
 
 
-def _check_positive(df: pd.DataFrame, col: str, where: str) -> None:
+def check_positive(df: pd.DataFrame, col: str, where: str) -> None:
+    """ResultError unless every value of ``col`` (where present) is a finite positive number."""
     if col not in df.columns:
         return
     bad = _bad_values(df[col], positive=True)
@@ -70,8 +71,13 @@ def _check_positive(df: pd.DataFrame, col: str, where: str) -> None:
 def check_overlap_rows(df: pd.DataFrame, where: str) -> None:
     """ResultError unless overlap, sweep or tune rows have positive times, repetitions, split sizes,
     one partition per workload and layouts that add up to the card."""
-    _check_positive(df, "duration_ms", where)
-    _check_positive(df, "makespan_ms", where)
+    check_positive(df, "duration_ms", where)
+    check_positive(df, "makespan_ms", where)
+    if "mode" in df.columns:
+        bad = sorted(set(map(str, pd.unique(df["mode"]))) - set(MODES))
+        if bad:
+            raise ResultError(f"{where}: rows have mode {', '.join(map(repr, bad))}, which no overlap result measures; "
+                              f"modes are {', '.join(MODES)}: fix or drop those rows")
     if "start_ms" in df.columns and _bad_values(df["start_ms"], positive=False).any():
         raise ResultError(f"{where}: some rows have a start_ms that is not a finite number; a start event's "
                           "time after the repetition's start is finite — drop or re-measure those rows")
@@ -118,7 +124,7 @@ def check_occupancy_rows(df: pd.DataFrame, where: str) -> None:
 
 def check_scaling_rows(df: pd.DataFrame, where: str) -> None:
     """ResultError unless durations are positive and no size exceeds the card."""
-    _check_positive(df, "duration_ms", where)
+    check_positive(df, "duration_ms", where)
     total = df.attrs.get(_SM_COUNT)
     if total and "sm_count" in df.columns and (pd.to_numeric(df["sm_count"]) > int(total)).any():
         raise ResultError(f"{where}: sizes above the device's {total} SMs; the rows and attrs disagree")
@@ -143,7 +149,9 @@ def _check_times(df: pd.DataFrame, start: str, end: str, where: str, what: str) 
                           f"{start} {s[i]:.6g}, {end} {e[i]:.6g}); recorded intervals have {end} >= {start}")
 
 
-def _check_not_negative(df: pd.DataFrame, cols, where: str, what: str, *, allow_nan: bool = False) -> None:
+def check_not_negative(df: pd.DataFrame, cols, where: str, what: str, *, allow_nan: bool = False) -> None:
+    """ResultError unless every value of ``cols`` (those present) is a number >= 0 (NaN too with
+    ``allow_nan``)."""
     for col in (c for c in cols if c in df.columns):
         v = pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=float)
         bad = (np.isnan(v) & (not allow_nan)) | np.isinf(v) | (np.nan_to_num(v) < 0)
@@ -163,7 +171,7 @@ def check_trace_rows(trace: pd.DataFrame, where: str) -> None:
     non-negative counts and sizes (grid, block, registers, shared memory, SMs), and appears
     once in its run."""
     _check_times(trace, "start_ms", "end_ms", where, "kernel records")
-    _check_not_negative(trace, _TRACE_COUNTS, where, "kernel records")
+    check_not_negative(trace, _TRACE_COUNTS, where, "kernel records")
     _check_unique(trace, where, "trace")
 
 
@@ -171,7 +179,7 @@ def check_pm_rows(samples: pd.DataFrame, where: str) -> None:
     """ResultError unless every PM sample has finite times in order and no negative or infinite
     counter value (NaN marks a counter not in the sample's metric set)."""
     _check_times(samples, "start_ms", "end_ms", where, "PM samples")
-    _check_not_negative(samples, ("dram_pct", "dram_read_gbs", "dram_write_gbs", "sm_active_pct"), where,
+    check_not_negative(samples, ("dram_pct", "dram_read_gbs", "dram_write_gbs", "sm_active_pct"), where,
                         "PM samples", allow_nan=True)
 
 
@@ -183,7 +191,7 @@ def _check_unique(df: pd.DataFrame, where: str, kind: str | None = None) -> None
 
 def check_isolation_rows(df: pd.DataFrame, where: str) -> None:
     """ResultError unless every duration is a finite positive number."""
-    _check_positive(df, "duration_ms", where)
+    check_positive(df, "duration_ms", where)
 
 
 def check_result(df, kinds, where: str) -> str:
