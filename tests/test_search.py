@@ -108,19 +108,6 @@ def test_rank_sum_distribution_is_exact():
         assert ST.mann_whitney_cdf(n, m) == pytest.approx(np.cumsum(counts) / counts.sum())
 
 
-def test_ratio_bound_is_right_and_rarely_says_slower_when_equal():
-    assert ST.ratio_bound([1.0] * 5, [1.5] * 5, 0.9) == pytest.approx((1.5, 1.5))
-    assert ST.ratio_bound([1.0] * 4, [1.5] * 4, 0.9)[1] == pytest.approx(1.5)  # 4+4 suffice: P(U=0)=1/70
-    assert ST.ratio_bound([1.0] * 2, [1.5] * 2, 0.9)[1] == 0.0  # too few for a bound
-    rng = np.random.default_rng(4)
-    wrong = sum(ST.ratio_bound(rng.lognormal(0, 0.01, 5), rng.lognormal(0, 0.01, 10), 0.9)[1] > 1.0
-                for _ in range(2000))
-    assert wrong / 2000 <= 0.06
-    slower = [ST.ratio_bound(rng.lognormal(0, 0.01, 5), 1.03 * rng.lognormal(0, 0.01, 5), 0.9)[1]
-              for _ in range(200)]
-    assert np.mean(np.array(slower) > 1.0) > 0.95
-
-
 def test_settings_are_checked_where_written():
     with pytest.raises(ValueError, match="percentile must be in"):
         S.Settings(percentile=100)

@@ -13,7 +13,7 @@ import pandas as pd
 from ..results.run import per_run, require_one_run, run_of, with_identity
 from ..results.validate import open_run, require_columns
 from ..schema import IDENTITY_COLUMNS, MODES
-from .stats import STAT_COLUMNS, finite, nanmedian, noise_floor, ratio, round_median_ci, round_ratio_ci, stats
+from .stats import STAT_COLUMNS, finite, nanmedian, ratio, round_median_ci, round_ratio_ci, run_floor, stats
 
 __all__ = ["BOUND_FIELDS", "CONCURRENT_COLUMNS", "LAYOUT_TABLE_COLUMNS", "OVERLAP_SUMMARY_COLUMNS", "PER_LAYOUT_COLUMNS",
            "LAUNCH_BOUND_RATIO", "SPAN_INCLUDES_WAIT", "baseline_choice", "baseline_ms", "best_layout", "best_split", "launch_limits", "layout_table", "lower_bound",
@@ -334,19 +334,16 @@ def best_split(df: pd.DataFrame) -> pd.Series:
 
 
 def _best_interval(df: pd.DataFrame, layout: str, confidence: float = 0.9, tolerance: float = 0.01) -> dict:
-    conc = df[df["mode"] == "concurrent"]
-    rnd = conc["round"] if "round" in conc.columns else pd.Series(0, index=conc.index)
-    per = conc.assign(_r=rnd).groupby(["layout", "_r", "rep"], sort=False)["makespan_ms"].max().reset_index()
-    floor = noise_floor(str(conc["device_name"].iloc[0]) if "device_name" in conc.columns else "",
-                        sorted(set(conc["workload"].astype(str))))
+    per = run_of(df).rep_makespans("concurrent")
+    floor = run_floor(df)
     groups = {lay: g for lay, g in per.groupby("layout", sort=False)}
     b = groups[layout]
-    _, lo, hi = round_median_ci(b["makespan_ms"], b["_r"], confidence, floor=floor)
+    _, lo, hi = round_median_ci(b["makespan_ms"], b["round"], confidence, floor=floor)
     within = dataclasses.replace(floor, run_sd=0.0)  # one run: its layouts share the run's offset
     tied = [lay for lay, g in groups.items() if lay != layout and
-            round_ratio_ci(b["makespan_ms"], g["makespan_ms"], b["_r"], g["_r"], confidence, floor=within)["low"]
-            <= 1.0 + tolerance]
-    return {"ci_low_ms": lo, "ci_high_ms": hi, "rounds": int(b["_r"].nunique()), "tied": tied}
+            round_ratio_ci(b["makespan_ms"], g["makespan_ms"], b["round"], g["round"], confidence,
+                           floor=within)["low"] <= 1.0 + tolerance]
+    return {"ci_low_ms": lo, "ci_high_ms": hi, "rounds": int(b["round"].nunique()), "tied": tied}
 
 
 def best_layout(df: pd.DataFrame) -> str:

@@ -11,7 +11,8 @@ import pandas as pd
 from .overlap import layout_table, makespan_stats
 from .prediction import SHARING, l2_drawn_gbs, predict, predicted_layouts, require_prediction
 from .saturation import SATURATION_LOADS, SATURATION_RAMPS, SHARE_RULES
-from .stats import Floor, noise_floor, round_median_ci
+from ..results.run import run_of
+from .stats import Floor, round_median_ci, run_floor
 
 __all__ = ["AGGRESSION_CANDIDATES", "ERROR_COLUMNS", "L2_CANDIDATES", "LATENCY_CANDIDATES", "MARGIN_RULES",
            "SATURATION_CANDIDATES", "TOTAL_ONSETS", "calibrate_margins", "fit_model", "held_out_coverage",
@@ -26,12 +27,9 @@ def _measured_intervals(measured: pd.DataFrame, confidence: float = 0.9,
                         floor: Floor | None = None) -> dict[str, tuple[float, float]]:
     """Per layout: the interval of the run's concurrent makespan with the between-round component
     (:func:`~gcexplore.analysis.stats.round_median_ci`; the card's floor for a single round)."""
-    conc = measured[measured["mode"] == "concurrent"]
-    rnd = conc["round"] if "round" in conc.columns else pd.Series(0, index=conc.index)
-    per = conc.assign(_r=rnd).groupby(["layout", "_r", "rep"], sort=False)["makespan_ms"].max().reset_index()
-    name = str(conc["device_name"].iloc[0]) if "device_name" in conc.columns and len(conc) else ""
-    floor = floor or noise_floor(name, sorted(set(conc["workload"].astype(str))))
-    return {lay: round_median_ci(g["makespan_ms"], g["_r"], confidence, floor=floor)[1:]
+    per = run_of(measured).rep_makespans("concurrent")
+    floor = floor or run_floor(measured)
+    return {lay: round_median_ci(g["makespan_ms"], g["round"], confidence, floor=floor)[1:]
             for lay, g in per.groupby("layout", sort=False)}
 
 

@@ -22,7 +22,7 @@ import numpy as np
 __all__ = ["DEFAULT_FLOOR", "EXACT_MAX_PAIRS", "FLOOR_COLUMNS", "Floor", "NOISY_FRACTION", "NOISY_RANGE_FRACTION", "disagree",
            "PRIOR_WEIGHT", "STAT_COLUMNS", "finite", "finite_positive", "mann_whitney_cdf", "mann_whitney_k",
            "nanmedian", "noise_floor", "pooled_pair_sd", "pooled_variance", "quantile", "quantile_ci", "quantiles",
-           "ratio", "ratio_bound", "ratio_ci", "round_median_ci", "round_medians", "round_ratio_ci", "round_variance", "rounds_needed",
+           "ratio", "ratio_ci", "round_median_ci", "round_medians", "round_ratio_ci", "round_variance", "rounds_needed", "run_floor",
            "shift_ci", "stats", "steady_rounds", "t_cdf", "t_quantile"]
 
 #: Largest n*m for which the exact Mann-Whitney distribution is built (200 x 200 reps).
@@ -250,14 +250,6 @@ def ratio(a: float, b: float) -> float:
     return a / b if (b > 0 and math.isfinite(a)) else math.nan
 
 
-def ratio_bound(base, other, confidence: float = 0.9) -> tuple[float, float]:
-    """How much larger ``other`` is than ``base``: (estimate, lower confidence bound) of the ratio,
-    one side of :func:`ratio_ci` at ``confidence``; the bound is 0 when the samples are too few
-    to give one (5 each at 90%: k = 5 of 25 ratios)."""
-    est, low, _ = ratio_ci(base, other, confidence)
-    return est, low
-
-
 # ----------------------------------------------------------------------------- rounds
 # The run is the unit of noise: repetitions of one round agree more closely than rounds and runs
 # do, so an interval that decides something is built from round medians (a t interval whose unit
@@ -410,6 +402,21 @@ def noise_floor(device_name: str, workloads=(), *, table: str | None = None) -> 
     w, (rnd, run, src) = max(per.items(), key=lambda kv: math.hypot(kv[1][0], kv[1][1]))
     return Floor(rnd, run, f"{device_name}: largest of {len(per)} measured workloads ({w}), "
                            f"{', '.join(sorted(names - set(per))) or 'these workloads'} not measured")
+
+
+def run_floor(df) -> Floor:
+    """The card's recorded run-to-run floor for a run's rows (:func:`noise_floor` of its card, from the
+    rows' ``device_name`` or else the attrs', and its workloads): the one place a result's floor is
+    looked up; kept in the run's memo."""
+    from ..results.run import run_of
+
+    def find() -> Floor:
+        name = str(df["device_name"].iloc[0]) if "device_name" in df.columns and len(df) else \
+            str(df.attrs.get("device_name", ""))
+        names = sorted(set(df["workload"].astype(str))) if "workload" in df.columns else []
+        return noise_floor(name, names)
+
+    return run_of(df).memo("noise_floor", find)
 
 
 def round_medians(values, rounds=None) -> np.ndarray:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..results.run import require_one_run
+from ..results.run import require_one_run, run_of
 from ..results.validate import check_result, require_columns
 from .display import placement
 from .stats import quantile, quantile_ci
@@ -46,8 +46,9 @@ def tune_table(df: pd.DataFrame) -> pd.DataFrame:
     q = float(df.attrs.get("percentile", 50.0)) / 100.0
     first = placement(df)[0][1] if len(df) else None
     rows = []
+    per = run_of(df).rep_makespans()
     for layout, g in df.groupby("layout", sort=False):
-        spans = g.groupby("rep")["makespan_ms"].max()
+        spans = per[per["layout"] == layout]["makespan_ms"]
         lat = g[g["workload"] == first]["duration_ms"]
         m_ci, l_ci = quantile_ci(spans, 0.5, level), quantile_ci(lat, q, level)
         rows.append({"layout": layout, "split_sm_count": int(g["split_sm_count"].iloc[0]),

@@ -17,8 +17,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from .stats import (Floor, noise_floor, pooled_variance, round_medians, round_ratio_ci, round_variance,
-                    rounds_needed, steady_rounds)
+from .stats import (Floor, pooled_variance, round_medians, round_ratio_ci, round_variance, rounds_needed, run_floor,
+                    steady_rounds)
 from .stats import stats as sample_stats
 
 __all__ = ["decide", "prior_variance", "row_verdict", "side_floor"]
@@ -117,9 +117,5 @@ def prior_variance(rows, cycles: bool = False) -> tuple[float, int]:
 
 def side_floor(fa: pd.DataFrame, fb: pd.DataFrame) -> Floor:
     """The larger recorded run-to-run floor of the two sides' cards for these workloads."""
-    floors = []
-    for df in (fa, fb):
-        name = str(df["device_name"].iloc[0]) if "device_name" in df.columns and len(df) else \
-            str(df.attrs.get("device_name", ""))
-        floors.append(noise_floor(name, sorted(set(df["workload"].astype(str)))))
+    floors = [run_floor(df) for df in (fa, fb)]
     return max(floors, key=lambda f: (math.hypot(f.round_sd, f.run_sd), f.source))

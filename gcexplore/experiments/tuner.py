@@ -22,6 +22,7 @@ from .request import check_enumeration
 from ..schema import Options
 from .experiment import experiment
 from .overlap import measure_layout
+from ..results.run import run_of
 from .runner import Round, run_layouts
 from .search import Settings, label, search
 
@@ -251,10 +252,11 @@ def _recorded(sweep, names: list[str]) -> dict:
     """layout -> [(makespan_ms, (duration_ms per workload in ``names`` order)), ...] in measured order."""
     conc = sweep[sweep["mode"] == "concurrent"]
     keys = [k for k in ("round", "rep") if k in conc.columns]
+    per = run_of(sweep).rep_makespans("concurrent")
     out = {}
     for lay, g in conc.groupby("layout", sort=False):
         wide = g.pivot_table(index=keys, columns="workload", values="duration_ms", aggfunc="max").sort_index()
-        span = g.groupby(keys)["makespan_ms"].max().reindex(wide.index)
+        span = per[per["layout"] == lay].set_index(keys)["makespan_ms"].reindex(wide.index)
         out[tuple(int(x) for x in str(lay).split("+"))] = [
             (float(m), tuple(float(r[n]) for n in names)) for m, (_, r) in zip(span, wide.iterrows())]
     return out

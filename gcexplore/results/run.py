@@ -322,10 +322,12 @@ class Run:
         return self.memo("measured", lambda: measured_label(self.rows))
 
     def rep_makespans(self, mode: str | None = None) -> pd.DataFrame:
-        """One makespan per (layout, split_sm_count, mode, rep) of an overlap, sweep or tune run:
-        every workload row of a repetition repeats it; computed once for all modes."""
-        every = self.memo("rep_makespans", lambda: self.rows.groupby(
-            ["layout", "split_sm_count", "mode", "rep"], sort=False)["makespan_ms"].max().reset_index())
+        """One makespan per repetition of an overlap, sweep or tune run, with its round: columns the
+        run's identity columns (:func:`run_columns`), ``layout``, ``split_sm_count``, ``mode``, ``rep``,
+        ``step`` (tune results), ``round`` (0 for results measured before rounds) and ``makespan_ms``
+        (every workload row of a repetition repeats it), in measured order; computed once for all
+        modes. The one owner of per-repetition makespans: intervals, verdicts and figures read it."""
+        every = self.memo("rep_makespans", lambda: _rep_makespans(self.rows))
         return every if mode is None else every[every["mode"] == mode]
 
     def memo(self, name, compute):
@@ -337,6 +339,19 @@ class Run:
         value = compute()
         with _LOCK:
             return self._memo.setdefault(name, value)
+
+
+def _rep_makespans(rows: pd.DataFrame) -> pd.DataFrame:
+    keys = [c for c in (*run_columns(rows), "layout", "split_sm_count", "mode", "rep") if c in rows.columns]
+    groups = rows.groupby(keys, sort=False, dropna=False)
+    carried = [c for c in ("step", "round") if c in rows.columns]  # functions of the repetition
+    out = groups["makespan_ms"].max()
+    if carried:
+        out = pd.concat([groups[carried].first(), out], axis=1)
+    out = out.reset_index()
+    if "round" not in out.columns:
+        out.insert(len(out.columns) - 1, "round", 0)  # measured before rounds: one round
+    return out
 
 
 _TOKEN = object()

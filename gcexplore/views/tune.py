@@ -8,7 +8,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from .. import analysis as A
-from ..results.run import require_one_run
+from ..results.run import require_one_run, run_of
 from ._style import figure_stamp, mode_color, new_figure, require_result
 
 __all__ = ["plot_tune"]
@@ -17,9 +17,10 @@ __all__ = ["plot_tune"]
 def _tune_search_order(ax, df: pd.DataFrame, table: pd.DataFrame, slo: bool) -> None:
     first = A.placement(df)[0][1]
     answer = df.attrs.get("answer")
+    spans = run_of(df).rep_makespans()
     for step, g in df.groupby("step", sort=True):
         lay = g["layout"].iloc[0]
-        vals = (g[g["workload"] == first]["duration_ms"] if slo else g.groupby("rep")["makespan_ms"].max())
+        vals = g[g["workload"] == first]["duration_ms"] if slo else spans[spans["step"] == step]["makespan_ms"]
         color = "goldenrod" if lay == answer else mode_color("concurrent")
         ax.plot(np.full(len(vals), step), vals, "o", ms=3.5, alpha=0.6, color=color, gid=f"step:{step}")
         ax.annotate(lay, (step, float(vals.max())), textcoords="offset points", xytext=(0, 4), ha="center",
