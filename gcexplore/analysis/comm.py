@@ -381,4 +381,4 @@ register(Kind("comm", {**COMM_COLUMNS, **IDENTITY_COLUMNS},
               ("collective", "size_bytes", "nranks", "setup", "layout", "comm_sm_count", "max_ctas", "mode", "rep",
                "workload", "rank"),
               "comm_sm_count", "comm", "gcexplore.analysis.comm:check_comm_rows", "gcexplore.analysis.comm:comm_table",
-              "gcexplore.views.comm:plot_comm", "gcexplore.comm_sweep()"))
+              "gcexplore.views.comm:plot_comm", "gcexplore.comm_sweep()", run_keys=("run_id",)))

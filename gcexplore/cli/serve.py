@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 
 from .args import RESULT_SUFFIXES, Usage, float_arg, int_arg, int_list, writable_file
 
@@ -78,6 +79,7 @@ def cmd_serve(args) -> int:
     out = writable_file(args.out, RESULT_SUFFIXES, "--out")
     if args.chunk > args.prompt:
         raise Usage(f"--chunk ({args.chunk}) must not exceed --prompt ({args.prompt})")
+    from ..experiments.runner import MeasurementAborted
     from ..experiments.serving import advise_split, serve
     from ..results.io import save
     from ..workloads.serving import ModelShape, arrivals, decoder_stack
@@ -98,6 +100,12 @@ def cmd_serve(args) -> int:
             print(f"wrote {out}")
             return 0
         df = serve(model, args.decode_sms, **kw)
+    except MeasurementAborted as e:  # the rows measured before the failure or Ctrl-C are kept
+        print(f"gcexplore serve: {e}", file=sys.stderr)
+        if e.partial is not None and len(e.partial):
+            save(e.partial, out)
+            print(f"wrote the {len(e.partial)} rows measured so far to {out}", file=sys.stderr)
+        return 130 if isinstance(e, KeyboardInterrupt) else 1
     finally:
         model.close()
     save(df, out)

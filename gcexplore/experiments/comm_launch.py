@@ -149,10 +149,12 @@ def comm_sweep(spec=None, *, gpus: int | None = None, timeout_s: float = 900.0, 
             child.close()
             pipes.append(parent)
             procs.append(p)
-    ok = False
+    ok, got, stopped = False, ([], {}, [], [], []), None
     try:
-        got = _collect(pipes, procs, float(timeout_s))
+        _collect(pipes, procs, float(timeout_s), into=got)
         ok = not got[2]
+    except KeyboardInterrupt as e:  # Ctrl-C: the ranks are stopped below, the rows they sent are kept
+        stopped = e
     finally:
         for p in procs:
             p.join(timeout=30 if ok else 1)  # a finished rank tears NCCL and CUDA down first
@@ -166,25 +168,30 @@ def comm_sweep(spec=None, *, gpus: int | None = None, timeout_s: float = 900.0, 
         traces.extend(trace_frames)
     versions = next(iter(metas.values()), {}) if metas else {}
     nccl_v = versions.get("nccl") or _quiet(lambda: nccl_versions()["nccl"])
-    from ..schema import environment_identity
-
-    attrs = {**info.metadata(), **environment_identity(), "kind": "comm", "nranks": n, "spec": spec.metadata(),
-             "nccl_version": nccl_v, "nccl4py_version": versions.get("nccl4py", ""),
-             "zero_sm": _zero_text(nccl_v, spec.zero_sm), "pm": [row for r in sorted(metas) for row in metas[r].pop("pm", [])],
+    extra = {"nranks": n, "spec": spec.metadata(), "nccl_version": nccl_v, "nccl4py_version": versions.get("nccl4py", ""),
+             "zero_sm": _zero_text(nccl_v, spec.zero_sm),
+             "pm": [row for r in sorted(metas) for row in metas[r].pop("pm", [])],
              "ranks": [metas[r] for r in sorted(metas)],
              "alltoall_recipe": versions.get("alltoall_recipe", ""), "binding": "nccl4py (one process per GPU)"}
-    df = _frame(rows, attrs)
+    df = _frame(rows, info, extra, _cards(n, metas))
+    if stopped is not None:
+        from .runner import MeasurementInterrupted
+
+        df.attrs["partial"] = True
+        raise MeasurementInterrupted(f"the comm sweep was interrupted; the {len(df)} rows the ranks had sent are "
+                                     "in exc.partial", df) from stopped
     if errors:
         raise CommLaunchError("; ".join(errors[:3]), df, "\n".join(details))
     return df
 
 
-def _collect(pipes, procs, timeout_s: float):
+def _collect(pipes, procs, timeout_s: float, into=None):
     """Read the ranks' messages until every pipe has closed, a rank failed, or the time is up:
-    ``(rows, metas, errors, details, trace frames)``. The unique id from rank 0 goes to every rank."""
+    ``(rows, metas, errors, details, trace frames)``, gathered in ``into`` (those five, which keep
+    what arrived when Ctrl-C stops the reading). The unique id from rank 0 goes to every rank."""
     from multiprocessing.connection import wait
 
-    rows, metas, errors, details, trace_frames = [], {}, [], [], []
+    rows, metas, errors, details, trace_frames = into if into is not None else ([], {}, [], [], [])
     deadline = time.monotonic() + timeout_s
     open_ = {id(c): r for r, c in enumerate(pipes)}
     while open_ and not errors:  # after a failure the other ranks would wait in their next collective
@@ -232,10 +239,20 @@ def _quiet(fn):
         return ""
 
 
-def _frame(rows, attrs):
-    from ..results import kinds
-    from ..schema import frame, new_run_id
+def _cards(n: int, metas: dict) -> dict[int, dict]:
+    """Each rank's card, as its rows carry it: the device facts of GPU r, and the identity the rank
+    process reported (its host, PyTorch) once it finished."""
+    from ..device.driver import device_info
 
-    kinds.get("comm")  # its family declares the columns
-    attrs = {**attrs, "run_id": attrs.get("run_id") or new_run_id(), "recorded": False}
-    return frame([{**r, "run_id": attrs["run_id"]} for r in rows], "comm", attrs)
+    return {r: {**device_info(r).metadata(), **metas.get(r, {})} for r in range(n)}
+
+
+def _frame(rows, info, extra, cards):
+    """The comm result through the one run constructor, each row with its own rank's card."""
+    from ..schema import identity_of, new_run_id
+    from .experiment import result_frame
+
+    run = {"options", "run_id"}  # the run's, not a card's
+    ident = {r: {k: v for k, v in identity_of(c, "comm").items() if k not in run} for r, c in cards.items()}
+    rows = [{**ident.get(int(row.get("rank", 0)), {}), **row} for row in rows]
+    return result_frame(rows, "comm", info, run_id=extra.get("run_id") or new_run_id(), extra=extra)

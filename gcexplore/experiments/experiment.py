@@ -4,7 +4,9 @@ runs with (:class:`Experiment`).
 The options are checked (:class:`gcexplore.schema.Options`), the caller's ``check`` sees the
 device and the workload names before anything is compiled or allocated, built-in workloads made
 from names are closed at the end, and the timing engine (:mod:`gcexplore.experiments.engine`) is
-closed whatever happens. :meth:`Experiment.frame` turns rows into the result kind's tidy frame.
+closed whatever happens. :func:`result_frame` is the one constructor of every kind's result frame
+(identity from :data:`gcexplore.schema.IDENTITY`: the card's and the process's, the run id, the
+options); :meth:`Experiment.frame` and the experiments that need no engine (serving, comm) call it.
 """
 
 from __future__ import annotations
@@ -23,7 +25,25 @@ from ..workloads.workload import Workload
 from .engine import Engine, launch_gap
 from .runner import host_add, round_plan
 
-__all__ = ["Experiment", "experiment"]
+__all__ = ["Experiment", "experiment", "result_frame"]
+
+
+def result_frame(rows: list[dict], kind: str, info: DeviceInfo, *, run_id: str, extra: dict | None = None):
+    """A result of ``kind`` from measured rows: every kind's frame is built here.
+
+    ``attrs``: the card's facts and identity (``info.metadata()``), the process's (host, PyTorch and
+    CuPy versions: :func:`~gcexplore.schema.environment_identity`), ``kind``, ``recorded=False``,
+    ``run_id``, then ``extra`` (options, the engine's settings, what the experiment adds). Rows carry
+    the identity columns of ``attrs`` unless they hold their own (a rank's card).
+    """
+    from ..results import kinds
+
+    kinds.get(kind)  # a family's kind declares its columns when its family is loaded
+    a = info.metadata()
+    a.update(environment_identity())
+    a.update(kind=kind, recorded=False, run_id=run_id)
+    a.update(extra or {})
+    return frame(rows, kind, a)
 
 
 class Experiment:
@@ -75,14 +95,11 @@ class Experiment:
         return partitions.split(split, device=self.info.index, rounding=self.options.rounding)
 
     def frame(self, rows: list[dict]):
-        a = self.info.metadata()
-        a.update(environment_identity())
-        a.update(kind=self.kind, recorded=False, run_id=self.run_id, launch_gap_us=self.gap,
-                 **self.options.metadata(self.kind))
+        a = dict(launch_gap_us=self.gap, **self.options.metadata(self.kind))
         if self.engine is not None:
             a.update(self.engine.metadata())
         a.update(self.extra)
-        return frame(rows, self.kind, a)
+        return result_frame(rows, self.kind, self.info, run_id=self.run_id, extra=a)
 
     def close_owned(self) -> None:
         for r in reversed(self._owned):

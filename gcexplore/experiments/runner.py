@@ -17,6 +17,7 @@ Pure Python and pandas; nothing here touches the GPU.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -40,6 +41,7 @@ __all__ = [
     "Round",
     "round_plan",
     "host_add",
+    "keeping",
     "run_layouts",
 ]
 
@@ -287,6 +289,23 @@ def _partial(build: Callable[[list[dict]], Any], rows: list[dict]):
         df = pd.DataFrame.from_records(rows)
         df.attrs["partial"] = True
         return df
+
+
+@contextlib.contextmanager
+def keeping(rows: list[dict], build: Callable[[list[dict]], Any], what: str):
+    """Inside, an exception or Ctrl-C ends as :class:`MeasurementFailed` / :class:`MeasurementInterrupted`
+    with every row of ``rows`` measured so far, framed by ``build``, in ``.partial`` (what
+    :func:`run_layouts` does for the layouts of a sweep, for the experiments that measure otherwise)."""
+    try:
+        yield rows
+    except MeasurementAborted:
+        raise
+    except KeyboardInterrupt as e:
+        raise MeasurementInterrupted(f"{what} interrupted; the {len(rows)} rows measured so far are in exc.partial",
+                                     _partial(build, rows)) from e
+    except Exception as e:
+        raise MeasurementFailed(f"{type(e).__name__} while measuring {what} ({e}); the {len(rows)} rows measured "
+                                "so far are in exc.partial", _partial(build, rows)) from e
 
 
 def run_layouts(layouts: Sequence[tuple[str, Any]], measure: Callable[[Any, list], None], *,

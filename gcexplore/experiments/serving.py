@@ -30,10 +30,11 @@ import numpy as np
 from .._checks import as_count, as_int
 from ..device import partitions
 from ..device.driver import check, device_info, use
-from ..results import kinds
-from ..schema import frame, new_run_id
+from ..schema import new_run_id
 from ..workloads.serving import ARRIVALS, ServingModel, arrivals
 from .engine import capture_graph
+from .experiment import result_frame
+from .runner import keeping
 
 __all__ = ["SERVING_MODES", "serve", "traced_splits"]
 
@@ -335,7 +336,13 @@ def serve(model: ServingModel, decode_sm_counts: Sequence[int], *, rates: Sequen
         (``record="request"``: ``arrival_ms``, ``ttft_ms``, ``queue_ms``; NaN when unserved), with
         ``mode``, ``layout``, ``decode_sm_count``, ``prefill_sm_count``, the load's columns, the run's
         ``window_ms`` (to its last served request) and ``run_ms`` (its GPU time). Times in ms from the
-        run's first decode tick.
+        run's first decode tick. The identity columns are the card's and this process's (host, PyTorch).
+
+    Raises
+    ------
+    MeasurementFailed, MeasurementInterrupted
+        A run raised or the user pressed Ctrl-C: ``exc.partial`` holds the rows of every run measured
+        before it (:mod:`gcexplore.experiments.runner`).
     """
     import torch
 
@@ -349,6 +356,14 @@ def serve(model: ServingModel, decode_sm_counts: Sequence[int], *, rates: Sequen
     clock = _Clock(info, torch, max(_ALONE_REQUESTS, _PAIRED_REQUESTS, max(len(a) for _, a in loads)))
     say = progress or (lambda line: None)
     rows: list[dict] = []
+    run_id = new_run_id()
+    extra = {"graphs": bool(graphs), "model": dict(model.description), "decode_tokens": model.decode_tokens,
+             "prompt_tokens": model.prompt_tokens, "drain_s": drain, "lead_ms": _LEAD_MS, "modes": tuple(modes),
+             "decode_sm_counts": tuple(counts), "rates": tuple(float(r) for r in rates)}
+
+    def build(measured: list[dict]):
+        return result_frame(measured, "serving", info, run_id=run_id, extra=extra)
+
     no_load = _load_columns(1.0, "poisson", 1, duration_s, seed)
     no_load.update(load="alone", rate_rps=0.0)
     n = info.sm_count
@@ -385,27 +400,24 @@ def serve(model: ServingModel, decode_sm_counts: Sequence[int], *, rates: Sequen
         finally:
             dec.close()
 
-    if {"partitioned", "alone", "paired"} & set(modes):
-        for k in counts:
-            with partitions.split([k], device=info.index, rounding="exact") as parts:
-                dpart, ppart = parts[0], parts.remainder
-                with trace(parts) if trace is not None else contextlib.nullcontext():
-                    run_all(f"{dpart.sm_count}+{ppart.sm_count}", dpart.sm_count, ppart.sm_count, dpart.stream,
-                            ppart.stream, dpart, alone="alone" in modes, loaded="partitioned" in modes,
-                            paired="paired" in modes)
-            torch.cuda.empty_cache()
-    with partitions.whole_device(info.index, streams=2) as whole:
-        if "streams" in modes or "alone" in modes:
-            run_all("streams", n, n, whole.streams[0], whole.streams[1], info.index, alone="alone" in modes,
-                    loaded="streams" in modes)
-        if "time_sliced" in modes:
-            run_all("time_sliced", n, n, whole.streams[0], whole.streams[0], info.index, alone=False, loaded=True)
-    attrs = {**info.metadata(), "kind": "serving", "recorded": False, "run_id": new_run_id(),
-             "graphs": bool(graphs), "model": dict(model.description), "decode_tokens": model.decode_tokens,
-             "prompt_tokens": model.prompt_tokens, "drain_s": drain, "lead_ms": _LEAD_MS, "modes": tuple(modes),
-             "decode_sm_counts": tuple(counts), "rates": tuple(float(r) for r in rates)}
-    kinds.get("serving")  # its family declares the columns
-    return frame(rows, "serving", attrs)
+    with keeping(rows, build, "the serving run"):  # a failure or Ctrl-C keeps every run measured before it
+        if {"partitioned", "alone", "paired"} & set(modes):
+            for k in counts:
+                with partitions.split([k], device=info.index, rounding="exact") as parts:
+                    dpart, ppart = parts[0], parts.remainder
+                    with trace(parts) if trace is not None else contextlib.nullcontext():
+                        run_all(f"{dpart.sm_count}+{ppart.sm_count}", dpart.sm_count, ppart.sm_count, dpart.stream,
+                                ppart.stream, dpart, alone="alone" in modes, loaded="partitioned" in modes,
+                                paired="paired" in modes)
+                torch.cuda.empty_cache()
+        with partitions.whole_device(info.index, streams=2) as whole:
+            if "streams" in modes or "alone" in modes:
+                run_all("streams", n, n, whole.streams[0], whole.streams[1], info.index, alone="alone" in modes,
+                        loaded="streams" in modes)
+            if "time_sliced" in modes:
+                run_all("time_sliced", n, n, whole.streams[0], whole.streams[0], info.index, alone=False,
+                        loaded=True)
+    return build(rows)
 
 
 def traced_splits(frames: list):

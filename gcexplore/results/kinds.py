@@ -64,6 +64,9 @@ class Kind:
     export : str or None
         ``"module:function"`` ``(df, reps) -> list of events`` for the Perfetto export; None: not
         exportable.
+    run_keys : tuple of str or None
+        The identity columns whose values make one run of it; None: :data:`gcexplore.schema.RUN_COLUMNS`
+        (a run is one card's). A comm run spans its ranks' cards: ``("run_id",)``.
     """
 
     name: str
@@ -79,6 +82,7 @@ class Kind:
     compare: tuple[str, ...] = ()
     compare_group: str | None = None
     export: str | None = None
+    run_keys: tuple[str, ...] | None = None
 
     def __post_init__(self):
         missing = [c for c in self.row_keys if c not in self.columns]

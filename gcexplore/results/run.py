@@ -43,11 +43,17 @@ _EMPTY = ("", "nan", "<NA>", "None")
 
 
 def run_columns(df: pd.DataFrame) -> list[str]:
-    """The identity columns of :data:`RUN_COLUMNS` that ``df`` has; none without ``run_id`` (the
-    device columns alone cannot tell two runs of one card apart)."""
+    """The identity columns of :data:`RUN_COLUMNS` that ``df`` has (those its kind names, where a run
+    spans several cards: :attr:`~gcexplore.results.kinds.Kind.run_keys`); none without ``run_id``
+    (the device columns alone cannot tell two runs of one card apart)."""
     if "run_id" not in df.columns:
         return []
-    return [c for c in RUN_COLUMNS if c in df.columns]
+    keys = RUN_COLUMNS
+    try:
+        keys = _kinds.get(kind_of(df)).run_keys or RUN_COLUMNS
+    except ValueError:
+        pass  # not a result: a card's run
+    return [c for c in keys if c in df.columns]
 
 
 def _run_groups(df: pd.DataFrame):
