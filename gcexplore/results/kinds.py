@@ -106,7 +106,7 @@ class Kind:
 _LOCK = threading.RLock()
 _KINDS: dict[str, Kind] = {}
 #: Modules that register a family's kinds when imported, imported by name on the registry's first use.
-FAMILY_MODULES = ["gcexplore.analysis.serving", "gcexplore.analysis.comm"]
+FAMILY_MODULES = ["gcexplore.serving.analysis", "gcexplore.comm.analysis"]
 _LOADED = False
 
 

@@ -58,13 +58,13 @@ def _child(rank: int, nranks: int, conn, spec) -> None:
                 from ..trace.collector import preload_cupti
 
                 preload_cupti()
-        from ..workloads.collectives import nccl_module
+        from .collectives import nccl_module
 
         nccl = nccl_module()
         if rank == 0:
             send(("uid", bytes(nccl.get_unique_id())))
         tag, uid = conn.recv()
-        from .comm import run_rank
+        from .rank import run_rank
 
         meta = run_rank(rank, nranks, uid, spec, send)
         send(("done", meta))
@@ -91,7 +91,7 @@ def _loopback_bootstrap():
 
 def _nccl_problem() -> str | None:
     from ..device.driver import UnsupportedError
-    from ..workloads.collectives import nccl_module
+    from .collectives import nccl_module
 
     try:
         nccl_module()
@@ -125,8 +125,8 @@ def comm_sweep(spec=None, *, gpus: int | None = None, timeout_s: float = 900.0, 
     import multiprocessing as mp
 
     from ..device.driver import UnsupportedError, device_count
-    from ..workloads.collectives import nccl_versions, zero_sm_offered
-    from .comm import CommSpec
+    from .collectives import nccl_versions, zero_sm_offered
+    from .rank import CommSpec
 
     spec = spec or CommSpec()
     n = check_launch(gpus, device_count(), _nccl_problem())
@@ -175,7 +175,7 @@ def comm_sweep(spec=None, *, gpus: int | None = None, timeout_s: float = 900.0, 
              "alltoall_recipe": versions.get("alltoall_recipe", ""), "binding": "nccl4py (one process per GPU)"}
     df = _frame(rows, info, extra, _cards(n, metas))
     if stopped is not None:
-        from .runner import MeasurementInterrupted
+        from ..experiments.runner import MeasurementInterrupted
 
         df.attrs["partial"] = True
         raise MeasurementInterrupted(f"the comm sweep was interrupted; the {len(df)} rows the ranks had sent are "
@@ -224,7 +224,7 @@ def _collect(pipes, procs, timeout_s: float, into=None):
 
 
 def _zero_text(nccl_version: str, asked: bool) -> str:
-    from ..workloads.collectives import zero_sm_offered
+    from .collectives import zero_sm_offered
 
     offered, text = zero_sm_offered(nccl_version)
     if offered:
@@ -250,7 +250,7 @@ def _cards(n: int, metas: dict) -> dict[int, dict]:
 def _frame(rows, info, extra, cards):
     """The comm result through the one run constructor, each row with its own rank's card."""
     from ..schema import identity_of, new_run_id
-    from .experiment import result_frame
+    from ..experiments.experiment import result_frame
 
     run = {"options", "run_id"}  # the run's, not a card's
     ident = {r: {k: v for k, v in identity_of(c, "comm").items() if k not in run} for r, c in cards.items()}

@@ -26,10 +26,10 @@ import numpy as np
 import pandas as pd
 
 from ..results.run import per_run, with_identity
+from ..analysis.stats import quantile
 from ..results.kinds import Kind, register
-from ..schema import IDENTITY_COLUMNS, RUN_COLUMNS
 from ..results.validate import ResultError, check_not_negative, check_result
-from .stats import quantile
+from ..schema import IDENTITY_COLUMNS, RUN_COLUMNS
 
 __all__ = ["Advice", "PROFILE_MODES", "SERVING_TABLE_COLUMNS", "ServingSLO", "advise", "advise_recorded",
            "clock_agreement", "deadline_of", "goodput_table", "loads_of", "predict_serving", "prediction_errors",
@@ -455,7 +455,7 @@ def clock_agreement(rows: pd.DataFrame, trace: pd.DataFrame) -> dict:
 
 # ------------------------------------------------------------------------------ the kind
 
-# One row per decode gap or prefill request of a serving run; see gcexplore.experiments.serving.
+# One row per decode gap or prefill request of a serving run; see gcexplore.serving.experiment.
 SERVING_COLUMNS = {
     "mode": "str", "layout": "str", "decode_sm_count": "int64", "prefill_sm_count": "int64", "load": "str",
     "rate_rps": "float64", "pattern": "str", "burst": "int64", "duration_s": "float64", "seed": "int64",
@@ -477,5 +477,5 @@ def check_serving_rows(df: pd.DataFrame, where: str) -> None:
 
 
 register(Kind("serving", {**SERVING_COLUMNS, **IDENTITY_COLUMNS}, ("mode", "layout", "load", "record", "index"),
-              "ttft_ms", "serving", "gcexplore.analysis.serving:check_serving_rows", "gcexplore.analysis.serving:serving_table",
-              "gcexplore.views.serving:plot_serving", "gcexplore.serve()"))
+              "ttft_ms", "serving", "gcexplore.serving.analysis:check_serving_rows",
+              "gcexplore.serving.analysis:serving_table", "gcexplore.serving.view:plot_serving", "gcexplore.serve()"))

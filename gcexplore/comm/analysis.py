@@ -326,7 +326,7 @@ def zero_sm_table(df: pd.DataFrame, confidence: float = 0.9) -> pd.DataFrame:
     intervals, order statistics of the slowest rank's steps), ``step_ms``, and the plain-streams
     step and compute beside NCCL's own kernels (``plain_step_ms``, ``plain_compute_ms``).
     """
-    from .stats import quantile_ci
+    from ..analysis.stats import quantile_ci
 
     s = comm_steps(df)
     zero = s[s["setup"] == "zero"]
@@ -357,7 +357,7 @@ def zero_sm_table(df: pd.DataFrame, confidence: float = 0.9) -> pd.DataFrame:
 
 # ------------------------------------------------------------------------------ the kind
 
-# One row per rank, step and workload of the communication-SMs experiment; see gcexplore.experiments.comm.
+# One row per rank, step and workload of the communication-SMs experiment; see gcexplore.comm.rank.
 # setup: "partition" (collective on comm_sm_count SMs, compute on the rest), "plain" (two plain streams,
 # NCCL's own CTA count), "ctas" (plain streams, NCCL max_ctas) or "zero" (copy-engine collectives beside the
 # compute on the whole GPU, comm_sm_count 0); compute-alone rows have no collective.
@@ -380,5 +380,5 @@ def check_comm_rows(df: pd.DataFrame, where: str) -> None:
 register(Kind("comm", {**COMM_COLUMNS, **IDENTITY_COLUMNS},
               ("collective", "size_bytes", "nranks", "setup", "layout", "comm_sm_count", "max_ctas", "mode", "rep",
                "workload", "rank"),
-              "comm_sm_count", "comm", "gcexplore.analysis.comm:check_comm_rows", "gcexplore.analysis.comm:comm_table",
-              "gcexplore.views.comm:plot_comm", "gcexplore.comm_sweep()", run_keys=("run_id",)))
+              "comm_sm_count", "comm", "gcexplore.comm.analysis:check_comm_rows", "gcexplore.comm.analysis:comm_table",
+              "gcexplore.comm.view:plot_comm", "gcexplore.comm_sweep()", run_keys=("run_id",)))

@@ -35,9 +35,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import io as _io
+from ..results import io as _io
+from ..results.kinds import kind_of
 from ..schema import IDENTITY_COLUMNS, SAMPLE_IDENTITY, conform, identity_name
-from .kinds import kind_of
 
 __all__ = ["CAMPAIGN_COLUMNS", "FORMAT", "CampaignFolder", "FolderLock", "belongs", "campaign_status", "check_key",
            "load_campaign", "open_regular", "read_bounded"]
