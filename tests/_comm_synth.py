@@ -38,7 +38,10 @@ def comm_result(*, nranks=2, collectives=("allreduce", "allgather"), sizes=(1 <<
                 comm_sms=(8, 16, 24, 32, 40, 48, 56, 64), ctas=(8, 16), repeats=10, noise=0.002, seed=0,
                 zero=False):
     import gcexplore as gx
+    from gcexplore.results import kinds
     from gcexplore.schema import frame
+
+    kinds.get("comm")  # the comm family declares its columns (registered on the registry's first use)
 
     rng = np.random.default_rng(seed)
     rows = []

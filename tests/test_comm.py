@@ -610,3 +610,160 @@ def test_recorded_fit_run_moves_the_answer_to_fewer_sms():
     assert len(small) == 4 and (small["answer_sm_count"] == 8).all()
     assert (stock[stock["size_bytes"] == 16 << 20]["answer_sm_count"] >= 24).all()
     assert (small["speedup_vs_plain"] < 1).all()  # 0.90-0.92x: fitting halves the split loss, not more
+
+
+# ------------------------------------------------------- the launcher with ranks as threads (faults)
+
+_IDENT = ("device_name", "device_uuid", "device_index", "pci_bus_id", "device_sm_count", "l2_cache_bytes", "host",
+          "driver_version", "cuda_core_version", "cuda_bindings_version", "cupti_version", "torch_version",
+          "cupy_version", "options", "run_id")
+
+
+class _ThreadProc:
+    """A rank as a thread of this process, with the handle comm_sweep uses of a process."""
+
+    def __init__(self, target, args, name, daemon):
+        import threading
+
+        self.thread, self.exitcode = threading.Thread(target=target, args=args, name=name, daemon=True), None
+
+    def start(self):
+        self.thread.start()
+
+    def join(self, timeout=None):
+        self.thread.join(timeout)
+
+    def is_alive(self):
+        return self.thread.is_alive()
+
+    def terminate(self):
+        pass
+
+
+class _ChildEnd:
+    """The rank's end of a pipe: the launcher closes its copy after starting a process, which for a
+    thread of the same process is the rank's own; that first close is the launcher's."""
+
+    def __init__(self, conn):
+        self.conn, self.closes = conn, 0
+
+    def __getattr__(self, name):
+        return getattr(self.conn, name)
+
+    def close(self):
+        self.closes += 1
+        if self.closes > 1:
+            self.conn.close()
+
+
+def _pipe():
+    import multiprocessing as mp
+
+    parent, child = mp.Pipe()
+    return parent, _ChildEnd(child)
+
+
+def _threaded_launch(monkeypatch, run_rank, n=2):
+    """comm_sweep's own launcher, pipes and collector, with each rank a thread running ``run_rank`` and
+    GPU r a card of its own (name, UUID); no NCCL, no GPU."""
+    import multiprocessing as mp
+
+    from gcexplore.comm import collectives, launch, rank
+    from gcexplore.device import driver
+
+    cards = {r: gx.DeviceInfo(name=f"card {r}", index=r, compute_capability=(9, 0), sm_count=SM,
+                              min_partition_size=8, alignment=8, driver_version=13000, uuid=f"GPU-{r}")
+             for r in range(n)}
+    ctx = type("Ctx", (), {"Pipe": staticmethod(_pipe), "Process": staticmethod(_ThreadProc)})
+    monkeypatch.setattr(mp, "get_context", lambda kind: ctx)
+    monkeypatch.setattr(driver, "device_count", lambda: n)
+    monkeypatch.setattr(driver, "device_info", lambda device=0: cards[int(device)])
+    monkeypatch.setattr(launch, "_nccl_problem", lambda: None)
+    monkeypatch.setattr(collectives, "nccl_module", lambda: type("N", (), {"get_unique_id": staticmethod(
+        lambda: b"uid")}))
+    monkeypatch.setattr(collectives, "nccl_versions", lambda: {"nccl": "2.28.0"})
+    monkeypatch.setattr(rank, "run_rank", run_rank)
+    return launch
+
+
+def _rank_rows(r: int, n: int = 2) -> list[dict]:
+    """Rank r's rows of a small synthetic run, as a rank sends them (no identity columns)."""
+    df = comm_result(nranks=n, collectives=("allreduce",), sizes=(1 << 20,), comm_sms=(16, 32), ctas=(8,), repeats=3)
+    return df[df["rank"] == r].drop(columns=list(_IDENT)).to_dict("records")
+
+
+def test_comm_rows_carry_their_own_ranks_card_and_the_rank_is_a_row_key(monkeypatch):
+    def run_rank(rank, nranks, uid, spec, send):
+        send(("rows", _rank_rows(rank)))
+        return {"rank": rank, "torch_version": "2.11.0", "nccl": "2.28.0", "pm": []}
+
+    df = _threaded_launch(monkeypatch, run_rank).comm_sweep(gpus=2, timeout_s=30)
+    for r in (0, 1):
+        mine = df[df["rank"] == r]
+        assert len(mine) == len(_rank_rows(r)) and set(mine["device_name"]) == {f"card {r}"}
+        assert set(mine["device_uuid"]) == {f"GPU-{r}"} and set(mine["torch_version"]) == {"2.11.0"}
+    assert df["run_id"].nunique() == 1 and gx.results.run.runs(df) == [df["run_id"].iloc[0]]  # one run, two cards
+    gx.summarize(df)  # one run across its ranks' cards
+    with pytest.raises(ValueError, match="repeat a repetition"):
+        gx.summarize(pd.concat([df, df]))
+    wrong = df.copy()
+    wrong.loc[wrong["rank"] == 1, "rank"] = 0  # rank 1's rows relabelled: they repeat rank 0's steps
+    with pytest.raises(ValueError, match="repeat a repetition"):
+        gx.summarize(wrong)
+
+
+def test_a_rank_that_fails_midway_leaves_every_row_sent_before(monkeypatch):
+    import threading
+
+    from gcexplore.comm.launch import CommLaunchError
+
+    done = threading.Event()
+
+    def run_rank(rank, nranks, uid, spec, send):
+        rows = _rank_rows(rank)
+        if rank == 0:
+            send(("rows", rows))
+            done.set()
+            return {"rank": 0, "nccl": "2.28.0", "pm": []}
+        done.wait(10)
+        send(("rows", rows[: len(rows) // 2]))  # half its layouts, then a fault
+        raise RuntimeError("NCCL error: unhandled cuda error")
+
+    with pytest.raises(CommLaunchError, match="rank 1: RuntimeError: NCCL error") as e:
+        _threaded_launch(monkeypatch, run_rank).comm_sweep(gpus=2, timeout_s=30)
+    kept = e.value.rows
+    assert (kept["rank"] == 1).sum() == len(_rank_rows(1)) // 2 and (kept["rank"] == 0).sum() == len(_rank_rows(0))
+    assert set(kept.loc[kept["rank"] == 1, "device_uuid"]) == {"GPU-1"}  # its own card, though it never finished
+
+
+def test_ctrl_c_midway_keeps_the_rows_the_ranks_sent(monkeypatch):
+    import multiprocessing.connection as mpc
+    import threading
+
+    from gcexplore.experiments.runner import MeasurementInterrupted
+
+    release = threading.Event()
+    real_wait, seen = mpc.wait, {"ready": 0}
+
+    def run_rank(rank, nranks, uid, spec, send):
+        send(("rows", _rank_rows(rank)))
+        release.wait(10)  # still measuring when the user presses Ctrl-C
+        return {"rank": rank, "pm": []}
+
+    def wait(conns, timeout=None):
+        if seen["ready"] >= 3:  # rank 0's unique id and both ranks' rows have been read
+            raise KeyboardInterrupt
+        ready = real_wait(conns, timeout)
+        seen["ready"] += len(ready)
+        return ready
+
+    launch = _threaded_launch(monkeypatch, run_rank)
+    monkeypatch.setattr(mpc, "wait", wait)
+    try:
+        with pytest.raises(MeasurementInterrupted) as e:
+            launch.comm_sweep(gpus=2, timeout_s=30)
+    finally:
+        release.set()
+    kept = e.value.partial
+    assert kept.attrs["partial"] is True and kept.attrs["kind"] == "comm"
+    assert sorted(kept["rank"].value_counts().items()) == [(0, len(_rank_rows(0))), (1, len(_rank_rows(1)))]

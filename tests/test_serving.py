@@ -389,7 +389,9 @@ class _SimClock:
         return self.steps[:steps + 1].copy(), self.start[:n].copy(), self.end[:n].copy()
 
 
-def test_serve_runs_every_mode_on_a_simulated_gpu(monkeypatch):
+def _simulated(monkeypatch, prefill=None):
+    """The serving experiment module on a simulated GPU, and a model whose prefill is ``prefill`` (default
+    5 ms of simulated work)."""
     import sys
     import types
 
@@ -409,7 +411,7 @@ def test_serve_runs_every_mode_on_a_simulated_gpu(monkeypatch):
             stream.t["now"][stream.name] = _cursor(stream) + ms
         return run
 
-    model = serving_roles(decode=work(1.0, True), prefill=work(5.0, False), decode_tokens=32, prompt_tokens=2048,
+    model = serving_roles(decode=work(1.0, True), prefill=prefill or work(5.0, False), decode_tokens=32, prompt_tokens=2048,
                           prefill_chunks=[work(1.25, False)] * 4)
 
     class _Dec:
@@ -458,6 +460,11 @@ def test_serve_runs_every_mode_on_a_simulated_gpu(monkeypatch):
     monkeypatch.setattr(E, "device_info", lambda device: info)
     monkeypatch.setattr(E.partitions, "split", lambda counts, **kw: _Parts(counts[0]))
     monkeypatch.setattr(E.partitions, "whole_device", lambda *a, **kw: _Whole())
+    return E, model
+
+
+def test_serve_runs_every_mode_on_a_simulated_gpu(monkeypatch):
+    E, model = _simulated(monkeypatch)
     df = E.serve(model, [32, 96], rates=[30.0, 60.0], duration_s=0.2, seed=2)
     t = S.serving_table(df)
     assert set(t["mode"]) == {"alone", "paired", "partitioned", "streams", "time_sliced"}
@@ -479,6 +486,78 @@ def test_serve_runs_every_mode_on_a_simulated_gpu(monkeypatch):
     assert few[few["mode"] == "paired"]["served"].tolist() == [E._PAIRED_REQUESTS]
     with pytest.raises(ValueError, match="valid partition sizes are 8, 16"):
         E.serve(model, [132], rates=[10.0])
+
+
+def _failing_prefill(monkeypatch, exc, after_calls):
+    """A prefill that raises ``exc`` at its ``after_calls``-th call (midway through the grid)."""
+    calls = {"n": 0}
+
+    def prefill(*, stream):
+        calls["n"] += 1
+        if calls["n"] > after_calls:
+            raise exc
+        stream.t["now"][stream.name] = _cursor(stream) + 5.0
+
+    return prefill, calls
+
+
+@pytest.mark.parametrize("exc, aborted", [(RuntimeError("CUDA error: an illegal memory access"), "MeasurementFailed"),
+                                          (KeyboardInterrupt(), "MeasurementInterrupted")])
+def test_a_serving_run_stopped_midway_keeps_the_runs_measured_before(monkeypatch, exc, aborted):
+    """A workload that raises (or Ctrl-C) in the second split: the first split's rows come back in
+    exc.partial, as a serving result with the card's and the process's identity."""
+    from gcexplore.experiments import runner
+
+    probe = {"n": 0}
+
+    def counting(*, stream):
+        probe["n"] += 1
+        stream.t["now"][stream.name] = _cursor(stream) + 5.0
+
+    E, model = _simulated(monkeypatch, prefill=counting)
+    E.serve(model, [32], rates=[30.0], duration_s=0.1, seed=2, modes=("partitioned",))
+    prefill, calls = _failing_prefill(monkeypatch, exc, probe["n"])  # raises in the second split's first call
+    E, model = _simulated(monkeypatch, prefill=prefill)
+    with pytest.raises(getattr(runner, aborted)) as e:
+        E.serve(model, [32, 96], rates=[30.0], duration_s=0.1, seed=2, modes=("partitioned",))
+    assert calls["n"] == probe["n"] + 1  # it did stop midway
+    kept = e.value.partial
+    assert kept.attrs["partial"] is True and kept.attrs["kind"] == "serving"
+    assert set(kept["layout"]) == {"32+100"}  # the first split, whole: its gaps and every request
+    requests = kept[kept["record"] == "request"]
+    assert (kept["record"] == "gap").any() and len(requests) == len(arrivals(30.0, 0.1, seed=2))
+    import socket
+
+    assert set(kept["host"]) == {socket.gethostname()}  # the process's identity, not ""
+    assert set(kept["device_name"]) == {"simulated GPU (not a measurement)"} and kept["run_id"].nunique() == 1
+    assert "32+100" in set(S.serving_table(kept)["layout"])
+
+
+def test_cli_serve_saves_the_rows_measured_before_a_failure(monkeypatch, tmp_path, capsys):
+    """gcexplore serve writes what it measured before a failure, then exits non-zero."""
+    import argparse
+
+    import gcexplore.cli.commands  # noqa: F401 (first: gcexplore.serving.cli imported alone runs in a circle)
+    from gcexplore.experiments.runner import MeasurementFailed
+    from gcexplore.results.io import load
+    from gcexplore.serving import cli, experiment, roles
+
+    part = _grid()
+    part.attrs["partial"] = True
+
+    def serve(*a, **kw):
+        raise MeasurementFailed("RuntimeError while measuring the serving run (boom); the rows ... exc.partial", part)
+
+    monkeypatch.setattr(experiment, "serve", serve)
+    monkeypatch.setattr(roles, "decoder_stack", lambda *a, **kw: type("M", (), {"close": lambda self: None})())
+    out = tmp_path / "serving.parquet"
+    args = argparse.Namespace(recorded=False, out=str(out), chunk=512, prompt=2048, rates=[20.0], duration=0.2,
+                              seed=0, pattern="poisson", burst=8, layers=1, batch=4, kv_len=64, no_graphs=True,
+                              device=0, advise=False, decode_sms=[32], ttft_ms=None, itl_p99_ms=None,
+                              attainment=0.9)
+    assert cli.cmd_serve(args) == 1
+    back = load(out)
+    assert len(back) == len(part) and "rows measured so far" in capsys.readouterr().err
 
 
 def test_two_cards_stay_apart_and_a_doubled_run_is_refused():

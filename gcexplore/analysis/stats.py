@@ -405,18 +405,13 @@ def noise_floor(device_name: str, workloads=(), *, table: str | None = None) -> 
 
 
 def run_floor(df) -> Floor:
-    """The card's recorded run-to-run floor for a run's rows (:func:`noise_floor` of its card, from the
-    rows' ``device_name`` or else the attrs', and its workloads): the one place a result's floor is
-    looked up; kept in the run's memo."""
+    """The card's floor for a run's rows (:func:`noise_floor` of the rows' card, else the attrs', and its
+    workloads), kept in the run's memo: the one place a result's floor is looked up."""
     from ..results.run import run_of
 
-    def find() -> Floor:
-        name = str(df["device_name"].iloc[0]) if "device_name" in df.columns and len(df) else \
-            str(df.attrs.get("device_name", ""))
-        names = sorted(set(df["workload"].astype(str))) if "workload" in df.columns else []
-        return noise_floor(name, names)
-
-    return run_of(df).memo("noise_floor", find)
+    name = str(df["device_name"].iloc[0]) if "device_name" in df.columns and len(df) else df.attrs.get("device_name", "")
+    names = sorted(set(df["workload"].astype(str))) if "workload" in df.columns else []
+    return run_of(df).memo("noise_floor", lambda: noise_floor(str(name), names))
 
 
 def round_medians(values, rounds=None) -> np.ndarray:

@@ -253,6 +253,6 @@ def _frame(rows, info, extra, cards):
     from ..experiments.experiment import result_frame
 
     run = {"options", "run_id"}  # the run's, not a card's
-    ident = {r: {k: v for k, v in identity_of(c, "comm").items() if k not in run} for r, c in cards.items()}
+    ident = {r: {k: v for k, v in identity_of(c).items() if k not in run} for r, c in cards.items()}
     rows = [{**ident.get(int(row.get("rank", 0)), {}), **row} for row in rows]
     return result_frame(rows, "comm", info, run_id=extra.get("run_id") or new_run_id(), extra=extra)

@@ -104,6 +104,7 @@ class Kind:
 
 
 _LOCK = threading.RLock()
+_LOAD_LOCK = threading.RLock()
 _KINDS: dict[str, Kind] = {}
 #: Modules that register a family's kinds when imported, imported by name on the registry's first use.
 FAMILY_MODULES = ["gcexplore.serving.analysis", "gcexplore.comm.analysis"]
@@ -126,15 +127,16 @@ def register(kind: Kind) -> Kind:
 
 
 def _load_families() -> None:
+    """Import :data:`FAMILY_MODULES` once; other threads wait until every one has registered (a lock
+    of its own: a module being imported registers under ``_LOCK``)."""
     global _LOADED
     if _LOADED:
         return
-    with _LOCK:
-        if _LOADED:
-            return
-        _LOADED = True
-        for module in FAMILY_MODULES:
-            importlib.import_module(module)
+    with _LOAD_LOCK:
+        if not _LOADED:
+            for module in FAMILY_MODULES:
+                importlib.import_module(module)
+            _LOADED = True
 
 
 def kinds() -> tuple[Kind, ...]:
