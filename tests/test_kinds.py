@@ -182,15 +182,20 @@ def test_a_workload_renamed_in_place_is_summarised_again():
     assert run_of(df).measured != "compute+memory"
 
 
-def test_a_bogus_mode_set_in_place_is_refused_not_answered_from_the_memo():
+def test_a_bogus_mode_set_in_place_is_checked_again_not_answered_from_the_memo():
+    """Once summarised and split, the same frame edited in place: summarize answers for the edited
+    rows, best_split says which mode it lacks (it once returned the old answer, or a raw KeyError)."""
     df = load_recorded("sweep")
     summarize(df)
-    best_split(df)
-    df["mode"] = "bogus"
-    with pytest.raises(ResultError, match=r"mode 'bogus'.*modes are alone, concurrent"):
-        summarize(df)
-    with pytest.raises(ResultError, match="mode 'bogus'"):
+    best = best_split(df)
+    df.loc[df["mode"] == "concurrent", "mode"] = "bogus"
+    assert "bogus" in set(summarize(df)["mode"]) and "concurrent" not in set(summarize(df)["mode"])
+    with pytest.raises(ValueError, match=r"best_split needs 'concurrent' rows.*'bogus'"):
         best_split(df)
+    df["mode"] = "bogus"  # every row: the alone rows of one repetition now collide
+    with pytest.raises(ResultError, match="ran on two partitions"):
+        summarize(df)
+    assert best.name == "104+28"
 
 
 def test_the_memo_still_computes_once_for_an_unchanged_frame():

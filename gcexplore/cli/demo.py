@@ -17,6 +17,7 @@ from typing import TextIO
 
 import pandas as pd
 
+from ..results import kinds as _kinds
 from ..views import plot as _plot
 from ..views.report import layout_report
 
@@ -170,9 +171,8 @@ def run_demo(out_dir="gcexplore-out", *, device: int = 0, repeats: int = 5,
     figures = {"sweep": lambda: _plot.plot_sweep(df), "throughput": lambda: _plot.plot_throughput(df)}
     if occupancy is not None:
         figures["occupancy"] = lambda: _plot.plot_occupancy(occupancy)
-    for name, frame in (extra or {}).items():
-        figures[name] = functools.partial({"scaling": _plot.plot_scaling, "isolation": _plot.plot_isolation}[name],
-                                          frame)
+    for name, frame in (extra or {}).items():  # each kind's figure, as its declaration names it
+        figures[name] = functools.partial(_kinds.resolve(_kinds.get(_kinds.kind_of(frame)).figure), frame)
     for name, draw in figures.items():
         written[name] = _save_png(draw(), names[name])
     written["results"] = written.pop("results")  # listed last, as before

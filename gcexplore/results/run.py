@@ -338,7 +338,7 @@ class Run:
 
     def memo(self, name, compute):
         """``compute()`` the first time ``name`` is asked of this unchanged frame, the kept value
-        after. ``name`` may be any hashable (a tuple with the trace's fingerprint, say)."""
+        after. ``name`` may be any hashable (a tuple with a trace's token, say)."""
         with _LOCK:
             if name in self._memo:
                 return self._memo[name]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..schema import IDENTITY, MODES, parse_layout
+from ..schema import IDENTITY, parse_layout
 from . import kinds as _kinds
 from .kinds import kind_of
 from .run import Run, repeated_rows, require_one_run, run_columns, run_of, runs
@@ -73,11 +73,6 @@ def check_overlap_rows(df: pd.DataFrame, where: str) -> None:
     one partition per workload and layouts that add up to the card."""
     check_positive(df, "duration_ms", where)
     check_positive(df, "makespan_ms", where)
-    if "mode" in df.columns:
-        bad = sorted(set(map(str, pd.unique(df["mode"]))) - set(MODES))
-        if bad:
-            raise ResultError(f"{where}: rows have mode {', '.join(map(repr, bad))}, which no overlap result measures; "
-                              f"modes are {', '.join(MODES)}: fix or drop those rows")
     if "start_ms" in df.columns and _bad_values(df["start_ms"], positive=False).any():
         raise ResultError(f"{where}: some rows have a start_ms that is not a finite number; a start event's "
                           "time after the repetition's start is finite — drop or re-measure those rows")
