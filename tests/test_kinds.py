@@ -95,21 +95,35 @@ def test_a_declaration_contradicting_itself_is_refused():
         K.register(K.Kind("sweep", cols, ("a",), "a", "core", None, "m:f", "m:f", "x()"))
 
 
+def probe_check(df: pd.DataFrame, where: str) -> None:
+    """The new kind's check (named by its declaration as ``test_kinds:probe_check``)."""
+    if (df["probe_ms"] <= 0).any():
+        raise ResultError(f"{where}: probe_ms must be > 0")
+
+
+def probe_summary(df: pd.DataFrame) -> pd.DataFrame:
+    return df.groupby("probe", as_index=False)["probe_ms"].median()
+
+
 def test_a_new_kind_is_one_declaration(monkeypatch):
-    """Registered once: kind_of tells its rows, frame builds them, summarize dispatches to its summary,
-    check_result runs its check."""
+    """Registered once: kind_of tells its rows, frame builds them, summarize dispatches to its summary
+    and runs its check, and its self-concatenation is refused."""
     monkeypatch.setattr(K, "_KINDS", dict(K._KINDS))
     monkeypatch.setattr(schema, "COLUMNS", dict(schema.COLUMNS))
     cols = {"probe": "str", "rep": "int64", "probe_ms": "float64", **schema.IDENTITY_COLUMNS}
-    K.register(K.Kind("probe", cols, ("probe", "rep"), "probe_ms", "core", "gcexplore.results.validate:check_isolation_rows",
-                      "gcexplore.analysis.stats:stats", "gcexplore.views.scaling:plot_scaling", "probe()"))
+    K.register(K.Kind("probe", cols, ("probe", "rep"), "probe_ms", "core", "test_kinds:probe_check",
+                      "test_kinds:probe_summary", "gcexplore.views.scaling:plot_scaling", "probe()"))
     df = schema.frame([{"probe": "a", "rep": r, "probe_ms": 1.0 + r} for r in range(3)], "probe",
                       {"kind": "probe", "device_name": "X", "run_id": "r"})
     bare = df.copy()
     bare.attrs = {}
     assert K.kind_of(bare) == "probe" and list(df.columns) == list(cols)
+    assert summarize(df)["probe_ms"].tolist() == [2.0]
     with pytest.raises(ResultError, match="repeat a repetition"):
         summarize(pd.concat([df, df], ignore_index=True))
+    df.loc[0, "probe_ms"] = -1.0
+    with pytest.raises(ResultError, match="probe_ms must be > 0"):
+        summarize(df)
 
 
 # ------------------------------------------------------------------------ self-concatenation

@@ -411,7 +411,8 @@ def _simulated(monkeypatch, prefill=None):
             stream.t["now"][stream.name] = _cursor(stream) + ms
         return run
 
-    model = serving_roles(decode=work(1.0, True), prefill=prefill or work(5.0, False), decode_tokens=32, prompt_tokens=2048,
+    model = serving_roles(decode=work(1.0, True), prefill=prefill or work(5.0, False), decode_tokens=32,
+                          prompt_tokens=2048,
                           prefill_chunks=[work(1.25, False)] * 4)
 
     class _Dec:

@@ -22,7 +22,8 @@ import numpy as np
 __all__ = ["DEFAULT_FLOOR", "EXACT_MAX_PAIRS", "FLOOR_COLUMNS", "Floor", "NOISY_FRACTION", "NOISY_RANGE_FRACTION", "disagree",
            "PRIOR_WEIGHT", "STAT_COLUMNS", "finite", "finite_positive", "mann_whitney_cdf", "mann_whitney_k",
            "nanmedian", "noise_floor", "pooled_pair_sd", "pooled_variance", "quantile", "quantile_ci", "quantiles",
-           "ratio", "ratio_ci", "round_median_ci", "round_medians", "round_ratio_ci", "round_variance", "rounds_needed", "run_floor",
+           "ratio", "ratio_ci", "round_median_ci", "round_medians", "round_ratio_ci", "round_variance", "rounds_needed",
+           "run_floor",
            "shift_ci", "stats", "steady_rounds", "t_cdf", "t_quantile"]
 
 #: Largest n*m for which the exact Mann-Whitney distribution is built (200 x 200 reps).
@@ -409,7 +410,8 @@ def run_floor(df) -> Floor:
     workloads), kept in the run's memo: the one place a result's floor is looked up."""
     from ..results.run import run_of
 
-    name = str(df["device_name"].iloc[0]) if "device_name" in df.columns and len(df) else df.attrs.get("device_name", "")
+    rows = "device_name" in df.columns and len(df)
+    name = str(df["device_name"].iloc[0]) if rows else df.attrs.get("device_name", "")
     names = sorted(set(df["workload"].astype(str))) if "workload" in df.columns else []
     return run_of(df).memo("noise_floor", lambda: noise_floor(str(name), names))
 

@@ -168,7 +168,8 @@ def comm_sweep(spec=None, *, gpus: int | None = None, timeout_s: float = 900.0, 
         traces.extend(trace_frames)
     versions = next(iter(metas.values()), {}) if metas else {}
     nccl_v = versions.get("nccl") or _quiet(lambda: nccl_versions()["nccl"])
-    extra = {"nranks": n, "spec": spec.metadata(), "nccl_version": nccl_v, "nccl4py_version": versions.get("nccl4py", ""),
+    extra = {"nranks": n, "spec": spec.metadata(), "nccl_version": nccl_v,
+             "nccl4py_version": versions.get("nccl4py", ""),
              "zero_sm": _zero_text(nccl_v, spec.zero_sm),
              "pm": [row for r in sorted(metas) for row in metas[r].pop("pm", [])],
              "ranks": [metas[r] for r in sorted(metas)],

@@ -40,7 +40,8 @@ def _isolation_scenario(run: Experiment, name, groups, pacer, crit, out, within,
                     if slot.paced_by is not None:  # from its issue (the pacing end) to its end
                         dur = ends[i][j] - ends[slot.paced_by][j]
                     out.append({"scenario": name, "role": role, "workload": slot.workload.name, "rep": rep,
-                                "launch": j, "round": rnd.index, "sm_count": slot.partition.sm_count, "duration_ms": dur})
+                                "launch": j, "round": rnd.index, "sm_count": slot.partition.sm_count,
+                                "duration_ms": dur})
             if name != "alone" and len(gslots) == 2:
                 inside += sum(e <= ends[0][-1] for e in ends[1])
                 total += len(ends[1])

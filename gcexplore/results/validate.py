@@ -21,9 +21,9 @@ from . import kinds as _kinds
 from .kinds import kind_of
 from .run import Run, repeated_rows, require_one_run, run_columns, run_of, runs
 
-__all__ = ["ResultError", "open_run", "check_isolation_rows", "check_not_negative", "check_occupancy_rows", "check_overlap_rows",
-           "check_pm_matches", "check_pm_rows", "check_positive", "check_result", "check_scaling_rows", "check_trace_matches",
-           "check_trace_rows", "require_columns"]
+__all__ = ["ResultError", "open_run", "check_isolation_rows", "check_not_negative", "check_occupancy_rows",
+           "check_overlap_rows", "check_pm_matches", "check_pm_rows", "check_positive", "check_result",
+           "check_scaling_rows", "check_trace_matches", "check_trace_rows", "require_columns"]
 
 
 _SM_COUNT = next(f.name for f in IDENTITY if f.source == "sm_count")
