@@ -21,7 +21,7 @@ import importlib
 import threading
 from collections.abc import Mapping
 
-from .. import schema
+from .. import _registry, schema
 
 __all__ = ["FAMILY_MODULES", "Kind", "get", "kind_of", "kinds", "names", "register", "resolve"]
 
@@ -106,8 +106,9 @@ class Kind:
 _LOCK = threading.RLock()
 _LOAD_LOCK = threading.RLock()
 _KINDS: dict[str, Kind] = {}
-#: Modules that register a family's kinds when imported, imported by name on the registry's first use.
-FAMILY_MODULES = ["gcexplore.serving.analysis", "gcexplore.comm.analysis"]
+#: Modules that register a family's kinds when imported, imported by name on the registry's first use:
+#: the ones the families named (:func:`gcexplore._registry.register_kinds`); the core names none.
+FAMILY_MODULES = _registry.KIND_MODULES
 _LOADED = False
 
 
