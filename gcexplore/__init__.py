@@ -15,9 +15,26 @@ explorers. The public names are the union of the subpackages' ``__all__``.
 
 from __future__ import annotations
 
-import importlib
 import sys
-import warnings
+
+# `python -m gcexplore[.cli]` put the working folder first on the import path before this
+# package ran: a campaign spec there names modules to import, and a json.py or plant_mod.py
+# planted beside it must not be what runs. Dropped before anything else is imported.
+def _run_as_module() -> bool:
+    argv = list(getattr(sys, "orig_argv", ()))  # the interpreter's -m is the first (argv[0] is "-m")
+    for i, a in enumerate(argv[1:], 1):
+        if a.startswith("-m"):
+            name = a[2:] or (argv[i + 1] if i + 1 < len(argv) else "")
+            return name.split(".")[0] == "gcexplore"
+    return False
+
+
+if sys.argv[:1] == ["-m"] and sys.path[:1] and sys.path[0] in ("", sys.modules["os"].getcwd()) and _run_as_module():
+    del sys.path[0]
+del _run_as_module
+
+import importlib  # noqa: E402
+import warnings  # noqa: E402
 
 from . import analysis, device, experiments, explorers, results, trace, views, workloads
 from ._version import __version__  # noqa: F401 (in __all__)

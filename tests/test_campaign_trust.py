@@ -176,18 +176,38 @@ def test_factory_kwargs_are_checked_against_its_signature(tmp_path):
         plan_tasks(EXP, [{"factory": "os:system; rm"}])
 
 
-def test_python_m_does_not_import_from_the_spec_folder_and_help_says_spec_is_code(tmp_path):
+#: Modules gcexplore imports after the interpreter started (a planted copy of one that runpy itself
+#: needs, functools say, breaks every ``python -m`` before any package runs: not ours to guard).
+PLANTED_STDLIB = ("json", "argparse", "tomllib", "textwrap", "dataclasses", "inspect", "shutil", "tempfile",
+                  "numpy", "pandas")
+
+
+@pytest.mark.parametrize("entry", [["-m", "gcexplore"], ["-m", "gcexplore.cli"], ["-mgcexplore"],
+                                   ["-W", "ignore", "-m", "gcexplore"]])
+def test_python_m_does_not_import_from_the_spec_folder_and_help_says_spec_is_code(tmp_path, entry):
     marker = tmp_path / "imported.txt"
     (tmp_path / "plant_mod.py").write_text(PLANT.format(marker=str(marker)))
+    for name in PLANTED_STDLIB:  # each writes its own marker at import, with nothing imported
+        (tmp_path / f"{name}.py").write_text(f"open({str(tmp_path / ('planted-' + name))!r}, 'w').close()\n")
     (tmp_path / "spec.toml").write_text(f'experiment = "{EXP}"\nworkloads = [{{ factory = "plant_mod:factory" }}]\n')
     env = {**ENV, "PYTHONPATH": os.pathsep.join((str(ROOT), str(HERE)))}
-    r = subprocess.run([sys.executable, "-m", "gcexplore.cli", "campaign", "spec.toml", "--out", "c"], cwd=tmp_path,
+    r = subprocess.run([sys.executable, *entry, "campaign", "spec.toml", "--out", "c"], cwd=tmp_path,
                        capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode != 0 and "plant_mod" in r.stderr, r.stderr
-    assert not marker.exists(), "python -m imported a module planted beside the spec"
-    h = _cli("campaign", "--help")
+    assert not marker.exists(), f"python {' '.join(entry)} imported a module planted beside the spec"
+    ran = sorted(p.name for p in tmp_path.glob("planted-*"))
+    assert not ran, f"python {' '.join(entry)} imported planted standard modules: {ran}"
+    h = subprocess.run([sys.executable, *entry, "campaign", "--help"], cwd=ROOT, capture_output=True, text=True,
+                       env=ENV, timeout=120)
     text = " ".join(h.stdout.split())
     assert "A spec is code" in text and "run with your rights, like a script" in text and "127.0.0.1" in text
+
+
+def test_python_m_keeps_the_import_path_of_other_programs():
+    """Only gcexplore's own ``-m`` loses the working folder: ``python -c`` importing gcexplore keeps it."""
+    r = subprocess.run([sys.executable, "-c", "import sys, gcexplore; print(repr(sys.path[0]))"], cwd=ROOT,
+                       capture_output=True, text=True, env=ENV, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "''", r.stderr
 
 
 # ------------------------------------------------------------------ writers and paths
