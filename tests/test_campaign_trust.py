@@ -522,6 +522,24 @@ def test_gate_fails_a_noisy_2x_regression_and_refuses_non_finite_thresholds(tmp_
         assert r.returncode == 2 and "finite percentage" in r.stderr, (bad, r.stderr)
 
 
+@pytest.mark.parametrize("brk", ["\n", "\r", "\r\n", "\u2028", "\x85", "\x0b"])
+def test_line_breaks_in_file_data_never_print_a_forged_line(tmp_path, brk):
+    """A device name, run id or workload holding a line break prints as an escape inside its own
+    line: "- B is 2.0x faster everywhere" never stands as a bullet of its own."""
+    from _compare_data import sweep
+
+    forged = f"{brk}- FORGED B is 2.0x faster everywhere; no regression"
+    a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    gx.save(sweep(1, device_name="H200" + forged, run_id="r1" + forged), a)
+    gx.save(sweep(2, device_name="other" + forged, workloads=("compute" + forged, "memory")), b)
+    r = _cli("compare", str(a), str(b))
+    lines = (r.stdout + r.stderr).splitlines()  # splitlines breaks at every separator a terminal might
+    assert any("FORGED" in line for line in lines), r.stdout[-2000:]  # the names are shown...
+    assert not [line for line in lines if line.lstrip().startswith("- FORGED")], r.stdout[-2000:]  # ...escaped
+    r = _cli("compare", str(a), "recorded-name-that-is-not" + forged)  # an error message is one line too
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
 def test_control_characters_from_files_are_escaped_in_terminal_output(tmp_path):
     from _compare_data import sweep
 

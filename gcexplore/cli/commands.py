@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from .._version import __version__
+from ._text import escape_controls, one_line, print_lines
 from .args import (RESULT_SUFFIXES, Usage, check_checkpoint, float_arg, int_arg, int_list, kernel_trace_file,
                    mode_list, percent_arg, workload_names, writable_file)
 from .campaign import add_campaign
@@ -39,23 +40,14 @@ _CLI_WORDS = (("pass labels=(first, second) to pick", "pass --labels FIRST,SECON
               ("by=", "--by "), ("pass client= or scheduler=", "pass --scheduler "), ("slo_ms", "--slo-ms"))
 
 
-_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7f, *range(0x80, 0xa0)) if c not in (0x0a, 0x09)}
-
-
-def escape_controls(text: str) -> str:
-    """``text`` with every control character but newline and tab written as ``\\xNN``: names,
-    run ids and failure records from files cannot move the cursor or recolour the terminal."""
-    return str(text).translate(_CONTROLS)
-
-
 def _fail(cmd: str, message: str, code: int, cause: BaseException | None = None) -> int:
     """One line on stderr; with ``cause`` (--verbose) also the chain of errors behind it."""
     message = message.removeprefix(f"{cmd}: ")  # "gcexplore compare: compare: ..." says it twice
     for python, flag in _CLI_WORDS:
         message = message.replace(python, flag)
-    print(escape_controls(f"gcexplore {cmd}: {message}"), file=sys.stderr)
+    print(one_line(f"gcexplore {cmd}: {message}"), file=sys.stderr)
     while cause is not None and (cause := cause.__cause__ or cause.__context__) is not None:
-        print(escape_controls(f"  caused by {type(cause).__name__}: {cause}"), file=sys.stderr)
+        print(one_line(f"  caused by {type(cause).__name__}: {cause}"), file=sys.stderr)
     return code
 
 
@@ -257,8 +249,7 @@ def _print_tune(df) -> None:
             print(f"\nat {a['answer']}:")
             print(summarize(df[df["layout"] == a["answer"]])[cols].to_string(index=False))
     print()
-    for line in [*a.get("reason", []), *a.get("notes", [])]:
-        print(f"- {line}")
+    print_lines([*a.get("reason", []), *a.get("notes", [])])
 
 
 def _cmd_tune(args) -> int:
@@ -341,18 +332,18 @@ def _cmd_compare(args) -> int:
     sets = list(c) if isinstance(c, Comparisons) else [("", c)]
     for name, one in sets:
         if name:
-            print(f"== {name} ==")
+            print(f"== {one_line(name)} ==")
         _print_comparison(one, all_differences=args.all)
     if isinstance(c, Comparisons):
-        for line in describe_sets(c):
-            print(f"- {line}")
+        print_lines(describe_sets(c))
     if args.plot:
         from ..views.compare import plot_compare
 
         target = writable_file(args.plot, (".png", ".svg", ".pdf"), "--plot")
+        from ..results.files import write_figure
+
         fig = plot_compare(c, group=args.mode)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(target)
+        write_figure(fig, target)  # a symlink at --plot is replaced, never written through
         print(f"wrote {target} ({fig.axes[0].get_title()})")
     if args.fail_on_regression is not None:
         return _gate(c.table, args.fail_on_regression)
@@ -391,8 +382,7 @@ def _print_comparison(c, *, all_differences: bool = False) -> None:
                            "display.float_format", "{:.4f}".format):
         print(c.table[cols].to_string(index=False))
     print()
-    for line in describe(c, all_differences=all_differences):
-        print(f"- {line}")
+    print_lines(describe(c, all_differences=all_differences))
     print()
 
 
