@@ -82,3 +82,51 @@ def test_a_shard_with_some_rows_of_another_task_does_not_count(tmp_path):
     df = gx.load_campaign(folder)
     assert set(df["task_key"]) == {a, c} and df.attrs["done"] == 2
     assert any(b in n and "another task_key" in n for n in df.attrs["torn"])
+
+
+# ------------------------------------------------------------------ the CI gate's exit codes
+
+def _gate_cli(tmp_path, a, b, pct="5"):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    pa, pb = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    gx.save(a, pa)
+    gx.save(b, pb)
+    return subprocess.run([sys.executable, "-m", "gcexplore", "compare", str(pa), str(pb), "--fail-on-regression",
+                           pct], capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+
+
+def test_every_gate_exit_code_is_documented_and_each_case_gets_its_own(tmp_path):
+    from gcexplore.analysis.comparison import compare
+    from gcexplore.analysis.gate import GATE_EXIT_CODES
+
+    assert sorted(GATE_EXIT_CODES) == [0, 1, 2, 3]
+    quiet = sweep(1, reps=20, sigma=0.002)
+    cases = {0: sweep(2, reps=20, sigma=0.002),  # the same work: no regression
+             1: sweep(3, reps=20, sigma=0.3, shift=2.0),  # 2x slower, noisy: UNCLEAR rows, still a regression
+             3: sweep(4, reps=20, sigma=0.3)}  # noisy, no shift: cannot be ruled out
+    for code, b in cases.items():
+        r = _gate_cli(tmp_path, quiet, b)
+        assert r.returncode == code, (code, r.stderr[-500:])
+        c = compare(quiet, b)
+        assert (len(c.regressions(0.05)) > 0) == (code == 1)  # the Python side agrees with the CLI
+    far = sweep(5, reps=20, sigma=0.002)
+    far = far[far["split_sm_count"] >= 72]
+    near = quiet[quiet["split_sm_count"] < 72]
+    r = _gate_cli(tmp_path, near, far)  # no layout on both sides: nothing compared rules nothing out
+    assert r.returncode == 3 and "nothing was compared" in r.stderr, r.stderr
+    r = _gate_cli(tmp_path, quiet, quiet, pct="nan")
+    assert r.returncode == 2
+    import subprocess
+    import sys
+
+    h = subprocess.run([sys.executable, "-m", "gcexplore", "compare", "--help"], capture_output=True, text=True,
+                       timeout=120, env={"PYTHONPATH": str(__import__("pathlib").Path(__file__).resolve().parents[1])})
+    text = " ".join(h.stdout.split())
+    for code, meaning in GATE_EXIT_CODES.items():
+        assert f"{code}: {' '.join(meaning.split())}" in text, code

@@ -351,24 +351,12 @@ def _cmd_compare(args) -> int:
 
 
 def _gate(table, pct: float) -> int:
-    """``--fail-on-regression PCT``: 1 when some row's interval lies wholly above +PCT% (whatever
-    its verdict: a noisy side does not hide a regression), 3 when none does but some interval
-    reaches beyond +PCT% (too noisy to rule one out), else 0."""
-    limit = 1.0 + pct / 100.0
-    of = lambda row: f" of {row['measured']}" if "measured" in table.columns else ""  # noqa: E731
-    slow = table[table["ratio_low"] > limit]
-    if len(slow):
-        worst = slow.loc[slow["ratio_low"].idxmax()]
-        return _fail("compare", f"regression: {len(slow)} layout x mode pair(s) SLOW by more than {pct:g}% (at "
-                                f"least {worst['ratio_low'] - 1:+.1%} at {worst['group']} {worst['layout_b']}"
-                                f"{of(worst)}, verdict {worst['verdict']})", 1)
-    unsure = table[~(table["ratio_high"] <= limit) & table["ratio_low"].notna()]
-    if len(unsure):
-        worst = unsure.loc[unsure["ratio_high"].idxmax()]
-        return _fail("compare", f"cannot rule out a regression beyond {pct:g}%: {len(unsure)} layout x mode pair(s) "
-                                f"are too noisy (up to {worst['ratio_high'] - 1:+.1%} at {worst['group']} "
-                                f"{worst['layout_b']}{of(worst)}); measure more repetitions or fewer layouts", 3)
-    return 0
+    """``--fail-on-regression PCT``: the exit code of :func:`gcexplore.analysis.gate.gate` (the contract in
+    its ``GATE_EXIT_CODES``), its reason on stderr."""
+    from ..analysis.gate import gate
+
+    code, why = gate(table, pct)
+    return _fail("compare", why, code) if code else 0
 
 
 def _print_comparison(c, *, all_differences: bool = False) -> None:
@@ -387,6 +375,8 @@ def _print_comparison(c, *, all_differences: bool = False) -> None:
 
 
 def _add_compare(sub) -> None:
+    from ..analysis.gate import GATE_EXIT_CODES
+
     s = sub.add_parser("compare", help="compare two results layout by layout: which differences are beyond the "
                                        "noise (FAST/SLOW/SAME/UNCLEAR) and whether the best split moved")
     s.add_argument("a", metavar="A", help="reference result: a file (.parquet or .csv) or a recorded name "
@@ -401,8 +391,8 @@ def _add_compare(sub) -> None:
                    help="joint level of the intervals over all layouts (default: %(default)s)")
     s.add_argument("--slo-ms", type=float_arg, help="also compare the latency-target answer for this target")
     s.add_argument("--fail-on-regression", type=percent_arg, metavar="PCT",
-                   help="exit 1 when B is slower by more than PCT percent anywhere (the interval's low end, "
-                        "whatever the verdict), 3 when an interval is too wide to rule that out")
+                   help="the CI gate; its exit codes are a contract: "
+                        + "; ".join(f"{k}: {v}" for k, v in sorted(GATE_EXIT_CODES.items())).replace("%", "%%"))
     s.add_argument("--until-decided", type=int_arg(1), metavar="N",
                    help="measure both sides again (new runs of their built-in recipes and options, on --device) "
                         "where undecided, up to N runs per side; needs results this card measured")
