@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import types
 from pathlib import Path
 
@@ -29,11 +28,9 @@ def _block() -> str:
 
 @pytest.fixture(scope="module")
 def recomputed():
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import compare_real as C
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
+    from _compare_data import bench_module
+
+    C = bench_module("compare_real")
     recorded = json.loads((DATA / "compare_real.json").read_text())
     args = types.SimpleNamespace(min_effect=recorded["args"]["min_effect"], warmup=recorded["args"]["warmup"])
     return C.recompute_frames(pd.read_parquet(DATA / "compare_real_raw.parquet"), args)
