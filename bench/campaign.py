@@ -98,14 +98,14 @@ def _run(devices, folder, splits, repeats, durations=None, warm=False, fork="col
     (GCEXPLORE_GPU_START: the workers' driver and context serial/together; GCEXPLORE_WORKER_CPUS: their CPUs)."""
     import gcexplore as gx
 
-    from gcexplore.experiments.cluster import stop_forkserver
+    from gcexplore.campaigns.cluster import stop_forkserver
 
     client = cluster = None
     if fork == "cold" and not warm:
         stop_forkserver()  # this campaign starts as the first of a process does
     if warm:
         from distributed import Client
-        from gcexplore.experiments.campaigns import local_cluster
+        from gcexplore.campaigns.grid import local_cluster
 
         cluster = local_cluster(devices, warm=sorted({p.split(":")[0] for p in PAIRS if isinstance(p, str)}))
         client = Client(cluster)
@@ -142,7 +142,7 @@ def _from_shards(folder) -> tuple[dict, dict]:
     """key -> the GPU time its repetitions took (measured and warm-up: gpu_time_ms), where its shard says;
     key -> what its engine recorded (the gate, the host-side phases)."""
     from gcexplore.analysis.tuning import gpu_time_ms
-    from gcexplore.results.campaign_store import CampaignFolder
+    from gcexplore.campaigns.store import CampaignFolder
 
     out, frames = {}, CampaignFolder(folder).scan()[0]
     for key, df in frames.items():
@@ -173,7 +173,7 @@ HOST_STEPS = ("setup", "partitions", "warm", "nvml", "drain", "close")
 
 def _workloads(recipe: dict) -> dict:
     """A task's workloads built here, on device 0, from its recipe (built-in names or a factory)."""
-    from gcexplore.experiments.campaigns import resolve_factory
+    from gcexplore.campaigns.grid import resolve_factory
     from gcexplore.workloads.spec import parse_recipe
 
     if "builtins" in recipe:
@@ -189,7 +189,7 @@ def _prime_here() -> None:
     try:
         from cuda.core import Device
 
-        from gcexplore.experiments.campaigns import call_each
+        from gcexplore.campaigns.grid import call_each
 
         dev = Device(0)
         dev.set_current()
@@ -215,7 +215,7 @@ def _direct(run: dict, splits, repeats: int) -> tuple[dict, "object"]:
     card (device 0 here is the first visible GPU, the one its worker had): key -> seconds, rows."""
     import pandas as pd
 
-    from gcexplore.experiments.campaigns import lookup_experiment
+    from gcexplore.campaigns.grid import lookup_experiment
     from gcexplore.experiments.overlap import sweep
 
     picked = []
@@ -484,7 +484,7 @@ def main() -> int:
     if args.alone_again:
         return _alone_again(Path(args.out))
     import gcexplore as gx
-    from gcexplore.experiments.campaigns import visible_gpus
+    from gcexplore.campaigns.grid import visible_gpus
 
     gpus = visible_gpus()
     counts = [n for n in (int(x) for x in args.gpus.split(",")) if n <= len(gpus)]
@@ -502,7 +502,7 @@ def main() -> int:
     _prime_here()
 
     if args.forkserver == "kept":
-        from gcexplore.experiments.cluster import start_forkserver
+        from gcexplore.campaigns.cluster import start_forkserver
 
         t = time.perf_counter()
         fs = start_forkserver([p.split(":")[0] for p in PAIRS if isinstance(p, str)], wait=True)
@@ -625,7 +625,7 @@ def _report(runs: list[dict], direct, out: Path, splits, repeats: int) -> int:
                   f"interval (rounds + run floor, 95%) (largest median ratio {ag['worst_ratio']:.3f} at "
                   f"{' '.join(ag['worst_at'])})"]
         lines.append(_critical_line(r, base, goal))
-    from gcexplore.experiments.worker_cpus import describe
+    from gcexplore.campaigns.worker_cpus import describe
 
     lines += [f"{r['gpus']} GPUs {r['mode']}: worker CPUs " + "; ".join(map(describe, r["worker_cpus"].values()))
               for r in res]

@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 
 import gcexplore as gx
-from gcexplore.experiments.campaigns import plan_tasks
-from gcexplore.results.campaign_store import CAMPAIGN_COLUMNS, CampaignFolder
+from gcexplore.campaigns.grid import plan_tasks
+from gcexplore.campaigns.store import CAMPAIGN_COLUMNS, CampaignFolder
 
 PAIRS = [["compute", "memory"], ["compute", "copy"], ["latency", "memory"], ["compute", "spin:us=300"]]
 SPLITS = [list(range(8, 65, 8)), list(range(72, 129, 8))]

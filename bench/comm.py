@@ -54,7 +54,7 @@ def run(n: int, spec, out: Path, timeout: float, lines: list[str], tag: str = ""
     import pandas as pd
 
     import gcexplore as gx
-    from gcexplore.experiments.comm_launch import CommLaunchError
+    from gcexplore.comm.launch import CommLaunchError
 
     traces: list = []
     t0 = time.perf_counter()

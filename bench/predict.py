@@ -3,7 +3,7 @@
 On the GPU, in stages (each its own process, so a crash in CUPTI's profiler loses no other stage):
 
 - ``--stage traffic``: each workload's DRAM read / write bytes and L2 traffic per call,
-  counted by CUPTI's PM sampler (:func:`gcexplore.experiments.traffic.measure_traffic`) on
+  counted by CUPTI's PM sampler (:func:`gcexplore.prediction.traffic.measure_traffic`) on
   the whole device, on 16 SMs and on about half the card, back to back and with the L2 flushed
   between calls (``traffic.parquet``; where CUPTI cannot count, ``traffic_refused.txt`` says why);
 - ``--stage measure``: the card's shared DRAM bandwidth, one solo profile per workload
@@ -41,9 +41,9 @@ import pandas as pd
 
 import gcexplore as gx
 from gcexplore import analysis as A
-from gcexplore.analysis import prediction_check as PC
-from gcexplore.analysis import traffic_profile as TP
-from gcexplore.analysis import saturation as SAT
+from gcexplore.prediction import check as PC
+from gcexplore.prediction import traffic_profile as TP
+from gcexplore.prediction import saturation as SAT
 from _needs import needs  # noqa: E402
 
 FITTED = {"compute+memory": ["compute", "memory"], "memory_a+memory_b": ["memory_a=memory", "memory_b=memory"],
@@ -175,7 +175,7 @@ def measure_traffic_stage(args, out: Path) -> None:
     from gcexplore.trace.collector import preload_cupti
 
     preload_cupti()  # before torch loads its own, older CUPTI
-    from gcexplore.experiments.traffic import TrafficUnavailable, measure_traffic
+    from gcexplore.prediction.traffic import TrafficUnavailable, measure_traffic
 
     info = gx.device_info(args.device)
     wls = _workloads(args, info.index)
@@ -370,7 +370,7 @@ def replay_table(out: Path, fit: dict, judge: Path | None = None) -> pd.DataFram
             pred = gx.predict(prof, names, **_kw(fit))
             plain, guided = gx.replay_tune(sweep), gx.replay_tune(sweep, pred)
             ms = A.makespan_stats(gx.load(truth), "concurrent").set_index("layout")["median_ms"]
-            point = str(gx.analysis.prediction.predicted_layouts(pred).set_index("layout")["makespan_ms"]
+            point = str(gx.prediction.model.predicted_layouts(pred).set_index("layout")["makespan_ms"]
                         .reindex(ms.index).idxmin())
             gap = lambda lay: float(ms[lay] / ms.min() - 1)  # noqa: E731
             rows.append({"group": group, "pair": pair, "measured_best": str(ms.idxmin()), "point_best": point,

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 import gcexplore as gx
-from gcexplore.analysis import prediction_check as PC
+from gcexplore.prediction import check as PC
 
 GAP = 0.03  # the "predicted best within 3% of the measured best"
 

@@ -21,8 +21,8 @@ import numpy as np
 import pandas as pd
 
 import gcexplore as gx
-from gcexplore.analysis import prediction_check as PC
-from gcexplore.analysis import traffic_profile as TP
+from gcexplore.prediction import check as PC
+from gcexplore.prediction import traffic_profile as TP
 from predict import COPY_BYTES, GROUPS, _members
 
 FIT_GROUPS = ("fitted", "fitted4")

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 import gcexplore as gx
-from gcexplore.analysis import prediction_check as PC
+from gcexplore.prediction import check as PC
 from predict import ALL, FITS, _members, _profiles
 
 

@@ -15,7 +15,7 @@ weights), then:
    confirmation runs.
 
 5. where cupti-python is there, one short traced run (``--traced-split``, bursts): its GPU-clock ITL
-   p50 / p99 and TTFTs against the CUPTI kernel trace (:func:`gcexplore.analysis.serving.clock_agreement`).
+   p50 / p99 and TTFTs against the CUPTI kernel trace (:func:`gcexplore.serving.analysis.clock_agreement`).
 
 Prints and writes (``--out``): the per-split table (ITL p50/p99, TTFT p50/p99, throughputs), goodput
 per split against both baselines, the advisor's answer and GPU-time cost against the grid's, the
@@ -38,7 +38,7 @@ from pathlib import Path
 import pandas as pd
 
 import gcexplore
-from gcexplore.analysis import serving as S
+from gcexplore.serving import analysis as S
 from _needs import needs  # noqa: E402
 
 
@@ -72,7 +72,7 @@ def main(argv=None) -> int:
     splits = [int(x) for x in a.splits.split(",")]
     say = print
     t0 = time.perf_counter()
-    shape = gcexplore.workloads.ModelShape(layers=a.layers)
+    shape = gcexplore.serving.ModelShape(layers=a.layers)
     model = gcexplore.decoder_stack(shape, batch=a.batch, kv_len=a.kv_len, prompt=a.prompt)
     print(f"model: {model.description}  (built in {time.perf_counter() - t0:.1f} s)")
 
@@ -127,7 +127,7 @@ def main(argv=None) -> int:
     rec = pd.concat(frames, ignore_index=True)
     rec.attrs.update(grid.attrs)
     rec.attrs["alone_run_id"] = alone.attrs["run_id"]
-    rec.attrs.update(modes=gcexplore.experiments.SERVING_MODES, slo_ttft_ms=slo.ttft_ms, slo_itl_p99_ms=slo.itl_p99_ms,
+    rec.attrs.update(modes=gcexplore.serving.SERVING_MODES, slo_ttft_ms=slo.ttft_ms, slo_itl_p99_ms=slo.itl_p99_ms,
                      slo_attainment=slo.attainment, bench="bench/serving.py")
     gcexplore.save(rec, out / "serving.parquet")
 
@@ -193,7 +193,7 @@ def _clock_check(model, split: int, rate: float, graphs: bool) -> dict:
         collector.require_cupti()
     except Exception as e:  # noqa: BLE001 - said in the report
         return {"skipped": f"{type(e).__name__}: {e}"}
-    from gcexplore.experiments.serving import traced_splits
+    from gcexplore.serving.experiment import traced_splits
 
     frames: list = []
     df = gcexplore.serve(model, [split], rates=[rate], duration_s=0.3, modes=("partitioned",),

@@ -99,8 +99,8 @@ def _margins_from(runs: list[Path], path: Path, traffic: Path | None, rule: str 
     FITTED pairs of ``runs`` (each with its own profiles; runs whose pairs are measured as bench/tune.py runs them: the
     one-buffer memory_a + memory_b of batch g1 set a 17% lower margin, an artifact) or on their checked-only pairs,
     promising ``quantile`` of the layouts."""
-    from gcexplore.analysis.prediction_check import calibrate_margins, predict_kwargs
-    from gcexplore.analysis.traffic_profile import attach_traffic, with_traffic_columns
+    from gcexplore.prediction.check import calibrate_margins, predict_kwargs
+    from gcexplore.prediction.traffic_profile import attach_traffic, with_traffic_columns
     from predict import FITTED
 
     chosen = FITTED if pairs == "fitted" else {p: w for g, table in GROUPS if g not in ("fitted", "fitted4")

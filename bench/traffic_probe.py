@@ -4,7 +4,7 @@ On the GPU machine (``python3 bench/traffic_probe.py --out DIR``, about 30 s on 
 
 1. the loaded CUPTI and, from CUPTI's host API, the PM-sampling base metrics of this chip
    whose names start with ``dram__`` or ``lts__t`` (``base_metrics.json``);
-2. each counter set of :data:`gcexplore.experiments.traffic.METRIC_SETS`, **in its own
+2. each counter set of :data:`gcexplore.prediction.traffic.METRIC_SETS`, **in its own
    child process** (a crash in CUPTI's profiler ends that child only): the built-in memory
    kernel (a triad: reads 8n, writes 4n bytes per call) and copy kernel (reads 4n, writes
    4n) on the whole device and on 16 SMs, back to back and with the L2 flushed between
@@ -72,7 +72,7 @@ def _one(name: str, out: Path) -> None:
     import pandas as pd
 
     import gcexplore as gx
-    from gcexplore.experiments.traffic import measure_traffic
+    from gcexplore.prediction.traffic import measure_traffic
     from gcexplore.workloads import builtins as B
 
     info = gx.device_info(0)
@@ -108,7 +108,7 @@ def main(argv=None) -> int:
         return 0
     import pandas as pd
 
-    from gcexplore.experiments.traffic import METRIC_SETS
+    from gcexplore.prediction.traffic import METRIC_SETS
 
     try:  # in a child too: the host API is CUPTI's profiler
         r = subprocess.run([sys.executable, __file__, "--out", str(out), "--one", "__base__"], capture_output=True,

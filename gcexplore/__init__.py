@@ -10,7 +10,8 @@ The layers, bottom-up (each imports only the ones below it): ``schema`` and the 
 ``device`` -> ``workloads``, ``trace`` -> ``experiments`` (the measuring wing); ``results`` ->
 ``analysis`` -> ``views`` (the understanding wing); ``explorers`` and ``cli`` on top. ``api``,
 ``profile`` and ``widgets`` are the public faces of the device layer, the experiments and the
-explorers. The public names are the union of the subpackages' ``__all__``.
+explorers. The families (``prediction``, ``serving``, ``comm``, ``campaigns``) build on the core and
+are imported by nothing in it. The public names are the union of the subpackages' ``__all__``.
 """
 
 from __future__ import annotations
@@ -36,10 +37,11 @@ del _run_as_module
 import importlib  # noqa: E402
 import warnings  # noqa: E402
 
-from . import analysis, device, experiments, explorers, results, trace, views, workloads
+from . import analysis, campaigns, comm, device, experiments, explorers, prediction, results, serving, trace, views, workloads
 from ._version import __version__  # noqa: F401 (in __all__)
 
-_LAYERS = (device, workloads, trace, experiments, results, analysis, views, explorers)
+_LAYERS = (device, workloads, trace, experiments, results, analysis, views, explorers,
+           prediction, serving, comm, campaigns)
 _GROUND = {"schema": ("MODES", "SCENARIOS", "Options")}
 
 # public name -> the module that defines it
@@ -65,6 +67,38 @@ _MODULES = {
 # The flat modules of earlier versions (not the faces): importable for one more release, with
 # a DeprecationWarning naming where they went.
 _MOVED = {old: new for old, new in _MODULES.items() if old not in ("api", "profile", "widgets", "schema", "cli")}
+# The families' modules, which lived in the core's folders before they had packages of their own.
+_MOVED.update({
+    "analysis.prediction": "prediction.model",
+    "analysis.prediction_check": "prediction.check",
+    "analysis.saturation": "prediction.saturation",
+    "analysis.traffic_profile": "prediction.traffic_profile",
+    "experiments.traffic": "prediction.traffic",
+    "experiments.solo": "prediction.solo",
+    "views.predict": "prediction.view",
+    "workloads.serving": "serving.roles",
+    "experiments.serving": "serving.experiment",
+    "analysis.serving": "serving.analysis",
+    "views.serving": "serving.view",
+    "cli.serve": "serving.cli",
+    "workloads.collectives": "comm.collectives",
+    "experiments.comm": "comm.rank",
+    "experiments.comm_launch": "comm.launch",
+    "experiments.comm_tune": "comm.tune",
+    "analysis.comm": "comm.analysis",
+    "views.comm": "comm.view",
+    "cli.comm": "comm.cli",
+    "experiments.campaigns": "campaigns.grid",
+    "experiments._campaign_task": "campaigns._task",
+    "experiments.cluster": "campaigns.cluster",
+    "experiments.dispatch": "campaigns.dispatch",
+    "experiments._campaign_preload": "campaigns._preload",
+    "experiments._fork_preload": "campaigns._fork_preload",
+    "experiments.worker_cpus": "campaigns.worker_cpus",
+    "results.campaign_store": "campaigns.store",
+    "analysis.campaigns": "campaigns.best_splits",
+    "cli.campaign": "campaigns.cli",
+})
 
 
 def _moved(old: str):

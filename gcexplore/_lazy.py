@@ -8,15 +8,20 @@ until a name that needs them is used.
 from __future__ import annotations
 
 import importlib
+import warnings
 from collections.abc import Mapping, Sequence
 
 
-def face(package: str, public: Mapping[str, Sequence[str]], extra: Mapping[str, Sequence[str]] = {}):
+def face(package: str, public: Mapping[str, Sequence[str]], extra: Mapping[str, Sequence[str]] = {},
+         moved: Mapping[str, str] = {}):
     """Return ``(__all__, __getattr__, __dir__, where)`` for ``package``.
 
     ``public`` maps a module of the package to the names it contributes to ``__all__`` (and so to
     ``gcexplore.<name>``); ``extra`` to names reachable as package attributes only
-    (``gcexplore.workloads.compute``). ``where`` maps every such name to its module.
+    (``gcexplore.workloads.compute``). ``where`` maps every such name to its module. ``moved`` maps a
+    name the package offered in an earlier version to the module (absolute) it lives in now: it still
+    resolves, with a DeprecationWarning naming that module (the name is given as a string, so the
+    package imports nothing of it until it is used).
     """
     where: dict[str, str] = {}
     for table in (public, extra):
@@ -29,6 +34,10 @@ def face(package: str, public: Mapping[str, Sequence[str]], extra: Mapping[str, 
 
     def __getattr__(name: str):
         module = where.get(name)
+        if module is None and name in moved:
+            warnings.warn(f"{package}.{name} moved to {moved[name]}.{name}; the old name goes in the next release",
+                          DeprecationWarning, stacklevel=2)
+            return getattr(importlib.import_module(moved[name]), name)
         if module is None:
             try:  # a submodule of the package (gcexplore.views.overlap)
                 return importlib.import_module(f"{package}.{name}")

@@ -178,7 +178,7 @@ _PM = {
     "sm_active_pct": "float64",
 }
 
-# One row per decode gap or prefill request of a serving run; see gcexplore.experiments.serving.
+# One row per decode gap or prefill request of a serving run; see gcexplore.serving.experiment.
 _SERVING = {
     "mode": "str", "layout": "str", "decode_sm_count": "int64", "prefill_sm_count": "int64", "load": "str",
     "rate_rps": "float64", "pattern": "str", "burst": "int64", "duration_s": "float64", "seed": "int64",
@@ -187,7 +187,7 @@ _SERVING = {
     "window_ms": "float64", "run_ms": "float64",
 }
 
-# One row per rank, step and workload of the communication-SMs experiment; see gcexplore.experiments.comm.
+# One row per rank, step and workload of the communication-SMs experiment; see gcexplore.comm.rank.
 # setup: "partition" (collective on comm_sm_count SMs, compute on the rest), "plain" (two plain streams,
 # NCCL's own CTA count), "ctas" (plain streams, NCCL max_ctas) or "zero" (copy-engine collectives beside the
 # compute on the whole GPU, comm_sm_count 0); compute-alone rows have no collective.

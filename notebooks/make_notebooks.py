@@ -582,7 +582,7 @@ ask DRAM for more than the card gives (interference). Here the profiles come fro
 recorded scaling run, and the prediction is checked against the recorded sweep.
 """),
     code("""
-from gcexplore.analysis.prediction import profile_from
+from gcexplore.prediction.model import profile_from
 
 scal = recorded("scaling")
 peak = float(gcexplore.summarize(scal).query("workload == 'memory'")["bandwidth_gbs"].max())
@@ -955,7 +955,7 @@ Each task is one sweep of one pair over one split set on one card. Per task, the
 the lowest concurrent makespan (`gcexplore.best_split`), grouped by card and pair:
 '''),
     code('''
-best = gcexplore.analysis.task_best_splits(df)
+best = gcexplore.campaigns.task_best_splits(df)
 display(best)
 edge = best[best["at_edge"]]
 if len(edge):

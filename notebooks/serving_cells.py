@@ -32,7 +32,7 @@ a grid recorded on the project's GPU by `bench/serving.py` (its card and date ar
         parameters,
         detect,
         code('''
-from gcexplore.analysis import serving as S
+from gcexplore.serving import analysis as S
 
 if LIVE:
     shape = workloads.ModelShape(layers=2 if QUICK else 4)

@@ -77,5 +77,5 @@ def comm_result(*, nranks=2, collectives=("allreduce", "allgather"), sizes=(1 <<
                                          "compute": compute_ms(c) * INTERFERE * share})
     attrs = {"kind": "comm", "device_name": "synthetic H100", "device_sm_count": SM, "nranks": nranks,
              "run_id": "synthetic", "recorded": False, "nccl_version": "2.28.9",
-             "zero_sm": gx.workloads.collectives.zero_sm_offered("2.28.9")[1]}
+             "zero_sm": gx.comm.collectives.zero_sm_offered("2.28.9")[1]}
     return frame(rows, "comm", attrs)

@@ -21,8 +21,8 @@ import pytest
 pytest.importorskip("distributed", reason="Dask distributed is not installed (pip install .[dev])")
 
 import gcexplore as gx  # noqa: E402
-from gcexplore.experiments.campaigns import local_cluster, plan_tasks  # noqa: E402
-from gcexplore.results.campaign_store import FORMAT, CampaignFolder  # noqa: E402
+from gcexplore.campaigns.grid import local_cluster, plan_tasks  # noqa: E402
+from gcexplore.campaigns.store import FORMAT, CampaignFolder  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -57,7 +57,7 @@ def test_keys_are_deterministic_across_processes():
     grid = ([["compute", "memory:n=1048576"], PAIR], [None, [16, 32]], [{"repeats": 3}, {"repeats": 5}])
     keys = sorted(plan_tasks("sweep", *grid)[0])
     assert len(keys) == 8 and len(set(keys)) == 8
-    code = ("import json, sys; sys.path.insert(0, 'tests'); from gcexplore.experiments.campaigns import plan_tasks; "
+    code = ("import json, sys; sys.path.insert(0, 'tests'); from gcexplore.campaigns.grid import plan_tasks; "
             f"print(json.dumps(sorted(plan_tasks('sweep', *{grid!r})[0])))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONHASHSEED": "123", "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))})

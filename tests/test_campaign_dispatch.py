@@ -10,9 +10,9 @@ import time
 import pytest
 
 import gcexplore as gx
-from gcexplore.experiments import dispatch
-from gcexplore.experiments.campaigns import plan_tasks, task_order
-from gcexplore.experiments.dispatch import Feeder, list_schedule
+from gcexplore.campaigns import dispatch
+from gcexplore.campaigns.grid import plan_tasks, task_order
+from gcexplore.campaigns.dispatch import Feeder, list_schedule
 
 EXP = "_campaign_standin:standin"
 PAIR = "_campaign_standin:pair"
@@ -154,7 +154,7 @@ def test_dispatch_mode_is_checked_and_eager_sends_every_task_at_once(monkeypatch
     pytest.importorskip("distributed")
     from distributed import Client
 
-    from gcexplore.experiments.campaigns import local_cluster
+    from gcexplore.campaigns.grid import local_cluster
 
     monkeypatch.setenv(dispatch.DISPATCH_ENV, "later")
     with pytest.raises(ValueError, match="GCEXPLORE_DISPATCH is one of 'ready', 'eager'"):

@@ -13,8 +13,8 @@ import pytest
 pytest.importorskip("distributed")
 from distributed import Client  # noqa: E402
 
-from gcexplore.experiments import _fork_preload  # noqa: E402
-from gcexplore.experiments.cluster import forkserver_ready, local_cluster, start_forkserver, stop_forkserver  # noqa: E402
+from gcexplore.campaigns import _fork_preload  # noqa: E402
+from gcexplore.campaigns.cluster import forkserver_ready, local_cluster, start_forkserver, stop_forkserver  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
@@ -30,8 +30,8 @@ def tests_on_path(monkeypatch):
 
 
 def _worker_view():
-    import gcexplore.experiments._campaign_task as ct
-    from gcexplore.experiments import _fork_preload as fp
+    import gcexplore.campaigns._task as ct
+    from gcexplore.campaigns import _fork_preload as fp
 
     return {"ppid": os.getppid(), "preloaded": dict(ct.PRELOADED), "report": dict(fp.REPORT),
             "imported": "_campaign_standin" in sys.modules, "cuda_core": "cuda.core" in sys.modules}
@@ -113,7 +113,7 @@ def test_by_default_a_first_cluster_spawns_and_starts_a_server_that_the_next_one
 def _lock_view():
     import time
 
-    import gcexplore.experiments._campaign_task as ct
+    import gcexplore.campaigns._task as ct
 
     deadline = time.monotonic() + 20
     while "gpu_ready_at" not in ct.PRELOADED and time.monotonic() < deadline:  # its GPU start, on the task thread
@@ -150,7 +150,7 @@ def test_a_serial_gpu_start_holds_one_lock_per_cluster_and_a_bad_mode_is_refused
     overlap, outs = run_two()
     assert overlap and outs == [{}, {}]
     monkeypatch.delenv("GCEXPLORE_GPU_START", raising=False)  # the default
-    from gcexplore.experiments.cluster import _start_lock_file
+    from gcexplore.campaigns.cluster import _start_lock_file
 
     path = _start_lock_file()
     assert oct(os.stat(os.path.dirname(path)).st_mode & 0o777) == "0o700"

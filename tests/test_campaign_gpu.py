@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.multigpu]
 distributed = pytest.importorskip("distributed", reason="Dask distributed is not installed (pip install .[campaign])")
 
 import gcexplore as gx  # noqa: E402
-from gcexplore.results.campaign_store import CampaignFolder  # noqa: E402
+from gcexplore.campaigns.store import CampaignFolder  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIRS = [["compute", "memory"], ["compute", "copy"]]
@@ -74,7 +74,7 @@ def test_two_gpus_measure_in_parallel_with_identity(tmp_path):
 def test_worker_killed_mid_campaign(tmp_path):
     from distributed import Client
 
-    from gcexplore.experiments.campaigns import local_cluster
+    from gcexplore.campaigns.grid import local_cluster
 
     cluster = local_cluster(["0", "1"])
     client = Client(cluster)

@@ -14,8 +14,8 @@ import pytest
 
 import gcexplore as gx
 from _campaign_standin import standin
-from gcexplore.experiments import _campaign_task as ct
-from gcexplore.experiments.campaigns import plan_tasks, task_order
+from gcexplore.campaigns import _task as ct
+from gcexplore.campaigns.grid import plan_tasks, task_order
 
 HERE = Path(__file__).resolve().parent
 EXP = "_campaign_standin:standin"
@@ -112,7 +112,7 @@ def one_worker():
     pytest.importorskip("distributed")
     from distributed import Client
 
-    from gcexplore.experiments.campaigns import local_cluster
+    from gcexplore.campaigns.grid import local_cluster
 
     cluster = local_cluster(["0"])
     client = Client(cluster)
@@ -139,7 +139,7 @@ def test_one_worker_runs_warm_up_first_then_longest_first_with_phases(one_worker
     assert "primed" not in warm and "prime_s" not in warm
     assert [r["cached"] for r in started][1:] == [True, True] and [r["primed"] for r in started][1:] == [False, False]
     assert all(r["prime_s"] >= 0 for r in started) and started[0]["primed"] == (not started[0]["cached"])
-    from gcexplore.results.campaign_store import CampaignFolder
+    from gcexplore.campaigns.store import CampaignFolder
 
     phases = CampaignFolder(tmp_path / "c").read_shard(started[0]["key"]).attrs["campaign"]["phases"]
     assert set(phases) >= {"build_s", "prime_s", "experiment_s", "cpu_s", "checkpoint_s", "cached", "first"}
@@ -147,7 +147,7 @@ def test_one_worker_runs_warm_up_first_then_longest_first_with_phases(one_worker
 
 
 def test_a_worker_primes_a_recipe_once_by_its_first_task_and_a_changed_recipe_again(monkeypatch):
-    from gcexplore.experiments import _campaign_task as ct
+    from gcexplore.campaigns import _task as ct
 
     calls, streams = [], []
 
@@ -273,7 +273,7 @@ def test_default_cluster_warms_workers_while_the_client_plans_and_closes_after_t
 
 def test_a_bad_module_name_for_warming_is_refused():
     pytest.importorskip("distributed")
-    from gcexplore.experiments.cluster import local_cluster
+    from gcexplore.campaigns.cluster import local_cluster
 
     with pytest.raises(ValueError, match="warm names modules"):
         local_cluster(["0"], warm=["os; rm -rf /"])
@@ -301,7 +301,7 @@ def test_bench_runs_cold_warm_and_alone_on_the_stand_in(tmp_path, monkeypatch):
     assert ready >= st["spawn_s"] - 0.01
     assert runs[0]["timings"]["cluster_start_s"] > 0 and "cluster_start_s" not in runs[2]["timings"]
     # cold (no server kept): spawned workers; kept: forked from a server started before, its start not the campaign's
-    from gcexplore.experiments.cluster import start_forkserver
+    from gcexplore.campaigns.cluster import start_forkserver
 
     assert not any("forkserver" in w["preload"] for r in runs[:2] for w in r["warm_ups"].values())
     server = start_forkserver(["_campaign_standin"], wait=True)
@@ -346,7 +346,7 @@ def test_local_workers_run_no_stack_sampler_beside_the_measuring_thread():
     pytest.importorskip("distributed")
     from distributed import Client
 
-    from gcexplore.experiments.campaigns import local_cluster
+    from gcexplore.campaigns.grid import local_cluster
 
     with local_cluster(["0"], warm=[]) as cluster, Client(cluster) as client:
         ((names, tick_ms),) = client.run(_callbacks).values()
@@ -362,7 +362,7 @@ def test_the_start_makes_the_gpu_context_on_the_thread_that_will_run_the_tasks(m
     from concurrent.futures import ThreadPoolExecutor
 
     from gcexplore.device import driver
-    from gcexplore.experiments import _campaign_preload
+    from gcexplore.campaigns import _preload as _campaign_preload
 
     seen = {}
 
@@ -394,7 +394,7 @@ def _bench_on_the_stand_in(monkeypatch):
     """bench/campaign.py's main on the stand-in experiment and pair, two fake GPUs, no PyTorch."""
     import types
 
-    import gcexplore.experiments.campaigns as campaigns
+    import gcexplore.campaigns.grid as campaigns
 
     bench = _bench()
     monkeypatch.setattr(bench, "PAIRS", ["_campaign_standin:pair"])

@@ -20,10 +20,10 @@ import pytest
 
 import gcexplore as gx
 from _campaign_standin import pair, standin
-from gcexplore.experiments._campaign_task import Experiment, run_task
-from gcexplore.experiments.campaigns import plan_tasks
+from gcexplore.campaigns._task import Experiment, run_task
+from gcexplore.campaigns.grid import plan_tasks
 from gcexplore.experiments.runner import Checkpoint
-from gcexplore.results.campaign_store import CampaignFolder, NotRegular, check_key
+from gcexplore.campaigns.store import CampaignFolder, NotRegular, check_key
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -74,7 +74,7 @@ def test_local_cluster_listens_on_loopback_only_and_refuses_the_network():
     import psutil
     from distributed import Client
 
-    from gcexplore.experiments.campaigns import local_cluster
+    from gcexplore.campaigns.grid import local_cluster
 
     other = _other_address()
     cluster = local_cluster(["0", "1"])
@@ -96,7 +96,7 @@ def test_local_cluster_listens_on_loopback_only_and_refuses_the_network():
 
 def test_a_network_reachable_cluster_needs_tls():
     pytest.importorskip("distributed")
-    from gcexplore.experiments.campaigns import local_cluster
+    from gcexplore.campaigns.grid import local_cluster
 
     with pytest.raises(ValueError, match="reached from the network.*Security"):
         local_cluster(["0"], host="0.0.0.0")
@@ -116,7 +116,7 @@ def test_tls_cluster_on_the_network_serves_certified_clients_only(tmp_path):
     pytest.importorskip("distributed")
     from distributed import Client, Security
 
-    from gcexplore.experiments.campaigns import local_cluster
+    from gcexplore.campaigns.grid import local_cluster
 
     other = _other_address()
     key, cert = _certs(tmp_path, other)
@@ -352,7 +352,7 @@ CRASH = """
 import os, sys
 sys.path.insert(0, {tests!r})
 from _campaign_standin import pair, standin
-from gcexplore.experiments._campaign_task import Experiment, run_task
+from gcexplore.campaigns._task import Experiment, run_task
 import gcexplore.results.io as io
 real = os.replace
 def crash(src, dst, *a, **k):
@@ -450,7 +450,7 @@ workloads: [*h,*h,*h,*h,*h,*h,*h,*h,*h]
 
 def test_spec_size_and_depth_are_checked_before_parsing(tmp_path):
     pytest.importorskip("yaml")
-    from gcexplore.cli.campaign import read_spec
+    from gcexplore.campaigns.cli import read_spec
     from gcexplore.cli.args import Usage
 
     bomb = tmp_path / "bomb.yaml"

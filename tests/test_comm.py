@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 
 import gcexplore as gx
-from gcexplore.experiments.comm import PM_SETS, CommSpec, parse_size, size_text
-from gcexplore.experiments.comm_launch import check_launch
-from gcexplore.workloads.collectives import buffer_elements, zero_sm_offered
+from gcexplore.comm.rank import PM_SETS, CommSpec, parse_size, size_text
+from gcexplore.comm.launch import check_launch
+from gcexplore.comm.collectives import buffer_elements, zero_sm_offered
 
 from _comm_synth import SM, comm_ms, comm_result, compute_ms
 
@@ -198,7 +198,7 @@ def test_missing_nccl_module_says_what_to_install(monkeypatch):
 
     monkeypatch.setattr(builtins, "__import__", no_nccl)
     with pytest.raises(gx.UnsupportedError, match=r"pip install nccl4py") as e:
-        gx.workloads.collectives.nccl_module()
+        gx.comm.collectives.nccl_module()
     assert "\n" not in str(e.value)
 
 
@@ -223,7 +223,7 @@ def _fake_ranks(n, script):
 
 
 def test_collector_relays_the_unique_id_and_keeps_rows_of_a_failed_rank():
-    from gcexplore.experiments.comm_launch import _collect
+    from gcexplore.comm.launch import _collect
 
     seen = {}
 
@@ -248,7 +248,7 @@ def test_collector_relays_the_unique_id_and_keeps_rows_of_a_failed_rank():
 
 
 def test_collector_times_out_and_names_the_ranks_still_running():
-    from gcexplore.experiments.comm_launch import _collect
+    from gcexplore.comm.launch import _collect
 
     def script(rank, conn):
         conn.send(("rows", [{"rank": rank}]))
@@ -261,8 +261,8 @@ def test_collector_times_out_and_names_the_ranks_still_running():
 
 
 def test_a_rank_that_fails_sends_its_error_and_traceback(monkeypatch):
-    import gcexplore.experiments.comm as C
-    from gcexplore.experiments.comm_launch import _child
+    import gcexplore.comm.rank as C
+    from gcexplore.comm.launch import _child
 
     class Conn:
         def __init__(self):
@@ -281,7 +281,7 @@ def test_a_rank_that_fails_sends_its_error_and_traceback(monkeypatch):
         send(("rows", [{"rank": rank}]))
         raise RuntimeError(f"no peer for {uid!r}")
 
-    monkeypatch.setattr(gx.workloads.collectives, "nccl_module", lambda: None)
+    monkeypatch.setattr(gx.comm.collectives, "nccl_module", lambda: None)
     monkeypatch.setattr(C, "run_rank", boom)
     conn = Conn()
     _child(1, 2, conn, CommSpec(trace=False))
@@ -384,8 +384,8 @@ def test_a_flat_non_monotone_curve_costs_first_visits_of_two_steps():
     40 and the GEMMs faster on 84 than on 92, so the bounds rule out nothing but 8 SMs: 7 of 8 layouts are visited.
     At 3 steps a first visit that was 21 of the sweep's 64 steps (30%); at 2 (a third where the two differ by
     more than 1%: 32 SMs' 2.614 / 2.582 ms) it is 15 (21%), with the sweep's answer."""
-    from gcexplore.analysis.comm import comm_steps
-    from gcexplore.experiments import comm_tune
+    from gcexplore.comm.analysis import comm_steps
+    from gcexplore.comm import tune as comm_tune
 
     df = gx.load_recorded("comm_4gpu")
     s = comm_steps(df)
@@ -401,7 +401,7 @@ def test_a_flat_non_monotone_curve_costs_first_visits_of_two_steps():
 
 def test_recommendation_starts_at_the_middle_candidate(synth, monkeypatch):
     """Each replayed search first measures the middle communication size (32 of 8..64), not half the GPU."""
-    from gcexplore.experiments import comm_tune
+    from gcexplore.comm import tune as comm_tune
 
     starts, real = [], comm_tune.search
 
@@ -425,7 +425,7 @@ def test_recommendation_starts_at_the_middle_candidate(synth, monkeypatch):
 
 
 def _pm_trace(origin=10_000_000_000):
-    from gcexplore.analysis.comm import PM_TAG
+    from gcexplore.comm.analysis import PM_TAG
 
     rows = []
     # step 0 of the collective alone: 0.0-0.1 ms; overlapped step 0: 1.0-1.2 ms (two kernels)
@@ -443,7 +443,7 @@ def _pm_trace(origin=10_000_000_000):
 
 
 def test_pm_samples_are_placed_in_their_steps():
-    from gcexplore.analysis.comm import pm_step_dram
+    from gcexplore.comm.analysis import pm_step_dram
 
     origin = 10_000_000_000
     mids_us = [50, 550, 1020, 1100, 1180, 1500, 2050]  # alone step 0; barrier; 3 in overlapped; none; copy step

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import gcexplore as gx
-from gcexplore.analysis import prediction as P
+from gcexplore.prediction import model as P
 from gcexplore.analysis.stats import quantile_ci
 from gcexplore.analysis.tuning import gpu_time_ms, tune_table
 from gcexplore.results import io as R

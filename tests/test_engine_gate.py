@@ -189,7 +189,7 @@ def test_the_flag_words_as_the_gate_kernel_leaves_them():
 
 def test_a_local_clusters_workers_get_the_clients_gate_and_a_bad_one_is_refused(monkeypatch):
     d = pytest.importorskip("distributed")
-    from gcexplore.experiments.cluster import local_cluster
+    from gcexplore.campaigns.cluster import local_cluster
 
     specs = []
     monkeypatch.setattr(d, "SpecCluster", lambda workers, **kw: specs.append(workers))

@@ -43,9 +43,9 @@ BELOW["cli"] = set().union(*BELOW.values()) - {"explorers"} | {"cli"}
 #: counted traffic into the profile with ``traffic_profile``; the communication-SMs
 #: recommendation replays the search over the steps ``comm`` joins across ranks; the serving
 #: advisor predicts and searches with ``serving``.
-EXPERIMENTS_MAY_USE = {"gcexplore.analysis.stats", "gcexplore.analysis.prediction",
-                       "gcexplore.analysis.summaries", "gcexplore.analysis.tuning", "gcexplore.analysis.comm",
-                       "gcexplore.analysis.traffic_profile", "gcexplore.analysis.serving"}
+EXPERIMENTS_MAY_USE = {"gcexplore.analysis.stats", "gcexplore.prediction.model",
+                       "gcexplore.analysis.summaries", "gcexplore.analysis.tuning", "gcexplore.comm.analysis",
+                       "gcexplore.prediction.traffic_profile", "gcexplore.serving.analysis"}
 TOP = {"explorers", "cli"}  # front ends: nothing below imports them
 
 

@@ -270,7 +270,7 @@ def _campaign_edges_and_dask_are_said(out):
 
     import gcexplore
 
-    best = gcexplore.analysis.task_best_splits(_recorded("campaign"))
+    best = gcexplore.campaigns.task_best_splits(_recorded("campaign"))
     edge = best[best["at_edge"]]
     assert len(edge), "the recorded campaign has best splits at the edge of their sets"
     line = _line(out, f"{len(edge)} of {len(best)} tasks have their best split at the edge")

@@ -11,7 +11,7 @@ import pytest
 
 import gcexplore as gx
 from gcexplore.experiments import search as S
-from gcexplore.analysis import prediction as P
+from gcexplore.prediction import model as P
 
 PEAK = 3000.0  # GB/s
 CARD = 40

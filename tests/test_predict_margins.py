@@ -10,8 +10,7 @@ import pandas as pd
 import pytest
 
 import gcexplore as gx
-from gcexplore.analysis.prediction_check import (MARGIN_RULES, held_out_coverage, layout_errors, margins_of,
-                                                 predict_kwargs)
+from gcexplore.prediction.check import MARGIN_RULES, held_out_coverage, layout_errors, margins_of, predict_kwargs
 
 FIT_GROUPS = ("fitted", "fitted4")
 DATA = Path(__file__).parent / "data"

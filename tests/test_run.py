@@ -68,7 +68,7 @@ import dataclasses, gcexplore as g
 from gcexplore.schema import frame, columns
 from gcexplore.analysis.identity import identity_diff
 from gcexplore.analysis.compare_sets import resolve_by
-from gcexplore.results.campaign_store import CAMPAIGN_COLUMNS
+from gcexplore.campaigns.store import CAMPAIGN_COLUMNS
 from gcexplore.results.run import run_of
 row = dict(layout="8+124", split_sm_count=8, mode="concurrent", rep=0, workload="a", partition="p0", sm_count=8,
            start_ms=0.0, duration_ms=1.0, makespan_ms=1.0)
@@ -124,8 +124,8 @@ def test_identity_round_trips_through_save_load_and_campaign_shards(tmp_path):
         back = gcexplore.load(gcexplore.save(df, tmp_path / f"r.{suffix}"))
         assert run_of(back).identity == want, suffix
         assert list(back.columns[-len(IDENTITY_COLUMNS):]) == list(IDENTITY_COLUMNS)
-    from gcexplore.experiments import _campaign_task as T
-    from gcexplore.results.campaign_store import CampaignFolder, load_campaign
+    from gcexplore.campaigns import _task as T
+    from gcexplore.campaigns.store import CampaignFolder, load_campaign
 
     task = {"key": "t1", "experiment": "sweep", "pair": "compute+memory", "split_set": "8,16", "card": "any",
             "splits": [8, 16], "options": {}, "workloads": {"builtins": {"compute": "compute", "memory": "memory"}}}
@@ -347,7 +347,7 @@ def test_the_pm_child_and_dram_timeline_take_a_recipe(built):
 
 def test_the_campaign_task_and_the_command_line_take_a_recipe(built):
     from gcexplore.cli.args import Usage, workload_names
-    from gcexplore.experiments import _campaign_task as T
+    from gcexplore.campaigns import _task as T
 
     with pytest.raises(_Built):
         T._build({"builtins": {"memory": "memory:n=1048576"}}, None, 0)

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from gcexplore.analysis import saturation as SAT
+from gcexplore.prediction import saturation as SAT
 
 
 def test_a_co_runner_as_polite_as_the_polite_reference_gives_the_polite_probes_excess_and_the_copy_the_copys():

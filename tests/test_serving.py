@@ -13,9 +13,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gcexplore.analysis import serving as S
+from gcexplore.serving import analysis as S
 from gcexplore.schema import frame
-from gcexplore.workloads.serving import ModelShape, arrivals, serving_roles
+from gcexplore.serving.roles import ModelShape, arrivals, serving_roles
 
 SYNTH = {"device_name": "synthetic GPU (not a measurement)", "run_id": "synthetic", "kind": "serving"}
 
@@ -304,7 +304,7 @@ def test_trade_facts_say_what_the_rows_show():
 
 
 def test_plot_serving_draws_tails_goodput_and_the_advised_split():
-    from gcexplore.views.serving import plot_serving
+    from gcexplore.serving.view import plot_serving
 
     slo = S.ServingSLO(ttft_ms=20.0, itl_p99_ms=2.0)
     fig = plot_serving(_grid(), slo, advised="64+68")
@@ -394,7 +394,7 @@ def test_serve_runs_every_mode_on_a_simulated_gpu(monkeypatch):
     import types
 
     from gcexplore.device.driver import DeviceInfo
-    from gcexplore.experiments import serving as E
+    from gcexplore.serving import experiment as E
 
     clocks = {"now": {}}
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 import gcexplore
-from gcexplore.analysis import serving as S
-from gcexplore.experiments.serving import traced_splits
+from gcexplore.serving import analysis as S
+from gcexplore.serving.experiment import traced_splits
 
 pytestmark = pytest.mark.gpu
 
@@ -28,7 +28,7 @@ def model():
         collector.require_cupti()
     except gcexplore.TraceUnavailable as e:
         pytest.skip(str(e))
-    m = gcexplore.decoder_stack(gcexplore.workloads.ModelShape(layers=2), batch=16, kv_len=1024, prompt=1024,
+    m = gcexplore.decoder_stack(gcexplore.serving.ModelShape(layers=2), batch=16, kv_len=1024, prompt=1024,
                                 chunk=256)
     yield m
     m.close()

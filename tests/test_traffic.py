@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 
 import gcexplore as gx
-from gcexplore.analysis import traffic_profile as TP
-from gcexplore.analysis import saturation as SAT
-from gcexplore.analysis.prediction_check import fit_model, predict_kwargs
-from gcexplore.experiments import traffic as T
+from gcexplore.prediction import traffic_profile as TP
+from gcexplore.prediction import saturation as SAT
+from gcexplore.prediction.check import fit_model, predict_kwargs
+from gcexplore.prediction import traffic as T
 from test_predict import PEAK, _profile
 
 READ, WRITE = "dram__bytes_read.sum", "dram__bytes_write.sum"
@@ -113,7 +113,7 @@ def test_an_old_cupti_is_refused_with_its_version_before_the_profiler_is_touched
 
 
 def test_solo_profile_falls_back_to_declared_bytes_with_the_sentence_as_a_warning(monkeypatch):
-    from gcexplore.experiments import solo
+    from gcexplore.prediction import solo
 
     def refuse(*a, **k):
         raise T.TrafficUnavailable(T.traffic_refusal("no PM sampler here"))
@@ -128,7 +128,7 @@ def test_solo_profile_falls_back_to_declared_bytes_with_the_sentence_as_a_warnin
 
 def test_the_copy_probe_times_the_workload_beside_the_copy_on_half_and_most_of_the_card_and_closes_the_copy(
         monkeypatch):
-    from gcexplore.experiments import solo
+    from gcexplore.prediction import solo
     from gcexplore.workloads import builtins
 
     made, calls = [], []
@@ -208,7 +208,7 @@ def _stream(name, gb=3.0, **kw):
 
 
 def test_profiles_with_measured_declared_and_missing_traffic_say_so():
-    prof = gx.analysis.prediction.check_profiles([_stream("declared"), _quiet("missing"), _quiet("counted")])
+    prof = gx.prediction.model.check_profiles([_stream("declared"), _quiet("missing"), _quiet("counted")])
     prof = TP.attach_traffic(prof, _counted("counted", 2e9, 1e9, cold=3.5e9, l2=5e9))
     src = TP.profile_sources(prof).set_index("workload")
     assert src.loc["declared", "bytes"] == "declared" and src.loc["missing", "bytes"] == "missing"
@@ -229,7 +229,7 @@ def test_the_model_uses_counted_bytes_where_nothing_was_declared():
     blind = gx.predict(pair, layouts=["16+24"])
     assert blind.attrs["bytes_source"] == {"a": "declared", "b": "missing"}
     assert blind["interference"].iloc[0] == pytest.approx(1.0)  # b assumed to draw none
-    prof = TP.attach_traffic(gx.analysis.prediction.check_profiles(pair), _counted("b", 2e9, 1e9))
+    prof = TP.attach_traffic(gx.prediction.model.check_profiles(pair), _counted("b", 2e9, 1e9))
     seen = gx.predict(prof, layouts=["16+24"])
     assert seen.attrs["bytes_source"]["b"] == "measured"
     # both move 3 GB in 1 ms alone at the card's 3000 GB/s: together 6 GB take 2 ms
@@ -268,7 +268,7 @@ def test_the_bound_is_memory_compute_or_latency(name, time_at, nbytes, bound):
 
 def test_scaling_to_another_card_moves_memory_bound_time_by_bandwidth_and_compute_by_clock():
     card = {"device_sm_count": 40, "shared_bandwidth_gbs": 2 * PEAK, "sm_clock_mhz": 2000.0, "device_name": "B"}
-    prof = TP.with_traffic_columns(gx.analysis.prediction.check_profiles([_stream("s"), _profile(
+    prof = TP.with_traffic_columns(gx.prediction.model.check_profiles([_stream("s"), _profile(
         "c", lambda k: 8.0 / k, bytes=1e3)]))
     prof["sm_clock_mhz"] = 1000.0
     moved = TP.scale_profiles(prof, card)
@@ -290,7 +290,7 @@ def test_without_recorded_clocks_the_scaling_says_it_assumed_equal_clocks():
 
 
 def test_across_cards_the_interval_widens_on_the_side_scaled_alone_times_err():
-    prof = TP.with_traffic_columns(gx.analysis.prediction.check_profiles([_stream("s"), _quiet("q")]))
+    prof = TP.with_traffic_columns(gx.prediction.model.check_profiles([_stream("s"), _quiet("q")]))
     e = TP.CROSS_CARD_ERROR
     for factor, widened in ((2.0, (0.05, 1.05 * (1 + e) - 1)), (0.5, (1 - 0.95 / (1 + e), 0.05))):
         card = {"device_sm_count": 40, "shared_bandwidth_gbs": factor * PEAK}
@@ -309,7 +309,7 @@ def test_across_cards_the_interval_widens_on_the_side_scaled_alone_times_err():
 
 def test_a_calibrated_interval_covers_the_pairs_it_was_fitted_on_and_a_zero_width_one_does_not():
     sweep = gx.load_recorded("sweep")  # compute + memory on an H100, with its alone rows
-    prof = gx.analysis.prediction.profile_from(sweep, shared_bandwidth_gbs=3000.0, l2_bytes=50 * 2 ** 20)
+    prof = gx.prediction.model.profile_from(sweep, shared_bandwidth_gbs=3000.0, l2_bytes=50 * 2 ** 20)
     fit = fit_model([(prof, ["compute", "memory"], sweep)])
     assert fit["coverage"] >= 0.9
     err = gx.predict_error(gx.predict(prof, ["compute", "memory"], **predict_kwargs(fit)), sweep)
@@ -324,7 +324,7 @@ def test_a_calibrated_interval_covers_the_pairs_it_was_fitted_on_and_a_zero_widt
 
 def test_the_figure_says_where_each_workloads_bytes_came_from():
     pytest.importorskip("matplotlib")
-    prof = TP.attach_traffic(gx.analysis.prediction.check_profiles([_stream("a"), _quiet("b")]),
+    prof = TP.attach_traffic(gx.prediction.model.check_profiles([_stream("a"), _quiet("b")]),
                              _counted("b", 2e9, 1e9))
     fig = gx.plot_predict(gx.predict(prof))
     assert "a declared, b measured" in fig._suptitle.get_text()
@@ -338,7 +338,7 @@ def test_the_l2_bandwidth_is_a_second_shared_resource_only_when_asked():
     shared = gx.predict(pair, layouts=["16+24"], l2_bandwidth_gbs=6000.0, sharing="equal")
     # 12 TB/s asked of 6: equal halves, each fully L2-bound, so twice as long
     assert shared["makespan_ms"].iloc[0] == pytest.approx(2.0, rel=1e-6)
-    assert gx.analysis.prediction.l2_drawn_gbs(pair) == pytest.approx(6000.0)
+    assert gx.prediction.model.l2_drawn_gbs(pair) == pytest.approx(6000.0)
     with pytest.raises(ValueError, match="l2_bandwidth_gbs"):
         gx.predict(pair, l2_bandwidth_gbs=0)
 
@@ -355,7 +355,7 @@ def test_the_interval_allows_no_l2_sharing_at_its_low_end_because_the_l2_bandwid
 
 def test_fit_model_says_whether_modelling_the_l2_bandwidth_helped():
     sweep = gx.load_recorded("sweep")
-    prof = gx.analysis.prediction.profile_from(sweep, shared_bandwidth_gbs=3000.0, l2_bytes=50 * 2 ** 20)
+    prof = gx.prediction.model.profile_from(sweep, shared_bandwidth_gbs=3000.0, l2_bytes=50 * 2 ** 20)
     fit = fit_model([(prof, ["compute", "memory"], sweep)])
     assert fit["l2_bandwidth_gbs"] is None and list(fit["l2_median_abs_error"]) == ["none"]  # no L2 counted
 
@@ -364,7 +364,7 @@ def test_bytes_counted_on_a_small_partition_apply_to_small_partitions():
     # 3 GB per call on the whole device (40 SMs), 1.5 GB on 8 SMs (fewer tiles in flight, more L2 hits)
     prof = TP.attach_traffic(_quiet("q"), _counted("q", 2e9, 1e9, sizes=(40, 8)))
     prof.loc[:, "small_dram_bytes"] = 1.5e9
-    c = gx.analysis.prediction._curves(prof)["q"]
+    c = gx.prediction.model._curves(prof)["q"]
     assert c.bytes_at(40) == pytest.approx(3e9) and c.bytes_at(8) == pytest.approx(1.5e9)
     assert c.bytes_at(24) == pytest.approx(2.25e9)
 
@@ -378,12 +378,12 @@ def test_bytes_counted_on_three_partitions_are_piecewise_linear_through_them():
     row = prof.iloc[0]
     assert (row["small_sm_count"], row["small_dram_bytes"]) == (8, 5.2e9)
     assert (row["mid_sm_count"], row["mid_dram_bytes"]) == (24, 2.3e9)  # nearest 20 of the inner sizes
-    c = gx.analysis.prediction._curves(prof)["q"]
+    c = gx.prediction.model._curves(prof)["q"]
     assert c.bytes_at(24) == pytest.approx(2.3e9) and c.bytes_at(40) == pytest.approx(1.4e9)
     assert c.bytes_at(16) == pytest.approx(3.75e9) and c.bytes_at(32) == pytest.approx(1.85e9)
     two = TP.attach_traffic(_quiet("q"), t[t["sm_count"].isin([40, 8])])  # two counts: the line between them
     assert math.isnan(two.iloc[0]["mid_sm_count"])
-    assert gx.analysis.prediction._curves(two)["q"].bytes_at(24) == pytest.approx(3.3e9)
+    assert gx.prediction.model._curves(two)["q"].bytes_at(24) == pytest.approx(3.3e9)
 
 
 def test_measure_traffic_refuses_no_partition_before_any_gpu_work():
@@ -691,7 +691,7 @@ def test_by_default_a_workload_not_memory_bound_takes_its_polite_probes_excess_b
     assert victim_ms(victim) == pytest.approx(1.0, rel=5e-3)  # on by default: the polite probe's (none)
     # a memory-bound victim keeps the copy's excess either way: two streamers are not a streamer and the polite one
     hog = victim.assign(bytes=1.2e9)
-    assert gx.analysis.traffic_profile.with_traffic_columns(hog)["bound"].iloc[0] == "memory"
+    assert gx.prediction.traffic_profile.with_traffic_columns(hog)["bound"].iloc[0] == "memory"
     assert victim_ms(hog) == pytest.approx(victim_ms(hog, saturation_polite=False))
     assert victim_ms(hog) > victim_ms(hog.drop(columns=[c for c in hog if c.startswith("probe_")]))
 
@@ -776,8 +776,8 @@ def test_the_saturation_excess_follows_the_workloads_share_of_the_sms_between_it
 
 
 def test_the_fit_chooses_the_loaded_latency_and_saturation_onset_with_the_lowest_error_on_the_fitted_pairs():
-    from gcexplore.analysis.prediction_check import (AGGRESSION_CANDIDATES, LATENCY_CANDIDATES, SATURATION_CANDIDATES,
-                                                     TOTAL_ONSETS)
+    from gcexplore.prediction.check import (AGGRESSION_CANDIDATES, LATENCY_CANDIDATES, SATURATION_CANDIDATES,
+                                            TOTAL_ONSETS)
 
     prof, sweeps = _recorded_pairs()
     cases = [(prof, spec["workloads"], sweeps[sweeps["pair"] == pair]) for pair, spec in
@@ -812,7 +812,7 @@ def test_the_fit_chooses_the_loaded_latency_and_saturation_onset_with_the_lowest
 
 
 def test_the_margins_of_a_chosen_model_are_calibrated_on_the_given_pairs_as_the_fit_does():
-    from gcexplore.analysis.prediction_check import calibrate_margins
+    from gcexplore.prediction.check import calibrate_margins
 
     prof, sweeps = _recorded_pairs()
     fitted = [(prof, spec["workloads"], sweeps[sweeps["pair"] == pair]) for pair, spec in

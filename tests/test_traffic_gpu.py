@@ -9,7 +9,7 @@ import gcexplore as gx
 
 
 def _count(w, **kw):
-    from gcexplore.experiments.traffic import TrafficUnavailable, measure_traffic
+    from gcexplore.prediction.traffic import TrafficUnavailable, measure_traffic
 
     try:
         return measure_traffic(w, **kw)
@@ -49,7 +49,7 @@ def test_a_pairs_prediction_from_counted_traffic_lies_inside_its_interval():
     finally:
         for w in wls.values():
             w.close()
-    from gcexplore.analysis.prediction import check_profiles
+    from gcexplore.prediction.model import check_profiles
 
     prof = check_profiles(profs)
     assert set(prof["bytes_source"]) == {"measured"}
@@ -105,7 +105,7 @@ def test_the_copy_probe_slows_a_memory_kernel_beside_the_copy_and_barely_a_compu
 @pytest.mark.gpu
 def test_the_polite_streamer_moves_its_known_bytes_and_starves_the_copy_less_than_the_copy_does():
     from gcexplore import workloads as W
-    from gcexplore.analysis import saturation as SAT
+    from gcexplore.prediction import saturation as SAT
 
     p = W.polite()  # reads 4n bytes and writes 4n per call, one float a thread
     try:

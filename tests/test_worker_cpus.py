@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gcexplore.experiments import worker_cpus as wc
+from gcexplore.campaigns import worker_cpus as wc
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -74,7 +74,7 @@ def test_the_mode_comes_from_the_environment_and_a_bad_one_is_refused(monkeypatc
     with pytest.raises(ValueError, match="'local', 'share', 'off'.*'numa'"):
         wc.cpu_mode()
     pytest.importorskip("distributed")
-    from gcexplore.experiments.cluster import local_cluster
+    from gcexplore.campaigns.cluster import local_cluster
 
     with pytest.raises(ValueError, match="GCEXPLORE_WORKER_CPUS"):  # the client refuses before any worker starts
         local_cluster(["0"], warm=[])
@@ -128,7 +128,7 @@ def test_pinning_for_real_moves_a_thread_started_before(tmp_path):
     root = _sysfs(tmp_path, cpulist=wc._format(allowed) + "\n")
     code = f"""
 import json, os, sys, threading
-from gcexplore.experiments import worker_cpus as wc
+from gcexplore.campaigns import worker_cpus as wc
 stop = threading.Event()
 seen = {{}}
 def before():

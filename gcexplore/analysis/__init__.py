@@ -1,7 +1,8 @@
 """Every derived number, computed here and only here (pure pandas, no GPU): statistics, overlap
 tables and bounds, summaries of every result kind, kernel-trace analysis, the occupancy estimate,
-PM numbers, tuning tables and serving tails, goodput and advice. Views, explorers, the CLI and notebooks call these and compute none
-of them. Nothing here imports the measuring wing."""
+PM numbers and tuning tables. Views, explorers, the CLI and notebooks call these and compute none
+of them. Nothing here imports the measuring wing. The families (``prediction``, ``serving``,
+``comm``, ``campaigns``) keep their own numbers in their packages."""
 
 from .._lazy import face
 
@@ -13,12 +14,8 @@ PUBLIC = {
     "trace": ("busy_time", "kernel_gaps", "tpc_map"),
     "occupancy_estimate": ("estimate_occupancy", "sm_usage"),
     "pm": ("dram_summary",),
-    "prediction": ("predict",),
-    "prediction_check": ("predict_error", "prediction_facts"),
     "comparison": ("compare",),
     "sequential": ("compare_until_decided",),
-    "serving": ("ServingSLO", "goodput_table", "serving_table"),
-    "comm": ("bandwidth_table", "comm_answer", "comm_dram", "comm_table", "nccl_attribution", "zero_sm_table"),
 }
 EXTRA = {
     "stats": ("NOISY_FRACTION", "STAT_COLUMNS", "quantiles"),
@@ -27,13 +24,19 @@ EXTRA = {
     "display": ("RATES", "modes_in", "placement", "rate_quantiles", "rates", "workload_order"),
     "occupancy": ("busy_shares", "occupancy_layout"),
     "tuning": ("TUNE_TABLE_COLUMNS", "gpu_time_ms", "slo_split"),
-    "serving": ("Advice", "SERVING_TABLE_COLUMNS", "advise", "advise_recorded", "deadline_of", "loads_of",
-                "predict_serving", "prediction_errors", "trade_facts", "ttft_queue"),
-    "comm": ("PM_TAG", "bus_bw_gbs", "bus_factor", "comm_steps", "pm_step_dram"),
-    "campaigns": ("task_best_splits",),
     "clusters": ("cluster_labels", "group_modes", "rep_mode", "sample_modes", "trace_modes"),
     "pm": ("dram_headline",),
     "scaling": ("scaling_facts",),
-    "prediction_check": ("fit_model", "predict_kwargs"),
 }
-__all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC, EXTRA)
+# names this package offered before the families had packages of their own
+MOVED = {"predict": "gcexplore.prediction.model",
+         **dict.fromkeys(("predict_error", "prediction_facts", "fit_model", "predict_kwargs"),
+                         "gcexplore.prediction.check"),
+         **dict.fromkeys(("ServingSLO", "goodput_table", "serving_table", "Advice", "SERVING_TABLE_COLUMNS", "advise",
+                          "advise_recorded", "deadline_of", "loads_of", "predict_serving", "prediction_errors",
+                          "trade_facts", "ttft_queue"), "gcexplore.serving.analysis"),
+         **dict.fromkeys(("bandwidth_table", "comm_answer", "comm_dram", "comm_table", "nccl_attribution",
+                          "zero_sm_table", "PM_TAG", "bus_bw_gbs", "bus_factor", "comm_steps", "pm_step_dram"),
+                         "gcexplore.comm.analysis"),
+         "task_best_splits": "gcexplore.campaigns.best_splits"}
+__all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC, EXTRA, MOVED)

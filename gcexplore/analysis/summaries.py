@@ -15,7 +15,7 @@ from .occupancy import sm_busy
 from .overlap import summarize_overlap
 from .pm import summarize_pm
 from .scaling import summarize_scaling
-from .serving import serving_table
+from ..serving.analysis import serving_table
 
 __all__ = ["summarize"]
 
@@ -91,6 +91,6 @@ def _summarize(df: pd.DataFrame, kind: str, trace: pd.DataFrame | None) -> pd.Da
 
 
 def _summarize_comm(df: pd.DataFrame) -> pd.DataFrame:
-    from .comm import comm_table
+    from ..comm.analysis import comm_table
 
     return comm_table(df)

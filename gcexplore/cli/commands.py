@@ -22,9 +22,9 @@ from .._version import __version__
 from ._text import escape_controls, one_line, print_lines
 from .args import (RESULT_SUFFIXES, Usage, check_checkpoint, float_arg, int_arg, int_list, kernel_trace_file,
                    mode_list, percent_arg, workload_names, writable_file)
-from .campaign import add_campaign
-from .comm import add_comm
-from .serve import add_serve
+from ..campaigns.cli import add_campaign
+from ..comm.cli import add_comm
+from ..serving.cli import add_serve
 
 
 class _Parser(argparse.ArgumentParser):

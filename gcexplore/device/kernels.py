@@ -106,7 +106,7 @@ extern "C" __global__ void gcx_spin(unsigned long long ns, unsigned long long* r
     }
 }
 
-// Serving clocks (gcexplore.experiments.serving): out[i] = %globaltimer when the stream reaches it.
+// Serving clocks (gcexplore.serving.experiment): out[i] = %globaltimer when the stream reaches it.
 // Given a counter (next != 0), the slot is ++*next instead of i: one launch captured at the end of a
 // decode step's CUDA graph stamps the next slot on every replay. Slots past n are not written.
 extern "C" __global__ void gcx_tick(unsigned long long* out, unsigned long long i,

@@ -1,6 +1,7 @@
 """The measuring experiments: overlap profiles and sweeps, scaling, isolation, occupancy, the split
-tuner, DRAM sampling, serving splits (decode and prefill under load); and what they share (the timing engine, the layout loop, the checks of a
-request made before any GPU work). ``gcexplore.profile`` is the profiler's public face."""
+tuner, DRAM sampling; and what they share (the timing engine, the layout loop, the checks of a
+request made before any GPU work). ``gcexplore.profile`` is the profiler's public face. The families
+(``prediction``, ``serving``, ``comm``, ``campaigns``) build on these."""
 
 from .._lazy import face
 
@@ -13,12 +14,11 @@ PUBLIC = {
     "engine": ("launch_gap",),
     "tuner": ("replay_tune", "tune"),
     "pm": ("DramTimeline", "PmSamplingError", "dram_timeline"),
-    "solo": ("card_bandwidth", "load_profiles", "save_profiles", "solo_profile"),
-    "campaigns": ("Campaign", "campaign", "register_experiment"),
-    "serving": ("advise_split", "serve"),
-    "comm_launch": ("CommLaunchError", "comm_sweep"),
-    "comm": ("CommSpec",),
-    "comm_tune": ("recommend_comm",),
 }
-EXTRA = {"serving": ("SERVING_MODES",)}
-__all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC, EXTRA)
+# names this package offered before the families had packages of their own
+MOVED = {**dict.fromkeys(("card_bandwidth", "load_profiles", "save_profiles", "solo_profile"), "gcexplore.prediction.solo"),
+         **dict.fromkeys(("Campaign", "campaign", "register_experiment"), "gcexplore.campaigns.grid"),
+         **dict.fromkeys(("advise_split", "serve", "SERVING_MODES"), "gcexplore.serving.experiment"),
+         **dict.fromkeys(("CommLaunchError", "comm_sweep"), "gcexplore.comm.launch"),
+         "CommSpec": "gcexplore.comm.rank", "recommend_comm": "gcexplore.comm.tune"}
+__all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC, moved=MOVED)

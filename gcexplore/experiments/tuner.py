@@ -127,13 +127,13 @@ def _prior(predict, names: list[str], card: str = "") -> dict | None:
     if predict is None:
         return None
     if not (hasattr(predict, "attrs") and predict.attrs.get("kind") == "prediction"):
-        from ..analysis.prediction import predict as model  # profiles: predict this pair now (pure)
+        from ..prediction.model import predict as model  # profiles: predict this pair now (pure)
 
         predict = model(predict, names)
     theirs = str(predict.attrs.get("device_name") or "")
     if card and theirs and theirs != card:  # its low ends would skip layouts by another card's times
         raise ValueError(f"the prediction is for the {theirs}, the tuner measures on the {card}: predict from "
-                         f"profiles measured on the {card}, or pass card=gcexplore.analysis.traffic_profile.card_of("
+                         f"profiles measured on the {card}, or pass card=gcexplore.prediction.traffic_profile.card_of("
                          f"profiles measured there) to gcexplore.predict to scale these to it")
     got = list(predict.attrs.get("workloads", []))
     if got != names:

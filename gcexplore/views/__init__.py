@@ -12,9 +12,9 @@ PUBLIC = {
     "timeline": ("plot_sm_usage", "plot_timeline"),
     "tune": ("plot_tune",),
     "pm": ("plot_dram_timeline",),
-    "predict": ("plot_predict",),
     "compare": ("plot_compare",),
-    "serving": ("plot_serving",),
-    "comm": ("plot_comm",),
 }
-__all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC)
+# names this package offered before the families had packages of their own
+MOVED = {"plot_predict": "gcexplore.prediction.view", "plot_serving": "gcexplore.serving.view",
+         "plot_comm": "gcexplore.comm.view"}
+__all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC, moved=MOVED)

@@ -31,8 +31,8 @@ from .._checks import as_count, as_int
 from ..device import partitions
 from ..device.driver import check, device_info, use
 from ..schema import frame, new_run_id
-from ..workloads.serving import ARRIVALS, ServingModel, arrivals
-from .engine import capture_graph
+from .roles import ARRIVALS, ServingModel, arrivals
+from ..experiments.engine import capture_graph
 
 __all__ = ["SERVING_MODES", "serve", "traced_splits"]
 
@@ -302,8 +302,8 @@ def serve(model: ServingModel, decode_sm_counts: Sequence[int], *, rates: Sequen
     Parameters
     ----------
     model : ServingModel
-        From :func:`~gcexplore.workloads.serving.decoder_stack` or
-        :func:`~gcexplore.workloads.serving.serving_roles`.
+        From :func:`~gcexplore.serving.roles.decoder_stack` or
+        :func:`~gcexplore.serving.roles.serving_roles`.
     decode_sm_counts : sequence of int
         Decode partition sizes (valid split sizes); prefill gets the rest of the GPU.
     rates : sequence of float, default (20.0,)
@@ -408,7 +408,7 @@ def serve(model: ServingModel, decode_sm_counts: Sequence[int], *, rates: Sequen
 
 def traced_splits(frames: list):
     """A ``trace=`` for :func:`serve`: a CUPTI kernel trace around each split's runs, whose frame
-    is appended to ``frames`` (for :func:`gcexplore.analysis.serving.clock_agreement`)."""
+    is appended to ``frames`` (for :func:`gcexplore.serving.analysis.clock_agreement`)."""
     from ..trace.user import kernel_trace
 
     @contextlib.contextmanager
@@ -436,18 +436,18 @@ def _serve_alone(clock, pstream, model: ServingModel, arr) -> int:
 def advise_split(model: ServingModel, decode_sm_counts: Sequence[int], slo, *, rates: Sequence[float],
                  pattern: str = "poisson", burst: int = 8, duration_s: float = 1.0, drain_s: float | None = None,
                  seed: int = 0, graphs: bool = True, device: int = 0, alone=None, progress=None):
-    """The decode share meeting ``slo`` (a :class:`~gcexplore.analysis.serving.ServingSLO`) with the
+    """The decode share meeting ``slo`` (a :class:`~gcexplore.serving.analysis.ServingSLO`) with the
     highest goodput among ``decode_sm_counts`` x ``rates``, measuring only what it must: each role
     alone and both paired on every candidate partition (or the ``alone`` and ``paired`` rows given,
     as ``alone``), then the splits and rates
-    that predictions from those cannot settle (:func:`gcexplore.analysis.serving.advise`).
+    that predictions from those cannot settle (:func:`gcexplore.serving.analysis.advise`).
 
-    Returns ``(advice, measured)``: the :class:`~gcexplore.analysis.serving.Advice` (split, goodput,
+    Returns ``(advice, measured)``: the :class:`~gcexplore.serving.analysis.Advice` (split, goodput,
     predictions, GPU-time cost) and the serving rows it measured (alone rows included).
     """
     import pandas as pd
 
-    from ..analysis.serving import advise, serving_table
+    from .analysis import advise, serving_table
 
     kw = dict(pattern=pattern, burst=burst, duration_s=duration_s, drain_s=drain_s, seed=seed, graphs=graphs,
               device=device, progress=progress)

@@ -8,10 +8,10 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from .overlap import layout_table, makespan_stats
-from .prediction import SHARING, l2_drawn_gbs, predict, predicted_layouts, require_prediction
+from ..analysis.overlap import layout_table, makespan_stats
+from .model import SHARING, l2_drawn_gbs, predict, predicted_layouts, require_prediction
 from .saturation import SATURATION_LOADS, SATURATION_RAMPS, SHARE_RULES
-from .stats import Floor, noise_floor, round_median_ci
+from ..analysis.stats import Floor, noise_floor, round_median_ci
 
 __all__ = ["AGGRESSION_CANDIDATES", "ERROR_COLUMNS", "L2_CANDIDATES", "LATENCY_CANDIDATES", "MARGIN_RULES",
            "SATURATION_CANDIDATES", "TOTAL_ONSETS", "calibrate_margins", "fit_model", "held_out_coverage",
@@ -133,7 +133,7 @@ AGGRESSION_CANDIDATES = (None, 0.5, 1.0, 1.5)
 
 
 def predict_kwargs(fit: dict) -> dict:
-    """The keyword arguments of :func:`~gcexplore.analysis.prediction.predict` that a :func:`fit_model`
+    """The keyword arguments of :func:`~gcexplore.prediction.model.predict` that a :func:`fit_model`
     result (or a shipped ``attrs["fit"]``) sets; a fit from before a term existed leaves it out."""
     out = {k: fit[k] for k in ("sharing", "l2_bandwidth_gbs", "loaded_latency", "saturation_onset", "saturation_share",
                                "saturation_load", "saturation_aggression", "saturation_ramp", "saturation_polite")
@@ -290,9 +290,9 @@ def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9, aggressions: Seq
         multiple of :data:`L2_CANDIDATES` of the highest L2 GB/s drawn alone) and
         ``loaded_latency`` (of :data:`LATENCY_CANDIDATES`) and ``saturation_onset`` (of
         :data:`SATURATION_CANDIDATES`, tried where the profiles carry a copy probe) and
-        ``saturation_share`` (of :data:`~gcexplore.analysis.saturation.SHARE_RULES`, tried with
+        ``saturation_share`` (of :data:`~gcexplore.prediction.saturation.SHARE_RULES`, tried with
         the L2 choice the saturation term took where the profiles carry two probes) and
-        ``saturation_load`` (of :data:`~gcexplore.analysis.saturation.SATURATION_LOADS`, tried
+        ``saturation_load`` (of :data:`~gcexplore.prediction.saturation.SATURATION_LOADS`, tried
         with that L2 choice and share rule) and ``saturation_aggression`` (of :data:`AGGRESSION_CANDIDATES`,
         tried with everything chosen before it where the profiles carry a large probe) and ``saturation_ramp``
         (of ``ramps``, "probed" tried with all that where they carry a low probe) with the lowest

@@ -1,7 +1,7 @@
 """What a solo profile knows about a workload's memory traffic, and where each number came from.
 
 A profile's ``bytes`` (DRAM bytes per call) is *measured* (CUPTI counters,
-:func:`gcexplore.experiments.traffic.measure_traffic`), *declared* (the workload's
+:func:`gcexplore.prediction.traffic.measure_traffic`), *declared* (the workload's
 ``bytes=``, or ``solo_profile(bytes=...)``, which overrides a measurement), or *missing*
 (the model then assumes none for its point, and DRAM saturated for its interval's top).
 :func:`attach_traffic` puts counted traffic into profile rows; :func:`classify` says
@@ -93,7 +93,7 @@ _NEEDED = ("workload", "sm_count", "duration_ms", "bytes", "working_set_bytes", 
 
 
 def _require(df, where: str) -> pd.DataFrame:
-    """Profile rows (as :func:`gcexplore.analysis.prediction.check_profiles` makes them); ValueError if not."""
+    """Profile rows (as :func:`gcexplore.prediction.model.check_profiles` makes them); ValueError if not."""
     if not isinstance(df, pd.DataFrame) or df.empty or not set(_NEEDED) <= set(df.columns):
         have = sorted(df.columns) if isinstance(df, pd.DataFrame) else type(df).__name__
         raise ValueError(f"{where} needs solo profile rows (gcexplore.solo_profile) with columns {list(_NEEDED)}; "
@@ -163,7 +163,7 @@ def attach_traffic(profiles: pd.DataFrame, traffic: pd.DataFrame, *, declared: I
     profiles : pandas.DataFrame
         Solo profile rows (:func:`gcexplore.solo_profile`).
     traffic : pandas.DataFrame
-        :func:`~gcexplore.experiments.traffic.measure_traffic` rows (any workloads; those
+        :func:`~gcexplore.prediction.traffic.measure_traffic` rows (any workloads; those
         without a profile are ignored, profiles without traffic keep their bytes).
     declared : iterable of str
         Workloads whose declared bytes override the measurement (``solo_profile(bytes=)``).

@@ -58,13 +58,13 @@ def _child(rank: int, nranks: int, conn, spec) -> None:
                 from ..trace.collector import preload_cupti
 
                 preload_cupti()
-        from ..workloads.collectives import nccl_module
+        from .collectives import nccl_module
 
         nccl = nccl_module()
         if rank == 0:
             send(("uid", bytes(nccl.get_unique_id())))
         tag, uid = conn.recv()
-        from .comm import run_rank
+        from .rank import run_rank
 
         meta = run_rank(rank, nranks, uid, spec, send)
         send(("done", meta))
@@ -91,7 +91,7 @@ def _loopback_bootstrap():
 
 def _nccl_problem() -> str | None:
     from ..device.driver import UnsupportedError
-    from ..workloads.collectives import nccl_module
+    from .collectives import nccl_module
 
     try:
         nccl_module()
@@ -125,8 +125,8 @@ def comm_sweep(spec=None, *, gpus: int | None = None, timeout_s: float = 900.0, 
     import multiprocessing as mp
 
     from ..device.driver import UnsupportedError, device_count
-    from ..workloads.collectives import nccl_versions, zero_sm_offered
-    from .comm import CommSpec
+    from .collectives import nccl_versions, zero_sm_offered
+    from .rank import CommSpec
 
     spec = spec or CommSpec()
     n = check_launch(gpus, device_count(), _nccl_problem())
@@ -217,7 +217,7 @@ def _collect(pipes, procs, timeout_s: float):
 
 
 def _zero_text(nccl_version: str, asked: bool) -> str:
-    from ..workloads.collectives import zero_sm_offered
+    from .collectives import zero_sm_offered
 
     offered, text = zero_sm_offered(nccl_version)
     if offered:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..schema import identity_name, parse_layout
-from .overlap import best_split
+from ..analysis.overlap import best_split
 
 __all__ = ["task_best_splits"]
 

@@ -1,5 +1,5 @@
 """Serving figures: ITL and TTFT tails against the decode share, goodput per split against both
-baselines, the advised split marked. The numbers come from :mod:`gcexplore.analysis.serving`."""
+baselines, the advised split marked. The numbers come from :mod:`gcexplore.serving.analysis`."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from ..analysis import serving as S
+from . import analysis as S
 from ..results.validate import check_result
-from ._style import new_figure, stamp
+from ..views._style import new_figure, stamp
 
 __all__ = ["plot_serving"]
 

@@ -28,7 +28,7 @@ import pandas as pd
 from ..results.run import per_run, with_identity
 from ..schema import RUN_COLUMNS
 from ..results.validate import check_result
-from .stats import quantile
+from ..analysis.stats import quantile
 
 __all__ = ["Advice", "PROFILE_MODES", "SERVING_TABLE_COLUMNS", "ServingSLO", "advise", "advise_recorded",
            "clock_agreement", "deadline_of", "goodput_table", "loads_of", "predict_serving", "prediction_errors",

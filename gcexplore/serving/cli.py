@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from .args import RESULT_SUFFIXES, Usage, float_arg, int_arg, int_list, writable_file
+from ..cli.args import RESULT_SUFFIXES, Usage, float_arg, int_arg, int_list, writable_file
 
 _COLS = ["mode", "layout", "load", "itl_p50_ms", "itl_p99_ms", "ttft_p50_ms", "ttft_p99_ms", "served", "requests",
          "decode_tokens_per_s", "prefill_tokens_per_s"]
@@ -58,14 +58,14 @@ def _slo(args):
         if args.advise:
             raise Usage("--advise needs the SLO: --ttft-ms and --itl-p99-ms")
         return None
-    from ..analysis.serving import ServingSLO
+    from .analysis import ServingSLO
 
     return ServingSLO(args.ttft_ms, args.itl_p99_ms, args.attainment)
 
 
 def cmd_serve(args) -> int:
     slo = _slo(args)
-    from ..analysis import serving as S
+    from . import analysis as S
 
     if args.recorded:
         from ..results.io import load_recorded
@@ -78,9 +78,9 @@ def cmd_serve(args) -> int:
     out = writable_file(args.out, RESULT_SUFFIXES, "--out")
     if args.chunk > args.prompt:
         raise Usage(f"--chunk ({args.chunk}) must not exceed --prompt ({args.prompt})")
-    from ..experiments.serving import advise_split, serve
+    from .experiment import advise_split, serve
     from ..results.io import save
-    from ..workloads.serving import ModelShape, arrivals, decoder_stack
+    from .roles import ModelShape, arrivals, decoder_stack
 
     for r in args.rates:  # the load is checked before the model takes GPU memory
         arrivals(r, args.duration, seed=args.seed, pattern=args.pattern, burst=args.burst)
@@ -107,7 +107,7 @@ def cmd_serve(args) -> int:
 
 
 def _show(df, slo, pattern: str) -> None:
-    from ..analysis import serving as S
+    from . import analysis as S
 
     t = S.serving_table(df, slo)
     print(t[~t["mode"].isin(S.PROFILE_MODES)][_COLS].to_string(index=False, float_format=lambda v: f"{v:.3f}"))

@@ -23,7 +23,7 @@ ENV = "GCEXPLORE_FORK_MODULES"
 MODULE = __name__  # the forkserver imports it by this name
 # cuda.core and the kernels' module too: importing them loads no driver library and opens no device file (the
 # driver is loaded at its first call), and a worker saved 0.1-0.3 s of them before its GPU context (batch final5)
-BASE = ("distributed", "pandas", "gcexplore.experiments._campaign_task", "gcexplore.experiments._campaign_preload",
+BASE = ("distributed", "pandas", "gcexplore.campaigns._task", "gcexplore.campaigns._preload",
         "gcexplore.experiments.overlap", "gcexplore.experiments.tuner", "cuda.core", "gcexplore.device.kernels")
 DEVICE_FILES = "/dev/nvidia"  # the driver's device files: open once cuInit (or NVML) ran in the process
 

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import io as _io
+from ..results import io as _io
 from ..schema import IDENTITY_COLUMNS, SAMPLE_IDENTITY, conform, identity_name, kind_of
 
 __all__ = ["CAMPAIGN_COLUMNS", "FORMAT", "CampaignFolder", "FolderLock", "belongs", "campaign_status", "check_key",

@@ -324,7 +324,7 @@ def zero_sm_table(df: pd.DataFrame, confidence: float = 0.9) -> pd.DataFrame:
     intervals, order statistics of the slowest rank's steps), ``step_ms``, and the plain-streams
     step and compute beside NCCL's own kernels (``plain_step_ms``, ``plain_compute_ms``).
     """
-    from .stats import quantile_ci
+    from ..analysis.stats import quantile_ci
 
     s = comm_steps(df)
     zero = s[s["setup"] == "zero"]

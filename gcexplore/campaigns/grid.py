@@ -9,8 +9,8 @@ returned :class:`Campaign` shows progress (tqdm.auto: a widget in Jupyter, a bar
 terminal) and reads the folder back as one tidy DataFrame.
 
 Dask distributes, retries tasks lost with a worker and keeps the dashboard; what runs
-on a worker is :mod:`gcexplore.experiments._campaign_task`; the folder is
-:mod:`gcexplore.results.campaign_store`. Dask is imported only when a campaign starts.
+on a worker is :mod:`gcexplore.campaigns._task`; the folder is
+:mod:`gcexplore.campaigns.store`. Dask is imported only when a campaign starts.
 """
 
 from __future__ import annotations
@@ -29,14 +29,14 @@ from collections.abc import Callable, Mapping, Sequence
 import pandas as pd
 
 from .._version import __version__
-from ..results.campaign_store import CampaignFolder, campaign_status, load_campaign
+from .store import CampaignFolder, campaign_status, load_campaign
 from ..device.driver import UnsupportedError, device_info
 from ..schema import new_run_id
 
 from .dispatch import Feeder, dispatch_mode, known_durations, ready_gap_s, task_order  # noqa: F401
 from .cluster import PROBE_DIED, ClusterStart, local_cluster, local_devices, require_distributed, visible_gpus  # noqa: F401
-from ._campaign_task import (EXPERIMENTS, Experiment, call_each, parse_builtin, register_experiment,  # noqa: F401
-                             resolve_factory, run_task, warm_up)
+from ._task import (EXPERIMENTS, Experiment, call_each, parse_builtin, register_experiment, resolve_factory,  # noqa: F401
+                    run_task, warm_up)
 
 __all__ = ["Campaign", "campaign", "local_cluster", "plan_tasks", "register_experiment", "task_order"]
 
@@ -167,7 +167,7 @@ def _check_options(experiment: str, options: dict) -> None:
 
     from ..schema import Options
 
-    from . import overlap, tuner
+    from ..experiments import overlap, tuner
 
     target = tuner if _TARGETS[experiment] == "tune" else overlap
     params = inspect.signature(getattr(target, _TARGETS[experiment])).parameters
@@ -259,7 +259,7 @@ class Campaign:
         Keys already finished in the folder when this run started (not run again).
     submitted : list of str
         Keys this run runs (a worker gets its next one when it is free: see
-        :mod:`gcexplore.experiments.dispatch`).
+        :mod:`gcexplore.campaigns.dispatch`).
     futures : dict
         key -> Dask future of each task sent to Dask and not yet reported (released once
         reported: the folder, not Dask's memory, says what is done).

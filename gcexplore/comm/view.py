@@ -6,9 +6,9 @@ from __future__ import annotations
 import pandas as pd
 from matplotlib.figure import Figure
 
-from ..analysis.comm import comm_answer, comm_table
+from .analysis import comm_answer, comm_table
 from ..results.validate import check_result
-from ._style import new_figure, plain_text, stamp
+from ..views._style import new_figure, plain_text, stamp
 
 __all__ = ["plot_comm"]
 

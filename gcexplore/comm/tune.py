@@ -16,17 +16,17 @@ within the tolerance by its median is settled once the confidence bound keeps it
 than :data:`SETTLE` times the tolerance (``Settings(settle=...)``): on a flat top (2 x H200 all-reduce 1 GiB:
 40..64 SMs within 0.44%, a step's spread 0.8%) confirming 1% at 90% took 2-3 rounds of each close pair, hairs
 the tolerance does not care about. The answer is compared with the exhaustive one
-(:func:`gcexplore.analysis.comm.comm_answer`) computed from every step of every split.
+(:func:`gcexplore.comm.analysis.comm_answer`) computed from every step of every split.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from ..analysis.comm import comm_answer, comm_steps
+from .analysis import comm_answer, comm_steps
 from ..analysis.stats import Floor, disagree, quantile
 from ..schema import identity_name
-from .search import Settings, search
+from ..experiments.search import Settings, search
 
 __all__ = ["recommend_comm"]
 

@@ -110,11 +110,11 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
 
     A warmed worker (``warm=``) moves to the CPUs local to its card (``GCEXPLORE_WORKER_CPUS``:
     ``local``, the default; ``share``, its own run of them; ``off``: see
-    :mod:`gcexplore.experiments.worker_cpus`), and records them in its preload report. Every worker
+    :mod:`gcexplore.campaigns.worker_cpus`), and records them in its preload report. Every worker
     measures behind the gate ``GCEXPLORE_GATE`` names in this process (:mod:`gcexplore.experiments.gate`).
 
     A campaign hands a worker its next task only when the worker is free (its first once its
-    GPU is ready: :mod:`gcexplore.experiments.dispatch`), so tasks start in the order the
+    GPU is ready: :mod:`gcexplore.campaigns.dispatch`), so tasks start in the order the
     campaign gives up to the last one (Dask's ``worker-saturation`` 1.0 here does so only for
     groups of tasks larger than twice the cluster).
 
@@ -150,7 +150,7 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
     bind = f"[{host}]" if ":" in host else host
     preload, preload_env = {}, {}
     if warm is not None:
-        from ._campaign_preload import ENV, dask_setup
+        from ._preload import ENV, dask_setup
 
         from ._fork_preload import GPU_ENV, LOCK_ENV
 
@@ -161,7 +161,7 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
     # the card last (dicts keep their order, the Nanny sets them in it): a worker forked from the server starts its
     # GPU once it sees it, with CUDA_VISIBLE_DEVICES already its own (_fork_preload.early_gpu)
     from . import worker_cpus
-    from .gate import gate_kind
+    from ..experiments.gate import gate_kind
 
     # each worker's CPUs near its card (worker_cpus; GCEXPLORE_WORKER_CPUS=off: as inherited); the engine's gate
     # (GCEXPLORE_GATE) as this process has it (a forked worker has the server's environment otherwise)
@@ -244,7 +244,7 @@ def start_forkserver(modules: Sequence[str] = (), *, wait: bool = False) -> dict
     """Start (or keep) the forkserver local campaign clusters fork their workers from.
 
     The server imports Dask's modules, pandas, gcexplore's experiments and ``modules``
-    once (:mod:`gcexplore.experiments._fork_preload`); it lives until this process exits
+    once (:mod:`gcexplore.campaigns._fork_preload`); it lives until this process exits
     or :func:`stop_forkserver`, so the next campaign's workers fork from it at once. A
     server running without one of ``modules`` is replaced. Returns ``{"pid", "started"}``
     (started: False when a running server already had every module); ``wait=True`` also

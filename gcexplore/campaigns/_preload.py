@@ -27,7 +27,7 @@ ENV = "GCEXPLORE_WARM_MODULES"
 def dask_setup(worker) -> None:
     t, at = time.perf_counter(), time.time()
     forked = dict(FORKSERVER)  # filled in the forkserver this worker was forked from, else empty
-    from ._campaign_task import PRELOADED, warm_up
+    from ._task import PRELOADED, warm_up
 
     modules = [m for m in os.environ.get(ENV, "").split(",") if m]
     steps = {"gcexplore_import_s": time.perf_counter() - t, "process_started_at": process_started_at()}
@@ -57,7 +57,7 @@ def dask_setup(worker) -> None:
 def _gpu(out: dict) -> None:
     """The GPU's start on this thread; seconds per step into ``out``, ``gpu_ready_at`` (Unix time) at its end."""
     from ..device.driver import device_count
-    from ._campaign_task import warm_gpu
+    from ._task import warm_gpu
     from .worker_cpus import pin_to_card
 
     gpu: dict = {}

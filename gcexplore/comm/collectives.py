@@ -5,13 +5,13 @@ nccl4py over cuda.core streams.
 A collective's ``size_bytes`` is the buffer nccl-tests reports: all-reduce and all-to-all send and
 receive that many bytes per rank, all-gather receives it (each rank sends ``size / nranks``),
 reduce-scatter sends it (each rank receives ``size / nranks``). Bus bandwidth is derived from it in
-:mod:`gcexplore.analysis.comm`.
+:mod:`gcexplore.comm.analysis`.
 """
 
 from __future__ import annotations
 
 from ..device.driver import UnsupportedError
-from .workload import Workload
+from ..workloads.workload import Workload
 
 __all__ = ["COLLECTIVES", "ZERO_SM_COLLECTIVES", "ZERO_SM_NCCL", "alltoall_recipe", "buffer_elements", "collective", "nccl_barrier",
            "nccl_module", "nccl_versions", "zero_sm_offered"]

@@ -141,7 +141,7 @@ def profile_from(result: pd.DataFrame, *, bytes: Mapping[str, float] | None = No
 
 def _bad(what: str) -> ProfileError:
     return ProfileError(f"not a usable solo profile: {what} (make one with gcexplore.solo_profile, or "
-                        "gcexplore.analysis.prediction.profile_from(scaling or sweep result))")
+                        "gcexplore.prediction.model.profile_from(scaling or sweep result))")
 
 
 def check_profiles(profiles, *, bandwidth_given: bool = False) -> pd.DataFrame:
@@ -479,9 +479,9 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
         Beside co-runners that starve the copy less, a workload not memory-bound takes its slowdown beside the polite
         streamer more than beside the copy (:func:`~.saturation.polite_excess`); decided on runs, not by ``fit_model``.
     card : mapping, optional
-        Predict for another card (:func:`~gcexplore.analysis.traffic_profile.scale_profiles`:
+        Predict for another card (:func:`~gcexplore.prediction.traffic_profile.scale_profiles`:
         its SM count, shared bandwidth, SM clock, L2); ``attrs["assumed"]`` says what was assumed.
-        The interval widens by :data:`~gcexplore.analysis.traffic_profile.CROSS_CARD_ERROR` on
+        The interval widens by :data:`~gcexplore.prediction.traffic_profile.CROSS_CARD_ERROR` on
         the side where scaled alone times err (slow toward more bandwidth, fast toward less).
 
     Returns

@@ -33,14 +33,14 @@ from collections.abc import Callable, Mapping
 
 from ..device.driver import device_count
 from ..results import io as _io
-from ..results.campaign_store import CampaignFolder
+from .store import CampaignFolder
 from ..schema import IDENTITY_COLUMNS, identity_name, identity_of
 from ..workloads.spec import parse_builtin, parse_recipe
-from .runner import HOST_S, Checkpoint
-from .measure_isolation import isolation
-from .measure_scaling import scaling
-from .overlap import profile_overlap, sweep
-from .tuner import tune
+from ..experiments.runner import HOST_S, Checkpoint
+from ..experiments.measure_isolation import isolation
+from ..experiments.measure_scaling import scaling
+from ..experiments.overlap import profile_overlap, sweep
+from ..experiments.tuner import tune
 
 __all__ = ["EXPERIMENTS", "Experiment", "parse_builtin", "recipe_digest", "register_experiment", "resolve_factory",
            "run_task", "warm_gpu", "warm_up"]
@@ -223,7 +223,7 @@ def warm_up(modules=(), gpu: bool = True) -> dict:
     each worker's first task of them: :func:`run_task`). Seconds per step; ``preload``: what the
     worker's start-up preload already did (then the imports and the context here cost nothing)."""
     steps, t = {}, time.perf_counter()
-    from . import overlap, tuner  # noqa: F401 (the imports are the warm-up)
+    from ..experiments import overlap, tuner  # noqa: F401 (the imports are the warm-up)
 
     steps["import_s"] = time.perf_counter() - t
     for name in modules:

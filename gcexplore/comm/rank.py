@@ -25,8 +25,8 @@ from collections.abc import Sequence
 
 from .._checks import as_count, as_int
 from ..schema import environment_identity
-from ..workloads.collectives import COLLECTIVES, ZERO_SM_COLLECTIVES
-from .pm import METRIC_SETS
+from .collectives import COLLECTIVES, ZERO_SM_COLLECTIVES
+from ..experiments.pm import METRIC_SETS
 
 __all__ = ["PM_SETS", "CommSpec", "parse_size", "run_rank", "size_text"]
 
@@ -75,7 +75,7 @@ class CommSpec:
     collectives : sequence of str
         Any of ``"allreduce"``, ``"allgather"``, ``"reducescatter"``, ``"alltoall"``.
     sizes : sequence of int or str
-        Message sizes (nccl-tests' sizes: see :mod:`gcexplore.workloads.collective`), e.g. ``"256M"``.
+        Message sizes (nccl-tests' sizes: see :mod:`gcexplore.comm.collective`), e.g. ``"256M"``.
     comm_sms : sequence of int
         SMs of the communication partition at each split of the sweep (the rest compute).
     ctas : sequence of int
@@ -245,8 +245,8 @@ class _Rank:
         import torch
 
         from ..device.driver import device_info
-        from ..workloads.collectives import nccl_barrier, nccl_module
-        from .engine import Engine
+        from .collectives import nccl_barrier, nccl_module
+        from ..experiments.engine import Engine
 
         self.rank, self.nranks, self.spec, self.send = rank, nranks, spec, send
         self.torch, self.nccl = torch, nccl_module()
@@ -287,7 +287,7 @@ class _Rank:
                                   "bytes": wl.bytes if wl.bytes is not None else float("nan")})
 
     def _collectives(self, comm):
-        from ..workloads.collectives import collective
+        from .collectives import collective
 
         for kind in self.spec.collectives:
             for size in self.spec.sizes:
@@ -305,7 +305,7 @@ class _Rank:
             self._measure(kbase, "overlapped", [(wl, comm_stream), (self.compute, compute_stream)],
                           ["comm", "compute"])
             if kind == "alltoall":
-                from ..workloads.collectives import alltoall_recipe
+                from .collectives import alltoall_recipe
 
                 self.recipes["alltoall"] = alltoall_recipe(wl)
 
@@ -373,9 +373,9 @@ class _Rank:
 
     def _pm_split(self, parts, cs, rs, base: dict, items=None) -> None:
         """_PM_STEPS steps of each mode under the PM sampler and the kernel trace, summarised per step."""
-        from ..analysis.comm import PM_TAG, pm_step_dram
+        from .analysis import PM_TAG, pm_step_dram
         from ..trace.user import kernel_trace
-        from .pm import MAX_SAMPLES
+        from ..experiments.pm import MAX_SAMPLES
 
         col = self._pm_collector()
 
@@ -404,7 +404,7 @@ class _Rank:
         """All-gather and all-to-all on a communicator of CTA policy ZERO, their buffers in symmetric
         windows (NCCL's copy engines), beside the compute on the whole GPU; a failure alike on every
         rank (no such path in this NCCL) becomes ``zero_error``."""
-        from ..workloads.collectives import collective
+        from .collectives import collective
 
         a, b = self.engine.whole.streams[:2]
         base = {"nranks": self.nranks, "rank": self.rank, "setup": "zero", "layout": "zero", "comm_sm_count": 0,
@@ -470,7 +470,7 @@ def run_rank(rank: int, nranks: int, uid: bytes, spec: CommSpec, send) -> dict:
         if spec.zero_sm:  # last: a copy-engine path that fails or hangs costs nothing measured before it
             r.run_zero()
             r.flush()
-        from ..workloads.collectives import nccl_versions
+        from .collectives import nccl_versions
 
         return {"rank": rank, **r.info.metadata(), **nccl_versions(),
                 "alltoall_recipe": r.recipes.get("alltoall", ""),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .args import Usage
+from ..cli.args import Usage
 
 #: A campaign spec larger or deeper than this is refused before it is parsed.
 MAX_SPEC_BYTES = 1 << 20
@@ -69,7 +69,7 @@ def _yaml_checked(text: str, path: str):
 def read_spec(path: str) -> dict:
     """A campaign spec from TOML (tomllib) or YAML (when PyYAML is installed), size and depth
     checked before it is parsed."""
-    from ..results.campaign_store import NotRegular, read_bounded
+    from .store import NotRegular, read_bounded
 
     p = Path(path)
     try:
@@ -120,7 +120,7 @@ def _print_status(status) -> None:
 
 
 def cmd_campaign(args) -> int:
-    from ..results.campaign_store import campaign_status
+    from .store import campaign_status
 
     if args.target in ("status", "repair"):
         if not args.folder:
@@ -131,7 +131,7 @@ def cmd_campaign(args) -> int:
         raise Usage(f"unexpected {args.folder!r}: run `gcexplore campaign SPEC`, `gcexplore campaign status DIR` "
                     "or `gcexplore campaign repair DIR`")
     spec = read_spec(args.target)
-    from ..experiments.campaigns import campaign
+    from .grid import campaign
 
     folder = args.out or spec.get("folder") or "gcexplore-out/campaign"
     c = campaign(spec["workloads"], spec.get("splits"), experiment=spec.get("experiment", "sweep"),

@@ -5,9 +5,9 @@ remainder of every split (a concurrent-free sweep of the workload beside a copy 
 itself, ``alone`` mode only: one layout gives both sizes), adds the card's shared DRAM
 bandwidth (:func:`card_bandwidth`, measured once per card and passed on) and the L2
 size, counts its DRAM and L2 traffic per call with CUPTI where the loaded CUPTI can
-(:mod:`gcexplore.experiments.traffic`; else one sentence and the declared bytes), and
-returns profile rows (:data:`gcexplore.analysis.prediction.PROFILE_COLUMNS` with the traffic
-columns of :mod:`gcexplore.analysis.traffic_profile`) that :func:`gcexplore.predict` reads.
+(:mod:`gcexplore.prediction.traffic`; else one sentence and the declared bytes), and
+returns profile rows (:data:`gcexplore.prediction.model.PROFILE_COLUMNS` with the traffic
+columns of :mod:`gcexplore.prediction.traffic_profile`) that :func:`gcexplore.predict` reads.
 :func:`save_profiles` / :func:`load_profiles` keep them.
 """
 
@@ -17,16 +17,15 @@ import math
 import warnings
 from pathlib import Path
 
-from ..analysis import prediction as model
-from ..analysis.traffic_profile import (MID_SHARE, PROBE_LARGE_SHARE, PROBE_LOW_SHARE, attach_traffic,
-                                       with_traffic_columns)
+from . import model as model
+from .traffic_profile import MID_SHARE, PROBE_LARGE_SHARE, PROBE_LOW_SHARE, attach_traffic, with_traffic_columns
 from ..analysis.summaries import summarize
 from ..analysis.tuning import gpu_time_ms
 from ..results.io import load, save
 from ..schema import identity_name
 from ..workloads.spec import as_workload
-from .measure_scaling import scaling
-from .overlap import sweep
+from ..experiments.measure_scaling import scaling
+from ..experiments.overlap import sweep
 
 __all__ = ["card_bandwidth", "load_profiles", "save_profiles", "solo_profile"]
 
@@ -102,7 +101,7 @@ def solo_profile(workload, *, device=0, repeats: int = 6, warmup: int = 1, round
         measure it once and pass it to every profile of the card).
     traffic : {"auto", "required", False} or DataFrame, default "auto"
         Count the DRAM and L2 traffic per call with CUPTI
-        (:func:`~gcexplore.experiments.traffic.measure_traffic`, on the whole device, on the
+        (:func:`~gcexplore.prediction.traffic.measure_traffic`, on the whole device, on the
         smallest profiled size and the one nearest half the card, back to back and with the L2
         flushed): "auto" falls back
         to the declared bytes with a one-sentence warning where the loaded CUPTI cannot
@@ -119,8 +118,8 @@ def solo_profile(workload, *, device=0, repeats: int = 6, warmup: int = 1, round
     Returns
     -------
     pandas.DataFrame
-        Profile rows (:data:`~gcexplore.analysis.prediction.PROFILE_COLUMNS` and the traffic
-        columns of :mod:`gcexplore.analysis.traffic_profile`, ``bytes_source`` saying where
+        Profile rows (:data:`~gcexplore.prediction.model.PROFILE_COLUMNS` and the traffic
+        columns of :mod:`gcexplore.prediction.traffic_profile`, ``bytes_source`` saying where
         ``bytes`` came from); ``attrs`` has ``kind="solo_profile"``, the card and
         ``gpu_time_ms`` (the measured repetitions' time and the counted calls', for
         comparison with a sweep's).
@@ -174,8 +173,8 @@ def solo_profile(workload, *, device=0, repeats: int = 6, warmup: int = 1, round
 def _probe(wl, device: int, repeats: int, warmup: int, sizes: list[int], total: int | None = None, *,
            with_polite: bool = False) -> dict:
     """The workload on the valid size nearest half the card, on the one nearest
-    :data:`~gcexplore.analysis.traffic_profile.PROBE_LARGE_SHARE` of it and on the one nearest
-    :data:`~gcexplore.analysis.traffic_profile.PROBE_LOW_SHARE` (the copy on the rest then draws less than
+    :data:`~gcexplore.prediction.traffic_profile.PROBE_LARGE_SHARE` of it and on the one nearest
+    :data:`~gcexplore.prediction.traffic_profile.PROBE_LOW_SHARE` (the copy on the rest then draws less than
     DRAM gives), beside the built-in copy on the rest, alone and together (medians; one sweep of those
     layouts): the ``probe_*``, ``probe_large_*`` and ``probe_low_*`` profile columns (a size equal to an
     earlier probe's is not probed again: its columns stay NaN); ``with_polite``: also on half the card beside the
@@ -255,6 +254,6 @@ def save_profiles(profiles, path) -> Path:
 
 
 def load_profiles(path):
-    """Read profiles written by :func:`save_profiles`; :class:`~gcexplore.analysis.prediction.ProfileError`
+    """Read profiles written by :func:`save_profiles`; :class:`~gcexplore.prediction.model.ProfileError`
     if the file holds something else."""
     return model.check_profiles(load(path))

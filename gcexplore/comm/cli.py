@@ -3,7 +3,7 @@ process per GPU, started here). Every argument is checked before a process start
 
 from __future__ import annotations
 
-from .args import Usage, int_arg, int_list, writable_file
+from ..cli.args import Usage, int_arg, int_list, writable_file
 
 _SUFFIXES = (".parquet", ".csv")
 
@@ -49,7 +49,7 @@ def add_comm(sub) -> None:
 
 def spec_from(args):
     """The CommSpec of the arguments (ValueError in one sentence)."""
-    from ..experiments.comm import CommSpec
+    from .rank import CommSpec
 
     return CommSpec(collectives=args.collectives, sizes=args.sizes, comm_sms=args.comm_sms, ctas=args.ctas,
                     repeats=args.repeats, warmup=args.warmup, gemms=args.gemms, gemm_n=args.gemm_n,
@@ -65,9 +65,9 @@ def cmd_comm(args) -> int:
     if not 0 <= args.tolerance < 1:
         raise Usage(f"--tolerance is a fraction in [0, 1), got {args.tolerance}")
     spec = spec_from(args)
-    from ..analysis.comm import bandwidth_table, comm_answer, nccl_attribution
-    from ..experiments.comm_launch import CommLaunchError, comm_sweep
-    from ..experiments.comm_tune import recommend_comm
+    from .analysis import bandwidth_table, comm_answer, nccl_attribution
+    from .launch import CommLaunchError, comm_sweep
+    from .tune import recommend_comm
     from ..results.io import save
 
     traces: list = []

@@ -57,7 +57,7 @@ def known_durations(durations) -> dict[str, float]:
         return {}
     if isinstance(durations, Mapping):
         return {str(k): float(v) for k, v in durations.items()}
-    from ..results.campaign_store import CampaignFolder
+    from .store import CampaignFolder
 
     shards, _, _ = CampaignFolder(durations).scan()
     out = {}

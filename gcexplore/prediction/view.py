@@ -1,6 +1,6 @@
 """The figure of a prediction: the predicted makespan curve with its interval over the
 measured one, and the decomposition (split loss, interference), predicted and measured.
-Every number comes from :mod:`gcexplore.analysis.prediction`; this module only draws."""
+Every number comes from :mod:`gcexplore.prediction.model`; this module only draws."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from ..analysis.overlap import makespan_stats
-from ..analysis.prediction import predicted_layouts
-from ..analysis.prediction_check import predict_error, prediction_facts
-from ._style import figure_stamp, new_figure
+from .model import predicted_layouts
+from .check import predict_error, prediction_facts
+from ..views._style import figure_stamp, new_figure
 
 __all__ = ["plot_predict"]
 
@@ -64,7 +64,7 @@ def plot_predict(prediction: pd.DataFrame, measured: pd.DataFrame | None = None,
         :func:`gcexplore.predict`'s result (two workloads: one curve over the first size).
     measured : pandas.DataFrame, optional
         A sweep of the same pair (its concurrent medians with p10-p90 are drawn, and the
-        error facts of :func:`~gcexplore.analysis.prediction_check.prediction_facts` written).
+        error facts of :func:`~gcexplore.prediction.check.prediction_facts` written).
     figsize : tuple, default (11.0, 4.4)
 
     Returns

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from .._checks import as_count, as_int
-from .workload import Workload, from_torch
+from ..workloads.workload import Workload, from_torch
 
 __all__ = ["ARRIVALS", "ModelShape", "ServingModel", "arrivals", "decoder_stack", "serving_roles"]
 
