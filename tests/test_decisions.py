@@ -42,7 +42,7 @@ def _stream(name, gbs: float):
     """A workload that draws ``gbs`` GB/s from 16 SMs on (1 ms per call there), alone."""
     import pandas as pd
 
-    from gcexplore.analysis import prediction as P
+    from gcexplore.prediction import model as P
 
     rows = [{"workload": name, "position": pos, "sm_count": k if pos == "first" else CARD - k, "rep": r,
              "duration_ms": max(1.0, 16.0 / (k if pos == "first" else CARD - k)), "start_ms": 0.0,
