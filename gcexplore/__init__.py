@@ -37,7 +37,10 @@ del _run_as_module
 import importlib  # noqa: E402
 import warnings  # noqa: E402
 
-from . import analysis, campaigns, comm, device, experiments, explorers, prediction, results, serving, trace, views, workloads
+from . import analysis, device, experiments, explorers, results, trace, views, workloads
+# The families after the core; imported here so their registrations (gcexplore._registry) are in place
+# before any core module looks one up, in the order ``gcexplore --help`` lists their commands.
+from . import campaigns, serving, comm, prediction  # noqa: I001
 from ._version import __version__  # noqa: F401 (in __all__)
 
 _LAYERS = (device, workloads, trace, experiments, results, analysis, views, explorers,

@@ -1,11 +1,13 @@
 """The summary of any result: the dispatcher only. Each kind's summary lives with its kind
-(:mod:`.overlap`, :mod:`.scaling`, :mod:`.isolation`, :mod:`.occupancy`, :mod:`.trace`, :mod:`.pm`,
-:mod:`.comm`, :mod:`.serving`); the result is computed once per unchanged frame (the run's memo)."""
+(:mod:`.overlap`, :mod:`.scaling`, :mod:`.isolation`, :mod:`.occupancy`, :mod:`.trace`, :mod:`.pm`;
+a family's kinds in the family, found through :mod:`gcexplore._registry`); the result is computed
+once per unchanged frame (the run's memo)."""
 
 from __future__ import annotations
 
 import pandas as pd
 
+from .._registry import SUMMARIES, resolve
 from ..results.run import fingerprint, per_run, run_of
 from ..results.validate import check_trace_matches, open_run
 from ..schema import KINDS
@@ -15,7 +17,6 @@ from .occupancy import sm_busy
 from .overlap import summarize_overlap
 from .pm import summarize_pm
 from .scaling import summarize_scaling
-from ..serving.analysis import serving_table
 
 __all__ = ["summarize"]
 
@@ -81,16 +82,12 @@ def summarize(df: pd.DataFrame, trace: pd.DataFrame | None = None) -> pd.DataFra
 
 
 def _summarize(df: pd.DataFrame, kind: str, trace: pd.DataFrame | None) -> pd.DataFrame:
-    one = {"overlap": summarize_overlap, "sweep": summarize_overlap, "tune": summarize_overlap,
-           "scaling": summarize_scaling, "isolation": summarize_isolation, "occupancy": sm_busy,
-           "trace": busy.busy_time, "pm": summarize_pm, "comm": _summarize_comm, "serving": serving_table}[kind]
+    core = {"overlap": summarize_overlap, "sweep": summarize_overlap, "tune": summarize_overlap,
+            "scaling": summarize_scaling, "isolation": summarize_isolation, "occupancy": sm_busy,
+            "trace": busy.busy_time, "pm": summarize_pm}
+    one = core[kind] if kind in core else resolve(SUMMARIES[kind])  # a family's kind: its registered summary
     if trace is not None:
         check_trace_matches(df, trace, "summarize", kind)
     out = per_run(df, one)
     return out if trace is None else busy.with_trace(out, df, trace)
 
-
-def _summarize_comm(df: pd.DataFrame) -> pd.DataFrame:
-    from ..comm.analysis import comm_table
-
-    return comm_table(df)

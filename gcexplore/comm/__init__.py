@@ -5,6 +5,7 @@ bandwidth, steps and attribution, ``view`` draws them, ``cli`` is ``gcexplore co
 core; nothing in the core imports it."""
 
 from .._lazy import face
+from .._registry import register_command, register_summary
 
 PUBLIC = {
     "rank": ("CommSpec",),
@@ -18,3 +19,6 @@ EXTRA = {
     "collectives": ("COLLECTIVES", "collective", "nccl_versions"),
 }
 __all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC, EXTRA)
+
+register_command("comm", f"{__name__}.cli:add_comm")
+register_summary("comm", f"{__name__}.analysis:comm_table")

@@ -4,6 +4,7 @@ workloads (a synthetic decoder stack or the user's own, open-loop arrivals), ``e
 ``cli`` is ``gcexplore serve``. Built on the core; nothing in the core imports it."""
 
 from .._lazy import face
+from .._registry import register_command, register_summary
 
 PUBLIC = {
     "roles": ("decoder_stack", "serving_roles"),
@@ -18,3 +19,6 @@ EXTRA = {
                  "predict_serving", "prediction_errors", "trade_facts", "ttft_queue"),
 }
 __all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC, EXTRA)
+
+register_command("serve", f"{__name__}.cli:add_serve")
+register_summary("serving", f"{__name__}.analysis:serving_table")
