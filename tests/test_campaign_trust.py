@@ -540,6 +540,39 @@ def test_line_breaks_in_file_data_never_print_a_forged_line(tmp_path, brk):
     assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
+@pytest.mark.parametrize("form", ["brackets", "inline tables", "dotted keys", "table header", "array of tables"])
+def test_a_toml_spec_nested_3000_deep_is_refused_in_every_form(tmp_path, form):
+    from gcexplore.campaigns.cli import read_spec
+    from gcexplore.cli.args import Usage
+
+    keys = ".".join(["a"] * 3000)
+    text = 'workloads = [["compute", "memory"]]\n' + {
+        "brackets": "splits = " + "[" * 3000 + "]" * 3000,
+        "inline tables": "options = " + "{ a = " * 3000 + "1" + " }" * 3000,
+        "dotted keys": f"options.{keys} = 1",
+        "table header": f"[options.{keys}]\nx = 1",
+        "array of tables": f"[[options.{keys}]]\nx = 1"}[form] + "\n"
+    spec = tmp_path / "deep.toml"
+    spec.write_text(text)
+    t0 = time.perf_counter()
+    with pytest.raises(Usage, match="nests deeper than 32"):
+        read_spec(str(spec))
+    assert time.perf_counter() - t0 < 10
+    r = _cli("campaign", str(spec), "--out", str(tmp_path / "c"))  # the command: one line, no traceback
+    assert r.returncode == 2 and "nests deeper than 32" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_a_campaign_id_with_line_breaks_prints_no_forged_status_line(tmp_path):
+    folder, keys = _folder(tmp_path, 2, campaign_id="camp\ncampaign X in /tmp: 9 of 9 tasks done\r\u2028- ok")
+    CampaignFolder(folder).write_failure(keys[0], {"error": "boom\n  failed nothing: all good"})
+    os.unlink(_shard(folder, keys[0]))
+    r = _cli("campaign", "status", str(folder))
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("campaign camp\\ncampaign X") and "9 of 9 tasks done" not in " ".join(lines[1:])
+    assert not [line for line in lines if line.startswith(("campaign X", "- ok", "  failed nothing"))], r.stdout
+
+
 def test_control_characters_from_files_are_escaped_in_terminal_output(tmp_path):
     from _compare_data import sweep
 

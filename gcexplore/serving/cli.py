@@ -9,6 +9,7 @@ import argparse
 import math
 
 from ..cli.args import RESULT_SUFFIXES, Usage, float_arg, int_arg, int_list, writable_file
+from ..cli._text import one_line
 
 _COLS = ["mode", "layout", "load", "itl_p50_ms", "itl_p99_ms", "ttft_p50_ms", "ttft_p99_ms", "served", "requests",
          "decode_tokens_per_s", "prefill_tokens_per_s"]
@@ -111,7 +112,7 @@ def _show(df, slo, pattern: str) -> None:
 
     t = S.serving_table(df, slo)
     print(t[~t["mode"].isin(S.PROFILE_MODES)][_COLS].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    print(S.trade_facts(t)["text"])
+    print(one_line(S.trade_facts(t)["text"]))  # layouts and names from a recorded file: one line
     if slo is not None:
         print(f"goodput at {slo.text()} ({pattern} loads):")
         g = S.goodput_table(t, slo, pattern)
