@@ -94,6 +94,34 @@ def test_local_cluster_listens_on_loopback_only_and_refuses_the_network():
         cluster.close()
 
 
+@pytest.mark.parametrize("dashboard", [":0", "0", "127.0.0.1:0", "localhost:0"])
+def test_every_listener_stays_on_loopback_whatever_dashboard_address_says(dashboard):
+    """Dask reads ':0' as every interface; here an address without a host is the cluster's host."""
+    pytest.importorskip("distributed")
+    import psutil
+
+    from gcexplore.campaigns.grid import local_cluster
+
+    cluster = local_cluster(["0"], dashboard_address=dashboard)
+    try:
+        addrs = _listening(psutil.Process())
+        assert len({a.port for a in addrs}) >= 3, addrs  # scheduler, its dashboard, a nanny, a worker
+        assert all(a.ip == "127.0.0.1" for a in addrs), addrs
+    finally:
+        cluster.close()
+
+
+@pytest.mark.parametrize("kw", [{"dashboard_address": "0.0.0.0:0"}, {"dashboard_address": "[::]:8787"},
+                                {"dashboard_address": "10.1.2.3:0"}, {"host": "::"}, {"host": "0.0.0.0"},
+                                {"interface": "eth0"}, {"protocol": "tcp"}, {"listen_address": "tcp://0.0.0.0:0"}])
+def test_a_listener_the_network_reaches_is_refused_without_tls(kw):
+    pytest.importorskip("distributed")
+    from gcexplore.campaigns.grid import local_cluster
+
+    with pytest.raises(ValueError, match="network|host= and security="):
+        local_cluster(["0"], **kw)
+
+
 def test_a_network_reachable_cluster_needs_tls():
     pytest.importorskip("distributed")
     from gcexplore.campaigns.grid import local_cluster
