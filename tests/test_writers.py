@@ -258,3 +258,26 @@ def test_the_campaign_lock_is_made_exclusively_with_the_umask_and_a_stale_one_is
     again = CampaignFolder(folder).lock()
     assert f"pid {os.getpid()}" in lock.read_text()
     again.release()
+
+
+@pytest.mark.parametrize("plant", ["user parquet", "symlink", "text"])
+def test_comm_refuses_to_replace_a_trace_name_it_did_not_write(tmp_path, plant):
+    """``gcexplore comm --out r.parquet`` writes r-trace.parquet too: a file of that name it did not
+    save is named before anything is measured (no GPU needed to reach the check), never replaced."""
+    import pandas as pd
+
+    victim = tmp_path / "notes.txt"
+    victim.write_text("the user's notes")
+    trace = tmp_path / "r-trace.parquet"
+    if plant == "user parquet":
+        pd.DataFrame({"x": [1, 2]}).to_parquet(trace)
+    elif plant == "symlink":
+        trace.symlink_to(victim)
+    else:
+        trace.write_text("the user's notes")
+    before = trace.read_bytes()
+    r = _cli("comm", "--out", "r.parquet", cwd=tmp_path)
+    assert r.returncode == 2 and "r-trace.parquet" in r.stderr and "not a result gcexplore saved" in r.stderr, r.stderr
+    assert trace.read_bytes() == before and victim.read_text() == "the user's notes"
+    r = _cli("comm", "--out", "r.parquet", "--no-trace", cwd=tmp_path)
+    assert "not a result gcexplore saved" not in r.stderr  # --no-trace writes no trace: nothing to refuse

@@ -18,6 +18,7 @@ import contextlib
 import hashlib
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -174,6 +175,20 @@ def is_sidecar(path: Path, csv_name: str | None = None) -> bool:
         return False
     return (isinstance(side, dict) and isinstance(side.get("dtypes"), dict)
             and (csv_name is None or side.get("csv") in (None, csv_name)))
+
+
+def is_saved_result(path: Path) -> bool:
+    """True when ``path`` is a parquet file :func:`save` wrote (its footer holds gcexplore's attrs):
+    what a companion file (a comm run's ``-trace.parquet``) may replace without asking."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return False
+        return _ATTRS_KEY in (pq.read_schema(path).metadata or {})
+    except (OSError, pa.ArrowException):
+        return False
 
 
 def _old_sidecar(path: Path) -> dict | None:
