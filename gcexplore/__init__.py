@@ -14,15 +14,14 @@ explorers. The families (``prediction``, ``serving``, ``comm``, ``campaigns``) b
 are imported by nothing in it. The public names are the union of the subpackages' ``__all__``.
 """
 
-from __future__ import annotations
+import sys as _sys
 
-import sys
 
 # `python -m gcexplore[.cli]` put the working folder first on the import path before this
 # package ran: a campaign spec there names modules to import, and a json.py or plant_mod.py
 # planted beside it must not be what runs. Dropped before anything else is imported.
 def _run_as_module() -> bool:
-    argv = list(getattr(sys, "orig_argv", ()))  # the interpreter's -m is the first (argv[0] is "-m")
+    argv = list(getattr(_sys, "orig_argv", ()))  # the interpreter's -m is the first (argv[0] is "-m")
     for i, a in enumerate(argv[1:], 1):
         if a.startswith("-m"):
             name = a[2:] or (argv[i + 1] if i + 1 < len(argv) else "")
@@ -30,12 +29,13 @@ def _run_as_module() -> bool:
     return False
 
 
-if sys.argv[:1] == ["-m"] and sys.path[:1] and sys.path[0] in ("", sys.modules["os"].getcwd()) and _run_as_module():
-    del sys.path[0]
+if _sys.argv[:1] == ["-m"] and _sys.path[:1] and _sys.path[0] in ("", _sys.modules["os"].getcwd()) \
+        and _run_as_module():
+    del _sys.path[0]
 del _run_as_module
 
-import importlib  # noqa: E402
-import warnings  # noqa: E402
+import importlib as _importlib  # noqa: E402
+import warnings as _warnings  # noqa: E402
 
 from . import analysis, device, experiments, explorers, results, trace, views, workloads
 # The families after the core; imported here so their registrations (gcexplore._registry) are in place
@@ -105,9 +105,9 @@ _MOVED.update({
 
 
 def _moved(old: str):
-    warnings.warn(f"gcexplore.{old} moved to gcexplore.{_MOVED[old]}; the old name goes in the next release",
+    _warnings.warn(f"gcexplore.{old} moved to gcexplore.{_MOVED[old]}; the old name goes in the next release",
                   DeprecationWarning, stacklevel=3)
-    return importlib.import_module(f".{_MOVED[old]}", __name__)
+    return _importlib.import_module(f".{_MOVED[old]}", __name__)
 
 
 class _OldPaths:
@@ -134,22 +134,27 @@ class _OldPaths:
         module.__spec__ = _OldPaths._spec
 
 
-if not any(isinstance(f, type) and f.__name__ == "_OldPaths" for f in sys.meta_path):
-    sys.meta_path.append(_OldPaths)
+if not any(isinstance(f, type) and f.__name__ == "_OldPaths" for f in _sys.meta_path):
+    _sys.meta_path.append(_OldPaths)
 
 
 def __getattr__(name: str):
     if name in _MOVED:
         return _moved(name)
     if name in _MODULES:
-        return importlib.import_module(f".{_MODULES[name]}", __name__)
+        return _importlib.import_module(f".{_MODULES[name]}", __name__)
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module 'gcexplore' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    value = getattr(_importlib.import_module(f".{module}", __name__), name)
     globals()[name] = value  # later lookups skip this function
     return value
 
 
+#: What ``dir(gcexplore)`` lists: the public names, the faces and the packages (not the flat modules of
+#: earlier versions, nor what this module imports for itself).
+_PUBLIC = sorted({*__all__, *(m for m in _MODULES if m not in _MOVED), *(p.__name__.split(".")[1] for p in _LAYERS)})
+
+
 def __dir__():
-    return sorted(set(globals()) | set(_WHERE) | set(_MODULES))
+    return _PUBLIC

@@ -389,3 +389,9 @@ def test_no_submodule_shares_a_name_with_a_public_attribute_of_its_package():
         subs = {m.rsplit(".", 1)[1] for m in MODULES if m.rsplit(".", 1)[0] == package and m != package}
         bad += [f"{package}.{s}" for s in sorted(subs & public)]
     assert bad == []
+
+
+def test_the_cores_experiments_and_analysis_stay_under_20_modules():
+    """The families live in their own packages; the core's two big folders hold the profiler and compare."""
+    counts = {lay: sum(layer(m) == lay for m in MODULES) for lay in ("experiments", "analysis")}
+    assert all(n < 20 for n in counts.values()), counts

@@ -60,3 +60,15 @@ def test_public_names_and_new_paths_do_not_warn():
             importlib.import_module(f"gcexplore.{new}")
         gcexplore.serving.SERVING_MODES
         gcexplore.comm.COLLECTIVES
+
+
+def test_dir_lists_only_public_names_each_resolving_without_a_warning():
+    names = dir(gcexplore)
+    assert [n for n in names if n.startswith("_") and n != "__version__"] == []
+    assert {"sys", "importlib", "warnings", "annotations"} & set(names) == set()
+    assert set(gcexplore.__all__) <= set(names)
+    assert {"prediction", "serving", "comm", "campaigns", "analysis", "api", "profile", "widgets"} <= set(names)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no deprecated flat module listed
+        for n in names:
+            getattr(gcexplore, n)
