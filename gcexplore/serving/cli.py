@@ -64,6 +64,21 @@ def _slo(args):
     return ServingSLO(args.ttft_ms, args.itl_p99_ms, args.attainment)
 
 
+def _require_gpu() -> None:
+    """The driver asked before PyTorch is: without a GPU, "no NVIDIA driver found" as every command says,
+    and what runs without one (``--recorded``), not an install hint for a library that cannot help."""
+    from ..device.driver import UnsupportedError, device_count
+
+    try:
+        n = device_count()
+    except UnsupportedError as e:
+        raise UnsupportedError(f"{str(e).split(';')[0]}; without a GPU, `gcexplore serve --recorded` shows the "
+                               "recorded serving run") from e
+    if n == 0:
+        raise UnsupportedError("the driver sees no CUDA device; `gcexplore serve --recorded` shows the recorded "
+                               "serving run")
+
+
 def cmd_serve(args) -> int:
     slo = _slo(args)
     from . import analysis as S
@@ -85,6 +100,7 @@ def cmd_serve(args) -> int:
 
     for r in args.rates:  # the load is checked before the model takes GPU memory
         arrivals(r, args.duration, seed=args.seed, pattern=args.pattern, burst=args.burst)
+    _require_gpu()
 
     model = decoder_stack(ModelShape(layers=args.layers), batch=args.batch, kv_len=args.kv_len, prompt=args.prompt,
                           chunk=args.chunk, device=args.device)
