@@ -562,3 +562,26 @@ def test_step_profiles_predict_the_recorded_grid_within_10_percent():
     # the solo rows alone miss what sharing DRAM and L2 costs: their predictions are lower and worse
     solo = S.prediction_errors(S.predict_serving(df[df["mode"] == "alone"], loads, slo, S.deadline_of(df)), table)
     assert max(_within(solo)) < min(itl, ttft) and (solo["itl_p99_error"] < 0).mean() > 0.9
+
+
+def test_the_serving_figure_marks_infinite_tails_and_labels_its_log_axes_plainly():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import gcexplore as gx
+    from gcexplore.serving import analysis as SA
+    from gcexplore.serving.view import INF_LABEL, plot_serving
+
+    df = gx.load_recorded("serving")
+    table = SA.serving_table(df, None)
+    part = table[table["mode"] == "partitioned"]
+    fig = plot_serving(df)
+    for ax, col in zip(fig.axes[:2], ("itl_p99_ms", "ttft_p50_ms")):
+        infinite = int(np.isinf(part[col].to_numpy(float)).sum())
+        marks = sum(len(line.get_xdata()) for line in ax.lines if str(line.get_gid()).endswith(":inf"))
+        assert marks == infinite, (col, marks, infinite)  # every point with no finished request is marked
+        fig.canvas.draw()
+        labels = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+        assert labels and all(lab.replace(".", "", 1).isdigit() for lab in labels), labels  # 2, 5, 10: not 2x10^0
+    assert np.isinf(part["ttft_p50_ms"].to_numpy(float)).any()  # the recording has such points: the case is real
+    assert INF_LABEL in [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
