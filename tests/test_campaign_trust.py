@@ -617,3 +617,39 @@ def test_control_characters_from_files_are_escaped_in_terminal_output(tmp_path):
     os.unlink(_shard(folder, keys[0]))
     r = _cli("campaign", "status", str(folder))
     assert "\x1b" not in r.stdout and "\x9b" not in r.stdout and "boom \\x1b[2J\\x9b1m cleared" in r.stdout, r.stdout
+
+
+# ------------------------------------------------------------------ every reader, one size budget (issue 46)
+
+
+def test_every_reader_of_user_files_refuses_huge_or_bombed_input_quickly(tmp_path):
+    """The same hostile inputs at every entry point: campaign status over a 30 GiB sparse checkpoint,
+    compare and load over a parquet bomb and a 6 GiB sidecar. Each answers in seconds, naming the file."""
+    from test_files import _parquet_bomb
+
+    folder, keys = _folder(tmp_path, 2)
+    os.unlink(_shard(folder, keys[0]))
+    ck = folder / "checkpoints" / f"{keys[0]}.jsonl"
+    ck.parent.mkdir(exist_ok=True)
+    ck.write_text('{"gcexplore_checkpoint": 1}\n')
+    with open(ck, "r+b") as f:
+        f.truncate(30 << 30)
+    t0 = time.perf_counter()
+    r = _cli("campaign", "status", str(folder))
+    assert r.returncode == 0 and "30.0 GiB, over the" in r.stdout, r.stdout + r.stderr
+    assert time.perf_counter() - t0 < 60
+
+    bomb = _parquet_bomb(tmp_path / "bomb.parquet")
+    from _compare_data import sweep
+
+    good = tmp_path / "good.parquet"
+    gx.save(sweep(1), good)
+    side = tmp_path / "big.csv"
+    gx.save(sweep(2), side)
+    with open(side.with_suffix(".json"), "r+b") as f:
+        f.truncate(6 << 30)
+    for bad, words in ((bomb, "MAX_LOAD_CELLS"), (side, "MAX_METADATA_BYTES")):
+        t0 = time.perf_counter()
+        r = _cli("compare", str(good), str(bad))
+        assert r.returncode in (1, 2) and words in r.stderr and "MemoryError" not in r.stderr, r.stderr
+        assert len(r.stderr.splitlines()) == 1 and time.perf_counter() - t0 < 60

@@ -326,6 +326,11 @@ def _read_parquet(path: Path) -> tuple[pd.DataFrame, dict]:
     return df, _decode(attrs)
 
 
+def _size(n: float) -> str:
+    return next(f"{n / u:.1f} {name}" for u, name in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"), (1, "bytes"))
+                if n >= u or u == 1)
+
+
 def _too_large(path: Path, what: str, found: str, limit: str, knob: str) -> ResultFileError:
     return ResultFileError(f"{str(path)!r} {what} {found}, over the {limit} gcexplore reads without being asked "
                            f"(gcexplore.results.io.{knob}); not read. A result you trust can be read by raising it")
@@ -340,12 +345,10 @@ def _check_parquet_size(path: Path, md) -> None:
     raw = sum(md.row_group(i).column(j).total_uncompressed_size
               for i in range(md.num_row_groups) for j in range(md.num_columns))
     if raw > MAX_LOAD_BYTES:
-        raise _too_large(path, "decompresses to", f"{raw / 2**30:.1f} GiB", f"{MAX_LOAD_BYTES / 2**30:.1f} GiB",
-                         "MAX_LOAD_BYTES")
+        raise _too_large(path, "decompresses to", _size(raw), _size(MAX_LOAD_BYTES), "MAX_LOAD_BYTES")
     stored = sum(len(k) + len(v) for k, v in (md.metadata or {}).items())
     if stored > MAX_METADATA_BYTES:
-        raise _too_large(path, "stores metadata of", f"{stored >> 20} MiB", f"{MAX_METADATA_BYTES >> 20} MiB",
-                         "MAX_METADATA_BYTES")
+        raise _too_large(path, "stores metadata of", _size(stored), _size(MAX_METADATA_BYTES), "MAX_METADATA_BYTES")
 
 
 def _read_sidecar(path: Path, side_path: Path) -> dict:
@@ -355,8 +358,7 @@ def _read_sidecar(path: Path, side_path: Path) -> dict:
     check_target(side_path, "load")
     where = f"the sidecar {str(side_path)!r} of {str(path)!r}"
     if (size := side_path.stat().st_size) > MAX_METADATA_BYTES:  # before reading: not a MemoryError later
-        raise _too_large(side_path, "is", f"{size / 2**30:.1f} GiB", f"{MAX_METADATA_BYTES >> 20} MiB of a sidecar",
-                         "MAX_METADATA_BYTES")
+        raise _too_large(side_path, "is", _size(size), f"{_size(MAX_METADATA_BYTES)} of a sidecar", "MAX_METADATA_BYTES")
     side = _loads_metadata(side_path.read_bytes(), where)
     if not isinstance(side, dict) or not isinstance(side.get("dtypes", {}), dict) \
             or not isinstance(side.get("attrs", {}), dict):
@@ -395,7 +397,7 @@ def _ends_mid_row(path: Path) -> bool:  # to_csv ends every row, the last too, w
 
 def _read_csv(path: Path) -> tuple[pd.DataFrame, dict]:
     if (size := path.stat().st_size) > MAX_LOAD_BYTES:
-        raise _too_large(path, "is", f"{size / 2**30:.1f} GiB", f"{MAX_LOAD_BYTES / 2**30:.1f} GiB", "MAX_LOAD_BYTES")
+        raise _too_large(path, "is", _size(size), _size(MAX_LOAD_BYTES), "MAX_LOAD_BYTES")
     side = _read_sidecar(path, _sidecar(path))
     if "rows" not in side and "sha256" not in side and _ends_mid_row(path):  # nothing else would tell
         raise ResultFileError(f"{str(path)!r} ends in the middle of a row: it was cut short; save the result again")
