@@ -130,3 +130,28 @@ def test_every_gate_exit_code_is_documented_and_each_case_gets_its_own(tmp_path)
     text = " ".join(h.stdout.split())
     for code, meaning in GATE_EXIT_CODES.items():
         assert f"{code}: {' '.join(meaning.split())}" in text, code
+
+
+@pytest.mark.parametrize("attack", ["own rows twice", "two runs", "another task's rows, campaign columns dropped"])
+def test_a_shard_is_checked_on_its_rows_not_its_labels(tmp_path, attack):
+    import pandas as pd
+
+    from test_campaign_trust import _folder, _shard
+
+    folder, (a, b, c) = _folder(tmp_path, 3)
+    mine, theirs = gx.load(_shard(folder, b)), gx.load(_shard(folder, c))
+    if attack == "own rows twice":
+        rows = pd.concat([mine, mine], ignore_index=True)
+    elif attack == "two runs":
+        other = mine.copy()
+        other["run_id"] = "another-run"
+        other["rep"] = other["rep"] + 1000  # not duplicates: the second run's own repetitions
+        rows = pd.concat([mine, other], ignore_index=True)
+    else:
+        camp = ["task_key", "campaign_id", "experiment", "pair", "split_set"]
+        rows = theirs.drop(columns=[col for col in camp if col in theirs.columns])
+    rows.attrs = dict(mine.attrs)  # b's record: the labels say b
+    gx.save(rows, _shard(folder, b))
+    df = gx.load_campaign(folder)
+    assert b not in set(df["task_key"]) and df.attrs["done"] == 2, attack
+    assert any(b in n for n in df.attrs["torn"]), df.attrs["torn"]

@@ -184,10 +184,35 @@ def belongs(df: pd.DataFrame, key: str, task: dict, campaign_id: str) -> str | N
                                                                         ("experiment", "pair", "split_set"))):
         if col in df.columns and want is not None and len(df) and (df[col].astype(str) != str(want)).any():
             return f"some rows name another {col} than {str(want)[:60]!r}"
+    why = _rows_of_one_run(df)
+    if why:
+        return why
     try:
         kind_of(df)
     except ValueError as e:
         return f"its rows are not one result kind ({str(e)[:100]})"
+    return None
+
+
+#: Columns that together name one measured row (those a shard has): a row twice is counted twice.
+_ROW_KEY = ("layout", "split_sm_count", "mode", "round", "rep", "workload", "partition", "sm_count", "load",
+            "collective", "size_bytes", "comm_sm_count", "ctas", "step", "rank")
+
+
+def _rows_of_one_run(df: pd.DataFrame) -> str | None:
+    """Why the rows are not one run's measurement (checked on rows, not labels), or None."""
+    if "run_id" in df.columns and len(df):
+        runs = sorted(map(str, df["run_id"].dropna().unique()))
+        if len(runs) > 1:
+            return f"its rows are of {len(runs)} runs ({', '.join(r[:16] for r in runs[:3])}), not one task's run"
+        own = df.attrs.get("run_id")
+        if runs and own is not None and runs[0] != str(own):
+            return f"its rows are run {runs[0][:16]!r}'s, not the run its record names ({str(own)[:16]!r})"
+    key = [c for c in _ROW_KEY if c in df.columns]
+    if len(key) >= 3 and len(df):
+        dup = int(df.duplicated(subset=key).sum())
+        if dup:
+            return f"{dup} of its rows repeat another ({', '.join(key)} alike): rows counted twice"
     return None
 
 
