@@ -585,3 +585,14 @@ def test_the_serving_figure_marks_infinite_tails_and_labels_its_log_axes_plainly
         assert labels and all(lab.replace(".", "", 1).isdigit() for lab in labels), labels  # 2, 5, 10: not 2x10^0
     assert np.isinf(part["ttft_p50_ms"].to_numpy(float)).any()  # the recording has such points: the case is real
     assert INF_LABEL in [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
+
+
+def test_prediction_errors_over_raw_rows_says_to_pass_a_serving_table():
+    import gcexplore as gx
+
+    df = gx.load_recorded("serving")
+    pred = pd.DataFrame({"layout": ["a"], "load": ["x"], "itl_p99_ms": [1.0], "ttft_p50_ms": [1.0]})
+    with pytest.raises(ValueError, match=r"raw serving rows: pass serving_table\(rows\)"):
+        S.prediction_errors(pred, df)
+    with pytest.raises(ValueError, match="predict_serving's frame first"):
+        S.prediction_errors(pred.drop(columns=["itl_p99_ms"]), S.serving_table(df, None))

@@ -279,7 +279,22 @@ def predict_serving(profiles: pd.DataFrame, loads: dict, slo: ServingSLO | None 
 def prediction_errors(predicted: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFrame:
     """Relative error (predicted / measured - 1) of ITL p99 and TTFT p50 per split and load, joining
     :func:`predict_serving` to a :func:`serving_table` of the partitioned runs. A TTFT p50 that is
-    infinite in both (most requests unserved) is an error of 0; in one only, of inf or -1."""
+    infinite in both (most requests unserved) is an error of 0; in one only, of inf or -1.
+
+    Raises
+    ------
+    ValueError
+        ``measured`` is not a :func:`serving_table` (raw serving rows: pass ``serving_table(rows)``),
+        or ``predicted`` is not a :func:`predict_serving` frame."""
+    need = {"mode", "layout", "load", "pattern", "decode_sm_count", "rate_rps", "itl_p99_ms", "ttft_p50_ms"}
+    if not need <= set(measured.columns):
+        kind = measured.attrs.get("kind")
+        raw = " (these are raw serving rows: pass serving_table(rows))" if kind == "serving" else ""
+        raise ValueError(f"prediction_errors needs a serving_table of the measured runs{raw}; missing columns: "
+                         f"{', '.join(sorted(need - set(measured.columns)))}")
+    if not {"layout", "load", "itl_p99_ms", "ttft_p50_ms"} <= set(predicted.columns):
+        raise ValueError("prediction_errors needs predict_serving's frame first (layout, load, itl_p99_ms, "
+                         f"ttft_p50_ms); got columns {', '.join(map(str, predicted.columns[:12]))}")
     m = measured[measured["mode"] == "partitioned"]
     j = predicted.merge(m, on=["layout", "load"], suffixes=("_pred", ""))
     out = j[["layout", "load", "pattern", "decode_sm_count", "rate_rps"]].copy()
