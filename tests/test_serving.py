@@ -596,3 +596,31 @@ def test_prediction_errors_over_raw_rows_says_to_pass_a_serving_table():
         S.prediction_errors(pred, df)
     with pytest.raises(ValueError, match="predict_serving's frame first"):
         S.prediction_errors(pred.drop(columns=["itl_p99_ms"]), S.serving_table(df, None))
+
+
+@pytest.mark.parametrize("attack", ["no requests", "no decode gaps"])
+def test_a_split_with_nothing_recorded_never_meets_the_slo(attack):
+    import gcexplore as gx
+
+    df = gx.load_recorded("serving")
+    slo = S.ServingSLO(df.attrs["slo_ttft_ms"], df.attrs["slo_itl_p99_ms"], df.attrs["slo_attainment"])
+    t = S.serving_table(df, slo)
+    met = t[t["meets_slo"] & (t["mode"] == "partitioned")].iloc[0]  # a run that meets it, honestly
+    run = (df["mode"] == met["mode"]) & (df["layout"] == met["layout"]) & (df["load"] == met["load"])
+    record = "request" if attack == "no requests" else "gap"
+    gutted = df[~(run & (df["record"] == record))].copy()
+    gutted.attrs.update(df.attrs)
+    row = S.serving_table(gutted, slo).set_index(["mode", "layout", "load"]).loc[(met["mode"], met["layout"],
+                                                                                   met["load"])]
+    assert not row["meets_slo"], attack  # nothing recorded shows nothing met
+
+
+@pytest.mark.parametrize("col", ["ttft_ms", "itl_ms"])
+def test_negative_latencies_are_refused(col):
+    import gcexplore as gx
+
+    df = gx.load_recorded("serving").copy()
+    i = df.index[df[col].notna()][0]
+    df.loc[i, col] = -5.0
+    with pytest.raises(ValueError, match=f"negative {col}"):
+        S.serving_table(df)

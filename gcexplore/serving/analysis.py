@@ -129,6 +129,11 @@ def serving_table(df: pd.DataFrame, slo: ServingSLO | None = None) -> pd.DataFra
 
 
 def _table(df: pd.DataFrame, slo: ServingSLO | None) -> pd.DataFrame:
+    for col in ("itl_ms", "ttft_ms", "queue_ms"):  # a time before its own start is no measurement
+        if col in df.columns and (df[col].to_numpy(float) < 0).any():
+            n = int((df[col].to_numpy(float) < 0).sum())
+            raise ValueError(f"serving_table: {n} row(s) have a negative {col}; a serving result's gaps and "
+                             "latencies are >= 0 (NaN: unserved): the rows are damaged")
     rows = []
     for keys, g in df.groupby(RUN_KEYS, sort=False):
         if keys[0] != "alone":
@@ -139,10 +144,10 @@ def _table(df: pd.DataFrame, slo: ServingSLO | None) -> pd.DataFrame:
     if slo is not None:
         att = []
         for keys, g in df[df["record"] == "request"].groupby(RUN_KEYS, sort=False):
-            att.append((*keys, float((g["ttft_ms"] <= slo.ttft_ms).mean()) if len(g) else 1.0))
+            att.append((*keys, float((g["ttft_ms"] <= slo.ttft_ms).mean()) if len(g) else math.nan))
         att_df = pd.DataFrame(att, columns=[*RUN_KEYS, "ttft_attainment"])
         out = out.merge(att_df, on=RUN_KEYS, how="left")
-        out["ttft_attainment"] = out["ttft_attainment"].fillna(1.0)
+        # a run with no recorded request (NaN) or no decode gap (ITL NaN) shows nothing met: it cannot meet the SLO
         out["meets_slo"] = (out["ttft_attainment"] >= slo.attainment) & (out["itl_p99_ms"] <= slo.itl_p99_ms)
         out.loc[out["mode"].isin(PROFILE_MODES), "meets_slo"] = False
     return out
