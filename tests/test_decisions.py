@@ -155,3 +155,17 @@ def test_a_shard_is_checked_on_its_rows_not_its_labels(tmp_path, attack):
     df = gx.load_campaign(folder)
     assert b not in set(df["task_key"]) and df.attrs["done"] == 2, attack
     assert any(b in n for n in df.attrs["torn"]), df.attrs["torn"]
+
+
+# ------------------------------------------------------------------ the predictor's interval, counted both ways
+
+def test_predict_error_counts_the_interval_strictly_beside_the_overlap():
+    prof = gx.load_recorded("predict_profiles")
+    fit = gx.prediction.predict_kwargs(prof.attrs["fit"])
+    pred = gx.predict(prof, ["fft", "conv"], **fit)
+    e = gx.predict_error(pred, gx.load_recorded("predict_sweep"))
+    median_in = (e["predicted_low_ms"] <= e["measured_ms"]) & (e["measured_ms"] <= e["predicted_high_ms"])
+    assert (e["inside_strict"] == median_in).all()
+    assert (~e["inside_strict"] | e["inside"]).all()  # a median inside implies the intervals meet
+    facts = gx.prediction_facts(pred, gx.load_recorded("predict_sweep"))
+    assert facts["inside_strict"] == pytest.approx(median_in.mean()) and facts["inside_strict"] <= facts["inside"]
