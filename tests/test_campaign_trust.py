@@ -653,3 +653,25 @@ def test_every_reader_of_user_files_refuses_huge_or_bombed_input_quickly(tmp_pat
         r = _cli("compare", str(good), str(bad))
         assert r.returncode in (1, 2) and words in r.stderr and "MemoryError" not in r.stderr, r.stderr
         assert len(r.stderr.splitlines()) == 1 and time.perf_counter() - t0 < 60
+
+
+def test_a_failure_record_that_cannot_be_removed_does_not_fail_a_task_that_succeeded(tmp_path, monkeypatch):
+    """A read-only failed/ (EROFS or EACCES on unlink): the shard is written and the task counts as done."""
+    import errno
+
+    folder, keys = _folder(tmp_path, 1)
+    store = CampaignFolder(folder)
+    store.write_failure(keys[0], {"error": "an earlier attempt"})
+    rows = gx.load(_shard(folder, keys[0]))
+    real_unlink = os.unlink
+
+    def read_only(path, *a, **k):
+        if "failed" in str(path):
+            raise OSError(errno.EROFS, "Read-only file system", str(path))
+        return real_unlink(path, *a, **k)
+
+    monkeypatch.setattr(os, "unlink", read_only)
+    store.write_shard(keys[0], rows)
+    monkeypatch.setattr(os, "unlink", real_unlink)
+    st = gx.campaign_status(folder)
+    assert st["status"].tolist() == ["done"] and (folder / "failed" / f"{keys[0]}.json").exists()
