@@ -6,8 +6,8 @@ and as many shifted runs ``s1..sk`` (the same work plus ``--shift`` more of it: 
 a chain of 32, one more batch of 32, 3% more iterations or elements) are measured interleaved
 (u1 s1 u2 s2 ...). Null comparisons are consecutive unshifted runs (u1-u2, u2-u3, ...), true
 shifts u_i against s_i. Reported per kind and overall: the false FAST/SLOW rate over compared
-rows, the false CI-gate rate (``--fail-on-regression 2``: some row SLOW with its interval's low
-end above +2%) per null comparison, the power (SLOW share of shifted rows), and the same numbers
+rows, the false CI-gate rates per null comparison (``--fail-on-regression 2``: exit 1, some row's
+interval wholly above +2%; exit 3, none but some reaching beyond +2%), the power (SLOW share of shifted rows), and the same numbers
 for the old method (one interval from all repetitions of a run, the round ignored) on the same
 data. From the null runs: the noise floor per card and workload (``noise_floor.csv``: the
 between-round standard deviation of log time within a run, and what runs add beyond it).
@@ -184,7 +184,10 @@ def judge(a, b, kind, what, pair, args) -> list[dict]:
     c = compare(a, b, min_effect=args.min_effect, floor=getattr(args, "floor", None))
     t = c.table[c.table["present"] == "both"]
     old = {k: (v, lo) for k, v, lo in old_verdicts(a, b, c.settings["level"], args.min_effect)}
-    gate = len(c.regressions(0.02)) > 0
+    from gcexplore.analysis.gate import gate as ci_gate
+
+    code = ci_gate(c.table, 2.0)[0]  # --fail-on-regression 2: 1 a regression shown, 3 one not ruled out
+    gate, unsure = code == 1, code == 3
     old_gate = any(v == "SLOW" and lo > 1.02 for v, lo in old.values())
     rows = []
     for r in t.itertuples():
@@ -192,7 +195,7 @@ def judge(a, b, kind, what, pair, args) -> list[dict]:
         rows.append({"kind": kind, "what": what, "pair": pair, "sm_count": int(r.sm_a), "ratio": r.ratio,
                      "low": r.ratio_low, "high": r.ratio_high, "verdict": r.verdict, "old_verdict": ov,
                      "rounds_a": r.rounds_a, "rounds_b": r.rounds_b, "rounds_needed": r.rounds_needed,
-                     "cycles_ratio": r.cycles_ratio, "gate": gate, "old_gate": old_gate})
+                     "cycles_ratio": r.cycles_ratio, "gate": gate, "gate_unsure": unsure, "old_gate": old_gate})
     return rows
 
 
@@ -205,6 +208,8 @@ def rates(rows: pd.DataFrame) -> dict:
         out[f"{tag}_power"] = float((shift[col] == "SLOW").mean()) if len(shift) else math.nan
         out[f"{tag}_wrong_way"] = float((shift[col] == "FAST").mean()) if len(shift) else math.nan
     out["new_false_gate"] = float(pairs["gate"].mean()) if len(pairs) else math.nan
+    # exit 3 ("cannot rule out"): a CI job failing on any non-zero exit fails these nulls too
+    out["new_gate_unsure"] = float(pairs["gate_unsure"].mean()) if len(pairs) and "gate_unsure" in pairs else math.nan
     out["old_false_gate"] = float(pairs["old_gate"].mean()) if len(pairs) else math.nan
     out["shift_median_ratio"] = float(shift["ratio"].median()) if len(shift) else math.nan
     return out

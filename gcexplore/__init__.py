@@ -14,9 +14,28 @@ explorers. The families (``prediction``, ``serving``, ``comm``, ``campaigns``) b
 are imported by nothing in it. The public names are the union of the subpackages' ``__all__``.
 """
 
-import importlib as _importlib
 import sys as _sys
-import warnings as _warnings
+
+
+# `python -m gcexplore[.cli]` put the working folder first on the import path before this
+# package ran: a campaign spec there names modules to import, and a json.py or plant_mod.py
+# planted beside it must not be what runs. Dropped before anything else is imported.
+def _run_as_module() -> bool:
+    argv = list(getattr(_sys, "orig_argv", ()))  # the interpreter's -m is the first (argv[0] is "-m")
+    for i, a in enumerate(argv[1:], 1):
+        if a.startswith("-m"):
+            name = a[2:] or (argv[i + 1] if i + 1 < len(argv) else "")
+            return name.split(".")[0] == "gcexplore"
+    return False
+
+
+if _sys.argv[:1] == ["-m"] and _sys.path[:1] and _sys.path[0] in ("", _sys.modules["os"].getcwd()) \
+        and _run_as_module():
+    del _sys.path[0]
+del _run_as_module
+
+import importlib as _importlib  # noqa: E402
+import warnings as _warnings  # noqa: E402
 
 from . import analysis, device, experiments, explorers, results, trace, views, workloads
 # The families after the core; imported here so their registrations (gcexplore._registry) are in place

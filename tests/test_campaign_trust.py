@@ -94,6 +94,34 @@ def test_local_cluster_listens_on_loopback_only_and_refuses_the_network():
         cluster.close()
 
 
+@pytest.mark.parametrize("dashboard", [":0", "0", "127.0.0.1:0", "localhost:0"])
+def test_every_listener_stays_on_loopback_whatever_dashboard_address_says(dashboard):
+    """Dask reads ':0' as every interface; here an address without a host is the cluster's host."""
+    pytest.importorskip("distributed")
+    import psutil
+
+    from gcexplore.campaigns.grid import local_cluster
+
+    cluster = local_cluster(["0"], dashboard_address=dashboard)
+    try:
+        addrs = _listening(psutil.Process())
+        assert len({a.port for a in addrs}) >= 3, addrs  # scheduler, its dashboard, a nanny, a worker
+        assert all(a.ip == "127.0.0.1" for a in addrs), addrs
+    finally:
+        cluster.close()
+
+
+@pytest.mark.parametrize("kw", [{"dashboard_address": "0.0.0.0:0"}, {"dashboard_address": "[::]:8787"},
+                                {"dashboard_address": "10.1.2.3:0"}, {"host": "::"}, {"host": "0.0.0.0"},
+                                {"interface": "eth0"}, {"protocol": "tcp"}, {"listen_address": "tcp://0.0.0.0:0"}])
+def test_a_listener_the_network_reaches_is_refused_without_tls(kw):
+    pytest.importorskip("distributed")
+    from gcexplore.campaigns.grid import local_cluster
+
+    with pytest.raises(ValueError, match="network|host= and security="):
+        local_cluster(["0"], **kw)
+
+
 def test_a_network_reachable_cluster_needs_tls():
     pytest.importorskip("distributed")
     from gcexplore.campaigns.grid import local_cluster
@@ -176,18 +204,38 @@ def test_factory_kwargs_are_checked_against_its_signature(tmp_path):
         plan_tasks(EXP, [{"factory": "os:system; rm"}])
 
 
-def test_python_m_does_not_import_from_the_spec_folder_and_help_says_spec_is_code(tmp_path):
+#: Modules gcexplore imports after the interpreter started (a planted copy of one that runpy itself
+#: needs, functools say, breaks every ``python -m`` before any package runs: not ours to guard).
+PLANTED_STDLIB = ("json", "argparse", "tomllib", "textwrap", "dataclasses", "inspect", "shutil", "tempfile",
+                  "numpy", "pandas")
+
+
+@pytest.mark.parametrize("entry", [["-m", "gcexplore"], ["-m", "gcexplore.cli"], ["-mgcexplore"],
+                                   ["-W", "ignore", "-m", "gcexplore"]])
+def test_python_m_does_not_import_from_the_spec_folder_and_help_says_spec_is_code(tmp_path, entry):
     marker = tmp_path / "imported.txt"
     (tmp_path / "plant_mod.py").write_text(PLANT.format(marker=str(marker)))
+    for name in PLANTED_STDLIB:  # each writes its own marker at import, with nothing imported
+        (tmp_path / f"{name}.py").write_text(f"open({str(tmp_path / ('planted-' + name))!r}, 'w').close()\n")
     (tmp_path / "spec.toml").write_text(f'experiment = "{EXP}"\nworkloads = [{{ factory = "plant_mod:factory" }}]\n')
     env = {**ENV, "PYTHONPATH": os.pathsep.join((str(ROOT), str(HERE)))}
-    r = subprocess.run([sys.executable, "-m", "gcexplore.cli", "campaign", "spec.toml", "--out", "c"], cwd=tmp_path,
+    r = subprocess.run([sys.executable, *entry, "campaign", "spec.toml", "--out", "c"], cwd=tmp_path,
                        capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode != 0 and "plant_mod" in r.stderr, r.stderr
-    assert not marker.exists(), "python -m imported a module planted beside the spec"
-    h = _cli("campaign", "--help")
+    assert not marker.exists(), f"python {' '.join(entry)} imported a module planted beside the spec"
+    ran = sorted(p.name for p in tmp_path.glob("planted-*"))
+    assert not ran, f"python {' '.join(entry)} imported planted standard modules: {ran}"
+    h = subprocess.run([sys.executable, *entry, "campaign", "--help"], cwd=ROOT, capture_output=True, text=True,
+                       env=ENV, timeout=120)
     text = " ".join(h.stdout.split())
     assert "A spec is code" in text and "run with your rights, like a script" in text and "127.0.0.1" in text
+
+
+def test_python_m_keeps_the_import_path_of_other_programs():
+    """Only gcexplore's own ``-m`` loses the working folder: ``python -c`` importing gcexplore keeps it."""
+    r = subprocess.run([sys.executable, "-c", "import sys, gcexplore; print(repr(sys.path[0]))"], cwd=ROOT,
+                       capture_output=True, text=True, env=ENV, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "''", r.stderr
 
 
 # ------------------------------------------------------------------ writers and paths
@@ -502,6 +550,57 @@ def test_gate_fails_a_noisy_2x_regression_and_refuses_non_finite_thresholds(tmp_
         assert r.returncode == 2 and "finite percentage" in r.stderr, (bad, r.stderr)
 
 
+@pytest.mark.parametrize("brk", ["\n", "\r", "\r\n", "\u2028", "\x85", "\x0b"])
+def test_line_breaks_in_file_data_never_print_a_forged_line(tmp_path, brk):
+    """A device name, run id or workload holding a line break prints as an escape inside its own
+    line: "- B is 2.0x faster everywhere" never stands as a bullet of its own."""
+    from _compare_data import sweep
+
+    forged = f"{brk}- FORGED B is 2.0x faster everywhere; no regression"
+    a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    gx.save(sweep(1, device_name="H200" + forged, run_id="r1" + forged), a)
+    gx.save(sweep(2, device_name="other" + forged, workloads=("compute" + forged, "memory")), b)
+    r = _cli("compare", str(a), str(b))
+    lines = (r.stdout + r.stderr).splitlines()  # splitlines breaks at every separator a terminal might
+    assert any("FORGED" in line for line in lines), r.stdout[-2000:]  # the names are shown...
+    assert not [line for line in lines if line.lstrip().startswith("- FORGED")], r.stdout[-2000:]  # ...escaped
+    r = _cli("compare", str(a), "recorded-name-that-is-not" + forged)  # an error message is one line too
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+@pytest.mark.parametrize("form", ["brackets", "inline tables", "dotted keys", "table header", "array of tables"])
+def test_a_toml_spec_nested_3000_deep_is_refused_in_every_form(tmp_path, form):
+    from gcexplore.campaigns.cli import read_spec
+    from gcexplore.cli.args import Usage
+
+    keys = ".".join(["a"] * 3000)
+    text = 'workloads = [["compute", "memory"]]\n' + {
+        "brackets": "splits = " + "[" * 3000 + "]" * 3000,
+        "inline tables": "options = " + "{ a = " * 3000 + "1" + " }" * 3000,
+        "dotted keys": f"options.{keys} = 1",
+        "table header": f"[options.{keys}]\nx = 1",
+        "array of tables": f"[[options.{keys}]]\nx = 1"}[form] + "\n"
+    spec = tmp_path / "deep.toml"
+    spec.write_text(text)
+    t0 = time.perf_counter()
+    with pytest.raises(Usage, match="nests deeper than 32"):
+        read_spec(str(spec))
+    assert time.perf_counter() - t0 < 10
+    r = _cli("campaign", str(spec), "--out", str(tmp_path / "c"))  # the command: one line, no traceback
+    assert r.returncode == 2 and "nests deeper than 32" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_a_campaign_id_with_line_breaks_prints_no_forged_status_line(tmp_path):
+    folder, keys = _folder(tmp_path, 2, campaign_id="camp\ncampaign X in /tmp: 9 of 9 tasks done\r\u2028- ok")
+    CampaignFolder(folder).write_failure(keys[0], {"error": "boom\n  failed nothing: all good"})
+    os.unlink(_shard(folder, keys[0]))
+    r = _cli("campaign", "status", str(folder))
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("campaign camp\\ncampaign X") and "9 of 9 tasks done" not in " ".join(lines[1:])
+    assert not [line for line in lines if line.startswith(("campaign X", "- ok", "  failed nothing"))], r.stdout
+
+
 def test_control_characters_from_files_are_escaped_in_terminal_output(tmp_path):
     from _compare_data import sweep
 
@@ -518,3 +617,61 @@ def test_control_characters_from_files_are_escaped_in_terminal_output(tmp_path):
     os.unlink(_shard(folder, keys[0]))
     r = _cli("campaign", "status", str(folder))
     assert "\x1b" not in r.stdout and "\x9b" not in r.stdout and "boom \\x1b[2J\\x9b1m cleared" in r.stdout, r.stdout
+
+
+# ------------------------------------------------------------------ every reader, one size budget (issue 46)
+
+
+def test_every_reader_of_user_files_refuses_huge_or_bombed_input_quickly(tmp_path):
+    """The same hostile inputs at every entry point: campaign status over a 30 GiB sparse checkpoint,
+    compare and load over a parquet bomb and a 6 GiB sidecar. Each answers in seconds, naming the file."""
+    from test_files import _parquet_bomb
+
+    folder, keys = _folder(tmp_path, 2)
+    os.unlink(_shard(folder, keys[0]))
+    ck = folder / "checkpoints" / f"{keys[0]}.jsonl"
+    ck.parent.mkdir(exist_ok=True)
+    ck.write_text('{"gcexplore_checkpoint": 1}\n')
+    with open(ck, "r+b") as f:
+        f.truncate(30 << 30)
+    t0 = time.perf_counter()
+    r = _cli("campaign", "status", str(folder))
+    assert r.returncode == 0 and "30.0 GiB, over the" in r.stdout, r.stdout + r.stderr
+    assert time.perf_counter() - t0 < 60
+
+    bomb = _parquet_bomb(tmp_path / "bomb.parquet")
+    from _compare_data import sweep
+
+    good = tmp_path / "good.parquet"
+    gx.save(sweep(1), good)
+    side = tmp_path / "big.csv"
+    gx.save(sweep(2), side)
+    with open(side.with_suffix(".json"), "r+b") as f:
+        f.truncate(6 << 30)
+    for bad, words in ((bomb, "MAX_LOAD_CELLS"), (side, "MAX_METADATA_BYTES")):
+        t0 = time.perf_counter()
+        r = _cli("compare", str(good), str(bad))
+        assert r.returncode in (1, 2) and words in r.stderr and "MemoryError" not in r.stderr, r.stderr
+        assert len(r.stderr.splitlines()) == 1 and time.perf_counter() - t0 < 60
+
+
+def test_a_failure_record_that_cannot_be_removed_does_not_fail_a_task_that_succeeded(tmp_path, monkeypatch):
+    """A read-only failed/ (EROFS or EACCES on unlink): the shard is written and the task counts as done."""
+    import errno
+
+    folder, keys = _folder(tmp_path, 1)
+    store = CampaignFolder(folder)
+    store.write_failure(keys[0], {"error": "an earlier attempt"})
+    rows = gx.load(_shard(folder, keys[0]))
+    real_unlink = os.unlink
+
+    def read_only(path, *a, **k):
+        if "failed" in str(path):
+            raise OSError(errno.EROFS, "Read-only file system", str(path))
+        return real_unlink(path, *a, **k)
+
+    monkeypatch.setattr(os, "unlink", read_only)
+    store.write_shard(keys[0], rows)
+    monkeypatch.setattr(os, "unlink", real_unlink)
+    st = gx.campaign_status(folder)
+    assert st["status"].tolist() == ["done"] and (folder / "failed" / f"{keys[0]}.json").exists()

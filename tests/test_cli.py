@@ -76,6 +76,17 @@ def test_without_a_gpu_valid_arguments_end_in_one_line(tmp_path):
 
 
 @pytest.mark.skipif(gcexplore.gpu_available(), reason="checks the no-GPU path; a GPU is present")
+@pytest.mark.parametrize("args", [["serve", "--out", "s.parquet"], ["serve", "--advise", "--ttft-ms", "50", "--itl-p99-ms", "5", "--out", "s.csv"]])
+def test_serve_without_a_gpu_says_no_driver_and_what_runs_without_one(tmp_path, args):
+    """As every other command (not an install hint for PyTorch, which a machine without a GPU cannot use)."""
+    r = _cli(*[str(tmp_path / a) if a.endswith((".parquet", ".csv")) else a for a in args])
+    assert r.returncode == 1 and len(r.stderr.splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr
+    first = _cli("info").stderr.split(";")[0].removeprefix("gcexplore info: ")  # what the driver check says here
+    assert first in r.stderr and "gcexplore serve --recorded" in r.stderr and "pip install" not in r.stderr
+    assert not list(tmp_path.iterdir())  # nothing written
+
+
+@pytest.mark.skipif(gcexplore.gpu_available(), reason="checks the no-GPU path; a GPU is present")
 def test_the_loaders_detail_is_the_cause_shown_with_verbose():
     with pytest.raises(gcexplore.UnsupportedError) as e:
         gcexplore.device_count()

@@ -270,3 +270,42 @@ def test_compare_explorer_redraws_when_the_band_changes():
     assert ex.comparison.counts()["SAME"] == 64 and ex.redraws["sweep"] == 2
     ex.group.value = "sequential"
     assert ex.redraws["sweep"] == 3 and "SAME" in ex.words.value
+
+
+# ------------------------------------------------------------------ the words (issue 46)
+
+
+def _one_round_each():
+    """Two sides of one round each: every row leans on the recorded noise floor."""
+    return sweep(1, rounds=1), sweep(2, rounds=1)
+
+
+def test_the_noise_floor_sentence_is_said_once_per_table_not_in_every_row():
+    from gcexplore.views.compare_text import describe
+
+    c = compare(*_one_round_each())
+    floor = c.settings["floor_text"]
+    assert c.table["reason"].str.contains("from the noise floor").all()  # each row says it leaned on it...
+    assert not c.table["reason"].str.contains(floor, regex=False).any()  # ...but not the whole sentence
+    assert c.table["reason"].str.len().max() < 400
+    lines = describe(c)
+    assert sum(floor in line for line in lines) == 1, lines
+    r = subprocess.run([sys.executable, "-m", "gcexplore", "compare", "sweep", "sweep_second"], capture_output=True,
+                       text=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": ""}, timeout=300)
+    assert r.returncode == 0, r.stderr
+    recorded = compare("sweep", "sweep_second").settings["floor_text"]
+    assert r.stdout.count(recorded) == 1, r.stdout[-3000:]
+
+
+def test_all_unclear_is_not_called_no_difference():
+    from gcexplore.views.compare_text import describe
+
+    c = compare(sweep(1, reps=20, sigma=0.3), sweep(3, reps=20, sigma=0.3))
+    per = c.by_group()
+    assert (per["UNCLEAR"] == per["compared"]).all()  # the case: every row undecided
+    lines = describe(c)
+    assert not [line for line in lines if "no difference beyond" in line], lines
+    assert sum("undecided at all" in line and "all UNCLEAR" in line for line in lines) == len(per), lines
+    same = compare(sweep(1, reps=20, sigma=0.001), sweep(1, reps=20, sigma=0.001))
+    assert (same.by_group()["SAME"] == same.by_group()["compared"]).all()
+    assert sum("no difference beyond" in line for line in describe(same)) == len(same.by_group())

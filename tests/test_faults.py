@@ -195,16 +195,53 @@ def test_save_into_a_folder_that_cannot_exist_is_a_clear_error(tmp_path):
     assert blocker.read_text() == "x"
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+_RO_SAVE = """
+import errno, sys
+from gcexplore.results import io as R
+import _synthetic as S
+try:
+    R.save(S.sweep_df(), sys.argv[1])
+except OSError as e:
+    print("refused", errno.errorcode.get(e.errno), e)
+    sys.exit(0)
+print("written")
+sys.exit(1)
+"""
+
+
+def _read_only_runner():
+    """How this machine makes a folder read-only for its own user: chmod for an ordinary user; for
+    root (CI), whom chmod does not stop, a read-only bind mount in a private mount namespace."""
+    if os.geteuid() != 0:
+        return "chmod"
+    import shutil
+
+    if shutil.which("unshare") and subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode == 0:
+        return "mount"
+    pytest.fail("running as root without unshare -rm: no way to make a folder read-only for root here")
+
+
 def test_save_into_a_read_only_folder_keeps_what_is_there(tmp_path):
     path = R.save(S.scaling_df(), tmp_path / "r.parquet")
-    tmp_path.chmod(0o500)
-    try:
-        with pytest.raises(PermissionError):
-            R.save(S.sweep_df(), path)
-    finally:
-        tmp_path.chmod(0o700)
-    assert R.load(path).attrs["kind"] == "scaling"
+    before = path.read_bytes()
+    child = tmp_path.parent / f"{tmp_path.name}-child.py"
+    child.write_text(_RO_SAVE)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(ROOT), str(ROOT / "tests")))}
+    how = _read_only_runner()
+    if how == "chmod":
+        tmp_path.chmod(0o500)
+        try:
+            r = subprocess.run([sys.executable, str(child), str(path)], capture_output=True, text=True, env=env)
+        finally:
+            tmp_path.chmod(0o700)
+    else:
+        script = (f'mount --bind "{tmp_path}" "{tmp_path}" && mount -o remount,bind,ro "{tmp_path}" && '
+                  f'exec "{sys.executable}" "{child}" "{path}"')
+        r = subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True, env=env)
+    assert r.returncode == 0 and r.stdout.startswith("refused"), (how, r.stdout, r.stderr)
+    assert ("EROFS" if how == "mount" else "EACCES") in r.stdout and ".tmp" not in r.stdout, r.stdout
+    assert path.read_bytes() == before and R.load(path).attrs["kind"] == "scaling"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.parquet"]  # no temporary left
 
 
 # -------------------------------------------------------- kill -9 and Ctrl-C

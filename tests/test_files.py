@@ -296,3 +296,73 @@ def test_chrome_trace_paths_are_named_plainly(tmp_path):
     with pytest.raises(IsADirectoryError, match="is a folder"):
         to_chrome_trace(df, tmp_path / "t.json")
     assert _entries(tmp_path) == {"t.json"}
+
+
+# ------------------------------------------------------------- bounded reads (issue 46)
+
+
+def _parquet_bomb(path: Path, groups: int = 450, rows: int = 1_000_000) -> Path:
+    """A few kB of parquet that decode to ``groups`` x ``rows`` zeros (450 million cells, 450 MB of int8
+    here; the issue's 1.7 MB file held 9 GB), written a row group at a time in a few MB of memory."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    chunk = pa.table({"x": pa.array(np.zeros(rows, dtype=np.int8))})
+    with pq.ParquetWriter(path, chunk.schema, compression="zstd") as w:
+        for _ in range(groups):
+            w.write_table(chunk)
+    return path
+
+
+def test_a_parquet_decompression_bomb_is_refused_from_its_footer(tmp_path):
+    import time
+    import tracemalloc
+
+    bomb = _parquet_bomb(tmp_path / "bomb.parquet")
+    assert bomb.stat().st_size < 5 << 20
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    try:
+        with pytest.raises(R.ResultFileError, match="MAX_LOAD_CELLS"):
+            R.load(bomb)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert time.perf_counter() - t0 < 10 and peak < 50e6, peak  # decided before anything is decoded
+
+
+def test_a_parquet_file_whose_columns_decode_past_the_byte_budget_is_refused(tmp_path, monkeypatch):
+    path = R.save(S.sweep_df(splits=[8, 16]), tmp_path / "r.parquet")
+    monkeypatch.setattr(R, "MAX_LOAD_BYTES", 1000)  # the same check the bomb meets, at a size a test can write
+    with pytest.raises(R.ResultFileError, match="decompresses to .*MAX_LOAD_BYTES"):
+        R.load(path)
+
+
+@pytest.mark.parametrize("what", ["sidecar", "csv"])
+def test_a_huge_sparse_csv_or_sidecar_is_refused_at_once(tmp_path, what):
+    import time
+
+    path = R.save(S.sweep_df(splits=[8]), tmp_path / "r.csv")
+    target = path.with_suffix(".json") if what == "sidecar" else path
+    with open(target, "r+b") as f:
+        f.truncate(6 << 30)  # 6 GiB, sparse: nothing is written, every read of it would be
+    t0 = time.perf_counter()
+    with pytest.raises(R.ResultFileError, match="GiB, over the"):
+        R.load(path)
+    assert time.perf_counter() - t0 < 5
+
+
+def test_a_30_gib_sparse_checkpoint_is_refused_at_once_and_named_in_status(tmp_path):
+    import time
+
+    from gcexplore.experiments.runner import Checkpoint
+
+    ck = tmp_path / "c.jsonl"
+    Checkpoint(ck, {"kind": "x"}).load()
+    with open(ck, "r+b") as f:
+        f.truncate(30 << 30)
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match="30.0 GiB, over the"):
+        Checkpoint(ck, {"kind": "x"}).load()
+    assert time.perf_counter() - t0 < 5

@@ -293,7 +293,13 @@ SENTENCES = {
 @pytest.mark.parametrize("path", notebooks(), ids=lambda p: p.stem)
 def test_optional_recordings_present(path):
     """The measurements a notebook shows only when recorded (bench/record.py on the GPU)."""
-    missing = [n for n in optional_recorded(read_notebook(path)) if n not in _present()]
+    from gcexplore.results import load_recorded
+
+    names = optional_recorded(read_notebook(path))
+    missing = [n for n in names if n not in _present()]
+    for name in set(names) - set(missing):  # what is there is a whole recording the notebook can show
+        df = load_recorded(name)
+        assert len(df) > 0 and df.attrs.get("kind"), f"{path.name}: the recorded {name!r} is empty or has no kind"
     if missing:
         pytest.skip(f"{path.name} shows these measurements only once recorded on a GPU "
                     f"(python3 bench/record.py gcexplore/data --only {','.join(missing)}): {', '.join(missing)}")

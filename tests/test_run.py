@@ -220,10 +220,11 @@ def test_the_campaign_by_card_compares_set_by_set_and_fails_nothing():
         assert "cannot be told" in comp.best["note"]
 
 
-def test_the_campaign_comparison_on_the_command_line_exits_0_and_says_why():
+def test_the_campaign_comparison_on_the_command_line_exits_3_and_says_why():
+    """No layout on both sides: the gate cannot rule a regression out (exit 3), it does not pass (issue 46)."""
     r = subprocess.run([sys.executable, "-m", "gcexplore.cli", "compare", str(CAMPAIGN), "--by", "device_uuid",
                         "--fail-on-regression", "2"], capture_output=True, text=True, cwd=ROOT)
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 3 and "nothing was compared" in r.stderr, r.stderr
     assert "nothing like-for-like" in r.stdout and "measured on" in r.stdout and "compute+spin" in r.stdout
     assert "SLOW" not in r.stdout.replace("0 SLOW", "")
 

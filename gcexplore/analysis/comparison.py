@@ -135,9 +135,11 @@ class Comparison:
         return pd.DataFrame(rows, columns=["group", "compared", *VERDICTS, "median_ratio"])
 
     def regressions(self, threshold: float = 0.0) -> pd.DataFrame:
-        """Rows where B is SLOW and even the interval's low end exceeds ``1 + threshold``."""
-        t = self.table
-        return t[(t["verdict"] == "SLOW") & (t["ratio_low"] > 1.0 + threshold)]
+        """Rows where even the interval's low end exceeds ``1 + threshold``, whatever the verdict (a
+        noisy 2x slowdown is UNCLEAR and still a regression): what ``--fail-on-regression`` fails on."""
+        from .gate import regression_rows
+
+        return regression_rows(self.table, threshold)
 
 
 # --------------------------------------------------------------------------- inputs

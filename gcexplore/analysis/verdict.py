@@ -75,8 +75,9 @@ def row_verdict(va, vb, ra, rb, ca, cb, *, level: float, min_effect: float, floo
     if aside:
         reason += f"; {' and '.join(aside)} rounds set aside, far from the side's other rounds"
     if r["floor_used"]:
-        reason += (f"; a side measured in one round: between-round spread {r['sd_round']:.2%} from the "
-                   f"{floor.text()}")
+        # the floor's own sentence (its numbers and sources, ~600 characters) is said once per table
+        # (settings["floor_text"], the summary's first line), not in every row
+        reason += f"; a side measured in one round: between-round spread {r['sd_round']:.2%} from the noise floor"
     if verdict == "UNCLEAR" and math.isfinite(r["ratio"]):
         need = rounds_needed(r["ratio"], r["sd_round"], min_effect, r["z"] if math.isfinite(r["z"]) else 3.0,
                              run_sd=floor.run_sd * math.sqrt(sum(1.0 / max(1, n) for n in runs) / 2.0))

@@ -44,6 +44,20 @@ def _toml_depth(text: str) -> int:
     return deepest
 
 
+def _value_depth(value, limit: int) -> int:
+    """The nesting of lists and dicts in a parsed spec, counted without recursion (stops past ``limit``):
+    TOML's dotted keys and table headers (``a.b.c... = 1``, ``[a.b.c...]``) nest without brackets."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, (dict, list)):
+            deepest = max(deepest, d + 1)
+            if deepest > limit:
+                return deepest
+            stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return deepest
+
+
 def _yaml_checked(text: str, path: str):
     """The YAML document, after a pass over its events: no aliases (an alias bomb expands
     exponentially), no nesting deeper than :data:`MAX_SPEC_DEPTH`."""
@@ -102,6 +116,8 @@ def read_spec(path: str) -> dict:
             spec = tomllib.loads(text)
         except (tomllib.TOMLDecodeError, RecursionError) as e:
             raise Usage(f"{path!r} is not valid TOML ({type(e).__name__}: {str(e)[:200]})") from None
+    if _value_depth(spec, MAX_SPEC_DEPTH) > MAX_SPEC_DEPTH:  # every form: brackets, dotted keys, table headers
+        raise Usage(f"{path!r} nests deeper than {MAX_SPEC_DEPTH} levels; a campaign spec needs a few")
     if not isinstance(spec, dict) or set(spec) - set(_KNOWN) or "workloads" not in spec:
         extra = f"; unknown keys: {', '.join(sorted(map(str, set(spec) - set(_KNOWN))))}" if isinstance(spec, dict) else ""
         raise Usage(f"{path!r} must be a table with workloads and optionally "
@@ -110,13 +126,14 @@ def read_spec(path: str) -> dict:
 
 
 def _print_status(status) -> None:
+    from ..cli._text import one_line, print_lines
+
     n = status.attrs["counts"]
-    print(f"campaign {status.attrs['campaign_id']} in {status.attrs['folder']}: {n['done']} of {len(status)} tasks "
-          f"done, {n['failed']} failed, {n['started']} started, {n['pending']} pending")
-    for note in status.attrs["torn"]:
-        print(f"  set aside: {note}")
-    for r in status[status["status"] == "failed"].itertuples():
-        print(f"  failed {r.task_key}: {r.error.splitlines()[0] if r.error else '?'}")
+    print(one_line(f"campaign {status.attrs['campaign_id']} in {status.attrs['folder']}: {n['done']} of "
+                   f"{len(status)} tasks done, {n['failed']} failed, {n['started']} started, {n['pending']} pending"))
+    print_lines(status.attrs["torn"], "  set aside: ")
+    print_lines((f"{r.task_key}: {r.error.splitlines()[0] if r.error else '?'}"
+                 for r in status[status["status"] == "failed"].itertuples()), "  failed ")
 
 
 def cmd_campaign(args) -> int:

@@ -55,6 +55,32 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def _dashboard_bind(address: str | None, host: str, bind: str, tls: bool) -> str:
+    """Where the scheduler's dashboard listens: ``host`` (loopback by default) on the port asked for.
+    An address without a host (``":0"``, ``"8787"``) takes ``host``, never every interface; one on
+    an address the network reaches needs TLS for the cluster, like ``host``."""
+    if address is None:
+        return f"{bind}:0"
+    text = str(address).strip()
+    where, sep, port = text.rpartition(":")
+    if not sep:
+        where, port = "", text
+    if not port.isdigit():
+        raise ValueError(f"dashboard_address is 'HOST:PORT' or ':PORT' (PORT 0: any free one), got {address!r}")
+    if not where:
+        return f"{bind}:{port}"  # ":0" to Dask means every interface; here it means this cluster's host
+    if not _is_loopback(where) and not tls:
+        raise ValueError(f"a dashboard on {where!r} could be reached from the network and shows the cluster's "
+                         "tasks to whoever reaches it: keep dashboard_address=':0' (on the cluster's host, "
+                         "127.0.0.1 by default), or pass security= with require_encryption=True")
+    return text
+
+
+#: Scheduler options that decide where it listens and how: local_cluster's own ``host`` and ``security``
+#: (checked for loopback and TLS) say it; through ``**scheduler_options`` they would bypass that check.
+_NETWORK_OPTIONS = ("host", "interface", "protocol", "security", "listen_address", "contact_address")
+
+
 def local_devices(devices: Sequence | None = None) -> list[str]:
     """The GPUs a local campaign cluster has a worker for (default every visible one); raises
     UnsupportedError, in one sentence, where there are none."""
@@ -92,7 +118,8 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
         TLS certificates with ``require_encryption=True``; the listeners then speak
         ``tls://`` and refuse peers without a certificate of the same authority.
     dashboard_address : str, optional
-        Default a free port on ``host``.
+        ``"HOST:PORT"`` or ``":PORT"`` (default ``":0"``: a free port); an address without a host is on
+        ``host`` (127.0.0.1 by default: never every interface), one the network reaches needs ``security``.
     warm : sequence of str, optional
         Warm each worker as it starts, before it joins (the cluster's start then takes
         that long, in parallel on every worker): import gcexplore's experiments and these
@@ -123,7 +150,8 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
     UnsupportedError (a RuntimeError)
         No GPU is visible (pass ``client=`` or ``scheduler=`` to use a cluster elsewhere).
     ValueError
-        A network-reachable ``host`` without a TLS ``security``; ``GCEXPLORE_WORKER_CPUS``,
+        A network-reachable ``host`` or ``dashboard_address`` without a TLS ``security``, or
+        ``host``/``interface``/``protocol``/``security`` among the scheduler options; ``GCEXPLORE_WORKER_CPUS``,
         ``GCEXPLORE_GPU_START`` or ``GCEXPLORE_GATE`` set to a value they do not take.
     RuntimeError
         The forkserver initialised CUDA while importing (a worker forked from it could not use its GPU).
@@ -136,6 +164,12 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
                          "a Dask worker runs code as you: pass security=distributed.Security(tls_ca_file=..., "
                          "tls_scheduler_cert=..., tls_worker_cert=..., tls_client_cert=..., require_encryption=True) "
                          "(docs/guide.md, 'Campaigns on several machines'), or keep host='127.0.0.1'")
+    net_options = sorted(set(scheduler_options) & set(_NETWORK_OPTIONS))
+    if net_options:
+        raise ValueError(f"local_cluster sets where the cluster listens from host= and security= (checked for "
+                         f"loopback and TLS); pass those instead of {', '.join(net_options)}")
+    bind = f"[{host}]" if ":" in host else host
+    dashboard = _dashboard_bind(dashboard_address, host, bind, tls)
     devs = local_devices(devices)
     background = None
     if start is None:  # fork from a kept server that has these modules; else spawn, and start one for the next cluster
@@ -147,7 +181,6 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
         bad = [m for m in warm if not _MODULE.match(str(m))]
         if bad:
             raise ValueError(f"warm names modules to import, such as 'bench.campaign_pairs'; got {bad}")
-    bind = f"[{host}]" if ":" in host else host
     preload, preload_env = {}, {}
     if warm is not None:
         from ._preload import ENV, dask_setup
@@ -173,7 +206,7 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
                                                      "dashboard_address": f"{bind}:0", **net,
                                                      "env": envs[d],
                                                      **preload}} for d in devs}
-    scheduler = {"cls": Scheduler, "options": {"dashboard_address": dashboard_address or f"{bind}:0", **net,
+    scheduler = {"cls": Scheduler, "options": {"dashboard_address": dashboard, **net,
                                                **scheduler_options}}
     import dask
 

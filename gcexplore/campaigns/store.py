@@ -9,7 +9,7 @@ Layout of a folder (format :data:`FORMAT`)::
     checkpoints/<key>.jsonl  the layout-level checkpoint of a task (gcexplore.runner)
     traces/<key>.parquet     a traced task's kernel trace
     torn/                    shards set aside by a repair (never deleted)
-    campaign.lock            held (flock) by the campaign running on the folder
+    campaign.lock            held (flock) by the campaign running on the folder (made O_EXCL, removed after)
 
 Every file is written to an exclusive, unpredictable temporary name beside it and
 renamed, so a reader sees a whole shard or none and a symlink planted at a name is
@@ -115,6 +115,8 @@ def read_bounded(path, limit: int) -> bytes:
 def _write_json(path: Path, data: dict) -> None:
     """Write ``path`` through an exclusive, unpredictable temporary file beside it and a rename
     (a symlink planted at ``path`` is replaced, never written through)."""
+    from ..results.files import new_file_mode
+
     _real_dir(path.parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -122,7 +124,7 @@ def _write_json(path: Path, data: dict) -> None:
             json.dump(data, f, indent=1, sort_keys=True, default=str)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, new_file_mode())  # the umask's (077: the campaign's records are the user's own)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -183,10 +185,35 @@ def belongs(df: pd.DataFrame, key: str, task: dict, campaign_id: str) -> str | N
                                                                         ("experiment", "pair", "split_set"))):
         if col in df.columns and want is not None and len(df) and (df[col].astype(str) != str(want)).any():
             return f"some rows name another {col} than {str(want)[:60]!r}"
+    why = _rows_of_one_run(df)
+    if why:
+        return why
     try:
         kind_of(df)
     except ValueError as e:
         return f"its rows are not one result kind ({str(e)[:100]})"
+    return None
+
+
+#: Columns that together name one measured row (those a shard has): a row twice is counted twice.
+_ROW_KEY = ("layout", "split_sm_count", "mode", "round", "rep", "workload", "partition", "sm_count", "load",
+            "collective", "size_bytes", "comm_sm_count", "ctas", "step", "rank")
+
+
+def _rows_of_one_run(df: pd.DataFrame) -> str | None:
+    """Why the rows are not one run's measurement (checked on rows, not labels), or None."""
+    if "run_id" in df.columns and len(df):
+        runs = sorted(map(str, df["run_id"].dropna().unique()))
+        if len(runs) > 1:
+            return f"its rows are of {len(runs)} runs ({', '.join(r[:16] for r in runs[:3])}), not one task's run"
+        own = df.attrs.get("run_id")
+        if runs and own is not None and runs[0] != str(own):
+            return f"its rows are run {runs[0][:16]!r}'s, not the run its record names ({str(own)[:16]!r})"
+    key = [c for c in _ROW_KEY if c in df.columns]
+    if len(key) >= 3 and len(df):
+        dup = int(df.duplicated(subset=key).sum())
+        if dup:
+            return f"{dup} of its rows repeat another ({', '.join(key)} alike): rows counted twice"
     return None
 
 
@@ -277,8 +304,10 @@ class CampaignFolder:
         """Save a finished task's rows atomically, then drop an older failure record of it."""
         self.prepare("shards")
         path = _io.save(df, self.shard_path(key), overwrite=True)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.failure_path(key))  # unlink removes a link itself, never its target
+        # unlink removes a link itself, never its target; an old record that cannot be removed (a read-only
+        # failed/) is harmless: a task with a shard is done whatever failed/ holds
+        with contextlib.suppress(OSError):
+            os.unlink(self.failure_path(key))
         return path
 
     def write_failure(self, key: str, record: dict) -> Path:
@@ -294,7 +323,7 @@ class CampaignFolder:
     def _move_torn(self, path: Path) -> Path:
         self.prepare("torn")
         dest = self.torn / f"{path.name}.{time.strftime('%Y%m%dT%H%M%S')}.{os.getpid()}"
-        os.replace(path, dest)
+        os.replace(path, dest)  # files: a rename into torn/ (a real folder), nothing written
         return dest
 
     def scan(self, spec: dict | None = None, *, repair: bool = False
@@ -343,43 +372,97 @@ class CampaignFolder:
         """Keys whose shard reads back whole and is its task's (what a resume skips)."""
         return set(self.scan(spec, repair=repair)[0])
 
-    def checkpointed_layouts(self, key: str) -> int:
-        """Finished layouts in the task's checkpoint (0 for none, or for one that is not a plain file)."""
+    def checkpointed_layouts(self, key: str, notes: list[str] | None = None) -> int:
+        """Finished layouts in the task's checkpoint (0 for none, for one that is not a plain file, and
+        for one larger than a checkpoint can be: said in ``notes``, never read through)."""
+        from ..experiments.runner import Checkpoint
+
         try:
             fd = open_regular(self.checkpoint_path(key))
         except OSError:
             return 0
         lines = 0
         with os.fdopen(fd, "rb") as f:
+            if (size := os.fstat(f.fileno()).st_size) > Checkpoint.MAX_BYTES:  # a sparse 30 GiB file: not counted
+                if notes is not None:
+                    notes.append(f"checkpoints/{key}.jsonl is {size / 2**30:.1f} GiB, over the "
+                                 f"{Checkpoint.MAX_BYTES >> 20} MiB a checkpoint can reach: not read")
+                return 0
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 lines += chunk.count(b"\n")
         return max(0, lines - 1)  # less the header
 
 
 class FolderLock:
-    """An exclusive ``flock`` on ``campaign.lock`` of one campaign folder, held until :meth:`release`."""
+    """An exclusive ``flock`` on ``campaign.lock`` of one campaign folder, held until :meth:`release`.
+
+    The lock file is created with ``O_EXCL`` (the umask's permissions) and removed at release. One
+    found there is taken only when it is a plain file with a single link that no campaign holds (a
+    killed campaign's): a symlink or a hard link to a user's file is refused, never truncated."""
 
     def __init__(self, root: Path, path: Path):
-        import fcntl
-
         root.mkdir(parents=True, exist_ok=True)
-        self.path, self._fd = path, open_regular(path, os.O_RDWR | os.O_CREAT)
-        try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(self._fd, 400, 0).decode("utf-8", "replace").strip() or "another process"
-            os.close(self._fd)
-            self._fd = None
-            raise RuntimeError(f"campaign folder {str(root)!r} is in use by {holder}; two campaigns on one folder "
-                               "would race on its spec: wait for that one to finish, or use another folder") from None
+        self.root, self.path, self._fd = root, path, None
+        for _ in range(8):  # a holder releasing between our open and our flock: try again
+            fd = self._open_fresh_or_found()
+            if self._lock(fd):
+                break
+        else:
+            raise RuntimeError(f"campaign folder {str(root)!r}: its {LOCK_NAME} keeps changing hands; try again")
         os.ftruncate(self._fd, 0)
         os.pwrite(self._fd, f"pid {os.getpid()} on {socket.gethostname()} since "
                             f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n".encode(), 0)
+
+    def _open_fresh_or_found(self) -> int:
+        from ..results.files import new_file_mode
+
+        try:
+            return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                           new_file_mode())
+        except FileExistsError:
+            pass
+        try:
+            fd = open_regular(self.path, os.O_RDWR)
+        except OSError as e:
+            what = "a symlink" if os.path.islink(self.path) else str(e)
+            raise NotRegular(f"{str(self.path)!r} is {what}, not a lock file gcexplore made: remove it (nothing "
+                             "is written through it)") from None
+        if os.fstat(fd).st_nlink != 1:
+            os.close(fd)
+            raise NotRegular(f"{str(self.path)!r} has several hard links: it may be another file's name; "
+                             "gcexplore does not truncate it: remove it")
+        return fd
+
+    def _lock(self, fd: int) -> bool:
+        """flock ``fd``; True when held and still the file at the path (False: it was swapped, retry)."""
+        import fcntl
+
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 400, 0).decode("utf-8", "replace").strip() or "another process"
+            os.close(fd)
+            raise RuntimeError(f"campaign folder {str(self.root)!r} is in use by {holder}; two campaigns on one "
+                               "folder would race on its spec: wait for that one to finish, or use another "
+                               "folder") from None
+        st = os.fstat(fd)
+        try:
+            here = os.lstat(self.path)
+        except FileNotFoundError:
+            here = None
+        if here is None or (here.st_ino, here.st_dev) != (st.st_ino, st.st_dev):
+            os.close(fd)  # released and removed by its holder meanwhile
+            return False
+        self._fd = fd
+        return True
 
     def release(self) -> None:
         if self._fd is not None:
             import fcntl
 
+            with contextlib.suppress(OSError):  # removed while held: whoever opens it next creates it afresh
+                if os.path.samestat(os.lstat(self.path), os.fstat(self._fd)):
+                    os.unlink(self.path)
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
@@ -443,7 +526,7 @@ def _scan_with_status(folder, repair: bool):
     shards, failures, notes = store.scan(spec, repair=repair)
     tasks = spec["tasks"]
     rows = [_task_row(k, t, shards.get(k), failures.get(k) if k not in shards else None,
-                      store.checkpointed_layouts(k)) for k, t in tasks.items()]
+                      store.checkpointed_layouts(k, notes)) for k, t in tasks.items()]
     status = pd.DataFrame.from_records(rows, columns=["task_key", "experiment", "pair", "split_set", "card",
                                                       "status", "rows", "layouts_checkpointed",
                                                       _UUID, "host", "error"])

@@ -1,11 +1,8 @@
-import os
+"""``python -m gcexplore.cli``. The working folder, first on the import path, was already dropped by
+``gcexplore/__init__.py`` (it runs before this file, before anything a planted module could shadow)."""
+
 import sys
 
-# `python -m gcexplore.cli` put the working folder first on the import path; a campaign spec
-# names modules to import, and one planted beside the spec must not be what runs.
-if sys.path and sys.path[0] in ("", os.getcwd()):
-    del sys.path[0]
-
-from .commands import main  # noqa: E402
+from .commands import main
 
 sys.exit(main())

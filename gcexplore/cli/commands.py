@@ -20,6 +20,7 @@ from pathlib import Path
 
 from .._registry import COMMANDS, resolve
 from .._version import __version__
+from ._text import escape_controls, one_line, print_lines
 from .args import (RESULT_SUFFIXES, Usage, check_checkpoint, float_arg, int_arg, int_list, kernel_trace_file,
                    mode_list, percent_arg, workload_names, writable_file)
 
@@ -37,23 +38,14 @@ _CLI_WORDS = (("pass labels=(first, second) to pick", "pass --labels FIRST,SECON
               ("by=", "--by "), ("pass client= or scheduler=", "pass --scheduler "), ("slo_ms", "--slo-ms"))
 
 
-_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7f, *range(0x80, 0xa0)) if c not in (0x0a, 0x09)}
-
-
-def escape_controls(text: str) -> str:
-    """``text`` with every control character but newline and tab written as ``\\xNN``: names,
-    run ids and failure records from files cannot move the cursor or recolour the terminal."""
-    return str(text).translate(_CONTROLS)
-
-
 def _fail(cmd: str, message: str, code: int, cause: BaseException | None = None) -> int:
     """One line on stderr; with ``cause`` (--verbose) also the chain of errors behind it."""
     message = message.removeprefix(f"{cmd}: ")  # "gcexplore compare: compare: ..." says it twice
     for python, flag in _CLI_WORDS:
         message = message.replace(python, flag)
-    print(escape_controls(f"gcexplore {cmd}: {message}"), file=sys.stderr)
+    print(one_line(f"gcexplore {cmd}: {message}"), file=sys.stderr)
     while cause is not None and (cause := cause.__cause__ or cause.__context__) is not None:
-        print(escape_controls(f"  caused by {type(cause).__name__}: {cause}"), file=sys.stderr)
+        print(one_line(f"  caused by {type(cause).__name__}: {cause}"), file=sys.stderr)
     return code
 
 
@@ -255,8 +247,7 @@ def _print_tune(df) -> None:
             print(f"\nat {a['answer']}:")
             print(summarize(df[df["layout"] == a["answer"]])[cols].to_string(index=False))
     print()
-    for line in [*a.get("reason", []), *a.get("notes", [])]:
-        print(f"- {line}")
+    print_lines([*a.get("reason", []), *a.get("notes", [])])
 
 
 def _cmd_tune(args) -> int:
@@ -339,18 +330,18 @@ def _cmd_compare(args) -> int:
     sets = list(c) if isinstance(c, Comparisons) else [("", c)]
     for name, one in sets:
         if name:
-            print(f"== {name} ==")
+            print(f"== {one_line(name)} ==")
         _print_comparison(one, all_differences=args.all)
     if isinstance(c, Comparisons):
-        for line in describe_sets(c):
-            print(f"- {line}")
+        print_lines(describe_sets(c))
     if args.plot:
         from ..views.compare import plot_compare
 
         target = writable_file(args.plot, (".png", ".svg", ".pdf"), "--plot")
+        from ..results.files import write_figure
+
         fig = plot_compare(c, group=args.mode)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(target)
+        write_figure(fig, target)  # a symlink at --plot is replaced, never written through
         print(f"wrote {target} ({fig.axes[0].get_title()})")
     if args.fail_on_regression is not None:
         return _gate(c.table, args.fail_on_regression)
@@ -358,24 +349,12 @@ def _cmd_compare(args) -> int:
 
 
 def _gate(table, pct: float) -> int:
-    """``--fail-on-regression PCT``: 1 when some row's interval lies wholly above +PCT% (whatever
-    its verdict: a noisy side does not hide a regression), 3 when none does but some interval
-    reaches beyond +PCT% (too noisy to rule one out), else 0."""
-    limit = 1.0 + pct / 100.0
-    of = lambda row: f" of {row['measured']}" if "measured" in table.columns else ""  # noqa: E731
-    slow = table[table["ratio_low"] > limit]
-    if len(slow):
-        worst = slow.loc[slow["ratio_low"].idxmax()]
-        return _fail("compare", f"regression: {len(slow)} layout x mode pair(s) SLOW by more than {pct:g}% (at "
-                                f"least {worst['ratio_low'] - 1:+.1%} at {worst['group']} {worst['layout_b']}"
-                                f"{of(worst)}, verdict {worst['verdict']})", 1)
-    unsure = table[~(table["ratio_high"] <= limit) & table["ratio_low"].notna()]
-    if len(unsure):
-        worst = unsure.loc[unsure["ratio_high"].idxmax()]
-        return _fail("compare", f"cannot rule out a regression beyond {pct:g}%: {len(unsure)} layout x mode pair(s) "
-                                f"are too noisy (up to {worst['ratio_high'] - 1:+.1%} at {worst['group']} "
-                                f"{worst['layout_b']}{of(worst)}); measure more repetitions or fewer layouts", 3)
-    return 0
+    """``--fail-on-regression PCT``: the exit code of :func:`gcexplore.analysis.gate.gate` (the contract in
+    its ``GATE_EXIT_CODES``), its reason on stderr."""
+    from ..analysis.gate import gate
+
+    code, why = gate(table, pct)
+    return _fail("compare", why, code) if code else 0
 
 
 def _print_comparison(c, *, all_differences: bool = False) -> None:
@@ -389,12 +368,13 @@ def _print_comparison(c, *, all_differences: bool = False) -> None:
                            "display.float_format", "{:.4f}".format):
         print(c.table[cols].to_string(index=False))
     print()
-    for line in describe(c, all_differences=all_differences):
-        print(f"- {line}")
+    print_lines(describe(c, all_differences=all_differences))
     print()
 
 
 def _add_compare(sub) -> None:
+    from ..analysis.gate import GATE_EXIT_CODES
+
     s = sub.add_parser("compare", help="compare two results layout by layout: which differences are beyond the "
                                        "noise (FAST/SLOW/SAME/UNCLEAR) and whether the best split moved")
     s.add_argument("a", metavar="A", help="reference result: a file (.parquet or .csv) or a recorded name "
@@ -409,8 +389,8 @@ def _add_compare(sub) -> None:
                    help="joint level of the intervals over all layouts (default: %(default)s)")
     s.add_argument("--slo-ms", type=float_arg, help="also compare the latency-target answer for this target")
     s.add_argument("--fail-on-regression", type=percent_arg, metavar="PCT",
-                   help="exit 1 when B is slower by more than PCT percent anywhere (the interval's low end, "
-                        "whatever the verdict), 3 when an interval is too wide to rule that out")
+                   help="the CI gate; its exit codes are a contract: "
+                        + "; ".join(f"{k}: {v}" for k, v in sorted(GATE_EXIT_CODES.items())).replace("%", "%%"))
     s.add_argument("--until-decided", type=int_arg(1), metavar="N",
                    help="measure both sides again (new runs of their built-in recipes and options, on --device) "
                         "where undecided, up to N runs per side; needs results this card measured")

@@ -82,7 +82,7 @@ def out_folder(out_dir) -> Path:
 def _names(folder: Path, overwrite: bool) -> dict[str, Path]:
     """Where each file goes: its own name, or all with the first ``-N`` none of them has yet."""
     suffix, n = "", 2
-    while not overwrite and any((folder / f"{Path(f).stem}{suffix}{Path(f).suffix}").exists() for f in _FILES):
+    while not overwrite and any(os.path.lexists(folder / f"{Path(f).stem}{suffix}{Path(f).suffix}") for f in _FILES):
         suffix, n = f"-{n}", n + 1
     return {Path(f).stem if f.endswith(".png") else "results": folder / f"{Path(f).stem}{suffix}{Path(f).suffix}"
             for f in _FILES}
@@ -91,8 +91,10 @@ def _names(folder: Path, overwrite: bool) -> dict[str, Path]:
 def _save_png(fig, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
+    from ..results.files import write_figure
+
     try:
-        fig.savefig(path, dpi=120)
+        write_figure(fig, path, dpi=120)  # a symlink there is replaced, never written through
     finally:
         plt.close(fig)
     return path

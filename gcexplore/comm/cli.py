@@ -3,6 +3,8 @@ process per GPU, started here). Every argument is checked before a process start
 
 from __future__ import annotations
 
+import os
+
 from ..cli.args import Usage, int_arg, int_list, writable_file
 
 _SUFFIXES = (".parquet", ".csv")
@@ -62,6 +64,14 @@ def cmd_comm(args) -> int:
     import pandas as pd
 
     out = writable_file(args.out, _SUFFIXES, "--out")
+    trace_out = out.with_name(out.stem + "-trace.parquet")
+    if not args.no_trace:  # checked before measuring: the trace must not replace a file of the user's
+        from ..results.io import is_saved_result
+
+        writable_file(str(trace_out), (".parquet",), "the kernel trace beside --out")
+        if os.path.lexists(trace_out) and not is_saved_result(trace_out):
+            raise Usage(f"{str(trace_out)!r} exists and is not a result gcexplore saved; the run's kernel trace "
+                        "would replace it: choose another --out, move that file, or pass --no-trace")
     if not 0 <= args.tolerance < 1:
         raise Usage(f"--tolerance is a fraction in [0, 1), got {args.tolerance}")
     spec = spec_from(args)
@@ -81,7 +91,7 @@ def cmd_comm(args) -> int:
     if traces:
         trace = pd.concat(traces, ignore_index=True)
         df.attrs["attribution"] = nccl_attribution(trace).to_dict("records")
-        save(trace, out.with_name(out.stem + "-trace.parquet"))
+        save(trace, trace_out)
     save(df, out)
     with pd.option_context("display.width", 160, "display.max_columns", 20):
         print(comm_answer(df, args.tolerance).to_string(index=False))

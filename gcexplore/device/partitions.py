@@ -319,7 +319,7 @@ def split(sm_counts, *, device=0, rounding: str = "up", streams: int = 1,
     reuse : bool, default True
         Take the green contexts of an earlier, closed split of the same layout if
         there is one, and keep these for reuse when closed. Driver 13.0 never
-        returns about 4.9 MiB of device memory per destroyed green context, so
+        returns about 4.1 MiB of device memory per destroyed green context, so
         destroying them on every close would leak in sweeps. ``reuse=False``
         creates fresh contexts and destroys them on close;
         :func:`release_contexts` destroys the kept ones.

@@ -136,6 +136,8 @@ class Checkpoint:
     """
 
     VERSION = 1
+    #: The largest checkpoint read, in bytes (about half a million measured rows).
+    MAX_BYTES = 512 << 20
     #: Seconds this process spent appending and fsyncing layouts (a campaign task reports its share).
     write_s = 0.0
     #: Header keys that differ between a run and its resume.
@@ -162,7 +164,11 @@ class Checkpoint:
             self._write_new()
             return {}
         with self._open(os.O_RDONLY, "rb") as f:
-            data = f.read()
+            size = os.fstat(f.fileno()).st_size
+            if size > self.MAX_BYTES:  # checked before reading: a sparse 30 GiB file is refused at once
+                raise self._fail(f"it is {size / 2**30:.1f} GiB, over the {self.MAX_BYTES >> 20} MiB a checkpoint of "
+                                 "measured layouts can reach")
+            data = f.read(self.MAX_BYTES + 1)
         if not data:
             self._write_new()
             return {}
@@ -230,6 +236,8 @@ class Checkpoint:
         return os.fdopen(fd, mode)
 
     def _write_new(self) -> None:
+        from ..results.files import new_file_mode
+
         folder = os.path.dirname(os.path.abspath(self.path))
         fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(self.path)}.", suffix=".tmp", dir=folder)
         try:
@@ -237,7 +245,7 @@ class Checkpoint:
                 f.write(json.dumps(self.header) + "\n")
                 f.flush()
                 os.fsync(f.fileno())
-            os.chmod(tmp, 0o644)
+            os.chmod(tmp, new_file_mode())  # the umask's, as any new file (077: the rows are the user's own)
             os.replace(tmp, self.path)  # replaces a symlink planted at the name, never writes through it
         except BaseException:
             if os.path.lexists(tmp):

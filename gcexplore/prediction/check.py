@@ -19,7 +19,7 @@ __all__ = ["AGGRESSION_CANDIDATES", "ERROR_COLUMNS", "L2_CANDIDATES", "LATENCY_C
            "layout_errors", "margins_of", "predict_error", "predict_kwargs", "prediction_facts"]
 
 ERROR_COLUMNS = ["layout", "split_sm_count", "predicted_ms", "predicted_low_ms", "predicted_high_ms",
-                 "measured_ms", "measured_low_ms", "measured_high_ms", "error", "inside", "predicted_interference",
+                 "measured_ms", "measured_low_ms", "measured_high_ms", "error", "inside", "inside_strict", "predicted_interference",
                  "measured_interference"]
 
 
@@ -53,7 +53,8 @@ def predict_error(prediction: pd.DataFrame, measured: pd.DataFrame, *, floor: Fl
         ``_high_ms``), ``measured_ms`` (median over repetitions) with ``measured_low_ms`` /
         ``measured_high_ms`` (its 90% interval, the round as the unit: where another run would
         land), ``error`` (predicted / measured - 1), ``inside`` (the two intervals meet: the
-        prediction agrees with the measurement up to its run-to-run noise),
+        prediction agrees with the measurement up to its run-to-run noise), ``inside_strict``
+        (the measured median itself within the predicted interval: the stricter count),
         ``predicted_interference`` and ``measured_interference`` (NaN without ``alone``
         rows); sorted by ``split_sm_count``.
     """
@@ -82,6 +83,7 @@ def predict_error(prediction: pd.DataFrame, measured: pd.DataFrame, *, floor: Fl
         "measured_ms": m, "measured_low_ms": mlo, "measured_high_ms": mhi,
         "error": lay["makespan_ms"].to_numpy() / m - 1.0,
         "inside": (lay["makespan_low_ms"].to_numpy() <= mhi) & (mlo <= lay["makespan_high_ms"].to_numpy()),
+        "inside_strict": (lay["makespan_low_ms"].to_numpy() <= m) & (m <= lay["makespan_high_ms"].to_numpy()),
         "predicted_interference": lay["interference"],
         "measured_interference": lay["layout"].map(inter).to_numpy(dtype=float),
     }, columns=ERROR_COLUMNS).reset_index(drop=True)
@@ -98,7 +100,8 @@ def prediction_facts(prediction: pd.DataFrame, measured: pd.DataFrame) -> dict:
     -------
     dict
         ``layouts`` (compared), ``median_abs_error``, ``max_abs_error`` (fractions),
-        ``worst_layout``, ``inside`` (fraction of measured medians inside the intervals),
+        ``worst_layout``, ``inside`` (fraction of layouts whose intervals meet the measurement's),
+        ``inside_strict`` (fraction of measured medians inside the predicted intervals),
         ``predicted_best`` (layout), ``predicted_best_measured_ms`` (its measured median),
         ``measured_best``, ``measured_best_ms``, ``best_gap`` (predicted best's measured /
         measured best - 1).
@@ -109,6 +112,7 @@ def prediction_facts(prediction: pd.DataFrame, measured: pd.DataFrame) -> dict:
     mb = e.loc[e["measured_ms"].idxmin()]
     return {"layouts": int(len(e)), "median_abs_error": float(a.median()), "max_abs_error": float(a.max()),
             "worst_layout": str(e.loc[a.idxmax(), "layout"]), "inside": float(e["inside"].mean()),
+            "inside_strict": float(e["inside_strict"].mean()),
             "predicted_best": str(pb["layout"]), "predicted_best_measured_ms": float(pb["measured_ms"]),
             "measured_best": str(mb["layout"]), "measured_best_ms": float(mb["measured_ms"]),
             "best_gap": float(pb["measured_ms"] / mb["measured_ms"] - 1.0)}

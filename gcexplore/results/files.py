@@ -1,7 +1,10 @@
 """Writing a user's file without ever half-writing it: a temporary file beside the target, with the
 permissions an ordinary write would give (an existing file's own, else 0666 less the umask),
 fsynced, then renamed over it; temporaries a killed writer left behind are removed; a folder, a
-device, a pipe or a socket is never replaced. Used by every save (results, sidecars, Chrome traces).
+device, a pipe or a socket is never replaced. The rename replaces a symlink planted at the name
+(never its target; a dangling one creates nothing outside the folder). Used by every writer:
+results, sidecars, Chrome traces, figures (:func:`write_figure`), checkpoints and campaign files
+(:func:`new_file_mode` for the permissions of a file they create).
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ import tempfile
 import threading
 from pathlib import Path
 
-__all__ = ["as_path", "atomic_write", "check_target", "digest", "named_error", "replace_with", "temp_beside"]
+__all__ = ["as_path", "atomic_write", "check_target", "digest", "named_error", "new_file_mode", "replace_with",
+           "temp_beside", "write_figure"]
 
 
 def as_path(path, what: str) -> Path:
@@ -45,15 +49,21 @@ def _umask() -> int:
     return old
 
 
+def new_file_mode() -> int:
+    """The permissions of a new file, as ``open(path, "w")`` leaves them: 0666 less the umask."""
+    return 0o666 & ~_umask()
+
+
 def _mode_for(path: Path) -> int:
-    """The permissions ``open(path, "w")`` would leave: an existing file's own, else 0666 less the umask."""
+    """The permissions ``open(path, "w")`` would leave: an existing plain file's own, else 0666 less
+    the umask (a symlink's target's mode is not copied: the link is replaced, not its target)."""
     try:
-        st = os.stat(path)
+        st = os.lstat(path)
         if stat.S_ISREG(st.st_mode):
             return stat.S_IMODE(st.st_mode)
     except OSError:
         pass
-    return 0o666 & ~_umask()
+    return new_file_mode()
 
 
 def check_target(path: Path, what: str = "save") -> None:
@@ -134,6 +144,22 @@ def atomic_write(path: Path, write) -> None:
     crash, Ctrl-C) leaves ``path`` as it was, and no temporary behind."""
     check_target(path)
     replace_with(temp_beside(path, write), path)
+
+
+#: The formats a figure is written in, by suffix.
+FIGURE_FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
+
+
+def write_figure(fig, path, **savefig_kw) -> Path:
+    """Save a matplotlib figure to ``path`` as :func:`atomic_write` does (its format from the suffix:
+    .png, .svg or .pdf): a symlink planted at ``path`` is replaced, never written through."""
+    path = as_path(path, "write_figure")
+    fmt = FIGURE_FORMATS.get(path.suffix.lower())
+    if fmt is None:
+        raise ValueError(f"a figure is written as {', '.join(FIGURE_FORMATS)}; {str(path)!r} has none of these")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, lambda tmp: fig.savefig(tmp, format=fmt, **savefig_kw))
+    return path
 
 
 def digest(path) -> str:

@@ -18,6 +18,7 @@ import contextlib
 import hashlib
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,14 @@ RECORDED = ("sweep", "scaling", "occupancy", "isolation", "torch_sweep", "trace"
             "serving")
 #: Deepest nesting of lists and dicts accepted in ``df.attrs`` (saved or loaded).
 MAX_ATTRS_DEPTH = 64
+
+#: The most a results file may hold once decoded, checked before decoding (a 1.7 MB parquet can
+#: decompress to 9 GB): bytes of uncompressed column data (a CSV: its size), and cells (rows x columns).
+#: Raise them here to read a larger result you trust.
+MAX_LOAD_BYTES = 4 << 30
+MAX_LOAD_CELLS = 400_000_000
+#: The largest metadata read: a CSV's sidecar, a parquet file's stored attrs.
+MAX_METADATA_BYTES = 64 << 20
 
 _ATTRS_KEY = b"gcexplore.attrs"
 _FORMATS = ("parquet", "csv")
@@ -168,6 +177,20 @@ def is_sidecar(path: Path, csv_name: str | None = None) -> bool:
             and (csv_name is None or side.get("csv") in (None, csv_name)))
 
 
+def is_saved_result(path: Path) -> bool:
+    """True when ``path`` is a parquet file :func:`save` wrote (its footer holds gcexplore's attrs):
+    what a companion file (a comm run's ``-trace.parquet``) may replace without asking."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return False
+        return _ATTRS_KEY in (pq.read_schema(path).metadata or {})
+    except (OSError, pa.ArrowException):
+        return False
+
+
 def _old_sidecar(path: Path) -> dict | None:
     """The sidecar a CSV save would replace: None when there is none; FileExistsError
     when the ``.json`` there is not this CSV's metadata (a save must not destroy it)."""
@@ -284,6 +307,7 @@ def _read_parquet(path: Path) -> tuple[pd.DataFrame, dict]:
     import pyarrow.parquet as pq
 
     try:
+        _check_parquet_size(path, pq.read_metadata(path))
         table = pq.read_table(path)
     except (pa.ArrowException, OSError) as e:
         raise ResultFileError(f"{str(path)!r} is not a readable parquet file ({e}); it may be truncated "
@@ -302,12 +326,39 @@ def _read_parquet(path: Path) -> tuple[pd.DataFrame, dict]:
     return df, _decode(attrs)
 
 
+def _size(n: float) -> str:
+    return next(f"{n / u:.1f} {name}" for u, name in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"), (1, "bytes"))
+                if n >= u or u == 1)
+
+
+def _too_large(path: Path, what: str, found: str, limit: str, knob: str) -> ResultFileError:
+    return ResultFileError(f"{str(path)!r} {what} {found}, over the {limit} gcexplore reads without being asked "
+                           f"(gcexplore.results.io.{knob}); not read. A result you trust can be read by raising it")
+
+
+def _check_parquet_size(path: Path, md) -> None:
+    """Refuse, from the footer alone, a parquet file whose data would decode past the budget."""
+    cells = md.num_rows * max(1, md.num_columns)
+    if cells > MAX_LOAD_CELLS:
+        raise _too_large(path, "holds", f"{md.num_rows} rows x {md.num_columns} columns", f"{MAX_LOAD_CELLS} cells",
+                         "MAX_LOAD_CELLS")
+    raw = sum(md.row_group(i).column(j).total_uncompressed_size
+              for i in range(md.num_row_groups) for j in range(md.num_columns))
+    if raw > MAX_LOAD_BYTES:
+        raise _too_large(path, "decompresses to", _size(raw), _size(MAX_LOAD_BYTES), "MAX_LOAD_BYTES")
+    stored = sum(len(k) + len(v) for k, v in (md.metadata or {}).items())
+    if stored > MAX_METADATA_BYTES:
+        raise _too_large(path, "stores metadata of", _size(stored), _size(MAX_METADATA_BYTES), "MAX_METADATA_BYTES")
+
+
 def _read_sidecar(path: Path, side_path: Path) -> dict:
     if not side_path.exists():
         raise FileNotFoundError(f"{str(path)!r} has no metadata sidecar {str(side_path)!r} "
                                 "(gcexplore.results.save writes both)")
     check_target(side_path, "load")
     where = f"the sidecar {str(side_path)!r} of {str(path)!r}"
+    if (size := side_path.stat().st_size) > MAX_METADATA_BYTES:  # before reading: not a MemoryError later
+        raise _too_large(side_path, "is", _size(size), f"{_size(MAX_METADATA_BYTES)} of a sidecar", "MAX_METADATA_BYTES")
     side = _loads_metadata(side_path.read_bytes(), where)
     if not isinstance(side, dict) or not isinstance(side.get("dtypes", {}), dict) \
             or not isinstance(side.get("attrs", {}), dict):
@@ -345,6 +396,8 @@ def _ends_mid_row(path: Path) -> bool:  # to_csv ends every row, the last too, w
 
 
 def _read_csv(path: Path) -> tuple[pd.DataFrame, dict]:
+    if (size := path.stat().st_size) > MAX_LOAD_BYTES:
+        raise _too_large(path, "is", _size(size), _size(MAX_LOAD_BYTES), "MAX_LOAD_BYTES")
     side = _read_sidecar(path, _sidecar(path))
     if "rows" not in side and "sha256" not in side and _ends_mid_row(path):  # nothing else would tell
         raise ResultFileError(f"{str(path)!r} ends in the middle of a row: it was cut short; save the result again")

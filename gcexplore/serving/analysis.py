@@ -130,6 +130,11 @@ def serving_table(df: pd.DataFrame, slo: ServingSLO | None = None) -> pd.DataFra
 
 
 def _table(df: pd.DataFrame, slo: ServingSLO | None) -> pd.DataFrame:
+    for col in ("itl_ms", "ttft_ms", "queue_ms"):  # a time before its own start is no measurement
+        if col in df.columns and (df[col].to_numpy(float) < 0).any():
+            n = int((df[col].to_numpy(float) < 0).sum())
+            raise ValueError(f"serving_table: {n} row(s) have a negative {col}; a serving result's gaps and "
+                             "latencies are >= 0 (NaN: unserved): the rows are damaged")
     rows = []
     for keys, g in df.groupby(RUN_KEYS, sort=False):
         if keys[0] != "alone":
@@ -140,10 +145,10 @@ def _table(df: pd.DataFrame, slo: ServingSLO | None) -> pd.DataFrame:
     if slo is not None:
         att = []
         for keys, g in df[df["record"] == "request"].groupby(RUN_KEYS, sort=False):
-            att.append((*keys, float((g["ttft_ms"] <= slo.ttft_ms).mean()) if len(g) else 1.0))
+            att.append((*keys, float((g["ttft_ms"] <= slo.ttft_ms).mean()) if len(g) else math.nan))
         att_df = pd.DataFrame(att, columns=[*RUN_KEYS, "ttft_attainment"])
         out = out.merge(att_df, on=RUN_KEYS, how="left")
-        out["ttft_attainment"] = out["ttft_attainment"].fillna(1.0)
+        # a run with no recorded request (NaN) or no decode gap (ITL NaN) shows nothing met: it cannot meet the SLO
         out["meets_slo"] = (out["ttft_attainment"] >= slo.attainment) & (out["itl_p99_ms"] <= slo.itl_p99_ms)
         out.loc[out["mode"].isin(PROFILE_MODES), "meets_slo"] = False
     return out
@@ -280,7 +285,22 @@ def predict_serving(profiles: pd.DataFrame, loads: dict, slo: ServingSLO | None 
 def prediction_errors(predicted: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFrame:
     """Relative error (predicted / measured - 1) of ITL p99 and TTFT p50 per split and load, joining
     :func:`predict_serving` to a :func:`serving_table` of the partitioned runs. A TTFT p50 that is
-    infinite in both (most requests unserved) is an error of 0; in one only, of inf or -1."""
+    infinite in both (most requests unserved) is an error of 0; in one only, of inf or -1.
+
+    Raises
+    ------
+    ValueError
+        ``measured`` is not a :func:`serving_table` (raw serving rows: pass ``serving_table(rows)``),
+        or ``predicted`` is not a :func:`predict_serving` frame."""
+    need = {"mode", "layout", "load", "pattern", "decode_sm_count", "rate_rps", "itl_p99_ms", "ttft_p50_ms"}
+    if not need <= set(measured.columns):
+        kind = measured.attrs.get("kind")
+        raw = " (these are raw serving rows: pass serving_table(rows))" if kind == "serving" else ""
+        raise ValueError(f"prediction_errors needs a serving_table of the measured runs{raw}; missing columns: "
+                         f"{', '.join(sorted(need - set(measured.columns)))}")
+    if not {"layout", "load", "itl_p99_ms", "ttft_p50_ms"} <= set(predicted.columns):
+        raise ValueError("prediction_errors needs predict_serving's frame first (layout, load, itl_p99_ms, "
+                         f"ttft_p50_ms); got columns {', '.join(map(str, predicted.columns[:12]))}")
     m = measured[measured["mode"] == "partitioned"]
     j = predicted.merge(m, on=["layout", "load"], suffixes=("_pred", ""))
     out = j[["layout", "load", "pattern", "decode_sm_count", "rate_rps"]].copy()

@@ -10,6 +10,7 @@ import math
 import sys
 
 from ..cli.args import RESULT_SUFFIXES, Usage, float_arg, int_arg, int_list, writable_file
+from ..cli._text import one_line
 
 _COLS = ["mode", "layout", "load", "itl_p50_ms", "itl_p99_ms", "ttft_p50_ms", "ttft_p99_ms", "served", "requests",
          "decode_tokens_per_s", "prefill_tokens_per_s"]
@@ -64,6 +65,21 @@ def _slo(args):
     return ServingSLO(args.ttft_ms, args.itl_p99_ms, args.attainment)
 
 
+def _require_gpu() -> None:
+    """The driver asked before PyTorch is: without a GPU, "no NVIDIA driver found" as every command says,
+    and what runs without one (``--recorded``), not an install hint for a library that cannot help."""
+    from ..device.driver import UnsupportedError, device_count
+
+    try:
+        n = device_count()
+    except UnsupportedError as e:
+        raise UnsupportedError(f"{str(e).split(';')[0]}; without a GPU, `gcexplore serve --recorded` shows the "
+                               "recorded serving run") from e
+    if n == 0:
+        raise UnsupportedError("the driver sees no CUDA device; `gcexplore serve --recorded` shows the recorded "
+                               "serving run")
+
+
 def cmd_serve(args) -> int:
     slo = _slo(args)
     from . import analysis as S
@@ -86,6 +102,7 @@ def cmd_serve(args) -> int:
 
     for r in args.rates:  # the load is checked before the model takes GPU memory
         arrivals(r, args.duration, seed=args.seed, pattern=args.pattern, burst=args.burst)
+    _require_gpu()
 
     model = decoder_stack(ModelShape(layers=args.layers), batch=args.batch, kv_len=args.kv_len, prompt=args.prompt,
                           chunk=args.chunk, device=args.device)
@@ -119,7 +136,7 @@ def _show(df, slo, pattern: str) -> None:
 
     t = S.serving_table(df, slo)
     print(t[~t["mode"].isin(S.PROFILE_MODES)][_COLS].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    print(S.trade_facts(t)["text"])
+    print(one_line(S.trade_facts(t)["text"]))  # layouts and names from a recorded file: one line
     if slo is not None:
         print(f"goodput at {slo.text()} ({pattern} loads):")
         g = S.goodput_table(t, slo, pattern)

@@ -105,9 +105,15 @@ def _finding_lines(c: Comparison) -> list[str]:
         elif r.SLOW == r.compared:
             out.append(f"{r.group}: {b} slower at all {r.compared} layouts, by {r.median_ratio - 1:.1%} "
                        "(median of the layout ratios)")
-        elif r.FAST == 0 and r.SLOW == 0:
+        elif r.SAME == r.compared:
             out.append(f"{r.group}: no difference beyond ±{band:.1%} at any of its {r.compared} layouts "
-                       f"({r.SAME} SAME, {r.UNCLEAR} UNCLEAR)")
+                       f"(all {r.SAME} SAME)")
+        elif r.UNCLEAR == r.compared:  # "no difference" would claim what none of the intervals shows
+            out.append(f"{r.group}: undecided at all {r.compared} layouts (all UNCLEAR): no interval is narrow "
+                       f"enough to tell a difference beyond ±{band:.1%} from none")
+        elif r.FAST == 0 and r.SLOW == 0:
+            out.append(f"{r.group}: no decided difference: {r.SAME} of {r.compared} layouts SAME within "
+                       f"±{band:.1%}, {r.UNCLEAR} UNCLEAR (too noisy to tell)")
         else:
             out.append(f"{r.group}: {r.FAST} FAST, {r.SLOW} SLOW, {r.SAME} SAME, {r.UNCLEAR} UNCLEAR of "
                        f"{r.compared} layouts; median ratio {_pct(r.median_ratio)}")
