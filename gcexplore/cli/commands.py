@@ -21,7 +21,7 @@ from pathlib import Path
 from .._version import __version__
 from .args import (RESULT_SUFFIXES, Usage, check_checkpoint, float_arg, int_arg, int_list, kernel_trace_file,
                    mode_list, percent_arg, workload_names, writable_file)
-from ..campaigns.cli import add_campaign
+from ..campaigns.cli import add_campaign, add_cluster
 from ..comm.cli import add_comm
 from ..serving.cli import add_serve
 
@@ -484,6 +484,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_tune(sub)
     _add_compare(sub)
     add_campaign(sub)
+    add_cluster(sub)
     add_serve(sub)
     add_comm(sub)
     s = sub.add_parser(
