@@ -208,3 +208,44 @@ def test_warm_cluster_on_two_gpus_runs_later_campaigns_on_both_cards(tmp_path, m
             assert all("error" not in (w.get("preload") or {}) for w in c.warm_ups.values())
     finally:
         warm.stop(state)
+
+
+def _bench(monkeypatch):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_campaign_i49", HERE.parent / "bench" / "campaign.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    monkeypatch.setattr(bench, "PAIRS", ["_campaign_standin:pair"])
+    monkeypatch.setattr(bench, "EXPERIMENT", EXP)
+    return bench
+
+
+def test_bench_first_run_is_a_fresh_process_timed_from_its_birth_and_the_table_says_what_was_not_run(
+        mods, tmp_path, monkeypatch):
+    bench = _bench(monkeypatch)
+    splits = [[8], [16, 24]]
+    first = bench._fresh(["0"], tmp_path / "campaign-1gpu", splits, 2)
+    assert first["mode"] == "first" and first["n"] == 1 and len(first["reports"]) == 2
+    born = first["timings"]["process_to_call_s"]
+    assert born > 0 and first["end_to_end_s"] > born + first["timings"]["cluster_wait_s"]
+    assert os.getpid() not in {r["pid"] for r in first["reports"].values()}
+    cut = bench._fresh(["0"], tmp_path / "campaign-1gpu-cut", splits, 2, cut="layouts")
+    assert cut["mode"] == "first, cut a layout each" and len(cut["reports"]) == 3  # [16, 24]: a layout each
+    missing = ["8 GPUs: not run, 1 visible here (run this on a machine of 8 GPUs of one host)"]
+    assert bench._report([first], None, tmp_path, splits, 2, missing) == 0
+    text = (tmp_path / "campaign_bench.md").read_text()
+    assert "| GPUs | first: end to end s, speedup (goal) |" in text and missing[0] in text
+    assert f"| 1 | {first['end_to_end_s']:.2f}, 1.00x |" in text
+
+
+def test_bench_says_each_gpu_count_it_cannot_run(tmp_path, monkeypatch, capsys):
+    bench = _bench(monkeypatch)
+    import gcexplore.campaigns.grid as grid
+
+    monkeypatch.setattr(grid, "visible_gpus", lambda: [])
+    monkeypatch.setattr(sys, "argv", ["campaign.py", "--out", str(tmp_path), "--gpus", "1,2,4,8"])
+    assert bench.main() == 1
+    out = capsys.readouterr().out
+    for n in (1, 2, 4, 8):
+        assert f"{n} GPU{'s' * (n > 1)}: not run, 0 visible here (run this on a machine of {n} GPUs of one host)" in out

@@ -249,7 +249,9 @@ def start(*, state=None, devices: Sequence[str] | None = None, workers: int | No
             raise ValueError(f"a warm cluster needs at least one worker, got --workers {workers}")
         devs, cpu = [str(i) for i in range(n)], True
     private_folder(path.parent)
-    config = {"state": str(path), "devices": devs, "cpu": cpu, "modules": list(modules), "host": host, "tls": tls}
+    # the server, and the workers it spawns, import from this process's path: the code a campaign here would see
+    config = {"state": str(path), "devices": devs, "cpu": cpu, "modules": list(modules), "host": host, "tls": tls,
+              "path": [p for p in sys.path if p]}
     log = path.with_suffix(".log")
     with open(log, "ab") as err:
         proc = subprocess.Popen([sys.executable, "-m", __name__, json.dumps(config)], stdin=subprocess.DEVNULL,
@@ -377,6 +379,7 @@ def _serve(config: dict) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop_now.set())
     path, out = Path(config["state"]), sys.stdout
+    sys.path[:] = config.get("path") or sys.path
     sys.stdout = sys.stderr  # stdout is the one line to the starting command
     cluster = None
     try:
