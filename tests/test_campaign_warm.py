@@ -131,7 +131,7 @@ def test_stop_ends_every_process_and_removes_the_record(kept, capsys):
     procs = _procs(kept["rec"])
     assert main(["cluster", "stop", "--state", str(kept["state"])]) == 0
     assert "stopped the warm cluster" in capsys.readouterr().out
-    gone, alive = psutil.wait_procs(procs, timeout=60)  # a guard: the server waits for its workers to close
+    _, alive = psutil.wait_procs(procs, timeout=60)  # a guard: the server waits for its workers to close
     assert not alive and not kept["state"].exists()
     assert main(["cluster", "status", "--state", str(kept["state"])]) == 1
     assert "no warm cluster recorded" in capsys.readouterr().out
@@ -158,6 +158,36 @@ def test_a_crashed_commands_cluster_is_reported_and_cleaned_up_not_reused(mods, 
         p.wait(60)
         live, text = warm.status(state)
         assert live is None and "is not running" in text and not state.exists()
+    finally:
+        warm.stop(state)
+
+
+def _certs(d: Path) -> dict:
+    """A certificate authority and one certificate of 127.0.0.1 signed by it (openssl), for a TLS cluster."""
+    import shutil
+    import subprocess
+
+    if not shutil.which("openssl"):
+        pytest.skip("openssl is not installed (it makes the test's certificates)")
+    run = lambda *a: subprocess.run(["openssl", *a], cwd=d, check=True, capture_output=True)  # noqa: E731
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "1",
+        "-subj", "/CN=gcexplore-test-ca")
+    run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "key.pem", "-out", "req.csr", "-subj", "/CN=127.0.0.1")
+    (d / "san.cnf").write_text("subjectAltName=IP:127.0.0.1\n")
+    run("x509", "-req", "-in", "req.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out",
+        "cert.pem", "-days", "1", "-extfile", "san.cnf")
+    return {"ca": str(d / "ca.pem"), "cert": str(d / "cert.pem"), "key": str(d / "key.pem")}
+
+
+def test_a_tls_cluster_when_asked_and_campaigns_reach_it_with_its_certificates(mods, tmp_path, monkeypatch):
+    state = tmp_path / "s" / "cluster.json"
+    monkeypatch.setenv(warm.STATE_ENV, str(state))  # the campaign finds the record, and its TLS files, there
+    rec, _ = warm.start(state=state, workers=1, modules=["_campaign_standin"], tls=_certs(tmp_path))
+    try:
+        assert rec["address"].startswith("tls://127.0.0.1:") and rec["tls"]["ca"].endswith("ca.pem")
+        c = gx.campaign(["_campaign_standin:pair"], [[8]], experiment=EXP, options={"layout_s": 0.01},
+                        folder=tmp_path / "c", scheduler=rec["address"], progress=False)
+        assert [r["status"] for r in c.reports.values()] == ["done"]
     finally:
         warm.stop(state)
 
@@ -241,9 +271,9 @@ def test_bench_first_run_is_a_fresh_process_timed_from_its_birth_and_the_table_s
 
 def test_bench_says_each_gpu_count_it_cannot_run(tmp_path, monkeypatch, capsys):
     bench = _bench(monkeypatch)
-    import gcexplore.campaigns.grid as grid
+    from gcexplore.campaigns import grid
 
-    monkeypatch.setattr(grid, "visible_gpus", lambda: [])
+    monkeypatch.setattr(grid, "visible_gpus", list)  # no GPU here
     monkeypatch.setattr(sys, "argv", ["campaign.py", "--out", str(tmp_path), "--gpus", "1,2,4,8"])
     assert bench.main() == 1
     out = capsys.readouterr().out
