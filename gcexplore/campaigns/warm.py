@@ -185,6 +185,9 @@ def _kill_left(state: dict) -> list[int]:
 def _crashed(state: dict, path: Path) -> str:
     """A record whose server is gone: what is left killed, the record removed; the sentence that says so."""
     killed = _kill_left(state)
+    started = _SERVERS.pop(int(state.get("pid") or 0), None)
+    if started is not None:
+        started.wait()
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(state.get("started_at", 0)))
@@ -269,7 +272,11 @@ def start(*, state=None, devices: Sequence[str] | None = None, workers: int | No
         tail = log.read_text(errors="replace").strip().splitlines()[-3:] if log.exists() else []
         raise RuntimeError(f"the warm cluster did not start: {said.get('error') or ' | '.join(tail) or 'no reason given'}"
                            f" (its log: {str(log)!r})")
+    _SERVERS[proc.pid] = proc  # it outlives this call (and this command): kept to be reaped where we stop it
     return said["state"], note
+
+
+_SERVERS: dict = {}
 
 
 def _first_line(proc) -> bytes:
@@ -318,6 +325,9 @@ def stop(state=None, *, wait_s: float = 120.0) -> str:
         proc.wait(wait_s)  # the server's exit: its workers closed, its record removed
     except psutil.TimeoutExpired:
         proc.kill()
+    started = _SERVERS.pop(int(rec["pid"]), None)  # started by this process: reaped
+    if started is not None:
+        started.wait()
     left = _kill_left(rec)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
