@@ -439,7 +439,8 @@ def test_bench_gpu_start_too_runs_the_largest_count_again_in_the_other_start_mod
     monkeypatch.delenv("GCEXPLORE_WORKER_CPUS", raising=False)
     monkeypatch.delenv("GCEXPLORE_DISPATCH", raising=False)
     monkeypatch.setattr(sys, "argv", ["campaign.py", "--out", str(tmp_path), "--repeats", "2", "--gpus", "1,2",
-                                      "--no-warm", "--no-direct", "--gpu-start-too", "together", "--cpus-too", "off",
+                                      "--no-fresh", "--no-warm", "--no-direct", "--gpu-start-too", "together",
+                                      "--cpus-too", "off",
                                       "--dispatch-too", "eager"])
     with pytest.raises(SystemExit):  # a mode it does not know, among known ones
         monkeypatch.setattr(sys, "argv", [*sys.argv, "--cpus-too", "off,numa"]) or bench.main()
@@ -476,7 +477,8 @@ def test_bench_gate_too_compares_the_gates_on_one_and_two_gpus_with_the_rest_per
     bench = _bench_on_the_stand_in(monkeypatch)
     monkeypatch.delenv("GCEXPLORE_GATE", raising=False)
     monkeypatch.setattr(sys, "argv", ["campaign.py", "--out", str(tmp_path), "--repeats", "2", "--gpus", "1,2",
-                                      "--no-warm", "--no-direct", "--gate-too", "timed", "--too-gpus", "1,2"])
+                                      "--no-fresh", "--no-warm", "--no-direct", "--gate-too", "timed",
+                                      "--too-gpus", "1,2"])
     assert bench.main() == 0
     assert "GCEXPLORE_GATE" not in os.environ  # set for those runs only
     data = json.loads((tmp_path / "campaign_bench.json").read_text())

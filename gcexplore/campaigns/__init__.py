@@ -15,3 +15,4 @@ EXTRA = {"best_splits": ("task_best_splits",)}
 __all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC, EXTRA)
 
 register_command("campaign", f"{__name__}.cli:add_campaign")
+register_command("cluster", f"{__name__}.cli:add_cluster")

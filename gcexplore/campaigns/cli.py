@@ -4,6 +4,7 @@ damaged shards aside)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ..cli.args import Usage
@@ -11,7 +12,7 @@ from ..cli.args import Usage
 #: A campaign spec larger or deeper than this is refused before it is parsed.
 MAX_SPEC_BYTES = 1 << 20
 MAX_SPEC_DEPTH = 32
-_KNOWN = ("experiment", "workloads", "splits", "options", "cards", "folder", "devices")
+_KNOWN = ("experiment", "workloads", "splits", "options", "cards", "folder", "devices", "cut")
 
 SPEC_IS_CODE = ("A spec is code: its experiment and workload factories ('module:function') are imported and "
                 "run with your rights, like a script, so run only specs you would run as a script. They are "
@@ -150,10 +151,13 @@ def cmd_campaign(args) -> int:
     spec = read_spec(args.target)
     from .grid import campaign
 
+    from .warm import SCHEDULER_ENV
+
     folder = args.out or spec.get("folder") or "gcexplore-out/campaign"
     c = campaign(spec["workloads"], spec.get("splits"), experiment=spec.get("experiment", "sweep"),
                  options=spec.get("options"), cards=spec.get("cards", "any"), folder=folder,
-                 scheduler=args.scheduler, devices=spec.get("devices"), progress=not args.quiet)
+                 scheduler=args.scheduler or os.environ.get(SCHEDULER_ENV) or None, devices=spec.get("devices"),
+                 cut=spec.get("cut"), progress=not args.quiet)
     status = c.status()
     _print_status(status)
     return 1 if status.attrs["counts"]["failed"] else 0
@@ -168,9 +172,65 @@ def add_campaign(sub) -> None:
     s.add_argument("target", metavar="SPEC|status|repair", help="the spec file, or 'status' or 'repair'")
     s.add_argument("folder", nargs="?", metavar="DIR", help="with 'status' or 'repair': the campaign folder")
     s.add_argument("--scheduler", metavar="ADDR", help="a running Dask scheduler (tcp:// or tls://host:8786); "
-                                                        "default: a local cluster on 127.0.0.1 with one worker "
-                                                        "per visible GPU")
+                                                        "default: $GCEXPLORE_SCHEDULER, else a local cluster on "
+                                                        "127.0.0.1 with one worker per visible GPU (a warm one: "
+                                                        "`gcexplore cluster start`)")
     s.add_argument("--out", metavar="DIR", help="the campaign folder (default: the spec's folder, else "
                                                 "gcexplore-out/campaign); rerunning on it resumes")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     s.set_defaults(func=cmd_campaign)
+
+
+def cmd_cluster(args) -> int:
+    from . import warm
+
+    if args.action != "start":
+        if args.spec or args.warm or args.devices or args.workers is not None or args.host or args.tls_ca:
+            raise Usage(f"`gcexplore cluster {args.action}` takes only --state")
+        if args.action == "status":
+            rec, text = warm.status(args.state)
+            print(text)
+            return 0 if rec is not None else 1
+        print(warm.stop(args.state))
+        return 0
+    modules = set(warm.spec_modules(read_spec(args.spec))) if args.spec else set()
+    modules |= {m.strip() for m in (args.warm or "").split(",") if m.strip()}
+    tls = [args.tls_ca, args.tls_cert, args.tls_key]
+    if any(tls) and not all(tls):
+        raise Usage("TLS needs all three of --tls-ca, --tls-cert and --tls-key")
+    devices = [d.strip() for d in args.devices.split(",") if d.strip()] if args.devices else None
+    rec, note = warm.start(state=args.state, devices=devices, workers=args.workers, modules=sorted(modules),
+                           host=args.host or "127.0.0.1",
+                           tls=dict(zip(("ca", "cert", "key"), map(os.path.abspath, tls))) if all(tls) else None)
+    if note:
+        print(note)
+    print(warm.describe(rec, warm.default_state(args.state)))
+    return 0
+
+
+def add_cluster(sub) -> None:
+    s = sub.add_parser("cluster", help="a warm campaign cluster later commands reuse: `cluster start [SPEC]`, "
+                                       "`cluster status`, `cluster stop`",
+                       description="Start, show or stop a warm Dask cluster (one worker per GPU, or CPU workers "
+                                   "where there is none) that `gcexplore campaign SPEC --scheduler ADDR` (or "
+                                   "GCEXPLORE_SCHEDULER=ADDR) reuses, its modules imported once. It is recorded "
+                                   "in a private folder (the runtime or cache dir, or --state) with gcexplore's "
+                                   "version and its modules' source hashes: a campaign refuses it where they "
+                                   "differ, and a cluster whose processes died is reported and cleaned up. "
+                                   "It listens on 127.0.0.1 unless --host and TLS are given. " + SPEC_IS_CODE)
+    s.add_argument("action", choices=("start", "status", "stop"))
+    s.add_argument("spec", nargs="?", metavar="SPEC", help="with start: a campaign spec whose factory and "
+                                                           "experiment modules every worker imports as it starts")
+    s.add_argument("--warm", metavar="MODULES", help="with start: more modules to import (comma-separated)")
+    s.add_argument("--devices", metavar="LIST", help="with start: GPUs (default every visible one)")
+    s.add_argument("--workers", type=int, metavar="N", help="with start, where no GPU is visible: N CPU workers "
+                                                             "(default 2)")
+    s.add_argument("--host", metavar="ADDR", help="with start: the interface to listen on (default 127.0.0.1; "
+                                                  "another needs the TLS files)")
+    s.add_argument("--tls-ca", metavar="FILE", help="with start: the certificate authority peers must be signed by")
+    s.add_argument("--tls-cert", metavar="FILE", help="with start: the certificate of the scheduler, workers and "
+                                                      "client")
+    s.add_argument("--tls-key", metavar="FILE", help="with start: its private key")
+    s.add_argument("--state", metavar="FILE", help="the state file (default $GCEXPLORE_CLUSTER_STATE, else "
+                                                   "cluster.json in the user's runtime or cache dir)")
+    s.set_defaults(func=cmd_cluster)

@@ -106,6 +106,59 @@ def _improve(order: list[str], seconds: Mapping[str, float], ready: Sequence[flo
     return best
 
 
+def task_seconds(tasks: dict, known: Mapping[str, float] | None = None) -> dict[str, float]:
+    """key -> seconds: ``known`` where given, else the grid's estimate scaled to the known ones."""
+    known, cost = {k: v for k, v in (known or {}).items() if k in tasks}, {k: _grid_cost(t) for k, t in tasks.items()}
+    scale = (sum(known.values()) / sum(cost[k] for k in known)) if known else 1.0
+    return {k: known.get(k, cost[k] * scale) for k in tasks}
+
+
+def cut_layouts(tasks: dict, known: Mapping[str, float] | None = None, *,
+                first: int | None = None) -> tuple[dict, dict[str, str], dict[str, float]]:
+    """The ``first`` longest tasks (default every one) cut into one task per layout, longest first.
+
+    A task whose split set lists two or more sizes becomes one task per size (split set ``[k]``, its
+    key derived as any task's: the same as a grid of that one-size split set would give); a task of one
+    size, or of every valid size (``None``: the sizes are the card's, known only on a worker), stays
+    whole. Finer tasks at the head of the order let the workers that are ready first start while the
+    others still start, and leave no long task for the end. Pure: nothing is imported or run.
+
+    Parameters
+    ----------
+    tasks : dict
+        key -> task (:func:`gcexplore.campaigns.grid.plan_tasks`).
+    known : mapping, optional
+        key -> seconds (a task's earlier duration; a cut task's is shared equally among its layouts).
+    first : int, optional
+        How many of the longest tasks to cut (None: all; 0: none).
+
+    Returns
+    -------
+    (tasks, parents, seconds)
+        key -> task in the order to run them (longest first, ties by key); key of a piece -> key of the
+        task it was cut from; key -> the seconds the order used (known, a share of known, or estimated).
+    """
+    from .grid import _key, _split_label
+
+    if first is not None and (isinstance(first, bool) or not isinstance(first, int) or first < 0):
+        raise ValueError(f"first is how many of the longest tasks to cut, an int >= 0 or None, got {first!r}")
+    seconds = task_seconds(tasks, known)
+    longest = sorted(tasks, key=lambda k: (-seconds[k], k))
+    cut = set(longest if first is None else longest[:first])
+    out, parents, secs = {}, {}, {}
+    for key in longest:
+        t, sp = tasks[key], tasks[key]["splits"]
+        if key not in cut or not isinstance(sp, list) or len(sp) < 2:
+            out[key], secs[key] = t, seconds[key]
+            continue
+        for k in sp:
+            piece = {**{f: v for f, v in t.items() if f != "key"}, "splits": [k], "split_set": _split_label([k])}
+            piece["key"] = _key(piece)
+            out[piece["key"]], parents[piece["key"]], secs[piece["key"]] = piece, key, seconds[key] / len(sp)
+    order = sorted(out, key=lambda k: (-secs[k], k))
+    return {k: out[k] for k in order}, parents, {k: secs[k] for k in order}
+
+
 def task_order(tasks: dict, known: Mapping[str, float] | None = None, *, workers: int = 1,
                ready_gap_s: float = 0.0) -> list[str]:
     """Keys longest first: by the seconds in ``known`` where given, else by the grid's estimate
@@ -113,9 +166,7 @@ def task_order(tasks: dict, known: Mapping[str, float] | None = None, *, workers
     improved by swaps where a greedy run (:func:`list_schedule`) on that many workers, the k-th ready
     ``k * ready_gap_s`` s after the first, would end sooner (grids of up to 64 tasks), where that is at least
     ``MIN_GAIN`` of its end: a smaller gain is within what known durations predict."""
-    known, cost = {k: v for k, v in (known or {}).items() if k in tasks}, {k: _grid_cost(t) for k, t in tasks.items()}
-    scale = (sum(known.values()) / sum(cost[k] for k in known)) if known else 1.0
-    seconds = {k: known.get(k, cost[k] * scale) for k in tasks}
+    seconds = task_seconds(tasks, known)
     order = sorted(tasks, key=lambda k: (-seconds[k], k))
     if workers > 1 and len(order) > workers and len(order) <= SEARCH_MAX_TASKS:
         ready = [k * ready_gap_s for k in range(workers)]

@@ -33,7 +33,7 @@ from .store import CampaignFolder, campaign_status, load_campaign
 from ..device.driver import UnsupportedError, device_info
 from ..schema import new_run_id
 
-from .dispatch import Feeder, dispatch_mode, known_durations, ready_gap_s, task_order  # noqa: F401
+from .dispatch import Feeder, cut_layouts, dispatch_mode, known_durations, ready_gap_s, task_order  # noqa: F401
 from .cluster import PROBE_DIED, ClusterStart, local_cluster, local_devices, require_distributed, visible_gpus  # noqa: F401
 from ._task import (EXPERIMENTS, Experiment, call_each, parse_builtin, register_experiment, resolve_factory,  # noqa: F401
                     run_task, warm_up)
@@ -418,14 +418,14 @@ def _not_while_a_worker_imports_the_script() -> None:
         frame = frame.f_back
 
 
-def _connect(client, scheduler, devices, starting: ClusterStart | None = None):
+def _connect(client, scheduler, devices, starting: ClusterStart | None = None, security=None):
     if client is not None and scheduler is not None:
         raise ValueError("pass client= or scheduler=, not both")
     Client = require_distributed().Client
     if client is not None:
         return client, None
-    if scheduler is not None:
-        return Client(scheduler), True  # ours to close, the cluster is not
+    if scheduler is not None:  # ours to close, the cluster is not
+        return (Client(scheduler, security=security) if security is not None else Client(scheduler)), True
     try:
         cluster = starting.result() if starting is not None else local_cluster(devices)
     except Exception as e:
@@ -460,7 +460,7 @@ def _pin(client, tasks: dict, cards: Sequence[str]) -> dict[str, list[str]]:
 
 def campaign(workloads, splits=None, *, experiment="sweep", options=None, folder, cards: str = "any",
              client=None, scheduler: str | None = None, devices=None, campaign_id: str | None = None,
-             durations=None, progress: bool = True, wait: bool = True) -> Campaign:
+             durations=None, cut: str | int | None = None, progress: bool = True, wait: bool = True) -> Campaign:
     """Run a grid of experiments as Dask tasks, one shard per task, resumable.
 
     Parameters
@@ -497,6 +497,11 @@ def campaign(workloads, splits=None, *, experiment="sweep", options=None, folder
         campaign of the same grid): the longest tasks are started first. Without it
         tasks are ordered by an estimate from the grid (layouts x repetitions x modes
         x workloads).
+    cut : {None, "layouts"} or int, optional
+        ``"layouts"``: every task of several sizes runs as one task per layout (size), longest first
+        (:func:`gcexplore.campaigns.dispatch.cut_layouts`); an int: only that many of the longest are
+        cut. Finer first tasks let workers start work while others still start, and leave no long
+        task for the end; the keys are those of one-size split sets. ``cards="any"`` only.
     progress : bool, default True
     wait : bool, default True
         False: return at once (call ``.wait()`` / ``.result()`` later).
@@ -521,6 +526,11 @@ def campaign(workloads, splits=None, *, experiment="sweep", options=None, folder
         raise ValueError(f"cards must be one of {', '.join(map(repr, CARDS))}, got {cards!r}")
     grid = (experiment, workloads, [None] if splits is None else splits, [{}] if options is None else options)
     recipes = _checked_grid(*grid)[1]  # a bad grid is refused here: nothing imported, nothing started
+    if cut is not None and cut != "layouts" and (isinstance(cut, bool) or not isinstance(cut, int) or cut < 0):
+        raise ValueError(f"cut is None, 'layouts' (every task cut into one per layout) or how many of the longest "
+                         f"tasks to cut (an int >= 0), got {cut!r}")
+    if cut is not None and cards != "any":
+        raise ValueError("cut cuts the tasks of cards='any' only; cards='each' runs every task whole on each card")
     if client is None and scheduler is None:
         try:
             local_devices(devices)
@@ -530,6 +540,11 @@ def campaign(workloads, splits=None, *, experiment="sweep", options=None, folder
     store = CampaignFolder(folder)
     if os.path.lexists(store.spec_path):
         store.read_spec()  # a newer format is refused before a cluster starts
+    warm_rec = None
+    if scheduler is not None:  # a warm cluster of `gcexplore cluster start` found dead: reported, not waited for
+        from .warm import check_use
+
+        warm_rec = check_use(scheduler)
     lock = store.lock()  # a second campaign on this folder is refused here, before a cluster starts
     client_, cluster, starting, t0 = None, None, None, time.perf_counter()
     timings: dict[str, float] = {}
@@ -538,12 +553,23 @@ def campaign(workloads, splits=None, *, experiment="sweep", options=None, folder
             starting = ClusterStart(devices, _factory_modules(d for d, _, fn in recipes if fn is None))
         tasks, factories = plan_tasks(*grid)
         known = known_durations(durations)
+        if cut is not None:  # finer tasks, their keys those of one-size split sets; a known duration shared
+            tasks, parents, secs = cut_layouts(tasks, known, first=None if cut == "layouts" else cut)
+            factories = {k: factories[parents.get(k, k)] for k in tasks if parents.get(k, k) in factories}
+            known = {**known, **{k: secs[k] for k, p in parents.items() if p in known}}
         feed = cards == "any" and dispatch_mode() == "ready"  # a bad GCEXPLORE_DISPATCH: refused before any task
         local = starting is not None  # its GPUs start one after another: the k-th ready about k gaps after the first
         order = task_order(tasks, known, workers=len(local_devices(devices)) if local else 1,
                            ready_gap_s=ready_gap_s(local))
         t1 = time.perf_counter()
-        client_, cluster = _connect(client, scheduler, devices, starting)
+        from .warm import security_for
+
+        client_, cluster = _connect(client, scheduler, devices, starting, security_for(warm_rec))
+        if scheduler is not None:  # a warm cluster of other code (version, the factories' source) is refused
+            from .warm import check_code
+
+            check_code(client_, _factory_modules(d for d, _, _ in recipes)
+                       + sorted({e.split(":", 1)[0] for e in _checked_grid(*grid)[0] if ":" in e}))
         if starting is not None:
             timings.update(cluster_start_s=starting.seconds, cluster_wait_s=time.perf_counter() - t1,
                            cluster_started_at=starting.started_at)
