@@ -18,6 +18,9 @@ sys.path[:0] = [str(ROOT), str(DOCS / "_ext")]
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))
 os.environ.setdefault("GCEXPLORE_QUICK", "1")
 os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+# This interpreter's own kernel: no user-level kernel spec or IPython start-up file can stand in.
+os.environ["JUPYTER_DATA_DIR"] = str(DOCS / "_build" / "jupyter-data")
+os.environ["IPYTHONDIR"] = str(DOCS / "_build" / "ipython")
 
 import gcexplore  # noqa: E402
 
