@@ -983,8 +983,8 @@ SWEEPING += [
 `gcexplore.compare(a, b)` puts two results side by side layout by layout: both medians,
 their ratio with an interval from the raw repetitions, and a verdict that is FAST or SLOW
 only when the whole interval lies beyond ±1%, SAME when it lies within, UNCLEAR otherwise
-(the method and its error rates are in docs/guide.md). It also says where each side's best
-split is and what one side's best costs on the other. The second side here is a sweep
+(the method is in docs/guide.md, its measured error rates in docs/measurements.md). It also
+says where each side's best split is and what one side's best costs on the other. The second side here is a sweep
 recorded under another condition where this installation has one (`sweep_second`, another
 card); otherwise the two halves of this sweep's own repetitions, which should agree. The first
 line counts the concurrent rows, the ones the table and the figure below show; the lines after it

@@ -73,10 +73,10 @@ def test_a_flat_top_is_settled_without_extra_rounds():
             gx.recommend_comm(df, 0.01, settle=bad)
 
 
-def test_the_guides_table_of_the_rule_is_the_replay():
-    """Each row of the guide's table (every recorded sweep, settled at 2 tolerances and confirmed at 1) is computed
+def test_the_measurements_table_of_the_rule_is_the_replay():
+    """Each row of the measurements' table (every recorded sweep, settled at 2 tolerances and confirmed at 1) is computed
     here, and settling moves no answer."""
-    guide = (Path(__file__).parents[1] / "docs" / "guide.md").read_text()
+    guide = (Path(__file__).parents[1] / "docs" / "measurements.md").read_text()
     runs = {"`comm` (b1)": gx.load_recorded("comm"), "`comm_4gpu` (b2)": gx.load_recorded("comm_4gpu"),
             "`comm_fit` (d2)": gx.load_recorded("comm_fit"),
             **{f"{n.split('_')[1]} (`tests/data/{n}`)": gx.load(DATA / f"{n}.parquet") for n in FRESH}}
@@ -105,10 +105,10 @@ def test_fresh_h100_run_settles_a_flat_reduce_scatter():
     assert (a["steps_measured"], b["steps_measured"]) == (16, 24) and a["gpu_share"] <= 0.25 < b["gpu_share"]
 
 
-def test_the_guides_one_gib_table_is_the_fresh_h100_runs():
-    """The guide's 1 GiB rows (bus GB/s alone / step ms per comm SMs, plain streams, 32 CTAs) from f1's sweeps; a
+def test_the_measurements_one_gib_table_is_the_fresh_h100_runs():
+    """The measurements' 1 GiB rows (bus GB/s alone / step ms per comm SMs, plain streams, 32 CTAs) from f1's sweeps; a
     split beats plain streams at 1 GiB and nowhere below, on both rank counts."""
-    guide = (Path(__file__).parents[1] / "docs" / "guide.md").read_text()
+    guide = (Path(__file__).parents[1] / "docs" / "measurements.md").read_text()
     for n in (4, 2):
         df = gx.load(DATA / f"comm_f1_{n}gpu.parquet")
         t = gx.comm_table(df)

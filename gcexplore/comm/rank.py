@@ -91,7 +91,7 @@ class CommSpec:
         Size the GEMMs for the compute partition: cuBLASLt with its SM-count target set to the
         partition's SMs (PyTorch's ``torch._C._set_sm_carveout_experimental``, the knob PyTorch's own
         compute/communication overlap uses). False (default): PyTorch's stock cuBLAS, whose kernels
-        are sized for the whole GPU. Measured on 2 x H100 (docs/guide.md, "Communication SMs").
+        are sized for the whole GPU. Measured on 2 x H100 (docs/measurements.md, "Communication SMs").
     zero_sm : bool
         Also the zero-SM setup: all-gather and all-to-all (those of ``collectives``) on a communicator
         of ``CTAPolicy.ZERO`` with their buffers in symmetric windows, so NCCL moves the data with the
