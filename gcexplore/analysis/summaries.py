@@ -7,12 +7,12 @@ from __future__ import annotations
 import pandas as pd
 
 from ..results.run import fingerprint, per_run, run_of
-from ..results.validate import check_trace_matches, open_run
+from ..results.validate import check_result, check_trace_matches, open_run
 from ..schema import KINDS
 from . import trace as busy
 from .isolation import summarize_isolation
 from .occupancy import sm_busy
-from .overlap import summarize_overlap
+from .overlap import best_layout, summarize_overlap
 from .pm import summarize_pm
 from .scaling import summarize_scaling
 from .serving import serving_table
@@ -74,6 +74,11 @@ def summarize(df: pd.DataFrame, trace: pd.DataFrame | None = None) -> pd.DataFra
     mode's rates come from GPU-busy time instead and the columns of
     :func:`gcexplore.busy.trace_summary` are added; a trace of other workloads or of
     another run is refused (ValueError, :func:`gcexplore.analysis.trace.require_trace_of`).
+
+    ``attrs["fit_notes"]`` (sentences, :mod:`gcexplore.analysis.partition_fit`): for a scaling
+    result, the sizes on a plateau and the SMs they waste (:func:`gcexplore.fit_table`; with
+    ``trace``, each size's waves); for a traced overlap or sweep result, the kernels that waste
+    their partition's SMs at the best layout and what that costs (:func:`gcexplore.partition_fit`).
     """
     kind = open_run(df, KINDS, "summarize", one_run=False).kind
     key = ("summary", None if trace is None else (id(trace), fingerprint(trace)))
@@ -84,10 +89,30 @@ def _summarize(df: pd.DataFrame, kind: str, trace: pd.DataFrame | None) -> pd.Da
     one = {"overlap": summarize_overlap, "sweep": summarize_overlap, "tune": summarize_overlap,
            "scaling": summarize_scaling, "isolation": summarize_isolation, "occupancy": sm_busy,
            "trace": busy.busy_time, "pm": summarize_pm, "comm": _summarize_comm, "serving": serving_table}[kind]
-    if trace is not None:
+    if trace is not None and kind == "scaling":  # the trace adds each size's waves to the fit hints only
+        check_result(trace, "trace", "summarize(trace=...)")
+    elif trace is not None:
         check_trace_matches(df, trace, "summarize", kind)
     out = per_run(df, one)
-    return out if trace is None else busy.with_trace(out, df, trace)
+    if trace is not None and kind != "scaling":
+        out = busy.with_trace(out, df, trace)
+    return _with_fit(out, df, kind, trace)
+
+
+def _with_fit(out: pd.DataFrame, df: pd.DataFrame, kind: str, trace: pd.DataFrame | None) -> pd.DataFrame:
+    """``attrs["fit_notes"]``: the plateau hints of a scaling run, the kernels that waste their partition's
+    SMs at the chosen split of a traced result (:mod:`.partition_fit`)."""
+    from .partition_fit import fit_notes, fit_table
+
+    if kind == "scaling":
+        out.attrs["fit_notes"] = fit_table(df, trace).attrs["hints"]
+    elif trace is not None:
+        try:
+            layout = best_layout(df) if kind in ("overlap", "sweep", "tune") else None
+        except (ValueError, KeyError):  # no concurrent layout to choose: every layout traced
+            layout = None
+        out.attrs["fit_notes"] = fit_notes(trace, layout)
+    return out
 
 
 def _summarize_comm(df: pd.DataFrame) -> pd.DataFrame:
