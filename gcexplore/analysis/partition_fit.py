@@ -37,7 +37,7 @@ FIT_COLUMNS = ["workload", "name", "partition", "sm_count", "device_sm_count", "
                "card_resident_ctas", "cupti_card_ctas", "cupti_agrees", "waves", "tail_fill", "idle_sm_share",
                "same_waves_sm", "wasted_sms", "multi_wave", "sized_for_card", "duration_ms", "idle_ms", "reason",
                "device_name", "run_id"]
-FIT_TABLE_COLUMNS = ["workload", "sm_count", "median_ms", "low_ms", "high_ms", "plateau", "plateau_start_sm",
+FIT_TABLE_COLUMNS = ["workload", "sm_count", "median_ms", "low_ms", "high_ms", "ideal_ms", "plateau", "plateau_start_sm",
                      "plateau_end_sm", "on_plateau", "wasted_sms", "kernel", "ctas", "waves", "tail_fill",
                      "device_name", "run_id"]
 
@@ -251,7 +251,8 @@ def fit_table(scaling_df: pd.DataFrame, trace: pd.DataFrame | None = None, *, co
     -------
     pandas.DataFrame
         One row per (run, workload, sm_count), columns :data:`FIT_TABLE_COLUMNS`: ``median_ms``,
-        ``low_ms``, ``high_ms`` (the interval); ``plateau`` (an id per workload, -1 for none);
+        ``low_ms``, ``high_ms`` (the interval); ``ideal_ms`` (linear scaling from the smallest
+        size's median); ``plateau`` (an id per workload, -1 for none);
         ``plateau_start_sm`` (the smallest size that reaches it) and ``plateau_end_sm``;
         ``on_plateau``; ``wasted_sms`` (sm_count - plateau_start_sm on a plateau, else 0);
         ``kernel``, ``ctas``, ``waves``, ``tail_fill`` (from the trace; NaN without it).
@@ -280,6 +281,7 @@ def fit_table(scaling_df: pd.DataFrame, trace: pd.DataFrame | None = None, *, co
             span = [p[0] for p, q in zip(per, ids) if q == pid] if pid >= 0 else []
             kern = kernels.get((rid, w, sm), {})
             rows.append({"workload": w, "sm_count": sm, "median_ms": med, "low_ms": lo, "high_ms": hi,
+                         "ideal_ms": per[0][1] * per[0][0] / sm,
                          "plateau": pid, "plateau_start_sm": min(span) if span else np.nan,
                          "plateau_end_sm": max(span) if span else np.nan, "on_plateau": pid >= 0,
                          "wasted_sms": sm - min(span) if span else 0, "kernel": kern.get("name", ""),

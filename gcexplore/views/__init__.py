@@ -16,5 +16,6 @@ PUBLIC = {
     "compare": ("plot_compare",),
     "serving": ("plot_serving",),
     "comm": ("plot_comm",),
+    "partition_fit": ("plot_partition_fit",),
 }
 __all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC)

@@ -1,0 +1,286 @@
+"""Partition fit on the CPU: wave arithmetic on hand-made traces, plateaus on recorded scaling curves,
+and the sentences summarize and the figure carry (gcexplore.analysis.partition_fit)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import gcexplore
+from gcexplore.analysis import stats as ST
+from gcexplore.analysis.partition_fit import FIT_COLUMNS, fit_notes, fit_table, partition_fit
+
+H = {"device_name": "hand-made (not a measurement)", "device_sm_count": 132, "compute_capability": "9.0",
+     "kind": "trace", "run_id": "hand"}
+
+
+def kernel(name="k", *, sms=24, grid=(132, 1, 1), block=(256, 1, 1), regs=32, smem=0, cluster=(0, 0, 0),
+           mac=0, workload="w", partition="p0", start=0.0, dur=1.0, rep=0, layout="L"):
+    return {"layout": layout, "mode": "alone", "rep": rep, "workload": workload, "launch": 0, "partition": partition,
+            "sm_count": sms, "stream_id": 1, "activity": "kernel", "name": name, "start_ms": start,
+            "end_ms": start + dur, "grid_x": grid[0], "grid_y": grid[1], "grid_z": grid[2], "block_x": block[0],
+            "block_y": block[1], "block_z": block[2], "cluster_x": cluster[0], "cluster_y": cluster[1],
+            "cluster_z": cluster[2], "registers_per_thread": regs, "static_shared_bytes": smem,
+            "dynamic_shared_bytes": 0, "max_active_clusters": mac, "bytes": np.nan, "graph_id": 0, "context_id": 3,
+            "correlation_id": int(start * 1e3) + 7919 * sms + rep, "group": rep, "device_name": H["device_name"],
+            "run_id": "hand"}
+
+
+def trace(*rows, drop=()) -> pd.DataFrame:
+    df = pd.DataFrame(list(rows)).drop(columns=list(drop))
+    df.attrs.update(H)
+    return df
+
+
+def one(df, **kw) -> pd.Series:
+    out = partition_fit(df, **kw)
+    assert len(out) == 1, out
+    return out.iloc[0]
+
+
+# ---------------------------------------------------------------------------
+# Wave arithmetic (expected numbers worked by hand from Hopper's limits)
+# ---------------------------------------------------------------------------
+
+
+def test_blocks_limit_partial_wave():
+    # 256 threads = 8 warps; 64 warps per SM -> 8 blocks per SM; 16 SMs hold 128; 300 CTAs: 128 + 128 + 44
+    r = one(trace(kernel(sms=16, grid=(300, 1, 1), regs=0)))
+    assert (r.blocks_per_sm, r.resident_ctas, r.waves) == (8, 128, 3)
+    assert r.tail_fill == pytest.approx(44 / 128)
+    assert r.idle_sm_share == pytest.approx(1 - 300 / 384)
+    assert r.multi_wave and r.reason == ""
+    # 3 waves need 300 / 3 = 100 slots: ceil(100 / 8) = 13 SMs
+    assert (r.same_waves_sm, r.wasted_sms) == (13, 3)
+
+
+def test_registers_limit_one_full_wave():
+    # 128 regs x 32 lanes = 4096 per warp; 16384 per sub-partition -> 4 warps each, 16 per SM -> 2 blocks
+    r = one(trace(kernel(sms=10, grid=(20, 1, 1), regs=128)))
+    assert "registers" in r.limited_by and r.blocks_per_sm == 2
+    assert (r.resident_ctas, r.waves, r.tail_fill, r.idle_sm_share) == (20, 1, 1.0, 0.0)
+    assert not r.multi_wave and r.wasted_sms == 0
+
+
+def test_shared_memory_limit():
+    # 100 KiB + 1 KiB reserved per block against 228 KiB per SM -> 2 blocks
+    r = one(trace(kernel(sms=8, grid=(40, 1, 1), block=(128, 1, 1), regs=0, smem=100 * 1024)))
+    assert r.limited_by == "shared memory" and r.blocks_per_sm == 2
+    assert (r.resident_ctas, r.waves) == (16, 3)
+    assert r.tail_fill == pytest.approx(8 / 16)
+
+
+def test_clusters_whole_only_and_cupti_cross_check():
+    # the recorded nvjet shape: 384 threads, 168 regs, 188,636 B shared -> 1 block per SM; clusters of 2
+    nv = dict(grid=(2, 66, 1), block=(384, 1, 1), regs=168, smem=188636, cluster=(2, 1, 1), mac=66)
+    r = one(trace(kernel(sms=25, **nv)))
+    assert (r.blocks_per_sm, r.cluster_size) == (1, 2)
+    assert r.resident_ctas == 24  # 25 SMs hold 12 whole clusters of 2
+    assert r.waves == 6 and r.tail_fill == pytest.approx((132 - 5 * 24) / 24)
+    assert (r.card_resident_ctas, r.cupti_card_ctas, r.cupti_agrees) == (132, 132, True)
+    assert r.sized_for_card
+    wrong = one(trace(kernel(sms=25, **{**nv, "mac": 60})))
+    assert wrong.cupti_agrees is False or wrong.cupti_agrees == False  # noqa: E712 (numpy bool)
+
+
+def test_grid_for_card_on_partitions():
+    """132 CTAs of one block per SM: 2 waves on 120 SMs with a 10% tail, the same waves on 66 (72 at a
+    granularity of 8); 128 CTAs are not sized for a 132-SM card; on the card itself nothing is flagged."""
+    big = dict(block=(384, 1, 1), regs=168, smem=188636)
+    r = one(trace(kernel(sms=120, grid=(132, 1, 1), **big)))
+    assert (r.waves, r.same_waves_sm, r.wasted_sms) == (2, 66, 54) and r.sized_for_card
+    assert r.tail_fill == pytest.approx(12 / 120)
+    assert one(trace(kernel(sms=120, grid=(132, 1, 1), **big)), granularity=8).same_waves_sm == 72
+    assert not one(trace(kernel(sms=120, grid=(128, 1, 1), **big))).sized_for_card
+    assert one(trace(kernel(sms=64, grid=(264, 1, 1), **big))).sized_for_card
+    card = one(trace(kernel(sms=132, partition="device", grid=(132, 1, 1), **big)))
+    assert not card.multi_wave and not card.sized_for_card and card.wasted_sms == 0
+
+
+def test_rows_per_name_and_partition():
+    rows = [kernel("a", sms=24, rep=i, start=i) for i in range(3)] + [kernel("a", sms=108, partition="rem")]
+    out = partition_fit(trace(*rows, kernel("b", sms=24, grid=(10, 1, 1))))
+    assert list(out.columns) == FIT_COLUMNS
+    assert sorted(zip(out["name"], out["partition"], out["launches"])) == [("a", "p0", 3), ("a", "rem", 1),
+                                                                           ("b", "p0", 1)]
+
+
+def test_kernels_without_resource_fields_say_so():
+    out = partition_fit(trace(kernel(), drop=("registers_per_thread", "static_shared_bytes")))
+    assert len(out) == 1 and "no resource fields" in out["reason"].iloc[0]
+    assert "registers_per_thread" in out["reason"].iloc[0] and pd.isna(out["waves"].iloc[0])
+    nan = partition_fit(trace(kernel(regs=np.nan), kernel("ok")))
+    assert set(nan["reason"].map(bool)) == {True, False}
+    unwatched = one(trace(kernel(sms=0)))
+    assert "unknown size" in unwatched.reason
+    odd = one(trace(kernel()), compute_capability="7.0")
+    assert "no occupancy limits" in odd.reason
+    assert any("not estimated" in s for s in fit_notes(trace(kernel(sms=0))))
+
+
+def test_bad_input_is_refused_with_the_reason():
+    with pytest.raises(TypeError, match="kernel trace"):
+        partition_fit([1, 2])
+    with pytest.raises(ValueError, match="partition"):
+        partition_fit(pd.DataFrame({"name": ["k"]}))
+    with pytest.raises(ValueError, match="scaling result"):
+        fit_table(pd.DataFrame({"sm_count": [8]}))
+
+
+# ---------------------------------------------------------------------------
+# Recorded traces read offline
+# ---------------------------------------------------------------------------
+
+
+def test_recorded_trace_offline():
+    t = gcexplore.load_recorded("trace")
+    out = gcexplore.partition_fit(t)
+    nv = out[out["name"].str.startswith("nvjet") & (out["partition"] == "p0")].iloc[0]
+    # 2 x 66 CTAs, one per SM, clusters of 2 on 24 SMs: 12 clusters at once, 6 waves, the last half full
+    assert (int(nv.ctas), int(nv.sm_count), int(nv.waves), nv.tail_fill) == (132, 24, 6, 0.5)
+    assert nv.sized_for_card and nv.cupti_agrees
+    card = out[out["name"].str.startswith("nvjet") & (out["partition"] == "device")].iloc[0]
+    assert int(card.waves) == 1 and not card.multi_wave
+
+
+@pytest.mark.parametrize("name", ["comm_fit_trace", "comm_zero_trace", "pm_trace"])
+def test_recorded_comm_traces_offline(name):
+    t = gcexplore.load_recorded(name)
+    out = partition_fit(t)
+    k = t[t["activity"] == "kernel"] if "activity" in t else t
+    assert out["launches"].sum() == len(k)
+    done = out[out["reason"] == ""]
+    assert len(done) and (done["waves"] >= 1).all()
+    assert (done["multi_wave"] == (done["waves"] > 1)).all()
+    assert ((done["tail_fill"] > 0) & (done["tail_fill"] <= 1)).all()
+
+
+# ---------------------------------------------------------------------------
+# Plateaus on recorded scaling curves
+# ---------------------------------------------------------------------------
+
+
+def _check_plateaus(df: pd.DataFrame, table: pd.DataFrame) -> None:
+    """Every plateau size is not faster than the plateau's first size beyond their intervals (recomputed
+    here from round_median_ci), the size after a plateau is, and sizes off plateaus are each faster."""
+    for (rid, w), g in table.groupby(["run_id", "workload"]):
+        mine = df[(df["workload"] == w) & (df["run_id"].astype(str) == rid)]
+        floor = ST.noise_floor(str(mine["device_name"].iloc[0]), [w])
+        ci = {int(sm): ST.round_median_ci(x["duration_ms"], x["round"] if "round" in x else None, 0.9, floor=floor)
+              for sm, x in mine.groupby("sm_count")}
+        g = g.sort_values("sm_count").reset_index(drop=True)
+        for i, r in g.iterrows():
+            assert r.low_ms == pytest.approx(ci[int(r.sm_count)][1])
+            if r.on_plateau:
+                start = ci[int(r.plateau_start_sm)]
+                assert ci[int(r.sm_count)][2] >= start[1]
+                assert r.wasted_sms == r.sm_count - r.plateau_start_sm
+            nxt = g.iloc[i + 1] if i + 1 < len(g) else None
+            if nxt is not None and not (r.on_plateau and nxt.on_plateau and nxt.plateau == r.plateau):
+                base = ci[int(r.plateau_start_sm)] if r.on_plateau else ci[int(r.sm_count)]
+                assert ci[int(nxt.sm_count)][2] < base[1], (w, r.sm_count, nxt.sm_count)
+
+
+def test_plateaus_of_recorded_scaling():
+    df = gcexplore.load_recorded("scaling")
+    table = gcexplore.fit_table(df)
+    _check_plateaus(df, table)
+    mem = table[table["workload"] == "memory"]
+    assert mem["on_plateau"].any() and not table[table["workload"] == "compute"]["on_plateau"].any()
+    start = int(mem["plateau_start_sm"].dropna().iloc[0])
+    assert any(h.startswith(f"memory takes") and f"beyond {start} buy nothing" in h for h in table.attrs["hints"])
+
+
+@pytest.mark.parametrize("name", ["predict_profiles", "predict_profiles_h200"])
+def test_plateaus_of_recorded_profiles(name):
+    df = gcexplore.load_recorded(name)
+    df = df[df["position"] == "first"]
+    table = fit_table(df)
+    _check_plateaus(df, table)
+    assert len(table.attrs["hints"]) == table.groupby(["run_id", "workload"])["plateau"].apply(
+        lambda p: p[p >= 0].nunique()).sum()
+
+
+# ---------------------------------------------------------------------------
+# A GEMM-like run with its trace: waves explain the plateau, the sentences come from the table
+# ---------------------------------------------------------------------------
+
+SIZES = [64, 72, 80, 96, 112, 120, 128, 132]
+WAVE_MS = 0.1
+
+
+def _gemm_run(rounds: int = 3, reps: int = 5):
+    rng = np.random.default_rng(3)
+    rows, kern = [], []
+    for sm in SIZES:
+        waves = math.ceil(132 / sm)
+        for rnd in range(rounds):
+            for rep in range(reps):
+                rows.append({"workload": "gemm", "sm_count": sm, "requested_sm_count": sm, "rep": rnd * reps + rep,
+                             "round": rnd, "duration_ms": WAVE_MS * waves * float(rng.lognormal(0, 0.003)),
+                             "device_name": H["device_name"], "run_id": "hand"})
+        part = "device" if sm == 132 else "p0"
+        kern.append(kernel("nvjet", workload="gemm", sms=sm, partition=part, layout=str(sm), grid=(132, 1, 1),
+                           block=(384, 1, 1), regs=168, smem=188636, dur=WAVE_MS * waves))
+    df = pd.DataFrame(rows)
+    df.attrs.update({**H, "kind": "scaling"})
+    return df, trace(*kern)
+
+
+def test_fit_table_with_trace_and_hint_sentence():
+    df, tr = _gemm_run()
+    table = fit_table(df, tr)
+    by = table.set_index("sm_count")
+    assert list(by["waves"].astype(int)) == [math.ceil(132 / s) for s in SIZES]
+    on = by[by["on_plateau"]]
+    assert (on.index.min(), on.index.max()) == (72, 128)  # 2 waves from 72 to 128 SMs
+    assert by.loc[128, "wasted_sms"] == 56
+    hint = table.attrs["hints"][0]
+    first, last = by.loc[72], by.loc[128]
+    assert hint.startswith(f"gemm takes the same time on 72 SMs as on 128 ({first.median_ms:.3g} ms against "
+                           f"{last.median_ms:.3g} ms")
+    assert "the 56 SMs beyond 72 buy nothing" in hint
+    assert "132 CTAs in the same waves (2)" in hint
+    assert hint.endswith(f"132 SMs bring it to {by.loc[132, 'median_ms']:.3g} ms")
+
+
+def test_summarize_scaling_carries_the_hints():
+    df, tr = _gemm_run()
+    assert gcexplore.summarize(df).attrs["fit_notes"] == fit_table(df).attrs["hints"]
+    assert gcexplore.summarize(df, trace=tr).attrs["fit_notes"] == fit_table(df, tr).attrs["hints"]
+    rec = gcexplore.load_recorded("scaling")
+    assert gcexplore.summarize(rec).attrs["fit_notes"] == fit_table(rec).attrs["hints"]
+
+
+def test_summarize_traced_result_names_the_wasting_kernel():
+    ov = gcexplore.load_recorded("trace_overlap")
+    tr = gcexplore.load_recorded("trace").copy()
+    assert gcexplore.summarize(ov, trace=tr).attrs["fit_notes"][0].startswith("every traced kernel at 24+108")
+    # the matmul's grid made 26 CTAs: 2 waves on 24 SMs, the second 2 CTAs
+    nv = tr["name"].str.startswith("nvjet")
+    tr.loc[nv, ["grid_x", "grid_y", "cluster_x", "max_active_clusters"]] = [26, 1, 1, 0]
+    tr = tr.copy()  # a new frame: the run's memo keys a trace by identity
+    notes = gcexplore.summarize(ov, trace=tr).attrs["fit_notes"]
+    fit = partition_fit(tr[tr["layout"] == "24+108"])
+    r = fit[fit["name"].str.startswith("nvjet") & (fit["partition"] == "p0")].iloc[0]
+    assert (int(r.waves), int(r.same_waves_sm), int(r.wasted_sms)) == (2, 13, 11)
+    (note,) = [n for n in notes if "nvjet" in n and "p0's" in n]
+    assert note.startswith("matmul's nvjet")
+    assert f"runs 26 CTAs in 2 waves on p0's 24 SMs at 24+108 (last wave {r.tail_fill:.0%} full)" in note
+    assert f"same waves on 13, so 11 SMs buy it nothing; {r.idle_sm_share:.0%}" in note
+    assert f"about {r.idle_ms:.3g} ms of its {r.duration_ms:.3g} ms" in note
+
+
+def test_figure_draws_plateaus_and_waves(tmp_path):
+    pytest.importorskip("matplotlib")
+    df, tr = _gemm_run()
+    fig = gcexplore.plot_partition_fit(df, tr)
+    gids = {a.get_gid() for ax in fig.axes for a in [*ax.lines, *ax.patches, *ax.collections] if a.get_gid()}
+    assert {"time:gemm", "ideal:gemm", "plateau:gemm:0", "waves:gemm"} <= gids
+    waves = [ln for ax in fig.axes for ln in ax.lines if ln.get_gid() == "waves:gemm"][0]
+    assert list(waves.get_ydata()) == [float(math.ceil(132 / s)) for s in SIZES]
+    assert fit_table(df, tr).attrs["hints"][0] in fig._suptitle.get_text()
+    fig.savefig(tmp_path / "fit.png")
