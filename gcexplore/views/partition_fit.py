@@ -3,8 +3,11 @@ with a trace, the wave count of each size's longest kernel."""
 
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import MaxNLocator
 from matplotlib.figure import Figure
 
 from ..analysis.partition_fit import fit_table
@@ -37,7 +40,7 @@ def plot_partition_fit(scaling_df: pd.DataFrame, trace: pd.DataFrame | None = No
                    "the DataFrame from gcexplore.scaling()")
     table = fit_table(scaling_df, trace)
     workloads = list(dict.fromkeys(table["workload"]))
-    fig = new_figure(figsize or (4.6 * len(workloads), 4.4))
+    fig = new_figure(figsize or (max(6.8, 4.6 * len(workloads)), 4.8))
     axes = fig.subplots(1, len(workloads), squeeze=False)[0]
     for i, (ax, w) in enumerate(zip(axes, workloads)):
         t = table[table["workload"] == w].sort_values("sm_count")
@@ -53,19 +56,24 @@ def plot_partition_fit(scaling_df: pd.DataFrame, trace: pd.DataFrame | None = No
                        label="plateau" if pid == t["plateau"][t["plateau"] >= 0].min() else None)
             ax.annotate(f"{int(p['wasted_sms'].max())} SMs\nbuy nothing", ((lo + hi) / 2, p["median_ms"].max()),
                         textcoords="offset points", xytext=(0, 10), ha="center", fontsize=8, color="#d62728")
+        handles, labels = ax.get_legend_handles_labels()
         if t["waves"].notna().any():
             twin = ax.twinx()
-            twin.step(t["sm_count"], t["waves"].astype(float), where="mid", color="0.2", linewidth=1.2,
-                      label="waves (longest kernel)", gid=f"waves:{w}")
+            twin.plot(t["sm_count"], t["waves"].astype(float), drawstyle="steps-mid", color="0.2", linewidth=1.2,
+                      marker="s", ms=2.5, label="waves (longest kernel)", gid=f"waves:{w}")
             twin.set_ylabel("waves of the longest kernel")
             twin.set_ylim(0, np.nanmax(t["waves"].astype(float)) * 1.3 + 0.5)
-            twin.legend(fontsize=7, loc="upper center")
+            twin.yaxis.set_major_locator(MaxNLocator(integer=True))
+            h2, l2 = twin.get_legend_handles_labels()
+            handles, labels = handles + h2, labels + l2
         ax.set_xlabel("SMs")
         ax.set_ylabel("time (ms), median and interval")
         ax.set_ylim(bottom=0)
         ax.set_title(w, fontsize=10)
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7, loc="upper right")
+        ax.legend(handles, labels, fontsize=7, loc="lower left")
     hints = table.attrs["hints"]
-    stamp(fig, scaling_df, "\n".join(hints) if hints else "no plateau: every larger size was faster")
+    width = max(60, int(15 * fig.get_figwidth()))  # characters a line of the 9-point title holds
+    text = "\n".join(textwrap.fill(h, width) for h in hints) if hints else "no plateau: every larger size was faster"
+    stamp(fig, scaling_df, text)
     return fig
