@@ -1,5 +1,5 @@
 """Partition fit on the CPU: wave arithmetic on hand-made traces, plateaus on recorded scaling curves,
-and the sentences summarize and the figure carry (gcexplore.analysis.partition_fit)."""
+and the sentences summarize and the figure carry (gcexplore.analysis.waves)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 import gcexplore
 from gcexplore.analysis import stats as ST
-from gcexplore.analysis.partition_fit import FIT_COLUMNS, fit_notes, fit_table, partition_fit
+from gcexplore.analysis.waves import FIT_COLUMNS, fit_notes, fit_table, partition_fit
 
 H = {"device_name": "hand-made (not a measurement)", "device_sm_count": 132, "compute_capability": "9.0",
      "kind": "trace", "run_id": "hand"}

@@ -12,7 +12,7 @@ PUBLIC = {
     "tuning": ("tune_table",),
     "trace": ("busy_time", "kernel_gaps", "tpc_map"),
     "occupancy_estimate": ("estimate_occupancy", "sm_usage"),
-    "partition_fit": ("fit_table", "partition_fit"),
+    "waves": ("fit_table", "partition_fit"),
     "pm": ("dram_summary",),
     "prediction": ("predict",),
     "prediction_check": ("predict_error", "prediction_facts"),
@@ -35,7 +35,7 @@ EXTRA = {
     "clusters": ("cluster_labels", "group_modes", "rep_mode", "sample_modes", "trace_modes"),
     "pm": ("dram_headline",),
     "scaling": ("scaling_facts",),
-    "partition_fit": ("fit_hints", "fit_notes"),
+    "waves": ("fit_hints", "fit_notes"),
     "prediction_check": ("fit_model", "predict_kwargs"),
 }
 __all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC, EXTRA)

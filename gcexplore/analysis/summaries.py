@@ -75,7 +75,7 @@ def summarize(df: pd.DataFrame, trace: pd.DataFrame | None = None) -> pd.DataFra
     :func:`gcexplore.busy.trace_summary` are added; a trace of other workloads or of
     another run is refused (ValueError, :func:`gcexplore.analysis.trace.require_trace_of`).
 
-    ``attrs["fit_notes"]`` (sentences, :mod:`gcexplore.analysis.partition_fit`): for a scaling
+    ``attrs["fit_notes"]`` (sentences, :mod:`gcexplore.analysis.waves`): for a scaling
     result, the sizes on a plateau and the SMs they waste (:func:`gcexplore.fit_table`; with
     ``trace``, each size's waves); for a traced overlap or sweep result, the kernels that waste
     their partition's SMs at the best layout and what that costs (:func:`gcexplore.partition_fit`).
@@ -101,8 +101,8 @@ def _summarize(df: pd.DataFrame, kind: str, trace: pd.DataFrame | None) -> pd.Da
 
 def _with_fit(out: pd.DataFrame, df: pd.DataFrame, kind: str, trace: pd.DataFrame | None) -> pd.DataFrame:
     """``attrs["fit_notes"]``: the plateau hints of a scaling run, the kernels that waste their partition's
-    SMs at the chosen split of a traced result (:mod:`.partition_fit`)."""
-    from .partition_fit import fit_notes, fit_table
+    SMs at the chosen split of a traced result (:mod:`.waves`)."""
+    from .waves import fit_notes, fit_table
 
     if kind == "scaling":
         out.attrs["fit_notes"] = fit_table(df, trace).attrs["hints"]

@@ -10,7 +10,7 @@ import pandas as pd
 from matplotlib.ticker import MaxNLocator
 from matplotlib.figure import Figure
 
-from ..analysis.partition_fit import fit_table
+from ..analysis.waves import fit_table
 from ._style import WORKLOAD_COLORS, new_figure, require_result, stamp
 
 __all__ = ["plot_partition_fit"]
@@ -34,7 +34,7 @@ def plot_partition_fit(scaling_df: pd.DataFrame, trace: pd.DataFrame | None = No
         One Axes per workload: the median (gid ``"time:<workload>"``) with its interval, the
         linear ideal from the smallest size (``"ideal:<workload>"``), each plateau shaded
         (``"plateau:<workload>:<id>"``), and with a trace the waves (``"waves:<workload>"``).
-        The title carries :func:`gcexplore.analysis.partition_fit.fit_hints`.
+        The title carries :func:`gcexplore.analysis.waves.fit_hints`.
     """
     require_result(scaling_df, ["workload", "sm_count", "duration_ms"], "plot_partition_fit",
                    "the DataFrame from gcexplore.scaling()")

@@ -1,4 +1,5 @@
 """Partition fit: how many waves each kernel runs on its partition, and the SM counts that buy nothing.
+(The module is ``waves`` so that ``gcexplore.analysis.partition_fit`` stays the function.)
 
 Part of the analysis layer (pure pandas, no GPU). Kernels pick their grids from the card, not
 from the partition they run in: cuBLAS's persistent ``nvjet`` GEMMs launch 2 x 66 = 132 CTAs on an
