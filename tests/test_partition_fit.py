@@ -51,10 +51,18 @@ def test_blocks_limit_partial_wave():
     r = one(trace(kernel(sms=16, grid=(300, 1, 1), regs=0)))
     assert (r.blocks_per_sm, r.resident_ctas, r.waves) == (8, 128, 3)
     assert r.tail_fill == pytest.approx(44 / 128)
-    assert r.idle_sm_share == pytest.approx(1 - 300 / 384)
+    # the busiest of 16 SMs carries ceil(300 / 16) = 19 CTAs: 16 x 19 - 300 = 4 CTA times idle
+    assert r.idle_sm_share == pytest.approx(1 - 300 / 304)
     assert r.multi_wave and r.reason == ""
-    # 3 waves need 300 / 3 = 100 slots: ceil(100 / 8) = 13 SMs
-    assert (r.same_waves_sm, r.wasted_sms) == (13, 3)
+    # 13 SMs hold 3 waves too, but their busiest SM would carry 24 CTAs: no SM buys nothing
+    assert (r.same_waves_sm, r.wasted_sms) == (16, 0)
+
+
+def test_one_wave_grid_smaller_than_the_partition():
+    # 40 CTAs of 8 per SM on 64 SMs: one wave on 40 SMs, 24 idle
+    r = one(trace(kernel(sms=64, grid=(40, 1, 1), regs=0)))
+    assert (r.waves, r.same_waves_sm, r.wasted_sms) == (1, 40, 24) and not r.multi_wave
+    assert r.idle_sm_share == pytest.approx(24 / 64) and r.tail_fill == pytest.approx(40 / 512)
 
 
 def test_registers_limit_one_full_wave():
@@ -270,7 +278,7 @@ def test_summarize_traced_result_names_the_wasting_kernel():
     (note,) = [n for n in notes if "nvjet" in n and "p0's" in n]
     assert note.startswith("matmul's nvjet")
     assert f"runs 26 CTAs in 2 waves on p0's 24 SMs at 24+108 (last wave {r.tail_fill:.0%} full)" in note
-    assert f"same waves on 13, so 11 SMs buy it nothing; {r.idle_sm_share:.0%}" in note
+    assert f"same waves on 13, so 11 SMs buy it nothing; {r.idle_sm_share:.0%} of its SM time" in note
     assert f"about {r.idle_ms:.3g} ms of its {r.duration_ms:.3g} ms" in note
 
 

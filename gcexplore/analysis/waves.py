@@ -46,7 +46,7 @@ _RESOURCES = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "re
               "static_shared_bytes", "dynamic_shared_bytes")
 _SHAPE = ["ctas", "threads_per_block", "cluster_size", "registers_per_thread", "shared_bytes"]
 
-#: A kernel whose partition leaves at least this share of its CTA slots empty is named in the notes.
+#: A kernel that leaves at least this share of its partition's SM time idle is named in the notes.
 NOTE_IDLE_SHARE = 0.10
 
 
@@ -63,11 +63,12 @@ def _card_sms(trace: pd.DataFrame, device_sm_count) -> int | None:
 
 
 def _same_waves_sm(ctas: int, per_sm: int, cluster: int, waves: int, sms: int, granularity: int) -> int:
-    """The fewest SMs (a multiple of ``granularity``, at most ``sms``) on which the grid runs the same waves."""
-    step = max(1, int(granularity))
+    """The fewest SMs (a multiple of ``granularity``, at most ``sms``) on which the grid runs no more waves
+    and puts no more CTAs on its busiest SM than on ``sms``."""
+    step, load = max(1, int(granularity)), math.ceil(ctas / sms)
     for s in range(step, sms + 1, step):
         r = resident_blocks(per_sm, s, cluster)
-        if r and math.ceil(ctas / r) <= waves:
+        if r and math.ceil(ctas / r) <= waves and math.ceil(ctas / s) <= load:
             return s
     return sms
 
@@ -103,13 +104,14 @@ def partition_fit(trace: pd.DataFrame, *, device_sm_count: int | None = None, co
         (``max_active_clusters`` x cluster size, CUPTI's count for the card; NaN where CUPTI
         gives none) and ``cupti_agrees``; ``waves`` = ceil(ctas / resident_ctas);
         ``tail_fill`` (the last wave's CTAs / resident_ctas); ``idle_sm_share``
-        = 1 - ctas / (waves x resident_ctas), the share of the partition's CTA slots empty over
-        its waves (waves of equal length); ``same_waves_sm`` (the fewest SMs giving the same
-        waves) and ``wasted_sms`` (sm_count - same_waves_sm: SMs that buy this kernel
-        nothing); ``multi_wave`` (waves > 1); ``sized_for_card`` (CTAs a multiple of the
+        = 1 - ctas / (sm_count x ceil(ctas / sm_count)), the share of the partition's SM time
+        idle when CTAs spread evenly and each takes the same time (the busiest SM sets the
+        kernel's time); ``same_waves_sm`` (the fewest SMs giving no more waves and no more
+        CTAs on the busiest SM) and ``wasted_sms`` (sm_count - same_waves_sm: SMs that buy
+        this kernel nothing); ``multi_wave`` (waves > 1); ``sized_for_card`` (CTAs a multiple of the
         card's SMs, or equal to the card's resident CTAs, on a partition smaller than the
         card); ``duration_ms`` (median kernel duration) and ``idle_ms`` (duration_ms x
-        idle_sm_share); ``reason`` ("" when computed, else why not: a kernel without
+        idle_sm_share: the SM time idle, as time of the whole partition); ``reason`` ("" when computed, else why not: a kernel without
         resource fields, or one the limits refuse), ``device_name``, ``run_id``.
         ``attrs`` carry the trace's plus ``summary_of = "partition_fit"``.
     """
@@ -198,7 +200,7 @@ def _fit_row(row: dict, lim, lim_reason: str, absent: list, card: int | None, gr
     waves = math.ceil(ctas / resident)
     same = _same_waves_sm(ctas, per_sm, cl, waves, sms, granularity)
     row.update(waves=waves, tail_fill=(ctas - (waves - 1) * resident) / resident,
-               idle_sm_share=1.0 - ctas / (waves * resident), same_waves_sm=same, wasted_sms=sms - same,
+               idle_sm_share=1.0 - ctas / (sms * math.ceil(ctas / sms)), same_waves_sm=same, wasted_sms=sms - same,
                multi_wave=waves > 1)
     row["idle_ms"] = row["duration_ms"] * row["idle_sm_share"]
     if card:
@@ -345,10 +347,10 @@ def fit_hints(table: pd.DataFrame) -> list[str]:
 
 def fit_notes(trace: pd.DataFrame, layout: str | None = None) -> list[str]:
     """Sentences naming the kernels that leave at least :data:`NOTE_IDLE_SHARE` of their partition's
-    CTA slots empty (on ``layout`` of the trace, where given), with what that costs.
+    SM time idle (on ``layout`` of the trace, where given), with what that costs.
 
     Each says the kernel's CTAs, its waves on its partition and the tail's fill, the fewest SMs
-    giving the same waves, and ``idle_ms`` (the kernel's time x the empty share) per launch.
+    giving the same waves, and ``idle_ms`` (the kernel's time x the idle share) per launch.
     Kernels without resource fields are counted in a last sentence.
     """
     t = trace
@@ -366,11 +368,11 @@ def fit_notes(trace: pd.DataFrame, layout: str | None = None) -> list[str]:
         notes.append(f"{r.workload}'s {name} runs {r.ctas} CTAs{card} in {r.waves} "
                      f"{'wave' if r.waves == 1 else 'waves'} on {r.partition}'s {r.sm_count} SMs{where} "
                      f"(last wave {r.tail_fill:.0%} full): it would run the same waves on {r.same_waves_sm}, "
-                     f"so {r.wasted_sms} SMs buy it nothing; {r.idle_sm_share:.0%} of its CTA slots sit empty, "
+                     f"so {r.wasted_sms} SMs buy it nothing; {r.idle_sm_share:.0%} of its SM time sits idle, "
                      f"about {r.idle_ms:.3g} ms of its {r.duration_ms:.3g} ms")
     if len(done) and not len(bad):
         notes.append(f"every traced kernel{where} fills its partition: none leaves {NOTE_IDLE_SHARE:.0%} "
-                     "of its CTA slots empty on fewer SMs than it holds")
+                     "of its SM time idle with SMs that buy it nothing")
     skipped = fit[fit["reason"] != ""]
     if len(skipped):
         notes.append(f"{len(skipped)} kernel shape(s) not estimated: {skipped['reason'].iloc[0]}")
