@@ -83,7 +83,7 @@ def test_shared_memory_limit():
 
 def test_clusters_whole_only_and_cupti_cross_check():
     # the recorded nvjet shape: 384 threads, 168 regs, 188,636 B shared -> 1 block per SM; clusters of 2
-    nv = dict(grid=(2, 66, 1), block=(384, 1, 1), regs=168, smem=188636, cluster=(2, 1, 1), mac=66)
+    nv = {"grid": (2, 66, 1), "block": (384, 1, 1), "regs": 168, "smem": 188636, "cluster": (2, 1, 1), "mac": 66}
     r = one(trace(kernel(sms=25, **nv)))
     assert (r.blocks_per_sm, r.cluster_size) == (1, 2)
     assert r.resident_ctas == 24  # 25 SMs hold 12 whole clusters of 2
@@ -91,13 +91,13 @@ def test_clusters_whole_only_and_cupti_cross_check():
     assert (r.card_resident_ctas, r.cupti_card_ctas, r.cupti_agrees) == (132, 132, True)
     assert r.sized_for_card
     wrong = one(trace(kernel(sms=25, **{**nv, "mac": 60})))
-    assert wrong.cupti_agrees is False or wrong.cupti_agrees == False  # noqa: E712 (numpy bool)
+    assert wrong.cupti_agrees is False or wrong.cupti_agrees == False
 
 
 def test_grid_for_card_on_partitions():
     """132 CTAs of one block per SM: 2 waves on 120 SMs with a 10% tail, the same waves on 66 (72 at a
     granularity of 8); 128 CTAs are not sized for a 132-SM card; on the card itself nothing is flagged."""
-    big = dict(block=(384, 1, 1), regs=168, smem=188636)
+    big = {"block": (384, 1, 1), "regs": 168, "smem": 188636}
     r = one(trace(kernel(sms=120, grid=(132, 1, 1), **big)))
     assert (r.waves, r.same_waves_sm, r.wasted_sms) == (2, 66, 54) and r.sized_for_card
     assert r.tail_fill == pytest.approx(12 / 120)
@@ -177,7 +177,7 @@ def _check_plateaus(df: pd.DataFrame, table: pd.DataFrame) -> None:
     for (rid, w), g in table.groupby(["run_id", "workload"]):
         mine = df[(df["workload"] == w) & (df["run_id"].astype(str) == rid)]
         floor = ST.noise_floor(str(mine["device_name"].iloc[0]), [w])
-        ci = {int(sm): ST.round_median_ci(x["duration_ms"], x["round"] if "round" in x else None, 0.9, floor=floor)
+        ci = {int(sm): ST.round_median_ci(x["duration_ms"], x.get("round"), 0.9, floor=floor)
               for sm, x in mine.groupby("sm_count")}
         g = g.sort_values("sm_count").reset_index(drop=True)
         for i, r in g.iterrows():
@@ -199,7 +199,7 @@ def test_plateaus_of_recorded_scaling():
     mem = table[table["workload"] == "memory"]
     assert mem["on_plateau"].any() and not table[table["workload"] == "compute"]["on_plateau"].any()
     start = int(mem["plateau_start_sm"].dropna().iloc[0])
-    assert any(h.startswith(f"memory takes") and f"beyond {start} buy nothing" in h for h in table.attrs["hints"])
+    assert any(h.startswith("memory takes") and f"beyond {start} buy nothing" in h for h in table.attrs["hints"])
 
 
 @pytest.mark.parametrize("name", ["predict_profiles", "predict_profiles_h200"])
@@ -288,7 +288,7 @@ def test_figure_draws_plateaus_and_waves(tmp_path):
     fig = gcexplore.plot_partition_fit(df, tr)
     gids = {a.get_gid() for ax in fig.axes for a in [*ax.lines, *ax.patches, *ax.collections] if a.get_gid()}
     assert {"time:gemm", "ideal:gemm", "plateau:gemm:0", "waves:gemm"} <= gids
-    waves = [ln for ax in fig.axes for ln in ax.lines if ln.get_gid() == "waves:gemm"][0]
+    waves = next(ln for ax in fig.axes for ln in ax.lines if ln.get_gid() == "waves:gemm")
     assert list(waves.get_ydata()) == [float(math.ceil(132 / s)) for s in SIZES]
     assert fit_table(df, tr).attrs["hints"][0].split()[:6] == fig._suptitle.get_text().split("\n", 1)[1].split()[:6]
     assert " ".join(fit_table(df, tr).attrs["hints"][0].split()) in " ".join(fig._suptitle.get_text().split())

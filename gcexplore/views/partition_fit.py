@@ -7,8 +7,8 @@ import textwrap
 
 import numpy as np
 import pandas as pd
-from matplotlib.ticker import MaxNLocator
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from ..analysis.waves import fit_table
 from ._style import WORKLOAD_COLORS, new_figure, require_result, stamp
