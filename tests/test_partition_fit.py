@@ -255,6 +255,14 @@ def test_fit_table_with_trace_and_hint_sentence():
     assert hint.endswith(f"132 SMs bring it to {by.loc[132, 'median_ms']:.3g} ms")
 
 
+def test_a_size_without_samples_is_on_no_plateau():
+    df, _ = _gemm_run()
+    df.loc[df["sm_count"] == 96, "duration_ms"] = np.nan
+    by = fit_table(df).set_index("sm_count")
+    assert not by.loc[96, "on_plateau"] and np.isnan(by.loc[96, "median_ms"])
+    assert (by.loc[72, "plateau_end_sm"], by.loc[112, "plateau_start_sm"]) == (80, 112)
+
+
 def test_summarize_scaling_carries_the_hints():
     df, tr = _gemm_run()
     assert gcexplore.summarize(df).attrs["fit_notes"] == fit_table(df).attrs["hints"]
@@ -266,7 +274,7 @@ def test_summarize_scaling_carries_the_hints():
 def test_summarize_traced_result_names_the_wasting_kernel():
     ov = gcexplore.load_recorded("trace_overlap")
     tr = gcexplore.load_recorded("trace").copy()
-    assert gcexplore.summarize(ov, trace=tr).attrs["fit_notes"][0].startswith("every traced kernel at 24+108")
+    assert gcexplore.summarize(ov, trace=tr).attrs["fit_notes"][0].startswith("no traced kernel at 24+108 leaves")
     # the matmul's grid made 26 CTAs: 2 waves on 24 SMs, the second 2 CTAs
     nv = tr["name"].str.startswith("nvjet")
     tr.loc[nv, ["grid_x", "grid_y", "cluster_x", "max_active_clusters"]] = [26, 1, 1, 0]

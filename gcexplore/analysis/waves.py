@@ -219,13 +219,18 @@ def _fit_row(row: dict, lim, lim_reason: str, absent: list, card: int | None, gr
 # ---------------------------------------------------------------------------
 
 
-def _plateaus(sizes: list[int], low: list[float], high: list[float]) -> list[int]:
+def _plateaus(sizes: list[int], low: list[float], high: list[float], median: list[float]) -> list[int]:
     """Plateau id per size (-1: none). From the smallest size up, a size joins the plateau of the first
-    size ``s0`` unless it is faster than ``s0`` beyond their combined interval (its high below s0's low)."""
+    size ``s0`` unless it is faster than ``s0`` beyond their combined interval (its high below s0's low).
+    A size without a finite median (no usable sample) is on none and ends the one before it."""
+    ok = [math.isfinite(m) for m in median]
     ids, pid, i = [-1] * len(sizes), 0, 0
     while i < len(sizes):
+        if not ok[i]:
+            i += 1
+            continue
         j = i + 1
-        while j < len(sizes) and high[j] >= low[i]:
+        while j < len(sizes) and ok[j] and high[j] >= low[i]:
             j += 1
         if j - i >= 2:
             ids[i:j] = [pid] * (j - i)
@@ -279,7 +284,7 @@ def fit_table(scaling_df: pd.DataFrame, trace: pd.DataFrame | None = None, *, co
             rounds = gs["round"].to_numpy() if "round" in gs else None
             per.append((int(sm), *round_median_ci(gs["duration_ms"].to_numpy(float), rounds, confidence,
                                                    floor=floor)))
-        ids = _plateaus([p[0] for p in per], [p[2] for p in per], [p[3] for p in per])
+        ids = _plateaus([p[0] for p in per], [p[2] for p in per], [p[3] for p in per], [p[1] for p in per])
         for (sm, med, lo, hi), pid in zip(per, ids):
             span = [p[0] for p, q in zip(per, ids) if q == pid] if pid >= 0 else []
             kern = kernels.get((rid, w, sm), {})
@@ -371,8 +376,8 @@ def fit_notes(trace: pd.DataFrame, layout: str | None = None) -> list[str]:
                      f"so {r.wasted_sms} SMs buy it nothing; {r.idle_sm_share:.0%} of its SM time sits idle, "
                      f"about {r.idle_ms:.3g} ms of its {r.duration_ms:.3g} ms")
     if len(done) and not len(bad):
-        notes.append(f"every traced kernel{where} fills its partition: none leaves {NOTE_IDLE_SHARE:.0%} "
-                     "of its SM time idle with SMs that buy it nothing")
+        notes.append(f"no traced kernel{where} leaves {NOTE_IDLE_SHARE:.0%} or more of its partition's SM time "
+                     "idle on SMs that buy it nothing")
     skipped = fit[fit["reason"] != ""]
     if len(skipped):
         notes.append(f"{len(skipped)} kernel shape(s) not estimated: {skipped['reason'].iloc[0]}")
