@@ -29,11 +29,12 @@ import numpy as np
 import pandas as pd
 
 from .occupancy_estimate import blocks_per_sm, limits_for, resident_blocks
+from ..schema import identity_name
 from .stats import nanmedian, noise_floor, round_median_ci
 
 __all__ = ["FIT_COLUMNS", "FIT_TABLE_COLUMNS", "fit_hints", "fit_notes", "fit_table", "partition_fit"]
 
-FIT_COLUMNS = ["workload", "name", "partition", "sm_count", "device_sm_count", "launches", "ctas",
+FIT_COLUMNS = ["workload", "name", "partition", "sm_count", "card_sm_count", "launches", "ctas",
                "threads_per_block", "cluster_size", "blocks_per_sm", "limited_by", "resident_ctas",
                "card_resident_ctas", "cupti_card_ctas", "cupti_agrees", "waves", "tail_fill", "idle_sm_share",
                "same_waves_sm", "wasted_sms", "multi_wave", "sized_for_card", "duration_ms", "idle_ms", "reason",
@@ -55,8 +56,8 @@ def _ints(k: pd.DataFrame, cols) -> pd.DataFrame:
 
 
 def _card_sms(trace: pd.DataFrame, device_sm_count) -> int | None:
-    for v in (device_sm_count, trace.attrs.get("device_sm_count"),
-              trace["device_sm_count"].dropna().max() if "device_sm_count" in trace else None):
+    col = identity_name("sm_count")  # the card's SMs, as the run's identity spells it
+    for v in (device_sm_count, trace.attrs.get(col), trace[col].dropna().max() if col in trace else None):
         if v is not None and not (isinstance(v, float) and math.isnan(v)) and int(v) > 0:
             return int(v)
     return None
@@ -86,7 +87,7 @@ def partition_fit(trace: pd.DataFrame, *, device_sm_count: int | None = None, co
         shared memory columns (``cluster_*`` and ``max_active_clusters`` optional) where
         present.
     device_sm_count : int, optional
-        The card's SMs; default ``trace.attrs["device_sm_count"]`` (or the column).
+        The card's SMs; default the trace's identity (its attrs, else its column).
     compute_capability : str or tuple, optional
         Default ``trace.attrs["compute_capability"]``
         (:data:`gcexplore.occupancy_estimate.LIMITS`).
@@ -97,7 +98,7 @@ def partition_fit(trace: pd.DataFrame, *, device_sm_count: int | None = None, co
     -------
     pandas.DataFrame
         One row per (workload, kernel name, partition, SM count, launch shape), columns
-        :data:`FIT_COLUMNS`: ``launches``; ``ctas`` (the grid's blocks), ``threads_per_block``,
+        :data:`FIT_COLUMNS`: ``card_sm_count`` (the card's SMs); ``launches``; ``ctas`` (the grid's blocks), ``threads_per_block``,
         ``cluster_size``; ``blocks_per_sm`` and ``limited_by`` (the occupancy calculator's);
         ``resident_ctas`` (CTAs the partition holds at once, whole clusters) and
         ``card_resident_ctas`` (the same for the card); ``cupti_card_ctas``
@@ -150,12 +151,12 @@ def partition_fit(trace: pd.DataFrame, *, device_sm_count: int | None = None, co
     for key, grp in k.groupby(keys, sort=False, dropna=False):
         row = dict(zip(keys, key))
         row.update(launches=len(grp), duration_ms=nanmedian(grp["duration"]), device_name=str(grp["device_name"].iloc[0]),
-                   run_id=str(grp["run_id"].iloc[0]), device_sm_count=card,
+                   run_id=str(grp["run_id"].iloc[0]), card_sm_count=card,
                    max_active_clusters=int(grp["max_active_clusters"].max()))
         rows.append(_fit_row(row, lim, lim_reason, absent, card, granularity))
     out = pd.DataFrame(rows, columns=FIT_COLUMNS)
     for c in ("ctas", "threads_per_block", "blocks_per_sm", "resident_ctas", "card_resident_ctas", "waves",
-              "same_waves_sm", "wasted_sms", "device_sm_count"):
+              "same_waves_sm", "wasted_sms", "card_sm_count"):
         out[c] = pd.array([None if pd.isna(v) else int(v) for v in out[c]], dtype="Int64")
     out["sm_count"] = pd.to_numeric(out["sm_count"], errors="coerce").astype("Int64")
     out.attrs.update(trace.attrs)
