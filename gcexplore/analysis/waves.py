@@ -282,7 +282,7 @@ def fit_table(scaling_df: pd.DataFrame, trace: pd.DataFrame | None = None, *, co
         floor = noise_floor(dev, [w])
         per = []
         for sm, gs in g.groupby(pd.to_numeric(g["sm_count"]), sort=True):
-            rounds = gs["round"].to_numpy() if "round" in gs else None
+            rounds = gs["round"].to_numpy() if "round" in gs and gs["round"].notna().all() else None
             per.append((int(sm), *round_median_ci(gs["duration_ms"].to_numpy(float), rounds, confidence,
                                                    floor=floor)))
         ids = _plateaus([p[0] for p in per], [p[2] for p in per], [p[3] for p in per], [p[1] for p in per])
