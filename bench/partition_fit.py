@@ -130,6 +130,8 @@ def _fixes(info, sizes, torch, n, reps):
         frames.append(tr)
     trace = pd.concat(frames, ignore_index=True)
     trace.attrs.update(frames[0].attrs)
+    if "run_id" in trace and len(trace):  # one run: each kernel_trace block names its own
+        trace["run_id"] = str(frames[0]["run_id"].iloc[0])
     k = trace[trace["activity"] == "kernel"]
     span = k.groupby(["workload", "sm_count", "rep"]).agg(start=("start_ms", "min"), end=("end_ms", "max"))
     rows = (span["end"] - span["start"]).rename("duration_ms").reset_index()
@@ -182,7 +184,11 @@ def main(argv=None) -> int:
     for name, df in runs.items():
         gcexplore.save(df, args.out / f"scaling_{name}.parquet")
         gcexplore.save(traces[name], args.out / f"trace_{name}.parquet")
-    gcexplore.save(fix_trace, args.out / "trace_fixes.parquet")
+    try:
+        gcexplore.save(fix_trace, args.out / "trace_fixes.parquet")
+    except Exception as e:  # noqa: BLE001 (the tables below still get written)
+        print(f"trace_fixes.parquet not written: {e}")
+        fix_trace.to_csv(args.out / "trace_fixes.csv", index=False)
     fits = pd.concat([gcexplore.partition_fit(traces[n]) for n in runs] + [gcexplore.partition_fit(fix_trace)],
                      ignore_index=True)
     tables = {n: gcexplore.fit_table(runs[n], traces[n]) for n in runs}
