@@ -180,6 +180,11 @@ def main(argv=None) -> int:
         wl = W.from_torch(lambda a=a, b=b, c=c: torch.matmul(a, b, out=c), name=f"gemm{n}", flops=2.0 * n ** 3)
         _scaled(f"gemm{n}", wl, sizes, args, runs, traces)
     fix_rows, fix_trace, skipped = _fixes(info, sizes, torch, 4096, args.repeats)
+    return _report(args, info.name, card, spins, runs, traces, fix_rows, fix_trace, skipped)
+
+
+def _report(args, device_name, card, spins, runs, traces, fix_rows, fix_trace, skipped) -> int:
+    """Save the runs, compute and print the tables and checks, draw the figures; the exit status."""
 
     for name, df in runs.items():
         gcexplore.save(df, args.out / f"scaling_{name}.parquet")
@@ -193,7 +198,7 @@ def main(argv=None) -> int:
                      ignore_index=True)
     tables = {n: gcexplore.fit_table(runs[n], traces[n]) for n in runs}
     fix_df = fix_rows.copy()
-    fix_df.attrs.update({"device_name": info.name, "kind": "scaling"})
+    fix_df.attrs.update({"device_name": device_name, "kind": "scaling"})
     tables["fixes"] = gcexplore.fit_table(fix_df, fix_trace)
     table = pd.concat(tables.values(), ignore_index=True)
     fits.to_csv(args.out / "partition_fit.csv", index=False)
@@ -230,10 +235,10 @@ def main(argv=None) -> int:
         on = t[t["plateau"] >= 0]
         if on.empty or on["waves"].isna().all():
             continue
-        per = on.groupby("plateau")["waves"].nunique()
-        spans = ", ".join(f"{int(g['sm_count'].min())}-{int(g['sm_count'].max())} SMs "
-                          f"({'/'.join(str(int(w)) for w in sorted(set(g['waves'].dropna())))} waves)"
-                          for _, g in on.groupby("plateau"))
+        per = on.groupby(["workload", "plateau"])["waves"].nunique()  # plateau ids count per workload
+        spans = ", ".join(f"{w} {int(g['sm_count'].min())}-{int(g['sm_count'].max())} SMs "
+                          f"({'/'.join(str(int(x)) for x in sorted(set(g['waves'].dropna())))} waves)"
+                          for (w, _), g in on.groupby(["workload", "plateau"]))
         checks.append({"check": f"{n}: one wave count per plateau", "value": spans, "met": bool((per == 1).all())})
     # GEMMs: time per wave x waves against the kernel's measured time
     for n in (2048, 4096, 8192):

@@ -68,7 +68,8 @@ def plot_partition_fit(scaling_df: pd.DataFrame, trace: pd.DataFrame | None = No
             handles, labels = handles + h2, labels + l2
         ax.set_xlabel("SMs")
         ax.set_ylabel("time (ms), median and interval")
-        ax.set_ylim(bottom=0)
+        top = np.nanmax(np.r_[t["median_ms"].to_numpy(float), t["high_ms"][np.isfinite(t["high_ms"])].to_numpy(float)])
+        ax.set_ylim(0, top * 1.3 if np.isfinite(top) and top > 0 else None)  # room for the plateau's label
         ax.set_title(w, fontsize=10)
         ax.grid(True, alpha=0.3)
         ax.legend(handles, labels, fontsize=7, loc="lower left")
