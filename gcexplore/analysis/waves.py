@@ -28,8 +28,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from .occupancy_estimate import blocks_per_sm, limits_for, resident_blocks
 from ..schema import identity_name
+from .occupancy_estimate import blocks_per_sm, limits_for, resident_blocks
 from .stats import nanmedian, noise_floor, round_median_ci
 
 __all__ = ["FIT_COLUMNS", "FIT_TABLE_COLUMNS", "fit_hints", "fit_notes", "fit_table", "partition_fit"]
