@@ -38,6 +38,7 @@ import pandas as pd
 
 import gcexplore
 from gcexplore import workloads as W
+from gcexplore.schema import UNTAGGED
 from gcexplore.trace.collector import preload_cupti
 from _needs import needs  # noqa: E402
 
@@ -125,7 +126,9 @@ def _fixes(info, sizes, torch, n, reps):
                     finally:
                         if name == "cublas_carveout":
                             carve(0)
-        tr = t.frame().copy()
+        tr = t.frame()
+        tr = tr[tr["workload"] != UNTAGGED].copy()  # the warm-up launches, outside any region
+        tr.attrs.update(t.frame().attrs)
         tr["layout"] = str(k)
         frames.append(tr)
     trace = pd.concat(frames, ignore_index=True)
