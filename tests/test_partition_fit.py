@@ -301,3 +301,67 @@ def test_figure_draws_plateaus_and_waves(tmp_path):
     assert fit_table(df, tr).attrs["hints"][0].split()[:6] == fig._suptitle.get_text().split("\n", 1)[1].split()[:6]
     assert " ".join(fit_table(df, tr).attrs["hints"][0].split()) in " ".join(fig._suptitle.get_text().split())
     fig.savefig(tmp_path / "fit.png")
+
+
+# ---------------------------------------------------------------------------
+# Plateaus the waves do not explain (a DRAM-bound triad), persistent grids (cuBLAS's nvjet)
+# ---------------------------------------------------------------------------
+
+
+def _flat_run(ctas: int, block: int, regs: int, smem: int = 0, ms: float = 0.75, name: str = "triad"):
+    """Time flat on every size (a bandwidth-bound kernel), one kernel of ``ctas`` CTAs per size."""
+    rng = np.random.default_rng(5)
+    rows = [{"workload": "memory", "sm_count": sm, "rep": rnd * 5 + rep, "round": rnd,
+             "duration_ms": ms * float(rng.lognormal(0, 0.002)), "device_name": H["device_name"], "run_id": "hand"}
+            for sm in SIZES for rnd in range(3) for rep in range(5)]
+    df = pd.DataFrame(rows)
+    df.attrs.update({**H, "kind": "scaling"})
+    kern = [kernel(name, workload="memory", sms=sm, partition="device" if sm == 132 else "p0", layout=str(sm),
+                   grid=(ctas, 1, 1), block=(block, 1, 1), regs=regs, smem=smem, dur=ms) for sm in SIZES]
+    return df, trace(*kern)
+
+
+def test_flat_time_while_waves_change_is_not_put_on_the_waves():
+    # 32768 CTAs of 8 per SM: 64 waves on 64 SMs, 32 on 132, the time flat throughout
+    df, tr = _flat_run(32768, 256, 0)
+    table = fit_table(df, tr)
+    by = table.set_index("sm_count")
+    assert list(by["waves"].astype(int)) == [math.ceil(32768 / (8 * s)) for s in SIZES]
+    assert by["on_plateau"].all() and by["plateau"].nunique() == 1
+    assert not by["from_waves"].astype(bool).any() and not by["persistent"].astype(bool).any()
+    (hint,) = table.attrs["hints"]
+    assert "the time flat while its waves fall from 64 to 32: something other than waves bounds it" in hint
+    assert "same wave" not in hint
+
+
+def test_one_wave_count_across_a_plateau_is_put_on_the_waves():
+    df, tr = _gemm_run()
+    by = fit_table(df, tr).set_index("sm_count")
+    on = by[by["on_plateau"]]
+    assert on["from_waves"].astype(bool).all()
+    assert by[~by["on_plateau"]]["from_waves"].isna().all()
+    assert fit_table(df)["from_waves"].isna().all()  # without a trace nothing is said
+
+
+def test_persistent_grid_is_told_from_a_one_wave_card_grid():
+    rows = [kernel("nvjet", sms=120, grid=(132, 1, 1), block=(384, 1, 1), regs=168, smem=188636),  # 1 per SM
+            kernel("spin", sms=120, grid=(32 * 132, 1, 1), block=(32, 1, 1), regs=16, start=2.0),  # 32 per SM
+            kernel("tri", sms=120, grid=(264, 1, 1), block=(128, 1, 1), regs=0, smem=100 * 1024, start=4.0)]
+    fit = partition_fit(trace(*rows)).set_index("name")
+    assert fit.loc["nvjet", "persistent"] and fit.loc["tri", "persistent"]  # 132 of 132, 264 of 2 x 132
+    assert fit.loc["spin", "sized_for_card"] and not fit.loc["spin", "persistent"]
+    assert (int(fit.loc["nvjet", "waves"]), int(fit.loc["spin", "waves"])) == (2, 2)
+
+
+def test_persistent_hint_and_note_claim_no_time_from_waves():
+    df, tr = _gemm_run()
+    table = fit_table(df, tr)
+    assert table[table["on_plateau"]]["persistent"].astype(bool).all()
+    hint = table.attrs["hints"][0]
+    assert "132 CTAs in the same waves (2) there (persistent: waves set the plateau, not the time)" in hint
+    at = tr[tr["sm_count"] == 120].copy()
+    at.attrs.update(tr.attrs)
+    (note, *_) = fit_notes(at)
+    assert note.startswith("gemm's nvjet runs 132 CTAs (a persistent grid sized for the card) in 2 waves on p0's 120")
+    assert "persistent: waves set the plateau, not the time, so no idle time is claimed" in note
+    assert "idle," not in note and " ms" not in note

@@ -37,11 +37,11 @@ __all__ = ["FIT_COLUMNS", "FIT_TABLE_COLUMNS", "fit_hints", "fit_notes", "fit_ta
 FIT_COLUMNS = ["workload", "name", "partition", "sm_count", "card_sm_count", "launches", "ctas",
                "threads_per_block", "cluster_size", "blocks_per_sm", "limited_by", "resident_ctas",
                "card_resident_ctas", "cupti_card_ctas", "cupti_agrees", "waves", "tail_fill", "idle_sm_share",
-               "same_waves_sm", "wasted_sms", "multi_wave", "sized_for_card", "duration_ms", "idle_ms", "reason",
+               "same_waves_sm", "wasted_sms", "multi_wave", "sized_for_card", "persistent", "duration_ms", "idle_ms", "reason",
                "device_name", "run_id"]
 FIT_TABLE_COLUMNS = ["workload", "sm_count", "median_ms", "low_ms", "high_ms", "ideal_ms", "plateau", "plateau_start_sm",
                      "plateau_end_sm", "on_plateau", "wasted_sms", "kernel", "ctas", "waves", "tail_fill",
-                     "device_name", "run_id"]
+                     "persistent", "from_waves", "device_name", "run_id"]
 
 _RESOURCES = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers_per_thread",
               "static_shared_bytes", "dynamic_shared_bytes")
@@ -49,6 +49,12 @@ _SHAPE = ["ctas", "threads_per_block", "cluster_size", "registers_per_thread", "
 
 #: A kernel that leaves at least this share of its partition's SM time idle is named in the notes.
 NOTE_IDLE_SHARE = 0.10
+#: A grid sized for the card of at most this many CTAs per card SM, and no more than the card holds at
+#: once, is read as persistent (each CTA loops over the work: cuBLAS's nvjet, Triton's ``NUM_SMS``
+#: kernels). Its waves set where the time stops falling, not the time: on an H200 cuBLAS 4096^3 took
+#: 1.43x its one-wave time in 2 waves on 96-120 SMs. A one-wave grid of many small CTAs per SM
+#: (32 x the SMs) stays a wave grid.
+PERSISTENT_MAX_PER_SM = 4
 
 
 def _ints(k: pd.DataFrame, cols) -> pd.DataFrame:
@@ -111,7 +117,10 @@ def partition_fit(trace: pd.DataFrame, *, device_sm_count: int | None = None, co
         CTAs on the busiest SM) and ``wasted_sms`` (sm_count - same_waves_sm: SMs that buy
         this kernel nothing); ``multi_wave`` (waves > 1); ``sized_for_card`` (CTAs a multiple of the
         card's SMs, or equal to the card's resident CTAs, on a partition smaller than the
-        card); ``duration_ms`` (median kernel duration) and ``idle_ms`` (duration_ms x
+        card); ``persistent`` (a card-sized grid the card holds at once, at most
+        :data:`PERSISTENT_MAX_PER_SM` CTAs per card SM: CTAs that loop over the work, whose
+        waves set the plateau but not the time, so ``idle_sm_share`` and ``idle_ms`` overstate
+        them); ``duration_ms`` (median kernel duration) and ``idle_ms`` (duration_ms x
         idle_sm_share: the SM time idle, as time of the whole partition); ``reason`` ("" when computed, else why not: a kernel without
         resource fields, or one the limits refuse), ``device_name``, ``run_id``.
         ``attrs`` carry the trace's plus ``summary_of = "partition_fit"``.
@@ -170,7 +179,7 @@ def _fit_row(row: dict, lim, lim_reason: str, absent: list, card: int | None, gr
     nan = math.nan
     row.update(blocks_per_sm=nan, limited_by="", resident_ctas=nan, card_resident_ctas=nan, cupti_card_ctas=nan,
                cupti_agrees=None, waves=nan, tail_fill=nan, idle_sm_share=nan, same_waves_sm=nan, wasted_sms=nan,
-               multi_wave=None, sized_for_card=None, idle_ms=nan, reason="")
+               multi_wave=None, sized_for_card=None, persistent=None, idle_ms=nan, reason="")
     sms = row["sm_count"]
     fields = [row["ctas"], row["threads_per_block"], row["registers_per_thread"], row["shared_bytes"]]
     if absent or any(pd.isna(v) for v in fields):
@@ -212,6 +221,7 @@ def _fit_row(row: dict, lim, lim_reason: str, absent: list, card: int | None, gr
             row["cupti_agrees"] = bool(row["cupti_card_ctas"] == card_res)
         fits_card = ctas % card == 0 or ctas in (card_res, row["cupti_card_ctas"])
         row["sized_for_card"] = bool(fits_card and sms < card)
+        row["persistent"] = bool(fits_card and ctas <= card_res and ctas <= PERSISTENT_MAX_PER_SM * card)
     return row
 
 
@@ -264,7 +274,10 @@ def fit_table(scaling_df: pd.DataFrame, trace: pd.DataFrame | None = None, *, co
         size's median); ``plateau`` (an id per workload, -1 for none);
         ``plateau_start_sm`` (the smallest size that reaches it) and ``plateau_end_sm``;
         ``on_plateau``; ``wasted_sms`` (sm_count - plateau_start_sm on a plateau, else 0);
-        ``kernel``, ``ctas``, ``waves``, ``tail_fill`` (from the trace; NaN without it).
+        ``kernel``, ``ctas``, ``waves``, ``tail_fill``, ``persistent`` (from the trace; NaN without it);
+        ``from_waves`` on a plateau's sizes: True where the longest kernel runs one wave count across
+        the plateau (the waves explain it), False where the waves change while the time stays flat
+        (something else bounds it, such as memory bandwidth), NA without a trace or off a plateau.
         ``attrs["hints"]``: :func:`fit_hints`.
     """
     need = ["workload", "sm_count", "duration_ms"]
@@ -289,13 +302,17 @@ def fit_table(scaling_df: pd.DataFrame, trace: pd.DataFrame | None = None, *, co
         for (sm, med, lo, hi), pid in zip(per, ids):
             span = [p[0] for p, q in zip(per, ids) if q == pid] if pid >= 0 else []
             kern = kernels.get((rid, w, sm), {})
+            waves = {kernels[(rid, w, s)]["waves"] for s in span if (rid, w, s) in kernels}
+            from_waves = (len(waves) == 1) if span and len(waves) and all((rid, w, s) in kernels for s in span) \
+                else pd.NA
             rows.append({"workload": w, "sm_count": sm, "median_ms": med, "low_ms": lo, "high_ms": hi,
                          "ideal_ms": per[0][1] * per[0][0] / sm,
                          "plateau": pid, "plateau_start_sm": min(span) if span else np.nan,
                          "plateau_end_sm": max(span) if span else np.nan, "on_plateau": pid >= 0,
                          "wasted_sms": sm - min(span) if span else 0, "kernel": kern.get("name", ""),
                          "ctas": kern.get("ctas", np.nan), "waves": kern.get("waves", np.nan),
-                         "tail_fill": kern.get("tail_fill", np.nan), "device_name": dev, "run_id": rid})
+                         "tail_fill": kern.get("tail_fill", np.nan), "persistent": kern.get("persistent", pd.NA),
+                         "from_waves": from_waves, "device_name": dev, "run_id": rid})
     out = pd.DataFrame(rows, columns=FIT_TABLE_COLUMNS)
     out.attrs.update(df.attrs)
     out.attrs.update({"summary_of": "fit_table", "confidence": confidence})
@@ -311,7 +328,7 @@ def _kernel_per_size(trace: pd.DataFrame) -> dict:
     for (rid, w, sm), g in fit.groupby(["run_id", "workload", "sm_count"], sort=False):
         top = g.loc[(g["duration_ms"] * g["launches"]).idxmax()]
         out[(str(rid), w, int(sm))] = {"name": top["name"], "ctas": int(top["ctas"]), "waves": int(top["waves"]),
-                                       "tail_fill": float(top["tail_fill"])}
+                                       "tail_fill": float(top["tail_fill"]), "persistent": None if pd.isna(top["persistent"]) else bool(top["persistent"])}
     if "" not in {k[0] for k in out}:  # a trace without run ids still joins a run's rows
         out.update({("", w, sm): v for (_, w, sm), v in list(out.items())})
     return out
@@ -319,7 +336,13 @@ def _kernel_per_size(trace: pd.DataFrame) -> dict:
 
 def fit_hints(table: pd.DataFrame) -> list[str]:
     """Sentences of a :func:`fit_table`, one per plateau: the smallest size that gives its time,
-    the largest size that gives no better, what the larger sizes waste, and the next size that gains."""
+    the largest size that gives no better, what the larger sizes waste, what the waves say about it,
+    and the next size that gains.
+
+    With a trace: one wave count across the plateau explains it ("in the same waves"); waves that
+    change while the time stays flat do not ("something other than waves bounds it"); a persistent
+    grid's waves set the plateau but not its time, so no time is claimed from them.
+    """
     hints = []
     for (rid, w), g in table.groupby(["run_id", "workload"], sort=False):
         g = g.sort_values("sm_count")
@@ -333,17 +356,30 @@ def fit_hints(table: pd.DataFrame) -> list[str]:
                 how = (f"takes no less time on {int(last.sm_count)} SMs than on {int(first.sm_count)} "
                        f"({last.median_ms:.3g} ms against {first.median_ms:.3g} ms, {conf} intervals apart)")
             text = f"{w} {how}: the {int(last.wasted_sms)} SMs beyond {int(first.sm_count)} buy nothing"
-            if isinstance(last.kernel, str) and last.kernel and pd.notna(first.waves) and pd.notna(last.waves):
-                same = "the same" if int(first.waves) == int(last.waves) else f"{int(first.waves)} and {int(last.waves)}"
-                text += (f"; its longest kernel runs {int(last.ctas)} CTAs in {same} "
-                         f"{'wave' if int(last.waves) == 1 and same == 'the same' else 'waves'}"
-                         + (f" ({int(last.waves)})" if same == "the same" else "") + " there")
+            text += _waves_clause(p)
             after = g[g["sm_count"] > last.sm_count]
             if len(after):
                 nxt = after.iloc[0]
                 text += f"; {int(nxt.sm_count)} SMs bring it to {nxt.median_ms:.3g} ms"
             hints.append(text)
     return hints
+
+
+def _waves_clause(p: pd.DataFrame) -> str:
+    """What the longest kernel's waves say about one plateau's rows ``p`` ("" without a trace)."""
+    last = p.iloc[-1]
+    if not (isinstance(last.kernel, str) and last.kernel) or p["waves"].isna().any():
+        return ""
+    waves = [int(x) for x in p["waves"]]
+    if len(set(waves)) > 1:  # flat time while the waves change: not the waves
+        return (f"; its longest kernel runs {int(last.ctas)} CTAs there, the time flat while its waves fall from "
+                f"{max(waves)} to {min(waves)}: something other than waves bounds it (bandwidth, for one)")
+    n = waves[0]
+    text = (f"; its longest kernel runs {int(last.ctas)} CTAs in the same "
+            f"{'wave' if n == 1 else 'waves'} ({n}) there")
+    if p["persistent"].fillna(False).astype(bool).any():
+        text += " (persistent: waves set the plateau, not the time)"
+    return text
 
 
 # ---------------------------------------------------------------------------
@@ -356,7 +392,8 @@ def fit_notes(trace: pd.DataFrame, layout: str | None = None) -> list[str]:
     SM time idle (on ``layout`` of the trace, where given), with what that costs.
 
     Each says the kernel's CTAs, its waves on its partition and the tail's fill, the fewest SMs
-    giving the same waves, and ``idle_ms`` (the kernel's time x the idle share) per launch.
+    giving the same waves, and ``idle_ms`` (the kernel's time x the idle share) per launch; for a
+    ``persistent`` grid only its waves (they set the plateau, not the time).
     Kernels without resource fields are counted in a last sentence.
     """
     t = trace
@@ -371,6 +408,12 @@ def fit_notes(trace: pd.DataFrame, layout: str | None = None) -> list[str]:
     for r in bad.sort_values("idle_ms", ascending=False).itertuples():
         name = r.name if len(r.name) <= 60 else r.name[:57] + "..."
         card = " (a grid sized for the card)" if r.sized_for_card else ""
+        if r.persistent:  # its CTAs loop over the work: equal waves and idle time would be claims, not estimates
+            notes.append(f"{r.workload}'s {name} runs {r.ctas} CTAs (a persistent grid sized for the card) in "
+                         f"{r.waves} {'wave' if r.waves == 1 else 'waves'} on {r.partition}'s {r.sm_count} SMs{where} "
+                         f"(last wave {r.tail_fill:.0%} full): persistent: waves set the plateau, not the time, so "
+                         "no idle time is claimed; a scaling run (gcexplore.fit_table) measures the SMs it wastes")
+            continue
         notes.append(f"{r.workload}'s {name} runs {r.ctas} CTAs{card} in {r.waves} "
                      f"{'wave' if r.waves == 1 else 'waves'} on {r.partition}'s {r.sm_count} SMs{where} "
                      f"(last wave {r.tail_fill:.0%} full): it would run the same waves on {r.same_waves_sm}, "
