@@ -5,6 +5,7 @@ seams); offline paths over synthetic results (tests/_synthetic.py)."""
 from __future__ import annotations
 
 import base64
+import html
 import subprocess
 import sys
 from pathlib import Path
@@ -426,8 +427,6 @@ def test_dollar_signs_from_data_reach_the_page_as_text(monkeypatch):
 
 
 def test_fit_notes_of_a_traced_run_show_under_the_figure():
-    import html
-
     ov = gcexplore.load_recorded("trace_overlap")
     tr = gcexplore.load_recorded("trace").copy()
     nv = tr["name"].str.startswith("nvjet")  # a grid of 26 CTAs: 2 waves on 24 SMs
