@@ -365,3 +365,42 @@ def test_persistent_hint_and_note_claim_no_time_from_waves():
     assert note.startswith("gemm's nvjet runs 132 CTAs (a persistent grid sized for the card) in 2 waves on p0's 120")
     assert "persistent: waves set the plateau, not the time, so no idle time is claimed" in note
     assert "idle," not in note and " ms" not in note
+
+
+# ---------------------------------------------------------------------------
+# The predictor and the plateau (gcexplore.analysis.prediction_check.plateau_residuals)
+# ---------------------------------------------------------------------------
+
+
+def test_predictor_plateau_residuals_on_the_recorded_sweep_and_the_guides_sentence():
+    from pathlib import Path
+
+    from gcexplore.analysis.prediction_check import plateau_residuals, plateau_sentence
+
+    prof, sweep = gcexplore.load_recorded("predict_profiles"), gcexplore.load_recorded("predict_sweep")
+    r = plateau_residuals(prof, sweep)
+    f = r.attrs["facts"]
+    # recomputed by hand: the plateau sizes of each workload's curve at the position it is predicted from
+    for pos, w in (("first", "fft"), ("last", "conv")):
+        t = fit_table(prof[(prof["position"] == pos) & (prof["workload"] == w)])
+        on = set(t.loc[t["on_plateau"], "sm_count"].astype(int))
+        mine = r[r["workload"] == w]
+        assert set(mine.loc[mine["on_plateau"], "sm_count"]) == on & set(mine["sm_count"])
+    conc = sweep[sweep["mode"] == "concurrent"]
+    m = conc.groupby(["layout", "workload"])["duration_ms"].median()
+    got = r.set_index(["layout", "workload"])
+    assert np.allclose(got["measured_ms"], [m[k] for k in got.index])
+    res = (got["predicted_ms"] / got["measured_ms"] - 1).abs()
+    assert f["median_on"] == pytest.approx(res[got["on_plateau"].to_numpy()].median())
+    assert f["top_on_plateau"] == int(got["on_plateau"].to_numpy()[np.argsort(-res.to_numpy())[:5]].sum())
+    assert f["on_plateau"] > 0 and f["alone_measured"] == f["pairs"] == len(r)
+    guide = " ".join((Path(__file__).resolve().parents[1] / "docs" / "guide.md").read_text().split())
+    assert plateau_sentence(r) in guide
+
+
+def test_predictor_plateau_refuses_runs_it_cannot_predict():
+    from gcexplore.analysis.prediction_check import plateau_residuals
+
+    sweep = gcexplore.load_recorded("predict_sweep").assign(workload=lambda d: d["workload"].replace("fft", "nope"))
+    with pytest.raises(ValueError, match="no run of the measurement has all its workloads profiled"):
+        plateau_residuals(gcexplore.load_recorded("predict_profiles"), sweep)
