@@ -602,7 +602,7 @@ gcexplore.plot_predict(pred, measured)
 
 Kernels pick their grids from the card, not from the partition they run on. cuBLAS's persistent
 GEMMs on a 132-SM H200 launch 132 CTAs of one CTA per SM whatever the partition: on 120 SMs that is
-two waves, the second 12 CTAs long, and two waves take as long on 66 SMs as on 120. A scaling curve
+two waves, the second 12 CTAs long, and 4096^3 took as long on 96 SMs as on 120. A scaling curve
 shows it as a plateau: sizes whose time does not fall as SMs grow. `gcexplore.fit_table` finds the
 plateaus (a size is on one unless it is faster than the plateau's first size beyond their combined
 intervals) and says which SMs buy nothing; `gcexplore.partition_fit` says, per kernel and partition,
