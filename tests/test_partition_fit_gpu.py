@@ -62,6 +62,7 @@ def test_card_sized_grid_waves_and_flags(info):
     assert multi.any() and (~multi).any()
     assert (fit["multi_wave"].astype(bool) == multi).all()  # every multi-wave kernel flagged, none that fits
     assert fit.loc[fit["sm_count"] < info.sm_count, "sized_for_card"].all()
+    assert not fit["persistent"].astype(bool).any()  # 32 CTAs per SM, one wave on the card: a wave grid
     # plateaus: a wave more is half again the time, far beyond any interval, so no plateau spans two
     # measured wave counts (sizes of one wave count may still split where dispatch differs)
     table = gcexplore.fit_table(df, tr)
