@@ -597,6 +597,58 @@ print(f"predicted best {f['predicted_best']} measured {f['predicted_best_measure
       f"{f['best_gap']:+.1%} against the measured best {f['measured_best']} ({f['measured_best_ms']:.3f} ms)")
 gcexplore.plot_predict(pred, measured)
 """),
+    md("""
+## 6. Why 24 more SMs bought nothing
+
+Kernels pick their grids from the card, not from the partition they run on. cuBLAS's persistent
+GEMMs on a 132-SM H200 launch 132 CTAs of one CTA per SM whatever the partition: on 120 SMs that is
+two waves, the second 12 CTAs long, and 4096^3 took as long on 96 SMs as on 120. A scaling curve
+shows it as a plateau: sizes whose time does not fall as SMs grow. `gcexplore.fit_table` finds the
+plateaus (a size is on one unless it is faster than the plateau's first size beyond their combined
+intervals) and says which SMs buy nothing; `gcexplore.partition_fit` says, per kernel and partition,
+how many waves its grid runs, how full the last is, and whether the grid was sized for the card.
+Live, this times a 4096^3 bf16 matmul on partitions around 120 SMs with a kernel trace; without a GPU
+it reads the recorded scaling run and the recorded trace.
+"""),
+    code("""
+try:
+    import torch
+    FIT_LIVE = LIVE and torch.cuda.is_available()
+except ImportError:
+    FIT_LIVE = False
+if FIT_LIVE:
+    m = 4096
+    fa, fb = (torch.randn(m, m, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    fc = torch.empty(m, m, device="cuda", dtype=torch.bfloat16)
+    gemm = workloads.from_torch(lambda: torch.matmul(fa, fb, out=fc), name="matmul4096", flops=2.0 * m ** 3)
+    fit_sizes = [96, 120] if QUICK else [64, 96, 104, 112, 120, 128]
+    fit_scal, fit_trace = gcexplore.scaling(gemm, [s for s in fit_sizes if s < info.sm_count],
+                                            repeats=REPEATS, progress=False, trace=True)
+else:
+    fit_scal, fit_trace = recorded("scaling"), None
+table = gcexplore.fit_table(fit_scal, fit_trace)
+display(table[["workload", "sm_count", "median_ms", "low_ms", "high_ms", "plateau_start_sm", "wasted_sms",
+               "ctas", "waves"]].round(4))
+for hint in table.attrs["hints"] or ["no plateau: every larger size was faster"]:
+    print(hint)
+gcexplore.plot_partition_fit(fit_scal, fit_trace)
+"""),
+    md("""
+The same question per kernel, over the recorded trace of the matmul + sigmoid pair: the matmul's grid
+is sized for the card, so on its 24-SM partition it runs several waves; the sigmoid's 131,072 blocks
+fill any partition. `summarize(..., trace=trace)` carries the sentences in `attrs["fit_notes"]`.
+"""),
+    code("""
+fit = gcexplore.partition_fit(trace)
+display(fit[["workload", "partition", "sm_count", "ctas", "cluster_size", "blocks_per_sm", "resident_ctas",
+             "waves", "tail_fill", "idle_sm_share", "same_waves_sm", "wasted_sms", "sized_for_card"]].round(3))
+for r in fit[fit["multi_wave"] == True].itertuples():  # noqa: E712 (a column of booleans and None)
+    print(f"{r.workload} on {r.partition} ({r.sm_count} SMs): {r.ctas} CTAs, {r.resident_ctas} at once, "
+          f"{r.waves} waves, the last {r.tail_fill:.0%} full"
+          + ("; a grid sized for the card" if r.sized_for_card else ""))
+for note in gcexplore.summarize(traced_df, trace=trace).attrs["fit_notes"]:
+    print(note)
+"""),
 ]
 
 

@@ -5,6 +5,7 @@ seams); offline paths over synthetic results (tests/_synthetic.py)."""
 from __future__ import annotations
 
 import base64
+import html
 import subprocess
 import sys
 from pathlib import Path
@@ -420,3 +421,26 @@ def test_dollar_signs_from_data_reach_the_page_as_text(monkeypatch):
     ex = GW.Explorer.from_results(S.sweep_df())
     ex._show_error(ValueError("bad name a$x^2$"), "drawing")
     assert "$" not in ex.error_box.value and "&#36;x^2&#36;" in ex.error_box.value
+
+
+# ------------------------------------------------------------------ partition fit
+
+
+def test_fit_notes_of_a_traced_run_show_under_the_figure():
+    ov = gcexplore.load_recorded("trace_overlap")
+    tr = gcexplore.load_recorded("trace").copy()
+    nv = tr["name"].str.startswith("nvjet")  # a grid of 26 CTAs: 2 waves on 24 SMs
+    tr.loc[nv, ["grid_x", "grid_y", "cluster_x", "max_active_clusters"]] = [26, 1, 1, 0]
+    tr = tr.copy()
+    ex = GW.Explorer.from_results(ov, trace=tr)
+    notes = gcexplore.summarize(ov, trace=tr).attrs["fit_notes"]
+    shown = html.unescape(ex.fit_label.value)
+    assert ex.fit_label.layout.display == "" and WB.CSS["fit"] in ex.fit_label._dom_classes
+    assert [n for n in notes if "nvjet" in n] and all(n in shown for n in notes)
+    assert "runs 26 CTAs in 2 waves on p0's 24 SMs at 24+108" in shown
+    kids = list(ex.widget.children)
+    assert kids.index(ex.fit_label) == kids.index(ex.plot_output) + 1  # the line under the figure
+    ex.sliders[0].value = ex.sliders[0].options[0]  # another split: the run's notes stay
+    assert html.unescape(ex.fit_label.value) == shown
+    plain = GW.Explorer.from_results(ov)  # no trace: nothing said, the line hidden
+    assert plain.fit_label.value == "" and plain.fit_label.layout.display == "none"

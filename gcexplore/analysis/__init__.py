@@ -13,6 +13,7 @@ PUBLIC = {
     "tuning": ("tune_table",),
     "trace": ("busy_time", "kernel_gaps", "tpc_map"),
     "occupancy_estimate": ("estimate_occupancy", "sm_usage"),
+    "waves": ("fit_table", "partition_fit"),
     "pm": ("dram_summary",),
     "comparison": ("compare",),
     "sequential": ("compare_until_decided",),
@@ -27,6 +28,7 @@ EXTRA = {
     "clusters": ("cluster_labels", "group_modes", "rep_mode", "sample_modes", "trace_modes"),
     "pm": ("dram_headline",),
     "scaling": ("scaling_facts",),
+    "waves": ("fit_hints", "fit_notes"),
 }
 # names this package offered before the families had packages of their own
 MOVED = {"predict": "gcexplore.prediction.model",

@@ -26,7 +26,8 @@ IDENTITY_FIELDS = (
 _SM_COUNT = identity_name("sm_count")
 # attrs that are results or bookkeeping, not identity or options
 _SKIP = {"recorded", "lower_bound", "rate_notes", "summary_of", "resumed_layouts", "reason", "notes",
-         "comparisons", "unmeasured", "visits", "answer", "trace_diagnostics", "rep_origins", "max_enqueue_us"}
+         "comparisons", "unmeasured", "visits", "answer", "trace_diagnostics", "rep_origins", "max_enqueue_us",
+         "fit_notes", "hints"}
 _MEASURED = (("SM clock (MHz, median)", "sm_clock_mhz"), ("board power (W, median)", "power_w"))
 
 

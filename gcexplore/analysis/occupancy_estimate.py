@@ -32,7 +32,7 @@ import pandas as pd
 from ..results.validate import check_trace_rows
 
 __all__ = ["ESTIMATE_COLUMNS", "LIMITS", "SM_USAGE_COLUMNS", "SmLimits", "blocks_per_sm",
-           "estimate_occupancy", "sm_usage"]
+           "estimate_occupancy", "resident_blocks", "sm_usage"]
 
 ESTIMATE_LABEL = "estimated from grid, block and resources"
 
@@ -139,6 +139,13 @@ def blocks_per_sm(threads: int, registers: int, shared_bytes: int, limits: SmLim
     return best, "+".join(k for k, v in by.items() if v == best)
 
 
+def resident_blocks(per_sm: int, sms: int, cluster: int = 1) -> int:
+    """Blocks ``sms`` SMs hold at once when each holds ``per_sm``: whole clusters of ``cluster`` only
+    (the GPC layout is ignored, as everywhere in this module)."""
+    resident = int(per_sm) * int(sms)
+    return (resident // cluster) * cluster if cluster > 1 else resident
+
+
 def _kernels(trace: pd.DataFrame) -> pd.DataFrame:
     need = ["layout", "mode", "rep", "workload", "partition", "sm_count", "start_ms", "end_ms", "grid_x",
             "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers_per_thread", "static_shared_bytes",
@@ -166,9 +173,7 @@ def _estimate_row(r, lim: SmLimits, cache: dict) -> dict:
     cluster = max(1, int(getattr(r, "cluster_x", 0) or 1) * int(getattr(r, "cluster_y", 0) or 1)
                   * int(getattr(r, "cluster_z", 0) or 1))
     sms = int(r.sm_count)
-    resident = per_sm * sms
-    if cluster > 1:  # whole clusters only
-        resident = (resident // cluster) * cluster
+    resident = resident_blocks(per_sm, sms, cluster)
     in_use = min(sms, math.ceil(min(blocks, resident) / per_sm)) if resident else 0
     warps = -(-threads // lim.warp_size) * per_sm
     return {"blocks": blocks, "threads_per_block": threads, "cluster_size": cluster, "blocks_per_sm": per_sm,

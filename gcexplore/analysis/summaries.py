@@ -8,8 +8,9 @@ import pandas as pd
 
 from ..results import kinds as _kinds
 from ..results.run import per_run, run_of, token
-from ..results.validate import check_trace_matches, open_run
+from ..results.validate import check_result, check_trace_matches, open_run
 from . import trace as busy
+from .overlap import best_layout
 
 __all__ = ["summarize"]
 
@@ -68,6 +69,11 @@ def summarize(df: pd.DataFrame, trace: pd.DataFrame | None = None) -> pd.DataFra
     mode's rates come from GPU-busy time instead and the columns of
     :func:`gcexplore.busy.trace_summary` are added; a trace of other workloads or of
     another run is refused (ValueError, :func:`gcexplore.analysis.trace.require_trace_of`).
+
+    ``attrs["fit_notes"]`` (sentences, :mod:`gcexplore.analysis.waves`): for a scaling
+    result, the sizes on a plateau and the SMs they waste (:func:`gcexplore.fit_table`; with
+    ``trace``, each size's waves); for a traced overlap or sweep result, the kernels that waste
+    their partition's SMs at the best layout and what that costs (:func:`gcexplore.partition_fit`).
     """
     kind = open_run(df, _kinds.names(), "summarize", one_run=False).kind
     key = ("summary", None if trace is None else token(trace))
@@ -76,8 +82,28 @@ def summarize(df: pd.DataFrame, trace: pd.DataFrame | None = None) -> pd.DataFra
 
 def _summarize(df: pd.DataFrame, kind: str, trace: pd.DataFrame | None) -> pd.DataFrame:
     one = _kinds.resolve(_kinds.get(kind).summary)
-    if trace is not None:
+    if trace is not None and kind == "scaling":  # the trace adds each size's waves to the fit hints only
+        check_result(trace, "trace", "summarize(trace=...)")
+    elif trace is not None:
         check_trace_matches(df, trace, "summarize", kind)
     out = per_run(df, one)
-    return out if trace is None else busy.with_trace(out, df, trace)
+    if trace is not None and kind != "scaling":
+        out = busy.with_trace(out, df, trace)
+    return _with_fit(out, df, kind, trace)
+
+
+def _with_fit(out: pd.DataFrame, df: pd.DataFrame, kind: str, trace: pd.DataFrame | None) -> pd.DataFrame:
+    """``attrs["fit_notes"]``: the plateau hints of a scaling run, the kernels that waste their partition's
+    SMs at the chosen split of a traced result (:mod:`.waves`)."""
+    from .waves import fit_notes, fit_table
+
+    if kind == "scaling":
+        out.attrs["fit_notes"] = fit_table(df, trace).attrs["hints"]
+    elif trace is not None:
+        try:
+            layout = best_layout(df) if kind in ("overlap", "sweep", "tune") else None
+        except (ValueError, KeyError):  # no concurrent layout to choose: every layout traced
+            layout = None
+        out.attrs["fit_notes"] = fit_notes(trace, layout)
+    return out
 

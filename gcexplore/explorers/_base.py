@@ -21,7 +21,7 @@ from ..analysis.trace import require_trace_of
 from ..results.validate import check_result
 from ..views.plot import plot_occupancy
 from ..workloads.spec import unique_names as spec_names
-from .render import render_trace, run_summary
+from .render import render_fit_notes, render_trace, run_summary
 
 __all__ = ["CSS", "Controller", "TraceView", "catalog", "load_result", "load_trace", "show", "unique_names",
            "with_builtins"]
@@ -40,6 +40,7 @@ CSS = {
     "throughput": "gcexplore-throughput",
     "occupancy": "gcexplore-occupancy",
     "summary": "gcexplore-summary",
+    "fit": "gcexplore-fit",
     "sweep": "gcexplore-sweep",
     "tune": "gcexplore-tune",
 }
@@ -118,6 +119,9 @@ class Controller:
         self.occupancy_output.add_class(CSS["occupancy"])
         self.table_output = W.Output()
         self.table_output.add_class(CSS["summary"])
+        #: The partition-fit notes of a traced run (a line under the throughput figure).
+        self.fit_label = W.HTML(value="", layout=W.Layout(display="none"))
+        self.fit_label.add_class(CSS["fit"])
         #: The last exception shown in the widget (its traceback stays here).
         self.last_error: BaseException | None = None
         #: How many times each output was redrawn (for tests and curiosity).
@@ -201,6 +205,16 @@ class Controller:
         self.figures[key] = obj
         self.redraws[key] += 1
         return True
+
+    def _show_fit_notes(self) -> None:
+        """The fit notes of the run's summary under the figure; hidden without a trace (or notes)."""
+        try:
+            notes = render_fit_notes(self.run_summary()) if self.trace is not None else []
+        except Exception as exc:  # shown in the widget; the traceback is in last_error
+            self._show_error(exc, "reading the partition fit")
+            notes = []
+        self.fit_label.value = "<br>".join(f"<small>partition fit: {esc(n)}</small>" for n in notes)
+        self.fit_label.layout.display = "" if notes else "none"
 
     def _draw_occupancy(self, occupancy: pd.DataFrame | None, layout: str | None,
                         note: str | None = None) -> None:

@@ -103,7 +103,7 @@ class Explorer(TraceView, Controller):
         self._update_remainder()
         controls = W.VBox([*self.sliders, self.remainder_label, *self.workload_pickers,
                            self.repeats, W.HBox([self.run_button, self.progress])])
-        self._root = W.VBox([controls, self.error_box, self.status, self.plot_output,
+        self._root = W.VBox([controls, self.error_box, self.status, self.plot_output, self.fit_label,
                              self.occupancy_output, self.table_output])
         self._root.add_class(self._root_class)
         if not self.live:
@@ -317,6 +317,7 @@ class Explorer(TraceView, Controller):
         layout = self._shown_layout
         self._draw("throughput", self.plot_output,
                    lambda: render_throughput(self.results, layout, trace=self.trace_at(layout, every_mode=True)))
+        self._show_fit_notes()
         self._draw_with_trace(layout, self.occupancy, None if self.live else layout,
                               getattr(self, "_occupancy_note", None))
         self._draw("summary", self.table_output,

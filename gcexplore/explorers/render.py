@@ -15,7 +15,7 @@ from .. import analysis as A
 from ..analysis.trace import require_trace_of
 from ..views import plot as _plot
 
-__all__ = ["SUMMARY_COLUMNS", "render_occupancy", "render_summary", "render_sweep", "render_throughput",
+__all__ = ["SUMMARY_COLUMNS", "render_fit_notes", "render_occupancy", "render_summary", "render_sweep", "render_throughput",
            "render_trace", "run_summary"]
 
 #: Columns of gcexplore.summarize shown in the table, in this order, when present.
@@ -93,3 +93,10 @@ def render_summary(results: pd.DataFrame, layout: str | None = None, *, trace: p
         raise ValueError(f"layout {layout!r} was not measured")
     cols = [c for c in SUMMARY_COLUMNS if c in rows.columns]
     return rows[cols].reset_index(drop=True)
+
+
+def render_fit_notes(summary: pd.DataFrame) -> list[str]:
+    """The partition-fit sentences of a :func:`run_summary` (``attrs["fit_notes"]``, computed by
+    :func:`gcexplore.summarize` from the run's kernel trace): the kernels that waste their
+    partition's SMs at the best layout; empty without a trace."""
+    return [str(n) for n in summary.attrs.get("fit_notes") or []]

@@ -89,7 +89,7 @@ class SweepExplorer(TraceView, Controller):
         self.split_slider.observe(lambda _c: self._show_split(), names="value")
         self._root = W.VBox([
             W.HBox([self.run_button, self.tune_button, self.repeats, self.progress]), self.error_box,
-            self.status, self.sweep_output, self.split_slider, self.plot_output,
+            self.status, self.sweep_output, self.split_slider, self.plot_output, self.fit_label,
             self.occupancy_output, self.table_output])
         self._root.add_class(self._root_class)
         if not self.live:
@@ -203,6 +203,7 @@ class SweepExplorer(TraceView, Controller):
                        lambda: render_sweep(self.results, summary=self.run_summary(), chosen=layout))
         self._draw("throughput", self.plot_output,
                    lambda: render_throughput(self.results, layout, trace=self.trace_at(layout, every_mode=True)))
+        self._show_fit_notes()
         if self.live:
             self._live_occupancy(layout)
         else:

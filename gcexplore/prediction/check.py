@@ -1,5 +1,9 @@
 """A prediction against a measurement: per-layout errors, the facts a sentence may state, and the
-model's sharing rule and interval fitted on measured pairs (pure pandas/numpy, no GPU)."""
+model's sharing rule and interval fitted on measured pairs (pure pandas/numpy, no GPU).
+
+Over 500 lines for a reason: :func:`plateau_residuals` (issue 45) reads the same prediction against
+measurement as the errors above, and the prediction family is being regrouped (issue 43).
+"""
 
 from __future__ import annotations
 
@@ -16,7 +20,8 @@ from ..results.run import run_of
 
 __all__ = ["AGGRESSION_CANDIDATES", "ERROR_COLUMNS", "L2_CANDIDATES", "LATENCY_CANDIDATES", "MARGIN_RULES",
            "SATURATION_CANDIDATES", "TOTAL_ONSETS", "calibrate_margins", "fit_model", "held_out_coverage",
-           "layout_errors", "margins_of", "predict_error", "predict_kwargs", "prediction_facts"]
+           "layout_errors", "margins_of", "plateau_residuals", "plateau_sentence", "predict_error", "predict_kwargs",
+           "prediction_facts"]
 
 ERROR_COLUMNS = ["layout", "split_sm_count", "predicted_ms", "predicted_low_ms", "predicted_high_ms",
                  "measured_ms", "measured_low_ms", "measured_high_ms", "error", "inside", "inside_strict", "predicted_interference",
@@ -391,3 +396,121 @@ def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9, aggressions: Seq
             "ramp_median_abs_error": ({r: score[(*best[:7], r)][0] for r in ramps if (*best[:7], r) in score}
                                       if best[3] is not None else {})}
 
+
+# ------------------------------------------------------------------------ the plateau (issue 45)
+
+
+def plateau_residuals(profiles: pd.DataFrame, measured: pd.DataFrame, *, top: int = 5,
+                      confidence: float = 0.9) -> pd.DataFrame:
+    """Whether :func:`predict`'s misses on a measured run fall at the sizes where a workload's solo
+    curve is on a plateau (:func:`gcexplore.fit_table`), and whether the curve carries it.
+
+    The solo curve is the profile's median per measured size, so at a measured size it already
+    carries a plateau (the time that does not fall as SMs grow); this says by how much the
+    per-workload residuals differ on and off the plateau sizes.
+
+    Parameters
+    ----------
+    profiles : pandas.DataFrame
+        Solo profiles (:func:`profile_from`, ``load_recorded("predict_profiles")``).
+    measured : pandas.DataFrame
+        Sweep or overlap runs (``concurrent`` rows; runs told apart by ``run_id``); a run with a
+        workload ``profiles`` lacks is left out (``attrs["skipped_runs"]``).
+    top : int, default 5
+        How many of the largest residuals ``attrs["facts"]`` places.
+    confidence : float, default 0.9
+        Of :func:`gcexplore.fit_table`'s intervals.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (run, layout, workload): ``run_id``, ``layout``, ``workload``, ``position`` (the profile
+        position the prediction reads: ``first`` on p0..., ``last`` on the remainder),
+        ``sm_count``, ``alone_ms`` and ``alone_measured`` (the solo curve there),
+        ``plateau_ms`` (the profile's median there on a plateau, else NaN), ``on_plateau``,
+        ``plateau_start_sm``, ``predicted_ms`` (the predicted concurrent duration),
+        ``measured_ms`` (the median concurrent duration), ``residual`` (predicted / measured - 1).
+        ``attrs["facts"]``: ``runs``, ``pairs``, ``on_plateau`` (pairs at plateau sizes),
+        ``alone_measured`` (pairs whose solo time was measured, not interpolated),
+        ``curve_gap`` (the largest |alone_ms / plateau_ms - 1| at plateau sizes),
+        ``median_on`` / ``median_off`` and ``worst_on`` / ``worst_off`` (|residual|),
+        ``top`` and ``top_on_plateau`` (of the ``top`` largest |residual|, how many at plateau sizes).
+    """
+    from .waves import fit_table
+
+    plateau, runs, skipped = {}, [], []
+    for pos in ("first", "last"):
+        rows = profiles[profiles["position"] == pos]
+        if len(rows):
+            t = fit_table(rows, confidence=confidence)
+            for r in t[t["on_plateau"]].itertuples():
+                plateau[(pos, r.workload, int(r.sm_count))] = (float(r.median_ms), int(r.plateau_start_sm))
+    have = set(profiles["workload"].astype(str))
+    run = measured["run_id"].astype(str) if "run_id" in measured else pd.Series("", index=measured.index)
+    for rid, m in measured.groupby(run, sort=False):
+        m.attrs.update(measured.attrs)
+        got = _plateau_run(profiles, m, plateau, have)
+        (runs if isinstance(got, pd.DataFrame) else skipped).append(got if isinstance(got, pd.DataFrame) else rid)
+    if not runs:
+        raise ValueError(f"plateau_residuals: no run of the measurement has all its workloads profiled (profiled: "
+                         f"{sorted(have)}; runs: {skipped[:4]})")
+    out = pd.concat(runs, ignore_index=True)
+    a, on = out["residual"].abs(), out["on_plateau"]
+    worst = a.sort_values(ascending=False).index[:top]
+    out.attrs.update({"summary_of": "plateau_residuals", "device_name": str(measured.attrs.get("device_name", "")),
+                      "runs": [r.attrs["run"] for r in runs], "skipped_runs": skipped})
+    out.attrs["facts"] = {
+        "runs": len(runs), "pairs": len(out), "on_plateau": int(on.sum()), "alone_measured": int(out["alone_measured"].sum()),
+        "curve_gap": float((out["alone_ms"] / out["plateau_ms"] - 1).abs()[on].max()) if on.any() else np.nan,
+        "median_on": float(a[on].median()) if on.any() else np.nan,
+        "median_off": float(a[~on].median()) if (~on).any() else np.nan,
+        "worst_on": float(a[on].max()) if on.any() else np.nan,
+        "worst_off": float(a[~on].max()) if (~on).any() else np.nan,
+        "top": len(worst), "top_on_plateau": int(on[worst].sum())}
+    return out
+
+
+def _plateau_run(profiles: pd.DataFrame, measured: pd.DataFrame, plateau: dict, have: set):
+    """:func:`plateau_residuals`'s rows of one run; its run id where a workload is not profiled."""
+    from .display import placement
+
+    names = [str(w) for _, w in placement(measured)]
+    rid = str(measured["run_id"].iloc[0]) if "run_id" in measured else ""
+    if not set(names) <= have:
+        return rid
+    layouts = list(dict.fromkeys(measured.loc[measured["mode"] == "concurrent", "layout"].astype(str)))
+    pred = predict(profiles, names, layouts)
+    last = len(names) - 1
+    out = pd.DataFrame({
+        "run_id": rid, "layout": pred["layout"], "workload": pred["workload"],
+        "position": ["last" if names.index(w) == last else "first" for w in pred["workload"]],
+        "sm_count": pred["sm_count"].astype(int), "alone_ms": pred["alone_ms"],
+        "alone_measured": pred["alone_measured"].astype(bool)})
+    keys = list(zip(out["position"], out["workload"], out["sm_count"]))
+    out["plateau_ms"] = [plateau.get(k, (np.nan, 0))[0] for k in keys]
+    out["on_plateau"] = [k in plateau for k in keys]
+    out["plateau_start_sm"] = [plateau[k][1] if k in plateau else np.nan for k in keys]
+    out["predicted_ms"] = pred["duration_ms"].to_numpy()
+    conc = measured[measured["mode"] == "concurrent"]
+    med = conc.groupby([conc["layout"].astype(str), conc["workload"].astype(str)])["duration_ms"].median()
+    out["measured_ms"] = [float(med.get((str(lay), str(w)), np.nan)) for lay, w in zip(out["layout"], out["workload"])]
+    out["residual"] = out["predicted_ms"] / out["measured_ms"] - 1.0
+    out.attrs["run"] = " + ".join(names)
+    return out
+
+
+def plateau_sentence(res: pd.DataFrame) -> str:
+    """One sentence of a :func:`plateau_residuals` result: whether the curve carries the plateau
+    and whether the largest misses fall on it."""
+    f = res.attrs["facts"]
+    runs = res.attrs.get("runs") or []
+    who = f"the recorded {runs[0]} sweep" if len(runs) == 1 else f"{len(runs)} recorded sweeps"
+    head = (f"Over {who} ({f['pairs']} workload x layout pairs), the solo curve is measured at "
+            f"{f['alone_measured']} of the {f['pairs']} predicted sizes")
+    if not f["on_plateau"]:
+        return head + ", and none of them is on a plateau of its curve."
+    return (head + f"; at the {f['on_plateau']} pairs on a plateau of their curve its solo time is the plateau's "
+            f"within {f['curve_gap']:.1%} (the curve carries it) and the prediction misses by a "
+            f"median {f['median_on']:.1%} (worst {f['worst_on']:.1%}), against {f['median_off']:.1%} (worst "
+            f"{f['worst_off']:.1%}) off it; {f['top_on_plateau']} of the {f['top']} largest misses fall at a "
+            "plateau size.")

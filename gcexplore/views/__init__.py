@@ -13,6 +13,7 @@ PUBLIC = {
     "tune": ("plot_tune",),
     "pm": ("plot_dram_timeline",),
     "compare": ("plot_compare",),
+    "partition_fit": ("plot_partition_fit",),
 }
 # names this package offered before the families had packages of their own
 MOVED = {"plot_predict": "gcexplore.prediction.view", "plot_serving": "gcexplore.serving.view",
