@@ -19,10 +19,10 @@ import importlib
 import sys
 import warnings
 
-from . import analysis, device, experiments, explorers, results, trace, views, workloads
+from . import analysis, device, experiments, explorers, mechanisms, results, trace, views, workloads
 from ._version import __version__  # noqa: F401 (in __all__)
 
-_LAYERS = (device, workloads, trace, experiments, results, analysis, views, explorers)
+_LAYERS = (device, workloads, trace, experiments, results, analysis, views, explorers, mechanisms)
 _GROUND = {"schema": ("MODES", "SCENARIOS", "Options")}
 
 # public name -> the module that defines it

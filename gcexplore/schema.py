@@ -27,6 +27,7 @@ from ._checks import as_count, as_int
 
 __all__ = [
     "trace_groups",
+    "register_kind",
     "COLUMNS",
     "IDENTITY",
     "IDENTITY_COLUMNS",
@@ -219,6 +220,24 @@ KINDS = tuple(COLUMNS)
 _SIGNATURE = (("serving", "ttft_ms"), ("comm", "comm_sm_count"), ("trace", "correlation_id"), ("tune", "step"),
               ("pm", "dram_pct"), ("overlap", "mode"), ("isolation", "scenario"), ("occupancy", "sm_id"),
               ("scaling", "sm_count"))
+
+
+def register_kind(kind: str, cols: dict[str, str], *, signature: str, options: tuple[str, ...] = ()) -> None:
+    """Declare a family's result kind (its columns before the identity, the column that tells its rows
+    apart, the options it records), so frames, :func:`kind_of`, ``conform`` and ``load`` know it.
+
+    Called by a family's ``__init__``; declaring the same kind again with the same columns is a no-op.
+    """
+    global _SIGNATURE, KINDS
+    full = {**cols, **IDENTITY_COLUMNS}
+    if kind in COLUMNS:
+        if COLUMNS[kind] != full:
+            raise RuntimeError(f"result kind {kind!r} is declared twice with different columns")
+        return
+    COLUMNS[kind] = full
+    _SIGNATURE = ((kind, signature), *_SIGNATURE)  # checked first: a family's column is its own
+    KINDS = tuple(COLUMNS)
+    Options.APPLIES[kind] = tuple(options)
 
 
 def columns(kind: str) -> list[str]:
