@@ -21,7 +21,11 @@ RECORDED_NAME = "mechanisms"
 
 def load_mechanisms() -> pd.DataFrame:
     """The mechanisms run recorded on the project's GPU (FileNotFoundError until it ships)."""
-    return load_recorded(RECORDED_NAME)
+    try:
+        return load_recorded(RECORDED_NAME)
+    except FileNotFoundError as e:
+        raise FileNotFoundError(f"{e}; for this run: PYTHONPATH=. python bench/mechanisms.py OUT on a GPU, then copy "
+                                "OUT/mechanisms.parquet to gcexplore/data/") from None
 
 
 def _table_md(table: pd.DataFrame) -> str:

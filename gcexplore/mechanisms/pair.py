@@ -22,7 +22,7 @@ _HOW = ("a pair is two built-in recipes (['latency', 'memory'] or {'name': 'reci
 
 
 def _factory(obj) -> dict | None:
-    if isinstance(obj, str) and not is_recipe(obj):
+    if isinstance(obj, str) and ":" in obj and not is_recipe(obj):
         module, sep, attr = obj.partition(":")
         if not (sep and module and attr):
             raise ValueError(f"{obj!r} is neither a built-in recipe nor a factory 'module:function'; {_HOW}")
@@ -54,7 +54,7 @@ def pair_specs(pair) -> dict:
     items = list(pair.items()) if isinstance(pair, Mapping) else [(None, p) for p in pair]
     if len(items) != 2:
         raise ValueError(f"a mechanisms experiment runs two workloads, got {len(items)}; {_HOW}")
-    each = {}
+    each, names = {}, []
     for name, obj in items:
         if isinstance(obj, Workload) or (callable(obj) and not isinstance(obj, str)):
             raise TypeError(f"{obj!r}: MPS runs each workload in its own process, which rebuilds it from a recipe "
@@ -63,14 +63,15 @@ def pair_specs(pair) -> dict:
         if fac is not None:
             if name is None:
                 raise ValueError(f"name the factory {obj!r}: pass {{'name': {obj!r}, ...}}")
-            each[str(name)] = fac
+            spec = fac
         elif isinstance(obj, str):
-            each[str(name) if name else parse_recipe(obj).name] = {"recipe": parse_recipe(obj).text}
+            spec = {"recipe": parse_recipe(obj).text}
         else:
             raise TypeError(f"{obj!r} is not a workload recipe; {_HOW}")
-    workload_names(list(each))  # repeated names fail here
-    if len(each) != 2:
-        raise ValueError(f"the pair's workloads need two names, got {list(each)}; pass a mapping {{name: recipe}}")
+        names.append(str(name) if name is not None else parse_recipe(obj).name)
+        each[names[-1]] = spec
+    if len(set(names)) != len(names):
+        raise ValueError(f"workload names must be unique, got {names}; pass a mapping {{name: recipe}} to name them")
     return {"each": each}
 
 

@@ -30,7 +30,7 @@ def plot_mechanisms(df: pd.DataFrame):
     table = mechanisms_table(df)
     splits = sorted(table["split_sm_count"].unique())
     mechs = list(dict.fromkeys(table["mechanism"]))
-    fig = new_figure(figsize=(10.0, 4.4))
+    fig = new_figure(figsize=(10.0, 4.8))
     axes = fig.subplots(1, 2)
     width = 0.8 / max(1, len(mechs))
     x = np.arange(len(splits))
@@ -48,7 +48,8 @@ def plot_mechanisms(df: pd.DataFrame):
         ax.set_xlabel(f"{critical}'s share")
         ax.set_ylabel("ms")
         ax.set_title(title, fontsize=10)
-    axes[0].legend(fontsize=8, loc="upper left")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=len(mechs), fontsize=8, frameon=False)
     sentences = mechanisms_sentences(table)
     stamp(fig, df, textwrap.fill(sentences[0], 150) if sentences else "")
     return fig

@@ -1,0 +1,229 @@
+"""The mechanisms family on a CPU: cross-process alignment on hand-made stamps, the table and its
+sentences on a synthetic run, the figure, the kind through save and load, the course page, and bad
+input refused before any GPU work."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import gcexplore
+from gcexplore import schema
+from gcexplore.mechanisms import MECHANISMS, TABLE_COLUMNS, align_clients, pair_specs
+from gcexplore.mechanisms.analysis import mechanisms_sentences, mechanisms_table
+
+SPLITS = {24: "24+108", 64: "64+68", 104: "104+28"}
+#: base times (ms) of the critical workload and the other, per mechanism (made up, distinct)
+BASE = {"green": (0.30, 1.60), "mps": (0.35, 1.55), "streams": (0.80, 1.40), "priority": (0.40, 1.50),
+        "sequential": (0.25, 1.20)}
+
+
+def synthetic(reps: int = 40, seed: int = 3) -> pd.DataFrame:
+    """A mechanisms frame: every mechanism at three splits, durations drawn around BASE."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for k, layout in SPLITS.items():
+        for mech, (c, o) in BASE.items():
+            for rep in range(reps):
+                dc, do = c * (1 + 0.1 * rng.random()) * (128 / (k + 24)), o * (1 + 0.1 * rng.random())
+                sc, so = (0.0, dc) if mech == "sequential" else (0.0, 0.001 * rep % 0.01)
+                makespan = max(sc + dc, so + do)
+                for name, crit, start, dur, sms in (("latency", True, sc, dc, k), ("memory", False, so, do, 132 - k)):
+                    rows.append({"mechanism": mech, "layout": layout, "split_sm_count": k, "rep": rep, "round": 0,
+                                 "workload": name, "critical": crit, "sms": sms if mech in ("green", "mps") else 132,
+                                 "thread_pct": 100 * sms / 132 if mech == "mps" else np.nan, "priority_level": None,
+                                 "start_ms": start, "duration_ms": dur, "makespan_ms": makespan,
+                                 "timer_span_ms": np.nan, "clock": "globaltimer" if mech == "mps" else "events"})
+    return schema.frame(rows, "mechanisms", {"device_name": "Synthetic H200", "device_sm_count": 132,
+                                             "run_id": "synth01", "date": "2026-12-01"})
+
+
+# ----------------------------------------------------------------------------- alignment
+
+
+def test_alignment_puts_every_client_on_the_gpu_clock():
+    # rep 0: memory starts 5 us before latency; rep 1: latency first and memory ends last
+    stamps = {"latency": [(1_000_005_000, 1_000_305_000, 0.31), (2_000_000_000, 2_000_200_000, 0.21)],
+              "memory": [(1_000_000_000, 1_001_500_000, 1.51), (2_000_020_000, 2_001_020_000, 1.01)]}
+    rows = {(r["rep"], r["workload"]): r for r in align_clients(stamps)}
+    assert rows[0, "memory"]["start_ms"] == 0.0
+    assert rows[0, "latency"]["start_ms"] == pytest.approx(0.005)
+    assert rows[0, "latency"]["timer_span_ms"] == pytest.approx(0.3)
+    assert rows[0, "latency"]["makespan_ms"] == pytest.approx(1.5)  # first stamp to last, both clients
+    assert rows[1, "memory"]["start_ms"] == pytest.approx(0.02)
+    assert rows[1, "latency"]["makespan_ms"] == rows[1, "memory"]["makespan_ms"] == pytest.approx(1.02)
+    assert rows[1, "memory"]["duration_ms"] == 1.01  # the client's own events, kept as they were
+
+
+def test_alignment_refuses_what_cannot_be_aligned():
+    with pytest.raises(ValueError, match="no client stamps"):
+        align_clients({})
+    with pytest.raises(ValueError, match="different numbers of repetitions"):
+        align_clients({"a": [(0, 1, 0.0)], "b": []})
+    with pytest.raises(ValueError, match=r"client 'a': stamp ends before it starts in repetition\(s\) \[1\]"):
+        align_clients({"a": [(0, 1, 0.0), (5, 4, 0.0)], "b": [(0, 1, 0.0), (1, 2, 0.0)]})
+
+
+# ----------------------------------------------------------------------------- the table
+
+
+def test_table_computes_each_number_from_the_rows():
+    df = synthetic()
+    t = mechanisms_table(df)
+    assert list(t.columns) == list(TABLE_COLUMNS)
+    assert len(t) == len(SPLITS) * len(MECHANISMS)
+    assert list(t[t["split_sm_count"] == 24]["mechanism"]) == list(MECHANISMS)
+    for (k, mech), row in t.set_index(["split_sm_count", "mechanism"]).iterrows():
+        m = df[(df["split_sm_count"] == k) & (df["mechanism"] == mech)]
+        crit = m[m["workload"] == "latency"]["duration_ms"]
+        seq = df[(df["split_sm_count"] == k) & (df["mechanism"] == "sequential")]
+        assert row["critical_p99_ms"] == pytest.approx(np.percentile(crit, 99))
+        assert row["makespan_ms"] == pytest.approx(m.drop_duplicates("rep")["makespan_ms"].median())
+        assert row["critical_interference"] == pytest.approx(
+            crit.median() / seq[seq["workload"] == "latency"]["duration_ms"].median())
+        assert row["reps"] == 40
+        assert row["critical"] == "latency" and row["other"] == "memory"
+    mps = t[(t["mechanism"] == "mps") & (t["split_sm_count"] == 64)].iloc[0]
+    assert (mps["critical_sms"], mps["other_sms"], mps["clock"]) == (64, 68, "globaltimer")
+
+
+def test_sentences_are_computed_from_the_table():
+    t = mechanisms_table(synthetic())
+    sentences = mechanisms_sentences(t)
+    assert len(sentences) == len(SPLITS)
+    for s, (k, rows) in zip(sentences, t.groupby("split_sm_count")):
+        fast = rows.loc[rows["makespan_ms"].idxmin()]
+        shared = rows[rows["mechanism"] != "sequential"]
+        calm = shared.loc[shared["critical_p99_ms"].idxmin()]
+        assert f"given {k} SMs" in s
+        assert f"({fast['makespan_ms']:.3g} ms)" in s
+        assert f"({calm['critical_p99_ms']:.3g} ms, {calm['critical_interference']:.2f}x its time alone)" in s
+        mps = rows[rows["mechanism"] == "mps"].iloc[0]
+        assert f"the MPS clients saw {mps['critical_sms']} and {mps['other_sms']} SMs" in s
+    # change the rows and the sentence follows
+    t2 = t.copy()
+    t2.loc[(t2["split_sm_count"] == 24) & (t2["mechanism"] == "mps"), "makespan_ms"] = 0.001
+    assert "finishes first under MPS (0.001 ms)" in mechanisms_sentences(t2)[0]
+
+
+def test_table_refuses_what_is_not_a_mechanisms_result():
+    with pytest.raises(TypeError, match="expects the DataFrame"):
+        mechanisms_table([1, 2])
+    with pytest.raises(ValueError, match="not a mechanisms result: the columns"):
+        mechanisms_table(pd.DataFrame({"mode": ["x"]}))
+    with pytest.raises(ValueError, match="no rows"):
+        mechanisms_table(synthetic().iloc[:0])
+    df = synthetic()
+    df.loc[df["mechanism"] == "mps", "critical"] = False
+    with pytest.raises(ValueError, match="no critical workload"):
+        mechanisms_table(df)
+    with pytest.raises(ValueError, match="takes mechanisms_table"):
+        mechanisms_sentences(pd.DataFrame({"a": [1]}))
+
+
+def test_the_kind_survives_save_and_load(tmp_path):
+    pytest.importorskip("pyarrow")
+    df = synthetic(reps=5)
+    path = tmp_path / "m.parquet"
+    gcexplore.save(df, path)
+    back = gcexplore.load(path)
+    assert schema.kind_of(back) == "mechanisms"
+    pd.testing.assert_frame_equal(mechanisms_table(back), mechanisms_table(df))
+
+
+def test_the_figure_draws_the_tables_numbers(tmp_path):
+    pytest.importorskip("matplotlib")
+    df = synthetic()
+    fig = gcexplore.plot_mechanisms(df)
+    makespan, p99 = fig.axes[:2]
+    t = mechanisms_table(df)
+    heights = sorted(round(p.get_height(), 9) for p in p99.patches)
+    assert heights == sorted(round(v, 9) for v in t["critical_p99_ms"])
+    assert sorted(round(p.get_height(), 9) for p in makespan.patches) == sorted(round(v, 9) for v in t["makespan_ms"])
+    assert [x.get_text() for x in fig.legends[0].get_texts()] == [
+        "green contexts", "MPS", "plain streams", "prioritised streams", "one after another"]
+    fig.savefig(tmp_path / "mechanisms.png", dpi=80)
+    assert (tmp_path / "mechanisms.png").stat().st_size > 10_000
+
+
+def test_the_page_is_written_from_the_run():
+    df = synthetic()
+    page = gcexplore.mechanisms_page(df)
+    t = mechanisms_table(df)
+    assert page.startswith("# Green contexts, MPS or streams?")
+    assert "## latency beside memory" in page and "Synthetic H200" in page
+    for s in mechanisms_sentences(t):
+        assert f"- {s}" in page
+    assert f"{t['critical_p99_ms'].iloc[0]:.3f}" in page
+    assert "`globaltimer`: one MPS client process per workload" in page
+
+
+# ----------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize("pair, err, match", [
+    ("latency", ValueError, "is not a pair"),
+    (["latency", "memory", "compute"], ValueError, "runs two workloads, got 3"),
+    (["latency", "nosuch"], ValueError, "unknown built-in workload 'nosuch'"),
+    (["latency", "latency"], ValueError, "must be unique"),
+    (["latency", lambda stream: None], TypeError, "rebuilds it from a recipe or factory"),
+    ({"a": "latency", "b": "pkg.mod:make"}, None, None),
+    ("pkg.mod:make_pair", None, None),
+    ({"factory": "pkg.mod:make", "kwargs": {"n": 4}, "other": 1}, ValueError, "got also"),
+    ("bad:", ValueError, "neither a built-in recipe nor a factory"),
+    ("nosuch", ValueError, "is not a pair"),
+])
+def test_pair_specs(pair, err, match):
+    if err is None:
+        specs = pair_specs(pair)
+        assert ("whole" in specs) == isinstance(pair, str)
+        return
+    with pytest.raises(err, match=match):
+        pair_specs(pair)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"mechanisms": ["green", "mig"]}, "mechanisms must be distinct names of green, mps"),
+    ({"mechanisms": ["green", "green"]}, "mechanisms must be distinct"),
+    ({"splits": (24, 0)}, "positive SM counts"),
+    ({"splits": "24"}, "positive SM counts"),
+    ({"splits": ()}, "positive SM counts"),
+    ({"repeats": 0}, "repeats"),
+])
+def test_bad_requests_fail_before_any_gpu_work(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        gcexplore.compare_mechanisms(["latency", "memory"], **{"mechanisms": ["green"], **kwargs})
+
+
+def test_mps_where_it_is_absent_fails_before_any_gpu_work(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(gcexplore.MpsUnavailable, match="MPS is absent"):
+        gcexplore.compare_mechanisms(["latency", "memory"], mechanisms=["mps"])
+
+
+# ----------------------------------------------------------------------------- the shipped run
+
+
+def _shipped():
+    try:
+        return gcexplore.load_mechanisms()
+    except FileNotFoundError as e:
+        pytest.skip(f"the recorded mechanisms run is not shipped yet ({e})")
+
+
+def test_the_shipped_run_has_both_pairs_at_three_splits_under_every_mechanism():
+    df = _shipped()
+    for _, run in df.groupby("run_id"):
+        t = mechanisms_table(run)
+        assert t["split_sm_count"].nunique() == 3
+        assert set(t["mechanism"]) == set(MECHANISMS)
+    assert df["run_id"].nunique() == 2
+
+
+def test_the_course_page_reads_the_shipped_run():
+    df = _shipped()
+    page = gcexplore.mechanisms_page()
+    assert page.count("\n## ") == 3  # two pairs, then the clock
+    assert all(f"- {s}" in page for _, run in df.groupby("run_id")
+               for s in mechanisms_sentences(mechanisms_table(run)))
