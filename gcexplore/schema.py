@@ -224,20 +224,14 @@ _SIGNATURE = (("serving", "ttft_ms"), ("comm", "comm_sm_count"), ("trace", "corr
 
 def register_kind(kind: str, cols: dict[str, str], *, signature: str, options: tuple[str, ...] = ()) -> None:
     """Declare a family's result kind (its columns before the identity, the column that tells its rows
-    apart, the options it records), so frames, :func:`kind_of`, ``conform`` and ``load`` know it.
-
-    Called by a family's ``__init__``; declaring the same kind again with the same columns is a no-op.
-    """
+    apart, the options it records) to frames, :func:`kind_of`, ``conform`` and ``load``; once per kind."""
     global _SIGNATURE, KINDS
     full = {**cols, **IDENTITY_COLUMNS}
-    if kind in COLUMNS:
-        if COLUMNS[kind] != full:
-            raise RuntimeError(f"result kind {kind!r} is declared twice with different columns")
-        return
-    COLUMNS[kind] = full
-    _SIGNATURE = ((kind, signature), *_SIGNATURE)  # checked first: a family's column is its own
-    KINDS = tuple(COLUMNS)
-    Options.APPLIES[kind] = tuple(options)
+    if COLUMNS.setdefault(kind, full) != full:
+        raise RuntimeError(f"result kind {kind!r} is declared twice with different columns")
+    if (kind, signature) not in _SIGNATURE:
+        _SIGNATURE, KINDS = ((kind, signature), *_SIGNATURE), tuple(COLUMNS)  # a family's column first
+        Options.APPLIES[kind] = tuple(options)
 
 
 def columns(kind: str) -> list[str]:

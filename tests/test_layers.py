@@ -47,6 +47,11 @@ EXPERIMENTS_MAY_USE = {"gcexplore.analysis.stats", "gcexplore.analysis.predictio
                        "gcexplore.analysis.summaries", "gcexplore.analysis.tuning", "gcexplore.analysis.comm",
                        "gcexplore.analysis.traffic_profile", "gcexplore.analysis.serving"}
 TOP = {"explorers", "cli"}  # front ends: nothing below imports them
+#: Families on the core: each may import the core below the front ends, and itself; no core layer
+#: imports a family (none of them lists it).
+FAMILIES = {"mechanisms"}
+for _family in FAMILIES:
+    BELOW[_family] = set().union(*(v for k, v in BELOW.items() if k not in TOP)) | {_family}
 
 
 def _name(path: Path) -> str:
@@ -180,6 +185,14 @@ def test_the_layer_checker_catches_what_it_names(monkeypatch, tmp_path):
     got = _layer_violations("gcexplore.analysis.fake")
     assert [g.split(" (", 1)[1].split()[0:2] for g in got] == [
         ["analysis", "may"], ["nothing", "imports"], ["imports", "the"], ["analysis", "may"]], got
+
+
+def test_the_core_never_imports_a_family(monkeypatch, tmp_path):
+    fake = tmp_path / "fake.py"
+    fake.write_text("from ..mechanisms import analysis\n")
+    monkeypatch.setitem(MODULES, "gcexplore.views.fake", fake)
+    assert [g.split(" (", 1)[1] for g in _layer_violations("gcexplore.views.fake")] == [
+        "views may import only ['analysis', 'ground', 'results', 'views'])"]
 
 
 # ----------------------------------------------------------------------------- (b) no circles
