@@ -227,3 +227,103 @@ def test_the_course_page_reads_the_shipped_run():
     assert page.count("\n## ") == 3  # two pairs, then the clock
     assert all(f"- {s}" in page for _, run in df.groupby("run_id")
                for s in mechanisms_sentences(mechanisms_table(run)))
+
+
+# ----------------------------------------------------------------------------- the experiment's framing
+
+
+class _Stub:
+    """A workload stand-in: the experiment only names, places and closes it here."""
+
+    def __init__(self, name):
+        self.name, self.closed = name, False
+
+    def close(self):
+        self.closed = True
+
+
+@pytest.fixture
+def staged(monkeypatch, h100_like):
+    """compare_mechanisms with its GPU calls replaced: the core's run constructor is real (identity,
+    run id, frame), the sweep returns hand-made rows, priority / MPS / %smid give canned answers."""
+    import contextlib
+
+    from gcexplore.experiments.experiment import Experiment
+    from gcexplore.mechanisms import experiment as E
+
+    stubs = {"latency": _Stub("latency"), "memory": _Stub("memory")}
+    monkeypatch.setattr(E, "build_pair", lambda specs, device=0: dict(stubs))
+    monkeypatch.setattr(E, "mps_refusal", lambda: None)
+
+    @contextlib.contextmanager
+    def fake_experiment(kind, wls, device, options):
+        yield Experiment(kind, h100_like, options, list(wls.values()), "run0001")
+
+    def fake_sweep(wls, ks, *, modes, repeats, **kw):
+        assert list(wls) == ["latency", "memory"]  # the critical workload first: it gets the split's first share
+        rows = [{"layout": f"{k}+{132 - k}", "split_sm_count": k, "mode": m, "rep": r, "round": 0, "workload": n,
+                 "sm_count": (k if i == 0 else 132 - k) if m == "concurrent" else 132, "start_ms": 0.0,
+                 "duration_ms": 1.0 + i, "makespan_ms": 2.0}
+                for k in ks for m in modes for r in range(repeats) for i, n in enumerate(wls)]
+        df = pd.DataFrame(rows)
+        df.attrs["run_id"] = "sweep01"
+        return df
+
+    monkeypatch.setattr(E, "experiment", fake_experiment)
+    monkeypatch.setattr(E, "sweep", fake_sweep)
+    monkeypatch.setattr(E, "_priority", lambda run, wls, critical, layouts: [])
+    monkeypatch.setattr(E, "_green_sm_ids", lambda run, layouts, names: {"green|24+108|latency": list(range(24))})
+    return E, stubs
+
+
+def test_rows_are_framed_by_the_core_run_constructor(staged):
+    E, stubs = staged
+    df = gcexplore.compare_mechanisms(["latency", "memory"], (20, 64), mechanisms=["green", "streams"], repeats=3)
+    assert df.attrs["kind"] == "mechanisms" and schema.kind_of(df) == "mechanisms"
+    assert set(df["run_id"]) == {"run0001"} and df.attrs["sweep_run_id"] == "sweep01"
+    assert set(df["device_name"]) == {"NVIDIA H100 80GB HBM3"}
+    assert sorted(df["layout"].unique()) == ["24+108", "64+68"]  # 20 granted as the driver rounds it: 24
+    assert df.attrs["splits"] == [24, 64] and df.attrs["critical"] == "latency"
+    green = df[df["mechanism"] == "green"]
+    assert sorted(set(zip(green["workload"], green["sms"]))) == [("latency", 24), ("latency", 64), ("memory", 68),
+                                                                  ("memory", 108)]
+    assert set(df[df["mechanism"] == "streams"]["sms"]) == {132}
+    assert all(w.closed for w in stubs.values())  # what it built, it closed
+
+
+def test_rows_measured_before_a_failure_are_kept(staged, monkeypatch):
+    E, stubs = staged
+
+    def broken_mps(*a, **k):
+        raise RuntimeError("MPS client(s) failed: memory: boom")
+
+    monkeypatch.setattr(E, "_mps", broken_mps)
+    with pytest.raises(gcexplore.MeasurementFailed, match="boom") as exc:
+        gcexplore.compare_mechanisms(["latency", "memory"], (24,), mechanisms=["green", "mps"], repeats=2)
+    partial = exc.value.partial
+    assert len(partial) == 4 and set(partial["mechanism"]) == {"green"} and set(partial["run_id"]) == {"run0001"}
+    assert all(w.closed for w in stubs.values())
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(E, "_mps", interrupted)
+    with pytest.raises(gcexplore.MeasurementInterrupted) as exc:
+        gcexplore.compare_mechanisms(["latency", "memory"], (24,), mechanisms=["green", "mps"], repeats=2)
+    assert len(exc.value.partial) == 4
+
+
+def test_a_named_critical_workload_goes_first(staged):
+    df = gcexplore.compare_mechanisms(["memory", "latency"], (24,), mechanisms=["green"], repeats=2,
+                                      critical="latency")
+    assert set(df[df["critical"]]["workload"]) == {"latency"}
+    with pytest.raises(ValueError, match="critical workload 'nosuch' is not in the pair"):
+        gcexplore.compare_mechanisms(["memory", "latency"], (24,), mechanisms=["green"], critical="nosuch")
+
+
+def test_the_page_has_a_section_per_run():
+    a, b = synthetic(), synthetic(seed=5)
+    b["run_id"] = "synth02"
+    b["workload"] = b["workload"].map({"latency": "matmul", "memory": "sigmoid"})
+    page = gcexplore.mechanisms_page(pd.concat([a, b], ignore_index=True))
+    assert "## latency beside memory" in page and "## matmul beside sigmoid" in page

@@ -89,7 +89,7 @@ def _priority(run: Experiment, wls: dict, critical: str, layouts: list[tuple[str
     slots = [Slot(w, eng.whole, streams[n]) for n, w in wls.items()]
     level = {n: greatest if n == critical else least for n in wls}
     rows = []
-    for _, ((label, k), rnd) in run.rounds(layouts):
+    for _, ((label, k), rnd) in run.rounds([(label, (label, k)) for label, k in layouts]):
         run.enter_round(rnd.index)
         eng.warm(slots, calls=True)
         for i in range(run.options.warmup if rnd.index == 0 else 0):
