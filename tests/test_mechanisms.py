@@ -277,7 +277,7 @@ def staged(monkeypatch, h100_like):
 
 
 def test_rows_are_framed_by_the_core_run_constructor(staged):
-    E, stubs = staged
+    _, stubs = staged
     df = gcexplore.compare_mechanisms(["latency", "memory"], (20, 64), mechanisms=["green", "streams"], repeats=3)
     assert df.attrs["kind"] == "mechanisms" and schema.kind_of(df) == "mechanisms"
     assert set(df["run_id"]) == {"run0001"} and df.attrs["sweep_run_id"] == "sweep01"
@@ -313,7 +313,8 @@ def test_rows_measured_before_a_failure_are_kept(staged, monkeypatch):
     assert len(exc.value.partial) == 4
 
 
-def test_a_named_critical_workload_goes_first(staged):
+@pytest.mark.usefixtures("staged")
+def test_a_named_critical_workload_goes_first():
     df = gcexplore.compare_mechanisms(["memory", "latency"], (24,), mechanisms=["green"], repeats=2,
                                       critical="latency")
     assert set(df[df["critical"]]["workload"]) == {"latency"}

@@ -70,27 +70,24 @@ def test_start_in_private_folders_and_quit(fake):
 
 
 def test_quit_on_an_exception_in_the_block(fake):
-    with pytest.raises(ZeroDivisionError):
-        with MpsDaemon(**QUIET) as d:
-            folder = d.folder
-            1 / 0
+    with pytest.raises(ZeroDivisionError), MpsDaemon(**QUIET) as d:
+        folder = d.folder
+        raise ZeroDivisionError
     _started_and_quit(fake, folder)
 
 
 def test_quit_on_keyboard_interrupt_in_the_block(fake):
-    with pytest.raises(KeyboardInterrupt):
-        with MpsDaemon(**QUIET) as d:
-            folder = d.folder
-            raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt), MpsDaemon(**QUIET) as d:
+        folder = d.folder
+        raise KeyboardInterrupt
     _started_and_quit(fake, folder)
 
 
 def test_quit_on_sigint(fake):
-    with pytest.raises(KeyboardInterrupt):
-        with MpsDaemon(**QUIET) as d:
-            folder = d.folder
-            os.kill(os.getpid(), signal.SIGINT)  # Python's handler raises KeyboardInterrupt here
-            time.sleep(10)  # not reached: the signal interrupts the sleep at once
+    with pytest.raises(KeyboardInterrupt), MpsDaemon(**QUIET) as d:
+        folder = d.folder
+        os.kill(os.getpid(), signal.SIGINT)  # Python's handler raises KeyboardInterrupt here
+        time.sleep(10)  # not reached: the signal interrupts the sleep at once
     _started_and_quit(fake, folder)
 
 
@@ -132,7 +129,7 @@ def test_refused_where_the_compute_mode_is_not_default(fake):
 def test_bad_percentage_and_use_before_start(fake):
     d = MpsDaemon(**QUIET)
     with pytest.raises(RuntimeError, match="not started"):
-        d.env
+        _ = d.env
     with d:
         for bad in (0, -5, 101):
             with pytest.raises(ValueError, match=r"in \(0, 100\]"):

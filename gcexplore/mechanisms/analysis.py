@@ -75,7 +75,7 @@ def mechanisms_table(df: pd.DataFrame) -> pd.DataFrame:
             oname = str(other["workload"].iloc[0]) if len(other) else ""
             c_ms, o_ms = float(crit["duration_ms"].median()), float(other["duration_ms"].median()) if len(other) else math.nan
             out.append({
-                "split_sm_count": int(k), "layout": layout, "mechanism": mech, "reps": int(len(reps)),
+                "split_sm_count": int(k), "layout": layout, "mechanism": mech, "reps": len(reps),
                 "makespan_ms": med, "makespan_p10_ms": p10, "makespan_p90_ms": p90,
                 "critical": cname, "critical_ms": c_ms, "critical_p99_ms": _p(crit["duration_ms"], TAIL_PCT),
                 "critical_interference": c_ms / alone.get(cname, math.nan),

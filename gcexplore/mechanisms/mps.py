@@ -49,7 +49,7 @@ def _compute_mode() -> str | None:
         return None
     try:
         text = subprocess.run(["nvidia-smi", "-q", "-d", "COMPUTE"], capture_output=True, text=True,
-                              timeout=20).stdout
+                              timeout=20, check=False).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     for line in text.splitlines():
@@ -132,7 +132,7 @@ class MpsDaemon:
 
     def _run(self, args: list[str], **kw) -> subprocess.CompletedProcess:
         return subprocess.run([self.control, *args], env={**os.environ, **self.env}, capture_output=True,
-                              text=True, timeout=_START_S, **kw)
+                              text=True, timeout=_START_S, check=False, **kw)
 
     def start(self) -> MpsDaemon:
         if self.is_closed:
@@ -181,7 +181,7 @@ class MpsDaemon:
         except (OSError, subprocess.SubprocessError):
             pass
 
-    def __enter__(self) -> MpsDaemon:
+    def __enter__(self):  # -> this daemon, started
         return self.start()
 
     def __exit__(self, *exc) -> None:

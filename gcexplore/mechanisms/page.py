@@ -52,10 +52,10 @@ def mechanisms_page(df: pd.DataFrame | None = None) -> str:
         raise ValueError(f"mechanisms_page takes a mechanisms result, got kind {df.attrs.get('kind')!r}")
     device = str(df["device_name"].iloc[0]) if "device_name" in df.columns and len(df) else "the GPU"
     out = ["# Green contexts, MPS or streams?", "",
-           f"The same pair of workloads, on {device}, under every way of sharing the card: green contexts "
+           (f"The same pair of workloads, on {device}, under every way of sharing the card: green contexts "
            "(a partition each), MPS (a client process each, its active-thread percentage set to its share), "
            "two plain streams, plain streams with the critical workload's at the highest priority, and one "
-           "after another. Slowdown is a workload's median time over its time alone on the whole card.", ""]
+           "after another. Slowdown is a workload's median time over its time alone on the whole card."), ""]
     for _, part in df.groupby("run_id", sort=False):  # one run per pair
         table = mechanisms_table(part)
         title = f"{table['critical'].iloc[0]} beside {table['other'].iloc[0]}"

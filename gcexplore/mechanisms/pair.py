@@ -50,7 +50,7 @@ def pair_specs(pair) -> dict:
     if whole is not None:
         return {"whole": whole}
     if isinstance(pair, str):
-        raise ValueError(f"one recipe {pair!r} is not a pair; {_HOW}")
+        raise ValueError(f"one recipe {pair!r} is not a pair; {_HOW}")  # noqa: TRY004 (a value, not a type, is wrong)
     items = list(pair.items()) if isinstance(pair, Mapping) else [(None, p) for p in pair]
     if len(items) != 2:
         raise ValueError(f"a mechanisms experiment runs two workloads, got {len(items)}; {_HOW}")
