@@ -328,3 +328,44 @@ def test_the_page_has_a_section_per_run():
     b["workload"] = b["workload"].map({"latency": "matmul", "memory": "sigmoid"})
     page = gcexplore.mechanisms_page(pd.concat([a, b], ignore_index=True))
     assert "## latency beside memory" in page and "## matmul beside sigmoid" in page
+
+
+class _NoDaemon:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+
+def _clients(sms_of):
+    def run_clients(specs, pcts, daemon, *, device, repeats, warmup, timeout_s):
+        return {name: {"sms": list(range(sms_of(pct))), "error": None,
+                       "stamps": [(1_000 * r, 1_000 * r + 500_000 * (i + 1), 0.5 * (i + 1)) for r in range(repeats)]}
+                for i, (name, pct) in enumerate(pcts.items())}
+    return run_clients
+
+
+def test_mps_rows_carry_the_percentages_the_sms_seen_and_the_gpu_clock(staged, monkeypatch):
+    E, _ = staged
+    monkeypatch.setattr(E, "MpsDaemon", _NoDaemon)
+    monkeypatch.setattr(E, "run_clients", _clients(lambda pct: round(132 * pct / 100)))
+    df = gcexplore.compare_mechanisms(["latency", "memory"], (24,), mechanisms=["mps"], repeats=3)
+    mps = df[df["mechanism"] == "mps"]
+    lat, mem = mps[mps["workload"] == "latency"], mps[mps["workload"] == "memory"]
+    assert list(lat["thread_pct"]) == pytest.approx([100 * 24 / 132] * 3)
+    assert list(mem["thread_pct"]) == pytest.approx([100 * 108 / 132] * 3)
+    assert set(lat["sms"]) == {24} and set(mem["sms"]) == {108}
+    assert set(mps["clock"]) == {"globaltimer"}
+    assert list(mps["makespan_ms"]) == pytest.approx([1.0] * 6)  # first stamp of either client to the last
+    assert list(mem["timer_span_ms"]) == [pytest.approx(1.0)] * 3
+    assert df.attrs["sm_ids"]["mps|24+108|memory"] == list(range(108))
+
+
+def test_a_client_outside_mps_is_refused(staged, monkeypatch):
+    E, _ = staged
+    monkeypatch.setattr(E, "MpsDaemon", _NoDaemon)
+    monkeypatch.setattr(E, "run_clients", _clients(lambda pct: 132))  # the limit did not apply
+    with pytest.raises(gcexplore.MeasurementFailed, match="reached all 132 SMs: it ran outside") as exc:
+        gcexplore.compare_mechanisms(["latency", "memory"], (24,), mechanisms=["mps"], repeats=3)
+    assert isinstance(exc.value.__cause__, gcexplore.MpsUnavailable)

@@ -57,8 +57,8 @@ def mechanisms_table(df: pd.DataFrame) -> pd.DataFrame:
 
     ``*_interference`` is a workload's median time under the mechanism over its median time run alone
     on the whole card (the ``sequential`` rows of the same split; NaN without them). ``start_skew_ms``
-    is the median over repetitions of the latest workload start: 0 where the streams start from one
-    event, the host barrier's spread between MPS clients. Rows are ordered by split, then
+    is the median over repetitions of the latest workload start: near 0 where the streams start from
+    one event, the host barrier's spread between MPS clients (NaN one after another). Rows are ordered by split, then
     :data:`~.kind.MECHANISMS`.
     """
     _check(df)
@@ -82,7 +82,7 @@ def mechanisms_table(df: pd.DataFrame) -> pd.DataFrame:
                 "critical_sms": int(crit["sms"].iloc[0]),
                 "other": oname, "other_ms": o_ms, "other_interference": o_ms / alone.get(oname, math.nan),
                 "other_sms": int(other["sms"].iloc[0]) if len(other) else 0,
-                "start_skew_ms": float(m.groupby(["round", "rep"])["start_ms"].max().median()),
+                "start_skew_ms": math.nan if mech == "sequential" else float(m.groupby(["round", "rep"])["start_ms"].max().median()),
                 "clock": str(m["clock"].iloc[0]),
             })
     return pd.DataFrame(out, columns=list(TABLE_COLUMNS))

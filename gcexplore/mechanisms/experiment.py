@@ -123,6 +123,10 @@ def _mps(run: Experiment, specs: dict, names, critical, layouts, timeout_s) -> t
             pcts = {name: 100.0 * (k if name == critical else n - k) / n for name in names}
             got = run_clients(specs, pcts, daemon, device=run.info.index, repeats=run.options.repeats,
                               warmup=run.options.warmup, timeout_s=timeout_s)
+            for name in names:
+                if pcts[name] < 90 and len(got[name]["sms"]) >= n:  # the limit did not apply: not an MPS client
+                    raise MpsUnavailable(f"the {name} client, limited to {pcts[name]:.0f}% of the threads, reached all {n} "
+                                         "SMs: it ran outside gcexplore's MPS daemon (did the daemon start?)")
             for r in align_clients({name: got[name]["stamps"] for name in names}):
                 name = r["workload"]
                 rows.append(_row("mps", label, k, r["rep"], 0, name, critical, len(got[name]["sms"]), r["start_ms"],
