@@ -271,7 +271,7 @@ def staged(monkeypatch, h100_like):
 
     monkeypatch.setattr(E, "experiment", fake_experiment)
     monkeypatch.setattr(E, "sweep", fake_sweep)
-    monkeypatch.setattr(E, "_priority", lambda run, wls, critical, layouts: [])
+    monkeypatch.setattr(E, "_priority", lambda run, wls, critical, layouts, rows: None)
     monkeypatch.setattr(E, "_green_sm_ids", lambda run, layouts, names: {"green|24+108|latency": list(range(24))})
     return E, stubs
 
@@ -369,3 +369,20 @@ def test_a_client_outside_mps_is_refused(staged, monkeypatch):
     with pytest.raises(gcexplore.MeasurementFailed, match="reached all 132 SMs: it ran outside") as exc:
         gcexplore.compare_mechanisms(["latency", "memory"], (24,), mechanisms=["mps"], repeats=3)
     assert isinstance(exc.value.__cause__, gcexplore.MpsUnavailable)
+
+
+def test_mps_rows_of_earlier_splits_are_kept_when_a_later_split_fails(staged, monkeypatch):
+    E, _ = staged
+    good, calls = _clients(lambda pct: round(132 * pct / 100)), []
+
+    def flaky(*a, **k):
+        calls.append(1)
+        if len(calls) > 1:
+            raise RuntimeError("MPS client(s) failed: latency: CUDA_ERROR_OUT_OF_MEMORY")
+        return good(*a, **k)
+
+    monkeypatch.setattr(E, "MpsDaemon", _NoDaemon)
+    monkeypatch.setattr(E, "run_clients", flaky)
+    with pytest.raises(gcexplore.MeasurementFailed, match="OUT_OF_MEMORY") as exc:
+        gcexplore.compare_mechanisms(["latency", "memory"], (24, 64), mechanisms=["mps"], repeats=3)
+    assert set(exc.value.partial["layout"]) == {"24+108"} and len(exc.value.partial) == 6

@@ -136,3 +136,22 @@ def test_bad_percentage_and_use_before_start(fake):
                 d.client_env(bad)
     with pytest.raises(RuntimeError, match="shut down"):
         d.start()
+
+
+class _Env:
+    """A daemon stand-in for the clients: no MPS variables (each client fails where it builds its work)."""
+
+    def client_env(self, pct):
+        return {"GCEXPLORE_TEST_PCT": f"{pct:g}"}
+
+
+def test_failing_clients_are_reported_and_none_is_left_waiting():
+    from gcexplore.mechanisms.clients import run_clients
+
+    specs = {"each": {"a": {"factory": "gcexplore_no_such_module:make", "kwargs": {}},
+                      "b": {"factory": "gcexplore_no_such_module:make", "kwargs": {}}}}
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"MPS client\(s\) failed: .*a: .*b: ") as exc:
+        run_clients(specs, {"a": 25, "b": 75}, _Env(), device=0, repeats=2, warmup=1, timeout_s=120)
+    assert time.monotonic() - t0 < 110  # released by the barrier's abort, not by the timeout
+    assert "Error" in str(exc.value)

@@ -78,8 +78,9 @@ def _priority_range() -> tuple[int, int]:
     return int(least), int(greatest)
 
 
-def _priority(run: Experiment, wls: dict, critical: str, layouts: list[tuple[str, int]]) -> list[dict]:
-    """Plain streams, the critical workload's at the greatest priority, the other's at the least."""
+def _priority(run: Experiment, wls: dict, critical: str, layouts: list[tuple[str, int]], rows: list[dict]) -> None:
+    """Plain streams, the critical workload's at the greatest priority, the other's at the least; each
+    repetition's rows appended to ``rows`` as it is measured (kept if a later one fails)."""
     from ..device.driver import use
 
     eng = run.engine
@@ -88,7 +89,6 @@ def _priority(run: Experiment, wls: dict, critical: str, layouts: list[tuple[str
         streams = {n: eng.whole.create_stream(priority=greatest if n == critical else least) for n in wls}
     slots = [Slot(w, eng.whole, streams[n]) for n, w in wls.items()]
     level = {n: greatest if n == critical else least for n in wls}
-    rows = []
     for _, ((label, k), rnd) in run.rounds([(label, (label, k)) for label, k in layouts]):
         run.enter_round(rnd.index)
         eng.warm(slots, calls=True)
@@ -100,7 +100,6 @@ def _priority(run: Experiment, wls: dict, critical: str, layouts: list[tuple[str
                 (start, dur), = launches
                 rows.append(_row("priority", label, k, rep, rnd.index, slot.workload.name, critical,
                                  run.info.sm_count, start, dur, makespan, priority=level[slot.workload.name]))
-    return rows
 
 
 def _green_sm_ids(run: Experiment, layouts, names) -> dict[str, list[int]]:
@@ -115,8 +114,8 @@ def _green_sm_ids(run: Experiment, layouts, names) -> dict[str, list[int]]:
     return out
 
 
-def _mps(run: Experiment, specs: dict, names, critical, layouts, timeout_s) -> tuple[list[dict], dict]:
-    rows, seen = [], {}
+def _mps(run: Experiment, specs: dict, names, critical, layouts, timeout_s, rows: list[dict], seen: dict) -> None:
+    """Each split's MPS clients; their rows appended to ``rows`` split by split, what they saw to ``seen``."""
     n = run.info.sm_count
     with MpsDaemon() as daemon:
         for label, k in layouts:
@@ -133,7 +132,6 @@ def _mps(run: Experiment, specs: dict, names, critical, layouts, timeout_s) -> t
                                  r["duration_ms"], r["makespan_ms"], pct=pcts[name], span=r["timer_span_ms"],
                                  clock="globaltimer"))
                 seen[f"mps|{label}|{name}"] = got[name]["sms"]
-    return rows, seen
 
 
 def compare_mechanisms(pair, splits: Sequence[int] = (24, 64, 104), *, mechanisms: Sequence[str] = MECHANISMS,
@@ -215,13 +213,10 @@ def _measure(wls, specs, names, critical, ks, mechs, options, device, timeout_s,
                 rows += _from_sweep(df, critical, run.info.sm_count)
                 run.extra["sweep_run_id"] = df.attrs.get("run_id")
             if "priority" in mechs:
-                rows += _priority(run, wls, critical, layouts)
-            seen = _green_sm_ids(run, layouts, names)
+                _priority(run, wls, critical, layouts, rows)
+            run.extra["sm_ids"] = seen = _green_sm_ids(run, layouts, names)
             if "mps" in mechs:
-                mps_rows, mps_seen = _mps(run, specs, names, critical, layouts, timeout_s)
-                rows += mps_rows
-                seen.update(mps_seen)
-            run.extra["sm_ids"] = seen
+                _mps(run, specs, names, critical, layouts, timeout_s, rows, seen)
         except BaseException as e:
             if isinstance(e, MeasurementAborted) and "mode" in getattr(e.partial, "columns", ()):
                 rows += _from_sweep(e.partial, critical, run.info.sm_count)  # the sweep's rows so far
