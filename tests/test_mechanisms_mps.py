@@ -155,3 +155,15 @@ def test_failing_clients_are_reported_and_none_is_left_waiting():
         run_clients(specs, {"a": 25, "b": 75}, _Env(), device=0, repeats=2, warmup=1, timeout_s=120)
     assert time.monotonic() - t0 < 110  # released by the barrier's abort, not by the timeout
     assert "Error" in str(exc.value)
+
+
+def test_a_daemon_that_never_opens_its_pipe_is_refused_with_its_log(fake, tmp_path, monkeypatch):
+    from gcexplore.mechanisms import mps as M
+
+    binary = tmp_path / "bin" / "nvidia-cuda-mps-control"  # this one starts, logs, and makes no pipe
+    binary.write_text(FAKE.replace('touch "$CUDA_MPS_PIPE_DIRECTORY/control"; exit 0',
+                                   'echo "cannot open the GPU" > "$CUDA_MPS_LOG_DIRECTORY/control.log"; exit 0'))
+    monkeypatch.setattr(M, "_START_S", 0.3)
+    with pytest.raises(MpsUnavailable, match=r"did not start within 0.3 s \(its log .* ends: cannot open the GPU\)"):
+        MpsDaemon(**QUIET).start()
+    assert _calls(fake)[-1] == "stdin quit"

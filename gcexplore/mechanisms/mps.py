@@ -161,8 +161,12 @@ class MpsDaemon:
         end = time.monotonic() + _START_S
         while not ready():
             if time.monotonic() > end:
-                raise MpsUnavailable(f"the MPS daemon did not {what} within {_START_S:g} s "
-                                     f"(its log: {self.folder / 'log' / 'control.log'})")
+                log = self.folder / "log" / "control.log"
+                last = ""
+                with contextlib.suppress(OSError):
+                    last = (log.read_text(errors="replace").strip().splitlines() or [""])[-1]
+                raise MpsUnavailable(f"the MPS daemon did not {what} within {_START_S:g} s (its log {log}"
+                                     + (f" ends: {last})" if last else ")"))
             time.sleep(0.02)
 
     def close(self) -> None:
