@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 import gcexplore as gx
-from gcexplore.analysis.prediction_check import plateau_residuals, plateau_sentence
+from gcexplore.prediction.check import plateau_residuals, plateau_sentence
 
 
 def plateaus(name: str) -> pd.DataFrame:

@@ -10,7 +10,7 @@ The layers, bottom-up (each imports only the ones below it): ``schema`` and the 
 ``device`` -> ``workloads``, ``trace`` -> ``experiments`` (the measuring wing); ``results`` ->
 ``analysis`` -> ``views`` (the understanding wing); ``explorers`` and ``cli`` on top. ``api``,
 ``profile`` and ``widgets`` are the public faces of the device layer, the experiments and the
-explorers. The families (``prediction``, ``serving``, ``comm``, ``campaigns``) build on the core and
+explorers. The families (``prediction``, ``serving``, ``comm``, ``campaigns``, ``mechanisms``) build on the core and
 are imported by nothing in it. The public names are the union of the subpackages' ``__all__``.
 """
 
@@ -40,11 +40,11 @@ import warnings as _warnings  # noqa: E402
 from . import analysis, device, experiments, explorers, results, trace, views, workloads
 # The families after the core; imported here so their registrations (gcexplore._registry) are in place
 # before any core module looks one up, in the order ``gcexplore --help`` lists their commands.
-from . import campaigns, serving, comm, prediction  # noqa: I001
+from . import campaigns, serving, comm, prediction, mechanisms  # noqa: I001
 from ._version import __version__  # noqa: F401 (in __all__)
 
 _LAYERS = (device, workloads, trace, experiments, results, analysis, views, explorers,
-           prediction, serving, comm, campaigns)
+           prediction, serving, comm, campaigns, mechanisms)
 _GROUND = {"schema": ("MODES", "SCENARIOS", "Options")}
 
 # public name -> the module that defines it

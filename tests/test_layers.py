@@ -44,7 +44,7 @@ BELOW["cli"] = set().union(*BELOW.values()) - {"explorers"} | {"cli"}
 EXPERIMENTS_MAY_USE = {"gcexplore.analysis.stats"}
 TOP = {"explorers", "cli"}  # front ends: nothing below imports them (a family's ``cli`` module excepted)
 #: The families on top of the core: each may import the whole core and itself, no other family.
-FAMILIES = {"prediction", "serving", "comm", "campaigns"}
+FAMILIES = {"prediction", "serving", "comm", "campaigns", "mechanisms"}
 CORE = set(BELOW) | TOP
 for _family in FAMILIES:
     BELOW[_family] = CORE | {_family}
@@ -224,6 +224,14 @@ def test_the_layer_checker_catches_what_it_names(monkeypatch, tmp_path):
     got = _layer_violations("gcexplore.analysis.fake")
     assert [g.split(" (", 1)[1].split()[0:2] for g in got] == [
         ["analysis", "may"], ["nothing", "imports"], ["imports", "the"], ["analysis", "may"]], got
+
+
+def test_the_core_never_imports_a_family(monkeypatch, tmp_path):
+    fake = tmp_path / "fake.py"
+    fake.write_text("from ..mechanisms import analysis\n")
+    monkeypatch.setitem(MODULES, "gcexplore.views.fake", fake)
+    assert [g.split(" (", 1)[1] for g in _layer_violations("gcexplore.views.fake")] == [
+        "views may import only ['analysis', 'ground', 'results', 'views'])"]
 
 
 # ----------------------------------------------------------------------------- (b) no circles

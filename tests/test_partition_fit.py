@@ -368,14 +368,14 @@ def test_persistent_hint_and_note_claim_no_time_from_waves():
 
 
 # ---------------------------------------------------------------------------
-# The predictor and the plateau (gcexplore.analysis.prediction_check.plateau_residuals)
+# The predictor and the plateau (gcexplore.prediction.check.plateau_residuals)
 # ---------------------------------------------------------------------------
 
 
 def test_predictor_plateau_residuals_on_the_recorded_sweep_and_the_guides_sentence():
     from pathlib import Path
 
-    from gcexplore.analysis.prediction_check import plateau_residuals, plateau_sentence
+    from gcexplore.prediction.check import plateau_residuals, plateau_sentence
 
     prof, sweep = gcexplore.load_recorded("predict_profiles"), gcexplore.load_recorded("predict_sweep")
     r = plateau_residuals(prof, sweep)
@@ -399,7 +399,7 @@ def test_predictor_plateau_residuals_on_the_recorded_sweep_and_the_guides_senten
 
 
 def test_predictor_plateau_refuses_runs_it_cannot_predict():
-    from gcexplore.analysis.prediction_check import plateau_residuals
+    from gcexplore.prediction.check import plateau_residuals
 
     sweep = gcexplore.load_recorded("predict_sweep").assign(workload=lambda d: d["workload"].replace("fft", "nope"))
     with pytest.raises(ValueError, match="no run of the measurement has all its workloads profiled"):

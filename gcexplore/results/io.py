@@ -34,7 +34,7 @@ __all__ = ["MAX_ATTRS_DEPTH", "RECORDED", "ResultFileError", "load", "load_recor
 RECORDED = ("sweep", "scaling", "occupancy", "isolation", "torch_sweep", "trace", "trace_overlap", "occupancy_best",
             "primary_sms", "bandwidth_sharing", "l2_sharing", "pm", "pm_trace", "sweep_second", "torch_sweep_second",
             "sweep_twice", "campaign", "comm", "comm_4gpu", "comm_zero", "comm_zero_trace", "comm_fit", "comm_fit_trace", "predict_profiles", "predict_sweep", "predict_profiles_h200",
-            "serving")
+            "serving", "mechanisms")
 #: Deepest nesting of lists and dicts accepted in ``df.attrs`` (saved or loaded).
 MAX_ATTRS_DEPTH = 64
 
