@@ -444,3 +444,17 @@ def test_fit_notes_of_a_traced_run_show_under_the_figure():
     assert html.unescape(ex.fit_label.value) == shown
     plain = GW.Explorer.from_results(ov)  # no trace: nothing said, the line hidden
     assert plain.fit_label.value == "" and plain.fit_label.layout.display == "none"
+
+
+def test_sweep_explorer_shows_the_fit_notes_of_its_trace():
+    import _synthetic_trace as T
+
+    df = S.sweep_df(splits=[24])  # the trace's split, so the best layout is the traced one
+    tr, _ = T.trace_df()
+    tr = tr.assign(workload=tr["workload"].map({"matmul": "compute", "sigmoid": "memory"}), run_id=df["run_id"].iloc[0])
+    sx = GW.SweepExplorer.from_results(df, trace=tr)
+    notes = gcexplore.summarize(df, trace=tr).attrs["fit_notes"]
+    assert notes and all(n in html.unescape(sx.fit_label.value) for n in notes)
+    kids = list(sx.widget.children)
+    assert kids.index(sx.fit_label) == kids.index(sx.plot_output) + 1
+    assert sx.fit_label.layout.display == ""

@@ -120,8 +120,8 @@ def partition_fit(trace: pd.DataFrame, *, device_sm_count: int | None = None, co
         card's SMs, or equal to the card's resident CTAs, on a partition smaller than the
         card); ``persistent`` (a card-sized grid the card holds at once, at most
         :data:`PERSISTENT_MAX_PER_SM` CTAs per card SM: CTAs that loop over the work, whose
-        waves set the plateau but not the time, so ``idle_sm_share`` and ``idle_ms`` overstate
-        them); ``duration_ms`` (median kernel duration) and ``idle_ms`` (duration_ms x
+        waves set the plateau but not the time, so ``idle_sm_share``, ``idle_ms`` and
+        ``wasted_sms`` overstate them); ``duration_ms`` (median kernel duration) and ``idle_ms`` (duration_ms x
         idle_sm_share: the SM time idle, as time of the whole partition); ``reason`` ("" when computed, else why not: a kernel without
         resource fields, or one the limits refuse), ``device_name``, ``run_id``.
         ``attrs`` carry the trace's plus ``summary_of = "partition_fit"``.
