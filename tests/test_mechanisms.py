@@ -10,6 +10,7 @@ import pytest
 
 import gcexplore
 from gcexplore import schema
+from gcexplore.results import kinds
 from gcexplore.mechanisms import MECHANISMS, TABLE_COLUMNS, align_clients, pair_specs
 from gcexplore.mechanisms.analysis import mechanisms_sentences, mechanisms_table
 
@@ -128,7 +129,7 @@ def test_the_kind_survives_save_and_load(tmp_path):
     path = tmp_path / "m.parquet"
     gcexplore.save(df, path)
     back = gcexplore.load(path)
-    assert schema.kind_of(back) == "mechanisms"
+    assert kinds.kind_of(back) == "mechanisms"
     pd.testing.assert_frame_equal(mechanisms_table(back), mechanisms_table(df))
 
 
@@ -279,7 +280,7 @@ def staged(monkeypatch, h100_like):
 def test_rows_are_framed_by_the_core_run_constructor(staged):
     _, stubs = staged
     df = gcexplore.compare_mechanisms(["latency", "memory"], (20, 64), mechanisms=["green", "streams"], repeats=3)
-    assert df.attrs["kind"] == "mechanisms" and schema.kind_of(df) == "mechanisms"
+    assert df.attrs["kind"] == "mechanisms" and kinds.kind_of(df) == "mechanisms"
     assert set(df["run_id"]) == {"run0001"} and df.attrs["sweep_run_id"] == "sweep01"
     assert set(df["device_name"]) == {"NVIDIA H100 80GB HBM3"}
     assert sorted(df["layout"].unique()) == ["24+108", "64+68"]  # 20 granted as the driver rounds it: 24

@@ -35,7 +35,7 @@ from ..device.driver import device_count
 from ..results import io as _io
 from .store import CampaignFolder
 from ..schema import IDENTITY_COLUMNS, identity_name, identity_of
-from ..workloads.spec import parse_builtin, parse_recipe
+from ..workloads.spec import parse_builtin, parse_recipe, resolve_factory
 from ..experiments.runner import HOST_S, Checkpoint
 from ..experiments.measure_isolation import isolation
 from ..experiments.measure_scaling import scaling
@@ -58,19 +58,6 @@ class Experiment:
 
     fn: Callable
     gpu: bool = True
-
-
-def resolve_factory(ref: str) -> Callable:
-    """The function named ``"module:function"`` (dots allowed in both parts)."""
-    module, sep, attr = str(ref).partition(":")
-    if not sep or not module or not attr:
-        raise ValueError(f"a workload factory is written 'module:function', got {ref!r}")
-    obj = importlib.import_module(module)
-    for part in attr.split("."):
-        obj = getattr(obj, part)
-    if not callable(obj):
-        raise TypeError(f"{ref!r} is a {type(obj).__name__}, not a function")
-    return obj
 
 
 # ------------------------------------------------------------------ the built-in experiments

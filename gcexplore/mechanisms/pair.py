@@ -10,7 +10,7 @@ import dataclasses
 import json
 from collections.abc import Mapping
 
-from ..experiments.campaigns import resolve_factory
+from ..workloads.spec import resolve_factory
 from ..workloads.spec import is_recipe, parse_recipe, workload_names
 from ..workloads.workload import Workload
 

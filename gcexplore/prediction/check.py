@@ -436,7 +436,7 @@ def plateau_residuals(profiles: pd.DataFrame, measured: pd.DataFrame, *, top: in
         ``median_on`` / ``median_off`` and ``worst_on`` / ``worst_off`` (|residual|),
         ``top`` and ``top_on_plateau`` (of the ``top`` largest |residual|, how many at plateau sizes).
     """
-    from .waves import fit_table
+    from ..analysis.waves import fit_table
 
     plateau, runs, skipped = {}, [], []
     for pos in ("first", "last"):

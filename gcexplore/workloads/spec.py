@@ -12,6 +12,7 @@ built; :func:`is_recipe` tells it from a factory ``"module:function"``.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,7 +20,7 @@ from . import builtins as _core
 from .builtins import BUILTINS, builtin
 from .workload import Workload
 
-__all__ = ["Recipe", "as_workload", "as_workloads", "is_recipe", "parse_builtin", "parse_recipe", "recipes_of", "unique_names",
+__all__ = ["Recipe", "as_workload", "as_workloads", "is_recipe", "parse_builtin", "parse_recipe", "recipes_of", "resolve_factory", "unique_names",
            "workload_names"]
 
 
@@ -210,3 +211,16 @@ def unique_names(names) -> list[str]:
             key, i = f"{n}_{i}", i + 1
         out.append(key)
     return out
+
+
+def resolve_factory(ref: str) -> Callable:
+    """The function named ``"module:function"`` (dots allowed in both parts)."""
+    module, sep, attr = str(ref).partition(":")
+    if not sep or not module or not attr:
+        raise ValueError(f"a workload factory is written 'module:function', got {ref!r}")
+    obj = importlib.import_module(module)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise TypeError(f"{ref!r} is a {type(obj).__name__}, not a function")
+    return obj
