@@ -472,7 +472,7 @@ def plateau_residuals(profiles: pd.DataFrame, measured: pd.DataFrame, *, top: in
 
 def _plateau_run(profiles: pd.DataFrame, measured: pd.DataFrame, plateau: dict, have: set):
     """:func:`plateau_residuals`'s rows of one run; its run id where a workload is not profiled."""
-    from .display import placement
+    from ..analysis.display import placement
 
     names = [str(w) for _, w in placement(measured)]
     rid = str(measured["run_id"].iloc[0]) if "run_id" in measured else ""
