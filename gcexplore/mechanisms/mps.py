@@ -32,15 +32,20 @@ class MpsUnavailable(RuntimeError):
     """MPS cannot be used for this run; the message says why in one sentence."""
 
 
-def _mps_processes() -> list[str]:
-    """``pid name`` of running MPS control or server processes (their /proc comm)."""
-    out = []
+def _mps_pids() -> dict[int, str]:
+    """pid -> /proc comm of running MPS control or server processes."""
+    out = {}
     for p in Path("/proc").glob("[0-9]*/comm"):
         with contextlib.suppress(OSError):
             name = p.read_text().strip()
             if name.startswith("nvidia-cuda-mps"):
-                out.append(f"{p.parent.name} {name}")
+                out[int(p.parent.name)] = name
     return out
+
+
+def _mps_processes() -> list[str]:
+    """``pid name`` of running MPS control or server processes (their /proc comm)."""
+    return [f"{pid} {name}" for pid, name in sorted(_mps_pids().items())]
 
 
 def _compute_mode() -> str | None:
@@ -102,6 +107,7 @@ class MpsDaemon:
     def __init__(self, *, control: str = CONTROL, check: bool = True, **refusal_probes):
         self.control, self._check, self._probes = control, check, refusal_probes
         self.folder: Path | None = None
+        self._before: set[int] = set()  # MPS processes that ran before this daemon (another's)
         self._started = False
         self.is_closed = False
 
@@ -120,15 +126,20 @@ class MpsDaemon:
         return {**self.env, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": f"{pct:g}"}
 
     def processes(self) -> list[int]:
-        """Ids of the running MPS processes (control, server) that use this daemon's folders."""
+        """Ids of the running MPS processes (control, server) of this daemon: those that use its folders,
+        and every MPS process started since it was (a daemon may drop its environment, and the server it
+        forks for the first client can outlive the quit by a moment; none ran before: the refusal)."""
         if self.folder is None:
             return []
         mine, out = str(self.folder).encode(), []
-        for p in Path("/proc").glob("[0-9]*"):
+        for pid in _mps_pids():
+            if pid not in self._before:
+                out.append(pid)
+                continue
             with contextlib.suppress(OSError):
-                if (p / "comm").read_text().startswith("nvidia-cuda-mps") and mine in (p / "environ").read_bytes():
-                    out.append(int(p.name))
-        return out
+                if mine in Path(f"/proc/{pid}/environ").read_bytes():
+                    out.append(pid)
+        return sorted(out)
 
     def _run(self, args: list[str], **kw) -> subprocess.CompletedProcess:
         return subprocess.run([self.control, *args], env={**os.environ, **self.env}, capture_output=True,
@@ -141,6 +152,7 @@ class MpsDaemon:
             return self
         if self._check and (why := mps_refusal(control=self.control, **self._probes)):
             raise MpsUnavailable(why)
+        self._before = set(_mps_pids())
         self.folder = Path(tempfile.mkdtemp(prefix="gcexplore-mps-"))  # 0o700: this user's only
         for sub in ("pipe", "log"):
             (self.folder / sub).mkdir(mode=0o700)
