@@ -151,6 +151,5 @@ def plot_comm_constants(df: pd.DataFrame, *, deepep_sms=None, confidence: float 
             if j == 0:
                 ax.set_ylabel("step over the best partition's, %", fontsize=7)
     conf = t.attrs.get("confidence", confidence)
-    stamp(fig, t, plain_text(f"median step at each constant's SMs over the best partition's (slowest rank), "
-                             f"{conf:.0%} interval; {t.attrs.get('floor', '')}"))
+    stamp(fig, t, f"median step (slowest rank) at each constant's SMs over the best partition's, {conf:.0%} interval")
     return fig
