@@ -36,8 +36,9 @@ def _steps(df, coll, size, setup, k=None):
 def test_public_name_and_one_row_per_constant(synth, table):
     assert "comm_constants" in gx.__all__ and gx.comm.WHERE["comm_constants"] == "constants"
     points = synth[synth["collective"] != ""].groupby(["collective", "size_bytes"]).ngroups
-    assert len(table) == 5 * points
-    assert set(table["constant"]) == {"vllm", "transformer_engine", "deepep_v2", "nccl_default", "best"}
+    assert len(table) == 6 * points
+    assert set(table["constant"]) == {"vllm", "transformer_engine", "deepep_v2", "nccl_default", "best",
+                                      "best_measured"}
 
 
 def test_vllms_20_is_read_at_the_granted_24(table):
@@ -53,8 +54,10 @@ def test_gap_is_the_ratio_of_medians_with_the_comparisons_interval(synth, table)
     floor = run_floor(synth)
     for r in table.dropna(subset=["gap"]).itertuples():
         best = _steps(synth, r.collective, r.size_bytes, "partition", r.best_sm_count)
-        mine = (_steps(synth, r.collective, r.size_bytes, "plain") if r.constant == "nccl_default"
-                else _steps(synth, r.collective, r.size_bytes, "partition", int(r.sm_count)))
+        s = comm_steps(synth)
+        s = s[(s["mode"] == "overlapped") & (s["workload"] == "comm") & (s["collective"] == r.collective)
+              & (s["size_bytes"] == r.size_bytes)]
+        mine = s[s["layout"] == r.layout]["step_ms"]
         assert r.step_ms == pytest.approx(float(mine.median()))
         assert r.gap == pytest.approx(r.step_ms / r.best_step_ms - 1.0)
         ci = round_ratio_ci(best.to_numpy(), mine.to_numpy(), confidence=0.9, floor=floor)
@@ -112,6 +115,16 @@ def test_a_size_the_sweep_lacks_is_said_not_filled(table):
     assert (t.loc[t["constant"] == "transformer_engine", "sm_count"] == 16).all()
 
 
+def test_best_measured_is_the_fastest_layout_of_any_setup(synth, table):
+    s = comm_steps(synth)
+    s = s[(s["mode"] == "overlapped") & (s["workload"] == "comm") & (s["collective"] != "")]
+    med = s.groupby(["collective", "size_bytes", "layout"])["step_ms"].median()
+    for r in table[table["constant"] == "best_measured"].itertuples():
+        m = med.loc[(r.collective, r.size_bytes)]
+        assert r.layout == m.idxmin() and r.step_ms == pytest.approx(m.min())
+        assert r.gap <= 0.0  # never slower than the best partition: it is one of the layouts
+
+
 def test_nccl_default_is_the_plain_streams(synth, table):
     n = table[table["constant"] == "nccl_default"]
     assert (n["layout"] == "plain").all() and (n["sm_count"] == SM).all()
@@ -126,8 +139,8 @@ def test_recorded_sweeps_offline(name):
     df = gx.load_recorded(name)
     t = gx.comm_constants(df)
     spec = df.attrs["spec"]
-    assert len(t) == 5 * len(spec["collectives"]) * len(spec["sizes"])
-    read = t[t["constant"].isin(["vllm", "transformer_engine", "nccl_default", "best"])]
+    assert len(t) == 6 * len(spec["collectives"]) * len(spec["sizes"])
+    read = t[t["constant"].isin(["vllm", "transformer_engine", "nccl_default", "best", "best_measured"])]
     assert read["gap"].notna().all() and (read["gap_low"] <= read["gap"]).all() and (read["gap"] <= read["gap_high"]).all()
     assert (t.loc[t["constant"] == "vllm", "sm_count"] == 24).all()
     assert df.attrs["device_name"] in t.attrs["granularity"] and "8, 16" in t.attrs["granularity"]

@@ -33,6 +33,7 @@ COMM_CONSTANTS = {
     "deepep_v2": ("DeepEP V2 (ElasticBuffer.get_theoretical_num_sms)", None),
     "nccl_default": ("NCCL's default CTAs on plain streams", None),
     "best": ("the sweep's best partition", None),
+    "best_measured": ("the fastest layout measured, any setup", None),
 }
 
 _DEEPEP_NEEDS = ("DeepEP V2's count is computed from the MoE step (experts, top-k, ranks per node, hidden size, "
@@ -100,7 +101,9 @@ def comm_constants(df: pd.DataFrame, *, deepep_sms=None, confidence: float = 0.9
     -------
     pandas.DataFrame
         One row per collective, size and constant (``vllm``, ``transformer_engine``, ``deepep_v2``,
-        ``nccl_default``, ``best``). Columns: ``collective``, ``size_bytes``, ``nranks``, ``constant``,
+        ``nccl_default``, ``best`` (the best partition, every gap's reference), ``best_measured`` (the fastest
+        layout of any setup: where plain streams or a ``max_ctas`` communicator beat every partition, its gap
+        is negative)). Columns: ``collective``, ``size_bytes``, ``nranks``, ``constant``,
         ``source`` (who ships it), ``requested_sm_count`` (what it asks for; NaN for NCCL's default and the
         best), ``sm_count`` (the partition read: the granted size; the whole GPU for NCCL's default),
         ``layout``, ``step_ms`` (median overlapped step, slowest rank), ``steps``, ``best_sm_count``,
@@ -185,6 +188,12 @@ def comm_constants(df: pd.DataFrame, *, deepep_sms=None, confidence: float = 0.9
             row("nccl_default", None, None, "", None, "the sweep has no plain-streams rows (setup 'plain')")
         row("best", None, k_best, str(part.loc[part["comm_sm_count"] == k_best, "layout"].iloc[0]), base,
             f"the fastest median step of the sweep's {len(parts)} partitions")
+        med = g.groupby("layout", sort=True)["step_ms"].median()
+        top = str(med.idxmin())
+        at_top = g[g["layout"] == top]
+        row("best_measured", None, int(at_top["comm_sm_count"].iloc[0]), top, at_top["step_ms"],
+            f"the fastest median step of the {len(med)} layouts measured (partitions, plain streams, max_ctas "
+            f"communicators): {top} (setup {at_top['setup'].iloc[0]!r})")
     out = pd.DataFrame(rows, columns=COLUMNS)
     out.attrs.update({"confidence": confidence, "floor": floor.text(), "granularity": granularity,
                       "device_name": df.attrs.get("device_name", ""), "nranks": df.attrs.get("nranks"),

@@ -99,7 +99,7 @@ def plot_comm(df: pd.DataFrame, *, collective: str | None = None, size_bytes: in
 
 
 _CONSTANT_COLORS = {"vllm": "tab:purple", "transformer_engine": "tab:orange", "deepep_v2": "tab:green",
-                    "nccl_default": "0.45", "best": "tab:blue"}
+                    "nccl_default": "0.45", "best": "tab:blue", "best_measured": "tab:cyan"}
 
 
 def plot_comm_constants(df: pd.DataFrame, *, deepep_sms=None, confidence: float = 0.9, figsize=None) -> Figure:
