@@ -35,9 +35,12 @@ def table(t):
         for r in g.itertuples():
             if r.constant == "best":
                 continue
+            gap = f"{_pct(r.gap)} [{_pct(r.gap_low)}, {_pct(r.gap_high)}]" if r.gap == r.gap else "n/a"
+            if r.constant == "best_measured":
+                row["best measured"] = f"{r.layout}: {gap}"
+                continue
             sm = "" if r.sm_count != r.sm_count else f" @{int(r.sm_count)}"
-            row[f"{r.constant}{sm}"] = (f"{_pct(r.gap)} [{_pct(r.gap_low)}, {_pct(r.gap_high)}]"
-                                        if r.gap == r.gap else "n/a")
+            row[f"{r.constant}{sm}"] = gap
         rows.append(row)
     return pd.DataFrame(rows)
 
