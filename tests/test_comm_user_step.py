@@ -286,3 +286,27 @@ def test_a_users_compute_declaring_the_ranks_communicator_is_refused_in_the_rank
     rows = [r for tag, rs in sent if tag == "rows" for r in rs]
     assert {(r["mode"], r["workload"]) for r in rows} <= {("alone", "compute"), ("alone", "comm")}  # never overlapped
     assert compute.communicators_of(shares()) == (_Comm.made[0],)
+
+
+def test_the_command_line_takes_the_users_step_and_checks_it_first(tmp_path, capsys):
+    from gcexplore.cli import main
+    from gcexplore.comm.cli import spec_from
+
+    out = str(tmp_path / "c.parquet")
+    for argv, said in ((["--compute", "not a factory"], "or a factory 'package.module:function'"),
+                       (["--compute", "_comm_compute_standin:step", "--compute-kwargs", "{width: 8}"], "JSON object"),
+                       (["--dtype", "int8"], "float32, bfloat16, float16")):
+        assert main(["comm", *argv, "--out", out]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and said in err
+    assert not list(tmp_path.iterdir())
+    import argparse
+
+    from gcexplore.comm.cli import add_comm
+
+    ap = argparse.ArgumentParser()
+    add_comm(ap.add_subparsers())
+    args = ap.parse_args(["comm", "--compute", "_comm_compute_standin:step", "--compute-kwargs", '{"width": 8}',
+                          "--dtype", "bfloat16", "--out", out])
+    s = spec_from(args)
+    assert (s.compute, s.compute_kwargs, s.dtype) == ("_comm_compute_standin:step", {"width": 8}, "bfloat16")
