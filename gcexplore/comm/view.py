@@ -132,7 +132,8 @@ def plot_comm_constants(df: pd.DataFrame, *, deepep_sms=None, confidence: float 
             g = t[(t["collective"] == coll) & (t["size_bytes"] == size)]
             labels = []
             for x, r in enumerate(g.itertuples()):
-                sm = "" if r.sm_count != r.sm_count else f" ({int(r.sm_count)})"
+                sm = (f" ({r.layout})" if r.constant == "best_measured" else
+                      "" if r.sm_count != r.sm_count else f" ({int(r.sm_count)})")
                 labels.append(plain_text(f"{r.constant}{sm}"))
                 if r.gap != r.gap:  # no number: say so where the bar would be
                     ax.text(x, 0, "n/a", ha="center", va="bottom", fontsize=7, color="0.4")
