@@ -37,6 +37,7 @@ from .dispatch import Feeder, cut_layouts, dispatch_mode, known_durations, ready
 from .cluster import PROBE_DIED, ClusterStart, local_cluster, local_devices, require_distributed, visible_gpus  # noqa: F401
 from ._task import (EXPERIMENTS, Experiment, call_each, parse_builtin, register_experiment, resolve_factory,  # noqa: F401
                     run_task, warm_up)
+from ..workloads.spec import check_factory  # noqa: F401 (gcexplore.campaigns.grid.check_factory, as before)
 
 __all__ = ["Campaign", "campaign", "local_cluster", "plan_tasks", "register_experiment", "task_order"]
 
@@ -135,28 +136,6 @@ def lookup_experiment(name: str) -> Experiment:
     """
     _check_experiment_name(name)
     return EXPERIMENTS[name] if name in EXPERIMENTS else Experiment(resolve_factory(name))
-
-
-def check_factory(fn: Callable, kwargs: dict, ref: str) -> None:
-    """TypeError unless ``fn(device=0, **kwargs)`` matches ``fn``'s signature by name: a factory
-    names ``device`` and every keyword it is given (none swallowed by ``**kwargs``)."""
-    import inspect
-
-    try:
-        sig = inspect.signature(fn)
-    except (TypeError, ValueError):
-        raise TypeError(f"workload factory {ref!r} has no inspectable signature; wrap it in a function "
-                        "def factory(device=0, ...)") from None
-    named = {k for k, p in sig.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-    missing = [k for k in ("device", *kwargs) if k not in named]
-    if missing:
-        raise TypeError(f"workload factory {ref!r} is called as fn(device=0, **kwargs) but does not name the "
-                        f"parameter(s) {', '.join(missing)}; its signature is {sig} (a factory names device and "
-                        "each of its kwargs)")
-    try:
-        sig.bind(device=0, **kwargs)
-    except TypeError as e:
-        raise TypeError(f"workload factory {ref!r}: kwargs {sorted(kwargs)} do not fit {sig} ({e})") from None
 
 
 def _check_options(experiment: str, options: dict) -> None:

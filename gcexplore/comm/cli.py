@@ -42,6 +42,10 @@ def add_comm(sub) -> None:
     s.add_argument("--no-trace", action="store_true", help="skip the CUPTI attribution steps")
     s.add_argument("--compute-fit", action="store_true", help="size the GEMMs for the compute partition "
                                                                "(cuBLASLt SM-count target) instead of the whole GPU")
+    s.add_argument("--compute", default=None, metavar="RECIPE|MODULE:FACTORY",
+                   help="the user's compute instead of the GEMM chain: a built-in recipe or 'package.module:factory'")
+    s.add_argument("--compute-kwargs", default="{}", metavar="JSON", help="the factory's keyword arguments, a JSON object")
+    s.add_argument("--dtype", default="float32", help="the collective's element type: float32, bfloat16, float16")
     s.add_argument("--timeout", type=int_arg(10), default=900, help="seconds for the whole run (default: %(default)s)")
     s.add_argument("--tolerance", type=float, default=0.01, help="the answer's tolerance (default: %(default)s)")
     s.add_argument("--out", required=True, metavar="FILE", help="results file (.parquet or .csv); the kernel "
@@ -51,11 +55,19 @@ def add_comm(sub) -> None:
 
 def spec_from(args):
     """The CommSpec of the arguments (ValueError in one sentence)."""
+    import json
+
     from .rank import CommSpec
 
+    try:
+        kwargs = json.loads(getattr(args, "compute_kwargs", "{}") or "{}")
+    except ValueError as e:
+        raise ValueError(f"--compute-kwargs must be a JSON object such as '{{\"width\": 8}}', got "
+                         f"{args.compute_kwargs!r} ({e})") from None
     return CommSpec(collectives=args.collectives, sizes=args.sizes, comm_sms=args.comm_sms, ctas=args.ctas,
                     repeats=args.repeats, warmup=args.warmup, gemms=args.gemms, gemm_n=args.gemm_n,
-                    trace=not args.no_trace, compute_fit=args.compute_fit)
+                    trace=not args.no_trace, compute_fit=args.compute_fit, compute=getattr(args, "compute", None),
+                    compute_kwargs=kwargs, dtype=getattr(args, "dtype", "float32"))
 
 
 def cmd_comm(args) -> int:
@@ -97,6 +109,9 @@ def cmd_comm(args) -> int:
         print(comm_answer(df, args.tolerance).to_string(index=False))
         print(bandwidth_table(df).to_string(index=False))
         print(recommend_comm(df, args.tolerance).drop(columns=["search_answer"]).to_string(index=False))
+        from .constants import comm_constants
+
+        print(comm_constants(df).drop(columns=["source", "reason"]).to_string(index=False))
     print(df.attrs["zero_sm"])
     print(f"results: {out}")
     return 0

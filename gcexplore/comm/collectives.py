@@ -13,8 +13,8 @@ from __future__ import annotations
 from ..device.driver import UnsupportedError
 from ..workloads.workload import Workload
 
-__all__ = ["COLLECTIVES", "ZERO_SM_COLLECTIVES", "ZERO_SM_NCCL", "alltoall_recipe", "buffer_elements", "collective", "nccl_barrier",
-           "nccl_module", "nccl_versions", "zero_sm_offered"]
+__all__ = ["COLLECTIVES", "ZERO_SM_COLLECTIVES", "ZERO_SM_NCCL", "alltoall_recipe", "buffer_elements", "bucketed",
+           "collective", "nccl_barrier", "nccl_module", "nccl_versions", "zero_sm_offered"]
 
 #: The collectives a communication workload can be, in the order results list them.
 COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall")
@@ -24,7 +24,7 @@ COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall")
 ZERO_SM_NCCL = (2, 28, 3)
 #: The collectives of this module that NCCL can run on copy engines.
 ZERO_SM_COLLECTIVES = ("allgather", "alltoall")
-_ELEMENT = 4  # float32
+_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}  # element bytes, as gcexplore.comm.compute.DTYPES
 _PIP = 'pip install nccl4py "cuda-pathfinder>=1.5.4"'
 
 
@@ -59,34 +59,37 @@ def zero_sm_offered(nccl_version: str) -> tuple[bool, str]:
                    f"NCCL {need}+, CTA policy ZERO and symmetric windows); none were measured")
 
 
-def buffer_elements(kind: str, size_bytes: int, nranks: int) -> tuple[int, int]:
-    """(send, receive) float32 elements per rank of ``kind`` at ``size_bytes`` (pure)."""
+def buffer_elements(kind: str, size_bytes: int, nranks: int, dtype: str = "float32") -> tuple[int, int]:
+    """(send, receive) elements of ``dtype`` per rank of ``kind`` at ``size_bytes`` (pure)."""
     if kind not in COLLECTIVES:
         raise ValueError(f"unknown collective {kind!r}; collectives are {', '.join(COLLECTIVES)}")
-    quantum = _ELEMENT * nranks
+    if dtype not in _BYTES:
+        raise ValueError(f"a collective's dtype is one of {', '.join(_BYTES)}, got {dtype!r}")
+    element = _BYTES[dtype]
+    quantum = element * nranks
     if size_bytes <= 0 or size_bytes % quantum:
         raise ValueError(f"a {kind} over {nranks} ranks needs a size that is a positive multiple of "
-                         f"{quantum} bytes (float32 elements split evenly), got {size_bytes}")
-    n = size_bytes // _ELEMENT
+                         f"{quantum} bytes ({dtype} elements split evenly), got {size_bytes}")
+    n = size_bytes // element
     return {"allreduce": (n, n), "alltoall": (n, n), "allgather": (n // nranks, n),
             "reducescatter": (n, n // nranks)}[kind]
 
 
-def _tensors(send: int, recv: int, device: int):
+def _tensors(send: int, recv: int, device: int, dtype: str = "float32"):
     import torch
 
-    dev = torch.device("cuda", device)
-    return torch.ones(send, dtype=torch.float32, device=dev), torch.zeros(recv, dtype=torch.float32, device=dev)
+    dev, dt = torch.device("cuda", device), getattr(torch, dtype)
+    return torch.ones(send, dtype=dt, device=dev), torch.zeros(recv, dtype=dt, device=dev)
 
 
-def _window_tensors(comm, send: int, recv: int, device: int):
+def _window_tensors(comm, send: int, recv: int, device: int, dtype: str = "float32"):
     """Send and receive buffers from NCCL's allocator, each registered in a symmetric window of ``comm``
     (collective: every rank in the same order); the window handles live as long as the workload."""
     import torch
     from nccl.core.interop.torch import empty
 
     nccl = nccl_module()
-    bufs = [empty(n, dtype=torch.float32, device=device) for n in (send, recv)]
+    bufs = [empty(n, dtype=getattr(torch, dtype), device=device) for n in (send, recv)]
     bufs[0].fill_(1.0)
     bufs[1].zero_()
     handles = [comm.register_window(b, flags=nccl.WindowFlag.COLL_SYMMETRIC) for b in bufs]
@@ -103,7 +106,7 @@ def _alltoall_p2p(nccl, comm, send, recv, nranks: int, stream) -> None:
 
 
 def collective(comm, kind: str, size_bytes: int, *, device: int, name: str | None = None,
-               symmetric: bool = False) -> Workload:
+               symmetric: bool = False, dtype: str = "float32") -> Workload:
     """A workload running one NCCL ``kind`` of ``size_bytes`` over ``comm`` on the stream it is given.
 
     Parameters
@@ -112,20 +115,22 @@ def collective(comm, kind: str, size_bytes: int, *, device: int, name: str | Non
         This rank's communicator (every rank runs the same workloads in the same order).
     kind : {"allreduce", "allgather", "reducescatter", "alltoall"}
     size_bytes : int
-        The nccl-tests size (see the module text); float32 elements.
+        The nccl-tests size (see the module text).
     device : int
         The CUDA device of this rank (its buffers are allocated there, through PyTorch).
     symmetric : bool
         Buffers from NCCL's allocator registered in symmetric windows of ``comm`` (what copy-engine
         collectives need, with a communicator of ``CTAPolicy.ZERO``); default: PyTorch's buffers.
+    dtype : {"float32", "bfloat16", "float16"}
+        The buffers' element type.
     """
     nccl = nccl_module()
     nranks = int(comm.nranks)
-    send_n, recv_n = buffer_elements(kind, int(size_bytes), nranks)
+    send_n, recv_n = buffer_elements(kind, int(size_bytes), nranks, dtype)
     if symmetric:
-        send, recv, handles = _window_tensors(comm, send_n, recv_n, device)
+        send, recv, handles = _window_tensors(comm, send_n, recv_n, device, dtype)
     else:
-        (send, recv), handles = _tensors(send_n, recv_n, device), []
+        (send, recv), handles = _tensors(send_n, recv_n, device, dtype), []
     state = {"p2p": False, "windows": handles}
 
     def run(*, stream):
@@ -145,7 +150,23 @@ def collective(comm, kind: str, size_bytes: int, *, device: int, name: str | Non
                 _alltoall_p2p(nccl, comm, send, recv, nranks, stream)
 
     run.state = state  # read by alltoall_recipe
+    run.communicators = (comm,)  # read by gcexplore.comm.compute.check_communicators
     return Workload(name or kind, run, None, float(size_bytes), None, device=int(device))
+
+
+def bucketed(comm, kind: str, sizes, *, device: int, dtype: str = "float32", symmetric: bool = False) -> Workload:
+    """Bucketed gradients: one ``kind`` call per bucket of ``sizes`` (bytes), in order, on the stream given;
+    ``bytes`` is their sum (the point's ``size_bytes``)."""
+    parts = [collective(comm, kind, int(s), device=device, dtype=dtype, symmetric=symmetric) for s in sizes]
+
+    def run(*, stream):
+        for p in parts:
+            p.fn(stream=stream)
+
+    run.state = parts[0].fn.state
+    run.communicators = (comm,)
+    run.parts = parts  # the buffers (and windows) live as long as the workload
+    return Workload(kind, run, None, float(sum(int(s) for s in sizes)), None, device=int(device))
 
 
 def alltoall_recipe(workload: Workload) -> str:

@@ -14,10 +14,15 @@ has ended, so a rank's host jitter does not land in another rank's collective ti
 start event; each measured stream waits on it, runs a 1 us settling spin, and brackets its workload
 with events. ``mode`` ``"alone"`` runs one workload; ``"overlapped"`` both. The step time is the
 last end minus the common start.
+
+Over 500 lines for a reason: the spec and the rank program it drives are one contract (what the spec
+admits is what every rank runs in lockstep); the user's step (compute, dtype, buckets, the rule of
+one communicator per partition) is in :mod:`.compute`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 import time
@@ -26,6 +31,9 @@ from collections.abc import Sequence
 from .._checks import as_count, as_int
 from ..schema import environment_identity
 from .collectives import COLLECTIVES, ZERO_SM_COLLECTIVES
+from .compute import (DTYPES, build_compute, check_buckets, check_communicators, check_compute, check_compute_factory,
+                      gemm_chain)
+from ..workloads.spec import is_recipe
 from ..experiments.pm import METRIC_SETS
 
 __all__ = ["PM_SETS", "CommSpec", "parse_size", "run_rank", "size_text"]
@@ -83,7 +91,7 @@ class CommSpec:
     repeats, warmup : int
         Measured and discarded steps per workload, mode and split.
     gemms, gemm_n : int
-        The compute: a chain of ``gemms`` bf16 ``gemm_n`` cubed matrix products (PyTorch) per step.
+        The default compute: a chain of ``gemms`` bf16 ``gemm_n`` cubed matrix products (PyTorch) per step.
     trace : bool
         One more overlapped step per split and collective under CUPTI, to attribute every kernel to
         its partition.
@@ -105,6 +113,17 @@ class CommSpec:
     pm_metrics : str
         The sampled set of :data:`PM_SETS`: ``"dram_l2"`` (default: DRAM % of peak, read and write bytes,
         and the L2's bytes per second, ``lts__t_bytes``) or ``"dram_bytes"`` (the DRAM's alone).
+    compute : str, optional
+        The user's compute instead of the GEMM chain: a built-in recipe (``"memory:n=1048576"``) or a factory
+        ``"package.module:function"`` built in each rank's process on its layout's compute stream
+        (:mod:`gcexplore.comm.compute` says how it is called).
+    compute_kwargs : dict
+        Keyword arguments of the factory (JSON values: they are recorded in the run's spec).
+    dtype : str
+        The collective buffers' element type: ``"float32"`` (default), ``"bfloat16"``, ``"float16"``.
+    buckets : sequence of sequences of int or str
+        Bucketed gradients: each a list of sizes, one collective call per bucket in one step (its point's
+        ``size_bytes`` is their sum, which no other point may have).
     """
 
     collectives: tuple = ("allreduce",)
@@ -120,6 +139,10 @@ class CommSpec:
     zero_sm: bool = False
     pm: bool = False
     pm_metrics: str = "dram_l2"
+    compute: str | None = None
+    compute_kwargs: dict = dataclasses.field(default_factory=dict)
+    dtype: str = "float32"
+    buckets: tuple = ()
 
     def __post_init__(self):
         colls = tuple(str(c).lower().replace("_", "").replace("-", "") for c in _seq("collectives", self.collectives))
@@ -147,6 +170,13 @@ class CommSpec:
         if self.pm_metrics not in PM_SETS:
             raise ValueError(f"pm_metrics must name a metric set among {', '.join(map(repr, PM_SETS))}, "
                              f"got {self.pm_metrics!r}")
+        compute, kwargs = check_compute(self.compute, self.compute_kwargs)
+        object.__setattr__(self, "compute", compute)
+        object.__setattr__(self, "compute_kwargs", dict(kwargs))
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype is the collective's element type, one of {', '.join(DTYPES)}; got {self.dtype!r}")
+        buckets = [[parse_size(s) for s in _seq("a bucket", b)] for b in _seq("buckets", self.buckets, empty=True)]
+        object.__setattr__(self, "buckets", check_buckets(buckets, sizes, size_text))
 
     def check(self, info, nranks: int) -> None:
         """Refuse what this device and rank count cannot run, in one sentence (before any GPU work)."""
@@ -159,11 +189,13 @@ class CommSpec:
         if self.zero_sm and not set(self.collectives) & set(ZERO_SM_COLLECTIVES):
             raise ValueError(f"zero_sm measures {' and '.join(ZERO_SM_COLLECTIVES)} (the collectives NCCL runs on copy "
                              f"engines); collectives {list(self.collectives)} have neither")
-        quantum = 4 * nranks
-        bad = [s for s in self.sizes if s % quantum]
+        quantum = DTYPES[self.dtype] * nranks
+        bad = [s for s in (*self.sizes, *(b for bs in self.buckets for b in bs)) if s % quantum]
         if bad:
             raise ValueError(f"over {nranks} ranks every size must be a multiple of {quantum} bytes "
-                             f"(float32 elements split evenly), got {', '.join(map(size_text, bad))}")
+                             f"({self.dtype} elements split evenly), got {', '.join(map(size_text, bad))}")
+        if self.compute is not None and not is_recipe(self.compute):
+            check_compute_factory(self.compute, self.compute_kwargs)  # imported here before any rank starts
 
     def metadata(self) -> dict:
         return dataclasses.asdict(self)
@@ -193,6 +225,7 @@ class _Stepper:
         ``tag(i)``: a context around the launch of slot ``i`` (a trace region). ``barrier=False``
         (traced steps, whose times are not kept): no barrier kernel, so every NCCL kernel of the
         trace is the collective's."""
+        check_communicators(slots)  # before anything of the step is enqueued: a shared one would hang
         eng = self.engine
         opts = eng.event_options
         t0 = time.perf_counter()
@@ -220,24 +253,6 @@ class _Stepper:
         return times, max(float(e1 - common) for _, e1 in pairs)
 
 
-def _gemm_chain(torch, device: int, gemms: int, n: int):
-    from ..workloads.workload import from_torch
-
-    dev = torch.device("cuda", device)
-    gen = torch.Generator(device=dev).manual_seed(0)
-    a = torch.randn(n, n, device=dev, dtype=torch.bfloat16, generator=gen) / n ** 0.5
-    b = torch.randn(n, n, device=dev, dtype=torch.bfloat16, generator=gen) / n ** 0.5
-    out = [torch.empty(n, n, device=dev, dtype=torch.bfloat16) for _ in range(2)]
-
-    def chain():
-        x = a
-        for i in range(gemms):
-            torch.matmul(x, b, out=out[i % 2])
-            x = out[i % 2]
-
-    return from_torch(chain, name="gemm", device=device, flops=2.0 * n ** 3 * gemms)
-
-
 class _Rank:
     """One rank's communicators, workloads and rows."""
 
@@ -260,7 +275,8 @@ class _Rank:
                 raise RuntimeError(f"compute_fit needs PyTorch's SM carveout (torch._C._set_sm_carveout_experimental), "
                                    f"which PyTorch {torch.__version__} lacks")
             torch.backends.cuda.preferred_blas_library("cublaslt")
-        self.compute = _gemm_chain(torch, rank, spec.gemms, spec.gemm_n)
+        self.compute = gemm_chain(torch, rank, spec.gemms, spec.gemm_n) if spec.compute is None else None
+        self._own_comm = None  # the user's compute's own communicator, where its factory names comm
         self.rows: list[dict] = []
         self.recipes: dict[str, str] = {}
         self.trace_error = ""
@@ -273,7 +289,30 @@ class _Rank:
         if self._pm is not None:
             self._pm.disable()
         self.engine.close()
+        if self._own_comm is not None:
+            self._own_comm.destroy()
         self.comm.destroy()
+
+    @contextlib.contextmanager
+    def _computing(self, stream, sm_count: int):
+        """The user's compute built for one layout on its compute stream (the GEMM chain stays as built)."""
+        if self.spec.compute is None:
+            yield
+            return
+        if self._own_comm is None and not is_recipe(self.spec.compute):
+            import inspect
+
+            if "comm" in inspect.signature(check_compute_factory(self.spec.compute, self.spec.compute_kwargs)).parameters:
+                self._own_comm = self.comm.split(color=0, key=self.rank)  # every rank, in the same order
+        self.compute = build_compute(self.spec.compute, self.spec.compute_kwargs, device=self.rank, stream=stream,
+                                     sm_count=sm_count, comm=self._own_comm, torch=self.torch)
+        try:
+            yield
+        finally:
+            self.torch.cuda.synchronize(self.rank)
+            if hasattr(self.compute, "close"):
+                self.compute.close()
+            self.compute = None
 
     def _measure(self, base: dict, mode: str, slots, names) -> None:
         for i in range(self.spec.warmup + self.spec.repeats):
@@ -289,10 +328,13 @@ class _Rank:
     def _collectives(self, comm):
         from .collectives import collective
 
+        from .collectives import bucketed
+
         for kind in self.spec.collectives:
-            for size in self.spec.sizes:
-                wl = collective(comm, kind, size, device=self.rank)
-                yield kind, size, wl
+            for size in (*self.spec.sizes, *self.spec.buckets):
+                wl = (bucketed(comm, kind, size, device=self.rank, dtype=self.spec.dtype) if isinstance(size, tuple)
+                      else collective(comm, kind, size, device=self.rank, dtype=self.spec.dtype))
+                yield kind, int(wl.bytes), wl
                 del wl
                 self.torch.cuda.synchronize(self.rank)
 
@@ -324,8 +366,9 @@ class _Rank:
                     "max_ctas": None}
             cs, rs = parts[0].stream, parts.remainder.stream
             self._fit(parts.remainder.sm_count)
-            self._layout(base, self.comm, cs, rs)
-            self._extras(parts, cs, rs, base)
+            with self._computing(rs, int(parts.remainder.sm_count)):
+                self._layout(base, self.comm, cs, rs)
+                self._extras(parts, cs, rs, base)
             self._fit(None)
 
     def _extras(self, parts, cs, rs, base: dict, items=None, layout: str = "") -> None:
@@ -418,11 +461,12 @@ class _Rank:
             return
         try:
             # every workload lives until the communicator is gone: its windows go first, then the buffers
-            items = [(k, s, collective(sub, k, s, device=self.rank, symmetric=True))
+            items = [(k, s, collective(sub, k, s, device=self.rank, symmetric=True, dtype=self.spec.dtype))
                      for k in self.spec.collectives if k in ZERO_SM_COLLECTIVES for s in self.spec.sizes]
-            self._layout(base, sub, a, b, items)
-            self.flush()
-            self._extras(None, a, b, base, items, layout="zero")
+            with self._computing(b, self.info.sm_count):
+                self._layout(base, sub, a, b, items)
+                self.flush()
+                self._extras(None, a, b, base, items, layout="zero")
         except Exception as e:  # rows measured before it are with the launcher
             self.zero_error = f"{type(e).__name__}: {e}"
         finally:
@@ -436,17 +480,18 @@ class _Rank:
         sm = self.info.sm_count
         base = {"nranks": self.nranks, "rank": self.rank, "setup": "plain", "layout": "plain",
                 "comm_sm_count": sm, "compute_sm_count": sm, "max_ctas": None}
-        self._layout(base, self.comm, a, b)
-        self.flush()
-        for c in self.spec.ctas:
-            cfg = self.nccl.NCCLConfig(max_ctas=c)
-            sub = self.comm.split(color=0, key=self.rank, config=cfg)
-            try:
-                self._layout({**base, "setup": "ctas", "layout": f"ctas={c}", "max_ctas": c}, sub, a, b)
-            finally:
-                self.torch.cuda.synchronize(self.rank)
-                sub.destroy()
+        with self._computing(b, sm):  # the whole GPU's stream, for every baseline
+            self._layout(base, self.comm, a, b)
             self.flush()
+            for c in self.spec.ctas:
+                cfg = self.nccl.NCCLConfig(max_ctas=c)
+                sub = self.comm.split(color=0, key=self.rank, config=cfg)
+                try:
+                    self._layout({**base, "setup": "ctas", "layout": f"ctas={c}", "max_ctas": c}, sub, a, b)
+                finally:
+                    self.torch.cuda.synchronize(self.rank)
+                    sub.destroy()
+                self.flush()
 
     def flush(self) -> None:
         if self.rows:

@@ -1,5 +1,5 @@
-"""Figure of a communication-SMs result: the step and its parts against the collective's SMs, and
-the collective's bus bandwidth against its SMs."""
+"""Figures of a communication-SMs result: the step and its parts against the collective's SMs, the
+collective's bus bandwidth against its SMs, and the step at the SM counts engines ship against the best."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from .analysis import comm_answer, comm_table
 from ..results.validate import check_result
 from ..views._style import new_figure, plain_text, stamp
 
-__all__ = ["plot_comm"]
+__all__ = ["plot_comm", "plot_comm_constants"]
 
 _PARTS = (("compute_whole_ms", "compute on the whole GPU", "0.75"),
           ("split_loss_ms", "split loss (compute on fewer SMs)", "tab:orange"),
@@ -95,4 +95,62 @@ def plot_comm(df: pd.DataFrame, *, collective: str | None = None, size_bytes: in
     bx.legend(fontsize=7)
     bx.grid(True, alpha=0.3)
     stamp(fig, df)
+    return fig
+
+
+_CONSTANT_COLORS = {"vllm": "tab:purple", "transformer_engine": "tab:orange", "deepep_v2": "tab:green",
+                    "nccl_default": "0.45", "best": "tab:blue", "best_measured": "tab:cyan"}
+
+
+def plot_comm_constants(df: pd.DataFrame, *, deepep_sms=None, confidence: float = 0.9, figsize=None) -> Figure:
+    """Each engine's constant against the sweep's best, per collective (row) and size (column).
+
+    Draws :func:`gcexplore.comm_constants` (it computes every number): per constant, its step over the best
+    partition's as a bar (``gap``, %) with its interval; a constant with no number (DeepEP V2 without its
+    count, a size the sweep lacks) is named on the axis with "n/a". Bars have gids
+    ``"gap:<collective>:<size_bytes>:<constant>"``.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        A ``"comm"`` result, or the table :func:`gcexplore.comm_constants` returned.
+    deepep_sms, confidence
+        As :func:`gcexplore.comm_constants` (when ``df`` is a result).
+    """
+    from .constants import comm_constants
+
+    t = df if "constant" in df.columns else comm_constants(df, deepep_sms=deepep_sms, confidence=confidence)
+    if t.empty:
+        raise ValueError("plot_comm_constants: the table has no rows (no collective measured at a partition)")
+    colls = sorted(t["collective"].unique())
+    sizes = sorted(t["size_bytes"].unique())
+    fig = new_figure(figsize or (2.9 * len(sizes) + 1.0, 2.4 * len(colls) + 0.8))
+    axes = fig.subplots(len(colls), len(sizes), squeeze=False, sharey="row")
+    for i, coll in enumerate(colls):
+        for j, size in enumerate(sizes):
+            ax = axes[i][j]
+            g = t[(t["collective"] == coll) & (t["size_bytes"] == size)]
+            labels = []
+            for x, r in enumerate(g.itertuples()):
+                sm = (f" ({r.layout})" if r.constant == "best_measured" else
+                      "" if r.sm_count != r.sm_count else f" ({int(r.sm_count)})")
+                labels.append(plain_text(f"{r.constant}{sm}"))
+                if r.gap != r.gap:  # no number: say so where the bar would be
+                    ax.text(x, 0, "n/a", ha="center", va="bottom", fontsize=7, color="0.4")
+                    continue
+                ax.bar(x, 100 * r.gap, 0.7, color=_CONSTANT_COLORS.get(r.constant, "0.6"),
+                       gid=f"gap:{coll}:{int(size)}:{r.constant}")
+                ax.errorbar(x, 100 * r.gap, yerr=[[100 * (r.gap - r.gap_low)], [100 * (r.gap_high - r.gap)]],
+                            color="k", lw=0.8, capsize=2)
+            ax.axhline(0, color="k", lw=0.8)
+            ax.set_xticks(range(len(labels)), labels, rotation=35, ha="right", fontsize=7)
+            ax.tick_params(axis="y", labelsize=7)
+            ax.grid(True, axis="y", alpha=0.3)
+            best = g[g["constant"] == "best"]
+            step = f", best {float(best['best_step_ms'].iloc[0]):.3g} ms" if len(best) else ""
+            ax.set_title(plain_text(f"{coll} {_size(int(size))}{step}"), fontsize=8)
+            if j == 0:
+                ax.set_ylabel("step over the best partition's, %", fontsize=7)
+    conf = t.attrs.get("confidence", confidence)
+    stamp(fig, t, f"median step (slowest rank) at each constant's SMs over the best partition's, {conf:.0%} interval")
     return fig

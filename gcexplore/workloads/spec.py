@@ -20,7 +20,7 @@ from . import builtins as _core
 from .builtins import BUILTINS, builtin
 from .workload import Workload
 
-__all__ = ["Recipe", "as_workload", "as_workloads", "is_recipe", "parse_builtin", "parse_recipe", "recipes_of", "resolve_factory", "unique_names",
+__all__ = ["Recipe", "as_workload", "as_workloads", "is_recipe", "parse_builtin", "parse_recipe", "recipes_of", "check_factory", "resolve_factory", "unique_names",
            "workload_names"]
 
 
@@ -224,3 +224,25 @@ def resolve_factory(ref: str) -> Callable:
     if not callable(obj):
         raise TypeError(f"{ref!r} is a {type(obj).__name__}, not a function")
     return obj
+
+
+def check_factory(fn, kwargs: dict, ref: str) -> None:
+    """TypeError unless ``fn(device=0, **kwargs)`` matches ``fn``'s signature by name: a factory
+    names ``device`` and every keyword it is given (none swallowed by ``**kwargs``)."""
+    import inspect
+
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        raise TypeError(f"workload factory {ref!r} has no inspectable signature; wrap it in a function "
+                        "def factory(device=0, ...)") from None
+    named = {k for k, p in sig.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    missing = [k for k in ("device", *kwargs) if k not in named]
+    if missing:
+        raise TypeError(f"workload factory {ref!r} is called as fn(device=0, **kwargs) but does not name the "
+                        f"parameter(s) {', '.join(missing)}; its signature is {sig} (a factory names device and "
+                        "each of its kwargs)")
+    try:
+        sig.bind(device=0, **kwargs)
+    except TypeError as e:
+        raise TypeError(f"workload factory {ref!r}: kwargs {sorted(kwargs)} do not fit {sig} ({e})") from None
