@@ -14,13 +14,14 @@ explorers. The families (``prediction``, ``serving``, ``comm``, ``campaigns``) b
 are imported by nothing in it. The public names are the union of the subpackages' ``__all__``.
 """
 
-from __future__ import annotations
+import importlib as _importlib
+import sys as _sys
+import warnings as _warnings
 
-import importlib
-import sys
-import warnings
-
-from . import analysis, campaigns, comm, device, experiments, explorers, prediction, results, serving, trace, views, workloads
+from . import analysis, device, experiments, explorers, results, trace, views, workloads
+# The families after the core; imported here so their registrations (gcexplore._registry) are in place
+# before any core module looks one up, in the order ``gcexplore --help`` lists their commands.
+from . import campaigns, serving, comm, prediction  # noqa: I001
 from ._version import __version__  # noqa: F401 (in __all__)
 
 _LAYERS = (device, workloads, trace, experiments, results, analysis, views, explorers,
@@ -85,9 +86,9 @@ _MOVED.update({
 
 
 def _moved(old: str):
-    warnings.warn(f"gcexplore.{old} moved to gcexplore.{_MOVED[old]}; the old name goes in the next release",
+    _warnings.warn(f"gcexplore.{old} moved to gcexplore.{_MOVED[old]}; the old name goes in the next release",
                   DeprecationWarning, stacklevel=3)
-    return importlib.import_module(f".{_MOVED[old]}", __name__)
+    return _importlib.import_module(f".{_MOVED[old]}", __name__)
 
 
 class _OldPaths:
@@ -114,22 +115,27 @@ class _OldPaths:
         module.__spec__ = _OldPaths._spec
 
 
-if not any(isinstance(f, type) and f.__name__ == "_OldPaths" for f in sys.meta_path):
-    sys.meta_path.append(_OldPaths)
+if not any(isinstance(f, type) and f.__name__ == "_OldPaths" for f in _sys.meta_path):
+    _sys.meta_path.append(_OldPaths)
 
 
 def __getattr__(name: str):
     if name in _MOVED:
         return _moved(name)
     if name in _MODULES:
-        return importlib.import_module(f".{_MODULES[name]}", __name__)
+        return _importlib.import_module(f".{_MODULES[name]}", __name__)
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module 'gcexplore' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    value = getattr(_importlib.import_module(f".{module}", __name__), name)
     globals()[name] = value  # later lookups skip this function
     return value
 
 
+#: What ``dir(gcexplore)`` lists: the public names, the faces and the packages (not the flat modules of
+#: earlier versions, nor what this module imports for itself).
+_PUBLIC = sorted({*__all__, *(m for m in _MODULES if m not in _MOVED), *(p.__name__.split(".")[1] for p in _LAYERS)})
+
+
 def __dir__():
-    return sorted(set(globals()) | set(_WHERE) | set(_MODULES))
+    return _PUBLIC

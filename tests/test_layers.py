@@ -2,10 +2,13 @@
 names are the union of the layers' ``__all__``, modules stay small, no module reaches into
 another's underscore names, and no submodule hides a public name of its package.
 
-Layers, bottom-up: ground (``schema``, ``_checks``, ``_lazy``, ``_version``); the measuring wing
-``device`` < ``workloads`` < ``trace`` < ``experiments``; the understanding wing ``results`` <
-``analysis`` < ``views``; on top ``explorers`` and ``cli``. The faces (``gcexplore`` itself,
-``api``, ``profile``, ``widgets``) re-export their layers and are imported by nothing inside.
+Layers, bottom-up: ground (``schema``, ``_checks``, ``_lazy``, ``_registry``, ``_version``); the
+measuring wing ``device`` < ``workloads`` < ``trace`` < ``experiments``; the understanding wing
+``results`` < ``analysis`` < ``views``; on top ``explorers`` and ``cli``. Those are the core. The
+families (``prediction``, ``serving``, ``comm``, ``campaigns``) build on the core: a family imports
+the core and itself, never another family, and the core never imports a family (it finds a family's
+parts through ``_registry``). The faces (``gcexplore`` itself, ``api``, ``profile``, ``widgets``)
+re-export their layers and are imported by nothing inside.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "gcexplore"
 
-GROUND = {"gcexplore.schema", "gcexplore._checks", "gcexplore._lazy", "gcexplore._version"}
+GROUND = {"gcexplore.schema", "gcexplore._checks", "gcexplore._lazy", "gcexplore._registry", "gcexplore._version"}
 FACES = {"gcexplore": "face", "gcexplore.api": "face", "gcexplore.profile": "face", "gcexplore.widgets": "face",
          "gcexplore.__main__": "face"}  # python -m gcexplore: the command
 BELOW = {  # layer -> the layers it may import (its own included)
@@ -35,18 +38,16 @@ BELOW = {  # layer -> the layers it may import (its own included)
 MEASURING = {"device", "workloads", "trace", "experiments"}
 BELOW["explorers"] = set().union(*BELOW.values()) | {"explorers"}
 BELOW["cli"] = set().union(*BELOW.values()) - {"explorers"} | {"cli"}
-#: The one arrow between the wings: experiments that decide or report with statistics use these
-#: analysis modules (pure pandas/numpy, importing nothing of the measuring wing): the tuner's
-#: search decides with ``stats`` (quantiles, their intervals, the ratio bound); the tuner's
-#: prior and ``solo_profile`` predict with ``prediction``; ``solo_profile`` summarises its
-#: scaling and sweep with ``summaries``, turns them into GPU time with ``tuning`` and puts its
-#: counted traffic into the profile with ``traffic_profile``; the communication-SMs
-#: recommendation replays the search over the steps ``comm`` joins across ranks; the serving
-#: advisor predicts and searches with ``serving``.
-EXPERIMENTS_MAY_USE = {"gcexplore.analysis.stats", "gcexplore.prediction.model",
-                       "gcexplore.analysis.summaries", "gcexplore.analysis.tuning", "gcexplore.comm.analysis",
-                       "gcexplore.prediction.traffic_profile", "gcexplore.serving.analysis"}
-TOP = {"explorers", "cli"}  # front ends: nothing below imports them
+#: The one arrow between the wings: experiments that decide with statistics use this analysis
+#: module (pure pandas/numpy, importing nothing of the measuring wing): the tuner's search decides
+#: with ``stats`` (quantiles, their intervals, the ratio bound).
+EXPERIMENTS_MAY_USE = {"gcexplore.analysis.stats"}
+TOP = {"explorers", "cli"}  # front ends: nothing below imports them (a family's ``cli`` module excepted)
+#: The families on top of the core: each may import the whole core and itself, no other family.
+FAMILIES = {"prediction", "serving", "comm", "campaigns"}
+CORE = set(BELOW) | TOP
+for _family in FAMILIES:
+    BELOW[_family] = CORE | {_family}
 
 
 def _name(path: Path) -> str:
@@ -126,6 +127,12 @@ def _layer_violations(module: str) -> list[str]:
             bad.append(f"{where} (imports the face {target}; import the real module)")
         elif mine == "face" or theirs == mine:
             continue
+        elif theirs in FAMILIES:
+            bad.append(f"{where} (the core never imports a family)" if mine not in FAMILIES else
+                       f"{where} (a family imports only the core and itself)")
+        elif mine in FAMILIES:
+            if theirs in TOP and not (module.endswith(".cli") and theirs == "cli"):
+                bad.append(f"{where} (only a family's cli module imports the cli layer; nothing imports {theirs})")
         elif theirs in TOP:
             bad.append(f"{where} (nothing imports the front end {theirs})")
         elif mine == "experiments" and theirs == "analysis":
@@ -139,6 +146,43 @@ def _layer_violations(module: str) -> list[str]:
 def test_every_module_has_a_layer():
     assert {m: layer(m) for m in MODULES if layer(m) not in {*BELOW, "face"}} == {}
     assert {m for m in MODULES if layer(m) == "face"} == set(FACES)
+    assert {layer(m) for m in MODULES} >= FAMILIES  # every family is a package of the tree
+
+
+def _family_edges(module: str) -> list[str]:
+    """Imports from ``module`` (function-level ones too) that break the family rules."""
+    mine = layer(module)
+    return [f"{module}:{line}: {what}" for target, _, line, what in imports(module)
+            if _inside(target) and layer(target) in FAMILIES and layer(target) != mine and mine != "face"]
+
+
+def test_the_core_never_imports_a_family():
+    bad = [e for m in MODULES if layer(m) not in FAMILIES for e in _family_edges(m)]
+    assert bad == [], "\n".join(bad)
+
+
+def test_a_family_imports_only_the_core_and_itself():
+    bad = [e for m in MODULES if layer(m) in FAMILIES for e in _family_edges(m)]
+    bad += [f"{m}:{line}: {what}" for m in MODULES if layer(m) in FAMILIES
+            for target, _, line, what in imports(m) if _inside(target) and layer(target) == "explorers"]
+    assert bad == [], "\n".join(bad)
+
+
+def test_the_family_rules_catch_what_they_name(monkeypatch, tmp_path):
+    """A core module importing a family, a family importing another, a family's non-cli module
+    importing the cli layer: each is named."""
+    core = tmp_path / "core.py"
+    core.write_text("def f():\n    from ..serving.analysis import serving_table\n")
+    fam = tmp_path / "fam.py"
+    fam.write_text("from ..prediction.model import predict\nfrom ..cli.args import Usage\n"
+                   "from ..experiments import tuner\n")
+    monkeypatch.setitem(MODULES, "gcexplore.analysis.fake", core)
+    monkeypatch.setitem(MODULES, "gcexplore.comm.fake", fam)
+    assert [g.split(" (", 1)[1] for g in _layer_violations("gcexplore.analysis.fake")] == [
+        "the core never imports a family)"]
+    assert [g.split(" (", 1)[1].split(";")[0] for g in _layer_violations("gcexplore.comm.fake")] == [
+        "a family imports only the core and itself)", "only a family's cli module imports the cli layer"]
+    assert len(_family_edges("gcexplore.analysis.fake")) == 1 and len(_family_edges("gcexplore.comm.fake")) == 1
 
 
 #: Violations in files another helper owns, so marked here until that work is merged (the lead
@@ -345,3 +389,9 @@ def test_no_submodule_shares_a_name_with_a_public_attribute_of_its_package():
         subs = {m.rsplit(".", 1)[1] for m in MODULES if m.rsplit(".", 1)[0] == package and m != package}
         bad += [f"{package}.{s}" for s in sorted(subs & public)]
     assert bad == []
+
+
+def test_the_cores_experiments_and_analysis_stay_under_20_modules():
+    """The families live in their own packages; the core's two big folders hold the profiler and compare."""
+    counts = {lay: sum(layer(m) == lay for m in MODULES) for lay in ("experiments", "analysis")}
+    assert all(n < 20 for n in counts.values()), counts

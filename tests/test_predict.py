@@ -239,3 +239,13 @@ def test_pair_prediction_against_its_sweep_on_the_gpu():
     assert f["median_abs_error"] <= 0.08, f
     assert f["best_gap"] <= 0.03, f
     assert max(p.attrs["gpu_time_ms"] for p in profs) <= gx.analysis.gpu_time_ms(sweep) * 23 / 6
+
+
+def test_the_tuner_takes_a_prediction_not_the_profiles():
+    """The tuner takes a prior (a frame of predicted makespans); it does not call the predictor."""
+    from gcexplore.experiments.tuner import _prior
+
+    profiles = [_compute("a"), _compute("b")]
+    with pytest.raises(ValueError, match=r"predict= takes a gcexplore.predict\(...\) result.*gcexplore.predict\(profiles"):
+        _prior(profiles[0], ["a", "b"])
+    assert set(_prior(gx.predict(profiles), ["a", "b"]))  # the prediction itself is taken

@@ -5,6 +5,7 @@ start the workers and feed them, ``_preload``, ``_fork_preload`` and ``worker_cp
 ``cli`` is ``gcexplore campaign``. Built on the core; nothing in the core imports it."""
 
 from .._lazy import face
+from .._registry import register_command
 
 PUBLIC = {
     "grid": ("Campaign", "campaign", "register_experiment"),
@@ -12,3 +13,5 @@ PUBLIC = {
 }
 EXTRA = {"best_splits": ("task_best_splits",)}
 __all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC, EXTRA)
+
+register_command("campaign", f"{__name__}.cli:add_campaign")

@@ -18,12 +18,10 @@ import os
 import sys
 from pathlib import Path
 
+from .._registry import COMMANDS, resolve
 from .._version import __version__
 from .args import (RESULT_SUFFIXES, Usage, check_checkpoint, float_arg, int_arg, int_list, kernel_trace_file,
                    mode_list, percent_arg, workload_names, writable_file)
-from ..campaigns.cli import add_campaign
-from ..comm.cli import add_comm
-from ..serving.cli import add_serve
 
 
 class _Parser(argparse.ArgumentParser):
@@ -483,9 +481,8 @@ def _parser() -> argparse.ArgumentParser:
     _add_measuring(sub)
     _add_tune(sub)
     _add_compare(sub)
-    add_campaign(sub)
-    add_serve(sub)
-    add_comm(sub)
+    for add in COMMANDS.values():  # the families' subcommands (campaign, serve, comm)
+        resolve(add)(sub)
     s = sub.add_parser(
         "demo", help="sweep the built-in compute + memory pair (or, without a GPU, show the "
                      "recorded results): summary table, PNG plots and the results file")

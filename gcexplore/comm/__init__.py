@@ -5,6 +5,8 @@ bandwidth, steps and attribution, ``view`` draws them, ``cli`` is ``gcexplore co
 core; nothing in the core imports it."""
 
 from .._lazy import face
+from .._registry import register_command
+from . import kind as _kind  # noqa: F401 (registers the family's result kind)
 
 PUBLIC = {
     "rank": ("CommSpec",),
@@ -18,3 +20,5 @@ EXTRA = {
     "collectives": ("COLLECTIVES", "collective", "nccl_versions"),
 }
 __all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC, EXTRA)
+
+register_command("comm", f"{__name__}.cli:add_comm")

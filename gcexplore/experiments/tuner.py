@@ -123,14 +123,15 @@ def _gpu_measure(run, rows: list[dict], visits: list[dict], bar):
 
 
 def _prior(predict, names: list[str], card: str = "") -> dict | None:
-    """The search's predictions from a :func:`gcexplore.predict` result or from solo profiles,
-    refused when they are for another card than ``card`` (the one measured)."""
+    """The search's prior from a :func:`gcexplore.predict` result (a frame of predicted makespans),
+    refused when it is for another card than ``card`` (the one measured). The tuner takes the
+    prediction, not the predictor: the prediction family builds on the core, not the reverse."""
     if predict is None:
         return None
     if not (hasattr(predict, "attrs") and predict.attrs.get("kind") == "prediction"):
-        from ..prediction.model import predict as model  # profiles: predict this pair now (pure)
-
-        predict = model(predict, names)
+        got = predict.attrs.get("kind") if hasattr(predict, "attrs") else type(predict).__name__
+        raise ValueError(f"predict= takes a gcexplore.predict(...) result (attrs kind 'prediction'), got {got!r}; "
+                         f"for solo profiles pass predict=gcexplore.predict(profiles, {names!r})")
     theirs = str(predict.attrs.get("device_name") or "")
     if card and theirs and theirs != card:  # its low ends would skip layouts by another card's times
         raise ValueError(f"the prediction is for the {theirs}, the tuner measures on the {card}: predict from "
@@ -186,9 +187,9 @@ def tune(workloads, *, slo_ms: float | None = None, percentile: float = 50.0, ot
     progress : bool, default True
         A progress bar (tqdm.auto) counting measurements.
     predict : DataFrame, optional
-        A :func:`gcexplore.predict` result for these workloads (same names, same order),
-        or their solo profiles: the search starts at the predicted best and skips layouts
-        whose predicted interval cannot beat the answer; the answer is still measured and
+        A :func:`gcexplore.predict` result for these workloads (same names, same order; from solo
+        profiles, ``gcexplore.predict(profiles, names)``): the search starts at the predicted best
+        and skips layouts whose predicted interval cannot beat the answer; the answer is still measured and
         confirmed against its neighbours (those its prediction says can beat it). It must be
         for the card measured (``attrs["device_name"]``; ``predict(card=...)`` scales profiles
         from another): another card's times would skip layouts by the wrong bounds.
