@@ -1,11 +1,11 @@
 """What the families plug into the core, by name: the core looks a family's part up here and never
 imports the family.
 
-A family's ``__init__`` registers its command-line subcommand as a ``"module:function"`` string and
-names the module that declares its result kinds (:mod:`gcexplore.results.kinds`), so registering
-imports nothing; the part is imported when first used (:func:`resolve`, and the kind registry's
-first lookup). ``gcexplore/__init__`` imports every family package (a table each),
-so the registrations are in place before any core module runs.
+A family's ``__init__`` registers its command-line subcommand as a ``"module:function"`` string, so
+registering imports nothing; the part is imported when first used (:func:`resolve`). Its result kinds
+register in :mod:`gcexplore.results.kinds` (their summary, check and figure named the same way).
+``gcexplore/__init__`` imports every family package (a table each), so the registrations are in
+place before any core module runs.
 """
 
 from __future__ import annotations
@@ -15,9 +15,6 @@ import importlib
 #: CLI subcommand -> ``"module:function"`` that adds it to the ``gcexplore`` command's subparsers,
 #: in registration order (the order ``gcexplore --help`` lists them).
 COMMANDS: dict[str, str] = {}
-#: Modules that declare a family's result kinds when imported (each kind's summary, check and figure
-#: are in its declaration), imported by the kind registry on its first use.
-KIND_MODULES: list[str] = []
 
 
 def _add(table: dict[str, str], what: str, name: str, ref: str) -> None:
@@ -31,14 +28,6 @@ def _add(table: dict[str, str], what: str, name: str, ref: str) -> None:
 def register_command(name: str, ref: str) -> None:
     """Add the ``gcexplore NAME`` subcommand: ``ref`` names ``add(subparsers)``."""
     _add(COMMANDS, "command", name, ref)
-
-
-def register_kinds(module: str) -> None:
-    """``module`` declares result kinds (:func:`gcexplore.results.kinds.register`) when imported."""
-    if not isinstance(module, str) or not module:
-        raise ValueError(f"register_kinds takes a module name, got {module!r}")
-    if module not in KIND_MODULES:
-        KIND_MODULES.append(module)
 
 
 def resolve(ref: str):

@@ -50,6 +50,11 @@ def test_numbers_are_saved_and_read_back(run, tmp_path):
 
     df, trace = run
     assert set(df["rank"]) == {0, 1} and set(df["setup"]) == {"partition", "plain", "ctas", "zero"}
+    for r in (0, 1):  # each rank's rows carry its own card, and the run spans both
+        mine = df[df["rank"] == r]
+        assert set(mine["device_index"]) == {r} and set(mine["device_uuid"]) == {gx.device_info(r).uuid}
+        assert set(mine["torch_version"]) == {df.attrs["ranks"][r]["torch_version"]} != {""}
+    assert len(gx.results.run.runs(df)) == 1
     t = gx.comm_table(df)
     part = t[(t["setup"] == "partition") & (t["collective"] == "allreduce")].iloc[0]
     assert part["comm_sm_count"] == 16 and part["bus_bw_alone_gbs"] > 1.0

@@ -59,6 +59,12 @@ def test_serving_clocks_agree_with_a_cupti_trace(model):
 
 def test_baselines_and_alone_run(model):
     df = gcexplore.serve(model, [64], rates=[30.0], duration_s=0.2, seed=1)
+    import socket
+
+    import torch
+
+    # the identity of the card and of the process (it once left host and torch_version empty)
+    assert set(df["host"]) == {socket.gethostname()} and set(df["torch_version"]) == {torch.__version__}
     t = S.serving_table(df)
     print(t.to_string())
     assert set(t["mode"]) == {"alone", "paired", "partitioned", "streams", "time_sliced"}

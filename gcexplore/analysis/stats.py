@@ -23,8 +23,7 @@ __all__ = ["DEFAULT_FLOOR", "EXACT_MAX_PAIRS", "FLOOR_COLUMNS", "Floor", "NOISY_
            "PRIOR_WEIGHT", "STAT_COLUMNS", "finite", "finite_positive", "mann_whitney_cdf", "mann_whitney_k",
            "nanmedian", "noise_floor", "pooled_pair_sd", "pooled_variance", "quantile", "quantile_ci", "quantiles",
            "ratio", "ratio_ci", "round_median_ci", "round_medians", "round_ratio_ci", "round_variance", "rounds_needed",
-           "run_floor",
-           "shift_ci", "stats", "steady_rounds", "t_cdf", "t_quantile"]
+           "run_floor", "shift_ci", "stats", "steady_rounds", "t_cdf", "t_quantile"]
 
 #: Largest n*m for which the exact Mann-Whitney distribution is built (200 x 200 reps).
 EXACT_MAX_PAIRS = 40_000
@@ -406,8 +405,7 @@ def noise_floor(device_name: str, workloads=(), *, table: str | None = None) -> 
 
 
 def run_floor(df) -> Floor:
-    """The card's floor for a run's rows (:func:`noise_floor` of the rows' card, else the attrs', and its
-    workloads), kept in the run's memo: the one place a result's floor is looked up."""
+    """The one lookup of a run's floor: :func:`noise_floor` of its card and workloads, memoised."""
     from ..results.run import run_of
 
     rows = "device_name" in df.columns and len(df)

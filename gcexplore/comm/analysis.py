@@ -24,9 +24,7 @@ import math
 
 import pandas as pd
 
-from ..results.kinds import Kind, register
 from ..results.validate import check_positive, check_result, require_columns
-from ..schema import IDENTITY_COLUMNS
 
 __all__ = ["bandwidth_table", "bus_factor", "comm_answer", "comm_dram", "comm_steps", "comm_table", "nccl_attribution",
            "pm_step_dram", "zero_sm_table"]
@@ -355,30 +353,7 @@ def zero_sm_table(df: pd.DataFrame, confidence: float = 0.9) -> pd.DataFrame:
     return out
 
 
-# ------------------------------------------------------------------------------ the kind
-
-# One row per rank, step and workload of the communication-SMs experiment; see gcexplore.comm.rank.
-# setup: "partition" (collective on comm_sm_count SMs, compute on the rest), "plain" (two plain streams,
-# NCCL's own CTA count), "ctas" (plain streams, NCCL max_ctas) or "zero" (copy-engine collectives beside the
-# compute on the whole GPU, comm_sm_count 0); compute-alone rows have no collective.
-# One run spans every rank: each row carries its own rank's card in the identity columns (rank r ran on
-# GPU r; attrs["ranks"] holds every rank's card); the rank is a row key.
-COMM_COLUMNS = {
-    "collective": "str", "size_bytes": "int64", "nranks": "int64", "rank": "int64", "setup": "str",
-    "layout": "str", "comm_sm_count": "int64", "compute_sm_count": "int64", "max_ctas": "Int64", "mode": "str",
-    "rep": "int64", "workload": "str", "start_ms": "float64", "duration_ms": "float64", "step_ms": "float64",
-    "flops": "float64", "bytes": "float64",
-}
-
-
 def check_comm_rows(df: pd.DataFrame, where: str) -> None:
-    """ResultError unless every duration and step time is a finite positive number."""
+    """ResultError unless every duration and step time is a finite positive number (the comm kind's check)."""
     check_positive(df, "duration_ms", where)
     check_positive(df, "step_ms", where)
-
-
-register(Kind("comm", {**COMM_COLUMNS, **IDENTITY_COLUMNS},
-              ("collective", "size_bytes", "nranks", "setup", "layout", "comm_sm_count", "max_ctas", "mode", "rep",
-               "workload", "rank"),
-              "comm_sm_count", "comm", "gcexplore.comm.analysis:check_comm_rows", "gcexplore.comm.analysis:comm_table",
-              "gcexplore.comm.view:plot_comm", "gcexplore.comm_sweep()", run_keys=("run_id",)))

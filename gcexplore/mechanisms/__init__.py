@@ -5,12 +5,12 @@ limits, plain streams, prioritised streams, one after another), on the same pair
 :mod:`.mps`, and one client process per workload, :mod:`.clients`); ``mechanisms_table`` and
 ``mechanisms_sentences`` derive every number (:mod:`.analysis`); ``plot_mechanisms`` draws them
 (:mod:`.view`); ``mechanisms_page`` is the course page over the shipped run (:mod:`.page`). The
-family imports the core; the core never imports it. It names :mod:`.kind`, which declares the ``mechanisms``
-result kind, to the core's kind registry; importing it loads nothing heavy.
+family imports the core; the core never imports it. Importing it declares the ``mechanisms`` result kind
+(:mod:`.kind`) and loads nothing heavy.
 """
 
 from .._lazy import face
-from .._registry import register_kinds
+from . import kind as _kind  # noqa: F401 (registers the family's result kind)
 
 PUBLIC = {
     "experiment": ("compare_mechanisms",),
@@ -28,5 +28,3 @@ EXTRA = {
     "analysis": ("TABLE_COLUMNS", "mechanism_label"),
 }
 __all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC, EXTRA)
-
-register_kinds(f"{__name__}.kind")

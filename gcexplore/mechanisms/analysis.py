@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.stats import finite, quantiles
+from ..results.validate import ResultError, check_positive
 from .kind import MECHANISMS
 
 __all__ = ["TABLE_COLUMNS", "mechanisms_sentences", "mechanisms_table"]
@@ -122,3 +123,13 @@ def mechanisms_sentences(table: pd.DataFrame) -> list[str]:
             rest.append(f"the MPS clients saw {int(mps['critical_sms'].iloc[0])} and {int(mps['other_sms'].iloc[0])} SMs")
         out.append(s + ("; " + "; ".join(rest) if rest else "") + ".")
     return out
+
+
+def check_mechanisms_rows(df, where: str) -> None:
+    """ResultError unless every span is a positive duration and every mechanism is a known one."""
+    for col in ("duration_ms", "makespan_ms"):
+        check_positive(df, col, where)
+    unknown = sorted(set(df["mechanism"].astype(str)) - set(MECHANISMS))
+    if unknown:
+        raise ResultError(f"{where}: unknown mechanism {', '.join(map(repr, unknown))}; "
+                          f"mechanisms are {', '.join(MECHANISMS)}")

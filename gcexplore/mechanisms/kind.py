@@ -24,7 +24,6 @@ Columns, in order (then the identity columns of :data:`gcexplore.schema.IDENTITY
 from __future__ import annotations
 
 from ..results.kinds import Kind, register
-from ..results.validate import ResultError, check_positive
 from ..schema import IDENTITY_COLUMNS, Options
 
 KIND = "mechanisms"
@@ -48,17 +47,7 @@ COLUMNS = {
 }
 
 
-def check_mechanisms_rows(df, where: str) -> None:
-    """ResultError unless every span is a positive duration and every mechanism is a known one."""
-    for col in ("duration_ms", "makespan_ms"):
-        check_positive(df, col, where)
-    unknown = sorted(set(df["mechanism"].astype(str)) - set(MECHANISMS))
-    if unknown:
-        raise ResultError(f"{where}: unknown mechanism {', '.join(map(repr, unknown))}; "
-                          f"mechanisms are {', '.join(MECHANISMS)}")
-
-
 register(Kind(KIND, {**COLUMNS, **IDENTITY_COLUMNS}, ("mechanism", "layout", "rep", "workload"), "mechanism",
-              "mechanisms", "gcexplore.mechanisms.kind:check_mechanisms_rows", "gcexplore.mechanisms.analysis:mechanisms_table",
+              "mechanisms", "gcexplore.mechanisms.analysis:check_mechanisms_rows", "gcexplore.mechanisms.analysis:mechanisms_table",
               "gcexplore.mechanisms.view:plot_mechanisms", "gcexplore.compare_mechanisms()"))
 Options.APPLIES.setdefault(KIND, ("repeats", "warmup", "rounds"))  # what its metadata records

@@ -9,9 +9,8 @@ read the declaration rather than tables of their own, so a new kind is one decla
 
 ``check``, ``summary``, ``figure`` and ``export`` are ``"module:function"`` strings, resolved when
 first used (:func:`resolve`): the registry imports nothing heavy, and the core names no family's
-functions. A family registers its kinds when its module is imported; :data:`FAMILY_MODULES` names the
-modules the registry imports (by name, on first use) so a family's frame is told apart even before
-its family was imported by the caller.
+functions. A family registers its kinds when its package is imported (``gcexplore/__init__`` imports
+every family after the core, so they are in place before any core module reads the registry).
 """
 
 from __future__ import annotations
@@ -21,9 +20,9 @@ import importlib
 import threading
 from collections.abc import Mapping
 
-from .. import _registry, schema
+from .. import schema
 
-__all__ = ["FAMILY_MODULES", "Kind", "get", "kind_of", "kinds", "names", "register", "resolve"]
+__all__ = ["Kind", "get", "kind_of", "kinds", "names", "register", "resolve"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,14 +103,7 @@ class Kind:
 
 
 _LOCK = threading.RLock()
-_LOAD_LOCK = threading.RLock()
 _KINDS: dict[str, Kind] = {}
-#: Modules that register a family's kinds when imported, imported by name on the registry's first use:
-#: the ones the families named (:func:`gcexplore._registry.register_kinds`); the core names none.
-FAMILY_MODULES = _registry.KIND_MODULES
-_LOADED = False
-
-
 def register(kind: Kind) -> Kind:
     """Add ``kind`` to the registry (and its columns to :data:`gcexplore.schema.COLUMNS`, which
     :func:`gcexplore.schema.frame` and :func:`~gcexplore.schema.conform` read); the same declaration
@@ -127,22 +119,8 @@ def register(kind: Kind) -> Kind:
     return kind
 
 
-def _load_families() -> None:
-    """Import :data:`FAMILY_MODULES` once; other threads wait until every one has registered (a lock
-    of its own: a module being imported registers under ``_LOCK``)."""
-    global _LOADED
-    if _LOADED:
-        return
-    with _LOAD_LOCK:
-        if not _LOADED:
-            for module in FAMILY_MODULES:
-                importlib.import_module(module)
-            _LOADED = True
-
-
 def kinds() -> tuple[Kind, ...]:
     """Every registered kind, in registration order (the core's first)."""
-    _load_families()
     return tuple(_KINDS.values())
 
 
@@ -153,7 +131,6 @@ def names() -> tuple[str, ...]:
 
 def get(name: str) -> Kind:
     """The kind called ``name``; ValueError naming the registered ones."""
-    _load_families()
     try:
         return _KINDS[name]
     except (KeyError, TypeError):

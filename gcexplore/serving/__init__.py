@@ -4,7 +4,8 @@ workloads (a synthetic decoder stack or the user's own, open-loop arrivals), ``e
 ``cli`` is ``gcexplore serve``. Built on the core; nothing in the core imports it."""
 
 from .._lazy import face
-from .._registry import register_command, register_kinds
+from .._registry import register_command
+from . import kind as _kind  # noqa: F401 (registers the family's result kind)
 
 PUBLIC = {
     "roles": ("decoder_stack", "serving_roles"),
@@ -21,4 +22,3 @@ EXTRA = {
 __all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC, EXTRA)
 
 register_command("serve", f"{__name__}.cli:add_serve")
-register_kinds(f"{__name__}.analysis")

@@ -27,9 +27,8 @@ import pandas as pd
 
 from ..results.run import per_run, with_identity
 from ..analysis.stats import quantile
-from ..results.kinds import Kind, register
 from ..results.validate import ResultError, check_not_negative, check_result
-from ..schema import IDENTITY_COLUMNS, RUN_COLUMNS
+from ..schema import RUN_COLUMNS
 
 __all__ = ["Advice", "PROFILE_MODES", "SERVING_TABLE_COLUMNS", "ServingSLO", "advise", "advise_recorded",
            "clock_agreement", "deadline_of", "goodput_table", "loads_of", "predict_serving", "prediction_errors",
@@ -473,29 +472,12 @@ def clock_agreement(rows: pd.DataFrame, trace: pd.DataFrame) -> dict:
     return out
 
 
-# ------------------------------------------------------------------------------ the kind
-
-# One row per decode gap or prefill request of a serving run; see gcexplore.serving.experiment.
-SERVING_COLUMNS = {
-    "mode": "str", "layout": "str", "decode_sm_count": "int64", "prefill_sm_count": "int64", "load": "str",
-    "rate_rps": "float64", "pattern": "str", "burst": "int64", "duration_s": "float64", "seed": "int64",
-    "record": "str", "index": "int64", "start_ms": "float64", "end_ms": "float64", "itl_ms": "float64",
-    "arrival_ms": "float64", "ttft_ms": "float64", "queue_ms": "float64", "tokens": "int64",
-    "window_ms": "float64", "run_ms": "float64",
-}
-
-
 def check_serving_rows(df: pd.DataFrame, where: str) -> None:
     """ResultError unless gaps, latencies and queueing are numbers >= 0 (NaN for a request never
-    served) and no served row ends before it starts."""
+    served) and no served row ends before it starts (the serving kind's check)."""
     check_not_negative(df, ("itl_ms", "ttft_ms", "queue_ms", "arrival_ms"), where, "serving rows", allow_nan=True)
     if {"start_ms", "end_ms"} <= set(df.columns):
         back = (df["end_ms"] < df["start_ms"]).to_numpy(dtype=bool, na_value=False)
         if back.any():
             raise ResultError(f"{where}: {int(back.sum())} of {len(df)} serving rows end before they start "
                               "(end_ms < start_ms); recorded intervals have end_ms >= start_ms")
-
-
-register(Kind("serving", {**SERVING_COLUMNS, **IDENTITY_COLUMNS}, ("mode", "layout", "load", "record", "index"),
-              "ttft_ms", "serving", "gcexplore.serving.analysis:check_serving_rows",
-              "gcexplore.serving.analysis:serving_table", "gcexplore.serving.view:plot_serving", "gcexplore.serve()"))
