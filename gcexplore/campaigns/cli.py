@@ -182,7 +182,7 @@ def add_campaign(sub) -> None:
 
 
 def cmd_cluster(args) -> int:
-    from . import warm
+    from . import grid, warm
 
     if args.action != "start":
         if args.spec or args.warm or args.devices or args.workers is not None or args.host or args.tls_ca:
@@ -193,7 +193,7 @@ def cmd_cluster(args) -> int:
             return 0 if rec is not None else 1
         print(warm.stop(args.state))
         return 0
-    modules = set(warm.spec_modules(read_spec(args.spec))) if args.spec else set()
+    modules = set(grid.spec_modules(read_spec(args.spec))) if args.spec else set()
     modules |= {m.strip() for m in (args.warm or "").split(",") if m.strip()}
     tls = [args.tls_ca, args.tls_cert, args.tls_key]
     if any(tls) and not all(tls):

@@ -41,10 +41,10 @@ def require_distributed():
 
 
 LOOPBACK = "127.0.0.1"
-_MODULE = re.compile(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*\Z")
+MODULE_NAME = re.compile(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*\Z")
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
     import ipaddress
 
     if host == "localhost":
@@ -69,7 +69,7 @@ def _dashboard_bind(address: str | None, host: str, bind: str, tls: bool) -> str
         raise ValueError(f"dashboard_address is 'HOST:PORT' or ':PORT' (PORT 0: any free one), got {address!r}")
     if not where:
         return f"{bind}:{port}"  # ":0" to Dask means every interface; here it means this cluster's host
-    if not _is_loopback(where) and not tls:
+    if not is_loopback(where) and not tls:
         raise ValueError(f"a dashboard on {where!r} could be reached from the network and shows the cluster's "
                          "tasks to whoever reaches it: keep dashboard_address=':0' (on the cluster's host, "
                          "127.0.0.1 by default), or pass security= with require_encryption=True")
@@ -159,7 +159,7 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
     d = require_distributed()
     Nanny, Scheduler, SpecCluster = d.Nanny, d.Scheduler, d.SpecCluster
     tls = security is not None and bool(getattr(security, "require_encryption", False))
-    if not _is_loopback(host) and not tls:
+    if not is_loopback(host) and not tls:
         raise ValueError(f"a campaign cluster on {host!r} could be reached from the network, and whoever reaches "
                          "a Dask worker runs code as you: pass security=distributed.Security(tls_ca_file=..., "
                          "tls_scheduler_cert=..., tls_worker_cert=..., tls_client_cert=..., require_encryption=True) "
@@ -178,7 +178,7 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
     if start not in START_METHODS:
         raise ValueError(f"start is one of {', '.join(map(repr, START_METHODS))}, got {start!r}")
     if warm is not None:
-        bad = [m for m in warm if not _MODULE.match(str(m))]
+        bad = [m for m in warm if not MODULE_NAME.match(str(m))]
         if bad:
             raise ValueError(f"warm names modules to import, such as 'bench.campaign_pairs'; got {bad}")
     preload, preload_env = {}, {}
@@ -285,7 +285,7 @@ def start_forkserver(modules: Sequence[str] = (), *, wait: bool = False) -> dict
     (``preload_s``, ``seconds`` per module, ``errors``, ``cuda``)."""
     import multiprocessing.forkserver as fs
 
-    bad = [m for m in modules if not _MODULE.match(str(m))]
+    bad = [m for m in modules if not MODULE_NAME.match(str(m))]
     if bad:
         raise ValueError(f"the forkserver imports modules by name, such as 'bench.campaign_pairs'; got {bad}")
     from ._fork_preload import ENV, MODULE, report_to

@@ -17,7 +17,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import re
 import threading
 import time
 from collections import deque
@@ -138,8 +141,6 @@ def cut_layouts(tasks: dict, known: Mapping[str, float] | None = None, *,
         key -> task in the order to run them (longest first, ties by key); key of a piece -> key of the
         task it was cut from; key -> the seconds the order used (known, a share of known, or estimated).
     """
-    from .grid import _key, _split_label
-
     if first is not None and (isinstance(first, bool) or not isinstance(first, int) or first < 0):
         raise ValueError(f"first is how many of the longest tasks to cut, an int >= 0 or None, got {first!r}")
     seconds = task_seconds(tasks, known)
@@ -152,8 +153,8 @@ def cut_layouts(tasks: dict, known: Mapping[str, float] | None = None, *,
             out[key], secs[key] = t, seconds[key]
             continue
         for k in sp:
-            piece = {**{f: v for f, v in t.items() if f != "key"}, "splits": [k], "split_set": _split_label([k])}
-            piece["key"] = _key(piece)
+            piece = {**{f: v for f, v in t.items() if f != "key"}, "splits": [k], "split_set": split_label([k])}
+            piece["key"] = task_key(piece)
             out[piece["key"]], parents[piece["key"]], secs[piece["key"]] = piece, key, seconds[key] / len(sp)
     order = sorted(out, key=lambda k: (-secs[k], k))
     return {k: out[k] for k in order}, parents, {k: secs[k] for k in order}
@@ -223,3 +224,18 @@ class Feeder:
     def stop(self) -> None:
         self._stop.set()
         self.pending.clear()
+
+
+def split_label(splits) -> str:
+    """A split set as text: "all", or its sizes joined by commas."""
+    if splits is None:
+        return "all"
+    seq = [splits] if isinstance(splits, int) else list(splits)
+    return ",".join(str(int(k)) for k in seq)
+
+
+def task_key(desc: dict) -> str:
+    """A task's key: its experiment and pair, readable, and a digest of everything it measures."""
+    digest = hashlib.sha256(json.dumps(desc, sort_keys=True).encode()).hexdigest()[:12]
+    label = re.sub(r"[^A-Za-z0-9_.+-]", "_", f"{desc['experiment'].rsplit(':', 1)[-1]}-{desc['pair']}")[:60]
+    return f"{label}-{digest}"

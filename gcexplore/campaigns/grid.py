@@ -33,7 +33,8 @@ from .store import CampaignFolder, campaign_status, load_campaign
 from ..device.driver import UnsupportedError, device_info
 from ..schema import new_run_id
 
-from .dispatch import Feeder, cut_layouts, dispatch_mode, known_durations, ready_gap_s, task_order  # noqa: F401
+from .dispatch import (Feeder, cut_layouts, dispatch_mode, known_durations, ready_gap_s, split_label,  # noqa: F401
+                       task_key, task_order)
 from .cluster import PROBE_DIED, ClusterStart, local_cluster, local_devices, require_distributed, visible_gpus  # noqa: F401
 from ._task import (EXPERIMENTS, Experiment, call_each, parse_builtin, register_experiment, resolve_factory,  # noqa: F401
                     run_task, warm_up)
@@ -89,13 +90,6 @@ def _builtin_names():
     return BUILTINS
 
 
-def _split_label(splits) -> str:
-    if splits is None:
-        return "all"
-    seq = [splits] if isinstance(splits, int) else list(splits)
-    return ",".join(str(int(k)) for k in seq)
-
-
 def _as_splits(splits) -> int | list[int] | None:
     if splits is None or isinstance(splits, int):
         return splits
@@ -103,12 +97,6 @@ def _as_splits(splits) -> int | list[int] | None:
         return [int(k) for k in splits]
     except (TypeError, ValueError):
         raise TypeError(f"a split set is None (every valid size), an int or a list of ints, got {splits!r}") from None
-
-
-def _key(desc: dict) -> str:
-    digest = hashlib.sha256(json.dumps(desc, sort_keys=True).encode()).hexdigest()[:12]
-    label = re.sub(r"[^A-Za-z0-9_.+-]", "_", f"{desc['experiment'].rsplit(':', 1)[-1]}-{desc['pair']}")[:60]
-    return f"{label}-{digest}"
 
 
 #: The public function behind each built-in experiment, whose signature checks the options.
@@ -205,9 +193,9 @@ def plan_tasks(experiment="sweep", workloads=(), splits=(None,), options=({},), 
             check_factory(fn if fn is not None else resolve_factory(desc["factory"]), desc["kwargs"], desc["factory"])
     tasks, factories = {}, {}
     for exp, (desc, pair, fn), sp, opt, card in itertools.product(exps, recipes, split_sets, opts, cards):
-        t = {"experiment": exp, "workloads": desc, "pair": pair, "splits": sp, "split_set": _split_label(sp),
+        t = {"experiment": exp, "workloads": desc, "pair": pair, "splits": sp, "split_set": split_label(sp),
              "options": opt, "card": str(card)}
-        t["key"] = _key(t)
+        t["key"] = task_key(t)
         tasks[t["key"]] = t
         if fn is not None:
             factories[t["key"]] = fn
@@ -597,3 +585,12 @@ def campaign(workloads, splits=None, *, experiment="sweep", options=None, folder
     if wait:
         handle.wait(progress=progress)
     return handle
+
+
+def spec_modules(spec: dict) -> list[str]:
+    """The modules a spec's workers import: its factories' and its experiment's (``module:function``)."""
+    exps, recipes, _, _ = _checked_grid(spec.get("experiment", "sweep"), spec["workloads"],
+                                        spec.get("splits") or [None], spec.get("options") or {})
+    mods = set(_factory_modules(d for d, _, _ in recipes))
+    mods |= {e.split(":", 1)[0] for e in exps if ":" in e}
+    return sorted(mods - {"__main__"})

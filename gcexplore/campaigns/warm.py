@@ -130,17 +130,6 @@ def fingerprint(modules: Sequence[str]) -> dict:
     return {"version": __version__, "sources": {m: module_source_hash(m) for m in sorted(set(modules))}}
 
 
-def spec_modules(spec: dict) -> list[str]:
-    """The modules a spec's workers import: its factories' and its experiment's (``module:function``)."""
-    from .grid import _checked_grid, _factory_modules
-
-    exps, recipes, _, _ = _checked_grid(spec.get("experiment", "sweep"), spec["workloads"],
-                                        spec.get("splits") or [None], spec.get("options") or {})
-    mods = set(_factory_modules(d for d, _, _ in recipes))
-    mods |= {e.split(":", 1)[0] for e in exps if ":" in e}
-    return sorted(mods - {"__main__"})
-
-
 def differences(recorded: dict, now: dict) -> list[str]:
     """What differs between a cluster's recorded code and this process's, one phrase each."""
     out = []
@@ -213,7 +202,7 @@ def start(*, state=None, devices: Sequence[str] | None = None, workers: int | No
     workers : int, optional
         CPU workers where no GPU is visible (default 2); ignored where devices are given or found.
     modules : sequence of str
-        Modules every worker imports as it starts (a spec's factories: :func:`spec_modules`).
+        Modules every worker imports as it starts (a spec's factories: :func:`gcexplore.campaigns.grid.spec_modules`).
     host : str, default "127.0.0.1"
         Another interface needs ``tls``.
     tls : dict, optional
@@ -228,13 +217,13 @@ def start(*, state=None, devices: Sequence[str] | None = None, workers: int | No
     """
     import subprocess
 
-    from .cluster import _MODULE, _is_loopback, visible_gpus
+    from .cluster import MODULE_NAME, is_loopback, visible_gpus
 
     path = default_state(state)
-    if not _is_loopback(host) and not tls:
+    if not is_loopback(host) and not tls:
         raise ValueError(f"a warm cluster on {host!r} could be reached from the network, and whoever reaches a Dask "
                          "worker runs code as you: pass --tls-ca, --tls-cert and --tls-key, or keep 127.0.0.1")
-    bad = [m for m in modules if not _MODULE.match(str(m))]
+    bad = [m for m in modules if not MODULE_NAME.match(str(m))]
     if bad:
         raise ValueError(f"a warm cluster imports modules by name, such as 'bench.campaign_pairs'; got {bad}")
     note = None

@@ -13,11 +13,13 @@ PUBLIC = {
     "launch": ("CommLaunchError", "comm_sweep"),
     "tune": ("recommend_comm",),
     "analysis": ("bandwidth_table", "comm_answer", "comm_dram", "comm_table", "nccl_attribution", "zero_sm_table"),
-    "view": ("plot_comm",),
+    "constants": ("comm_constants",),
+    "view": ("plot_comm", "plot_comm_constants"),
 }
 EXTRA = {
     "analysis": ("PM_TAG", "bus_bw_gbs", "bus_factor", "comm_steps", "pm_step_dram"),
     "collectives": ("COLLECTIVES", "collective", "nccl_versions"),
+    "constants": ("COMM_CONSTANTS",),
 }
 __all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC, EXTRA)
 
