@@ -18,7 +18,6 @@ below ``1 - confidence``, however the looks turned out. Pure: the measuring is t
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 
 import pandas as pd

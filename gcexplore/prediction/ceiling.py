@@ -75,8 +75,8 @@ def separable_fit(df: pd.DataFrame, target, rank: int = 1, visible=None, lam: fl
     rng = np.random.default_rng(0)
     S, A = rng.normal(0, 0.1, (len(nv), rank)), rng.normal(0, 0.1, (len(no), rank))
     for _ in range(iters):
-        for M, idx, O, oidx in ((S, vi, A, oi), (A, oi, S, vi)):
-            X = O[oidx]
+        for M, idx, other, oidx in ((S, vi, A, oi), (A, oi, S, vi)):
+            X = other[oidx]
             for j in range(len(M)):
                 m = (idx == j) & vis
                 M[j] = np.linalg.solve(X[m].T @ X[m] + lam * np.eye(rank), X[m].T @ y[m]) if m.any() else 0.0

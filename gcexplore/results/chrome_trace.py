@@ -72,7 +72,7 @@ def _plain(values: pd.Series) -> list:
         missing = ~np.isfinite(values.to_numpy())
     else:
         missing = values.isna().to_numpy(dtype=bool)
-        if dtype == object:  # floats among other values: infinities too
+        if isinstance(dtype, np.dtype) and dtype.kind == "O":  # floats among other values: infinities too
             missing |= np.array([isinstance(v, float) and not math.isfinite(v) for v in values], dtype=bool)
     return values.astype(object).where(~missing, None).tolist()
 
