@@ -103,7 +103,8 @@ def read_spec(path: str) -> dict:
         except (tomllib.TOMLDecodeError, RecursionError) as e:
             raise Usage(f"{path!r} is not valid TOML ({type(e).__name__}: {str(e)[:200]})") from None
     if not isinstance(spec, dict) or set(spec) - set(_KNOWN) or "workloads" not in spec:
-        extra = f"; unknown keys: {', '.join(sorted(map(str, set(spec) - set(_KNOWN))))}" if isinstance(spec, dict) else ""
+        unknown = sorted(map(str, set(spec) - set(_KNOWN))) if isinstance(spec, dict) else []
+        extra = f"; unknown keys: {', '.join(unknown)}" if isinstance(spec, dict) else ""
         raise Usage(f"{path!r} must be a table with workloads and optionally "
                     f"{', '.join(k for k in _KNOWN if k != 'workloads')}{extra}")
     return spec

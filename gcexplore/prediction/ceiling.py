@@ -1,9 +1,9 @@
 """How far any model built from each workload alone can go: ceilings of the predicted best split.
 
-``bench/predict_ceiling.py RUN_DIR ...`` prints :func:`ceilings` (no GPU; bench/predict.py's --out folders). Every recorded pair of
-each run is predicted from that run's own profiles with the shipped terms; each workload's log slowdown beside its
-co-runner (measured against the predicted one) is then replaced by what a stronger model could know, and the
-predicted best split (checked-only pairs, within 3% of the measured best) counted again:
+``bench/predict_ceiling.py RUN_DIR ...`` prints :func:`ceilings` (no GPU; bench/predict.py's --out folders).
+Every recorded pair of each run is predicted from that run's own profiles with the shipped terms; each workload's
+log slowdown beside its co-runner (measured against the predicted one) is then replaced by what a stronger model
+could know, and the predicted best split (checked-only pairs, within 3% of the measured best) counted again:
 
 - *other runs*: the same pair's slowdowns measured in the other runs (how well a best split reproduces);
 - *separable, fitted on the pairs scored*: the shipped prediction times exp(sum of rank terms s_V(k) a_O(k')), one

@@ -88,7 +88,8 @@ def predict_error(prediction: pd.DataFrame, measured: pd.DataFrame, *, floor: Fl
         "measured_interference": lay["layout"].map(inter).to_numpy(dtype=float),
     }, columns=ERROR_COLUMNS).reset_index(drop=True)
     if out.empty:
-        raise ValueError(f"no layout is both predicted and measured (predicted {list(prediction['layout'].unique())[:4]}"
+        raise ValueError(f"no layout is both predicted and measured "
+                         f"(predicted {list(prediction['layout'].unique())[:4]}"
                          f"..., measured {list(ms.index)[:4]}...)")
     return out
 

@@ -44,8 +44,9 @@ FRESH2 = {"conv+memory": ["conv", "memory"], "conv+sigmoid": ["conv", "sigmoid"]
           "sort+elementwise": ["sort", "elementwise"], "sdpa+conv": ["sdpa", "conv"], "chain+conv": ["chain", "conv"],
           "layernorm+elementwise": ["layernorm", "elementwise"]}
 # named before any of them was measured (batch e2): they judge whatever model e1's data led to
-CONFIRM = {"conv+softmax": ["conv", "softmax"], "matmul+memory": ["matmul", "memory"], "sdpa+memory": ["sdpa", "memory"],
-           "chain+layernorm": ["chain", "layernorm"], "fft+memory": ["fft", "memory"], "sort+copy": ["sort", "copy"],
+CONFIRM = {"conv+softmax": ["conv", "softmax"], "matmul+memory": ["matmul", "memory"],
+           "sdpa+memory": ["sdpa", "memory"], "chain+layernorm": ["chain", "layernorm"],
+           "fft+memory": ["fft", "memory"], "sort+copy": ["sort", "copy"],
            "softmax+sigmoid": ["softmax", "sigmoid"], "matmul+fft": ["matmul", "fft"],
            "sdpa+elementwise": ["sdpa", "elementwise"], "chain+sort": ["chain", "sort"],
            "layernorm+copy": ["layernorm", "copy"], "compute+sort": ["compute", "sort"]}

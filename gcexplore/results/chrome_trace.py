@@ -125,7 +125,8 @@ def _codes(*columns) -> np.ndarray:
         list(range(len(columns))), sort=False, dropna=False).ngroup().to_numpy()
 
 
-def _reps(pg: np.ndarray, rep: pd.Series, span: pd.Series, reps: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _reps(pg: np.ndarray, rep: pd.Series, span: pd.Series,
+          reps: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per row: kept (among the first ``reps`` repetitions of its process, in order of
     appearance), its repetition's rank, and its time offset: repetitions laid end to end,
     each after the previous one's largest ``span`` plus 10%."""
