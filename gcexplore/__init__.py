@@ -37,11 +37,11 @@ del _run_as_module
 import importlib as _importlib  # noqa: E402
 import warnings as _warnings  # noqa: E402
 
-from . import analysis, device, experiments, explorers, results, trace, views, workloads
+from . import analysis, device, experiments, explorers, results, trace, views, workloads  # noqa: E402
 # The families after the core; imported here so their registrations (gcexplore._registry) are in place
 # before any core module looks one up, in the order ``gcexplore --help`` lists their commands.
-from . import campaigns, serving, comm, prediction, mechanisms  # noqa: I001
-from ._version import __version__  # noqa: F401 (in __all__)
+from . import campaigns, serving, comm, prediction, mechanisms  # noqa: I001, E402
+from ._version import __version__  # noqa: F401, E402 (in __all__)
 
 _LAYERS = (device, workloads, trace, experiments, results, analysis, views, explorers,
            prediction, serving, comm, campaigns, mechanisms)

@@ -35,17 +35,69 @@ from .stats import nanmedian, noise_floor, round_median_ci
 
 __all__ = ["FIT_COLUMNS", "FIT_TABLE_COLUMNS", "fit_hints", "fit_notes", "fit_table", "partition_fit"]
 
-FIT_COLUMNS = ["workload", "name", "partition", "sm_count", "card_sm_count", "launches", "ctas",
-               "threads_per_block", "cluster_size", "blocks_per_sm", "limited_by", "resident_ctas",
-               "card_resident_ctas", "cupti_card_ctas", "cupti_agrees", "waves", "tail_fill", "idle_sm_share",
-               "same_waves_sm", "wasted_sms", "multi_wave", "sized_for_card", "persistent", "duration_ms", "idle_ms", "reason",
-               "device_name", "run_id"]
-FIT_TABLE_COLUMNS = ["workload", "sm_count", "median_ms", "low_ms", "high_ms", "ideal_ms", "plateau", "plateau_start_sm",
-                     "plateau_end_sm", "on_plateau", "wasted_sms", "kernel", "ctas", "waves", "tail_fill",
-                     "persistent", "from_waves", "device_name", "run_id"]
+FIT_COLUMNS = [
+    "workload",
+    "name",
+    "partition",
+    "sm_count",
+    "card_sm_count",
+    "launches",
+    "ctas",
+    "threads_per_block",
+    "cluster_size",
+    "blocks_per_sm",
+    "limited_by",
+    "resident_ctas",
+    "card_resident_ctas",
+    "cupti_card_ctas",
+    "cupti_agrees",
+    "waves",
+    "tail_fill",
+    "idle_sm_share",
+    "same_waves_sm",
+    "wasted_sms",
+    "multi_wave",
+    "sized_for_card",
+    "persistent",
+    "duration_ms",
+    "idle_ms",
+    "reason",
+    "device_name",
+    "run_id",
+]
+FIT_TABLE_COLUMNS = [
+    "workload",
+    "sm_count",
+    "median_ms",
+    "low_ms",
+    "high_ms",
+    "ideal_ms",
+    "plateau",
+    "plateau_start_sm",
+    "plateau_end_sm",
+    "on_plateau",
+    "wasted_sms",
+    "kernel",
+    "ctas",
+    "waves",
+    "tail_fill",
+    "persistent",
+    "from_waves",
+    "device_name",
+    "run_id",
+]
 
-_RESOURCES = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers_per_thread",
-              "static_shared_bytes", "dynamic_shared_bytes")
+_RESOURCES = (
+    "grid_x",
+    "grid_y",
+    "grid_z",
+    "block_x",
+    "block_y",
+    "block_z",
+    "registers_per_thread",
+    "static_shared_bytes",
+    "dynamic_shared_bytes",
+)
 _SHAPE = ["ctas", "threads_per_block", "cluster_size", "registers_per_thread", "shared_bytes"]
 
 #: A kernel that leaves at least this share of its partition's SM time idle is named in the notes.
@@ -81,8 +133,9 @@ def _same_waves_sm(ctas: int, per_sm: int, cluster: int, waves: int, sms: int, g
     return sms
 
 
-def partition_fit(trace: pd.DataFrame, *, device_sm_count: int | None = None, compute_capability=None,
-                  granularity: int = 1) -> pd.DataFrame:
+def partition_fit(
+    trace: pd.DataFrame, *, device_sm_count: int | None = None, compute_capability=None, granularity: int = 1
+) -> pd.DataFrame:
     """Per kernel and partition of a trace: its waves, the tail wave's fill, and the SMs it cannot use.
 
     Parameters
@@ -105,7 +158,8 @@ def partition_fit(trace: pd.DataFrame, *, device_sm_count: int | None = None, co
     -------
     pandas.DataFrame
         One row per (workload, kernel name, partition, SM count, launch shape), columns
-        :data:`FIT_COLUMNS`: ``card_sm_count`` (the card's SMs); ``launches``; ``ctas`` (the grid's blocks), ``threads_per_block``,
+        :data:`FIT_COLUMNS`: ``card_sm_count`` (the card's SMs); ``launches``; ``ctas`` (the grid's blocks),
+        ``threads_per_block``,
         ``cluster_size``; ``blocks_per_sm`` and ``limited_by`` (the occupancy calculator's);
         ``resident_ctas`` (CTAs the partition holds at once, whole clusters) and
         ``card_resident_ctas`` (the same for the card); ``cupti_card_ctas``
@@ -122,18 +176,23 @@ def partition_fit(trace: pd.DataFrame, *, device_sm_count: int | None = None, co
         :data:`PERSISTENT_MAX_PER_SM` CTAs per card SM: CTAs that loop over the work, whose
         waves set the plateau but not the time, so ``idle_sm_share``, ``idle_ms`` and
         ``wasted_sms`` overstate them); ``duration_ms`` (median kernel duration) and ``idle_ms`` (duration_ms x
-        idle_sm_share: the SM time idle, as time of the whole partition); ``reason`` ("" when computed, else why not: a kernel without
+        idle_sm_share: the SM time idle, as time of the whole partition); ``reason`` ("" when computed, else why not:
+        a kernel without
         resource fields, or one the limits refuse), ``device_name``, ``run_id``.
         ``attrs`` carry the trace's plus ``summary_of = "partition_fit"``.
     """
     if not isinstance(trace, pd.DataFrame):
-        raise TypeError(f"partition_fit needs a kernel trace DataFrame (trace=True or gcexplore.kernel_trace()); "
-                        f"got {type(trace).__name__}")
+        raise TypeError(
+            f"partition_fit needs a kernel trace DataFrame (trace=True or gcexplore.kernel_trace()); "
+            f"got {type(trace).__name__}"
+        )
     need = ["workload", "name", "partition", "sm_count", "start_ms", "end_ms"]
     missing = [c for c in need if c not in trace.columns]
     if missing:
-        raise ValueError(f"partition_fit needs a kernel trace with columns {need}; {missing} missing (columns: "
-                         f"{list(trace.columns)})")
+        raise ValueError(
+            f"partition_fit needs a kernel trace with columns {need}; {missing} missing (columns: "
+            f"{list(trace.columns)})"
+        )
     card = _card_sms(trace, device_sm_count)
     try:
         lim, lim_reason = limits_for(compute_capability or trace.attrs.get("compute_capability")), ""
@@ -160,32 +219,72 @@ def partition_fit(trace: pd.DataFrame, *, device_sm_count: int | None = None, co
     rows = []
     for key, grp in k.groupby(keys, sort=False, dropna=False):
         row = dict(zip(keys, key))
-        row.update(launches=len(grp), duration_ms=nanmedian(grp["duration"]), device_name=str(grp["device_name"].iloc[0]),
-                   run_id=str(grp["run_id"].iloc[0]), card_sm_count=card,
-                   max_active_clusters=int(grp["max_active_clusters"].max()))
+        row.update(
+            launches=len(grp),
+            duration_ms=nanmedian(grp["duration"]),
+            device_name=str(grp["device_name"].iloc[0]),
+            run_id=str(grp["run_id"].iloc[0]),
+            card_sm_count=card,
+            max_active_clusters=int(grp["max_active_clusters"].max()),
+        )
         rows.append(_fit_row(row, lim, lim_reason, absent, card, granularity))
     out = pd.DataFrame(rows, columns=FIT_COLUMNS)
-    for c in ("ctas", "threads_per_block", "blocks_per_sm", "resident_ctas", "card_resident_ctas", "waves",
-              "same_waves_sm", "wasted_sms", "card_sm_count"):
+    for c in (
+        "ctas",
+        "threads_per_block",
+        "blocks_per_sm",
+        "resident_ctas",
+        "card_resident_ctas",
+        "waves",
+        "same_waves_sm",
+        "wasted_sms",
+        "card_sm_count",
+    ):
         out[c] = pd.array([None if pd.isna(v) else int(v) for v in out[c]], dtype="Int64")
     out["sm_count"] = pd.to_numeric(out["sm_count"], errors="coerce").astype("Int64")
     out.attrs.update(trace.attrs)
-    out.attrs.update({"summary_of": "partition_fit", "source": "estimated",
-                      "estimate": "resident CTAs from block, registers, shared memory and cluster shape "
-                                  f"({lim.name if lim else 'no limits'}); waves of equal length assumed"})
+    out.attrs.update(
+        {
+            "summary_of": "partition_fit",
+            "source": "estimated",
+            "estimate": "resident CTAs from block, registers, shared memory and cluster shape "
+            f"({lim.name if lim else 'no limits'}); waves of equal length assumed",
+        }
+    )
     return out
 
 
 def _fit_row(row: dict, lim, lim_reason: str, absent: list, card: int | None, granularity: int) -> dict:
     nan = math.nan
-    row.update(blocks_per_sm=nan, limited_by="", resident_ctas=nan, card_resident_ctas=nan, cupti_card_ctas=nan,
-               cupti_agrees=None, waves=nan, tail_fill=nan, idle_sm_share=nan, same_waves_sm=nan, wasted_sms=nan,
-               multi_wave=None, sized_for_card=None, persistent=None, idle_ms=nan, reason="")
+    row.update(
+        blocks_per_sm=nan,
+        limited_by="",
+        resident_ctas=nan,
+        card_resident_ctas=nan,
+        cupti_card_ctas=nan,
+        cupti_agrees=None,
+        waves=nan,
+        tail_fill=nan,
+        idle_sm_share=nan,
+        same_waves_sm=nan,
+        wasted_sms=nan,
+        multi_wave=None,
+        sized_for_card=None,
+        persistent=None,
+        idle_ms=nan,
+        reason="",
+    )
     sms = row["sm_count"]
     fields = [row["ctas"], row["threads_per_block"], row["registers_per_thread"], row["shared_bytes"]]
     if absent or any(pd.isna(v) for v in fields):
-        row["reason"] = ("no resource fields in the trace (" + ", ".join(absent or [c for c, v in zip(
-            ("grid", "block", "registers_per_thread", "shared memory"), fields) if pd.isna(v)]) + ")")
+        row["reason"] = (
+            "no resource fields in the trace ("
+            + ", ".join(
+                absent
+                or [c for c, v in zip(("grid", "block", "registers_per_thread", "shared memory"), fields) if pd.isna(v)]
+            )
+            + ")"
+        )
         return row
     if pd.isna(sms) or int(sms) <= 0:
         row["reason"] = "partition of unknown size (sm_count 0: its context was not watched)"
@@ -197,8 +296,9 @@ def _fit_row(row: dict, lim, lim_reason: str, absent: list, card: int | None, gr
         row["reason"] = lim_reason
         return row
     try:
-        per_sm, limiter = blocks_per_sm(int(row["threads_per_block"]), int(row["registers_per_thread"]),
-                                        int(row["shared_bytes"]), lim)
+        per_sm, limiter = blocks_per_sm(
+            int(row["threads_per_block"]), int(row["registers_per_thread"]), int(row["shared_bytes"]), lim
+        )
     except ValueError as e:
         row["reason"] = str(e)
         return row
@@ -210,9 +310,14 @@ def _fit_row(row: dict, lim, lim_reason: str, absent: list, card: int | None, gr
         return row
     waves = math.ceil(ctas / resident)
     same = _same_waves_sm(ctas, per_sm, cl, waves, sms, granularity)
-    row.update(waves=waves, tail_fill=(ctas - (waves - 1) * resident) / resident,
-               idle_sm_share=1.0 - ctas / (sms * math.ceil(ctas / sms)), same_waves_sm=same, wasted_sms=sms - same,
-               multi_wave=waves > 1)
+    row.update(
+        waves=waves,
+        tail_fill=(ctas - (waves - 1) * resident) / resident,
+        idle_sm_share=1.0 - ctas / (sms * math.ceil(ctas / sms)),
+        same_waves_sm=same,
+        wasted_sms=sms - same,
+        multi_wave=waves > 1,
+    )
     row["idle_ms"] = row["duration_ms"] * row["idle_sm_share"]
     if card:
         card_res = resident_blocks(per_sm, card, cl)
@@ -251,8 +356,7 @@ def _plateaus(sizes: list[int], low: list[float], high: list[float], median: lis
     return ids
 
 
-def fit_table(scaling_df: pd.DataFrame, trace: pd.DataFrame | None = None, *, confidence: float = 0.9
-              ) -> pd.DataFrame:
+def fit_table(scaling_df: pd.DataFrame, trace: pd.DataFrame | None = None, *, confidence: float = 0.9) -> pd.DataFrame:
     """Plateaus of a scaling run: the sizes whose time does not fall as SMs grow, and the SMs they waste.
 
     Parameters
@@ -297,23 +401,38 @@ def fit_table(scaling_df: pd.DataFrame, trace: pd.DataFrame | None = None, *, co
         per = []
         for sm, gs in g.groupby(pd.to_numeric(g["sm_count"]), sort=True):
             rounds = gs["round"].to_numpy() if "round" in gs and gs["round"].notna().all() else None
-            per.append((int(sm), *round_median_ci(gs["duration_ms"].to_numpy(float), rounds, confidence,
-                                                   floor=floor)))
+            per.append((int(sm), *round_median_ci(gs["duration_ms"].to_numpy(float), rounds, confidence, floor=floor)))
         ids = _plateaus([p[0] for p in per], [p[2] for p in per], [p[3] for p in per], [p[1] for p in per])
         for (sm, med, lo, hi), pid in zip(per, ids):
             span = [p[0] for p, q in zip(per, ids) if q == pid] if pid >= 0 else []
             kern = kernels.get((rid, w, sm), {})
             waves = {kernels[(rid, w, s)]["waves"] for s in span if (rid, w, s) in kernels}
-            from_waves = (len(waves) == 1) if span and len(waves) and all((rid, w, s) in kernels for s in span) \
-                else pd.NA
-            rows.append({"workload": w, "sm_count": sm, "median_ms": med, "low_ms": lo, "high_ms": hi,
-                         "ideal_ms": per[0][1] * per[0][0] / sm,
-                         "plateau": pid, "plateau_start_sm": min(span) if span else np.nan,
-                         "plateau_end_sm": max(span) if span else np.nan, "on_plateau": pid >= 0,
-                         "wasted_sms": sm - min(span) if span else 0, "kernel": kern.get("name", ""),
-                         "ctas": kern.get("ctas", np.nan), "waves": kern.get("waves", np.nan),
-                         "tail_fill": kern.get("tail_fill", np.nan), "persistent": kern.get("persistent", pd.NA),
-                         "from_waves": from_waves, "device_name": dev, "run_id": rid})
+            from_waves = (
+                (len(waves) == 1) if span and len(waves) and all((rid, w, s) in kernels for s in span) else pd.NA
+            )
+            rows.append(
+                {
+                    "workload": w,
+                    "sm_count": sm,
+                    "median_ms": med,
+                    "low_ms": lo,
+                    "high_ms": hi,
+                    "ideal_ms": per[0][1] * per[0][0] / sm,
+                    "plateau": pid,
+                    "plateau_start_sm": min(span) if span else np.nan,
+                    "plateau_end_sm": max(span) if span else np.nan,
+                    "on_plateau": pid >= 0,
+                    "wasted_sms": sm - min(span) if span else 0,
+                    "kernel": kern.get("name", ""),
+                    "ctas": kern.get("ctas", np.nan),
+                    "waves": kern.get("waves", np.nan),
+                    "tail_fill": kern.get("tail_fill", np.nan),
+                    "persistent": kern.get("persistent", pd.NA),
+                    "from_waves": from_waves,
+                    "device_name": dev,
+                    "run_id": rid,
+                }
+            )
     out = pd.DataFrame(rows, columns=FIT_TABLE_COLUMNS)
     out.attrs.update(df.attrs)
     out.attrs.update({"summary_of": "fit_table", "confidence": confidence})
@@ -328,8 +447,13 @@ def _kernel_per_size(trace: pd.DataFrame) -> dict:
     out = {}
     for (rid, w, sm), g in fit.groupby(["run_id", "workload", "sm_count"], sort=False):
         top = g.loc[(g["duration_ms"] * g["launches"]).idxmax()]
-        out[(str(rid), w, int(sm))] = {"name": top["name"], "ctas": int(top["ctas"]), "waves": int(top["waves"]),
-                                       "tail_fill": float(top["tail_fill"]), "persistent": None if pd.isna(top["persistent"]) else bool(top["persistent"])}
+        out[(str(rid), w, int(sm))] = {
+            "name": top["name"],
+            "ctas": int(top["ctas"]),
+            "waves": int(top["waves"]),
+            "tail_fill": float(top["tail_fill"]),
+            "persistent": None if pd.isna(top["persistent"]) else bool(top["persistent"]),
+        }
     if "" not in {k[0] for k in out}:  # a trace without run ids still joins a run's rows
         out.update({("", w, sm): v for (_, w, sm), v in list(out.items())})
     return out
@@ -351,11 +475,15 @@ def fit_hints(table: pd.DataFrame) -> list[str]:
             first, last = p.iloc[0], p.iloc[-1]
             conf = f"{table.attrs.get('confidence', 0.9):.0%}"
             if last.low_ms <= first.high_ms:  # the intervals overlap: the same time
-                how = (f"takes the same time on {int(first.sm_count)} SMs as on {int(last.sm_count)} "
-                       f"({first.median_ms:.3g} ms against {last.median_ms:.3g} ms, within their {conf} intervals)")
+                how = (
+                    f"takes the same time on {int(first.sm_count)} SMs as on {int(last.sm_count)} "
+                    f"({first.median_ms:.3g} ms against {last.median_ms:.3g} ms, within their {conf} intervals)"
+                )
             else:  # slower beyond the intervals: more SMs cost time
-                how = (f"takes no less time on {int(last.sm_count)} SMs than on {int(first.sm_count)} "
-                       f"({last.median_ms:.3g} ms against {first.median_ms:.3g} ms, {conf} intervals apart)")
+                how = (
+                    f"takes no less time on {int(last.sm_count)} SMs than on {int(first.sm_count)} "
+                    f"({last.median_ms:.3g} ms against {first.median_ms:.3g} ms, {conf} intervals apart)"
+                )
             text = f"{w} {how}: the {int(last.wasted_sms)} SMs beyond {int(first.sm_count)} buy nothing"
             text += _waves_clause(p)
             after = g[g["sm_count"] > last.sm_count]
@@ -373,11 +501,12 @@ def _waves_clause(p: pd.DataFrame) -> str:
         return ""
     waves = [int(x) for x in p["waves"]]
     if len(set(waves)) > 1:  # flat time while the waves change: not the waves
-        return (f"; its longest kernel runs {int(last.ctas)} CTAs there, the time flat while its waves fall from "
-                f"{max(waves)} to {min(waves)}: something other than waves bounds it (bandwidth, for one)")
+        return (
+            f"; its longest kernel runs {int(last.ctas)} CTAs there, the time flat while its waves fall from "
+            f"{max(waves)} to {min(waves)}: something other than waves bounds it (bandwidth, for one)"
+        )
     n = waves[0]
-    text = (f"; its longest kernel runs {int(last.ctas)} CTAs in the same "
-            f"{'wave' if n == 1 else 'waves'} ({n}) there")
+    text = f"; its longest kernel runs {int(last.ctas)} CTAs in the same {'wave' if n == 1 else 'waves'} ({n}) there"
     if p["persistent"].fillna(False).astype(bool).any():
         text += " (persistent: waves set the plateau, not the time)"
     return text
@@ -410,19 +539,25 @@ def fit_notes(trace: pd.DataFrame, layout: str | None = None) -> list[str]:
         name = r.name if len(r.name) <= 60 else r.name[:57] + "..."
         card = " (a grid sized for the card)" if r.sized_for_card else ""
         if r.persistent:  # its CTAs loop over the work: equal waves and idle time would be claims, not estimates
-            notes.append(f"{r.workload}'s {name} runs {r.ctas} CTAs (a persistent grid sized for the card) in "
-                         f"{r.waves} {'wave' if r.waves == 1 else 'waves'} on {r.partition}'s {r.sm_count} SMs{where} "
-                         f"(last wave {r.tail_fill:.0%} full): persistent: waves set the plateau, not the time, so "
-                         "no idle time is claimed; a scaling run (gcexplore.fit_table) measures the SMs it wastes")
+            notes.append(
+                f"{r.workload}'s {name} runs {r.ctas} CTAs (a persistent grid sized for the card) in "
+                f"{r.waves} {'wave' if r.waves == 1 else 'waves'} on {r.partition}'s {r.sm_count} SMs{where} "
+                f"(last wave {r.tail_fill:.0%} full): persistent: waves set the plateau, not the time, so "
+                "no idle time is claimed; a scaling run (gcexplore.fit_table) measures the SMs it wastes"
+            )
             continue
-        notes.append(f"{r.workload}'s {name} runs {r.ctas} CTAs{card} in {r.waves} "
-                     f"{'wave' if r.waves == 1 else 'waves'} on {r.partition}'s {r.sm_count} SMs{where} "
-                     f"(last wave {r.tail_fill:.0%} full): it would run the same waves on {r.same_waves_sm}, "
-                     f"so {r.wasted_sms} SMs buy it nothing; {r.idle_sm_share:.0%} of its SM time sits idle, "
-                     f"about {r.idle_ms:.3g} ms of its {r.duration_ms:.3g} ms")
+        notes.append(
+            f"{r.workload}'s {name} runs {r.ctas} CTAs{card} in {r.waves} "
+            f"{'wave' if r.waves == 1 else 'waves'} on {r.partition}'s {r.sm_count} SMs{where} "
+            f"(last wave {r.tail_fill:.0%} full): it would run the same waves on {r.same_waves_sm}, "
+            f"so {r.wasted_sms} SMs buy it nothing; {r.idle_sm_share:.0%} of its SM time sits idle, "
+            f"about {r.idle_ms:.3g} ms of its {r.duration_ms:.3g} ms"
+        )
     if len(done) and not len(bad):
-        notes.append(f"no traced kernel{where} leaves {NOTE_IDLE_SHARE:.0%} or more of its partition's SM time "
-                     "idle on SMs that buy it nothing")
+        notes.append(
+            f"no traced kernel{where} leaves {NOTE_IDLE_SHARE:.0%} or more of its partition's SM time "
+            "idle on SMs that buy it nothing"
+        )
     skipped = fit[fit["reason"] != ""]
     if len(skipped):
         notes.append(f"{len(skipped)} kernel shape(s) not estimated: {skipped['reason'].iloc[0]}")

@@ -16,7 +16,6 @@ on a worker is :mod:`gcexplore.campaigns._task`; the folder is
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import itertools
 import json
 import os

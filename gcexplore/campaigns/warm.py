@@ -31,8 +31,19 @@ from pathlib import Path
 from .._version import __version__
 from .cluster import LOOPBACK
 
-__all__ = ["SCHEDULER_ENV", "STATE_ENV", "check_code", "check_use", "default_state", "fingerprint", "read_state", "security_for",
-           "start", "status", "stop"]
+__all__ = [
+    "SCHEDULER_ENV",
+    "STATE_ENV",
+    "check_code",
+    "check_use",
+    "default_state",
+    "fingerprint",
+    "read_state",
+    "security_for",
+    "start",
+    "status",
+    "stop",
+]
 
 STATE_ENV, SCHEDULER_ENV, STATE_NAME = "GCEXPLORE_CLUSTER_STATE", "GCEXPLORE_SCHEDULER", "cluster.json"
 FORMAT = 1
@@ -66,11 +77,15 @@ def private_folder(folder: Path) -> Path:
     import stat
 
     if not stat.S_ISDIR(st.st_mode):
-        raise ValueError(f"the cluster's state folder {str(folder)!r} is not a folder (a symlink or a file); "
-                         "pass --state FILE in a folder of your own")
+        raise ValueError(
+            f"the cluster's state folder {str(folder)!r} is not a folder (a symlink or a file); "
+            "pass --state FILE in a folder of your own"
+        )
     if st.st_uid != os.getuid():
-        raise PermissionError(f"the cluster's state folder {str(folder)!r} belongs to another user; "
-                              "pass --state FILE in a folder of your own")
+        raise PermissionError(
+            f"the cluster's state folder {str(folder)!r} belongs to another user; "
+            "pass --state FILE in a folder of your own"
+        )
     if stat.S_IMODE(st.st_mode) != 0o700:
         os.chmod(folder, 0o700)  # ours: the record names a scheduler that runs code as us
     return folder
@@ -93,16 +108,19 @@ def read_state(path=None) -> dict | None:
     except FileNotFoundError:
         return None
     except (NotRegular, ValueError) as e:
-        raise ValueError(f"the cluster's state file {str(p)!r} cannot be read ({e}); remove it or pass --state") \
-            from None
+        raise ValueError(
+            f"the cluster's state file {str(p)!r} cannot be read ({e}); remove it or pass --state"
+        ) from None
     try:
         state = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"the cluster's state file {str(p)!r} is not JSON ({e}); a crashed start may have left "
-                         f"it: {FIX}") from None
+        raise ValueError(
+            f"the cluster's state file {str(p)!r} is not JSON ({e}); a crashed start may have left it: {FIX}"
+        ) from None
     if not isinstance(state, dict) or state.get("format") != FORMAT or "address" not in state:
-        raise ValueError(f"the cluster's state file {str(p)!r} is not a gcexplore cluster record of format {FORMAT}; "
-                         f"{FIX}")
+        raise ValueError(
+            f"the cluster's state file {str(p)!r} is not a gcexplore cluster record of format {FORMAT}; {FIX}"
+        )
     return state
 
 
@@ -180,17 +198,27 @@ def _crashed(state: dict, path: Path) -> str:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(state.get("started_at", 0)))
-    return (f"the warm cluster recorded in {str(path)!r} ({state['address']}, started {when}) is not running: its "
-            f"server (pid {state.get('pid')}) is gone (a crashed or killed command, or a reboot); cleaned up: the "
-            "record removed" + (f", {len(killed)} process(es) it left killed" if killed else "")
-            + "; `gcexplore cluster start` starts a new one")
+    return (
+        f"the warm cluster recorded in {str(path)!r} ({state['address']}, started {when}) is not running: its "
+        f"server (pid {state.get('pid')}) is gone (a crashed or killed command, or a reboot); cleaned up: the "
+        "record removed"
+        + (f", {len(killed)} process(es) it left killed" if killed else "")
+        + "; `gcexplore cluster start` starts a new one"
+    )
 
 
 # ------------------------------------------------------------------ the commands
 
 
-def start(*, state=None, devices: Sequence[str] | None = None, workers: int | None = None,
-          modules: Sequence[str] = (), host: str = LOOPBACK, tls: dict | None = None) -> tuple[dict, str | None]:
+def start(
+    *,
+    state=None,
+    devices: Sequence[str] | None = None,
+    workers: int | None = None,
+    modules: Sequence[str] = (),
+    host: str = LOOPBACK,
+    tls: dict | None = None,
+) -> tuple[dict, str | None]:
     """Start a warm cluster in a detached server process; (its record, a note on a dead one cleaned up first).
 
     Parameters
@@ -221,8 +249,10 @@ def start(*, state=None, devices: Sequence[str] | None = None, workers: int | No
 
     path = default_state(state)
     if not is_loopback(host) and not tls:
-        raise ValueError(f"a warm cluster on {host!r} could be reached from the network, and whoever reaches a Dask "
-                         "worker runs code as you: pass --tls-ca, --tls-cert and --tls-key, or keep 127.0.0.1")
+        raise ValueError(
+            f"a warm cluster on {host!r} could be reached from the network, and whoever reaches a Dask "
+            "worker runs code as you: pass --tls-ca, --tls-cert and --tls-key, or keep 127.0.0.1"
+        )
     bad = [m for m in modules if not MODULE_NAME.match(str(m))]
     if bad:
         raise ValueError(f"a warm cluster imports modules by name, such as 'bench.campaign_pairs'; got {bad}")
@@ -230,8 +260,10 @@ def start(*, state=None, devices: Sequence[str] | None = None, workers: int | No
     old = read_state(path)
     if old is not None:
         if alive(old):
-            raise RuntimeError(f"a warm cluster already runs at {old['address']} (recorded in {str(path)!r}): use it "
-                               f"with --scheduler {old['address']}, or end it with `gcexplore cluster stop`")
+            raise RuntimeError(
+                f"a warm cluster already runs at {old['address']} (recorded in {str(path)!r}): use it "
+                f"with --scheduler {old['address']}, or end it with `gcexplore cluster stop`"
+            )
         note = _crashed(old, path)
     cpu = False
     devs = [str(d) for d in devices] if devices else visible_gpus()
@@ -242,12 +274,25 @@ def start(*, state=None, devices: Sequence[str] | None = None, workers: int | No
         devs, cpu = [str(i) for i in range(n)], True
     private_folder(path.parent)
     # the server, and the workers it spawns, import from this process's path: the code a campaign here would see
-    config = {"state": str(path), "devices": devs, "cpu": cpu, "modules": list(modules), "host": host, "tls": tls,
-              "path": [p for p in sys.path if p]}
+    config = {
+        "state": str(path),
+        "devices": devs,
+        "cpu": cpu,
+        "modules": list(modules),
+        "host": host,
+        "tls": tls,
+        "path": [p for p in sys.path if p],
+    }
     log = path.with_suffix(".log")
     with open(log, "ab") as err:
-        proc = subprocess.Popen([sys.executable, "-m", __name__, json.dumps(config)], stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=err, start_new_session=True, cwd=os.getcwd())
+        proc = subprocess.Popen(
+            [sys.executable, "-m", __name__, json.dumps(config)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            start_new_session=True,
+            cwd=os.getcwd(),
+        )
     line = _first_line(proc)
     proc.stdout.close()
     try:
@@ -259,8 +304,10 @@ def start(*, state=None, devices: Sequence[str] | None = None, workers: int | No
             proc.kill()
         proc.wait()
         tail = log.read_text(errors="replace").strip().splitlines()[-3:] if log.exists() else []
-        raise RuntimeError(f"the warm cluster did not start: {said.get('error') or ' | '.join(tail) or 'no reason given'}"
-                           f" (its log: {str(log)!r})")
+        raise RuntimeError(
+            f"the warm cluster did not start: {said.get('error') or ' | '.join(tail) or 'no reason given'}"
+            f" (its log: {str(log)!r})"
+        )
     _SERVERS[proc.pid] = proc  # it outlives this call (and this command): kept to be reaped where we stop it
     return said["state"], note
 
@@ -292,10 +339,12 @@ def status(state=None) -> tuple[dict | None, str]:
 
 def describe(rec: dict, path: Path) -> str:
     kind = "CPU workers" if rec.get("cpu") else "GPU workers"
-    return (f"warm cluster at {rec['address']} (pid {rec['pid']}, {len(rec.get('workers', {}))} {kind}: "
-            f"{', '.join(rec.get('devices', []))}; gcexplore {rec.get('version')}; modules imported: "
-            f"{', '.join(rec.get('sources', {})) or 'none'}; recorded in {str(path)!r}); use it with "
-            f"`gcexplore campaign SPEC --scheduler {rec['address']}` or {SCHEDULER_ENV}={rec['address']}")
+    return (
+        f"warm cluster at {rec['address']} (pid {rec['pid']}, {len(rec.get('workers', {}))} {kind}: "
+        f"{', '.join(rec.get('devices', []))}; gcexplore {rec.get('version')}; modules imported: "
+        f"{', '.join(rec.get('sources', {})) or 'none'}; recorded in {str(path)!r}); use it with "
+        f"`gcexplore campaign SPEC --scheduler {rec['address']}` or {SCHEDULER_ENV}={rec['address']}"
+    )
 
 
 def stop(state=None, *, wait_s: float = 120.0) -> str:
@@ -344,8 +393,10 @@ def check_code(client, modules: Sequence[str]) -> None:
         return
     diff = differences(meta, fingerprint(list(meta.get("sources") or {}) + list(modules)))
     if diff:
-        raise RuntimeError(f"the warm cluster at {client.scheduler.address} runs other code than this command: "
-                           f"{'; '.join(diff)}; not used: {FIX}")
+        raise RuntimeError(
+            f"the warm cluster at {client.scheduler.address} runs other code than this command: "
+            f"{'; '.join(diff)}; not used: {FIX}"
+        )
 
 
 def security_for(rec: dict | None):
@@ -355,8 +406,9 @@ def security_for(rec: dict | None):
         return None
     from distributed import Security
 
-    return Security(tls_ca_file=tls["ca"], tls_client_cert=tls["cert"], tls_client_key=tls["key"],
-                    require_encryption=True)
+    return Security(
+        tls_ca_file=tls["ca"], tls_client_cert=tls["cert"], tls_client_key=tls["key"], require_encryption=True
+    )
 
 
 # ------------------------------------------------------------------ the server process
@@ -365,9 +417,16 @@ def security_for(rec: dict | None):
 def _security(tls: dict):
     from distributed import Security
 
-    return Security(tls_ca_file=tls["ca"], tls_scheduler_cert=tls["cert"], tls_scheduler_key=tls["key"],
-                    tls_worker_cert=tls["cert"], tls_worker_key=tls["key"], tls_client_cert=tls["cert"],
-                    tls_client_key=tls["key"], require_encryption=True)
+    return Security(
+        tls_ca_file=tls["ca"],
+        tls_scheduler_cert=tls["cert"],
+        tls_scheduler_key=tls["key"],
+        tls_worker_cert=tls["cert"],
+        tls_worker_key=tls["key"],
+        tls_client_cert=tls["cert"],
+        tls_client_key=tls["key"],
+        require_encryption=True,
+    )
 
 
 def _serve(config: dict) -> int:
@@ -388,15 +447,29 @@ def _serve(config: dict) -> int:
 
         tls = config.get("tls")
         prints = fingerprint(config["modules"])  # what the workers are about to import
-        cluster = local_cluster(config["devices"], host=config["host"], security=_security(tls) if tls else None,
-                                warm=config["modules"], start="spawn")
+        cluster = local_cluster(
+            config["devices"],
+            host=config["host"],
+            security=_security(tls) if tls else None,
+            warm=config["modules"],
+            start="spawn",
+        )
         with Client(cluster, security=cluster.security) as c:
             pids = c.run(os.getpid)
             c.set_metadata(META_KEY, prints)
-        rec = {"format": FORMAT, "address": cluster.scheduler_address, "pid": os.getpid(),
-               "pid_started": psutil.Process().create_time(), "started_at": time.time(),
-               "devices": config["devices"], "cpu": config["cpu"], "host": config["host"], "tls": tls,
-               "workers": {a: [p, psutil.Process(p).create_time()] for a, p in pids.items()}, **prints}
+        rec = {
+            "format": FORMAT,
+            "address": cluster.scheduler_address,
+            "pid": os.getpid(),
+            "pid_started": psutil.Process().create_time(),
+            "started_at": time.time(),
+            "devices": config["devices"],
+            "cpu": config["cpu"],
+            "host": config["host"],
+            "tls": tls,
+            "workers": {a: [p, psutil.Process(p).create_time()] for a, p in pids.items()},
+            **prints,
+        }
         _write_state(path, rec)
     except BaseException as e:  # said to the starting command, which prints it
         out.write(json.dumps({"error": f"{type(e).__name__}: {e}"}) + "\n")

@@ -44,7 +44,8 @@ def add_comm(sub) -> None:
                                                                "(cuBLASLt SM-count target) instead of the whole GPU")
     s.add_argument("--compute", default=None, metavar="RECIPE|MODULE:FACTORY",
                    help="the user's compute instead of the GEMM chain: a built-in recipe or 'package.module:factory'")
-    s.add_argument("--compute-kwargs", default="{}", metavar="JSON", help="the factory's keyword arguments, a JSON object")
+    s.add_argument("--compute-kwargs", default="{}", metavar="JSON",
+                   help="the factory's keyword arguments, a JSON object")
     s.add_argument("--dtype", default="float32", help="the collective's element type: float32, bfloat16, float16")
     s.add_argument("--timeout", type=int_arg(10), default=900, help="seconds for the whole run (default: %(default)s)")
     s.add_argument("--tolerance", type=float, default=0.01, help="the answer's tolerance (default: %(default)s)")

@@ -302,7 +302,8 @@ class _Rank:
         if self._own_comm is None and not is_recipe(self.spec.compute):
             import inspect
 
-            if "comm" in inspect.signature(check_compute_factory(self.spec.compute, self.spec.compute_kwargs)).parameters:
+            factory = check_compute_factory(self.spec.compute, self.spec.compute_kwargs)
+            if "comm" in inspect.signature(factory).parameters:
                 self._own_comm = self.comm.split(color=0, key=self.rank)  # every rank, in the same order
         self.compute = build_compute(self.spec.compute, self.spec.compute_kwargs, device=self.rank, stream=stream,
                                      sm_count=sm_count, comm=self._own_comm, torch=self.torch)

@@ -15,8 +15,8 @@ from .. import analysis as A
 from ..analysis.trace import require_trace_of
 from ..views import plot as _plot
 
-__all__ = ["SUMMARY_COLUMNS", "render_fit_notes", "render_occupancy", "render_summary", "render_sweep", "render_throughput",
-           "render_trace", "run_summary"]
+__all__ = ["SUMMARY_COLUMNS", "render_fit_notes", "render_occupancy", "render_summary", "render_sweep",
+           "render_throughput", "render_trace", "run_summary"]
 
 #: Columns of gcexplore.summarize shown in the table, in this order, when present.
 # The run's bound and the layout's efficiency come right after the makespan: on a narrow

@@ -1,7 +1,8 @@
 """A family on the core: green contexts beside the other ways to share a GPU (MPS with active-thread
 limits, plain streams, prioritised streams, one after another), on the same pair, in one table.
 
-``compare_mechanisms(pair, splits)`` (also ``gcexplore.mechanisms.mechanisms``) measures (:mod:`.experiment`; MPS through gcexplore's own daemon,
+``compare_mechanisms(pair, splits)`` (also ``gcexplore.mechanisms.mechanisms``) measures (:mod:`.experiment`;
+MPS through gcexplore's own daemon,
 :mod:`.mps`, and one client process per workload, :mod:`.clients`); ``mechanisms_table`` and
 ``mechanisms_sentences`` derive every number (:mod:`.analysis`); ``plot_mechanisms`` draws them
 (:mod:`.view`); ``mechanisms_page`` is the course page over the shipped run (:mod:`.page`). The

@@ -29,8 +29,10 @@ def align_clients(stamps: Mapping[str, Sequence[tuple[int, int, float]]]) -> lis
         raise ValueError("no client stamps to align: pass {workload: [(start_ns, end_ns, event_ms), ...]}")
     counts = {name: len(s) for name, s in stamps.items()}
     if len(set(counts.values())) != 1:
-        raise ValueError(f"clients measured different numbers of repetitions: {counts}; each repetition "
-                         "must be stamped by every client")
+        raise ValueError(
+            f"clients measured different numbers of repetitions: {counts}; each repetition "
+            "must be stamped by every client"
+        )
     for name, s in stamps.items():
         bad = [i for i, (a, b, _) in enumerate(s) if int(b) < int(a)]
         if bad:
@@ -41,7 +43,14 @@ def align_clients(stamps: Mapping[str, Sequence[tuple[int, int, float]]]) -> lis
         last = max(int(s[rep][1]) for s in stamps.values())
         for name, s in stamps.items():
             start, end, event_ms = s[rep]
-            rows.append({"rep": rep, "workload": name, "start_ms": (int(start) - first) / 1e6,
-                         "timer_span_ms": (int(end) - int(start)) / 1e6, "duration_ms": float(event_ms),
-                         "makespan_ms": (last - first) / 1e6})
+            rows.append(
+                {
+                    "rep": rep,
+                    "workload": name,
+                    "start_ms": (int(start) - first) / 1e6,
+                    "timer_span_ms": (int(end) - int(start)) / 1e6,
+                    "duration_ms": float(event_ms),
+                    "makespan_ms": (last - first) / 1e6,
+                }
+            )
     return rows

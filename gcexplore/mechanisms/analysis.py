@@ -17,15 +17,49 @@ __all__ = ["TABLE_COLUMNS", "mechanisms_sentences", "mechanisms_table"]
 #: The tail asked about: the critical workload's 99th percentile.
 TAIL_PCT = 99
 
-TABLE_COLUMNS = ("split_sm_count", "layout", "mechanism", "reps", "makespan_ms", "makespan_p10_ms",
-                 "makespan_p90_ms", "critical", "critical_ms", "critical_p99_ms", "critical_interference",
-                 "critical_sms", "other", "other_ms", "other_interference", "other_sms", "start_skew_ms", "clock")
+TABLE_COLUMNS = (
+    "split_sm_count",
+    "layout",
+    "mechanism",
+    "reps",
+    "makespan_ms",
+    "makespan_p10_ms",
+    "makespan_p90_ms",
+    "critical",
+    "critical_ms",
+    "critical_p99_ms",
+    "critical_interference",
+    "critical_sms",
+    "other",
+    "other_ms",
+    "other_interference",
+    "other_sms",
+    "start_skew_ms",
+    "clock",
+)
 
-_NEEDS = ("mechanism", "layout", "split_sm_count", "rep", "round", "workload", "critical", "sms",
-          "duration_ms", "makespan_ms", "start_ms", "clock")
+_NEEDS = (
+    "mechanism",
+    "layout",
+    "split_sm_count",
+    "rep",
+    "round",
+    "workload",
+    "critical",
+    "sms",
+    "duration_ms",
+    "makespan_ms",
+    "start_ms",
+    "clock",
+)
 
-_LABELS = {"green": "green contexts", "mps": "MPS", "streams": "plain streams",
-           "priority": "prioritised streams", "sequential": "one after another"}
+_LABELS = {
+    "green": "green contexts",
+    "mps": "MPS",
+    "streams": "plain streams",
+    "priority": "prioritised streams",
+    "sequential": "one after another",
+}
 
 
 def mechanism_label(mechanism: str) -> str:
@@ -35,11 +69,15 @@ def mechanism_label(mechanism: str) -> str:
 
 def _check(df) -> None:
     if not isinstance(df, pd.DataFrame):
-        raise TypeError(f"mechanisms_table expects the DataFrame gcexplore.mechanisms() returns, got {type(df).__name__}")
+        raise TypeError(
+            f"mechanisms_table expects the DataFrame gcexplore.mechanisms() returns, got {type(df).__name__}"
+        )
     missing = [c for c in _NEEDS if c not in df.columns]
     if missing:
-        raise ValueError(f"not a mechanisms result: the columns {missing} are missing (kind "
-                         f"{df.attrs.get('kind', 'unknown')!r}); pass what gcexplore.mechanisms() returns")
+        raise ValueError(
+            f"not a mechanisms result: the columns {missing} are missing (kind "
+            f"{df.attrs.get('kind', 'unknown')!r}); pass what gcexplore.mechanisms() returns"
+        )
     if df.empty:
         raise ValueError("the mechanisms result has no rows: nothing was measured")
     crit = df.groupby(["mechanism", "layout"])["critical"].apply(lambda s: s.astype(bool).sum() > 0)
@@ -66,7 +104,9 @@ def mechanisms_table(df: pd.DataFrame) -> pd.DataFrame:
     out = []
     for (k, layout), at in df.groupby(["split_sm_count", "layout"], sort=True):
         alone = at[at["mechanism"] == "sequential"].groupby("workload")["duration_ms"].median()
-        for mech in [m for m in MECHANISMS if m in set(at["mechanism"])] + sorted(set(at["mechanism"]) - set(MECHANISMS)):
+        for mech in [m for m in MECHANISMS if m in set(at["mechanism"])] + sorted(
+            set(at["mechanism"]) - set(MECHANISMS)
+        ):
             m = at[at["mechanism"] == mech]
             reps = m.drop_duplicates(["round", "rep"])
             med, p10, p90 = quantiles(reps["makespan_ms"])
@@ -74,18 +114,34 @@ def mechanisms_table(df: pd.DataFrame) -> pd.DataFrame:
             other = m[~m["critical"].astype(bool)]
             cname = str(crit["workload"].iloc[0])
             oname = str(other["workload"].iloc[0]) if len(other) else ""
-            c_ms, o_ms = float(crit["duration_ms"].median()), float(other["duration_ms"].median()) if len(other) else math.nan
-            out.append({
-                "split_sm_count": int(k), "layout": layout, "mechanism": mech, "reps": len(reps),
-                "makespan_ms": med, "makespan_p10_ms": p10, "makespan_p90_ms": p90,
-                "critical": cname, "critical_ms": c_ms, "critical_p99_ms": _p(crit["duration_ms"], TAIL_PCT),
-                "critical_interference": c_ms / alone.get(cname, math.nan),
-                "critical_sms": int(crit["sms"].iloc[0]),
-                "other": oname, "other_ms": o_ms, "other_interference": o_ms / alone.get(oname, math.nan),
-                "other_sms": int(other["sms"].iloc[0]) if len(other) else 0,
-                "start_skew_ms": math.nan if mech == "sequential" else float(m.groupby(["round", "rep"])["start_ms"].max().median()),
-                "clock": str(m["clock"].iloc[0]),
-            })
+            c_ms, o_ms = (
+                float(crit["duration_ms"].median()),
+                float(other["duration_ms"].median()) if len(other) else math.nan,
+            )
+            out.append(
+                {
+                    "split_sm_count": int(k),
+                    "layout": layout,
+                    "mechanism": mech,
+                    "reps": len(reps),
+                    "makespan_ms": med,
+                    "makespan_p10_ms": p10,
+                    "makespan_p90_ms": p90,
+                    "critical": cname,
+                    "critical_ms": c_ms,
+                    "critical_p99_ms": _p(crit["duration_ms"], TAIL_PCT),
+                    "critical_interference": c_ms / alone.get(cname, math.nan),
+                    "critical_sms": int(crit["sms"].iloc[0]),
+                    "other": oname,
+                    "other_ms": o_ms,
+                    "other_interference": o_ms / alone.get(oname, math.nan),
+                    "other_sms": int(other["sms"].iloc[0]) if len(other) else 0,
+                    "start_skew_ms": math.nan
+                    if mech == "sequential"
+                    else float(m.groupby(["round", "rep"])["start_ms"].max().median()),
+                    "clock": str(m["clock"].iloc[0]),
+                }
+            )
     return pd.DataFrame(out, columns=list(TABLE_COLUMNS))
 
 
@@ -107,20 +163,30 @@ def mechanisms_sentences(table: pd.DataFrame) -> list[str]:
             continue
         shared = rows[rows["mechanism"] != "sequential"].dropna(subset=["critical_p99_ms"])  # alone is the reference
         fast, calm = _best(rows, "makespan_ms"), _best(shared if len(shared) else rows, "critical_p99_ms")
-        s = (f"With {fast['critical']} given {int(k)} SMs ({fast['layout']}), the pair finishes first under "
-             f"{mechanism_label(fast['mechanism'])} ({fast['makespan_ms']:.3g} ms) and {calm['critical']}'s p99 is "
-             f"lowest under {mechanism_label(calm['mechanism'])} ({calm['critical_p99_ms']:.3g} ms"
-             + (f", {calm['critical_interference']:.2f}x its time alone)" if calm["critical_interference"] == calm["critical_interference"] else ")"))
+        s = (
+            f"With {fast['critical']} given {int(k)} SMs ({fast['layout']}), the pair finishes first under "
+            f"{mechanism_label(fast['mechanism'])} ({fast['makespan_ms']:.3g} ms) and {calm['critical']}'s p99 is "
+            f"lowest under {mechanism_label(calm['mechanism'])} ({calm['critical_p99_ms']:.3g} ms"
+            + (
+                f", {calm['critical_interference']:.2f}x its time alone)"
+                if calm["critical_interference"] == calm["critical_interference"]
+                else ")"
+            )
+        )
         rest = []
         for mech in ("green", "mps"):
             r = rows[rows["mechanism"] == mech]
             if len(r) and mech not in (fast["mechanism"], calm["mechanism"]):
                 r = r.iloc[0]
-                rest.append(f"under {mechanism_label(mech)} it takes {r['makespan_ms']:.3g} ms with a p99 of "
-                            f"{r['critical_p99_ms']:.3g} ms")
+                rest.append(
+                    f"under {mechanism_label(mech)} it takes {r['makespan_ms']:.3g} ms with a p99 of "
+                    f"{r['critical_p99_ms']:.3g} ms"
+                )
         mps = rows[rows["mechanism"] == "mps"]
         if len(mps):
-            rest.append(f"the MPS clients saw {int(mps['critical_sms'].iloc[0])} and {int(mps['other_sms'].iloc[0])} SMs")
+            rest.append(
+                f"the MPS clients saw {int(mps['critical_sms'].iloc[0])} and {int(mps['other_sms'].iloc[0])} SMs"
+            )
         out.append(s + ("; " + "; ".join(rest) if rest else "") + ".")
     return out
 
@@ -131,5 +197,6 @@ def check_mechanisms_rows(df, where: str) -> None:
         check_positive(df, col, where)
     unknown = sorted(set(df["mechanism"].astype(str)) - set(MECHANISMS))
     if unknown:
-        raise ResultError(f"{where}: unknown mechanism {', '.join(map(repr, unknown))}; "
-                          f"mechanisms are {', '.join(MECHANISMS)}")
+        raise ResultError(
+            f"{where}: unknown mechanism {', '.join(map(repr, unknown))}; mechanisms are {', '.join(MECHANISMS)}"
+        )

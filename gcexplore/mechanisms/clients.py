@@ -54,8 +54,10 @@ def _measure(job: dict, barrier) -> dict:
             e1.sync()
             events.append(float(e1 - e0))
         host = np.zeros(2 * reps * 3, dtype=np.uint64)
-        check(driver_module().cuMemcpyDtoHAsync(host.ctypes.data, base, host.nbytes, int(stream.handle)),
-              "cuMemcpyDtoHAsync")
+        check(
+            driver_module().cuMemcpyDtoHAsync(host.ctypes.data, base, host.nbytes, int(stream.handle)),
+            "cuMemcpyDtoHAsync",
+        )
         stream.sync()
         buf.close(stream)
         rec = host.reshape(2 * reps, 3)
@@ -78,8 +80,9 @@ def client_main(job: dict, barrier, out) -> None:
         out.put({"name": job["name"], "error": f"{type(e).__name__}: {e}"})
 
 
-def run_clients(specs: dict, pcts: Mapping[str, float], daemon, *, device: int, repeats: int, warmup: int,
-                timeout_s: float = 300.0) -> dict[str, dict]:
+def run_clients(
+    specs: dict, pcts: Mapping[str, float], daemon, *, device: int, repeats: int, warmup: int, timeout_s: float = 300.0
+) -> dict[str, dict]:
     """``{name: {"sms": [...], "stamps": [...]}}`` from one client per workload at ``pcts[name]`` %.
 
     Raises
@@ -91,10 +94,25 @@ def run_clients(specs: dict, pcts: Mapping[str, float], daemon, *, device: int, 
 
     ctx = mp.get_context("spawn")  # a fresh process: CUDA and the MPS variables start there
     barrier, out = ctx.Barrier(len(pcts)), ctx.Queue()
-    procs = [ctx.Process(target=client_main, daemon=True,
-                         args=({"env": daemon.client_env(pct), "specs": specs, "name": name, "device": device,
-                                "repeats": repeats, "warmup": warmup}, barrier, out))
-             for name, pct in pcts.items()]
+    procs = [
+        ctx.Process(
+            target=client_main,
+            daemon=True,
+            args=(
+                {
+                    "env": daemon.client_env(pct),
+                    "specs": specs,
+                    "name": name,
+                    "device": device,
+                    "repeats": repeats,
+                    "warmup": warmup,
+                },
+                barrier,
+                out,
+            ),
+        )
+        for name, pct in pcts.items()
+    ]
     got: dict[str, dict] = {}
     try:
         for p in procs:
@@ -103,7 +121,9 @@ def run_clients(specs: dict, pcts: Mapping[str, float], daemon, *, device: int, 
             r = out.get(timeout=timeout_s)
             got[r["name"]] = r
     except queue_module.Empty:
-        raise RuntimeError(f"MPS clients {sorted(set(pcts) - set(got))} did not report within {timeout_s:g} s") from None
+        raise RuntimeError(
+            f"MPS clients {sorted(set(pcts) - set(got))} did not report within {timeout_s:g} s"
+        ) from None
     finally:
         for p in procs:  # only the processes started here
             p.join(timeout=10)

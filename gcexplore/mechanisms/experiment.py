@@ -1,6 +1,7 @@
 """The mechanisms experiment: one pair of workloads under every way of sharing a GPU.
 
-:func:`compare_mechanisms` (also named :func:`mechanisms`) runs the pair (1) on green contexts at each split, (3) on two plain streams and
+:func:`compare_mechanisms` (also named :func:`mechanisms`) runs the pair (1) on green contexts at each split, (3) on
+two plain streams and
 (5) one after another, through the core's :func:`~gcexplore.experiments.overlap.sweep` (its modes
 ``concurrent``, ``streams``, ``sequential``); (4) on plain streams with the critical workload's at
 the highest stream priority, through the core's timing engine; and (2) under MPS, each workload in
@@ -46,18 +47,51 @@ def _check_splits(splits) -> tuple[int, ...]:
     try:
         out = (splits,) if one else tuple(splits)
     except TypeError:
-        raise TypeError(f"splits are SM counts of the critical workload's share, e.g. (24, 64, 104); got {splits!r}") from None
+        raise TypeError(
+            f"splits are SM counts of the critical workload's share, e.g. (24, 64, 104); got {splits!r}"
+        ) from None
     if not out or not all(isinstance(k, int) and not isinstance(k, bool) and k > 0 for k in out):
-        raise ValueError(f"splits are positive SM counts of the critical workload's share, e.g. (24, 64, 104); got {splits!r}")
+        raise ValueError(
+            f"splits are positive SM counts of the critical workload's share, e.g. (24, 64, 104); got {splits!r}"
+        )
     return out
 
 
-def _row(mechanism, layout, k, rep, rnd, name, critical, sms, start, dur, makespan, *, pct=float("nan"),
-         priority=None, span=float("nan"), clock="events") -> dict:
-    return {"mechanism": mechanism, "layout": layout, "split_sm_count": int(k), "rep": int(rep), "round": int(rnd),
-            "workload": name, "critical": name == critical, "sms": int(sms), "thread_pct": pct,
-            "priority_level": priority, "start_ms": start, "duration_ms": dur, "makespan_ms": makespan,
-            "timer_span_ms": span, "clock": clock}
+def _row(
+    mechanism,
+    layout,
+    k,
+    rep,
+    rnd,
+    name,
+    critical,
+    sms,
+    start,
+    dur,
+    makespan,
+    *,
+    pct=float("nan"),
+    priority=None,
+    span=float("nan"),
+    clock="events",
+) -> dict:
+    return {
+        "mechanism": mechanism,
+        "layout": layout,
+        "split_sm_count": int(k),
+        "rep": int(rep),
+        "round": int(rnd),
+        "workload": name,
+        "critical": name == critical,
+        "sms": int(sms),
+        "thread_pct": pct,
+        "priority_level": priority,
+        "start_ms": start,
+        "duration_ms": dur,
+        "makespan_ms": makespan,
+        "timer_span_ms": span,
+        "clock": clock,
+    }
 
 
 def _from_sweep(df, critical: str, sm_count: int) -> list[dict]:
@@ -67,8 +101,21 @@ def _from_sweep(df, critical: str, sm_count: int) -> list[dict]:
         if mech is None:
             continue
         sms = r.sm_count if mech == "green" else sm_count
-        rows.append(_row(mech, r.layout, r.split_sm_count, r.rep, r.round, r.workload, critical, sms,
-                         r.start_ms, r.duration_ms, r.makespan_ms))
+        rows.append(
+            _row(
+                mech,
+                r.layout,
+                r.split_sm_count,
+                r.rep,
+                r.round,
+                r.workload,
+                critical,
+                sms,
+                r.start_ms,
+                r.duration_ms,
+                r.makespan_ms,
+            )
+        )
     return rows
 
 
@@ -97,9 +144,23 @@ def _priority(run: Experiment, wls: dict, critical: str, layouts: list[tuple[str
         for rep in range(rnd.first_rep, rnd.first_rep + rnd.repeats):
             per_slot, makespan = eng.run_group(slots)
             for slot, launches in zip(slots, per_slot):
-                (start, dur), = launches
-                rows.append(_row("priority", label, k, rep, rnd.index, slot.workload.name, critical,
-                                 run.info.sm_count, start, dur, makespan, priority=level[slot.workload.name]))
+                ((start, dur),) = launches
+                rows.append(
+                    _row(
+                        "priority",
+                        label,
+                        k,
+                        rep,
+                        rnd.index,
+                        slot.workload.name,
+                        critical,
+                        run.info.sm_count,
+                        start,
+                        dur,
+                        makespan,
+                        priority=level[slot.workload.name],
+                    )
+                )
 
 
 def _green_sm_ids(run: Experiment, layouts, names) -> dict[str, list[int]]:
@@ -120,23 +181,56 @@ def _mps(run: Experiment, specs: dict, names, critical, layouts, timeout_s, rows
     with MpsDaemon() as daemon:
         for label, k in layouts:
             pcts = {name: 100.0 * (k if name == critical else n - k) / n for name in names}
-            got = run_clients(specs, pcts, daemon, device=run.info.index, repeats=run.options.repeats,
-                              warmup=run.options.warmup, timeout_s=timeout_s)
+            got = run_clients(
+                specs,
+                pcts,
+                daemon,
+                device=run.info.index,
+                repeats=run.options.repeats,
+                warmup=run.options.warmup,
+                timeout_s=timeout_s,
+            )
             for name in names:
                 if pcts[name] < 90 and len(got[name]["sms"]) >= n:  # the limit did not apply: not an MPS client
-                    raise MpsUnavailable(f"the {name} client, limited to {pcts[name]:.0f}% of the threads, reached all {n} "
-                                         "SMs: it ran outside gcexplore's MPS daemon (did the daemon start?)")
+                    raise MpsUnavailable(
+                        f"the {name} client, limited to {pcts[name]:.0f}% of the threads, reached all {n} "
+                        "SMs: it ran outside gcexplore's MPS daemon (did the daemon start?)"
+                    )
             for r in align_clients({name: got[name]["stamps"] for name in names}):
                 name = r["workload"]
-                rows.append(_row("mps", label, k, r["rep"], 0, name, critical, len(got[name]["sms"]), r["start_ms"],
-                                 r["duration_ms"], r["makespan_ms"], pct=pcts[name], span=r["timer_span_ms"],
-                                 clock="globaltimer"))
+                rows.append(
+                    _row(
+                        "mps",
+                        label,
+                        k,
+                        r["rep"],
+                        0,
+                        name,
+                        critical,
+                        len(got[name]["sms"]),
+                        r["start_ms"],
+                        r["duration_ms"],
+                        r["makespan_ms"],
+                        pct=pcts[name],
+                        span=r["timer_span_ms"],
+                        clock="globaltimer",
+                    )
+                )
                 seen[f"mps|{label}|{name}"] = got[name]["sms"]
 
 
-def compare_mechanisms(pair, splits: Sequence[int] = (24, 64, 104), *, mechanisms: Sequence[str] = MECHANISMS,
-               critical: str | None = None, repeats: int = 30, warmup: int = 3, rounds: int = 1, device: int = 0,
-               timeout_s: float = 300.0):
+def compare_mechanisms(
+    pair,
+    splits: Sequence[int] = (24, 64, 104),
+    *,
+    mechanisms: Sequence[str] = MECHANISMS,
+    critical: str | None = None,
+    repeats: int = 30,
+    warmup: int = 3,
+    rounds: int = 1,
+    device: int = 0,
+    timeout_s: float = 300.0,
+):
     """Run one pair of workloads under green contexts, MPS, plain streams, prioritised streams and one
     after another, at each split.
 
@@ -208,8 +302,16 @@ def _measure(wls, specs, names, critical, ks, mechs, options, device, timeout_s,
         try:
             modes = [m for m, mech in _FROM_SWEEP.items() if mech in mechs]
             if modes:
-                df = sweep(wls, [k for _, k in layouts], modes=modes, repeats=options.repeats, warmup=options.warmup,
-                           rounds=options.rounds, device=device, progress=False)
+                df = sweep(
+                    wls,
+                    [k for _, k in layouts],
+                    modes=modes,
+                    repeats=options.repeats,
+                    warmup=options.warmup,
+                    rounds=options.rounds,
+                    device=device,
+                    progress=False,
+                )
                 rows += _from_sweep(df, critical, run.info.sm_count)
                 run.extra["sweep_run_id"] = df.attrs.get("run_id")
             if "priority" in mechs:
@@ -221,11 +323,14 @@ def _measure(wls, specs, names, critical, ks, mechs, options, device, timeout_s,
             if isinstance(e, MeasurementAborted) and "mode" in getattr(e.partial, "columns", ()):
                 rows += _from_sweep(e.partial, critical, run.info.sm_count)  # the sweep's rows so far
             if isinstance(e, KeyboardInterrupt):
-                raise MeasurementInterrupted(f"mechanisms interrupted; {len(rows)} rows kept in exc.partial",
-                                             run.frame(rows)) from e
+                raise MeasurementInterrupted(
+                    f"mechanisms interrupted; {len(rows)} rows kept in exc.partial", run.frame(rows)
+                ) from e
             if isinstance(e, Exception):
-                raise MeasurementFailed(f"mechanisms failed ({type(e).__name__}: {e}); {len(rows)} rows kept in "
-                                        "exc.partial", run.frame(rows)) from e
+                raise MeasurementFailed(
+                    f"mechanisms failed ({type(e).__name__}: {e}); {len(rows)} rows kept in exc.partial",
+                    run.frame(rows),
+                ) from e
             raise
         return run.frame(rows)
 

@@ -35,19 +35,40 @@ MECHANISMS = ("green", "mps", "streams", "priority", "sequential")
 CLOCKS = {
     "events": "one process: CUDA events behind a common start event on the GPU",
     "globaltimer": "one MPS client process per workload, released together each repetition by a host "
-                   "barrier; spans and makespan from %globaltimer stamps read on the GPU (one clock for "
-                   "every process), durations from each client's events",
+    "barrier; spans and makespan from %globaltimer stamps read on the GPU (one clock for "
+    "every process), durations from each client's events",
 }
 
 COLUMNS = {
-    "mechanism": "str", "layout": "str", "split_sm_count": "int64", "rep": "int64", "round": "int64",
-    "workload": "str", "critical": "bool", "sms": "int64", "thread_pct": "float64", "priority_level": "Int64",
-    "start_ms": "float64", "duration_ms": "float64", "makespan_ms": "float64", "timer_span_ms": "float64",
+    "mechanism": "str",
+    "layout": "str",
+    "split_sm_count": "int64",
+    "rep": "int64",
+    "round": "int64",
+    "workload": "str",
+    "critical": "bool",
+    "sms": "int64",
+    "thread_pct": "float64",
+    "priority_level": "Int64",
+    "start_ms": "float64",
+    "duration_ms": "float64",
+    "makespan_ms": "float64",
+    "timer_span_ms": "float64",
     "clock": "str",
 }
 
 
-register(Kind(KIND, {**COLUMNS, **IDENTITY_COLUMNS}, ("mechanism", "layout", "rep", "workload"), "mechanism",
-              "mechanisms", "gcexplore.mechanisms.analysis:check_mechanisms_rows", "gcexplore.mechanisms.analysis:mechanisms_table",
-              "gcexplore.mechanisms.view:plot_mechanisms", "gcexplore.compare_mechanisms()"))
+register(
+    Kind(
+        KIND,
+        {**COLUMNS, **IDENTITY_COLUMNS},
+        ("mechanism", "layout", "rep", "workload"),
+        "mechanism",
+        "mechanisms",
+        "gcexplore.mechanisms.analysis:check_mechanisms_rows",
+        "gcexplore.mechanisms.analysis:mechanisms_table",
+        "gcexplore.mechanisms.view:plot_mechanisms",
+        "gcexplore.compare_mechanisms()",
+    )
+)
 Options.APPLIES.setdefault(KIND, ("repeats", "warmup", "rounds"))  # what its metadata records

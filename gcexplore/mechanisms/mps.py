@@ -53,8 +53,9 @@ def _compute_mode() -> str | None:
     if shutil.which("nvidia-smi") is None:
         return None
     try:
-        text = subprocess.run(["nvidia-smi", "-q", "-d", "COMPUTE"], capture_output=True, text=True,
-                              timeout=20, check=False).stdout
+        text = subprocess.run(
+            ["nvidia-smi", "-q", "-d", "COMPUTE"], capture_output=True, text=True, timeout=20, check=False
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     for line in text.splitlines():
@@ -63,27 +64,39 @@ def _compute_mode() -> str | None:
     return None
 
 
-def mps_refusal(*, control: str = CONTROL, default_pipe: str = DEFAULT_PIPE,
-                processes: Callable[[], list[str]] = _mps_processes,
-                compute_mode: Callable[[], str | None] = _compute_mode) -> str | None:
+def mps_refusal(
+    *,
+    control: str = CONTROL,
+    default_pipe: str = DEFAULT_PIPE,
+    processes: Callable[[], list[str]] = _mps_processes,
+    compute_mode: Callable[[], str | None] = _compute_mode,
+) -> str | None:
     """Why gcexplore may not start its own MPS daemon here, in one sentence; None where it may.
 
     ``processes`` and ``compute_mode`` read the machine (tests pass their own).
     """
     if shutil.which(control) is None:
-        return (f"MPS is absent: {control} is not on PATH (it ships with the NVIDIA driver's utilities); "
-                "leave 'mps' out of mechanisms= to measure the others")
+        return (
+            f"MPS is absent: {control} is not on PATH (it ships with the NVIDIA driver's utilities); "
+            "leave 'mps' out of mechanisms= to measure the others"
+        )
     if Path(default_pipe, "control").exists():
-        return (f"another MPS daemon serves the card (its control pipe is {default_pipe}/control); "
-                "gcexplore starts its own only where none runs: stop that one or leave 'mps' out")
+        return (
+            f"another MPS daemon serves the card (its control pipe is {default_pipe}/control); "
+            "gcexplore starts its own only where none runs: stop that one or leave 'mps' out"
+        )
     running = processes()
     if running:
-        return (f"another MPS daemon serves the card (running: {', '.join(running)}); gcexplore starts its own "
-                "only where none runs: stop that one or leave 'mps' out")
+        return (
+            f"another MPS daemon serves the card (running: {', '.join(running)}); gcexplore starts its own "
+            "only where none runs: stop that one or leave 'mps' out"
+        )
     mode = compute_mode()
     if mode is not None and mode.replace("_", " ").lower() not in ("default",):
-        return (f"the card's compute mode is {mode}, not Default: an administrator set it up for other sharing, "
-                "and gcexplore never changes it; leave 'mps' out")
+        return (
+            f"the card's compute mode is {mode}, not Default: an administrator set it up for other sharing, "
+            "and gcexplore never changes it; leave 'mps' out"
+        )
     return None
 
 
@@ -116,7 +129,10 @@ class MpsDaemon:
         """The variables that point a process at this daemon."""
         if self.folder is None:
             raise RuntimeError("the MPS daemon is not started: use `with MpsDaemon() as mps:`")
-        return {"CUDA_MPS_PIPE_DIRECTORY": str(self.folder / "pipe"), "CUDA_MPS_LOG_DIRECTORY": str(self.folder / "log")}
+        return {
+            "CUDA_MPS_PIPE_DIRECTORY": str(self.folder / "pipe"),
+            "CUDA_MPS_LOG_DIRECTORY": str(self.folder / "log"),
+        }
 
     def client_env(self, thread_pct: float) -> dict[str, str]:
         """The environment additions of a client limited to ``thread_pct`` % of the SMs' threads."""
@@ -142,8 +158,15 @@ class MpsDaemon:
         return sorted(out)
 
     def _run(self, args: list[str], **kw) -> subprocess.CompletedProcess:
-        return subprocess.run([self.control, *args], env={**os.environ, **self.env}, capture_output=True,
-                              text=True, timeout=_START_S, check=False, **kw)
+        return subprocess.run(
+            [self.control, *args],
+            env={**os.environ, **self.env},
+            capture_output=True,
+            text=True,
+            timeout=_START_S,
+            check=False,
+            **kw,
+        )
 
     def start(self) -> MpsDaemon:
         if self.is_closed:
@@ -161,8 +184,10 @@ class MpsDaemon:
             done = self._run(["-d"])
             if done.returncode != 0:
                 user = os.environ.get("USER") or str(os.getuid())
-                raise MpsUnavailable(f"the user {user} is not allowed to start an MPS daemon here: {self.control} -d "
-                                     f"exited {done.returncode} ({(done.stderr or done.stdout).strip() or 'no message'})")
+                raise MpsUnavailable(
+                    f"the user {user} is not allowed to start an MPS daemon here: {self.control} -d "
+                    f"exited {done.returncode} ({(done.stderr or done.stdout).strip() or 'no message'})"
+                )
             self._wait(lambda: (self.folder / "pipe" / "control").exists(), "start")
         except BaseException:
             self.close()
@@ -177,8 +202,10 @@ class MpsDaemon:
                 last = ""
                 with contextlib.suppress(OSError):
                     last = (log.read_text(errors="replace").strip().splitlines() or [""])[-1]
-                raise MpsUnavailable(f"the MPS daemon did not {what} within {_START_S:g} s (its log {log}"
-                                     + (f" ends: {last})" if last else ")"))
+                raise MpsUnavailable(
+                    f"the MPS daemon did not {what} within {_START_S:g} s (its log {log}"
+                    + (f" ends: {last})" if last else ")")
+                )
             time.sleep(0.02)
 
     def close(self) -> None:

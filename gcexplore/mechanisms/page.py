@@ -24,19 +24,25 @@ def load_mechanisms() -> pd.DataFrame:
     try:
         return load_recorded(RECORDED_NAME)
     except FileNotFoundError as e:
-        raise FileNotFoundError(f"{e}; for this run: PYTHONPATH=. python bench/mechanisms.py OUT on a GPU, then copy "
-                                "OUT/mechanisms.parquet to gcexplore/data/") from None
+        raise FileNotFoundError(
+            f"{e}; for this run: PYTHONPATH=. python bench/mechanisms.py OUT on a GPU, then copy "
+            "OUT/mechanisms.parquet to gcexplore/data/"
+        ) from None
 
 
 def _table_md(table: pd.DataFrame) -> str:
-    head = ("| split | mechanism | makespan ms (p10-p90) | critical median ms | critical p99 ms | "
-            "critical slowdown | other median ms | other slowdown | SMs (critical / other) |")
+    head = (
+        "| split | mechanism | makespan ms (p10-p90) | critical median ms | critical p99 ms | "
+        "critical slowdown | other median ms | other slowdown | SMs (critical / other) |"
+    )
     lines = [head, "|" + "---|" * 9]
     for r in table.itertuples(index=False):
-        lines.append(f"| {r.layout} | {mechanism_label(r.mechanism)} | {r.makespan_ms:.3f} ({r.makespan_p10_ms:.3f}-"
-                     f"{r.makespan_p90_ms:.3f}) | {r.critical_ms:.3f} | {r.critical_p99_ms:.3f} | "
-                     f"{r.critical_interference:.2f}x | {r.other_ms:.3f} | {r.other_interference:.2f}x | "
-                     f"{r.critical_sms} / {r.other_sms} |")
+        lines.append(
+            f"| {r.layout} | {mechanism_label(r.mechanism)} | {r.makespan_ms:.3f} ({r.makespan_p10_ms:.3f}-"
+            f"{r.makespan_p90_ms:.3f}) | {r.critical_ms:.3f} | {r.critical_p99_ms:.3f} | "
+            f"{r.critical_interference:.2f}x | {r.other_ms:.3f} | {r.other_interference:.2f}x | "
+            f"{r.critical_sms} / {r.other_sms} |"
+        )
     return "\n".join(lines)
 
 
@@ -51,11 +57,17 @@ def mechanisms_page(df: pd.DataFrame | None = None) -> str:
     if df.attrs.get("kind") not in (None, KIND):
         raise ValueError(f"mechanisms_page takes a mechanisms result, got kind {df.attrs.get('kind')!r}")
     device = str(df["device_name"].iloc[0]) if "device_name" in df.columns and len(df) else "the GPU"
-    out = ["# Green contexts, MPS or streams?", "",
-           (f"The same pair of workloads, on {device}, under every way of sharing the card: green contexts "
-           "(a partition each), MPS (a client process each, its active-thread percentage set to its share), "
-           "two plain streams, plain streams with the critical workload's at the highest priority, and one "
-           "after another. Slowdown is a workload's median time over its time alone on the whole card."), ""]
+    out = [
+        "# Green contexts, MPS or streams?",
+        "",
+        (
+            f"The same pair of workloads, on {device}, under every way of sharing the card: green contexts "
+            "(a partition each), MPS (a client process each, its active-thread percentage set to its share), "
+            "two plain streams, plain streams with the critical workload's at the highest priority, and one "
+            "after another. Slowdown is a workload's median time over its time alone on the whole card."
+        ),
+        "",
+    ]
     for _, part in df.groupby("run_id", sort=False):  # one run per pair
         table = mechanisms_table(part)
         title = f"{table['critical'].iloc[0]} beside {table['other'].iloc[0]}"

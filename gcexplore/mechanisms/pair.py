@@ -16,9 +16,11 @@ from ..workloads.workload import Workload
 
 __all__ = ["build_pair", "pair_specs"]
 
-_HOW = ("a pair is two built-in recipes (['latency', 'memory'] or {'name': 'recipe'}), a factory "
-        "'module:function' returning two workloads, {'factory': 'module:function', 'kwargs': {...}}, or a "
-        "mapping whose values are recipes or factories of one workload each")
+_HOW = (
+    "a pair is two built-in recipes (['latency', 'memory'] or {'name': 'recipe'}), a factory "
+    "'module:function' returning two workloads, {'factory': 'module:function', 'kwargs': {...}}, or a "
+    "mapping whose values are recipes or factories of one workload each"
+)
 
 
 def _factory(obj) -> dict | None:
@@ -57,8 +59,10 @@ def pair_specs(pair) -> dict:
     each, names = {}, []
     for name, obj in items:
         if isinstance(obj, Workload) or (callable(obj) and not isinstance(obj, str)):
-            raise TypeError(f"{obj!r}: MPS runs each workload in its own process, which rebuilds it from a recipe "
-                            f"or factory, not from an object; {_HOW}")
+            raise TypeError(
+                f"{obj!r}: MPS runs each workload in its own process, which rebuilds it from a recipe "
+                f"or factory, not from an object; {_HOW}"
+            )
         fac = _factory(obj)
         if fac is not None:
             if name is None:

@@ -24,8 +24,8 @@ __all__ = ["AGGRESSION_CANDIDATES", "ERROR_COLUMNS", "L2_CANDIDATES", "LATENCY_C
            "prediction_facts"]
 
 ERROR_COLUMNS = ["layout", "split_sm_count", "predicted_ms", "predicted_low_ms", "predicted_high_ms",
-                 "measured_ms", "measured_low_ms", "measured_high_ms", "error", "inside", "inside_strict", "predicted_interference",
-                 "measured_interference"]
+                 "measured_ms", "measured_low_ms", "measured_high_ms", "error", "inside", "inside_strict",
+                 "predicted_interference", "measured_interference"]
 
 
 def _measured_intervals(measured: pd.DataFrame, confidence: float = 0.9,
@@ -461,7 +461,8 @@ def plateau_residuals(profiles: pd.DataFrame, measured: pd.DataFrame, *, top: in
     out.attrs.update({"summary_of": "plateau_residuals", "device_name": str(measured.attrs.get("device_name", "")),
                       "runs": [r.attrs["run"] for r in runs], "skipped_runs": skipped})
     out.attrs["facts"] = {
-        "runs": len(runs), "pairs": len(out), "on_plateau": int(on.sum()), "alone_measured": int(out["alone_measured"].sum()),
+        "runs": len(runs), "pairs": len(out), "on_plateau": int(on.sum()),
+        "alone_measured": int(out["alone_measured"].sum()),
         "curve_gap": float((out["alone_ms"] / out["plateau_ms"] - 1).abs()[on].max()) if on.any() else np.nan,
         "median_on": float(a[on].median()) if on.any() else np.nan,
         "median_off": float(a[~on].median()) if (~on).any() else np.nan,

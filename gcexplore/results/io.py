@@ -328,8 +328,8 @@ def _read_parquet(path: Path) -> tuple[pd.DataFrame, dict]:
 
 
 def _size(n: float) -> str:
-    return next(f"{n / u:.1f} {name}" for u, name in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"), (1, "bytes"))
-                if n >= u or u == 1)
+    units = ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"), (1, "bytes"))
+    return next(f"{n / u:.1f} {name}" for u, name in units if n >= u or u == 1)
 
 
 def _too_large(path: Path, what: str, found: str, limit: str, knob: str) -> ResultFileError:
@@ -359,7 +359,8 @@ def _read_sidecar(path: Path, side_path: Path) -> dict:
     check_target(side_path, "load")
     where = f"the sidecar {str(side_path)!r} of {str(path)!r}"
     if (size := side_path.stat().st_size) > MAX_METADATA_BYTES:  # before reading: not a MemoryError later
-        raise _too_large(side_path, "is", _size(size), f"{_size(MAX_METADATA_BYTES)} of a sidecar", "MAX_METADATA_BYTES")
+        raise _too_large(side_path, "is", _size(size), f"{_size(MAX_METADATA_BYTES)} of a sidecar",
+                         "MAX_METADATA_BYTES")
     side = _loads_metadata(side_path.read_bytes(), where)
     if not isinstance(side, dict) or not isinstance(side.get("dtypes", {}), dict) \
             or not isinstance(side.get("attrs", {}), dict):
