@@ -41,7 +41,7 @@ sizes) runs on 1, then 2, then 4 GPUs (one worker each), timed as the caller of
 - the local cluster's start per worker: forkserver (the campaign's start to its server's imports done;
   0 when kept), spawn (to the worker process's birth), boot (Dask's worker set-up until the preload),
   gcexplore's import, context, kernels and the factories' modules, join; each worker's CPUs;
-- the host-side rest between repetitions per phase (bench/campaign_phases.py): the GPU waiting at the gate and
+- the host-side rest between repetitions per phase (gcexplore/campaigns/phases.py): the GPU waiting at the gate and
   the rest besides it, with the host's enqueueing, waiting and collecting, from each task's engine record;
 - ``--gpu-start-too`` / ``--cpus-too`` / ``--dispatch-too`` / ``--gate-too``: the ``--too-gpus`` counts again with
   GCEXPLORE_GPU_START / GCEXPLORE_WORKER_CPUS / GCEXPLORE_DISPATCH / GCEXPLORE_GATE set so (an A/B on one host,
@@ -71,8 +71,8 @@ PAIRS = [["compute", "memory"], ["compute", "copy"], "bench.campaign_pairs:atten
          "bench.campaign_pairs:gemm_layernorm"]
 EXPERIMENT = "sweep"  # (the CPU test swaps in the stand-in experiment and pairs)
 
-from bench.campaign_phases import engine_records, rest_phases  # noqa: E402 (ROOT on the path first)
-from bench.campaign_phases import table as phase_table  # noqa: E402
+from gcexplore.campaigns.phases import engine_records, rest_phases  # noqa: E402 (ROOT on the path first)
+from gcexplore.campaigns.phases import table as phase_table  # noqa: E402
 
 
 def _split_sets(step: int) -> list[list[int]]:

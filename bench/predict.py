@@ -44,97 +44,13 @@ from gcexplore import analysis as A
 from gcexplore.prediction import check as PC
 from gcexplore.prediction import traffic_profile as TP
 from gcexplore.prediction import saturation as SAT
+from gcexplore.prediction.fit import ALL, FITTED, GROUPS, fit_run, members, run_profiles
 from _needs import needs  # noqa: E402
 
-FITTED = {"compute+memory": ["compute", "memory"], "memory_a+memory_b": ["memory_a=memory", "memory_b=memory"],
-          "matmul+sigmoid": ["matmul", "sigmoid"], "latency+compute": ["latency", "compute"],
-          "fft+conv": ["fft", "conv"], "layernorm+memory": ["layernorm", "memory"], "sort+memory": ["sort", "memory"]}
-CHECKED = {"fft+sort": ["fft", "sort"], "fft+chain": ["fft", "chain"], "sdpa+sort": ["sdpa", "sort"],
-           "softmax+matmul": ["softmax", "matmul"], "conv+layernorm": ["conv", "layernorm"],
-           "chain+sigmoid": ["chain", "sigmoid"], "elementwise+compute": ["elementwise", "compute"],
-           "sdpa+fft": ["sdpa", "fft"], "copy+sigmoid": ["copy", "sigmoid"], "latency+memory": ["latency", "memory"],
-           "layernorm+sort": ["layernorm", "sort"], "conv+elementwise": ["conv", "elementwise"]}
-# checked-only pairs first measured in batch d1 (after the model of the fitted pairs was chosen): out of sample
-FRESH = {"fft+elementwise": ["fft", "elementwise"], "sort+sigmoid": ["sort", "sigmoid"],
-         "sdpa+layernorm": ["sdpa", "layernorm"], "conv+sort": ["conv", "sort"], "chain+memory": ["chain", "memory"],
-         "softmax+fft": ["softmax", "fft"], "matmul+layernorm": ["matmul", "layernorm"], "conv+copy": ["conv", "copy"],
-         "chain+elementwise": ["chain", "elementwise"], "sdpa+sigmoid": ["sdpa", "sigmoid"]}
-# checked-only pairs first measured in batch e1 (study set: a co-runner that saturates DRAM beside an L2-heavy one)
-FRESH2 = {"conv+memory": ["conv", "memory"], "conv+sigmoid": ["conv", "sigmoid"], "fft+copy": ["fft", "copy"],
-          "chain+copy": ["chain", "copy"], "sdpa+copy": ["sdpa", "copy"], "matmul+copy": ["matmul", "copy"],
-          "softmax+sort": ["softmax", "sort"], "fft+layernorm": ["fft", "layernorm"],
-          "sort+elementwise": ["sort", "elementwise"], "sdpa+conv": ["sdpa", "conv"], "chain+conv": ["chain", "conv"],
-          "layernorm+elementwise": ["layernorm", "elementwise"]}
-# named before any of them was measured (batch e2): they judge whatever model e1's data led to
-CONFIRM = {"conv+softmax": ["conv", "softmax"], "matmul+memory": ["matmul", "memory"], "sdpa+memory": ["sdpa", "memory"],
-           "chain+layernorm": ["chain", "layernorm"], "fft+memory": ["fft", "memory"], "sort+copy": ["sort", "copy"],
-           "softmax+sigmoid": ["softmax", "sigmoid"], "matmul+fft": ["matmul", "fft"],
-           "sdpa+elementwise": ["sdpa", "elementwise"], "chain+sort": ["chain", "sort"],
-           "layernorm+copy": ["layernorm", "copy"], "compute+sort": ["compute", "sort"]}
-# named at 03:15 of session 7, before any was measured (batch g1): they judge the model with two probes per workload
-FRESH3 = {"matmul+elementwise": ["matmul", "elementwise"], "chain+softmax": ["chain", "softmax"],
-          "matmul+sort": ["matmul", "sort"], "softmax+copy": ["softmax", "copy"],
-          "elementwise+memory": ["elementwise", "memory"], "sigmoid+memory": ["sigmoid", "memory"],
-          "sigmoid+fft": ["sigmoid", "fft"], "softmax+layernorm": ["softmax", "layernorm"],
-          "conv+matmul": ["conv", "matmul"], "sdpa+chain": ["sdpa", "chain"], "latency+copy": ["latency", "copy"],
-          "compute+fft": ["compute", "fft"]}
-# fitted too (batch h1): the regime the saturation term missed, a GEMM / conv / sort / layer norm beside a light
-# streaming kernel, with two streaming workloads no checked pair has (so no checked pair moves into the fit)
-FITTED4 = {"conv+tanh": ["conv", "tanh"], "chain+tanh": ["chain", "tanh"], "matmul+tanh": ["matmul", "tanh"],
-           "sort+scale": ["sort", "scale"], "layernorm+scale": ["layernorm", "scale"], "conv+scale": ["conv", "scale"]}
-# named at 05:58 of session h, before any was measured (batch h1): they judge the model fitted with FITTED4
-FRESH4 = {"sigmoid+layernorm": ["sigmoid", "layernorm"], "softmax+elementwise": ["softmax", "elementwise"],
-          "softmax+sdpa": ["softmax", "sdpa"], "matmul+chain": ["matmul", "chain"],
-          "copy+elementwise": ["copy", "elementwise"], "memory+softmax": ["memory", "softmax"],
-          "sigmoid+elementwise": ["sigmoid", "elementwise"], "latency+sort": ["latency", "sort"],
-          "compute+conv": ["compute", "conv"], "chain+scale": ["chain", "scale"], "matmul+scale": ["matmul", "scale"],
-          "sort+tanh": ["sort", "tanh"]}
-# named at 07:58 of session j, before any was measured (batch j1): they judge the co-runner's measured aggression
-FRESH5 = {"fft+tanh": ["fft", "tanh"], "fft+scale": ["fft", "scale"], "layernorm+tanh": ["layernorm", "tanh"],
-          "sdpa+tanh": ["sdpa", "tanh"], "softmax+tanh": ["softmax", "tanh"], "sdpa+scale": ["sdpa", "scale"],
-          "elementwise+scale": ["elementwise", "scale"], "tanh+elementwise": ["tanh", "elementwise"],
-          "copy+tanh": ["copy", "tanh"], "copy+scale": ["copy", "scale"], "matmul+sdpa": ["matmul", "sdpa"],
-          "sigmoid+tanh": ["sigmoid", "tanh"]}
-# named at 08:19 of session j, before any was measured (batch j2): streaming pairs no run has, and the FFT beside the
-# latency kernel
-FRESH6 = {"memory+tanh": ["memory", "tanh"], "memory+scale": ["memory", "scale"], "sigmoid+scale": ["sigmoid", "scale"],
-          "softmax+scale": ["softmax", "scale"], "tanh+scale": ["tanh", "scale"], "latency+fft": ["latency", "fft"]}
-# named at 10:40 of session k, before any was measured (batch k1): every pair of the 16 workloads no run has (the
-# built-in compute and latency kernels beside the rest, and the copy beside the triad); out of sample for the margins
-# calibrated on the ten earlier runs and for the robust choice of the best split
-FRESH7 = {"compute+copy": ["compute", "copy"], "compute+matmul": ["compute", "matmul"],
-          "compute+sigmoid": ["compute", "sigmoid"], "compute+softmax": ["compute", "softmax"],
-          "compute+sdpa": ["compute", "sdpa"], "compute+layernorm": ["compute", "layernorm"],
-          "compute+chain": ["compute", "chain"], "compute+tanh": ["compute", "tanh"],
-          "compute+scale": ["compute", "scale"], "memory+copy": ["memory", "copy"],
-          "latency+matmul": ["latency", "matmul"], "latency+sigmoid": ["latency", "sigmoid"],
-          "latency+softmax": ["latency", "softmax"], "latency+sdpa": ["latency", "sdpa"],
-          "latency+layernorm": ["latency", "layernorm"], "latency+conv": ["latency", "conv"],
-          "latency+chain": ["latency", "chain"], "latency+elementwise": ["latency", "elementwise"],
-          "latency+tanh": ["latency", "tanh"], "latency+scale": ["latency", "scale"]}
-# named at 14:20 of session m (2026-11-27), before any was measured (batch m2): four workloads no run has (PyTorch
-# batched bf16 GEMM and random row gather, CuPy scan and sum), beside earlier ones and each other; they judge whatever
-# model the four runs of batch m1 led to
-FRESH8 = {"bmm+elementwise": ["bmm", "elementwise"], "bmm+sort": ["bmm", "sort"], "bmm+copy": ["bmm", "copy"],
-          "bmm+layernorm": ["bmm", "layernorm"], "cumsum+matmul": ["cumsum", "matmul"],
-          "cumsum+conv": ["cumsum", "conv"],
-          "cumsum+sigmoid": ["cumsum", "sigmoid"], "cumsum+fft": ["cumsum", "fft"], "reduce+chain": ["reduce", "chain"],
-          "reduce+sdpa": ["reduce", "sdpa"], "reduce+tanh": ["reduce", "tanh"], "reduce+memory": ["reduce", "memory"],
-          "gather+softmax": ["gather", "softmax"], "gather+scale": ["gather", "scale"],
-          "gather+conv": ["gather", "conv"],
-          "gather+matmul": ["gather", "matmul"], "bmm+cumsum": ["bmm", "cumsum"], "reduce+gather": ["reduce", "gather"],
-          "bmm+reduce": ["bmm", "reduce"], "cumsum+gather": ["cumsum", "gather"]}
-GROUPS = (("fitted", FITTED), ("fitted4", FITTED4), ("checked", CHECKED), ("fresh", FRESH), ("fresh2", FRESH2),
-          ("confirm", CONFIRM), ("fresh3", FRESH3), ("fresh4", FRESH4), ("fresh5", FRESH5), ("fresh6", FRESH6),
-          ("fresh7", FRESH7), ("fresh8", FRESH8))
-FITS = {**FITTED, **FITTED4}  # every pair the model is fitted on (the others are checked only)
-ALL = {**FITTED, **FITTED4, **CHECKED, **FRESH, **FRESH2, **CONFIRM, **FRESH3, **FRESH4, **FRESH5, **FRESH6, **FRESH7,
-       **FRESH8}
 TUNED = ("compute+memory", "memory_a+memory_b", "matmul+sigmoid", "latency+compute", "fft+conv", "sort+memory")
 NOTE = ("{r} repetitions after 1 warm-up per layout, concurrent mode only, first-partition sizes every {s} SMs; "
         "profiles {pr} repetitions per size every {ps} SMs")
 SMALL = 16  # the small partition the traffic is also counted on
-COPY_BYTES = 8.0 * (3 << 27)  # the built-in copy's bytes per call at its default size (the probe's copy)
 
 
 def _chosen(spec: str | None) -> dict:
@@ -153,8 +69,6 @@ def _chosen(spec: str | None) -> dict:
     return out
 
 
-def _members(names: list[str]) -> set[str]:
-    return {n.partition("=")[2] or n for n in names}
 
 
 def _pair_workloads(names: list[str], wls: dict) -> dict:
@@ -210,7 +124,7 @@ def measure(args, out: Path) -> None:
     sizes = _sizes(info, args.step)
     psizes = _sizes(info, args.profile_step)
     wls = _workloads(args, info.index)
-    pairs = {k: v for k, v in _chosen(args.pairs).items() if _members(v) <= set(wls)}
+    pairs = {k: v for k, v in _chosen(args.pairs).items() if members(v) <= set(wls)}
     t0 = time.perf_counter()
     peak = gx.card_bandwidth(info.index)
     profiles, cost = [], {}
@@ -228,7 +142,7 @@ def measure(args, out: Path) -> None:
     (out / "meta.json").write_text(json.dumps(meta, indent=1))  # now: a stage stopped later keeps it
     for pair, names in pairs.items():
         wl = _pair_workloads(names, wls)
-        if len(_members(names)) < len(names):
+        if len(members(names)) < len(names):
             # one workload on two partitions: each its own instance and arrays, as bench/tune.py runs them (one
             # shared buffer let the two triads run in step through the L2 at 64+68, 8-17% fast in some runs: h1)
             from real_workloads import workloads
@@ -249,17 +163,6 @@ def tune_stage(args, out: Path) -> None:
     _tune_all(args, out, wls, info)
 
 
-def _profiles(out: Path, measured: bool = True) -> pd.DataFrame:
-    """The recorded profiles, with the counted traffic attached (``measured``) where it was counted."""
-    prof = gx.load_profiles(out / "profiles.parquet")
-    path = out / "traffic.parquet"
-    if measured and path.exists():
-        prof = TP.attach_traffic(prof, pd.read_parquet(path))
-    prof = TP.with_traffic_columns(prof)
-    probed, copy_bytes = prof["probe_ms"].notna(), prof["probe_copy_bytes"]
-    if probed.any() and copy_bytes.isna().all():  # batch f1 (31a9b3c) did not record it: the default copy's 8n
-        prof["probe_copy_bytes"] = np.where(probed, COPY_BYTES, np.nan)
-    return prof
 
 
 def _tune_all(args, out: Path, wls: dict, info) -> None:
@@ -272,9 +175,9 @@ def _tune_all(args, out: Path, wls: dict, info) -> None:
         prof = mine[0]
         fit = prof.attrs["fit"]
     else:
-        fit, prof = _fit(out), _profiles(out)
+        fit, prof = fit_run(out), run_profiles(out)
     for pair, names in (_chosen(args.pairs) if args.pairs else {p: ALL[p] for p in TUNED}).items():
-        if not _members(names) <= set(wls):
+        if not members(names) <= set(wls):
             continue
         slo = _slo(prof) if pair == "latency+compute" else None
         pred = gx.predict(prof, names, **_kw(fit))
@@ -297,16 +200,11 @@ def _slo(prof: pd.DataFrame) -> float:
     return math.sqrt(float(med[a]) * float(med[b]))
 
 
-def _fit(out: Path, measured: bool = True) -> dict:
-    prof = _profiles(out, measured)
-    cases = [(prof, names, gx.load(out / f"sweep_{pair}.parquet")) for pair, names in FITS.items()
-             if (out / f"sweep_{pair}.parquet").exists()]
-    return PC.fit_model(cases)
 
 
 def _errors(out: Path, fit: dict, measured: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per pair facts and every layout's error, with the fit of the same kind (with or without counted traffic)."""
-    prof = _profiles(out, measured)
+    prof = run_profiles(out, measured)
     rows, layouts = [], []
     for group, pairs in GROUPS:
         for pair, names in pairs.items():
@@ -358,7 +256,7 @@ def replay_table(out: Path, fit: dict, judge: Path | None = None) -> pd.DataFram
     """Per pair: the tuner's search replayed over the recorded sweep (gcexplore.replay_tune), plain and
     starting from the predictions; with ``judge`` (another run's folder) each answer's makespan is
     read from that run's sweep instead: an independent measurement says how good the choice was."""
-    prof = _profiles(out)
+    prof = run_profiles(out)
     rows = []
     for group, pairs in GROUPS:
         for pair, names in pairs.items():
@@ -406,9 +304,9 @@ def _replay_lines(rt: pd.DataFrame, what: str) -> tuple[list[str], bool]:
 def cross_table(out: Path, target: Path, fit: dict) -> pd.DataFrame:
     """``out``'s profiles (with their counted traffic) moved to ``target``'s card (its measured shared
     bandwidth, SM count, clock, L2 from its own profiles) predicting ``target``'s sweeps."""
-    there = _profiles(target, measured=False)
+    there = run_profiles(target, measured=False)
     card = TP.card_of(there)
-    prof = _profiles(out)
+    prof = run_profiles(out)
     alone = TP.scaling_error(prof, there).abs()
     rows, assumed = [], []
     for group, pairs in GROUPS:
@@ -456,7 +354,7 @@ def traffic_table(out: Path) -> pd.DataFrame:
     if not path.exists():
         return pd.DataFrame()
     t = pd.read_parquet(path)
-    prof = _profiles(out).groupby("workload").first()
+    prof = run_profiles(out).groupby("workload").first()
     rows = []
     for w, g in t.groupby("workload", sort=False):
         warm = g[~g["flushed"]].sort_values("sm_count")
@@ -504,7 +402,7 @@ def report(out: Path, replica: Path | None = None, cross: Path | None = None) ->
         with pd.option_context(*opts):
             print("\ncounted traffic per call (CUPTI PM sampling):")
             print(tt.to_string(index=False))
-    pt = SAT.probe_table(_profiles(out))
+    pt = SAT.probe_table(run_profiles(out))
     if len(pt):
         with pd.option_context(*opts):
             print("\nprobes beside the built-in copy (copy_load: its demand alone / the card's; "
@@ -513,7 +411,7 @@ def report(out: Path, replica: Path | None = None, cross: Path | None = None) ->
     ok, tables = True, {}
     for measured in (True, False):
         tag = "with counted traffic" if measured else "declared bytes only (none for PyTorch / CuPy)"
-        fit = _fit(out, measured)
+        fit = fit_run(out, measured)
         err, lay = _errors(out, fit, measured)
         tables[measured] = err
         print(f"\n== {tag}: fitted on the 'fitted' pairs: sharing={fit['sharing']}, interval margins below / above "
@@ -551,7 +449,7 @@ def report(out: Path, replica: Path | None = None, cross: Path | None = None) ->
             tuned_ok = {g: bool((x["tuned_gap"] <= 0.03).mean() >= 0.9) for g, x in rt.groupby("group")}
             if replica is not None:  # the replica's tuner answers, judged by this run's sweeps
                 own = any((replica / f"sweep_{p}.parquet").exists() for p in FITTED)  # else this run's fit
-                rr = replay_table(replica, _fit(replica) if own else fit, judge=out)
+                rr = replay_table(replica, fit_run(replica) if own else fit, judge=out)
                 print(f"independent check: the tuner replayed over {replica}'s sweeps (its own profiles, "
                       f"{'its own fit' if own else 'the fit above'}), its answers' makespans read from this run's sweeps:")
                 with pd.option_context(*opts):
@@ -588,8 +486,8 @@ def report(out: Path, replica: Path | None = None, cross: Path | None = None) ->
     if cost and len(err):
         counters = dict(zip(tt["workload"], tt["counter_gpu_ms"])) if len(tt) else {}
         std = dict(zip(err["pair"], err["standard_sweep_gpu_s"]))
-        members = {p: _members(names) for p, names in ALL.items()}
-        cap = {w: min((s for p, s in std.items() if w in members[p]), default=math.nan) for w in cost}
+        pair_members = {p: members(names) for p, names in ALL.items()}
+        cap = {w: min((s for p, s in std.items() if w in pair_members[p]), default=math.nan) for w in cost}
         total = {w: (cost[w] + float(counters.get(w, 0.0) or 0.0)) / 1e3 for w in cost}
         ratio = {w: total[w] / cap[w] for w in cost if math.isfinite(cap[w])}
         worst = max(ratio, key=ratio.get)

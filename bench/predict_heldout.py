@@ -23,7 +23,7 @@ import pandas as pd
 import gcexplore as gx
 from gcexplore.prediction import check as PC
 from gcexplore.prediction import traffic_profile as TP
-from predict import COPY_BYTES, GROUPS, _members
+from gcexplore.prediction.fit import COPY_BYTES, GROUPS, members
 
 FIT_GROUPS = ("fitted", "fitted4")
 
@@ -40,7 +40,7 @@ def _run_errors(run: Path, traffic: Path | None, kw: dict) -> pd.DataFrame:
     for group, pairs in GROUPS:
         for pair, names in pairs.items():
             path = run / f"sweep_{pair}.parquet"
-            if path.exists() and _members(names) <= set(prof["workload"]):
+            if path.exists() and members(names) <= set(prof["workload"]):
                 cases.append((prof, names, gx.load(path)))
                 meta.append((group, pair))
     e = PC.layout_errors(cases, **kw)

@@ -21,22 +21,22 @@ import pandas as pd
 
 import gcexplore as gx
 from gcexplore.prediction import check as PC
-from predict import ALL, FITS, _members, _profiles
+from gcexplore.prediction.fit import ALL, FITS, members, run_profiles
 
 
 def _rows(run: Path, kw: dict) -> tuple[list[dict], list[dict]]:
-    prof = _profiles(run)
+    prof = run_profiles(run)
     have, rows, best = set(prof["workload"]), [], []
     for pair, names in ALL.items():
         path = run / f"sweep_{pair}.parquet"
-        if not path.exists() or not _members(names) <= have:
+        if not path.exists() or not members(names) <= have:
             continue
         sweep, pred = gx.load(path), gx.predict(prof, names, **kw)
         if pair not in FITS:
             f = gx.prediction_facts(pred, sweep)
             best.append({"run": str(run), "pair": pair, "gap": f["best_gap"], "predicted": f["predicted_best"],
                          "measured": f["measured_best"]})
-        if len(_members(names)) < 2:
+        if len(members(names)) < 2:
             continue
         meas = sweep[sweep["mode"] == "concurrent"].groupby(["layout", "workload"])["duration_ms"].median()
         for r in pred.itertuples():

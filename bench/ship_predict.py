@@ -30,7 +30,7 @@ from pathlib import Path
 import pandas as pd
 
 import gcexplore as gx
-from predict import FITS, GROUPS, _fit, _profiles
+from gcexplore.prediction.fit import calibrate_shipped, fit_run, run_profiles, run_sweeps, shipped_fit
 
 DATA = Path(__file__).resolve().parents[1] / "gcexplore" / "data"
 
@@ -69,17 +69,10 @@ def main(argv=None) -> int:
         n = _ship_sweeps(src, args.suffix, set(args.sweeps_only.split(",")))
         print(f"shipped {n} pair sweeps of {src} as predict_sweeps{args.suffix}")
         return 0
-    fit = _fit(src)
-    prof = _profiles(src)
-    fitted_on = [p for p in FITS if (src / f"sweep_{p}.parquet").exists()]
-    prof.attrs["fit"] = {"sharing": fit["sharing"], "model_error": list(fit["model_error"]),
-                         "l2_bandwidth_gbs": fit["l2_bandwidth_gbs"], "loaded_latency": fit["loaded_latency"],
-                         "saturation_onset": fit["saturation_onset"], "saturation_share": fit["saturation_share"],
-                         "saturation_load": fit["saturation_load"], "saturation_ramp": fit["saturation_ramp"],
-                         "saturation_aggression": fit["saturation_aggression"],
-                         "coverage": fit["coverage"], "fitted_on": fitted_on}
+    prof = run_profiles(src)
+    prof.attrs["fit"] = shipped_fit(fit_run(src), src)
     gx.save_profiles(prof, data / f"predict_profiles{args.suffix}.parquet")
-    sweeps = _sweeps(src)
+    sweeps = run_sweeps(src)
     _ship_sweeps(src, args.suffix)
     pairs = sweeps.attrs["pairs"]
     if args.suffix:
@@ -95,56 +88,16 @@ def main(argv=None) -> int:
 
 def _margins_from(runs: list[Path], path: Path, traffic: Path | None, rule: str = "pairs",
                   pairs: str = "fitted", quantile: float = 0.9) -> dict:
-    """The shipped profiles' fit with its margins calibrated (prediction_check.calibrate_margins by ``rule``) on the
-    FITTED pairs of ``runs`` (each with its own profiles; runs whose pairs are measured as bench/tune.py runs them: the
-    one-buffer memory_a + memory_b of batch g1 set a 17% lower margin, an artifact) or on their checked-only pairs,
-    promising ``quantile`` of the layouts."""
-    from gcexplore.prediction.check import calibrate_margins, predict_kwargs
-    from gcexplore.prediction.traffic_profile import attach_traffic, with_traffic_columns
-    from predict import FITTED
-
-    chosen = FITTED if pairs == "fitted" else {p: w for g, table in GROUPS if g not in ("fitted", "fitted4")
-                                               for p, w in table.items()}
-
+    """The shipped profiles at ``path`` saved again with their margins re-calibrated on ``runs``
+    (:func:`gcexplore.prediction.fit.calibrate_shipped`)."""
     shipped = gx.load_profiles(path)
-    fit = dict(shipped.attrs["fit"])
-    cases, used = [], []
-    for run in runs:
-        prof = _profiles(run)
-        if traffic is not None and not (run / "traffic.parquet").exists():
-            prof = with_traffic_columns(attach_traffic(prof, pd.read_parquet(traffic / "traffic.parquet")))
-        for pair, names in chosen.items():
-            if (run / f"sweep_{pair}.parquet").exists():
-                cases.append((prof, names, gx.load(run / f"sweep_{pair}.parquet")))
-                used.append("/".join(run.parts[-3:]) + ":" + pair)  # e.g. j1/i25/run:fft+conv
-    kw = {k: v for k, v in predict_kwargs(fit).items() if k != "model_error"}
-    got = calibrate_margins(cases, rule=rule, quantile=quantile, **kw)
-    fit.update(previous_model_error=fit["model_error"], model_error=list(got["model_error"]), coverage=got["coverage"],
-               margins_rule=rule, margins_quantile=quantile,
-               margins_from=used, earlier_model_error=fit.get("earlier_model_error", fit["model_error"]))
-    shipped.attrs["fit"] = fit
+    shipped.attrs["fit"] = fit = calibrate_shipped(shipped, runs, traffic, rule, pairs, quantile)
     gx.save_profiles(shipped, path)
     return fit
 
 
-def _sweeps(src: Path, groups: set[str] | None = None) -> pd.DataFrame:
-    """Every pair's sweep in ``src`` (of ``groups``), one frame with a ``pair`` column and ``attrs["pairs"]``."""
-    frames, pairs = [], {}
-    for group, table in GROUPS:
-        for pair, names in table.items():
-            path = src / f"sweep_{pair}.parquet"
-            if path.exists() and (groups is None or group in groups):
-                sw = gx.load(path)  # one run per pair (sweeps started in the same second share a run_id)
-                frames.append(sw.assign(pair=pair, run_id=sw["run_id"].astype(str) + " " + pair))
-                pairs[pair] = {"workloads": names, "group": group}
-    sweeps = pd.concat(frames, ignore_index=True)
-    sweeps.attrs.update(frames[0].attrs)
-    sweeps.attrs["pairs"] = pairs
-    return sweeps
-
-
 def _ship_sweeps(src: Path, suffix: str, groups: set[str] | None = None) -> int:
-    sweeps = _sweeps(src, groups)
+    sweeps = run_sweeps(src, groups)
     gx.save(sweeps, Path(__file__).resolve().parents[1] / "tests" / "data" / f"predict_sweeps{suffix}.parquet")
     return len(sweeps.attrs["pairs"])
 

@@ -8,5 +8,5 @@ from .explorers.render import (render_occupancy, render_summary, render_sweep, r
                                render_trace)
 from .explorers.sweep_explorer import SweepExplorer
 
-__all__ = ["CompareExplorer", "Explorer", "SweepExplorer", "explore", "render_occupancy", "render_summary", "render_sweep",
-           "render_throughput", "render_trace"]
+__all__ = ["CompareExplorer", "Explorer", "SweepExplorer", "explore", "render_occupancy", "render_summary",
+           "render_sweep", "render_throughput", "render_trace"]

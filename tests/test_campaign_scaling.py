@@ -501,7 +501,7 @@ def test_bench_gate_too_compares_the_gates_on_one_and_two_gpus_with_the_rest_per
 def test_the_rest_split_by_phase_from_the_engines_records():
     import types
 
-    from bench.campaign_phases import engine_records, rest_phases, table
+    from gcexplore.campaigns.phases import engine_records, rest_phases, table
 
     frames = {k: types.SimpleNamespace(attrs=a) for k, a in {
         "t1": {"gate": "flag", "gate_note": "", "host": "vm", "engine_phases": {"reps": 100, "queued": 99, "measured_again": 1,

@@ -32,7 +32,7 @@ def table(synth):
 
 
 def test_steps_take_the_slowest_rank(synth):
-    s = gx.analysis.comm_steps(synth)
+    s = gx.comm.comm_steps(synth)
     assert set(s["ranks"]) == {2}
     one = synth[(synth["layout"] == "16+116") & (synth["collective"] == "allreduce")
                 & (synth["size_bytes"] == 1 << 30) & (synth["mode"] == "overlapped") & (synth["rep"] == 3)]
@@ -63,12 +63,12 @@ def test_summarize_is_the_comm_table(synth, table):
 
 
 def test_bus_bandwidth_follows_nccl_tests():
-    assert gx.analysis.bus_factor("allreduce", 4) == pytest.approx(1.5)
-    assert gx.analysis.bus_factor("allgather", 4) == pytest.approx(0.75)
-    assert gx.analysis.bus_bw_gbs("allreduce", 2, 1e9, 1000.0) == pytest.approx(1.0)
-    assert math.isnan(gx.analysis.bus_bw_gbs("allreduce", 2, 1e9, 0.0))
+    assert gx.comm.bus_factor("allreduce", 4) == pytest.approx(1.5)
+    assert gx.comm.bus_factor("allgather", 4) == pytest.approx(0.75)
+    assert gx.comm.bus_bw_gbs("allreduce", 2, 1e9, 1000.0) == pytest.approx(1.0)
+    assert math.isnan(gx.comm.bus_bw_gbs("allreduce", 2, 1e9, 0.0))
     with pytest.raises(ValueError, match="2 or more ranks"):
-        gx.analysis.bus_factor("allreduce", 1)
+        gx.comm.bus_factor("allreduce", 1)
 
 
 def _expected_answer(df, coll, size, tol=0.01):

@@ -246,6 +246,6 @@ def test_the_tuner_takes_a_prediction_not_the_profiles():
     from gcexplore.experiments.tuner import _prior
 
     profiles = [_compute("a"), _compute("b")]
-    with pytest.raises(ValueError, match=r"predict= takes a gcexplore.predict\(...\) result.*gcexplore.predict\(profiles"):
+    with pytest.raises(ValueError, match=r"predict= takes a gcexplore.predict\(...\) result.*predict\(profiles"):
         _prior(profiles[0], ["a", "b"])
     assert set(_prior(gx.predict(profiles), ["a", "b"]))  # the prediction itself is taken

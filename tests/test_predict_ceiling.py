@@ -1,4 +1,4 @@
-"""bench/predict_ceiling.py: the separable fit recovers what is separable and nothing else, and the best-split
+"""gcexplore.prediction.ceiling (bench/predict_ceiling.py prints it): the separable fit recovers what is separable and nothing else, and the best-split
 count reads the measured makespan of the predicted best."""
 
 from __future__ import annotations
@@ -7,9 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from _compare_data import bench_module
+from gcexplore.prediction import ceiling as C
 
-C = bench_module("predict_ceiling")
 NAMES = ["a", "b", "c", "d", "e", "f"]
 SIZES = list(range(8, 128, 8))
 

@@ -47,7 +47,8 @@ from .identity import identity_diff
 from .stats import Floor, quantile, quantile_ci, round_median_ci, round_ratio_ci
 from .verdict import decide, prior_variance, row_verdict, side_floor
 
-__all__ = ["COMPARE_COLUMNS", "Comparison", "Comparisons", "VERDICTS", "compare", "identity_diff", "load_side", "row_verdict"]
+__all__ = ["COMPARE_COLUMNS", "Comparison", "Comparisons", "VERDICTS", "compare", "identity_diff", "load_side",
+           "row_verdict"]
 
 IDENTITY_LABELS = {f.name: f.label for f in IDENTITY}
 VERDICTS = ("FAST", "SLOW", "SAME", "UNCLEAR")

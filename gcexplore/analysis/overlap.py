@@ -15,9 +15,10 @@ from ..results.validate import open_run, require_columns
 from ..schema import IDENTITY_COLUMNS, MODES
 from .stats import STAT_COLUMNS, finite, nanmedian, noise_floor, ratio, round_median_ci, round_ratio_ci, stats
 
-__all__ = ["BOUND_FIELDS", "CONCURRENT_COLUMNS", "LAYOUT_TABLE_COLUMNS", "OVERLAP_SUMMARY_COLUMNS", "PER_LAYOUT_COLUMNS",
-           "LAUNCH_BOUND_RATIO", "SPAN_INCLUDES_WAIT", "baseline_choice", "baseline_ms", "best_layout", "best_split", "launch_limits", "layout_table", "lower_bound",
-           "makespan_stats", "overlap_summary", "resource_bound", "summarize_overlap", "verdict_facts"]
+__all__ = ["BOUND_FIELDS", "CONCURRENT_COLUMNS", "LAYOUT_TABLE_COLUMNS", "OVERLAP_SUMMARY_COLUMNS",
+           "PER_LAYOUT_COLUMNS", "LAUNCH_BOUND_RATIO", "SPAN_INCLUDES_WAIT", "baseline_choice", "baseline_ms",
+           "best_layout", "best_split", "launch_limits", "layout_table", "lower_bound", "makespan_stats",
+           "overlap_summary", "resource_bound", "summarize_overlap", "verdict_facts"]
 
 
 #: Modes whose event span may include waiting for SMs: no rate is computed from it
@@ -124,7 +125,8 @@ def _summarize_overlap(df: pd.DataFrame) -> pd.DataFrame:
     s.attrs["summary_of"] = df.attrs.get("kind", "overlap")
     s.attrs["rate_notes"] = {m: note for m, note in SPAN_INCLUDES_WAIT.items() if m in set(s["mode"])}
     # plain values (None for NaN), so the attrs survive a save and compare equal after it
-    s.attrs["lower_bound"] = {k: None if isinstance(v, float) and math.isnan(v) else (v.item() if hasattr(v, "item") else v)
+    s.attrs["lower_bound"] = {k: None if isinstance(v, float) and math.isnan(v)
+                              else (v.item() if hasattr(v, "item") else v)
                               for k, v in bound.items()}
     return s
 

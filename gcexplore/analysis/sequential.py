@@ -18,7 +18,6 @@ below ``1 - confidence``, however the looks turned out. Pure: the measuring is t
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 
 import pandas as pd
@@ -100,8 +99,8 @@ def compare_until_decided(measure_a, measure_b, *, max_runs: int = 4, min_effect
             if key not in frozen and r.verdict in DECIDED:
                 frozen[key] = {**r._asdict(), "look": look}
         undecided = t[[(r.group, r.layout_a, r.layout_b) not in frozen for r in t.itertuples()]]
-        looks.append({"look": look, "first": labels[first], "runs_per_side": look, "elapsed_s": time.perf_counter() - t0,
-                      "undecided": len(undecided),
+        looks.append({"look": look, "first": labels[first], "runs_per_side": look,
+                      "elapsed_s": time.perf_counter() - t0, "undecided": len(undecided),
                       **{v.lower(): sum(1 for f in frozen.values() if f["verdict"] == v) for v in DECIDED}})
         sizes = _sizes(undecided)
         if undecided.empty or not sizes or (budget_s is not None and time.perf_counter() - t0 >= budget_s):

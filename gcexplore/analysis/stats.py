@@ -19,11 +19,11 @@ from statistics import NormalDist
 
 import numpy as np
 
-__all__ = ["DEFAULT_FLOOR", "EXACT_MAX_PAIRS", "FLOOR_COLUMNS", "Floor", "NOISY_FRACTION", "NOISY_RANGE_FRACTION", "disagree",
-           "PRIOR_WEIGHT", "STAT_COLUMNS", "finite", "finite_positive", "mann_whitney_cdf", "mann_whitney_k",
-           "nanmedian", "noise_floor", "pooled_pair_sd", "pooled_variance", "quantile", "quantile_ci", "quantiles",
-           "ratio", "ratio_bound", "ratio_ci", "round_median_ci", "round_medians", "round_ratio_ci", "round_variance", "rounds_needed",
-           "shift_ci", "stats", "steady_rounds", "t_cdf", "t_quantile"]
+__all__ = ["DEFAULT_FLOOR", "EXACT_MAX_PAIRS", "FLOOR_COLUMNS", "Floor", "NOISY_FRACTION", "NOISY_RANGE_FRACTION",
+           "disagree", "PRIOR_WEIGHT", "STAT_COLUMNS", "finite", "finite_positive", "mann_whitney_cdf",
+           "mann_whitney_k", "nanmedian", "noise_floor", "pooled_pair_sd", "pooled_variance", "quantile", "quantile_ci",
+           "quantiles", "ratio", "ratio_bound", "ratio_ci", "round_median_ci", "round_medians", "round_ratio_ci",
+           "round_variance", "rounds_needed", "shift_ci", "stats", "steady_rounds", "t_cdf", "t_quantile"]
 
 #: Largest n*m for which the exact Mann-Whitney distribution is built (200 x 200 reps).
 EXACT_MAX_PAIRS = 40_000
@@ -562,7 +562,8 @@ def rounds_needed(ratio: float, sd_round: float, min_effect: float, z: float, *,
     return float(max(2, r)) if r <= limit else math.inf
 
 
-def round_median_ci(values, rounds=None, confidence: float = 0.9, *, floor: Floor = DEFAULT_FLOOR) -> tuple[float, float, float]:
+def round_median_ci(values, rounds=None, confidence: float = 0.9, *,
+                    floor: Floor = DEFAULT_FLOOR) -> tuple[float, float, float]:
     """(median, low, high) of a run's typical time with the between-round component in it.
 
     The centre is exp(mean log round median); the interval a t interval over the round medians

@@ -36,10 +36,12 @@ def task_best_splits(df: pd.DataFrame) -> pd.DataFrame:
         sizes = sorted(set(int(k) for k in g["split_sm_count"]))
         step = min((b - a for a, b in zip(sizes, sizes[1:])), default=sizes[0])
         total = sum(parse_layout(best))
-        beyond_low, beyond_high = first == sizes[0] and first - step >= step, first == sizes[-1] and first + step < total
+        beyond_low = first == sizes[0] and first - step >= step
+        beyond_high = first == sizes[-1] and first + step < total
         name, uuid, index = (g[c].iloc[0] if c in g.columns else "" for c in _CARD)
         card = f"{name} #{index} ({str(uuid)[:8]})" if name else ""
         rows.append({"card": card, "pair": g["pair"].iloc[0], "split_set": g["split_set"].iloc[0], "best_split": best,
                      "at_edge": bool(len(sizes) > 1 and (beyond_low or beyond_high)), "rows": len(g)})
     cols = ["card", "pair", "split_set", "best_split", "at_edge", "rows"]
-    return pd.DataFrame(rows, columns=cols).sort_values(["card", "pair", "split_set"], kind="stable").reset_index(drop=True)
+    out = pd.DataFrame(rows, columns=cols)
+    return out.sort_values(["card", "pair", "split_set"], kind="stable").reset_index(drop=True)

@@ -119,7 +119,8 @@ def read_spec(path: str) -> dict:
     if _value_depth(spec, MAX_SPEC_DEPTH) > MAX_SPEC_DEPTH:  # every form: brackets, dotted keys, table headers
         raise Usage(f"{path!r} nests deeper than {MAX_SPEC_DEPTH} levels; a campaign spec needs a few")
     if not isinstance(spec, dict) or set(spec) - set(_KNOWN) or "workloads" not in spec:
-        extra = f"; unknown keys: {', '.join(sorted(map(str, set(spec) - set(_KNOWN))))}" if isinstance(spec, dict) else ""
+        unknown = sorted(map(str, set(spec) - set(_KNOWN))) if isinstance(spec, dict) else []
+        extra = f"; unknown keys: {', '.join(unknown)}" if isinstance(spec, dict) else ""
         raise Usage(f"{path!r} must be a table with workloads and optionally "
                     f"{', '.join(k for k in _KNOWN if k != 'workloads')}{extra}")
     return spec

@@ -14,7 +14,8 @@ Layout of a folder (format :data:`FORMAT`)::
 Every file is written to an exclusive, unpredictable temporary name beside it and
 renamed, so a reader sees a whole shard or none and a symlink planted at a name is
 replaced, never written through. Task keys are plain file names (:func:`check_key`).
-Readers open plain files only (no symlink, pipe or device) and read bounded amounts. :func:`load_campaign` reads a finished or unfinished campaign;
+Readers open plain files only (no symlink, pipe or device) and read bounded amounts.
+:func:`load_campaign` reads a finished or unfinished campaign;
 :func:`campaign_status` lists each task and what the folder holds for it.
 
 Pure Python, pandas and pyarrow; nothing here touches the GPU or imports Dask.

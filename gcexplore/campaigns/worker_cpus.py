@@ -33,7 +33,8 @@ SLOT_ENV = "GCEXPLORE_WORKER_SLOT"  # "k/n": this worker's place among its clust
 MODES = ("local", "share", "off")
 SYSFS = "/sys/bus/pci/devices"
 
-__all__ = ["ENV", "MODES", "choose", "cpu_mode", "describe", "parse_cpulist", "pin_to_card", "pin_worker", "read_local_cpus"]
+__all__ = ["ENV", "MODES", "choose", "cpu_mode", "describe", "parse_cpulist", "pin_to_card", "pin_worker",
+           "read_local_cpus"]
 
 
 def cpu_mode() -> str:
@@ -144,8 +145,9 @@ def _set_all_threads(cpus) -> int:
 
 def pin_worker(bus_id: str | None, root: str = SYSFS) -> dict:
     """In a campaign worker: place it by ``GCEXPLORE_WORKER_CPUS`` near its card ``bus_id`` (PCI address;
-    None: unknown). Returns what it did: ``mode``, ``card`` (CUDA_VISIBLE_DEVICES), ``cpus`` (the set, as a CPU list: applied, or the inherited
-    one when left alone), ``applied``, ``why``, ``numa_node``, ``threads`` moved, ``torch_threads`` before and after."""
+    None: unknown). Returns what it did: ``mode``, ``card`` (CUDA_VISIBLE_DEVICES), ``cpus`` (the set, as a
+    CPU list: applied, or the inherited one when left alone), ``applied``, ``why``, ``numa_node``, ``threads``
+    moved, ``torch_threads`` before and after."""
     try:
         mode = cpu_mode()
     except ValueError as e:  # checked by the client already; a worker started otherwise records it
@@ -193,7 +195,8 @@ def describe(report: dict | None) -> str:
     """One worker's placement in words (for a bench's table)."""
     if not report:
         return "not recorded"
-    text = f"card {report.get('card')}: {report.get('cpus')} ({report.get('mode')}: {'pinned' if report.get('applied') else 'not pinned'}"
+    pinned = "pinned" if report.get("applied") else "not pinned"
+    text = f"card {report.get('card')}: {report.get('cpus')} ({report.get('mode')}: {pinned}"
     if report.get("numa_node") is not None:
         text += f", NUMA node {report['numa_node']}"
     if report.get("torch_threads"):

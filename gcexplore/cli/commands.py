@@ -120,9 +120,10 @@ def _print_overlap(df) -> None:
     a = df.attrs
     later = a.get("warmup_later_rounds")
     calls = a.get("warmup_calls") or []
-    warm = (f"{a.get('warmup')} warm-up in a layout's first round, {max(later)} in its later ones"
-            + (f" (one call of each workload first at {len(calls)} layout(s) whose first call ran slow)" if calls else "")
-            if isinstance(later, list) and later and a.get("rounds", 1) > 1 else f"each after {a.get('warmup')} warm-up")
+    slow = f" (one call of each workload first at {len(calls)} layout(s) whose first call ran slow)" if calls else ""
+    warm = (f"{a.get('warmup')} warm-up in a layout's first round, {max(later)} in its later ones" + slow
+            if isinstance(later, list) and later and a.get("rounds", 1) > 1
+            else f"each after {a.get('warmup')} warm-up")
     print(f"{a.get('repeats')} repetitions in {a.get('rounds', 1)} round(s), {warm}, launch gap "
           f"{a.get('launch_gap_us', float('nan')):.1f} us (included in every duration)")
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from ..device.driver import UnsupportedError
 from ..workloads.workload import Workload
 
-__all__ = ["COLLECTIVES", "ZERO_SM_COLLECTIVES", "ZERO_SM_NCCL", "alltoall_recipe", "buffer_elements", "collective", "nccl_barrier",
-           "nccl_module", "nccl_versions", "zero_sm_offered"]
+__all__ = ["COLLECTIVES", "ZERO_SM_COLLECTIVES", "ZERO_SM_NCCL", "alltoall_recipe", "buffer_elements", "collective",
+           "nccl_barrier", "nccl_module", "nccl_versions", "zero_sm_offered"]
 
 #: The collectives a communication workload can be, in the order results list them.
 COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall")

@@ -170,7 +170,8 @@ def comm_sweep(spec=None, *, gpus: int | None = None, timeout_s: float = 900.0, 
 
     attrs = {**info.metadata(), **environment_identity(), "kind": "comm", "nranks": n, "spec": spec.metadata(),
              "nccl_version": nccl_v, "nccl4py_version": versions.get("nccl4py", ""),
-             "zero_sm": _zero_text(nccl_v, spec.zero_sm), "pm": [row for r in sorted(metas) for row in metas[r].pop("pm", [])],
+             "zero_sm": _zero_text(nccl_v, spec.zero_sm),
+             "pm": [row for r in sorted(metas) for row in metas[r].pop("pm", [])],
              "ranks": [metas[r] for r in sorted(metas)],
              "alltoall_recipe": versions.get("alltoall_recipe", ""), "binding": "nccl4py (one process per GPU)"}
     df = _frame(rows, attrs)

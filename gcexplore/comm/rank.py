@@ -98,9 +98,9 @@ class CommSpec:
         copy engines, beside the compute on the whole GPU (setup ``"zero"``, ``comm_sm_count`` 0). Needs
         NCCL 2.28.3+ and one node.
     pm : bool
-        At every split (and the zero-SM setup), 3 more steps of each mode (the compute alone, each collective alone, both)
-        under CUPTI's PM sampler (the card's DRAM and L2 traffic, every 20 us: ``pm_metrics``) and the kernel
-        trace that places the samples in the steps; ``attrs["pm"]`` gets each step's DRAM use
+        At every split (and the zero-SM setup), 3 more steps of each mode (the compute alone, each collective
+        alone, both) under CUPTI's PM sampler (the card's DRAM and L2 traffic, every 20 us: ``pm_metrics``) and
+        the kernel trace that places the samples in the steps; ``attrs["pm"]`` gets each step's DRAM use
         (:func:`gcexplore.comm_dram`). Needs cupti-python 13.4 with its CUPTI.
     pm_metrics : str
         The sampled set of :data:`PM_SETS`: ``"dram_l2"`` (default: DRAM % of peak, read and write bytes,

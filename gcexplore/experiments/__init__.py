@@ -16,7 +16,8 @@ PUBLIC = {
     "pm": ("DramTimeline", "PmSamplingError", "dram_timeline"),
 }
 # names this package offered before the families had packages of their own
-MOVED = {**dict.fromkeys(("card_bandwidth", "load_profiles", "save_profiles", "solo_profile"), "gcexplore.prediction.solo"),
+MOVED = {**dict.fromkeys(("card_bandwidth", "load_profiles", "save_profiles", "solo_profile"),
+                         "gcexplore.prediction.solo"),
          **dict.fromkeys(("Campaign", "campaign", "register_experiment"), "gcexplore.campaigns.grid"),
          **dict.fromkeys(("advise_split", "serve", "SERVING_MODES"), "gcexplore.serving.experiment"),
          **dict.fromkeys(("CommLaunchError", "comm_sweep"), "gcexplore.comm.launch"),

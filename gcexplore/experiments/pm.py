@@ -94,7 +94,8 @@ def _workload_spec(workloads) -> dict:
         if not isinstance(obj, str):
             raise TypeError(
                 f"dram_timeline runs the workloads in a child process (so a crash in CUPTI cannot end "
-                f"yours) and builds them there: give built-in names ({', '.join(BUILTINS)}; recipes such as 'memory:n=1048576' too) or a factory "
+                f"yours) and builds them there: give built-in names ({', '.join(BUILTINS)}; recipes such as "
+                f"'memory:n=1048576' too) or a factory "
                 f"'module:function' that returns the workloads; {name!r} is a {type(obj).__name__}")
     return {"names": dict(zip(names, objs))}
 
@@ -248,7 +249,8 @@ def dram_timeline(workloads, split, *, modes: Sequence[str] = ("alone", "concurr
         samples = samples_frame(raw["start"], raw["end"], raw["values"], list(raw["metrics"]), trace,
                                 rounds=rep_rounds(result))
         if int(raw["populated"]) >= MAX_SAMPLES:
-            warnings.warn(f"PM sampling kept its first {MAX_SAMPLES:,} samples ({MAX_SAMPLES * interval_ns / 1e9:.1f} s); "
+            warnings.warn(f"PM sampling kept its first {MAX_SAMPLES:,} samples "
+                          f"({MAX_SAMPLES * interval_ns / 1e9:.1f} s); "
                           "later repetitions have none: use fewer repeats or a longer interval_us", stacklevel=2)
     for df in (result, trace, samples):
         df.attrs["recorded"] = False

@@ -143,7 +143,8 @@ class _State:
         rnd = len(set(self.round_of.get(layout, [])))
         if (len(reps) == n == 2 and rnd == 0 and self.s.spread == "pooled" and self.s.max_repeats > 2
                 and disagree(*(m if self.s.objective == "makespan" else d[0] for m, d in reps), self.s.tolerance)):
-            n, reps = 3, reps + [self._rep(r, layout) for r in self.measure(layout, 1)]  # a median of 3 outvotes a stray
+            # a median of 3 outvotes a stray
+            n, reps = 3, reps + [self._rep(r, layout) for r in self.measure(layout, 1)]
         if len(reps) != n:
             raise ValueError(f"measure({label(layout)}, ...) returned {len(reps)} repetitions, expected {n}")
         self.visits.append({"step": len(self.visits), "layout": label(layout), "reps": n, "round": rnd})
@@ -357,7 +358,8 @@ def _makespan_outcome(st: _State, close: set) -> Outcome:
         else:
             decision = f"within the {tol:.1%} tolerance (estimate {est - 1:+.2%}, at least {low - 1:+.2%})"
         comps.append({"layout": label(c), "split_sm_count": c[0], "median_ms": rv, "ci_low_ms": rci[0],
-                      "ci_high_ms": rci[1], "reps": st.reps(c), "rounds": st.rounds(c), "margin": est - 1.0, "margin_low": low - 1.0,
+                      "ci_high_ms": rci[1], "reps": st.reps(c), "rounds": st.rounds(c), "margin": est - 1.0,
+                      "margin_low": low - 1.0,
                       "decision": decision, "neighbour": c in st.neighbours(best)})
     nb = [d for d in comps if d["neighbour"]]
     if nb:
@@ -372,7 +374,8 @@ def _makespan_outcome(st: _State, close: set) -> Outcome:
                                                           f"(the answer less {tol:.1%})"}
     if unmeasured:
         reason.append(f"{len(unmeasured)} layout(s) not measured: no workload is faster on fewer SMs or more "
-                      f"than linearly faster on more (within the slack){' and none is predicted to' if st.prior else ''}"
+                      f"than linearly faster on more (within the slack)"
+                      f"{' and none is predicted to' if st.prior else ''}"
                       f", so none can beat {v:.4g} ms by more than {tol:.1%}")
     for d in comps:
         if d["decision"].startswith("too close"):
@@ -457,8 +460,8 @@ def _slo_outcome(st: _State, verdicts: dict) -> Outcome:
     for c in sorted(verdicts, key=lambda c: c[0]):
         meets, decided = verdicts[c]
         lo, hi = st.ci(c)
-        comps.append({"layout": label(c), "split_sm_count": c[0], "latency_ms": st.value(c), "ci_low_ms": lo, "ci_high_ms": hi,
-                      "reps": st.reps(c), "margin": st.value(c) / s.slo_ms - 1.0, "meets": meets,
+        comps.append({"layout": label(c), "split_sm_count": c[0], "latency_ms": st.value(c), "ci_low_ms": lo,
+                      "ci_high_ms": hi, "reps": st.reps(c), "margin": st.value(c) / s.slo_ms - 1.0, "meets": meets,
                       "decided": decided})
     slacks = st.slacks()
     if not meeting:

@@ -43,8 +43,8 @@ class CompareExplorer(Controller):
         self.group.observe(lambda _c: self._redraw(), names="value")
         self.measured.observe(lambda _c: self._redraw(), names="value")
         self.band.observe(lambda _c: self._recompute(), names="value")
-        self._root = W.VBox([W.HBox([self.measured, self.group, self.band]), self.error_box, self.words, self.plot_output,
-                             self.table_output])
+        self._root = W.VBox([W.HBox([self.measured, self.group, self.band]), self.error_box, self.words,
+                             self.plot_output, self.table_output])
         self._root.add_class(self._root_class)
         self._redraw()
 

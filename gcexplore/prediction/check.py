@@ -90,7 +90,8 @@ def predict_error(prediction: pd.DataFrame, measured: pd.DataFrame, *, floor: Fl
         "measured_interference": lay["layout"].map(inter).to_numpy(dtype=float),
     }, columns=ERROR_COLUMNS).reset_index(drop=True)
     if out.empty:
-        raise ValueError(f"no layout is both predicted and measured (predicted {list(prediction['layout'].unique())[:4]}"
+        raise ValueError(f"no layout is both predicted and measured "
+                         f"(predicted {list(prediction['layout'].unique())[:4]}"
                          f"..., measured {list(ms.index)[:4]}...)")
     return out
 
@@ -376,10 +377,10 @@ def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9, aggressions: Seq
     return {"sharing": best[0], "l2_bandwidth_gbs": best[1], "loaded_latency": best[2], "saturation_onset": best[3],
             "saturation_share": best[4], "saturation_load": best[5], "saturation_aggression": best[6],
             "saturation_ramp": best[7], "model_error": err, "coverage": coverage,
-            "median_abs_error": {r: score[r, None, 0.0, None, *off][0] for r in SHARING},
+            "median_abs_error": {r: score[(r, None, 0.0, None, *off)][0] for r in SHARING},
             "l2_median_abs_error": {("none" if l2 is None else f"{l2:.0f}"):
-                                    score[best[0], l2, best[2], None, *off][0] for l2 in l2s},
-            "latency_median_abs_error": {lat: score[best[0], best[1], lat, None, *off][0]
+                                    score[(best[0], l2, best[2], None, *off)][0] for l2 in l2s},
+            "latency_median_abs_error": {lat: score[(best[0], best[1], lat, None, *off)][0]
                                          for lat in LATENCY_CANDIDATES},
             "saturation_median_abs_error": {on: score[key][0] for on in (None, *ons, *TOTAL_ONSETS)
                                             if (key := (*best[:3], on, *(best[4:] if on else off))) in score},

@@ -194,7 +194,8 @@ def check_profiles(profiles, *, bandwidth_given: bool = False) -> pd.DataFrame:
     if np.any(bw[np.isfinite(bw)] <= 0):
         raise _bad("shared_bandwidth_gbs must be a positive bandwidth in GB/s, or missing")
     if len(set(bw[np.isfinite(bw)])) > 1 and not bandwidth_given:
-        raise _bad(f"profiles measured at different shared bandwidths ({', '.join(f'{v:g}' for v in sorted(set(bw[np.isfinite(bw)])))} "
+        seen = ", ".join(f"{v:g}" for v in sorted(set(bw[np.isfinite(bw)])))
+        raise _bad(f"profiles measured at different shared bandwidths ({seen} "
                    "GB/s); profile on one card, or pass predict(..., shared_bandwidth_gbs=) to say which holds")
     if ((runs := df.groupby("workload", sort=False)["run_id"].nunique()) > 1).any():
         raise _bad(f"workload {runs[runs > 1].index[0]!r} was profiled in {int(runs.max())} runs; give one profile "
@@ -299,7 +300,8 @@ class _Curve:
 
 def l2_drawn_gbs(profiles) -> float:
     """The highest L2 GB/s any profiled workload drew alone (NaN without counted L2 traffic)."""
-    vals = [v for c in _curves(with_traffic_columns(check_profiles(profiles))).values() if math.isfinite(v := c.l2_gbs())]
+    curves = _curves(with_traffic_columns(check_profiles(profiles))).values()
+    vals = [v for c in curves if math.isfinite(v := c.l2_gbs())]
     return max(vals) if vals else math.nan
 
 
@@ -414,7 +416,8 @@ def _as_layouts(layouts, n: int, profiles: pd.DataFrame) -> list[tuple[int, ...]
                              f"last), e.g. '24+108'")
         total = int(profiles[SM_COUNT].iloc[0])
         if total > 0 and sum(t) > total:
-            raise ValueError(f"layout {lay!r} needs {sum(t)} SMs; the profiled card ({profiles['device_name'].iloc[0]}) "
+            raise ValueError(f"layout {lay!r} needs {sum(t)} SMs; the profiled card "
+                             f"({profiles['device_name'].iloc[0]}) "
                              f"has {total}")
         out.append(t)
     return out

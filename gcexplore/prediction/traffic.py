@@ -320,7 +320,8 @@ def measure_traffic(workload, *, sm_counts: Sequence[int | None] = (None,), flus
                                  "dram_read_bytes": r["dram_read_bytes"], "dram_write_bytes": r["dram_write_bytes"],
                                  "l2_bytes": r["l2_bytes"], "achieved_gbs": dram / (r["duration_ms"] * 1e6),
                                  "peak_gbs": r["peak_gbs"], "dram_gbs_deciles": r["dram_gbs_deciles"],
-                                 "l2_gbs_deciles": r["l2_gbs_deciles"], "samples": r["samples"], "decoded": r["decoded"],
+                                 "l2_gbs_deciles": r["l2_gbs_deciles"], "samples": r["samples"],
+                                 "decoded": r["decoded"],
                                  "window": r["window"], "metric_set": sampler.name,
                                  "source": "measured"})
             finally:

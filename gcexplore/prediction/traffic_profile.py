@@ -332,5 +332,6 @@ def cross_card_margins(err: tuple[float, float], prof: pd.DataFrame, card: Mappi
         below = 1 - (1 - below) / (1 + e)
     return (min(below, 0.99), min(above, 0.99)), (
         f"alone times scaled to this card err by up to {e:.0%} (p90 measured H100 <-> H200), on the "
-        f"{'slow' if faster else 'fast'} side toward a card with {'more' if faster else 'less'} bandwidth: the interval's "
+        f"{'slow' if faster else 'fast'} side toward a card with {'more' if faster else 'less'} bandwidth: "
+        f"the interval's "
         f"{'upper' if faster else 'lower'} end is widened by that")

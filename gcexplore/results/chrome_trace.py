@@ -72,7 +72,7 @@ def _plain(values: pd.Series) -> list:
         missing = ~np.isfinite(values.to_numpy())
     else:
         missing = values.isna().to_numpy(dtype=bool)
-        if dtype == object:  # floats among other values: infinities too
+        if isinstance(dtype, np.dtype) and dtype.kind == "O":  # floats among other values: infinities too
             missing |= np.array([isinstance(v, float) and not math.isfinite(v) for v in values], dtype=bool)
     return values.astype(object).where(~missing, None).tolist()
 
@@ -125,7 +125,8 @@ def _codes(*columns) -> np.ndarray:
         list(range(len(columns))), sort=False, dropna=False).ngroup().to_numpy()
 
 
-def _reps(pg: np.ndarray, rep: pd.Series, span: pd.Series, reps: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _reps(pg: np.ndarray, rep: pd.Series, span: pd.Series,
+          reps: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per row: kept (among the first ``reps`` repetitions of its process, in order of
     appearance), its repetition's rank, and its time offset: repetitions laid end to end,
     each after the previous one's largest ``span`` plus 10%."""

@@ -27,14 +27,14 @@ import pandas as pd
 
 from .files import as_path, atomic_write, check_target, digest, named_error, replace_with, temp_beside
 
-__all__ = ["MAX_ATTRS_DEPTH", "RECORDED", "ResultFileError", "load", "load_recorded", "recorded_folder", "recorded_names",
-           "save"]
+__all__ = ["MAX_ATTRS_DEPTH", "RECORDED", "ResultFileError", "load", "load_recorded", "recorded_folder",
+           "recorded_names", "save"]
 
 #: Names of the recorded results shipped in gcexplore/data (see bench/record.py).
 RECORDED = ("sweep", "scaling", "occupancy", "isolation", "torch_sweep", "trace", "trace_overlap", "occupancy_best",
             "primary_sms", "bandwidth_sharing", "l2_sharing", "pm", "pm_trace", "sweep_second", "torch_sweep_second",
-            "sweep_twice", "campaign", "comm", "comm_4gpu", "comm_zero", "comm_zero_trace", "comm_fit", "comm_fit_trace", "predict_profiles", "predict_sweep", "predict_profiles_h200",
-            "serving")
+            "sweep_twice", "campaign", "comm", "comm_4gpu", "comm_zero", "comm_zero_trace", "comm_fit",
+            "comm_fit_trace", "predict_profiles", "predict_sweep", "predict_profiles_h200", "serving")
 #: Deepest nesting of lists and dicts accepted in ``df.attrs`` (saved or loaded).
 MAX_ATTRS_DEPTH = 64
 
@@ -488,7 +488,7 @@ def load_recorded(name: str) -> pd.DataFrame:
 
     Parameters
     ----------
-    name : {"sweep", "scaling", "occupancy", "isolation", "torch_sweep", "trace", "trace_overlap", "pm", "pm_trace", ...}
+    name : {"sweep", "scaling", "occupancy", "isolation", "torch_sweep", "trace", "trace_overlap", "pm", ...}
         ``"trace"``: the CUPTI kernel trace of the PyTorch matmul + sigmoid pair at
         24+108 in all four modes; ``"trace_overlap"``: the event rows of the same run
         (``summarize(load_recorded("trace_overlap"), trace=load_recorded("trace"))``);

@@ -37,11 +37,10 @@ __all__ = ["Advice", "PROFILE_MODES", "SERVING_TABLE_COLUMNS", "ServingSLO", "ad
 RUN_KEYS = ["mode", "layout", "load"]
 #: Modes that profile the roles (no arrivals): predictions start from them; they have no goodput.
 PROFILE_MODES = ("alone", "paired")
-SERVING_TABLE_COLUMNS = [
-    "mode", "layout", "decode_sm_count", "prefill_sm_count", "load", "pattern", "burst", "rate_rps", "gaps", "itl_p50_ms", "itl_p99_ms",
-    "itl_max_ms", "requests", "served", "ttft_p50_ms", "ttft_p99_ms", "queue_p50_ms", "service_p50_ms",
-    "decode_tokens_per_s", "prefill_tokens_per_s", "window_ms", "run_ms",
-]
+SERVING_TABLE_COLUMNS = ["mode", "layout", "decode_sm_count", "prefill_sm_count", "load", "pattern", "burst",
+                         "rate_rps", "gaps", "itl_p50_ms", "itl_p99_ms", "itl_max_ms", "requests", "served",
+                         "ttft_p50_ms", "ttft_p99_ms", "queue_p50_ms", "service_p50_ms", "decode_tokens_per_s",
+                         "prefill_tokens_per_s", "window_ms", "run_ms"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,7 +167,8 @@ def goodput_table(df_or_table: pd.DataFrame, slo: ServingSLO, pattern: str | Non
         mode, layout = k[-2:]
         ok = g[g["meets_slo"]].sort_values("rate_rps")
         best = ok.iloc[-1] if len(ok) else None
-        rows.append({**dict(zip(keys, k[:-2])), "mode": mode, "layout": layout, "decode_sm_count": int(g["decode_sm_count"].iloc[0]),
+        rows.append({**dict(zip(keys, k[:-2])), "mode": mode, "layout": layout,
+                     "decode_sm_count": int(g["decode_sm_count"].iloc[0]),
                      "goodput_rps": float(best["rate_rps"]) if best is not None else 0.0,
                      "loads_met": len(ok), "loads": len(g),
                      **{c: float(best[c]) if best is not None else math.nan
@@ -379,7 +379,8 @@ def trade_facts(table: pd.DataFrame) -> dict:
     for load, g in part.groupby("load", sort=False):
         g = g.sort_values("decode_sm_count")
         lo, hi = g.iloc[0], g.iloc[-1]
-        per_load.append({"load": load, "pattern": str(g["pattern"].iloc[0]), "small": int(lo["decode_sm_count"]), "large": int(hi["decode_sm_count"]),
+        per_load.append({"load": load, "pattern": str(g["pattern"].iloc[0]), "small": int(lo["decode_sm_count"]),
+                         "large": int(hi["decode_sm_count"]),
                          "itl_p99_small_ms": float(lo["itl_p99_ms"]), "itl_p99_large_ms": float(hi["itl_p99_ms"]),
                          "ttft_p50_small_ms": float(lo["ttft_p50_ms"]), "ttft_p50_large_ms": float(hi["ttft_p50_ms"])})
     falls = [p["itl_p99_large_ms"] < p["itl_p99_small_ms"] for p in per_load]

@@ -453,8 +453,8 @@ class Collector:
         ``trace_diagnostics`` (:meth:`diagnostics`), ``cupti_version`` (the loaded
         libcupti's version and file, and the cupti-python package), ``cupti`` (the same
         as fields), ``cupti_refused`` (feature -> the sentence saying what the loaded
-        CUPTI lacks: ``tpc_map`` raises it) and ``rep_origins`` (each repetition's time zero on the GPU clock, ns: what lines
-        up other GPU-timestamped data such as PM samples with the rows).
+        CUPTI lacks: ``tpc_map`` raises it) and ``rep_origins`` (each repetition's time zero on the GPU clock,
+        ns: what lines up other GPU-timestamped data such as PM samples with the rows).
         """
         from ..schema import frame
 

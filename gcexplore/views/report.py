@@ -68,7 +68,8 @@ def verdict(df: pd.DataFrame) -> str:
              f"{c['p90_ms']:.3f}), {_x(b['speedup_vs_sequential'])} vs sequential "
              f"({_baseline_text(df, b['layout'], b['sequential_ms'])}), "
              f"{_x(b['speedup_vs_streams'])} vs plain streams ({_ms(b['streams_ms'])})")
-    second = (f"{bound_sentence(f['bound'])}; the best split takes {_x(1 / b['efficiency'] if b['efficiency'] else math.nan)} "
+    takes = _x(1 / b["efficiency"] if b["efficiency"] else math.nan)
+    second = (f"{bound_sentence(f['bound'])}; the best split takes {takes} "
               f"that = split loss {_x(b['split_loss'])} (interference-free {_ms(b['interference_free_ms'])}) "
               f"x interference {_x(b['interference'])}")
     return f"{first}\n{second}\n{outcome_sentence(f)}"

@@ -145,7 +145,8 @@ def plot_sm_usage(trace: pd.DataFrame, *, layout: str | None = None, rep: int = 
         for part, g in m.groupby("partition", sort=False):
             cap = int(g["sm_count"].iloc[0])
             wls = ", ".join(dict.fromkeys(rows.loc[(rows["mode"] == mode) & (rows["partition"] == part), "workload"]))
-            ax.step([g["time_ms"].iloc[0], *g["time_ms"]], [0, *g["sms_in_use"]], where="post", color=colors[str(part)], linewidth=1.4,
+            ax.step([g["time_ms"].iloc[0], *g["time_ms"]], [0, *g["sms_in_use"]], where="post", color=colors[str(part)],
+                    linewidth=1.4,
                     label=f"{part} ({cap} SMs): {wls}", gid=f"sm_usage:{part}")
             ax.axhline(cap, color=colors[str(part)], linestyle="--", linewidth=0.8, alpha=0.6,
                        gid=f"sm_cap:{part}")

@@ -8,7 +8,8 @@ from .._lazy import face
 
 PUBLIC = {"workload": ("Workload", "from_cupy", "from_kernel", "from_torch"), "builtins": ("builtin",)}
 EXTRA = {"builtins": ("BUILTINS", "Recorder", "compute", "copy", "latency", "memory", "polite", "spin"),
-         "spec": ("Recipe", "as_workload", "as_workloads", "is_recipe", "parse_builtin", "parse_recipe", "workload_names")}
+         "spec": ("Recipe", "as_workload", "as_workloads", "is_recipe", "parse_builtin", "parse_recipe",
+                  "workload_names")}
 # names this package offered before the families had packages of their own
 MOVED = {**dict.fromkeys(("decoder_stack", "serving_roles", "ARRIVALS", "ModelShape", "ServingModel", "arrivals"),
                          "gcexplore.serving.roles"),

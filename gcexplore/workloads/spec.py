@@ -19,8 +19,8 @@ from . import builtins as _core
 from .builtins import BUILTINS, builtin
 from .workload import Workload
 
-__all__ = ["Recipe", "as_workload", "as_workloads", "is_recipe", "parse_builtin", "parse_recipe", "recipes_of", "unique_names",
-           "workload_names"]
+__all__ = ["Recipe", "as_workload", "as_workloads", "is_recipe", "parse_builtin", "parse_recipe", "recipes_of",
+           "unique_names", "workload_names"]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,7 +1,8 @@
-"""bench/campaign.py's per-phase split of the host-side rest between repetitions, from what each task's
-engine recorded (``Engine.metadata()``: the gate and ``engine_phases``): the GPU waiting at the gate, the rest of it
-(the host between repetitions: the sync's return, collecting the times, Python, launch latency), and the
-host's own time enqueueing, waiting and collecting (beside the GPU's, so not parts of the rest)."""
+"""A campaign's per-phase split (bench/campaign.py prints it) of the host-side rest between repetitions,
+from what each task's engine recorded (``Engine.metadata()``: the gate and ``engine_phases``): the GPU
+waiting at the gate, the rest of it (the host between repetitions: the sync's return, collecting the
+times, Python, launch latency), and the host's own time enqueueing, waiting and collecting (beside the
+GPU's, so not parts of the rest)."""
 
 from __future__ import annotations
 
