@@ -169,3 +169,19 @@ def test_predict_error_counts_the_interval_strictly_beside_the_overlap():
     assert (~e["inside_strict"] | e["inside"]).all()  # a median inside implies the intervals meet
     facts = gx.prediction_facts(pred, gx.load_recorded("predict_sweep"))
     assert facts["inside_strict"] == pytest.approx(median_in.mean()) and facts["inside_strict"] <= facts["inside"]
+
+
+@pytest.mark.parametrize("slow_rounds", [(4, 5), (0, 3)])
+def test_two_of_six_rounds_2x_slower_everywhere_are_a_regression_not_strays(tmp_path, slow_rounds):
+    from gcexplore.analysis.comparison import compare
+
+    a = sweep(1, reps=24, rounds=6)
+    b = sweep(2, reps=24, rounds=6)
+    hit = b["round"].isin(slow_rounds)
+    b.loc[hit, ["duration_ms", "makespan_ms"]] *= 2.0
+    r = _gate_cli(tmp_path, a, b, pct="5")
+    assert r.returncode != 0, "the gate passed a side whose every layout ran 2x slower in 2 of its 6 rounds"
+    assert "set aside" not in " ".join(compare(a, b).table["reason"])  # a third of the rounds is no stray
+    one = sweep(3, reps=24, rounds=6)
+    one.loc[one["round"] == 5, ["duration_ms", "makespan_ms"]] *= 2.0  # one round of six: a stray, set aside
+    assert "set aside" in " ".join(compare(a, one).table["reason"])

@@ -76,6 +76,7 @@ def kernel_env(monkeypatch, tmp_path):
                    sys.executable}, f"the python3 kernel would run {exe}, not {sys.executable}"
 
 
+@pytest.mark.slow  # each executes a whole notebook in a kernel (notebook 04's NCCL cells alone about 80 s)
 @pytest.mark.parametrize("path", notebooks(), ids=lambda p: p.stem)
 def test_notebook_runs(path, kernel_env):
     from nbclient import NotebookClient
