@@ -101,6 +101,7 @@ _MOVED.update({
     "results.campaign_store": "campaigns.store",
     "analysis.campaigns": "campaigns.best_splits",
     "cli.campaign": "campaigns.cli",
+    "analysis.isolation": "analysis.scaling",  # its one summary joined the scaling module's
 })
 
 

@@ -1,5 +1,7 @@
 """Scaling results: the summary per workload and SM count (medians, speedup, parallel efficiency)
-and what a figure says about it (efficiency at the largest size, where the rate peaks and saturates)."""
+and what a figure says about it (efficiency at the largest size, where the rate peaks and saturates);
+isolation results: per scenario, role and workload, the statistics and the slowdown against the same
+role alone (:func:`summarize_isolation`)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from ..schema import columns
 from .display import rate_quantiles, rates
 from .stats import nanmedian, ratio, stats
 
-__all__ = ["SATURATION", "scaling_facts", "summarize_scaling"]
+__all__ = ["SATURATION", "scaling_facts", "summarize_isolation", "summarize_scaling"]
 
 
 def summarize_scaling(df: pd.DataFrame) -> pd.DataFrame:
@@ -71,3 +73,20 @@ def scaling_facts(df: pd.DataFrame, metric: str = "auto") -> pd.DataFrame:
 
 #: The share of its peak rate at which a workload counts as saturated.
 SATURATION = 0.95
+
+
+def summarize_isolation(df: pd.DataFrame) -> pd.DataFrame:
+    require_columns(df, columns("isolation")[:6], "summarize (isolation)")
+    rows = []
+    for (scenario, role, workload), g in df.groupby(["scenario", "role", "workload"], sort=False):
+        row = {"scenario": scenario, "role": role, "workload": workload, "sm_count": int(g["sm_count"].iloc[0])}
+        row.update(stats(g["duration_ms"]))
+        rows.append(row)
+    s = pd.DataFrame(rows)
+    alone = {(r.role, r.workload): r.median_ms for r in s.itertuples() if r.scenario == "alone"}
+    s["slowdown_vs_alone"] = [ratio(r.median_ms, alone.get((r.role, r.workload), math.nan))
+                              for r in s.itertuples()]
+    s = with_identity(s, df)
+    s.attrs.update(df.attrs)
+    s.attrs["summary_of"] = "isolation"
+    return s

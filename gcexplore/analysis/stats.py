@@ -436,9 +436,8 @@ OUTLIER_MIN_ROUNDS = 4
 
 
 def steady_rounds(log_medians: np.ndarray) -> tuple[np.ndarray, int]:
-    """The rounds of one side that are not far off (:data:`OUTLIER_MADS`, :data:`OUTLIER_MIN`),
-    and how many were set aside (fewer than a third of them: two of six rounds 2x slower are the
-    side's behaviour, a regression the gate must see, not strays)."""
+    """The rounds of one side not far off (:data:`OUTLIER_MADS`, :data:`OUTLIER_MIN`) and how many were set
+    aside: fewer than a third (two of six rounds 2x slower are the side's behaviour, not strays)."""
     x = np.asarray(log_medians, dtype=float)
     if x.size < OUTLIER_MIN_ROUNDS:
         return x, 0
@@ -564,8 +563,7 @@ def rounds_needed(ratio: float, sd_round: float, min_effect: float, z: float, *,
     return float(max(2, r)) if r <= limit else math.inf
 
 
-def round_median_ci(values, rounds=None, confidence: float = 0.9, *,
-                    floor: Floor = DEFAULT_FLOOR) -> tuple[float, float, float]:
+def round_median_ci(values, rounds=None, confidence: float = 0.9, *, floor: Floor = DEFAULT_FLOOR) -> tuple:
     """(median, low, high) of a run's typical time with the between-round component in it.
 
     The centre is exp(mean log round median); the interval a t interval over the round medians

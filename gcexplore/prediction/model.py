@@ -60,18 +60,16 @@ L2_FIT_FRACTION = 0.4
 L2_SPILL_FRACTION = 0.8
 POSITIONS = ("first", "last")
 
-PREDICTION_COLUMNS = [
-    "layout", "split_sm_count", "workload", "partition", "sm_count", "alone_ms", "alone_low_ms", "alone_high_ms",
-    "alone_measured", "duration_ms", "duration_low_ms", "duration_high_ms", "makespan_ms", "makespan_low_ms",
-    "makespan_high_ms", "interference_free_ms", "interference", "split_loss", "lower_bound_ms",
-]
+PREDICTION_COLUMNS = ["layout", "split_sm_count", "workload", "partition", "sm_count", "alone_ms", "alone_low_ms",
+                      "alone_high_ms", "alone_measured", "duration_ms", "duration_low_ms", "duration_high_ms",
+                      "makespan_ms", "makespan_low_ms", "makespan_high_ms", "interference_free_ms", "interference",
+                      "split_loss", "lower_bound_ms"]
 LAYOUT_COLUMNS = ["layout", "split_sm_count", "makespan_ms", "makespan_low_ms", "makespan_high_ms",
                   "interference_free_ms", "interference", "split_loss", "lower_bound_ms", "all_measured"]
 
 
 class ProfileError(ValueError):
     """A solo profile the model cannot use; the message says what is wrong and what is valid."""
-
 
 # ------------------------------------------------------------------------ profiles
 
@@ -195,8 +193,8 @@ def check_profiles(profiles, *, bandwidth_given: bool = False) -> pd.DataFrame:
         raise _bad("shared_bandwidth_gbs must be a positive bandwidth in GB/s, or missing")
     if len(set(bw[np.isfinite(bw)])) > 1 and not bandwidth_given:
         seen = ", ".join(f"{v:g}" for v in sorted(set(bw[np.isfinite(bw)])))
-        raise _bad(f"profiles measured at different shared bandwidths ({seen} "
-                   "GB/s); profile on one card, or pass predict(..., shared_bandwidth_gbs=) to say which holds")
+        raise _bad(f"profiles measured at different shared bandwidths ({seen} GB/s); profile on one card, "
+                   "or pass predict(..., shared_bandwidth_gbs=) to say which holds")
     if ((runs := df.groupby("workload", sort=False)["run_id"].nunique()) > 1).any():
         raise _bad(f"workload {runs[runs > 1].index[0]!r} was profiled in {int(runs.max())} runs; give one profile "
                    "per workload (or rename one: profile.assign(workload='other name'))")
@@ -417,8 +415,7 @@ def _as_layouts(layouts, n: int, profiles: pd.DataFrame) -> list[tuple[int, ...]
         total = int(profiles[SM_COUNT].iloc[0])
         if total > 0 and sum(t) > total:
             raise ValueError(f"layout {lay!r} needs {sum(t)} SMs; the profiled card "
-                             f"({profiles['device_name'].iloc[0]}) "
-                             f"has {total}")
+                             f"({profiles['device_name'].iloc[0]}) has {total}")
         out.append(t)
     return out
 

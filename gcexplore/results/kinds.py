@@ -203,7 +203,7 @@ for _k in (
          "gcexplore.views.scaling:plot_scaling", "gcexplore.scaling()",
          compare=("workload", "sm_count", "rep", "duration_ms"), compare_group="scaling"),
     Kind("isolation", schema.COLUMNS["isolation"], ("scenario", "role", "workload", "rep", "launch"), "scenario",
-         "core", f"{_V}:check_isolation_rows", "gcexplore.analysis.isolation:summarize_isolation",
+         "core", f"{_V}:check_isolation_rows", "gcexplore.analysis.scaling:summarize_isolation",
          "gcexplore.views.isolation:plot_isolation", "gcexplore.isolation()"),
     Kind("occupancy", schema.COLUMNS["occupancy"], ("partition", "workload", "block"), "sm_id", "core",
          f"{_V}:check_occupancy_rows", "gcexplore.analysis.occupancy:sm_busy",
