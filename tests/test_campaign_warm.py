@@ -32,6 +32,13 @@ def pair(device=0):
 '''
 
 
+@pytest.fixture(autouse=True)
+def _cpu_workers(request, monkeypatch):
+    """The stand-in needs no GPU: CPU workers on a GPU machine too, except in the two-GPU test."""
+    if request.node.get_closest_marker("multigpu") is None:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+
+
 @pytest.fixture(scope="module")
 def mods(tmp_path_factory):
     """A factory module of this test's own (its source is changed to make the cluster's code stale), on the path
@@ -50,7 +57,12 @@ def mods(tmp_path_factory):
 def kept(mods, tmp_path_factory):
     """A warm cluster of two CPU workers that imported the stand-in and the factory; stopped at the end."""
     state = tmp_path_factory.mktemp("state") / "private" / "cluster.json"
-    rec, note = warm.start(state=state, workers=2, modules=["_campaign_standin", "warm_factory_i49"])
+    mp = pytest.MonkeyPatch()
+    mp.setenv("CUDA_VISIBLE_DEVICES", "")  # CPU workers on a GPU machine too (the stand-in needs none)
+    try:
+        rec, note = warm.start(state=state, workers=2, modules=["_campaign_standin", "warm_factory_i49"])
+    finally:
+        mp.undo()
     yield {"state": state, "rec": rec, "note": note}
     warm.stop(state)
 

@@ -199,7 +199,8 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
     # each worker's CPUs near its card (worker_cpus; GCEXPLORE_WORKER_CPUS=off: as inherited); the engine's gate
     # (GCEXPLORE_GATE) as this process has it (a forked worker has the server's environment otherwise)
     cpus = {worker_cpus.ENV: worker_cpus.cpu_mode(), "GCEXPLORE_GATE": gate_kind()}
-    envs = {d: {"CUDA_VISIBLE_DEVICES": d, **preload_env, **cpus, worker_cpus.SLOT_ENV: f"{k}/{len(devs)}",
+    no_nvml = {"DASK_DISTRIBUTED__DIAGNOSTICS__NVML": "False"}
+    envs = {d: {"CUDA_VISIBLE_DEVICES": d, **no_nvml, **preload_env, **cpus, worker_cpus.SLOT_ENV: f"{k}/{len(devs)}",
                 **({GPU_ENV: d} if warm is not None else {})} for k, d in enumerate(devs)}
     net = {"host": host, "protocol": "tls" if tls else "tcp", **({"security": security} if tls else {})}
     workers = {f"gpu{d}": {"cls": Nanny, "options": {"nthreads": 1, "name": f"gpu{d}", "silence_logs": 40,
@@ -212,7 +213,9 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
 
     # one task per free worker: a second task queued on a worker early could leave another card idle at the end;
     # no statistical profiler (it samples the measuring thread's stack 100 times a second, taking the GIL from it)
-    # and an event-loop check every 0.5 s, not 50 times a second (the Nannies hand this config to their workers)
+    # and an event-loop check every 0.5 s, not 50 times a second (the Nannies hand this config to their workers);
+    # no NVML monitor of Dask's: it polls the card the worker measures on (gcexplore reads NVML itself, per round),
+    # and fails a worker whose CUDA_VISIBLE_DEVICES names no card NVML knows
     if background:  # its imports run beside the spawned workers' (a first campaign pays no more than before)
         threading.Thread(target=_start_quietly, args=(tuple(warm or ()),), name="gcexplore-forkserver-start",
                          daemon=True).start()
@@ -223,7 +226,7 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
 
             raise RuntimeError(refusal(server))
     with dask.config.set({"distributed.scheduler.worker-saturation": 1.0, "distributed.worker.profile.enabled": False,
-                          "distributed.admin.tick.interval": "500ms",
+                          "distributed.admin.tick.interval": "500ms", "distributed.diagnostics.nvml": False,
                           "distributed.worker.multiprocessing-method": start}):
         return SpecCluster(workers=workers, scheduler=scheduler, name="gcexplore-campaign", silence_logs=40,
                            **({"security": security} if tls else {}))
