@@ -157,6 +157,9 @@ def test_summarize_refuses_a_trace_of_other_workloads_or_repetitions():
 def test_summarize_refuses_a_trace_with_a_result_it_cannot_use():
     trace, _ = _traced()
     with pytest.raises(ResultError, match="trace= with an overlap or sweep result"):
+        gx.summarize(S.isolation_df(), trace=trace)
+    # a scaling result takes its own trace (the waves of its sizes), never another run's workloads
+    with pytest.raises(ResultError, match=r"the trace's workloads \['matmul', 'sigmoid'\] are not in this scaling"):
         gx.summarize(S.scaling_df(), trace=trace)
 
 

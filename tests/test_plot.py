@@ -224,8 +224,9 @@ def test_occupancy_rows_group_partitions_or_keep_sm_order():
 
 def test_occupancy_flags_an_sm_shared_by_two_partitions():
     df = S.occupancy_df()
-    stray = df[df.partition == "remainder"].iloc[[0]].assign(
-        partition="p0", workload="compute", sm_id=int(df[df.partition == "p0"].sm_id.iloc[0]) + 1)
+    stray = df[df.partition == "remainder"].iloc[[0]].assign(  # a block of its own (a repeated one is refused)
+        partition="p0", workload="compute", sm_id=int(df[df.partition == "p0"].sm_id.iloc[0]) + 1,
+        block=int(df["block"].max()) + 1)
     shared = pd.concat([df, stray], ignore_index=True)
     shared.attrs = df.attrs
     fig = P.plot_occupancy(shared)

@@ -285,7 +285,7 @@ def test_sm_busy_unions_overlapping_blocks():
 
 
 def test_summarize_refuses_unknown_frames():
-    with pytest.raises(ValueError, match="profile_overlap, sweep, scaling"):
+    with pytest.raises(ValueError, match=r"gcexplore\.profile_overlap\(\), gcexplore\.sweep\(\), gcexplore\.scaling\(\)"):
         P.summarize(pd.DataFrame({"x": [1]}))
 
 

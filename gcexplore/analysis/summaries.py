@@ -8,7 +8,7 @@ import pandas as pd
 
 from ..results import kinds as _kinds
 from ..results.run import per_run, run_of, token
-from ..results.validate import check_result, check_trace_matches, open_run
+from ..results.validate import ResultError, check_result, check_trace_matches, open_run
 from . import trace as busy
 from .overlap import best_layout
 
@@ -84,6 +84,10 @@ def _summarize(df: pd.DataFrame, kind: str, trace: pd.DataFrame | None) -> pd.Da
     one = _kinds.resolve(_kinds.get(kind).summary)
     if trace is not None and kind == "scaling":  # the trace adds each size's waves to the fit hints only
         check_result(trace, "trace", "summarize(trace=...)")
+        ours, theirs = set(df["workload"].astype(str)), set(trace["workload"].astype(str))
+        if not theirs <= ours:
+            raise ResultError(f"summarize: the trace's workloads {sorted(theirs - ours)} are not in this scaling "
+                              f"result's {sorted(ours)}; pass the trace measured with it (scaling(..., trace=True))")
     elif trace is not None:
         check_trace_matches(df, trace, "summarize", kind)
     out = per_run(df, one)

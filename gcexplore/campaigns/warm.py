@@ -284,7 +284,10 @@ def start(
         "path": [p for p in sys.path if p],
     }
     log = path.with_suffix(".log")
-    with open(log, "ab") as err:
+    from ..results.files import new_file_mode
+
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, new_file_mode())
+    with os.fdopen(fd, "ab") as err:  # files: an appended log, opened never through a planted link
         proc = subprocess.Popen(
             [sys.executable, "-m", __name__, json.dumps(config)],
             stdin=subprocess.DEVNULL,
