@@ -16,6 +16,9 @@ of several cards or runs put together with ``pd.concat`` stay apart (``df.attrs`
 dropped by concat when it differs).
 
 Imports nothing heavy: pandas is loaded inside the functions that build frames.
+
+Over 500 lines: the result contract in one place (identity, every core kind's columns, modes, Options),
+which every reader and writer must find together.
 """
 
 from __future__ import annotations

@@ -27,6 +27,8 @@ difference.
 Cards with different SM counts are aligned by the fraction of SMs of each partition
 (nearest within half a partition step); sizes stay absolute in the table, and layouts
 measured on one side only are kept as such.
+
+Over 500 lines: one comparison: its table, verdicts per mode and whether the best split moved.
 """
 
 from __future__ import annotations

@@ -20,6 +20,9 @@ plateau, not the time). Two questions, two functions:
 
 :func:`fit_notes` is what :func:`gcexplore.summarize` adds (``attrs["fit_notes"]``) to a traced
 result: the kernels that waste their partition's SMs and what that costs at the chosen split.
+
+Over 500 lines: partition_fit, fit_table and their sentences share the wave arithmetic and the
+plateau rule.
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@ terminal) and reads the folder back as one tidy DataFrame.
 Dask distributes, retries tasks lost with a worker and keeps the dashboard; what runs
 on a worker is :mod:`gcexplore.campaigns._task`; the folder is
 :mod:`gcexplore.campaigns.store`. Dask is imported only when a campaign starts.
+
+Over 500 lines: one campaign's planning, checks and the client's dispatch loop.
 """
 
 from __future__ import annotations

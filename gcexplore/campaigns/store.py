@@ -19,6 +19,9 @@ Readers open plain files only (no symlink, pipe or device) and read bounded amou
 :func:`campaign_status` lists each task and what the folder holds for it.
 
 Pure Python, pandas and pyarrow; nothing here touches the GPU or imports Dask.
+
+Over 500 lines: the folder's formats (spec, shards, failure records, lock) and their bounded readers,
+kept together so that every reader and writer agree.
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ interrupted still writes the rows it measured to ``--out``.
 
 Importing this module loads nothing heavy, so ``gcexplore --help`` answers at once. Argument
 types and the checks of the files a run writes are in :mod:`.args`.
+
+Over 500 lines: the core's subcommands, each a short parser and handler (the families keep theirs in
+their own cli modules).
 """
 
 from __future__ import annotations

@@ -43,6 +43,9 @@ behind the flag every queued repetition is clean (the flag also waits for the ho
 Event spans include a launch gap of a few microseconds that the kernel itself does
 not see (about 8 us on the H100): :func:`launch_gap` measures it as the event time
 minus the ``%globaltimer`` span of a spin kernel.
+
+Over 500 lines: the gate, settling spin, L2 flush, graphs and NVML hooks all act on one repetition
+loop.
 """
 
 from __future__ import annotations

@@ -34,6 +34,9 @@ How it decides
   the size predicted by interpolating the measured latencies and bisection; sizes whose latency bound exceeds
   the target are not measured; the answer's smaller neighbour is always measured and must fail. A target not met
   even on the largest partition is an answer (``met=False``) with the best latency measured.
+
+Over 500 lines: one pure search whose stopping rules share its state; split, each part would reach
+into the others.
 """
 
 from __future__ import annotations

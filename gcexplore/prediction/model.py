@@ -17,7 +17,8 @@ latency the others' load adds (``loaded_latency``); (3) **L2**: a workload's re-
 keeps there and the others' traffic exceed the usable L2 (a ramp between :data:`L2_FIT_FRACTION` and
 :data:`L2_SPILL_FRACTION` of its size); (4) a small start offset from the profiles. Workloads without bytes are
 assumed to draw none in the point estimate and to saturate DRAM at the interval's top; the interval also carries the
-profiles' p10-p90 spread and ``model_error`` (:func:`~.prediction_check.fit_model` calibrates it).
+profiles' p10-p90 spread and ``model_error`` (:func:`~.prediction_check.fit_model` calibrates it). Over 500 lines:
+the model's terms run together in one fluid simulation per layout.
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ from .saturation import (SHARE_RULES, aggression, bytes_at_size, check_saturatio
 from .traffic_profile import (PROBE_COLUMNS, TRAFFIC_PROFILE_COLUMNS, cross_card_margins, scale_profiles,
                               with_traffic_columns)
 from ..schema import identity_name
-
 SM_COUNT = identity_name("sm_count")  # the card's SM count, as every result names it
 
 __all__ = ["L2_FIT_FRACTION", "l2_drawn_gbs", "L2_SPILL_FRACTION", "MODEL_ERROR", "PREDICTION_COLUMNS",
@@ -45,8 +45,8 @@ __all__ = ["L2_FIT_FRACTION", "l2_drawn_gbs", "L2_SPILL_FRACTION", "MODEL_ERROR"
 
 #: Columns of a solo profile (one row per workload x position x size x repetition).
 PROFILE_COLUMNS = ["workload", "position", "sm_count", "rep", "duration_ms", "start_ms", "bytes", "flops",
-                   "working_set_bytes", "shared_bandwidth_gbs", "l2_bytes", SM_COUNT,
-                   "sm_alignment", "device_name", "run_id"]
+                   "working_set_bytes", "shared_bandwidth_gbs", "l2_bytes", SM_COUNT, "sm_alignment", "device_name",
+                   "run_id"]
 #: How a saturated DRAM is divided: by outstanding requests (SMs x per-SM rate), by the
 #: bandwidth each drew alone, or equally (max-min fair).
 SHARING = ("pressure", "demand", "equal")

@@ -10,6 +10,9 @@
 Files are written through :mod:`.files` (a temporary file beside the target and a rename, with
 the permissions an ordinary write would give). A save never replaces a folder, a device, or a
 ``.json`` beside a CSV that is not that CSV's sidecar. Nothing here needs a GPU.
+
+Over 500 lines: saving and loading share the bounded readers of hostile files (sizes checked before
+decoding), which must agree with what save writes.
 """
 
 from __future__ import annotations
