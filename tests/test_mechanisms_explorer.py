@@ -105,7 +105,8 @@ def test_bad_input_is_refused_with_what_is_valid():
         ME.render_mechanisms(_run(df, "synth02"), 64)
     with pytest.raises(ValueError, match="takes one run"):
         ME.render_mechanisms_table(df)
-    with pytest.raises(Exception, match="mechanisms"):
+    refusal = r"needs a mechanisms result \(gcexplore.compare_mechanisms\(\)\), got a sweep"
+    with pytest.raises(ValueError, match=refusal):
         gcexplore.MechanismsExplorer(gcexplore.load_recorded("sweep"))
 
 
