@@ -69,6 +69,7 @@ register(
         "gcexplore.mechanisms.analysis:mechanisms_table",
         "gcexplore.mechanisms.view:plot_mechanisms",
         "gcexplore.compare_mechanisms()",
+        words="gcexplore.mechanisms.analysis:mechanisms_sentences",
     )
 )
 Options.APPLIES.setdefault(KIND, ("repeats", "warmup", "rounds"))  # what its metadata records

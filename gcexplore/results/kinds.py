@@ -66,6 +66,9 @@ class Kind:
     run_keys : tuple of str or None
         The identity columns whose values make one run of it; None: :data:`gcexplore.schema.RUN_COLUMNS`
         (a run is one card's). A comm run spans its ranks' cards: ``("run_id",)``.
+    words : str or None
+        ``"module:function"`` ``(the summary table) -> list of str``: the sentences computed from it
+        (what an explorer shows beside the figure); None: the kind has none.
     """
 
     name: str
@@ -82,6 +85,7 @@ class Kind:
     compare_group: str | None = None
     export: str | None = None
     run_keys: tuple[str, ...] | None = None
+    words: str | None = None
 
     def __post_init__(self):
         missing = [c for c in self.row_keys if c not in self.columns]
@@ -91,7 +95,7 @@ class Kind:
             raise ValueError(f"kind {self.name!r}: tell_apart column {self.tell_apart!r} is not among its columns")
         if self.tell_apart is None and self.like is None:
             raise ValueError(f"kind {self.name!r} needs a tell_apart column, or like= the kind whose rows it has")
-        for field in ("check", "summary", "figure", "export"):
+        for field in ("check", "summary", "figure", "export", "words"):
             ref = getattr(self, field)
             if ref is not None and (not isinstance(ref, str) or ref.count(":") != 1):
                 raise ValueError(f"kind {self.name!r}: {field} must be 'module:function', got {ref!r}")
