@@ -1,7 +1,6 @@
 """Partition fit: how many waves each kernel runs on its partition, and the SM counts that buy nothing.
-(The module is ``waves`` so that ``gcexplore.analysis.partition_fit`` stays the function. It runs past
-500 lines because every number of the fit has its one owner here: the per-kernel rows, their per-launch
-mapping the timeline shades, the plateaus and the sentences computed from them.)
+(The module is ``waves`` so that ``gcexplore.analysis.partition_fit`` stays the function. Past 500 lines
+as the one owner of the fit's numbers: per kernel, per launch, plateaus, and the sentences from them.)
 
 Part of the analysis layer (pure pandas, no GPU). Kernels pick their grids from the card, not
 from the partition they run in: cuBLAS's persistent ``nvjet`` GEMMs launch 2 x 66 = 132 CTAs on an
@@ -35,8 +34,16 @@ from ..schema import identity_name
 from .occupancy_estimate import blocks_per_sm, limits_for, resident_blocks
 from .stats import nanmedian, noise_floor, round_median_ci
 
-__all__ = ["FIT_COLUMNS", "FIT_TABLE_COLUMNS", "LAUNCH_WAVE_COLUMNS", "fit_hints", "fit_notes", "fit_table",
-           "launch_waves", "partition_fit"]
+__all__ = [
+    "FIT_COLUMNS",
+    "FIT_TABLE_COLUMNS",
+    "LAUNCH_WAVE_COLUMNS",
+    "fit_hints",
+    "fit_notes",
+    "fit_table",
+    "launch_waves",
+    "partition_fit",
+]
 
 FIT_COLUMNS = [
     "workload",
@@ -142,8 +149,7 @@ def _same_waves_sm(ctas: int, per_sm: int, cluster: int, waves: int, sms: int, g
 
 def _prepared(trace: pd.DataFrame) -> tuple[pd.DataFrame, list]:
     """The kernel rows with their launch shape (:data:`_SHAPE`) and duration; the resource columns absent."""
-    k = trace[trace["activity"] == "kernel"] if "activity" in trace.columns else trace
-    k = k.copy()
+    k = (trace[trace["activity"] == "kernel"] if "activity" in trace.columns else trace).copy()
     absent = [c for c in _RESOURCES if c not in k.columns]
     for c in _RESOURCES:
         k[c] = pd.to_numeric(k[c], errors="coerce") if c in k.columns else np.nan
@@ -243,16 +249,9 @@ def partition_fit(
         rows.append(_fit_row(row, lim, lim_reason, absent, card, granularity))
     out = pd.DataFrame(rows, columns=FIT_COLUMNS)
     for c in (
-        "ctas",
-        "threads_per_block",
-        "blocks_per_sm",
-        "resident_ctas",
-        "card_resident_ctas",
-        "waves",
-        "same_waves_sm",
-        "wasted_sms",
-        "card_sm_count",
-    ):
+        "ctas threads_per_block blocks_per_sm resident_ctas card_resident_ctas waves same_waves_sm wasted_sms "
+        "card_sm_count"
+    ).split():
         out[c] = pd.array([None if pd.isna(v) else int(v) for v in out[c]], dtype="Int64")
     out["sm_count"] = pd.to_numeric(out["sm_count"], errors="coerce").astype("Int64")
     out.attrs.update(trace.attrs)
@@ -273,17 +272,14 @@ def launch_waves(trace: pd.DataFrame, **fit_options) -> pd.DataFrame:
     Parameters
     ----------
     trace : pandas.DataFrame
-        As for :func:`partition_fit`.
-    **fit_options
-        ``device_sm_count``, ``compute_capability``, ``granularity``, passed to :func:`partition_fit`.
+        As for :func:`partition_fit`, which gets ``**fit_options`` (``device_sm_count``, ...) too.
 
     Returns
     -------
     pandas.DataFrame
-        Indexed as the trace's kernel rows (memcpy and memset rows left out), columns
-        :data:`LAUNCH_WAVE_COLUMNS`, each the value of the launch's (workload, name, partition, SM
-        count, launch shape) row of :func:`partition_fit`: ``waves`` NaN and ``reason`` set where
-        the trace has no resource fields.
+        Indexed as the trace's kernel rows (no memcpy or memset rows), columns :data:`LAUNCH_WAVE_COLUMNS`,
+        each from the launch's (workload, name, partition, SM count, launch shape) row of
+        :func:`partition_fit` (``waves`` NaN and ``reason`` set where the trace has no resource fields).
     """
     fit = partition_fit(trace, **fit_options)
     k, _ = _prepared(trace)
