@@ -130,8 +130,9 @@ PAIR = {"matmul": ("p0", [(0, 900)]), "sigmoid": ("remainder", [(0, 100), (130, 
 STARTS = {"concurrent": {"matmul": 5, "sigmoid": 5}, "streams": {"matmul": 5, "sigmoid": 700}}
 
 
-def run_pair(collector: Collector, fake: FakeCupti, *, layout="24+108", reps=2, warmup=1):
-    """Drive ``collector`` as the engine would; returns the repetition start of each (mode, rep) in ns."""
+def run_pair(collector: Collector, fake: FakeCupti, *, layout="24+108", reps=2, warmup=1, grids=None):
+    """Drive ``collector`` as the engine would; returns the repetition start of each (mode, rep) in ns.
+    ``grids``: CTAs of each workload's kernels by workload (default 132: one wave everywhere)."""
     origins = {}
     for mode in ("concurrent", "streams"):
         for rep in [None] * warmup + list(range(reps)):
@@ -147,7 +148,8 @@ def run_pair(collector: Collector, fake: FakeCupti, *, layout="24+108", reps=2, 
                 with collector.tag("workload", slot, 0):
                     for i, (off, length) in enumerate(kernels):
                         s = t0 + (STARTS[mode][wl] + off) * 1_000
-                        fake.launch(part.context.handle, stream, f"_Z6kernelILi{i}EEvPf", s, s + length * 1_000)
+                        fake.launch(part.context.handle, stream, f"_Z6kernelILi{i}EEvPf", s, s + length * 1_000,
+                                    grid=(grids or {}).get(wl, 132))
             if rep is not None:
                 origins[(mode, rep)] = t0
             fake.clock += 10_000_000
@@ -177,22 +179,22 @@ def overlap_df(layout="24+108", reps=2):
     return frame(rows, "overlap", attrs)
 
 
-def traced_pair(**fake_options):
-    """``(collector, fake, origins)`` after :func:`run_pair` on a started collector."""
+def traced_pair(grids=None, **fake_options):
+    """``(collector, fake, origins)`` after :func:`run_pair` (``grids`` passed on) on a started collector."""
     fake = FakeCupti(**fake_options)
     collector = Collector(cupti=fake).start()
     for name in ("p0", "remainder", "device"):
         collector.watch(PARTS[name])
     fake.green(P0_CTX, 24, [0xFFF])
     fake.green(REM_CTX, 108, [~0xFFF & (1 << 64) - 1, 0x3])
-    origins = run_pair(collector, fake)
+    origins = run_pair(collector, fake, grids=grids)
     return collector, fake, origins
 
 
-def trace_df():
-    """A synthetic trace of the pair, and its overlap rows: ``(trace, overlap)``."""
+def trace_df(grids=None):
+    """A synthetic trace of the pair, and its overlap rows: ``(trace, overlap)``; ``grids`` as in :func:`run_pair`."""
     df = overlap_df()
-    collector, _, _ = traced_pair()
+    collector, _, _ = traced_pair(grids)
     try:
         return collector.frame(df.attrs), df
     finally:

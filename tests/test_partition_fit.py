@@ -11,7 +11,7 @@ import pytest
 
 import gcexplore
 from gcexplore.analysis import stats as ST
-from gcexplore.analysis.waves import FIT_COLUMNS, fit_notes, fit_table, partition_fit
+from gcexplore.analysis.waves import FIT_COLUMNS, LAUNCH_WAVE_COLUMNS, fit_notes, fit_table, launch_waves, partition_fit
 
 H = {"device_name": "hand-made (not a measurement)", "device_sm_count": 132, "compute_capability": "9.0",
      "kind": "trace", "run_id": "hand"}
@@ -127,6 +127,22 @@ def test_kernels_without_resource_fields_say_so():
     odd = one(trace(kernel()), compute_capability="7.0")
     assert "no occupancy limits" in odd.reason
     assert any("not estimated" in s for s in fit_notes(trace(kernel(sms=0))))
+
+
+def test_each_launch_carries_its_partition_fit_row():
+    memset = {**kernel("m", start=5.0), "activity": "memset"}
+    rows = [kernel("a", sms=16, grid=(300, 1, 1), regs=0, start=float(i), rep=i) for i in range(2)]
+    df = trace(*rows, memset, kernel("a", sms=108, partition="rem", start=3.0), kernel("b", grid=(10, 1, 1)))
+    out = launch_waves(df)
+    assert list(out.columns) == LAUNCH_WAVE_COLUMNS and list(out.index) == [0, 1, 3, 4]  # no memset row
+    # 300 CTAs on 16 SMs of 8 each: 3 waves, the last 44 of 128; 300 on 108 SMs (864): one wave; b: one
+    assert [int(w) for w in out["waves"]] == [3, 3, 1, 1]
+    assert out.loc[0, "tail_fill"] == pytest.approx(44 / 128) and list(out["multi_wave"]) == [True, True, False, False]
+    fit = partition_fit(df).set_index(["name", "partition"])
+    for i, (name, part) in zip(out.index, [("a", "p0"), ("a", "p0"), ("a", "rem"), ("b", "p0")]):
+        assert out.loc[i, "waves"] == fit.loc[(name, part), "waves"]
+    bare = launch_waves(trace(kernel(), drop=("registers_per_thread",)))
+    assert pd.isna(bare["waves"].iloc[0]) and "no resource fields" in bare["reason"].iloc[0]
 
 
 def test_bad_input_is_refused_with_the_reason():

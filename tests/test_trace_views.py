@@ -156,6 +156,74 @@ def test_timeline_says_which_cluster_of_repetitions_it_shows(rep):
         assert "first kernel" not in title
 
 
+# ------------------------------------------------------------------ waves on the timeline
+
+def _wave_bars(fig, mode_title):
+    """{gid: [segments per collection]} of the wave shadings in the panel whose title starts so."""
+    ax = next(a for a in fig.axes if a.get_title().startswith(mode_title))
+    out = {}
+    for c in ax.collections:
+        gid = str(c.get_gid())
+        if "waves:" in gid:
+            out.setdefault(gid, []).append(c)
+    return out
+
+
+def _legend_texts(fig):
+    return [t.get_text() for leg in fig.legends for t in leg.get_texts()]
+
+
+def test_timeline_shades_the_waves_of_multi_wave_kernels():
+    from gcexplore.analysis.waves import partition_fit
+
+    # 256 threads, 32 registers, 1 KiB shared: 8 CTAs per SM. matmul's 500 CTAs on p0's 24 SMs (192 at
+    # once): 3 waves, the last 116 of 192 full; sigmoid's 1000 on the remainder's 108 (864): 2 waves;
+    # on the whole card (1056 at once) both run one wave.
+    trace, _ = T.trace_df(grids={"matmul": 500, "sigmoid": 1000})
+    fig = gcexplore.plot_timeline(trace)
+    mode = gcexplore.views.plot.mode_label
+    conc = _wave_bars(fig, mode("concurrent"))
+    assert set(conc) == {"waves:matmul", "waves:sigmoid"}
+    assert [len(c.get_paths()) for c in conc["waves:matmul"]] == [3]          # one launch, 3 waves
+    assert [len(c.get_paths()) for c in conc["waves:sigmoid"]] == [2, 2, 2]   # three launches, 2 waves each
+    fit = partition_fit(trace)  # the counts drawn are partition_fit's
+    assert set(fit.loc[fit["partition"] == "p0", "waves"]) == {3}
+    assert set(fit.loc[fit["partition"] == "remainder", "waves"]) == {2}
+    # the segments cut the bar into equal parts; the tail paler the emptier it is
+    (mm,) = conc["waves:matmul"]
+    xs = [p.vertices[:, 0] for p in mm.get_paths()]
+    widths = [x.max() - x.min() for x in xs]
+    assert widths == pytest.approx([widths[0]] * 3) and sum(widths) == pytest.approx(0.9)
+    alphas = [rgba[3] for rgba in mm.get_facecolors()]
+    assert alphas[:2] == pytest.approx([0.0, 0.22]) and alphas[2] == pytest.approx(0.75 * (1 - 116 / 192))
+    assert _wave_bars(fig, mode("streams")) == {}  # one wave on 132 SMs: drawn plain
+    assert any(t.startswith("waves on its partition") for t in _legend_texts(fig))
+    assert not any(t.startswith("persistent") for t in _legend_texts(fig))
+
+
+def test_timeline_marks_a_persistent_grid_and_leaves_one_wave_kernels_plain():
+    # 264 CTAs = 2 x the card's 132 SMs, which hold 1056 at once: a persistent grid; 2 waves on p0's 192
+    trace, _ = T.trace_df(grids={"matmul": 264})
+    fig = gcexplore.plot_timeline(trace)
+    conc = _wave_bars(fig, gcexplore.views.plot.mode_label("concurrent"))
+    assert set(conc) == {"persistent_waves:matmul"}  # sigmoid's 132 CTAs fit the remainder: one wave
+    (mm,) = conc["persistent_waves:matmul"]
+    assert len(mm.get_paths()) == 2 and mm.get_hatch() == "////"
+    assert any(t.startswith("persistent grid's waves") for t in _legend_texts(fig))
+    one = gcexplore.plot_timeline(T.trace_df()[0])  # 132 CTAs everywhere: one wave, nothing shaded
+    assert all(_wave_bars(one, a.get_title().split(" — ")[0]) == {} for a in one.axes)
+    assert not any("waves" in t for t in _legend_texts(one))
+
+
+def test_timeline_of_kernels_without_resource_fields_is_drawn_as_before():
+    trace, _ = T.trace_df(grids={"matmul": 500})
+    bare = trace.drop(columns=["grid_x", "grid_y", "grid_z", "registers_per_thread"])
+    fig = gcexplore.plot_timeline(bare)
+    gids = [str(c.get_gid()) for ax in fig.axes for c in ax.collections]
+    assert "kernel:matmul" in gids and not any("waves:" in g for g in gids)
+    assert not any("waves" in t for t in _legend_texts(fig))
+
+
 # ------------------------------------------------------------------------ widgets
 
 

@@ -28,7 +28,7 @@ EXTRA = {
     "clusters": ("cluster_labels", "group_modes", "rep_mode", "sample_modes", "trace_modes"),
     "pm": ("dram_headline",),
     "scaling": ("scaling_facts",),
-    "waves": ("fit_hints", "fit_notes"),
+    "waves": ("LAUNCH_WAVE_COLUMNS", "fit_hints", "fit_notes", "launch_waves"),
 }
 # names this package offered before the families had packages of their own
 MOVED = {"predict": "gcexplore.prediction.model",

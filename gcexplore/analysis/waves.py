@@ -1,5 +1,6 @@
 """Partition fit: how many waves each kernel runs on its partition, and the SM counts that buy nothing.
-(The module is ``waves`` so that ``gcexplore.analysis.partition_fit`` stays the function.)
+(The module is ``waves`` so that ``gcexplore.analysis.partition_fit`` stays the function. Past 500 lines
+as the one owner of the fit's numbers: per kernel, per launch, plateaus, and the sentences from them.)
 
 Part of the analysis layer (pure pandas, no GPU). Kernels pick their grids from the card, not
 from the partition they run in: cuBLAS's persistent ``nvjet`` GEMMs launch 2 x 66 = 132 CTAs on an
@@ -36,7 +37,16 @@ from ..schema import identity_name
 from .occupancy_estimate import blocks_per_sm, limits_for, resident_blocks
 from .stats import nanmedian, noise_floor, round_median_ci
 
-__all__ = ["FIT_COLUMNS", "FIT_TABLE_COLUMNS", "fit_hints", "fit_notes", "fit_table", "partition_fit"]
+__all__ = [
+    "FIT_COLUMNS",
+    "FIT_TABLE_COLUMNS",
+    "LAUNCH_WAVE_COLUMNS",
+    "fit_hints",
+    "fit_notes",
+    "fit_table",
+    "launch_waves",
+    "partition_fit",
+]
 
 FIT_COLUMNS = [
     "workload",
@@ -102,6 +112,10 @@ _RESOURCES = (
     "dynamic_shared_bytes",
 )
 _SHAPE = ["ctas", "threads_per_block", "cluster_size", "registers_per_thread", "shared_bytes"]
+#: One :func:`partition_fit` row per group of these (its rows in the groups' order of first appearance).
+_FIT_KEYS = ["workload", "name", "partition", "sm_count"] + _SHAPE
+#: The columns :func:`launch_waves` carries over from :func:`partition_fit`, one row per launch.
+LAUNCH_WAVE_COLUMNS = ["waves", "tail_fill", "multi_wave", "persistent", "resident_ctas", "reason"]
 
 #: A kernel that leaves at least this share of its partition's SM time idle is named in the notes.
 NOTE_IDLE_SHARE = 0.10
@@ -134,6 +148,27 @@ def _same_waves_sm(ctas: int, per_sm: int, cluster: int, waves: int, sms: int, g
         if r and math.ceil(ctas / r) <= waves and math.ceil(ctas / s) <= load:
             return s
     return sms
+
+
+def _prepared(trace: pd.DataFrame) -> tuple[pd.DataFrame, list]:
+    """The kernel rows with their launch shape (:data:`_SHAPE`) and duration; the resource columns absent."""
+    k = (trace[trace["activity"] == "kernel"] if "activity" in trace.columns else trace).copy()
+    absent = [c for c in _RESOURCES if c not in k.columns]
+    for c in _RESOURCES:
+        k[c] = pd.to_numeric(k[c], errors="coerce") if c in k.columns else np.nan
+    for c in ("cluster_x", "cluster_y", "cluster_z", "max_active_clusters"):
+        k[c] = pd.to_numeric(k[c], errors="coerce").fillna(0) if c in k.columns else 0
+    g = _ints(k, ("grid_x", "grid_y", "grid_z"))
+    b = _ints(k, ("block_x", "block_y", "block_z"))
+    k["ctas"] = g.prod(axis=1, min_count=3)
+    k["threads_per_block"] = b.prod(axis=1, min_count=3)
+    k["cluster_size"] = (k[["cluster_x", "cluster_y", "cluster_z"]].clip(lower=1).prod(axis=1)).astype(int)
+    k["shared_bytes"] = k["static_shared_bytes"] + k["dynamic_shared_bytes"]
+    k["duration"] = pd.to_numeric(k["end_ms"], errors="coerce") - pd.to_numeric(k["start_ms"], errors="coerce")
+    for c in ("device_name", "run_id"):
+        if c not in k.columns:
+            k[c] = trace.attrs.get(c, "")
+    return k, absent
 
 
 def partition_fit(
@@ -201,24 +236,8 @@ def partition_fit(
         lim, lim_reason = limits_for(compute_capability or trace.attrs.get("compute_capability")), ""
     except ValueError as e:
         lim, lim_reason = None, str(e).split(";")[0]
-    k = trace[trace["activity"] == "kernel"] if "activity" in trace.columns else trace
-    k = k.copy()
-    absent = [c for c in _RESOURCES if c not in k.columns]
-    for c in _RESOURCES:
-        k[c] = pd.to_numeric(k[c], errors="coerce") if c in k.columns else np.nan
-    for c in ("cluster_x", "cluster_y", "cluster_z", "max_active_clusters"):
-        k[c] = pd.to_numeric(k[c], errors="coerce").fillna(0) if c in k.columns else 0
-    g = _ints(k, ("grid_x", "grid_y", "grid_z"))
-    b = _ints(k, ("block_x", "block_y", "block_z"))
-    k["ctas"] = g.prod(axis=1, min_count=3)
-    k["threads_per_block"] = b.prod(axis=1, min_count=3)
-    k["cluster_size"] = (k[["cluster_x", "cluster_y", "cluster_z"]].clip(lower=1).prod(axis=1)).astype(int)
-    k["shared_bytes"] = k["static_shared_bytes"] + k["dynamic_shared_bytes"]
-    k["duration"] = pd.to_numeric(k["end_ms"], errors="coerce") - pd.to_numeric(k["start_ms"], errors="coerce")
-    for c in ("device_name", "run_id"):
-        if c not in k.columns:
-            k[c] = trace.attrs.get(c, "")
-    keys = ["workload", "name", "partition", "sm_count"] + _SHAPE
+    k, absent = _prepared(trace)
+    keys = _FIT_KEYS
     rows = []
     for key, grp in k.groupby(keys, sort=False, dropna=False):
         row = dict(zip(keys, key))
@@ -233,16 +252,9 @@ def partition_fit(
         rows.append(_fit_row(row, lim, lim_reason, absent, card, granularity))
     out = pd.DataFrame(rows, columns=FIT_COLUMNS)
     for c in (
-        "ctas",
-        "threads_per_block",
-        "blocks_per_sm",
-        "resident_ctas",
-        "card_resident_ctas",
-        "waves",
-        "same_waves_sm",
-        "wasted_sms",
-        "card_sm_count",
-    ):
+        "ctas threads_per_block blocks_per_sm resident_ctas card_resident_ctas waves same_waves_sm wasted_sms "
+        "card_sm_count"
+    ).split():
         out[c] = pd.array([None if pd.isna(v) else int(v) for v in out[c]], dtype="Int64")
     out["sm_count"] = pd.to_numeric(out["sm_count"], errors="coerce").astype("Int64")
     out.attrs.update(trace.attrs)
@@ -254,6 +266,30 @@ def partition_fit(
             f"({lim.name if lim else 'no limits'}); waves of equal length assumed",
         }
     )
+    return out
+
+
+def launch_waves(trace: pd.DataFrame, **fit_options) -> pd.DataFrame:
+    """Each kernel launch of a trace with its row of :func:`partition_fit`: what the timeline shades.
+
+    Parameters
+    ----------
+    trace : pandas.DataFrame
+        As for :func:`partition_fit`, which gets ``**fit_options`` (``device_sm_count``, ...) too.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed as the trace's kernel rows (no memcpy or memset rows), columns :data:`LAUNCH_WAVE_COLUMNS`,
+        each from the launch's (workload, name, partition, SM count, launch shape) row of
+        :func:`partition_fit` (``waves`` NaN and ``reason`` set where the trace has no resource fields).
+    """
+    fit = partition_fit(trace, **fit_options)
+    k, _ = _prepared(trace)
+    # partition_fit built its rows from the same groups in the same order: group number = its row
+    row = k.groupby(_FIT_KEYS, sort=False, dropna=False).ngroup().to_numpy()
+    out = fit[LAUNCH_WAVE_COLUMNS].iloc[row].set_axis(k.index)
+    out.attrs = dict(fit.attrs, summary_of="launch_waves")
     return out
 
 

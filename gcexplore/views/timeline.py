@@ -53,12 +53,21 @@ def plot_timeline(trace: pd.DataFrame, *, layout: str | None = None, rep: int = 
         Default: every mode of that layout.
     figsize : tuple of float, optional
 
+    A kernel that runs more than one wave on its partition
+    (:func:`gcexplore.analysis.waves.launch_waves`, from :func:`gcexplore.partition_fit`) has its
+    bar cut into its waves, alternating shades, the last wave paler the emptier it is; a persistent
+    grid's waves are hatched (its CTAs loop over the work: the waves set where the time stops
+    falling, not the time). Kernels without resource fields, or of one wave, are drawn plain.
+
     Returns
     -------
     matplotlib.figure.Figure
-        Kernel bars carry gid ``"kernel:<workload>"``, gaps ``"gap:<workload>"``.
+        Kernel bars carry gid ``"kernel:<workload>"``, gaps ``"gap:<workload>"``, one collection
+        per multi-wave launch ``"waves:<workload>"`` (``"persistent_waves:<workload>"``), a
+        segment per wave.
     """
     from ..analysis.trace import kernel_gaps
+    from ..analysis.waves import launch_waves
 
     layout, rows = _one_repetition(trace, layout, rep, "plot_timeline")
     modes = [m for m in (modes or A.modes_in(rows)) if (rows["mode"] == m).any()]
@@ -68,6 +77,9 @@ def plot_timeline(trace: pd.DataFrame, *, layout: str | None = None, rep: int = 
                                                        for m in modes)))
     axes = fig.subplots(len(modes), 1, squeeze=False, sharex=True)[:, 0]
     gaps = kernel_gaps(rows)
+    waves = launch_waves(rows)
+    drawn = set()  # which wave shadings appear, for the legend
+    label_ms = 0.05 * (rows["end_ms"].max() - rows["start_ms"].min())  # bars this long get their wave count
     # which cluster of repetitions the drawn one belongs to, where a start is bimodal
     whole = trace[trace["layout"] == layout]
     here = rep_mode(trace_modes(whole), rep)
@@ -80,6 +92,7 @@ def plot_timeline(trace: pd.DataFrame, *, layout: str | None = None, rep: int = 
             for wl, kw in k.groupby("workload", sort=False):
                 ax.broken_barh(list(zip(kw["start_ms"], kw["end_ms"] - kw["start_ms"])), (y - 0.35, 0.7),
                                facecolors=colors[wl], edgecolors="white", linewidth=0.3, gid=f"kernel:{wl}")
+                drawn |= _shade_waves(ax, kw.join(waves, how="inner"), y, wl, label_ms)
             for g in gaps[(gaps["mode"] == mode) & (gaps["partition"] == part)].itertuples():
                 if (k["workload"] == g.workload).any():
                     ax.broken_barh([(g.gap_start_ms, g.gap_end_ms - g.gap_start_ms)], (y - 0.35, 0.7),
@@ -93,9 +106,37 @@ def plot_timeline(trace: pd.DataFrame, *, layout: str | None = None, rep: int = 
     axes[-1].set_xlabel("time since the repetition's common start (ms, CUPTI kernel records)")
     handles = [Patch(color=c, label=w) for w, c in colors.items()]
     handles.append(Patch(color="#d62728", alpha=0.3, label="idle gap (launch bubble)"))
-    fig.legend(handles=handles, fontsize=7, loc="outside lower center", ncol=len(handles))
+    if "waves" in drawn:
+        handles.append(Patch(facecolor="0.55", edgecolor="white", label="waves on its partition "
+                             "(last paler the emptier it is)"))
+    if "persistent" in drawn:
+        handles.append(Patch(facecolor="0.55", edgecolor="0.15", hatch="////", label="persistent grid's waves "
+                             "(a plateau, not the time)"))
+    fig.legend(handles=handles, fontsize=7, loc="outside lower center", ncol=min(len(handles), 3))
     stamp(fig, trace)
     return fig
+
+
+def _shade_waves(ax, kw: pd.DataFrame, y: float, wl: str, label_ms: float) -> set:
+    """Over each multi-wave launch of ``kw`` (its :func:`gcexplore.analysis.waves.launch_waves` columns
+    joined), its ``waves`` as equal segments: full waves alternate plain and darkened, the last one
+    paled by the share of its CTA slots left empty (1 - ``tail_fill``); a persistent grid's hatched.
+    Bars at least ``label_ms`` long are labelled with their wave count (narrow segments alias).
+    Returns which of ``{"waves", "persistent"}`` it drew."""
+    drawn = set()
+    for r in kw[kw["multi_wave"].eq(True)].itertuples():
+        n, width = int(r.waves), (r.end_ms - r.start_ms) / int(r.waves)
+        shades = [(0, 0, 0, 0.22 * (i % 2)) for i in range(n - 1)] + [(1, 1, 1, 0.75 * (1 - r.tail_fill))]
+        persistent = bool(r.persistent)
+        ax.broken_barh([(r.start_ms + i * width, width) for i in range(n)], (y - 0.35, 0.7), facecolors=shades,
+                       edgecolors="0.15" if persistent else "none", linewidth=0.0, hatch="////" if persistent else None,
+                       gid=f"{'persistent_waves' if persistent else 'waves'}:{wl}")
+        drawn.add("persistent" if persistent else "waves")
+        if r.end_ms - r.start_ms >= label_ms:
+            ax.text((r.start_ms + r.end_ms) / 2, y, f"{n} waves" + (", persistent" if persistent else ""),
+                    ha="center", va="center", fontsize=6.5, gid=f"wave_count:{wl}",
+                    bbox=dict(boxstyle="round,pad=0.15", facecolor="white", edgecolor="none", alpha=0.85))
+    return drawn
 
 
 def _cluster_note(here: pd.DataFrame) -> str:
