@@ -121,6 +121,9 @@ def test_table_refuses_what_is_not_a_mechanisms_result():
         mechanisms_table(df)
     with pytest.raises(ValueError, match="takes mechanisms_table"):
         mechanisms_sentences(pd.DataFrame({"a": [1]}))
+    two = pd.concat([synthetic(), synthetic().assign(run_id="other")], ignore_index=True)
+    with pytest.raises(ValueError, match="a mechanisms table is one run's"):  # never two runs' baselines mixed
+        mechanisms_table(two)
 
 
 def test_the_kind_survives_save_and_load(tmp_path):

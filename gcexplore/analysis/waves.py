@@ -1,5 +1,5 @@
 """Partition fit: how many waves each kernel runs on its partition, and the SM counts that buy nothing.
-(The module is ``waves`` so that ``gcexplore.analysis.partition_fit`` stays the function. Past 500 lines
+(The module is ``waves`` so that ``gcexplore.analysis.partition_fit`` stays the function. Over 500 lines
 as the one owner of the fit's numbers: per kernel, per launch, plateaus, and the sentences from them.)
 
 Part of the analysis layer (pure pandas, no GPU). Kernels pick their grids from the card, not
@@ -21,9 +21,6 @@ plateau, not the time). Two questions, two functions:
 
 :func:`fit_notes` is what :func:`gcexplore.summarize` adds (``attrs["fit_notes"]``) to a traced
 result: the kernels that waste their partition's SMs and what that costs at the chosen split.
-
-Over 500 lines: partition_fit, fit_table and their sentences share the wave arithmetic and the
-plateau rule.
 """
 
 from __future__ import annotations

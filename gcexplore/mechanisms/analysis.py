@@ -80,6 +80,13 @@ def _check(df) -> None:
         )
     if df.empty:
         raise ValueError("the mechanisms result has no rows: nothing was measured")
+    if "run_id" in df.columns and df["run_id"].nunique() > 1:  # each run's baselines are its own
+        ids = ", ".join(map(str, df["run_id"].unique()))
+        raise ValueError(
+            f"a mechanisms table is one run's (each has its own times alone); these rows hold "
+            f"{df['run_id'].nunique()} runs ({ids}): pass df[df['run_id'] == ...], or gcexplore.summarize(df) "
+            "for one table per run"
+        )
     crit = df.groupby(["mechanism", "layout"])["critical"].apply(lambda s: s.astype(bool).sum() > 0)
     if not crit.all():
         raise ValueError(f"no critical workload in {list(crit[~crit].index)}: each mechanism and split needs one")

@@ -41,6 +41,12 @@ def plot_timeline(trace: pd.DataFrame, *, layout: str | None = None, rep: int = 
     (:func:`gcexplore.analysis.trace_modes`), the panel's title says which cluster the drawn
     repetition is in and where the others start.
 
+    A kernel that runs more than one wave on its partition
+    (:func:`gcexplore.analysis.waves.launch_waves`, from :func:`gcexplore.partition_fit`) has its
+    bar cut into its waves, alternating shades, the last wave paler the emptier it is; a persistent
+    grid's waves are hatched (its CTAs loop over the work: the waves set where the time stops
+    falling, not the time). Kernels without resource fields, or of one wave, are drawn plain.
+
     Parameters
     ----------
     trace : pandas.DataFrame
@@ -52,12 +58,6 @@ def plot_timeline(trace: pd.DataFrame, *, layout: str | None = None, rep: int = 
     modes : sequence of str, optional
         Default: every mode of that layout.
     figsize : tuple of float, optional
-
-    A kernel that runs more than one wave on its partition
-    (:func:`gcexplore.analysis.waves.launch_waves`, from :func:`gcexplore.partition_fit`) has its
-    bar cut into its waves, alternating shades, the last wave paler the emptier it is; a persistent
-    grid's waves are hatched (its CTAs loop over the work: the waves set where the time stops
-    falling, not the time). Kernels without resource fields, or of one wave, are drawn plain.
 
     Returns
     -------
