@@ -99,7 +99,7 @@ def test_sentences_are_computed_from_the_table():
         calm = shared.loc[shared["critical_p99_ms"].idxmin()]
         assert f"given {k} SMs" in s
         assert f"({fast['makespan_ms']:.3g} ms)" in s
-        assert f"({calm['critical_p99_ms']:.3g} ms, {calm['critical_interference']:.2f}x its time alone)" in s
+        assert f"({calm['critical_p99_ms']:.3g} ms; its median {calm['critical_interference']:.2f}x its time alone)" in s
         mps = rows[rows["mechanism"] == "mps"].iloc[0]
         assert f"the MPS clients saw {mps['critical_sms']} and {mps['other_sms']} SMs" in s
     # change the rows and the sentence follows

@@ -175,7 +175,7 @@ def mechanisms_sentences(table: pd.DataFrame) -> list[str]:
             f"{mechanism_label(fast['mechanism'])} ({fast['makespan_ms']:.3g} ms) and {calm['critical']}'s p99 is "
             f"lowest under {mechanism_label(calm['mechanism'])} ({calm['critical_p99_ms']:.3g} ms"
             + (
-                f", {calm['critical_interference']:.2f}x its time alone)"
+                f"; its median {calm['critical_interference']:.2f}x its time alone)"
                 if calm["critical_interference"] == calm["critical_interference"]
                 else ")"
             )
