@@ -12,6 +12,13 @@ from gcexplore.trace import collector as tracing
 from gcexplore.trace import features as F
 from gcexplore.results.validate import ResultError
 
+
+@pytest.fixture(autouse=True)
+def _fresh_context_records(monkeypatch):
+    """Each fake CUPTI stands for a new process: no context records kept from an earlier test's fake
+    (the collector keeps them per process, and the fakes reuse context ids)."""
+    monkeypatch.setattr(tracing, "_CONTEXTS_SEEN", {})
+
 LIB = "/env/site-packages/nvidia/cu13/lib/libcupti.so.13"
 
 
