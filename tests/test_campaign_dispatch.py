@@ -5,6 +5,7 @@ first task once its warm-up, queued behind its GPU start, is done; its next once
 from __future__ import annotations
 
 import queue
+import threading
 import time
 
 import pytest
@@ -78,13 +79,49 @@ def test_a_search_gaining_less_than_what_durations_predict_keeps_longest_first(m
     assert list_schedule(task_order(tasks, secs, workers=2), secs, [0, 0])[0] == 106.0
 
 
-def _stamp(key, seconds):
+def _stamp(key, seconds, until=None):
+    """A task: ``seconds`` long, or (``until``, an event) until the event is set; logged on its worker."""
     from distributed import get_worker
 
     t0 = time.time()
-    time.sleep(seconds)
+    if until is None:
+        time.sleep(seconds)
+    else:
+        assert until.wait(60), f"{key}: the event it waits for never came"
     LOG.append((key, get_worker().address, t0, time.time()))
     return key
+
+
+# Events the tests' in-process tasks wait on, so what they assert follows from the order of events,
+# not from how long a loaded machine takes to start a task.
+EVENTS: dict[str, threading.Event] = {}
+
+
+RUNNING: dict = {}
+_RUN_LOCK = threading.Lock()
+
+
+def _counted(key, wait_s):
+    """A task counting how many run at once; it waits up to ``wait_s`` for all three to be running."""
+    with _RUN_LOCK:
+        RUNNING["now"] += 1
+        RUNNING["most"] = max(RUNNING["most"], RUNNING["now"])
+        if RUNNING["now"] == 3:
+            RUNNING["all"].set()
+    RUNNING["all"].wait(wait_s)
+    with _RUN_LOCK:
+        RUNNING["now"] -= 1
+    return _stamp(key, 0.0)
+
+
+def _wait_for(name):
+    assert EVENTS[name].wait(60), f"the event {name!r} never came"
+
+
+def _started(key, name, seconds):
+    """A task that sets the event ``name`` as it starts, then runs ``seconds``."""
+    EVENTS[name].set()
+    return _stamp(key, seconds)
 
 
 @pytest.fixture(scope="module")
@@ -101,38 +138,53 @@ def test_feeder_sends_a_workers_first_task_once_it_is_ready_and_one_at_a_time(tw
     client = two_workers
     fast, slow = sorted(client.scheduler_info(n_workers=-1)["workers"])
     LOG.clear()
-    t_warm = time.time()
-    warm = {fast: client.submit(time.sleep, 0.05, workers=[fast], pure=False),
-            slow: client.submit(time.sleep, 0.5, workers=[slow], pure=False)}  # its GPU starts later
+    EVENTS.update(t0=threading.Event(), t1=threading.Event())
+    # the slow worker's warm-up (its GPU starting) ends only once the fast worker runs its first task,
+    # and that task runs until the slow worker has started its own: ready first by events, not by sleeps
+    warm = {fast: client.submit(time.sleep, 0.0, workers=[fast], pure=False),
+            slow: client.submit(_wait_for, "t0", workers=[slow], pure=False)}
     secs = {f"t{i}": s for i, s in enumerate([1.0, 0.4, 0.3, 0.2, 0.1, 0.1])}
     sent = []
 
     def submit(key, addr):
         sent.append((key, addr))
-        return client.submit(_stamp, key, secs[key], key=f"feed-{key}", workers=[addr],
-                             allow_other_workers=True, pure=False)
+        if key == "t0":  # runs until the slow worker's first task has started
+            fn, args = _stamp_after_start, (key,)
+        elif key == "t1":
+            fn, args = _started, (key, "t1", 0.0)
+        else:
+            fn, args = _stamp, (key, 0.01)
+        return client.submit(fn, *args, key=f"feed-{key}", workers=[addr], allow_other_workers=True, pure=False)
 
     done = queue.SimpleQueue()
     feeder = Feeder(client, list(secs), warm, submit, done)
     got = []
-    while (item := done.get(timeout=20)) is not None:
+    while (item := done.get(timeout=60)) is not None:
         got.append(item[0])
     assert feeder.error is None and sorted(got) == sorted(secs)
     starts = {k: (a, t0, t1) for k, a, t0, t1 in LOG}
     assert warm[slow].status == "finished"
-    # the first task went to the worker ready first; the slow worker's first starts after its 0.5-s start
+    # the first task went to the worker ready first; the slow worker's first, when it became ready, is the next
     assert sent[0] == ("t0", fast) and starts["t0"][0] == fast
     slow_tasks = sorted((v[1], k) for k, v in starts.items() if v[0] == slow)
-    assert slow_tasks and slow_tasks[0][1] == "t1", slow_tasks  # the next longest, when it became ready
-    assert slow_tasks[0][0] >= t_warm + 0.5
-    # never two tasks at once on a worker, and tasks start in the order given
+    assert slow_tasks and slow_tasks[0][1] == "t1", slow_tasks
+    assert [k for k, a in sent if a == slow][0] == "t1"
+    # never two tasks at once on a worker, and tasks are sent in the order given
     for w in (fast, slow):
         spans = sorted((t0, t1) for a, t0, t1 in starts.values() if a == w)
         assert all(b[0] >= a[1] - 1e-3 for a, b in zip(spans, spans[1:])), spans
-    assert [k for k, _ in sorted(((k, v[1]) for k, v in starts.items()), key=lambda kv: kv[1])] == list(secs)
-    # greedy: the fast worker ran t0 (1 s), the slow one t1 and t2 meanwhile; both end near the bound
-    ends = {w: max(t1 for a, _, t1 in starts.values() if a == w) for w in (fast, slow)}
-    assert abs(ends[fast] - ends[slow]) < 0.45, ends
+    assert [k for k, _ in sent] == list(secs)
+
+
+def _stamp_after_start(key):
+    """The fast worker's first task: sets ``t0`` (the slow worker's warm-up may end), runs until ``t1`` started."""
+    from distributed import get_worker
+
+    t0 = time.time()
+    EVENTS["t0"].set()
+    assert EVENTS["t1"].wait(60), "the slow worker's first task never started"
+    LOG.append((key, get_worker().address, t0, time.time()))
+    return key
 
 
 def test_feeder_passes_a_dead_workers_task_on(two_workers):
@@ -189,10 +241,12 @@ def test_feeder_keeps_every_thread_of_a_worker_of_several_busy():
         for threads, at_once in (({addr: 3}, True), (None, False)):
             LOG.clear()
             done = queue.SimpleQueue()
-            Feeder(client, ["a", "b", "c"], {addr: client.submit(time.sleep, 0.01, pure=False)},
-                   lambda key, a: client.submit(_stamp, key, 0.3, key=f"threads-{key}-{at_once}", workers=[a],
+            RUNNING.update(now=0, most=0, all=threading.Event())
+            Feeder(client, ["a", "b", "c"], {addr: client.submit(time.sleep, 0.0, pure=False)},
+                   lambda key, a: client.submit(_counted, key, 60 if at_once else 0.2,
+                                                key=f"threads-{key}-{at_once}", workers=[a],
                                                 allow_other_workers=True, pure=False), done, threads=threads)
-            while done.get(timeout=20) is not None:
+            while done.get(timeout=90) is not None:
                 pass
-            spans = sorted((t0, t1) for _, _, t0, t1 in LOG)
-            assert len(spans) == 3 and (spans[-1][0] < spans[0][1]) is at_once, (threads, spans)
+            # all three at once: each waits (up to a minute) until the three run; one at a time: never two
+            assert len(LOG) == 3 and RUNNING["most"] == (3 if at_once else 1), (threads, RUNNING)
