@@ -374,9 +374,10 @@ class Options:
     warmup : int, default 3
         Discarded repetitions at the start of each round (0 to 10,000). Overlap experiments
         (sweep, profile_overlap, tune) run them in a layout's first round only, before its first
-        mode (its partitions are new) and one before each later mode; in its later rounds a 1 us
-        spin on each stream the round made afresh stands in for them (and one call of each
-        workload on its new partition, where the layout's first warm-up repetition ran slow).
+        mode (its partitions are new), and one before each later mode where that first warm-up
+        repetition ran slow; in its later rounds a 1 us spin on each stream the round made afresh
+        stands in for them (and one call of each workload on its new partition, where the layout's
+        first warm-up repetition ran slow).
     rounds : int, default 1
         Rounds the repetitions are split into (1 to ``repeats``): each round measures every
         layout again, in a fresh shuffled order, on freshly made partitions and streams, so the

@@ -90,5 +90,20 @@ def test_a_sweeps_short_repetitions_go_one_at_a_time_or_every_one_queued_and_the
             if kind == "flag":  # 20-us repetitions, shorter than the enqueue: one at a time unless every one queued
                 assert max(_starts(res)) < 0.03 and max(m for _, m in res) < 0.1  # the stall in none
                 assert h["queued"] == (59 if every else 0) and h["measured_again"] == 0
-            med[kind, every] = np.median([ps[i][0][1] for ps, _ in res for i in range(2)])
-    assert all(v == pytest.approx(med["timed", False], rel=0.02) for v in med.values()), med
+            med[kind, every] = np.array([ps[i][0][1] for ps, _ in res for i in range(2)])
+    # The gates agree: the ratio of each flag gate's median duration to the timed gate's is not, at 99%,
+    # outside 1 +- 2% (a 20-us spin's median moves ~2% between engines by noise alone: a bare median
+    # within 2% failed once in a GPU suite and passed alone).
+    ref = med["timed", False]
+    for key, got in med.items():
+        low, high = _ratio_interval(got, ref)
+        print(f"{key}: median {np.median(got) * 1e3:.2f} us, ratio to timed [{low:.4f}, {high:.4f}]")
+        assert low <= 1.02 and high >= 0.98, (key, low, high)
+
+
+def _ratio_interval(a, b, level=0.99, draws=4000):
+    """Bootstrap interval of median(a) / median(b), with a fixed seed."""
+    rng = np.random.default_rng(7)
+    ra = np.median(rng.choice(a, (draws, len(a))), axis=1)
+    rb = np.median(rng.choice(b, (draws, len(b))), axis=1)
+    return tuple(np.quantile(ra / rb, [(1 - level) / 2, (1 + level) / 2]))

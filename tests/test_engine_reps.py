@@ -132,27 +132,33 @@ def test_no_pipelining_while_tracing():
     assert all(g >= int(E._GATE_US_START * 1000) for g in _gates(log))
 
 
-def test_a_layouts_first_mode_gets_every_warmup_and_later_modes_one(monkeypatch):
-    import types
+@pytest.mark.parametrize("later, first_ms, want", [("auto", 1.0, 0), ("auto", 1.3, 1), ("rep", 1.0, 1),
+                                                     ("none", 1.3, 0)])
+def test_a_layouts_first_mode_gets_every_warmup_and_later_modes_one_where_its_first_call_cost(monkeypatch, later,
+                                                                                             first_ms, want):
+    # by default ("auto") a later mode of the layout's first round runs one warm-up repetition only where
+    # the first mode's first warm-up repetition ran over its slowest measured one by more than the margin
+    O, run, parts, calls, _ = _layout_run(monkeypatch, first_warmup_ms=first_ms)
+    monkeypatch.setattr(O, "_LATER_MODES", later)
+    O.measure_layout(run, parts, [])
+    assert calls == [("alone", 3), ("concurrent", want), ("sequential", want), ("streams", want)]
+    assert run.extra["warmup_later_modes_at"] == (["8+124"] if want else [])
 
-    from gcexplore.experiments import overlap as O
-    from gcexplore.schema import Options
 
-    calls = []
-    monkeypatch.setattr(O, "_measure_mode", lambda *a: calls.append((a[4], a[-1])) or (None, []))
+def test_gpu_time_counts_a_later_modes_warm_up_only_at_the_layouts_that_ran_it():
+    import pandas as pd
 
-    class _Parts(list):
-        label = "8+124"
-        all = property(lambda self: list(self))
+    from gcexplore.analysis.tuning import gpu_time_ms
 
-    p = types.SimpleNamespace(name="p0", sm_count=8, stream=None)
-    whole = types.SimpleNamespace(streams=[None, None])
-    engine = types.SimpleNamespace(whole=whole, drain=lambda s: None, drop_graphs=lambda: None)
-    run = types.SimpleNamespace(engine=engine, wls=[_Workload(), _Workload()], options=Options(warmup=3), extra={},
-                                warmed={})
-    O.measure_layout(run, _Parts([p, p]), [])
-    assert calls == [("alone", 3), ("concurrent", 1), ("sequential", 1), ("streams", 1)]
-    assert run.extra["warmup_later_modes"] == 1
+    rows = [{"layout": lay, "mode": m, "round": 0, "rep": r, "makespan_ms": 1.0}
+            for lay in ("8+124", "16+116") for m in ("alone", "concurrent") for r in range(3)]
+    df = pd.DataFrame(rows)
+    df.attrs.update(warmup=2, modes=["alone", "concurrent"], warmup_later_modes=1)
+    assert gpu_time_ms(df) == 12 + 2 * 2 + 2 * 1  # recorded before the list: every layout's later mode
+    df.attrs["warmup_later_modes_at"] = ["16+116"]
+    assert gpu_time_ms(df) == 12 + 2 * 2 + 1
+    df.attrs["warmup_later_modes_at"] = []
+    assert gpu_time_ms(df) == 12 + 2 * 2
 
 
 def _layout_run(monkeypatch, warmup=3, first_warmup_ms=1.0):
@@ -190,7 +196,7 @@ def test_a_layouts_later_rounds_warm_their_fresh_streams_instead_of_running_warm
 
     O, run, parts, calls, warmed = _layout_run(monkeypatch)
     O.measure_layout(run, parts, [], rnd=Round(0, 4, 0))
-    assert calls == [("alone", 3), ("concurrent", 1), ("sequential", 1), ("streams", 1)] and warmed == []
+    assert calls == [("alone", 3), ("concurrent", 0), ("sequential", 0), ("streams", 0)] and warmed == []
     calls.clear()
     O.measure_layout(run, parts, [], rnd=Round(1, 4, 4))
     # round 1: the new partitions' and whole-device streams get one short spin each, no repetition is discarded

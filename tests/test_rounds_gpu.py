@@ -1,4 +1,5 @@
-"""Rounds on the GPU: two runs of the same work, each its own run, never compare FAST or SLOW;
+"""Rounds on the GPU: two runs of the same work, each its own run, never compare FAST or SLOW and
+most of their rows compare SAME;
 every result kind carries its rounds and the clock and power of each round."""
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ def _no_false_difference(a, b):
     cols = ["group", "layout_a", "ratio", "ratio_low", "ratio_high", "verdict", "reason"]
     assert decided.empty, "a false difference between two runs of the same work:\n" + decided[cols].to_string()
     assert set(t["verdict"]) <= {"SAME", "UNCLEAR"}
+    # and it decides: a compare that calls every row UNCLEAR would pass the line above
+    same = int((t["verdict"] == "SAME").sum())
+    print("\n" + t[cols].to_string())
+    assert same * 2 > len(t), f"only {same} of {len(t)} rows decided SAME:\n" + t[cols].to_string()
     return t
 
 

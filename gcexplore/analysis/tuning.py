@@ -81,7 +81,8 @@ def gpu_time_ms(df: pd.DataFrame) -> float:
     Warm-up repetitions are not recorded; each is counted at the median makespan of the
     repetitions measured after it: ``attrs["warmup"]`` of them before a layout's first mode
     in each round (per tuner step), and ``attrs["warmup_later_modes"]`` before each later mode
-    (results recorded before that schedule: ``attrs["warmup"]`` before every mode); in a
+    at the layouts in ``attrs["warmup_later_modes_at"]`` where recorded (results recorded before that
+    schedule: ``attrs["warmup"]`` before every mode); in a
     layout's later rounds ``attrs["warmup_later_rounds"]`` (per mode) where recorded, plus one
     before the first mode for the layouts in ``attrs["warmup_calls"]`` (one call of each workload).
     """
@@ -96,7 +97,11 @@ def gpu_time_ms(df: pd.DataFrame) -> float:
     if "mode" in keys:  # the first mode of a layout gets every warm-up repetition, a later one at most one
         modes = list(df.attrs.get("modes") or dict.fromkeys(df["mode"]))
         later = int(df.attrs.get("warmup_later_modes", warm))
-        counts = np.array([warm if m == modes[0] else later for m in medians.index.get_level_values("mode")])
+        at = df.attrs.get("warmup_later_modes_at")  # where recorded, only these layouts' later modes warm up
+        ran = (np.ones(len(medians), bool) if not isinstance(at, (list, tuple))
+               else medians.index.get_level_values("layout").isin(list(at)))
+        counts = np.array([warm if m == modes[0] else later * r
+                           for m, r in zip(medians.index.get_level_values("mode"), ran)])
         again = df.attrs.get("warmup_later_rounds")
         if "round" in keys and isinstance(again, (list, tuple)) and len(again) == len(modes):
             if not all(isinstance(n, (int, float)) and not isinstance(n, bool) and n >= 0 and n == int(n)

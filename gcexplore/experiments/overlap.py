@@ -124,12 +124,29 @@ def _measure_mode(engine: Engine, groups, layout, split_k, mode, opts: Options, 
 # "touch" / "call": always the one or the other; "full": every round as the first.
 _LATER_ROUNDS = "auto"
 _FIRST_CALL_MARGIN = 0.005
+# What a later mode of a layout's first round runs before its measured repetitions: "auto", one
+# repetition of its own schedule where the layout's first warm-up ran more than _FIRST_CALL_MARGIN
+# over its slowest measured repetition, else nothing; "rep" / "none", always the one or the other.
+# On an H200 (bench/sweep_speed.py, 15 repetitions in 5 rounds, two runs each) the built-in pair's
+# first measured repetition of a later mode without it ran a median +0.00% (max +0.72%) over its
+# round's median, as with it (max +0.54%), and the sweep took 1.11-1.13x its GPU-busy floor against
+# 1.14-1.18x; the PyTorch pair's concurrent one was its round's largest in 12 of 16 layouts without
+# it (5.3 by chance), so a layout whose first call costs keeps the repetition.
+_LATER_MODES = "auto"
+
+
+def _later_mode_warmup(opts: Options, found: str = "call") -> int:
+    """Warm-up repetitions of a later mode in a layout's first round (``_LATER_MODES``); ``found``: what
+    the layout's first mode found ("call": its first warm-up repetition ran slow, "touch": it did not)."""
+    if _LATER_MODES == "none" or (_LATER_MODES == "auto" and found != "call"):
+        return 0
+    return min(opts.warmup, 1)
 
 
 def _warmup_plan(opts: Options, seen: str | None) -> tuple[str | None, list[int]]:
     """``(how a later round warms its fresh streams, or None; warm-up repetitions per mode)`` of a
     layout visit; ``seen``: what the layout's first round found it needs (None: this is its first)."""
-    later = min(opts.warmup, 1)
+    later = _later_mode_warmup(opts)
     if seen is None or not opts.warmup or _LATER_ROUNDS == "full":
         # the layout's first mode warms its new partitions, streams and kernels; a later mode
         # runs on warm ones and needs one repetition to settle its own pattern (caches, clocks)
@@ -158,7 +175,8 @@ def measure_layout(run: Experiment, parts, rows: list[dict], options: Options | 
     fresh, warmups = _warmup_plan(opts, seen)
     # what gpu_time_ms counts: repetitions before a later mode, and in a layout's later rounds
     # (where they warm up with a call of each workload, listed: one repetition of the first mode)
-    run.extra["warmup_later_modes"] = min(opts.warmup, 1)
+    run.extra["warmup_later_modes"] = _later_mode_warmup(opts)
+    run.extra.setdefault("warmup_later_modes_at", [])  # the layouts whose later modes ran it
     run.extra["warmup_later_rounds"] = _warmup_plan(opts, "touch")[1]
     placed = parts.all[:len(wls)]
     part_slots = [Slot(w, p, p.stream) for w, p in zip(wls, placed)]
@@ -175,7 +193,10 @@ def measure_layout(run: Experiment, parts, rows: list[dict], options: Options | 
                 warm_ms, measured = _measure_mode(engine, groups, parts.label, parts[0].sm_count, mode, opts, rnd,
                                                   rows, warmups[i])
             if i == 0 and fresh is None:
-                run.warmed[parts.label] = "call" if _first_call_costs(warm_ms, measured) else "touch"
+                found = run.warmed[parts.label] = "call" if _first_call_costs(warm_ms, measured) else "touch"
+                warmups[1:] = [_later_mode_warmup(opts, found)] * (len(warmups) - 1)
+                if warmups[1:] and warmups[1]:
+                    run.extra["warmup_later_modes_at"] = sorted({*run.extra["warmup_later_modes_at"], parts.label})
     finally:
         t = time.perf_counter()
         engine.drain([p.stream for p in placed])
