@@ -11,13 +11,18 @@ import gcexplore
 from gcexplore.analysis.comparison import compare
 
 
-def _no_false_difference(a, b):
+def _no_false_difference(a, b, decide_at=None):
+    """No row FAST or SLOW at compare's default band, and most rows SAME there or, for work whose run-to-run
+    spread is wider than that band (a PyTorch chain's: +-1-2%), at the band ``decide_at``."""
     t = compare(a, b).table
     decided = t[t["verdict"].isin(["FAST", "SLOW"])]
     cols = ["group", "layout_a", "ratio", "ratio_low", "ratio_high", "verdict", "reason"]
     assert decided.empty, "a false difference between two runs of the same work:\n" + decided[cols].to_string()
     assert set(t["verdict"]) <= {"SAME", "UNCLEAR"}
     # and it decides: a compare that calls every row UNCLEAR would pass the line above
+    if decide_at is not None:
+        t = compare(a, b, min_effect=decide_at).table
+        assert not t["verdict"].isin(["FAST", "SLOW"]).any(), t[cols].to_string()
     same = int((t["verdict"] == "SAME").sum())
     print("\n" + t[cols].to_string())
     assert same * 2 > len(t), f"only {same} of {len(t)} rows decided SAME:\n" + t[cols].to_string()
@@ -25,7 +30,7 @@ def _no_false_difference(a, b):
 
 
 @pytest.mark.gpu
-def test_two_runs_of_a_builtin_compare_same_or_unclear(info):
+def test_two_runs_of_a_builtin_compare_same_never_fast_or_slow(info):
     sizes = [16, 64, 96]
     runs = []
     for _ in range(2):
@@ -44,7 +49,7 @@ def test_two_runs_of_a_builtin_compare_same_or_unclear(info):
 
 
 @pytest.mark.gpu
-def test_two_runs_of_pytorch_work_compare_same_or_unclear(info):
+def test_two_runs_of_pytorch_work_compare_never_fast_or_slow_and_same_at_3_percent(info):
     torch = pytest.importorskip("torch")
 
     def gemm_chain():
@@ -59,7 +64,8 @@ def test_two_runs_of_pytorch_work_compare_same_or_unclear(info):
         return gcexplore.workloads.from_torch(fn, name="gemm_chain", device=info.index)
 
     runs = [gcexplore.scaling(gemm_chain(), [16, 64, 96], device=info.index, progress=False) for _ in range(2)]
-    _no_false_difference(*runs)
+    # on an H200 its intervals at +-1% were [-1.1, +1.1]% to [-0.7, +2.0]%: UNCLEAR at +-1%, SAME at +-3%
+    _no_false_difference(*runs, decide_at=0.03)
 
 
 @pytest.mark.gpu
