@@ -192,6 +192,31 @@ def test_tuner_search_with_predictions_measures_less_for_the_same_answer():
     assert guided.visits[0]["layout"] == P.predicted_layouts(pred).sort_values("makespan_ms")["layout"].iloc[0]
 
 
+def test_a_layout_predicted_slower_is_first_measured_with_confirm_repeats_and_a_close_one_gets_more():
+    ts = gx.load_recorded("torch_sweep")
+    pred = gx.predict(P.profile_from(ts, shared_bandwidth_gbs=3050.0, l2_bytes=50 * 2 ** 20), ["matmul", "sigmoid"])
+    prior = {tuple(int(x) for x in lab.split("+")): {"makespan": (g["makespan_ms"].iloc[0], g["makespan_low_ms"].iloc[0])}
+             for lab, g in pred.groupby("layout")}
+    runs = {}
+    for confirm in (None, 3):
+        data, measure = _recorded_measure(ts, ["matmul", "sigmoid"])
+        runs[confirm] = S.search(sorted(data), measure, S.Settings(confirm_repeats=confirm), names=["matmul", "sigmoid"],
+                                 prior=prior)
+    full, cheap = runs[None], runs[3]
+    assert cheap.answer == full.answer
+    best = tuple(int(x) for x in cheap.answer.split("+"))
+    first = {}
+    for v in cheap.visits:
+        first.setdefault(v["layout"], v["reps"])
+    for lab, n in first.items():  # each first visit: 3 where predicted slower than the answer by > 1%, else 5
+        lay = tuple(int(x) for x in lab.split("+"))
+        slower = prior[lay]["makespan"][0] > prior[best]["makespan"][0] * 1.01 and lab != cheap.visits[0]["layout"]
+        assert n in ((3,) if slower else (5, 6)), (lab, n, slower)
+    assert sum(v["reps"] for v in cheap.visits) < sum(v["reps"] for v in full.visits)
+    with pytest.raises(ValueError, match="confirm_repeats"):
+        S.Settings(confirm_repeats=6)  # at most repeats
+
+
 def test_replayed_tuner_finds_the_sweeps_best_and_predictions_cut_what_it_measures():
     ts = gx.load_recorded("torch_sweep")
     pred = gx.predict(P.profile_from(ts, shared_bandwidth_gbs=3050.0, l2_bytes=50 * 2 ** 20), ["matmul", "sigmoid"])

@@ -132,6 +132,15 @@ class _State:
         # predictions: layout -> {"makespan": (point, low), "first": (point, low)}
         self.prior = {tuple(int(x) for x in k): v for k, v in (prior or {}).items()}
 
+    def first_repeats(self, layout: Layout, best: Layout) -> int:
+        """Repetitions of ``layout``'s first visit: ``confirm_repeats`` where its prediction is slower than the
+        answer's by more than the tolerance, else ``repeats``."""
+        mine, theirs = (self.prior.get(c, {}).get("makespan") for c in (layout, best))
+        if (self.s.confirm_repeats is None or self.s.objective != "makespan" or mine is None or theirs is None
+                or not mine[0] > theirs[0] * (1.0 + self.s.tolerance)):
+            return self.s.repeats
+        return self.s.confirm_repeats
+
     def prior_low(self, layout: Layout, what: str) -> float:
         """The predicted interval's bottom (0 without a prediction): no layout is measured that
         its prediction says cannot beat the answer."""
@@ -329,7 +338,7 @@ def _makespan_search(st: _State) -> set:
         best = min(st.measured(), key=lambda c: (st.value(c), c))
         nxt = _next_makespan(st, best)
         if nxt is not None:
-            st.visit(nxt, st.s.repeats)
+            st.visit(nxt, st.first_repeats(nxt, best))
             continue
         rivals = sorted((c for c in st.measured() if c != best and not _confirmed(st, best, c)
                          and frozenset((best, c)) not in close), key=st.value)

@@ -50,6 +50,10 @@ class Settings:
     settle : float, optional
         A rival within ``tolerance`` by its median is settled once the bound says it is not faster by more than
         ``settle`` (``tolerance`` to 0.5; None: ``tolerance``): a flat top costs no hair-splitting rounds.
+    confirm_repeats : int, optional
+        Repetitions at the first measurement of a layout that predictions say is slower than the answer by
+        more than ``tolerance`` (1 to ``repeats``; None: ``repeats``): confirming a predicted loser rarely
+        needs a full round, and one that turns out close gets more repetitions as any other.
     """
 
     slo_ms: float | None = None
@@ -63,6 +67,7 @@ class Settings:
     floor: Floor = DEFAULT_FLOOR
     spread: str = "layout"
     settle: float | None = None
+    confirm_repeats: int | None = None
 
     def __post_init__(self):
         if self.slo_ms is not None:
@@ -84,6 +89,9 @@ class Settings:
         object.__setattr__(self, "repeats", as_count("repeats", self.repeats, maximum=MAX_TUNE_REPEATS))
         object.__setattr__(self, "max_repeats", as_int("max_repeats", self.max_repeats, minimum=self.repeats,
                                                        maximum=MAX_TUNE_REPEATS))
+        if self.confirm_repeats is not None:
+            object.__setattr__(self, "confirm_repeats", as_int("confirm_repeats", self.confirm_repeats, minimum=1,
+                                                               maximum=self.repeats))
 
     @property
     def objective(self) -> str:

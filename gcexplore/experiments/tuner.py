@@ -26,6 +26,10 @@ from ..results.run import run_of
 from .runner import Round, run_layouts
 from .search import Settings, label, search
 
+# With predictions, a layout predicted slower than the answer by more than the tolerance is first measured
+# with this many repetitions (Settings.confirm_repeats); one that turns out close gets more.
+CONFIRM_REPEATS = 3
+
 __all__ = ["candidates", "replay_tune", "tune"]
 
 
@@ -190,7 +194,8 @@ def tune(workloads, *, slo_ms: float | None = None, percentile: float = 50.0, ot
         A :func:`gcexplore.predict` result for these workloads (same names, same order; from solo
         profiles, ``gcexplore.predict(profiles, names)``): the search starts at the predicted best
         and skips layouts whose predicted interval cannot beat the answer; the answer is still measured and
-        confirmed against its neighbours (those its prediction says can beat it). It must be
+        confirmed against its neighbours (those its prediction says can beat it), a neighbour predicted
+        slower than the answer by more than ``tolerance`` with 3 repetitions first. It must be
         for the card measured (``attrs["device_name"]``; ``predict(card=...)`` scales profiles
         from another): another card's times would skip layouts by the wrong bounds.
 
@@ -216,7 +221,8 @@ def tune(workloads, *, slo_ms: float | None = None, percentile: float = 50.0, ot
         ``exc.partial`` holds every repetition measured so far.
     """
     settings = Settings(slo_ms=slo_ms, percentile=percentile, tolerance=tolerance, confidence=confidence,
-                        repeats=repeats, max_repeats=max_repeats)
+                        repeats=repeats, max_repeats=max_repeats,
+                        confirm_repeats=None if predict is None else min(CONFIRM_REPEATS, repeats))
     opts = Options(repeats=repeats, warmup=warmup, modes=("concurrent",), l2_flush=l2_flush, graphs=graphs,
                    rounding=rounding)
     plan: dict = {}
@@ -296,8 +302,10 @@ def replay_tune(sweep, predict=None, *, tolerance: float = 0.01, repeats: int = 
         used[layout] += len(got)
         return got
 
-    settings = Settings(tolerance=tolerance, repeats=min(repeats, recorded), max_repeats=recorded,
-                        floor=Floor(0.0, 0.0, "replay of one recorded run"))
+    first = min(repeats, recorded)
+    settings = Settings(tolerance=tolerance, repeats=first, max_repeats=recorded,
+                        floor=Floor(0.0, 0.0, "replay of one recorded run"),
+                        confirm_repeats=None if predict is None else min(CONFIRM_REPEATS, first))
     out = search(list(reps), measure, settings, names=names, prior=_prior(predict, names, card))
     med = {k: quantile([m for m, _ in v], 0.5) for k, v in reps.items()}
     best = min(med, key=lambda k: (med[k], k))
