@@ -200,8 +200,8 @@ def test_a_layout_predicted_slower_is_first_measured_with_confirm_repeats_and_a_
     runs = {}
     for confirm in (None, 3):
         data, measure = _recorded_measure(ts, ["matmul", "sigmoid"])
-        runs[confirm] = S.search(sorted(data), measure, S.Settings(confirm_repeats=confirm), names=["matmul", "sigmoid"],
-                                 prior=prior)
+        runs[confirm] = S.search(sorted(data), measure, S.Settings(confirm_repeats=confirm),
+                                 names=["matmul", "sigmoid"], prior=prior)
     full, cheap = runs[None], runs[3]
     assert cheap.answer == full.answer
     best = tuple(int(x) for x in cheap.answer.split("+"))
