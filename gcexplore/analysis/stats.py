@@ -21,9 +21,10 @@ from statistics import NormalDist
 
 import numpy as np
 
-__all__ = ["DEFAULT_FLOOR", "EXACT_MAX_PAIRS", "FLOOR_COLUMNS", "Floor", "NOISY_FRACTION", "NOISY_RANGE_FRACTION",
-           "disagree", "PRIOR_WEIGHT", "STAT_COLUMNS", "finite", "finite_positive", "mann_whitney_cdf",
-           "mann_whitney_k", "nanmedian", "noise_floor", "pooled_pair_sd", "pooled_variance", "quantile", "quantile_ci",
+__all__ = ["DEFAULT_FLOOR", "DEFAULT_SOURCE", "EXACT_MAX_PAIRS", "FLOOR_COLUMNS", "Floor", "NOISY_FRACTION",
+           "NOISY_RANGE_FRACTION", "disagree", "PRIOR_WEIGHT", "STAT_COLUMNS", "FLOOR_ENV", "default_floor", "finite",
+           "finite_positive", "mann_whitney_cdf", "mann_whitney_k", "nanmedian", "noise_floor", "pooled_pair_sd",
+           "pooled_variance", "quantile", "quantile_ci",
            "quantiles", "ratio", "ratio_ci", "round_median_ci", "round_medians", "round_ratio_ci", "round_variance",
            "rounds_needed", "run_floor", "shift_ci", "stats", "steady_rounds", "t_cdf", "t_quantile"]
 
@@ -338,10 +339,20 @@ class Floor:
         extra = f" + {self.run_sd:.2%} per run" if self.run_sd > 0 else ""
         return f"noise floor {self.round_sd:.2%} per round{extra} ({self.source})"
 
+    @property
+    def default(self) -> bool:
+        """Whether this is a default floor (no floor recorded for the card), not a measured one."""
+        return self.source.startswith(DEFAULT_SOURCE)
 
-#: Used where no measurement of the card and workload exists: about the largest round-to-round
-#: spread the issue's H100 runs showed (2% at some sizes of a PyTorch GEMM chain).
+
+#: The round part of the default floor: about the largest round-to-round spread the issue's H100
+#: runs showed (2% at some sizes of a PyTorch GEMM chain). Alone (no run part) only where no floor
+#: table can be read; a card missing from the table gets :func:`default_floor`, whose run part comes
+#: from the cards that have one.
 DEFAULT_FLOOR = Floor(0.02, 0.0, "default: no recorded floor for this card and workload")
+
+#: How every default floor's ``source`` begins (:attr:`Floor.default` reads it).
+DEFAULT_SOURCE = "default"
 
 FLOOR_COLUMNS = ["device_name", "workload", "round_sd", "run_sd", "rounds", "runs", "source"]
 
@@ -371,20 +382,37 @@ def _floor_path() -> str:
     return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "noise_floor.csv")
 
 
+#: Environment variable naming a CSV of more floors (the columns of ``noise_floor.csv``), read beside
+#: the shipped table: a card of one's own measured with ``bench/compare_real.py``.
+FLOOR_ENV = "GCEXPLORE_NOISE_FLOOR"
+
+
+def _floor_rows(table: str | None) -> tuple[tuple, ...]:
+    """The rows of ``table``, or of the shipped table and the one :data:`FLOOR_ENV` names."""
+    if table:
+        return _floor_table(table)
+    import os
+
+    extra = os.environ.get(FLOOR_ENV, "")
+    return _floor_table(_floor_path()) + (_floor_table(extra) if extra else ())
+
+
 def noise_floor(device_name: str, workloads=(), *, table: str | None = None) -> Floor:
     """The recorded run-to-run floor of ``workloads`` on the card ``device_name``.
 
     Looks up ``gcexplore/data/noise_floor.csv`` (written by ``bench/compare_real.py`` from
-    measurements; ``table`` names another file). A workload recorded twice takes each part's largest.
+    measurements) and the CSV the environment variable ``GCEXPLORE_NOISE_FLOOR`` names, if any
+    (:data:`FLOOR_ENV`); ``table`` names another file to read instead. A workload recorded twice
+    takes each part's largest.
     Several workloads (a pair's rows): the largest round part (a stand-in for a one-round side), and
     the run parts in quadrature: independent run effects, each moving the pair's time by at most
     itself, so ``sqrt(a^2 + b^2)`` bounds what the noisier one alone does not. For names not
     measured, the largest floor of any workload measured on that card (a conservative stand-in);
     :data:`DEFAULT_FLOOR` for a card never measured.
     """
-    rows = [r for r in _floor_table(table or _floor_path()) if r[0] == str(device_name)]
+    rows = [r for r in _floor_rows(table) if r[0] == str(device_name)]
     if not rows:
-        return DEFAULT_FLOOR
+        return default_floor(workloads, table=table)
     per: dict[str, tuple[float, float, list[str]]] = {}
     for _, w, rnd, run, src in rows:
         old = per.get(w, (0.0, 0.0, []))
@@ -401,6 +429,35 @@ def noise_floor(device_name: str, workloads=(), *, table: str | None = None) -> 
     w, (rnd, run, src) = max(per.items(), key=lambda kv: math.hypot(kv[1][0], kv[1][1]))
     return Floor(rnd, run, f"{device_name}: largest of {len(per)} measured workloads ({w}), "
                            f"{', '.join(sorted(names - set(per))) or 'these workloads'} not measured")
+
+
+def default_floor(workloads=(), *, table: str | None = None) -> Floor:
+    """The floor of a card with no recorded floor: :data:`DEFAULT_FLOOR`'s round part and a run part
+    from the cards that have one.
+
+    Two runs of the same work on a new card differ by run-to-run noise as they do on the cards
+    measured, so the run part is taken from the floor table (``table``, default
+    ``gcexplore/data/noise_floor.csv``): for each workload, the largest run part any card recorded
+    for it (for a name no card recorded, the largest run part of any row), then several workloads in
+    quadrature as :func:`noise_floor` takes a pair. With no table readable, :data:`DEFAULT_FLOOR`.
+    """
+    rows = _floor_rows(table)
+    if not rows:
+        return DEFAULT_FLOOR
+    top = max(rows, key=lambda r: r[3])
+    parts = []
+    for w in sorted({str(w) for w in workloads}) or [top[1]]:
+        mine = [r for r in rows if r[1] == w]
+        r = max(mine, key=lambda r: r[3]) if mine else top
+        parts.append((w, r))
+    run_sd = math.sqrt(sum(r[3] ** 2 for _, r in parts))
+    cards = len({r[0] for r in rows})
+    said = ", ".join(f"{w} {r[3]:.2%} ({r[0]})" if r[1] == w else
+                     f"{w} {r[3]:.2%} (recorded on no card: the largest of any, {r[0]} {r[1]})" for w, r in parts)
+    how = "; in quadrature" if len(parts) > 1 else ""
+    return Floor(DEFAULT_FLOOR.round_sd, run_sd,
+                 f"{DEFAULT_SOURCE}: no recorded floor for this card; run part the largest of the {cards} "
+                 f"recorded cards' per workload: {said}{how}")
 
 
 def run_floor(df) -> Floor:
