@@ -168,7 +168,8 @@ def test_noise_floor_lookup(tmp_path):
 
 
 def test_a_card_never_measured_gets_a_run_part_from_the_cards_that_have_one(tmp_path, monkeypatch):
-    from gcexplore.analysis.stats import FLOOR_ENV, default_floor
+    from gcexplore.analysis.stats import default_floor
+    from gcexplore.results.floor_table import FLOOR_ENV
 
     monkeypatch.delenv(FLOOR_ENV, raising=False)  # the shipped table alone
 
@@ -216,12 +217,12 @@ def test_a_pair_whose_quiet_workload_has_the_larger_round_part_is_held_by_the_ot
                                                                                                    monkeypatch):
     # x4's campaign-vs-alone misses: memory (the larger round part, run part 0) used to stand for the pair while
     # compute moved by a run effect; with the run parts combined compare finds the floor itself and decides nothing
-    from gcexplore.analysis import stats
+    from gcexplore.results import floor_table
 
     p = tmp_path / "floor.csv"
     p.write_text("device_name,workload,round_sd,run_sd,rounds,runs,source\n"
                  "H100,compute,0.0005,0.008,15,8,test\nH100,memory,0.001,0,15,8,test\n")
-    monkeypatch.setattr(stats, "_floor_path", lambda: str(p))
+    monkeypatch.setattr(floor_table, "shipped_path", lambda: str(p))
     decided = held = 0
     for seed in range(6):
         a = sweep(2 * seed, device_name="H100", round_sigma=0.0005, run_sigma=0.008)

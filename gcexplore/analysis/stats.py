@@ -21,8 +21,10 @@ from statistics import NormalDist
 
 import numpy as np
 
+from ..results.floor_table import floor_rows, largest_run_parts
+
 __all__ = ["DEFAULT_FLOOR", "DEFAULT_SOURCE", "EXACT_MAX_PAIRS", "FLOOR_COLUMNS", "Floor", "NOISY_FRACTION",
-           "NOISY_RANGE_FRACTION", "disagree", "PRIOR_WEIGHT", "STAT_COLUMNS", "FLOOR_ENV", "default_floor", "finite",
+           "NOISY_RANGE_FRACTION", "disagree", "PRIOR_WEIGHT", "STAT_COLUMNS", "default_floor", "finite",
            "finite_positive", "mann_whitney_cdf", "mann_whitney_k", "nanmedian", "noise_floor", "pooled_pair_sd",
            "pooled_variance", "quantile", "quantile_ci",
            "quantiles", "ratio", "ratio_ci", "round_median_ci", "round_medians", "round_ratio_ci", "round_variance",
@@ -345,72 +347,27 @@ class Floor:
         return self.source.startswith(DEFAULT_SOURCE)
 
 
-#: The round part of the default floor: about the largest round-to-round spread the issue's H100
-#: runs showed (2% at some sizes of a PyTorch GEMM chain). Alone (no run part) only where no floor
-#: table can be read; a card missing from the table gets :func:`default_floor`, whose run part comes
-#: from the cards that have one.
+#: Round part: about the largest round-to-round spread the issue's H100 runs showed (2% at some sizes of a
+#: PyTorch GEMM chain). Alone where no floor table is readable; a card not in it gets :func:`default_floor`.
 DEFAULT_FLOOR = Floor(0.02, 0.0, "default: no recorded floor for this card and workload")
-
-#: How every default floor's ``source`` begins (:attr:`Floor.default` reads it).
-DEFAULT_SOURCE = "default"
+DEFAULT_SOURCE = "default"  # how every default floor's source begins (Floor.default)
 
 FLOOR_COLUMNS = ["device_name", "workload", "round_sd", "run_sd", "rounds", "runs", "source"]
-
-
-@functools.lru_cache(maxsize=4)
-def _floor_table(path: str) -> tuple[tuple, ...]:
-    import csv
-
-    try:
-        with open(path, newline="", encoding="utf-8") as f:
-            rows = list(csv.DictReader(f))
-    except FileNotFoundError:
-        return ()
-    out = []
-    for r in rows:
-        try:
-            out.append((r["device_name"], r["workload"], float(r["round_sd"]), float(r.get("run_sd") or 0.0),
-                        r.get("source", "")))
-        except (KeyError, ValueError):
-            continue  # a damaged line names no floor; the others still hold
-    return tuple(out)
-
-
-def _floor_path() -> str:
-    import os
-
-    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "noise_floor.csv")
-
-
-#: Environment variable naming a CSV of more floors (the columns of ``noise_floor.csv``), read beside
-#: the shipped table: a card of one's own measured with ``bench/compare_real.py``.
-FLOOR_ENV = "GCEXPLORE_NOISE_FLOOR"
-
-
-def _floor_rows(table: str | None) -> tuple[tuple, ...]:
-    """The rows of ``table``, or of the shipped table and the one :data:`FLOOR_ENV` names."""
-    if table:
-        return _floor_table(table)
-    import os
-
-    extra = os.environ.get(FLOOR_ENV, "")
-    return _floor_table(_floor_path()) + (_floor_table(extra) if extra else ())
 
 
 def noise_floor(device_name: str, workloads=(), *, table: str | None = None) -> Floor:
     """The recorded run-to-run floor of ``workloads`` on the card ``device_name``.
 
-    Looks up ``gcexplore/data/noise_floor.csv`` (written by ``bench/compare_real.py`` from
-    measurements) and the CSV the environment variable ``GCEXPLORE_NOISE_FLOOR`` names, if any
-    (:data:`FLOOR_ENV`); ``table`` names another file to read instead. A workload recorded twice
-    takes each part's largest.
+    Looks up ``gcexplore/data/noise_floor.csv`` (written by ``bench/compare_real.py`` from measurements)
+    and the CSV ``GCEXPLORE_NOISE_FLOOR`` names (:mod:`gcexplore.results.floor_table`); ``table`` names
+    another file to read instead. A workload recorded twice takes each part's largest.
     Several workloads (a pair's rows): the largest round part (a stand-in for a one-round side), and
     the run parts in quadrature: independent run effects, each moving the pair's time by at most
     itself, so ``sqrt(a^2 + b^2)`` bounds what the noisier one alone does not. For names not
     measured, the largest floor of any workload measured on that card (a conservative stand-in);
-    :data:`DEFAULT_FLOOR` for a card never measured.
+    :func:`default_floor` for a card never measured.
     """
-    rows = [r for r in _floor_rows(table) if r[0] == str(device_name)]
+    rows = [r for r in floor_rows(table) if r[0] == str(device_name)]
     if not rows:
         return default_floor(workloads, table=table)
     per: dict[str, tuple[float, float, list[str]]] = {}
@@ -432,32 +389,19 @@ def noise_floor(device_name: str, workloads=(), *, table: str | None = None) -> 
 
 
 def default_floor(workloads=(), *, table: str | None = None) -> Floor:
-    """The floor of a card with no recorded floor: :data:`DEFAULT_FLOOR`'s round part and a run part
-    from the cards that have one.
-
-    Two runs of the same work on a new card differ by run-to-run noise as they do on the cards
-    measured, so the run part is taken from the floor table (``table``, default
-    ``gcexplore/data/noise_floor.csv``): for each workload, the largest run part any card recorded
-    for it (for a name no card recorded, the largest run part of any row), then several workloads in
-    quadrature as :func:`noise_floor` takes a pair. With no table readable, :data:`DEFAULT_FLOOR`.
-    """
-    rows = _floor_rows(table)
+    """The floor of a card never measured: :data:`DEFAULT_FLOOR`'s round part, and as its run part, per
+    workload, the largest run part any recorded card has for it (a name no card recorded: the largest of
+    any row), several in quadrature as :func:`noise_floor` takes a pair: two runs of the same work on a
+    new card differ by run noise as on the cards measured. No table readable: :data:`DEFAULT_FLOOR`."""
+    rows = floor_rows(table)
     if not rows:
         return DEFAULT_FLOOR
-    top = max(rows, key=lambda r: r[3])
-    parts = []
-    for w in sorted({str(w) for w in workloads}) or [top[1]]:
-        mine = [r for r in rows if r[1] == w]
-        r = max(mine, key=lambda r: r[3]) if mine else top
-        parts.append((w, r))
-    run_sd = math.sqrt(sum(r[3] ** 2 for _, r in parts))
-    cards = len({r[0] for r in rows})
-    said = ", ".join(f"{w} {r[3]:.2%} ({r[0]})" if r[1] == w else
-                     f"{w} {r[3]:.2%} (recorded on no card: the largest of any, {r[0]} {r[1]})" for w, r in parts)
-    how = "; in quadrature" if len(parts) > 1 else ""
-    return Floor(DEFAULT_FLOOR.round_sd, run_sd,
-                 f"{DEFAULT_SOURCE}: no recorded floor for this card; run part the largest of the {cards} "
-                 f"recorded cards' per workload: {said}{how}")
+    parts = largest_run_parts(workloads, rows)
+    said = ", ".join(f"{w} {r[3]:.2%} ({r[0]}{'' if r[1] == w else ', ' + r[1] + ': recorded on no card'})"
+                     for w, r in parts)
+    return Floor(DEFAULT_FLOOR.round_sd, math.sqrt(sum(r[3] ** 2 for _, r in parts)),
+                 f"{DEFAULT_SOURCE}: no recorded floor for this card; run part the largest of the "
+                 f"{len({r[0] for r in rows})} recorded cards': {said}{'; in quadrature' if len(parts) > 1 else ''}")
 
 
 def run_floor(df) -> Floor:
