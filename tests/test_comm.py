@@ -809,3 +809,61 @@ def test_comm_table_and_answer_are_computed_once_per_unchanged_frame(monkeypatch
     copy = df.copy()  # a copy is another frame: computed for itself
     gx.comm_table(copy)
     assert calls["table"] == 3
+
+
+# ------------------------------------------------------------------ progress (issue 46)
+
+
+def test_comm_sweep_shows_a_progress_bar_on_stderr_and_closes_it_on_a_failure(monkeypatch, capsys):
+    import threading
+
+    import tqdm.auto
+
+    from gcexplore.comm.launch import CommLaunchError
+
+    def run_rank(rank, nranks, uid, spec, send):
+        send(("rows", _rank_rows(rank)))
+        return {"rank": rank, "torch_version": "2.11.0", "nccl": "2.28.0", "pm": []}
+
+    launch = _threaded_launch(monkeypatch, run_rank)
+    lines = []
+    launch.comm_sweep(gpus=2, timeout_s=30, progress=lines.append)
+    assert sorted(lines) == [f"rank {r}: {len(_rank_rows(r))} rows" for r in (0, 1)], lines
+    capsys.readouterr()
+    launch.comm_sweep(gpus=2, timeout_s=30)  # default: the bar, on stderr
+    out = capsys.readouterr()
+    assert "comm:" in out.err and "layout" in out.err and "comm:" not in out.out, out.err
+    with pytest.raises(TypeError, match="progress is True"):
+        launch.comm_sweep(gpus=2, timeout_s=30, progress=1)
+
+    made = []
+
+    class Bar:
+        def __init__(self, total=None, initial=0, desc="", unit=""):
+            self.desc, self.n, self.closed = desc, initial, False
+            made.append(self)
+
+        def update(self, k=1):
+            self.n += k
+
+        def set_postfix_str(self, s):
+            pass
+
+        def close(self):
+            self.closed = True
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", Bar)
+    done = threading.Event()
+
+    def failing(rank, nranks, uid, spec, send):
+        if rank == 0:
+            send(("rows", _rank_rows(rank)))
+            done.set()
+            return {"rank": 0, "nccl": "2.28.0", "pm": []}
+        done.wait(10)
+        raise RuntimeError("NCCL error: unhandled cuda error")
+
+    with pytest.raises(CommLaunchError):
+        _threaded_launch(monkeypatch, failing).comm_sweep(gpus=2, timeout_s=30)
+    (bar,) = made
+    assert bar.closed and bar.desc == "comm" and bar.n == 1

@@ -534,6 +534,58 @@ def test_a_serving_run_stopped_midway_keeps_the_runs_measured_before(monkeypatch
     assert "32+100" in set(S.serving_table(kept)["layout"])
 
 
+class _Bar:
+    """A stand-in for tqdm.auto.tqdm that records what the experiment does with its bar."""
+
+    made: list = []
+
+    def __init__(self, total=None, initial=0, desc="", unit=""):
+        self.total, self.n, self.desc, self.unit, self.closed, self.postfix = total, initial, desc, unit, False, ""
+        _Bar.made.append(self)
+
+    def update(self, k=1):
+        assert not self.closed
+        self.n += k
+
+    def set_postfix_str(self, s):
+        self.postfix = s
+
+    def close(self):
+        self.closed = True
+
+
+def test_serve_shows_a_progress_bar_on_stderr_as_sweep_does(monkeypatch, capsys):
+    E, model = _simulated(monkeypatch)
+    lines = []
+    E.serve(model, [32, 96], rates=[30.0, 60.0], duration_s=0.1, seed=2, progress=lines.append)  # the CLI's way
+    total = E._runs([32, 96], E.SERVING_MODES, 2)
+    assert len(lines) == total == 2 * (1 + 1 + 2) + 1 + 2 + 2  # per split alone, paired, two loads; streams; sliced
+    capsys.readouterr()
+    E.serve(model, [32, 96], rates=[30.0, 60.0], duration_s=0.1, seed=2)  # default: the bar
+    out = capsys.readouterr()
+    assert "serve: 100%" in out.err and f"{total}/{total}" in out.err and "run" in out.err, out.err
+    assert "serve" not in out.out
+    E.serve(model, [32], rates=[30.0], duration_s=0.1, seed=2, progress=False)
+    assert capsys.readouterr().err == ""
+    with pytest.raises(TypeError, match="progress is True"):
+        E.serve(model, [32], rates=[30.0], duration_s=0.1, seed=2, progress="yes")
+
+
+def test_serve_closes_its_bar_when_a_run_fails(monkeypatch):
+    import tqdm.auto
+
+    from gcexplore.experiments import runner
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", _Bar)
+    _Bar.made = []
+    prefill, _ = _failing_prefill(monkeypatch, RuntimeError("CUDA error: an illegal memory access"), 3)
+    E, model = _simulated(monkeypatch, prefill=prefill)
+    with pytest.raises(runner.MeasurementFailed):
+        E.serve(model, [32, 96], rates=[30.0], duration_s=0.1, seed=2, modes=("partitioned",))
+    (bar,) = _Bar.made
+    assert bar.closed and bar.desc == "serve" and bar.unit == "run" and bar.n < bar.total
+
+
 def test_cli_serve_saves_the_rows_measured_before_a_failure(monkeypatch, tmp_path, capsys):
     """gcexplore serve writes what it measured before a failure, then exits non-zero."""
     import argparse
