@@ -760,3 +760,40 @@ def test_negative_latencies_are_refused(col):
     df.loc[i, col] = -5.0
     with pytest.raises(ValueError, match=f"a {col} that is not a non-negative number"):
         S.serving_table(df)
+
+
+# ------------------------------------------------------------------ how close a met SLO is (issue 46)
+
+
+@pytest.mark.parametrize("met, n, words", [
+    (39, 43, "39 of 43 requests within 30 ms, 38.7 needed: one more missed would fail it"),  # the recorded case
+    (40, 43, "40 of 43 requests within 30 ms, 38.7 needed: two more missed would fail it"),
+    (90, 100, "90 of 100 requests within 30 ms, 90 needed: one more missed would fail it"),  # exactly at the bound
+    (100, 100, "100 of 100 requests within 30 ms, 90 needed"),  # clear: 11 more would fail it, not said
+    (38, 43, "38 of 43 requests within 30 ms, 38.7 needed"),  # not met: no margin
+])
+def test_the_slo_margin_in_requests(met, n, words):
+    from gcexplore.serving.margin import CLOSE_REQUESTS, slo_margin
+
+    slo = S.ServingSLO(ttft_ms=30.0, itl_p99_ms=2.0, attainment=0.9)
+    m = slo_margin({"requests": n, "ttft_attainment": met / n}, slo)
+    assert m["text"] == words and m["met"] == met and m["needed"] == pytest.approx(0.9 * n)
+    fewest = math.ceil(0.9 * n - 1e-9)  # counted apart: each further miss until met falls below the need
+    assert m["fails_after"] == max(0, met - fewest + 1)
+    assert m["close"] == (0 < m["fails_after"] <= CLOSE_REQUESTS)
+
+
+def test_the_recorded_advice_says_it_rests_on_one_request():
+    import gcexplore
+
+    df = gcexplore.load_recorded("serving")
+    a = df.attrs
+    slo = S.ServingSLO(a["slo_ttft_ms"], a["slo_itl_p99_ms"], a["slo_attainment"])
+    advice, _ = S.advise_recorded(df, slo)
+    row = advice.measured[-1].iloc[-1]  # the run the advice rests on
+    reqs = df[(df["record"] == "request") & (df["mode"] == row["mode"]) & (df["layout"] == row["layout"])
+              & (df["load"] == row["load"])]
+    met, n = int((reqs["ttft_ms"] <= slo.ttft_ms).sum()), len(reqs)  # from the rows, not the table
+    spare = met - math.ceil(slo.attainment * n - 1e-9)
+    assert f"({met} of {n} requests within {slo.ttft_ms:g} ms, {slo.attainment * n:.3g} needed" in advice.reason
+    assert ("one more missed would fail it" in advice.reason) == (spare == 0), advice.reason
