@@ -767,3 +767,103 @@ def test_ctrl_c_midway_keeps_the_rows_the_ranks_sent(monkeypatch):
     kept = e.value.partial
     assert kept.attrs["partial"] is True and kept.attrs["kind"] == "comm"
     assert sorted(kept["rank"].value_counts().items()) == [(0, len(_rank_rows(0))), (1, len(_rank_rows(1)))]
+
+
+# ------------------------------------------------------------------ computed once (issue 46)
+
+
+def test_comm_table_and_answer_are_computed_once_per_unchanged_frame(monkeypatch):
+    from gcexplore.comm import analysis as A
+
+    df = gx.load_recorded("comm")
+    calls = {"table": 0, "answer": 0}
+    inner_table, inner_answer = A._comm_table, A._comm_answer
+
+    def count(name, fn):
+        def wrapped(*a, **k):
+            calls[name] += 1
+            return fn(*a, **k)
+        return wrapped
+
+    monkeypatch.setattr(A, "_comm_table", count("table", inner_table))
+    monkeypatch.setattr(A, "_comm_answer", count("answer", inner_answer))
+    first = gx.comm_table(df)
+    second = gx.comm_table(df)
+    assert calls["table"] == 1 and second is not first  # kept, and each call gets its own copy
+    pd.testing.assert_frame_equal(first, second)
+    assert first.attrs == second.attrs
+    first.loc[0, "step_ms"] = -1.0  # a caller's edit of its copy is not what the next call returns
+    assert gx.comm_table(df).loc[0, "step_ms"] == second.loc[0, "step_ms"] and calls["table"] == 1
+    a1, a2 = gx.comm_answer(df, 0.01), gx.comm_answer(df, 0.01)
+    pd.testing.assert_frame_equal(a1, a2)
+    assert calls["answer"] == 1 and calls["table"] == 1  # the answer's table is the kept one
+    gx.comm_answer(df, 0.05)
+    assert calls["answer"] == 2  # another tolerance is another answer
+    # an in-place edit of the measurement computes afresh, and the table follows it
+    df.loc[df["workload"] == "comm", "step_ms"] *= 2.0
+    third = gx.comm_table(df)
+    assert calls["table"] == 2
+    assert third["step_ms"].to_numpy() == pytest.approx(2.0 * second["step_ms"].to_numpy())
+    gx.comm_answer(df, 0.01)
+    assert calls["answer"] == 3
+    copy = df.copy()  # a copy is another frame: computed for itself
+    gx.comm_table(copy)
+    assert calls["table"] == 3
+
+
+# ------------------------------------------------------------------ progress (issue 46)
+
+
+def test_comm_sweep_shows_a_progress_bar_on_stderr_and_closes_it_on_a_failure(monkeypatch, capsys):
+    import threading
+
+    import tqdm.auto
+
+    from gcexplore.comm.launch import CommLaunchError
+
+    def run_rank(rank, nranks, uid, spec, send):
+        send(("rows", _rank_rows(rank)))
+        return {"rank": rank, "torch_version": "2.11.0", "nccl": "2.28.0", "pm": []}
+
+    launch = _threaded_launch(monkeypatch, run_rank)
+    lines = []
+    launch.comm_sweep(gpus=2, timeout_s=30, progress=lines.append)
+    assert sorted(lines) == [f"rank {r}: {len(_rank_rows(r))} rows" for r in (0, 1)], lines
+    capsys.readouterr()
+    launch.comm_sweep(gpus=2, timeout_s=30)  # default: the bar, on stderr
+    out = capsys.readouterr()
+    assert "comm:" in out.err and "layout" in out.err and "comm:" not in out.out, out.err
+    with pytest.raises(TypeError, match="progress is True"):
+        launch.comm_sweep(gpus=2, timeout_s=30, progress=1)
+
+    made = []
+
+    class Bar:
+        def __init__(self, total=None, initial=0, desc="", unit=""):
+            self.desc, self.n, self.closed = desc, initial, False
+            made.append(self)
+
+        def update(self, k=1):
+            self.n += k
+
+        def set_postfix_str(self, s):
+            pass
+
+        def close(self):
+            self.closed = True
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", Bar)
+    done = threading.Event()
+
+    def failing(rank, nranks, uid, spec, send):
+        if rank == 0:
+            send(("rows", _rank_rows(rank)))
+            done.set()
+            return {"rank": 0, "nccl": "2.28.0", "pm": []}
+        done.wait(10)
+        raise RuntimeError("NCCL error: unhandled cuda error")
+
+    with pytest.raises(CommLaunchError):
+        _threaded_launch(monkeypatch, failing).comm_sweep(gpus=2, timeout_s=30)
+    (bar,) = made
+    assert bar.closed and bar.desc == "comm" and bar.n == 1

@@ -311,3 +311,26 @@ def test_all_unclear_is_not_called_no_difference():
     same = compare(sweep(1, reps=20, sigma=0.001), sweep(1, reps=20, sigma=0.001))
     assert (same.by_group()["SAME"] == same.by_group()["compared"]).all()
     assert sum("no difference beyond" in line for line in describe(same)) == len(same.by_group())
+
+
+def test_a_new_card_does_not_fail_a_null_but_fails_a_real_regression(tmp_path):
+    """Issue 46: on a card with no recorded floor, two runs of one work 1% apart (their run offset) are
+    not a regression at ``--fail-on-regression 1`` (the default floor has a run part); 5% still is."""
+    card = "a card with no recorded noise floor"
+    a, b, slow = tmp_path / "a.parquet", tmp_path / "b.parquet", tmp_path / "slow.parquet"
+    tight = dict(reps=40, rounds=10, round_sigma=0.001, device_name=card)  # tight rounds: only the run differs
+    gcexplore.save(sweep(10, **tight), a)
+    gcexplore.save(sweep(20, shift=1.012, **tight), b)
+    gcexplore.save(sweep(30, shift=1.05, **tight), slow)
+    r = _cli("compare", str(a), str(b), "--fail-on-regression", "1")
+    assert r.returncode in (0, 3), r.stderr  # never 1: the runs' 1% is within the cards' run noise
+    if r.returncode == 3:
+        assert "cannot rule out" in r.stderr and "the default one" in r.stderr, r.stderr
+    r = _cli("compare", str(a), str(slow), "--fail-on-regression", "1")
+    assert r.returncode == 1 and "regression" in r.stderr, r.stderr
+    assert "no noise floor is recorded for this card" in r.stderr and "per run" in r.stderr
+    c = compare(sweep(10, **tight), sweep(20, shift=1.012, **tight))
+    assert c.settings["floor"]["run_sd"] > 0 and "default" in c.settings["floor_text"]
+    from gcexplore.analysis.gate import gate
+
+    assert gate(c.table, 1.0)[0] != 1

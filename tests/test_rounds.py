@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import types
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -158,9 +159,42 @@ def test_noise_floor_lookup(tmp_path):
     assert (f.round_sd, f.run_sd) == (0.004, 0.0) and "sort" in f.source
     g = noise_floor("H100", ["my_kernel"], table=str(p))
     assert g.round_sd == 0.01 and "not measured" in g.source  # the card's largest stands in
-    assert noise_floor("other card", ["sort"], table=str(p)) == DEFAULT_FLOOR
+    other = noise_floor("other card", ["sort"], table=str(p))  # a card never measured: the default floor...
+    assert other.default and other.round_sd == DEFAULT_FLOOR.round_sd
+    assert other.run_sd == 0.0  # ...with the run part the cards recorded for sort (none here)
+    assert noise_floor("other card", ["gemm"], table=str(p)).run_sd == 0.002
     with pytest.raises(ValueError, match="standard deviation"):
         Floor(1.5)
+
+
+def test_a_card_never_measured_gets_a_run_part_from_the_cards_that_have_one(tmp_path, monkeypatch):
+    from gcexplore.analysis.stats import default_floor
+    from gcexplore.results.floor_table import FLOOR_ENV
+
+    monkeypatch.delenv(FLOOR_ENV, raising=False)  # the shipped table alone
+
+    p = tmp_path / "floor.csv"
+    p.write_text("device_name,workload,round_sd,run_sd,rounds,runs,source\n"
+                 "H100,compute,0.0005,0.003,5,6,b\nH200,compute,0.0004,0.001,5,6,b\n"
+                 "H200,memory,0.0008,0.002,5,6,b\nH100,gemm,0.01,0.005,5,6,b\n")
+    f = noise_floor("a new card", ["compute", "memory"], table=str(p))
+    assert f == default_floor(["memory", "compute"], table=str(p)) and f.default
+    assert f.run_sd == pytest.approx(math.hypot(0.003, 0.002))  # each workload's largest, in quadrature
+    assert f.round_sd == DEFAULT_FLOOR.round_sd
+    assert "H100" in f.source and "H200" in f.source and "in quadrature" in f.source
+    g = noise_floor("a new card", ["my_kernel"], table=str(p))
+    assert g.run_sd == 0.005 and "recorded on no card" in g.source  # a name no card recorded: the largest row
+    assert not noise_floor("H100", ["compute"], table=str(p)).default
+    assert default_floor(table=str(tmp_path / "missing.csv")) == DEFAULT_FLOOR
+    # the shipped table: the default's run part is the largest recorded for each workload, computed here apart
+    shipped = pd.read_csv(Path(gcexplore.__file__).parent / "data" / "noise_floor.csv")
+    top = shipped.groupby("workload")["run_sd"].max()
+    d = noise_floor("a card no one measured", ["compute", "memory"])
+    assert d.run_sd == pytest.approx(math.hypot(top["compute"], top["memory"])) and d.run_sd > 0
+    # a card of one's own, recorded in the table the environment names, is no longer a default
+    monkeypatch.setenv(FLOOR_ENV, str(p))
+    assert noise_floor("H100", ["gemm"]) == Floor(0.01, 0.005, "H100, gemm, b")
+    assert not noise_floor("NVIDIA H200", ["compute"]).default  # read beside the shipped table, not instead
 
 
 def test_a_pairs_floor_takes_both_workloads_run_parts_in_quadrature(tmp_path):
@@ -183,12 +217,12 @@ def test_a_pair_whose_quiet_workload_has_the_larger_round_part_is_held_by_the_ot
                                                                                                    monkeypatch):
     # x4's campaign-vs-alone misses: memory (the larger round part, run part 0) used to stand for the pair while
     # compute moved by a run effect; with the run parts combined compare finds the floor itself and decides nothing
-    from gcexplore.analysis import stats
+    from gcexplore.results import floor_table
 
     p = tmp_path / "floor.csv"
     p.write_text("device_name,workload,round_sd,run_sd,rounds,runs,source\n"
                  "H100,compute,0.0005,0.008,15,8,test\nH100,memory,0.001,0,15,8,test\n")
-    monkeypatch.setattr(stats, "_floor_path", lambda: str(p))
+    monkeypatch.setattr(floor_table, "shipped_path", lambda: str(p))
     decided = held = 0
     for seed in range(6):
         a = sweep(2 * seed, device_name="H100", round_sigma=0.0005, run_sigma=0.008)

@@ -534,6 +534,58 @@ def test_a_serving_run_stopped_midway_keeps_the_runs_measured_before(monkeypatch
     assert "32+100" in set(S.serving_table(kept)["layout"])
 
 
+class _Bar:
+    """A stand-in for tqdm.auto.tqdm that records what the experiment does with its bar."""
+
+    made: list = []
+
+    def __init__(self, total=None, initial=0, desc="", unit=""):
+        self.total, self.n, self.desc, self.unit, self.closed, self.postfix = total, initial, desc, unit, False, ""
+        _Bar.made.append(self)
+
+    def update(self, k=1):
+        assert not self.closed
+        self.n += k
+
+    def set_postfix_str(self, s):
+        self.postfix = s
+
+    def close(self):
+        self.closed = True
+
+
+def test_serve_shows_a_progress_bar_on_stderr_as_sweep_does(monkeypatch, capsys):
+    E, model = _simulated(monkeypatch)
+    lines = []
+    E.serve(model, [32, 96], rates=[30.0, 60.0], duration_s=0.1, seed=2, progress=lines.append)  # the CLI's way
+    total = E._runs([32, 96], E.SERVING_MODES, 2)
+    assert len(lines) == total == 2 * (1 + 1 + 2) + 1 + 2 + 2  # per split alone, paired, two loads; streams; sliced
+    capsys.readouterr()
+    E.serve(model, [32, 96], rates=[30.0, 60.0], duration_s=0.1, seed=2)  # default: the bar
+    out = capsys.readouterr()
+    assert "serve: 100%" in out.err and f"{total}/{total}" in out.err and "run" in out.err, out.err
+    assert "serve" not in out.out
+    E.serve(model, [32], rates=[30.0], duration_s=0.1, seed=2, progress=False)
+    assert capsys.readouterr().err == ""
+    with pytest.raises(TypeError, match="progress is True"):
+        E.serve(model, [32], rates=[30.0], duration_s=0.1, seed=2, progress="yes")
+
+
+def test_serve_closes_its_bar_when_a_run_fails(monkeypatch):
+    import tqdm.auto
+
+    from gcexplore.experiments import runner
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", _Bar)
+    _Bar.made = []
+    prefill, _ = _failing_prefill(monkeypatch, RuntimeError("CUDA error: an illegal memory access"), 3)
+    E, model = _simulated(monkeypatch, prefill=prefill)
+    with pytest.raises(runner.MeasurementFailed):
+        E.serve(model, [32, 96], rates=[30.0], duration_s=0.1, seed=2, modes=("partitioned",))
+    (bar,) = _Bar.made
+    assert bar.closed and bar.desc == "serve" and bar.unit == "run" and bar.n < bar.total
+
+
 def test_cli_serve_saves_the_rows_measured_before_a_failure(monkeypatch, tmp_path, capsys):
     """gcexplore serve writes what it measured before a failure, then exits non-zero."""
     import argparse
@@ -708,3 +760,40 @@ def test_negative_latencies_are_refused(col):
     df.loc[i, col] = -5.0
     with pytest.raises(ValueError, match=f"a {col} that is not a non-negative number"):
         S.serving_table(df)
+
+
+# ------------------------------------------------------------------ how close a met SLO is (issue 46)
+
+
+@pytest.mark.parametrize("met, n, words", [
+    (39, 43, "39 of 43 requests within 30 ms, 38.7 needed: one more missed would fail it"),  # the recorded case
+    (40, 43, "40 of 43 requests within 30 ms, 38.7 needed: two more missed would fail it"),
+    (90, 100, "90 of 100 requests within 30 ms, 90 needed: one more missed would fail it"),  # exactly at the bound
+    (100, 100, "100 of 100 requests within 30 ms, 90 needed"),  # clear: 11 more would fail it, not said
+    (38, 43, "38 of 43 requests within 30 ms, 38.7 needed"),  # not met: no margin
+])
+def test_the_slo_margin_in_requests(met, n, words):
+    from gcexplore.serving.margin import CLOSE_REQUESTS, slo_margin
+
+    slo = S.ServingSLO(ttft_ms=30.0, itl_p99_ms=2.0, attainment=0.9)
+    m = slo_margin({"requests": n, "ttft_attainment": met / n}, slo)
+    assert m["text"] == words and m["met"] == met and m["needed"] == pytest.approx(0.9 * n)
+    fewest = math.ceil(0.9 * n - 1e-9)  # counted apart: each further miss until met falls below the need
+    assert m["fails_after"] == max(0, met - fewest + 1)
+    assert m["close"] == (0 < m["fails_after"] <= CLOSE_REQUESTS)
+
+
+def test_the_recorded_advice_says_it_rests_on_one_request():
+    import gcexplore
+
+    df = gcexplore.load_recorded("serving")
+    a = df.attrs
+    slo = S.ServingSLO(a["slo_ttft_ms"], a["slo_itl_p99_ms"], a["slo_attainment"])
+    advice, _ = S.advise_recorded(df, slo)
+    row = advice.measured[-1].iloc[-1]  # the run the advice rests on
+    reqs = df[(df["record"] == "request") & (df["mode"] == row["mode"]) & (df["layout"] == row["layout"])
+              & (df["load"] == row["load"])]
+    met, n = int((reqs["ttft_ms"] <= slo.ttft_ms).sum()), len(reqs)  # from the rows, not the table
+    spare = met - math.ceil(slo.attainment * n - 1e-9)
+    assert f"({met} of {n} requests within {slo.ttft_ms:g} ms, {slo.attainment * n:.3g} needed" in advice.reason
+    assert ("one more missed would fail it" in advice.reason) == (spare == 0), advice.reason

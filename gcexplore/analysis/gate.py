@@ -31,8 +31,21 @@ def regression_rows(table: pd.DataFrame, threshold: float = 0.0) -> pd.DataFrame
     return table[table["ratio_low"] > 1.0 + threshold]
 
 
-def gate(table: pd.DataFrame, pct: float) -> tuple[int, str]:
-    """The gate's exit code (:data:`GATE_EXIT_CODES`) and its one-line reason ("" for 0)."""
+def gate(table: pd.DataFrame, pct: float, floors=()) -> tuple[int, str]:
+    """The gate's exit code (:data:`GATE_EXIT_CODES`) and its one-line reason ("" for 0).
+
+    ``floors``: the noise floors the table's intervals carry (:class:`~gcexplore.analysis.stats.Floor`);
+    where one is a default (no floor recorded for the card), the reason says so and which it is.
+    """
+    code, why = _gate(table, pct)
+    defaults = sorted({f.text() for f in floors if f.default})
+    if code and defaults:
+        why += (f"; no noise floor is recorded for this card, so the intervals carry the default one: "
+                f"{' and '.join(defaults)}")
+    return code, why
+
+
+def _gate(table: pd.DataFrame, pct: float) -> tuple[int, str]:
     limit = 1.0 + pct / 100.0
     of = lambda row: f" of {row['measured']}" if "measured" in table.columns else ""  # noqa: E731
     slow = regression_rows(table, pct / 100.0)

@@ -21,9 +21,12 @@ from statistics import NormalDist
 
 import numpy as np
 
-__all__ = ["DEFAULT_FLOOR", "EXACT_MAX_PAIRS", "FLOOR_COLUMNS", "Floor", "NOISY_FRACTION", "NOISY_RANGE_FRACTION",
-           "disagree", "PRIOR_WEIGHT", "STAT_COLUMNS", "finite", "finite_positive", "mann_whitney_cdf",
-           "mann_whitney_k", "nanmedian", "noise_floor", "pooled_pair_sd", "pooled_variance", "quantile", "quantile_ci",
+from ..results.floor_table import floor_rows, largest_run_parts
+
+__all__ = ["DEFAULT_FLOOR", "DEFAULT_SOURCE", "EXACT_MAX_PAIRS", "FLOOR_COLUMNS", "Floor", "NOISY_FRACTION",
+           "NOISY_RANGE_FRACTION", "disagree", "PRIOR_WEIGHT", "STAT_COLUMNS", "default_floor", "finite",
+           "finite_positive", "mann_whitney_cdf", "mann_whitney_k", "nanmedian", "noise_floor", "pooled_pair_sd",
+           "pooled_variance", "quantile", "quantile_ci",
            "quantiles", "ratio", "ratio_ci", "round_median_ci", "round_medians", "round_ratio_ci", "round_variance",
            "rounds_needed", "run_floor", "shift_ci", "stats", "steady_rounds", "t_cdf", "t_quantile"]
 
@@ -338,53 +341,35 @@ class Floor:
         extra = f" + {self.run_sd:.2%} per run" if self.run_sd > 0 else ""
         return f"noise floor {self.round_sd:.2%} per round{extra} ({self.source})"
 
+    @property
+    def default(self) -> bool:
+        """Whether this is a default floor (no floor recorded for the card), not a measured one."""
+        return self.source.startswith(DEFAULT_SOURCE)
 
-#: Used where no measurement of the card and workload exists: about the largest round-to-round
-#: spread the issue's H100 runs showed (2% at some sizes of a PyTorch GEMM chain).
+
+#: Round part: about the largest round-to-round spread the issue's H100 runs showed (2% at some sizes of a
+#: PyTorch GEMM chain). Alone where no floor table is readable; a card not in it gets :func:`default_floor`.
 DEFAULT_FLOOR = Floor(0.02, 0.0, "default: no recorded floor for this card and workload")
+DEFAULT_SOURCE = "default"  # how every default floor's source begins (Floor.default)
 
 FLOOR_COLUMNS = ["device_name", "workload", "round_sd", "run_sd", "rounds", "runs", "source"]
-
-
-@functools.lru_cache(maxsize=4)
-def _floor_table(path: str) -> tuple[tuple, ...]:
-    import csv
-
-    try:
-        with open(path, newline="", encoding="utf-8") as f:
-            rows = list(csv.DictReader(f))
-    except FileNotFoundError:
-        return ()
-    out = []
-    for r in rows:
-        try:
-            out.append((r["device_name"], r["workload"], float(r["round_sd"]), float(r.get("run_sd") or 0.0),
-                        r.get("source", "")))
-        except (KeyError, ValueError):
-            continue  # a damaged line names no floor; the others still hold
-    return tuple(out)
-
-
-def _floor_path() -> str:
-    import os
-
-    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "noise_floor.csv")
 
 
 def noise_floor(device_name: str, workloads=(), *, table: str | None = None) -> Floor:
     """The recorded run-to-run floor of ``workloads`` on the card ``device_name``.
 
-    Looks up ``gcexplore/data/noise_floor.csv`` (written by ``bench/compare_real.py`` from
-    measurements; ``table`` names another file). A workload recorded twice takes each part's largest.
+    Looks up ``gcexplore/data/noise_floor.csv`` (written by ``bench/compare_real.py`` from measurements)
+    and the CSV ``GCEXPLORE_NOISE_FLOOR`` names (:mod:`gcexplore.results.floor_table`); ``table`` names
+    another file to read instead. A workload recorded twice takes each part's largest.
     Several workloads (a pair's rows): the largest round part (a stand-in for a one-round side), and
     the run parts in quadrature: independent run effects, each moving the pair's time by at most
     itself, so ``sqrt(a^2 + b^2)`` bounds what the noisier one alone does not. For names not
     measured, the largest floor of any workload measured on that card (a conservative stand-in);
-    :data:`DEFAULT_FLOOR` for a card never measured.
+    :func:`default_floor` for a card never measured.
     """
-    rows = [r for r in _floor_table(table or _floor_path()) if r[0] == str(device_name)]
+    rows = [r for r in floor_rows(table) if r[0] == str(device_name)]
     if not rows:
-        return DEFAULT_FLOOR
+        return default_floor(workloads, table=table)
     per: dict[str, tuple[float, float, list[str]]] = {}
     for _, w, rnd, run, src in rows:
         old = per.get(w, (0.0, 0.0, []))
@@ -401,6 +386,22 @@ def noise_floor(device_name: str, workloads=(), *, table: str | None = None) -> 
     w, (rnd, run, src) = max(per.items(), key=lambda kv: math.hypot(kv[1][0], kv[1][1]))
     return Floor(rnd, run, f"{device_name}: largest of {len(per)} measured workloads ({w}), "
                            f"{', '.join(sorted(names - set(per))) or 'these workloads'} not measured")
+
+
+def default_floor(workloads=(), *, table: str | None = None) -> Floor:
+    """The floor of a card never measured: :data:`DEFAULT_FLOOR`'s round part, and as its run part, per
+    workload, the largest run part any recorded card has for it (a name no card recorded: the largest of
+    any row), several in quadrature as :func:`noise_floor` takes a pair: two runs of the same work on a
+    new card differ by run noise as on the cards measured. No table readable: :data:`DEFAULT_FLOOR`."""
+    rows = floor_rows(table)
+    if not rows:
+        return DEFAULT_FLOOR
+    parts = largest_run_parts(workloads, rows)
+    said = ", ".join(f"{w} {r[3]:.2%} ({r[0]}{'' if r[1] == w else ', ' + r[1] + ': recorded on no card'})"
+                     for w, r in parts)
+    return Floor(DEFAULT_FLOOR.round_sd, math.sqrt(sum(r[3] ** 2 for _, r in parts)),
+                 f"{DEFAULT_SOURCE}: no recorded floor for this card; run part the largest of the "
+                 f"{len({r[0] for r in rows})} recorded cards': {said}{'; in quadrature' if len(parts) > 1 else ''}")
 
 
 def run_floor(df) -> Floor:

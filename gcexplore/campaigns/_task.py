@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping
 
 from ..device.driver import device_count
 from ..results import io as _io
+from . import disk_full
 from .store import CampaignFolder
 from ..schema import IDENTITY_COLUMNS, identity_name, identity_of
 from ..workloads.spec import parse_builtin, parse_recipe, resolve_factory
@@ -408,18 +409,49 @@ def run_task(task: dict, folder: str, campaign_id: str, experiment: Experiment, 
                                                                  "checkpoint_s", "cached", "first")}
     except Exception as exc:
         summary = _summarise(exc)
-        store.write_failure(key, {**{k: task[k] for k in ("key", "experiment", "pair", "split_set", "card")},
-                                  "error": f"{type(exc).__name__}: {exc}", "traceback": summary,
-                                  "host": report["host"], "time_s": time.time()})
+        if disk_full.disk_full(exc):  # a checkpoint append found no space: the rows so far come back to the client
+            partial = getattr(exc, "partial", None)
+            return _no_space(store, task, report, "checkpoints", {} if partial is None else {"shards": partial},
+                             summary)
+        record = {**{k: task[k] for k in ("key", "experiment", "pair", "split_set", "card")},
+                  "error": f"{type(exc).__name__}: {exc}", "traceback": summary, "host": report["host"],
+                  "time_s": time.time()}
+        try:
+            store.write_failure(key, record)
+        except OSError as e:  # nowhere to record it (a read-only failed/): the report still says what happened
+            summary += f"\n(its failure record could not be written: {e.strerror or e})"
         return {**report, "status": "failed", "error": summary}
     t1 = time.perf_counter()
-    if trace is not None:
-        store.prepare("traces")
-        _io.save(_finish(trace, task, ident, campaign_id, (started, df["task_finished_s"].iloc[0]
-                                                           if len(df) else time.time())),
-                 store.trace_path(key))
-    store.write_shard(key, df)
+    sub = "traces"
+    try:
+        if trace is not None:
+            store.prepare("traces")
+            _io.save(_finish(trace, task, ident, campaign_id, (started, df["task_finished_s"].iloc[0]
+                                                               if len(df) else time.time())),
+                     store.trace_path(key))
+        sub = "shards"
+        store.write_shard(key, df)
+    except OSError as e:
+        if not disk_full.disk_full(e):
+            raise
+        frames = {"shards": df, **({"traces": trace} if sub == "traces" and trace is not None else {})}
+        return _no_space(store, task, report, sub, frames, _summarise(e))
     return {**report, "status": "done", "rows": len(df), "write_s": time.perf_counter() - t1, "ended_s": time.time()}
+
+
+def _no_space(store: CampaignFolder, task: dict, report: dict, sub: str, frames: dict, summary: str) -> dict:
+    """A task the disk had no room for: its one-sentence failure (a record, else the empty marker of
+    :mod:`~gcexplore.campaigns.disk_full`) and its rows in the report (``unsaved``: sub-folder -> frame) for
+    the client to keep."""
+    why = disk_full.sentence(sub, task["key"])
+    record = {**{k: task[k] for k in ("key", "experiment", "pair", "split_set", "card")}, "error": why,
+              "traceback": summary, "host": report["host"], "time_s": time.time()}
+    try:
+        store.write_failure(task["key"], record, sub)
+    except OSError:  # not even an empty file fits: the client's report is all that says it
+        pass
+    rows = len(frames["shards"]) if "shards" in frames else 0
+    return {**report, "status": "failed", "error": why, "rows": rows, "unsaved": frames, "ended_s": time.time()}
 
 
 _TASKS_RUN = 0

@@ -161,6 +161,11 @@ def cmd_campaign(args) -> int:
                  cut=spec.get("cut"), progress=not args.quiet)
     status = c.status()
     _print_status(status)
+    from ..cli._text import print_lines
+
+    # a task the disk had no room for: where its measured rows went (campaigns/disk_full.py)
+    print_lines((f"{k}: its {r.get('rows', 0)} measured rows: {r['rows_at']}" for k, r in c.reports.items()
+                 if "rows_at" in r), "  kept ")
     return 1 if status.attrs["counts"]["failed"] else 0
 
 

@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 import pandas as pd
 
 from .._version import __version__
+from .disk_full import keep_unsaved
 from .store import CampaignFolder, campaign_status, load_campaign
 from ..device.driver import UnsupportedError, device_info
 from ..schema import new_run_id
@@ -241,6 +242,7 @@ class Campaign:
         self.submitted = sorted(futures if todo is None else todo)
         self._feeder = feeder
         self.reports: dict[str, dict] = {}
+        self.unsaved: dict[str, dict] = {}  # key -> frames of a disk-full task written nowhere (disk_full.py)
         self._warm = dict(warm or {})
         #: worker address -> what its warm-up did and how long each step took (see ``warm_up``).
         self.warm_ups: dict[str, dict] = {}
@@ -281,6 +283,7 @@ class Campaign:
         finally:
             if bar is not None:
                 bar.close()
+        keep_unsaved(self, CampaignFolder(self.folder))  # rows a full disk kept out: saved, or kept here
         self._gather_warm_ups()
         # Every task's rows are on disk (fsynced, renamed) or its failure recorded: shut down off the caller's time
         self.close(wait=False)

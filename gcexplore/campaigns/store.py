@@ -42,6 +42,7 @@ import pandas as pd
 from ..results import io as _io
 from ..results.kinds import kind_of
 from ..schema import IDENTITY_COLUMNS, SAMPLE_IDENTITY, conform, identity_name
+from . import disk_full
 
 __all__ = ["CAMPAIGN_COLUMNS", "FORMAT", "CampaignFolder", "FolderLock", "belongs", "campaign_status", "check_key",
            "load_campaign", "open_regular", "read_bounded"]
@@ -312,12 +313,12 @@ class CampaignFolder:
         # failed/) is harmless: a task with a shard is done whatever failed/ holds
         with contextlib.suppress(OSError):
             os.unlink(self.failure_path(key))
+        disk_full.clear(self, key)
         return path
 
-    def write_failure(self, key: str, record: dict) -> Path:
-        path = self.failure_path(key)
-        _write_json(path, record)
-        return path
+    def write_failure(self, key: str, record: dict, sub: str = "failed") -> Path:
+        """The failure record; on a full disk the marker of :func:`.disk_full.write_failure` (naming ``sub``)."""
+        return disk_full.write_failure(self, key, record, sub, _write_json)
 
     def read_shard(self, key: str) -> pd.DataFrame:
         path = self.shard_path(key)
@@ -370,6 +371,7 @@ class CampaignFolder:
                     failures[key] = {"error": "a failure record that is not a JSON object"}
             except (OSError, ValueError, RecursionError) as e:
                 failures[key] = {"error": f"unreadable failure record ({str(e)[:120]})"}
+        failures.update({k: {"error": why} for k, why in disk_full.marks(self).items()})
         return shards, failures, notes
 
     def finished_keys(self, spec: dict | None = None, *, repair: bool = False) -> set[str]:

@@ -348,16 +348,19 @@ def _cmd_compare(args) -> int:
         write_figure(fig, target)  # a symlink at --plot is replaced, never written through
         print(f"wrote {target} ({fig.axes[0].get_title()})")
     if args.fail_on_regression is not None:
-        return _gate(c.table, args.fail_on_regression)
+        return _gate(c, args.fail_on_regression)
     return 0
 
 
-def _gate(table, pct: float) -> int:
+def _gate(c, pct: float) -> int:
     """``--fail-on-regression PCT``: the exit code of :func:`gcexplore.analysis.gate.gate` (the contract in
-    its ``GATE_EXIT_CODES``), its reason on stderr."""
+    its ``GATE_EXIT_CODES``), its reason on stderr (naming a default noise floor where one was used)."""
+    from ..analysis.comparison import Comparisons
     from ..analysis.gate import gate
+    from ..analysis.stats import Floor
 
-    code, why = gate(table, pct)
+    ones = [one for _, one in c] if isinstance(c, Comparisons) else [c]
+    code, why = gate(c.table, pct, [Floor(**one.settings["floor"]) for one in ones if "floor" in one.settings])
     return _fail("compare", why, code) if code else 0
 
 

@@ -74,29 +74,39 @@ def comm_table(df: pd.DataFrame) -> pd.DataFrame:
     ``step_q75_ms``, ``steps``, ``bus_bw_alone_gbs``, ``bus_bw_gbs``, ``compute_whole_ms``,
     ``split_loss_ms``, ``interference_ms``, ``exposed_comm_ms``, ``comm_whole_ms``,
     ``comm_split_loss_ms``, ``comm_slowdown_ms``.
+
+    Computed once per unchanged frame (the run's memo: a copy or an in-place edit computes afresh);
+    each call returns its own copy.
     """
+    from ..results.run import run_of
+
+    return run_of(df).memo("comm_table", lambda: _comm_table(df)).copy()
+
+
+def _comm_table(df: pd.DataFrame) -> pd.DataFrame:
     s = comm_steps(df)
+    s.attrs = {}  # every slice below would deep-copy the run's attrs: they are set once, at the end
     s["max_ctas"] = s["max_ctas"].fillna(0).astype("int64")  # 0: NCCL's own count (NaN keys never match)
     compute = s[(s["workload"] == "compute") & (s["mode"] == "alone")]
-    alone_c = compute.groupby(_LAYOUT, dropna=False)["duration_ms"].median()
-    plain = compute[compute["setup"] == "plain"]
-    compute_whole = _median(plain["duration_ms"])
+    alone_c = compute.groupby(_LAYOUT, dropna=False)["duration_ms"].median().rename("compute_alone_ms")
+    compute_whole = _median(compute[compute["setup"] == "plain"]["duration_ms"])
     comm = s[s["collective"] != ""]
-    rows = []
-    for key, g in comm.groupby(["collective", "size_bytes", "nranks", *_LAYOUT], dropna=False, sort=True):
-        coll, size, n = key[0], int(key[1]), int(key[2])
-        lay = dict(zip(_LAYOUT, key[3:]))
-        over = g[g["mode"] == "overlapped"]
-        steps = over[over["workload"] == "comm"]["step_ms"]
-        row = {"collective": coll, "size_bytes": size, "nranks": n, **lay,
-               "comm_alone_ms": _median(g[(g["mode"] == "alone") & (g["workload"] == "comm")]["duration_ms"]),
-               "comm_ms": _median(over[over["workload"] == "comm"]["duration_ms"]),
-               "compute_alone_ms": float(alone_c.get(tuple(key[3:]), math.nan)),
-               "compute_ms": _median(over[over["workload"] == "compute"]["duration_ms"]),
-               "step_ms": _median(steps), "step_q25_ms": float(steps.quantile(0.25)) if len(steps) else math.nan,
-               "step_q75_ms": float(steps.quantile(0.75)) if len(steps) else math.nan, "steps": int(len(steps))}
-        rows.append(row)
-    t = pd.DataFrame(rows)
+    over, is_comm = comm["mode"] == "overlapped", comm["workload"] == "comm"
+    # one grouping for every part (a per-group loop of slices took most of the time): each part's rows keep
+    # their value, the others NaN, and the aggregations skip NaN as the medians of each part's rows did
+    parts = pd.DataFrame({"comm_alone_ms": comm["duration_ms"].where((comm["mode"] == "alone") & is_comm),
+                          "comm_ms": comm["duration_ms"].where(over & is_comm),
+                          "compute_ms": comm["duration_ms"].where(over & (comm["workload"] == "compute")),
+                          "step_ms": comm["step_ms"].where(over & is_comm), "steps": (over & is_comm).astype(int)})
+    g = pd.concat([comm[["collective", "size_bytes", "nranks", *_LAYOUT]], parts], axis=1).groupby(
+        ["collective", "size_bytes", "nranks", *_LAYOUT], dropna=False, sort=True)
+    t = g.agg(comm_alone_ms=("comm_alone_ms", "median"), comm_ms=("comm_ms", "median"),
+              compute_ms=("compute_ms", "median"), step_ms=("step_ms", "median"), steps=("steps", "sum")).reset_index()
+    t["step_q25_ms"], t["step_q75_ms"] = (g["step_ms"].quantile(p).to_numpy() for p in (0.25, 0.75))
+    t = t.merge(alone_c.reset_index(), on=_LAYOUT, how="left")
+    t["size_bytes"], t["nranks"], t["steps"] = (t[c].astype("int64") for c in ("size_bytes", "nranks", "steps"))
+    t = t[["collective", "size_bytes", "nranks", *_LAYOUT, "comm_alone_ms", "comm_ms", "compute_alone_ms",
+           "compute_ms", "step_ms", "step_q25_ms", "step_q75_ms", "steps"]]
     if t.empty:
         raise ValueError("comm_table: the result has no collective rows (only compute): nothing to tabulate")
     t["bus_bw_alone_gbs"] = [bus_bw_gbs(r.collective, r.nranks, r.size_bytes, r.comm_alone_ms) for r in t.itertuples()]
@@ -125,11 +135,20 @@ def comm_answer(df: pd.DataFrame, tolerance: float = 0.01) -> pd.DataFrame:
 
     Columns: ``collective``, ``size_bytes``, ``nranks``, ``answer_sm_count``, ``answer_step_ms``,
     ``best_sm_count``, ``best_step_ms``, ``splits``, ``plain_step_ms``, ``best_ctas``,
-    ``ctas_step_ms``, ``speedup_vs_plain`` (plain step / answer step).
+    ``ctas_step_ms``, ``speedup_vs_plain`` (plain step / answer step). Computed once per unchanged
+    frame and tolerance, as :func:`comm_table`.
     """
+    from ..results.run import run_of
+
     if not 0 <= tolerance < 1:
         raise ValueError(f"tolerance is a fraction in [0, 1), got {tolerance!r}")
+    return run_of(df).memo(("comm_answer", float(tolerance)), lambda: _comm_answer(df, tolerance)).copy()
+
+
+def _comm_answer(df: pd.DataFrame, tolerance: float) -> pd.DataFrame:
     t = df if df.attrs.get("summary_of") == "comm" else comm_table(df)
+    attrs, t = t.attrs, t.copy(deep=False)
+    t.attrs = {}  # as in _comm_table: the slices below copy no attrs
     rows = []
     for (coll, size, n), g in t.groupby(["collective", "size_bytes", "nranks"], sort=True):
         part = _best_rows(g, "partition").dropna(subset=["step_ms"]).sort_values("comm_sm_count")
@@ -150,7 +169,7 @@ def comm_answer(df: pd.DataFrame, tolerance: float = 0.01) -> pd.DataFrame:
                      "ctas_step_ms": math.nan if cbest is None else float(cbest["step_ms"]),
                      "speedup_vs_plain": plain_ms / float(ans["step_ms"])})
     out = pd.DataFrame(rows)
-    out.attrs.update({k: v for k, v in t.attrs.items() if k != "summary_of"})
+    out.attrs.update({k: v for k, v in attrs.items() if k != "summary_of"})
     out.attrs["tolerance"] = tolerance
     return out
 

@@ -100,7 +100,8 @@ def _nccl_problem() -> str | None:
     return None
 
 
-def comm_sweep(spec=None, *, gpus: int | None = None, timeout_s: float = 900.0, traces: list | None = None):
+def comm_sweep(spec=None, *, gpus: int | None = None, timeout_s: float = 900.0, traces: list | None = None,
+               progress=True):
     """Measure communication SMs on ``gpus`` GPUs of this host: one process per GPU.
 
     Parameters
@@ -115,6 +116,9 @@ def comm_sweep(spec=None, *, gpus: int | None = None, timeout_s: float = 900.0, 
     traces : list, optional
         Receives each rank's CUPTI kernel trace (DataFrames with a ``rank`` column) when
         ``spec.trace``.
+    progress : bool or callable, default True
+        True: a progress bar (tqdm.auto, on stderr) counting the layouts the ranks have sent, as
+        :func:`~gcexplore.sweep` has; a callable: called with one line per layout sent instead; False: neither.
 
     Returns
     -------
@@ -125,6 +129,7 @@ def comm_sweep(spec=None, *, gpus: int | None = None, timeout_s: float = 900.0, 
     import multiprocessing as mp
 
     from ..device.driver import UnsupportedError, device_count
+    from ..experiments.runner import closing_bar, progress_lines
     from .collectives import nccl_versions, zero_sm_offered
     from .rank import CommSpec
 
@@ -138,6 +143,8 @@ def comm_sweep(spec=None, *, gpus: int | None = None, timeout_s: float = 900.0, 
         offered, why = zero_sm_offered(_quiet(lambda: nccl_versions()["nccl"]))
         if not offered:
             raise UnsupportedError(why)
+    layouts = 1 + len(spec.ctas) + len(spec.comm_sms) + bool(spec.zero_sm)  # each rank sends its rows per layout
+    say, bar = progress_lines(progress, n * layouts, "comm", unit="layout")  # a bad progress: refused before ranks
     ctx = mp.get_context("spawn")
     pipes, procs = [], []
     with _loopback_bootstrap():
@@ -151,7 +158,8 @@ def comm_sweep(spec=None, *, gpus: int | None = None, timeout_s: float = 900.0, 
             procs.append(p)
     ok, got, stopped = False, ([], {}, [], [], []), None
     try:
-        _collect(pipes, procs, float(timeout_s), into=got)
+        with closing_bar(bar):
+            _collect(pipes, procs, float(timeout_s), into=got, say=say)
         ok = not got[2]
     except KeyboardInterrupt as e:  # Ctrl-C: the ranks are stopped below, the rows they sent are kept
         stopped = e
@@ -186,10 +194,11 @@ def comm_sweep(spec=None, *, gpus: int | None = None, timeout_s: float = 900.0, 
     return df
 
 
-def _collect(pipes, procs, timeout_s: float, into=None):
+def _collect(pipes, procs, timeout_s: float, into=None, say=None):
     """Read the ranks' messages until every pipe has closed, a rank failed, or the time is up:
     ``(rows, metas, errors, details, trace frames)``, gathered in ``into`` (those five, which keep
-    what arrived when Ctrl-C stops the reading). The unique id from rank 0 goes to every rank."""
+    what arrived when Ctrl-C stops the reading). The unique id from rank 0 goes to every rank;
+    ``say`` gets a line per rows message (a layout of one rank)."""
     from multiprocessing.connection import wait
 
     rows, metas, errors, details, trace_frames = into if into is not None else ([], {}, [], [], [])
@@ -214,6 +223,8 @@ def _collect(pipes, procs, timeout_s: float, into=None):
                     each.send(("uid", msg[1]))
             elif msg[0] == "rows":
                 rows.extend(msg[1])
+                if say is not None:
+                    say(f"rank {rank}: {len(msg[1])} rows")
             elif msg[0] == "trace":
                 trace_frames.append(msg[1])
             elif msg[0] == "done":

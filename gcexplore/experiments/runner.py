@@ -41,7 +41,9 @@ __all__ = [
     "Round",
     "round_plan",
     "host_add",
+    "closing_bar",
     "keeping",
+    "progress_lines",
     "run_layouts",
 ]
 
@@ -275,14 +277,45 @@ class Checkpoint:
         Checkpoint.write_s += time.perf_counter() - t0
 
 
-def _progress(total: int, desc: str, enabled: bool, initial: int = 0):
+def _progress(total: int, desc: str, enabled: bool, initial: int = 0, unit: str = "layout"):
+    """A tqdm.auto bar (on stderr, or a notebook's widget) counting ``unit`` up to ``total``; None when
+    not ``enabled`` or tqdm is missing. The caller closes it (also on an error)."""
     if not enabled:
         return None
     try:
         from tqdm.auto import tqdm
     except ImportError:
         return None
-    return tqdm(total=total, initial=initial, desc=desc, unit="layout")
+    return tqdm(total=total, initial=initial, desc=desc, unit=unit)
+
+
+def progress_lines(progress, total: int, desc: str, *, unit: str):
+    """(say(line), bar) of an experiment whose ``progress`` is a bool or a callable (``serve``, ``comm_sweep``):
+    a callable gets each line, True a bar (:func:`_progress`) counting ``unit`` with the line as its postfix,
+    False or None nothing. Close the bar with :func:`closing_bar`."""
+    if callable(progress):
+        return progress, None
+    if not isinstance(progress, bool) and progress is not None:
+        raise TypeError(f"{desc}: progress is True (a bar), False or a callable taking a line, got {progress!r}")
+    bar = _progress(total, desc, bool(progress), unit=unit)
+    if bar is None:
+        return (lambda line: None), None
+
+    def say(line: str) -> None:
+        bar.set_postfix_str(line[:60])
+        bar.update(1)
+
+    return say, bar
+
+
+@contextlib.contextmanager
+def closing_bar(bar):
+    """Close ``bar`` (None: nothing) when the block ends, also on an error or Ctrl-C."""
+    try:
+        yield
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def _partial(build: Callable[[list[dict]], Any], rows: list[dict]):

@@ -1,7 +1,7 @@
 """The serving family: decode and prefill under load on two partitions. ``roles`` builds the
 workloads (a synthetic decoder stack or the user's own, open-loop arrivals), ``experiment`` measures
-(``serve``, ``advise_split``), ``analysis`` computes the tails, goodput and advice, ``view`` draws them,
-``cli`` is ``gcexplore serve``. Built on the core; nothing in the core imports it."""
+(``serve``, ``advise_split``), ``analysis`` computes the tails, goodput and advice (``margin``: how close a
+met SLO is), ``view`` draws them, ``cli`` is ``gcexplore serve``. Built on the core; nothing in the core imports it."""
 
 from .._lazy import face
 from .._registry import register_command

@@ -29,6 +29,7 @@ from ..results.run import per_run, with_identity
 from ..analysis.stats import quantile
 from ..results.validate import ResultError, check_not_negative, check_result
 from ..schema import RUN_COLUMNS
+from .margin import slo_margin
 
 __all__ = ["Advice", "PROFILE_MODES", "SERVING_TABLE_COLUMNS", "ServingSLO", "advise", "advise_recorded",
            "clock_agreement", "deadline_of", "goodput_table", "loads_of", "predict_serving", "prediction_errors",
@@ -314,7 +315,8 @@ def prediction_errors(predicted: pd.DataFrame, measured: pd.DataFrame) -> pd.Dat
 
 @dataclasses.dataclass
 class Advice:
-    """What :func:`advise` found: the split, its measured goodput, what it measured and cost."""
+    """What :func:`advise` found: the split, its measured goodput, what it measured and cost; ``reason`` the
+    sentence, with how close the run it rests on came to the attainment (:func:`~.margin.slo_margin`)."""
 
     layout: str | None
     goodput_rps: float
@@ -354,7 +356,7 @@ def advise(alone: pd.DataFrame, loads: dict, slo: ServingSLO, measure: Callable[
     a = alone[alone["mode"].isin(PROFILE_MODES)]
     cost = float(a.groupby(["mode", "layout", "decode_sm_count", "prefill_sm_count"])["run_ms"].first().sum())
     measured: list = []
-    best_layout, best_rate = None, 0.0
+    best_layout, best_rate, margin = None, 0.0, None
     for layout, promised, rates in _rank(pred, slo):
         if best_layout is not None and promised <= best_rate:
             break
@@ -364,8 +366,9 @@ def advise(alone: pd.DataFrame, loads: dict, slo: ServingSLO, measure: Callable[
             cost += float(t["run_ms"].sum())
             if bool(t["meets_slo"].all()):
                 best_layout, best_rate = layout, rate
+                margin = min((slo_margin(r, slo) for _, r in t.iterrows()), key=lambda m: m["fails_after"])
                 break
-    reason = (f"{best_layout} met {slo.text()} at {best_rate:g} requests/s" if best_layout
+    reason = (f"{best_layout} met {slo.text()} at {best_rate:g} requests/s ({margin['text']})" if best_layout
               else f"no split met {slo.text()} at any measured rate")
     return Advice(best_layout, best_rate, pred, measured, cost, reason)
 

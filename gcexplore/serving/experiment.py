@@ -32,7 +32,7 @@ from ..device import partitions
 from ..device.driver import check, device_info, use
 from ..experiments.engine import capture_graph
 from ..experiments.experiment import result_frame
-from ..experiments.runner import keeping
+from ..experiments.runner import closing_bar, keeping, progress_lines
 from ..schema import new_run_id
 from .roles import ARRIVALS, ServingModel, arrivals
 
@@ -298,7 +298,7 @@ def _check(info, decode_sm_counts, rates, pattern, modes, duration_s):
 def serve(model: ServingModel, decode_sm_counts: Sequence[int], *, rates: Sequence[float] = (20.0,),
           pattern: str = "poisson", burst: int = 8, duration_s: float = 1.0, drain_s: float | None = None,
           seed: int = 0, modes: Sequence[str] = SERVING_MODES, graphs: bool = True, device: int = 0,
-          trace=None, progress=None):
+          trace=None, progress=True):
     """Measure decode ITL and prefill TTFT per decode share and load.
 
     Parameters
@@ -326,8 +326,9 @@ def serve(model: ServingModel, decode_sm_counts: Sequence[int], *, rates: Sequen
     trace : callable, optional
         ``trace(partitioning)`` returning a context manager entered around each split's runs
         (e.g. ``lambda parts: kernel_trace(parts)``), for checking the clocks against CUPTI.
-    progress : callable, optional
-        Called with one line per run.
+    progress : bool or callable, default True
+        True: a progress bar (tqdm.auto, on stderr) counting the runs, as :func:`~gcexplore.sweep` has;
+        a callable: called with one line per run instead (``gcexplore serve`` prints them); False: neither.
 
     Returns
     -------
@@ -354,7 +355,7 @@ def serve(model: ServingModel, decode_sm_counts: Sequence[int], *, rates: Sequen
     loads = [(_load_columns(r, pattern, burst, duration_s, seed), arrivals(r, duration_s, seed=seed, pattern=pattern,
                                                                              burst=burst)) for r in rates]
     clock = _Clock(info, torch, max(_ALONE_REQUESTS, _PAIRED_REQUESTS, max(len(a) for _, a in loads)))
-    say = progress or (lambda line: None)
+    say, bar = progress_lines(progress, _runs(counts, modes, len(loads)), "serve", unit="run")
     rows: list[dict] = []
     run_id = new_run_id()
     extra = {"graphs": bool(graphs), "model": dict(model.description), "decode_tokens": model.decode_tokens,
@@ -400,7 +401,7 @@ def serve(model: ServingModel, decode_sm_counts: Sequence[int], *, rates: Sequen
         finally:
             dec.close()
 
-    with keeping(rows, build, "the serving run"):  # a failure or Ctrl-C keeps every run measured before it
+    with closing_bar(bar), keeping(rows, build, "the serving run"):  # a failure or Ctrl-C keeps every run before
         if {"partitioned", "alone", "paired"} & set(modes):
             for k in counts:
                 with partitions.split([k], device=info.index, rounding="exact") as parts:
@@ -481,3 +482,12 @@ def advise_split(model: ServingModel, decode_sm_counts: Sequence[int], slo, *, r
     measured = pd.concat(frames, ignore_index=True)
     measured.attrs.update(alone.attrs)
     return advice, measured
+
+
+def _runs(counts, modes, loads: int) -> int:
+    """How many runs (lines of ``progress``) :func:`serve` makes: per split its alone, paired and loaded runs,
+    then the whole GPU's streams (alone and loaded) and time-sliced ones."""
+    alone, paired = "alone" in modes, "paired" in modes
+    per_split = alone + paired + loads * ("partitioned" in modes) if {"partitioned", "alone", "paired"} & set(modes) \
+        else 0
+    return len(counts) * per_split + alone + loads * ("streams" in modes) + loads * ("time_sliced" in modes)
