@@ -288,7 +288,8 @@ def conform(df, kind: str | None = None):
         # measured before rows carried it: the rows of a repetition are in launch order
         keys = [c for c in RUN_COLUMNS if c in df.columns] + ["scenario", "role", "workload", "rep"]
         df["launch"] = df.groupby(keys, sort=False, dropna=False).cumcount().to_numpy()
-    if "round" in _columns_of(kind) and "rep" in df.columns:  # rows of repetitions, not a summary
+    # rows of repetitions (rep) or of a serving run's records (index), not a summary
+    if "round" in _columns_of(kind) and ("rep" in df.columns or "index" in df.columns):
         if "round" not in df.columns:
             df["round"] = 0  # measured before rounds existed: all of it one round
         elif df["round"].isna().any():

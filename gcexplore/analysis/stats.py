@@ -403,18 +403,13 @@ def noise_floor(device_name: str, workloads=(), *, table: str | None = None) -> 
                            f"{', '.join(sorted(names - set(per))) or 'these workloads'} not measured")
 
 
-def run_floor(df=None, *, device_name: str | None = None, workloads=()) -> Floor:
-    """The one lookup of a run's floor, every reader's: :func:`noise_floor` of its card (its rows'
-    ``device_name``, else its attrs') and the workloads its rows name, memoised on the frame. Without
-    a frame (a run about to measure: the tuner), of ``device_name`` and ``workloads``."""
+def run_floor(df=None, *, device_name: str = "", workloads=()) -> Floor:
+    """The one lookup of a run's floor: :func:`noise_floor` of its card (its rows' ``device_name``, else its attrs')
+    and its rows' workloads, memoised on the frame; no frame (a run about to measure): ``device_name``'s."""
     if df is None:
-        if device_name is None:
-            raise TypeError("run_floor needs a result (df) or the card's device_name= (with workloads=)")
         return noise_floor(str(device_name), sorted({str(w) for w in workloads}))
     from ..results.run import run_of
-
-    rows = "device_name" in df.columns and len(df)
-    name = str(df["device_name"].iloc[0]) if rows else df.attrs.get("device_name", "")
+    name = df["device_name"].iloc[0] if "device_name" in df.columns and len(df) else df.attrs.get("device_name", "")
     names = sorted(set(df["workload"].astype(str))) if "workload" in df.columns else []
     return run_of(df).memo("noise_floor", lambda: noise_floor(str(name), names))
 
