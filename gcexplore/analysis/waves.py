@@ -433,8 +433,7 @@ def fit_table(scaling_df: pd.DataFrame, trace: pd.DataFrame | None = None, *, co
     rows = []
     for (rid, w), g in df.groupby([run, df["workload"]], sort=False):
         dev = str(g["device_name"].iloc[0]) if "device_name" in g else str(df.attrs.get("device_name", ""))
-        g.attrs = dict(df.attrs)  # the card of rows that carry none
-        floor = run_floor(g)
+        floor = run_floor(g.assign(device_name=dev))  # its card also where the rows carry none
         per = []
         for sm, gs in g.groupby(pd.to_numeric(g["sm_count"]), sort=True):
             rounds = gs["round"].to_numpy() if "round" in gs and gs["round"].notna().all() else None
