@@ -198,8 +198,13 @@ def goodput_table(df_or_table: pd.DataFrame, slo: ServingSLO, pattern: str | Non
     """Per mode and layout: ``goodput_rps``, the highest measured rate whose run met ``slo`` (0 when
     none did), with that run's ITL p99, TTFT p50 and decode tokens per second. Accepts a serving
     result or its :func:`serving_table` with ``slo``. Only loads of one arrival ``pattern`` count
-    (a rate of bursts is another load than a Poisson rate); None: every load."""
+    (a rate of bursts is another load than a Poisson rate); None: every load. Where the runs were
+    measured in several rounds, the quoted tails' spreads between them (``itl_p99_spread_ms``,
+    ``ttft_p50_spread_ms``, :func:`serving_table`) come with them."""
     t = df_or_table if "meets_slo" in df_or_table.columns else serving_table(df_or_table, slo)
+    quoted = ["itl_p99_ms", "ttft_p50_ms", "decode_tokens_per_s"]
+    if "rounds" in t.columns and len(t) and t["rounds"].max() > 1:
+        quoted += ["itl_p99_spread_ms", "ttft_p50_spread_ms"]
     rows = []
     keys = [c for c in RUN_COLUMNS if c != "device_name" and c in t.columns]  # the run key, as the schema names it
     loaded = t[~t["mode"].isin(PROFILE_MODES)]
@@ -213,8 +218,7 @@ def goodput_table(df_or_table: pd.DataFrame, slo: ServingSLO, pattern: str | Non
                      "decode_sm_count": int(g["decode_sm_count"].iloc[0]),
                      "goodput_rps": float(best["rate_rps"]) if best is not None else 0.0,
                      "loads_met": len(ok), "loads": len(g),
-                     **{c: float(best[c]) if best is not None else math.nan
-                        for c in ("itl_p99_ms", "ttft_p50_ms", "decode_tokens_per_s")}})
+                     **{c: float(best[c]) if best is not None else math.nan for c in quoted}})
     return pd.DataFrame(rows)
 
 
