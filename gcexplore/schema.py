@@ -288,7 +288,9 @@ def conform(df, kind: str | None = None):
         # measured before rows carried it: the rows of a repetition are in launch order
         keys = [c for c in RUN_COLUMNS if c in df.columns] + ["scenario", "role", "workload", "rep"]
         df["launch"] = df.groupby(keys, sort=False, dropna=False).cumcount().to_numpy()
-    if "round" in _columns_of(kind) and "rep" in df.columns:  # rows of repetitions, not a summary
+    # rows of repetitions (rep) or of records of a kind that numbers them (a serving run's), not a summary
+    cols = _columns_of(kind)
+    if "round" in cols and ("rep" in df.columns or ("index" in cols and "index" in df.columns)):
         if "round" not in df.columns:
             df["round"] = 0  # measured before rounds existed: all of it one round
         elif df["round"].isna().any():

@@ -330,8 +330,26 @@ def test_cli_serve_checks_before_the_gpu(capsys):
 
 # -- the experiment's host logic on a simulated GPU ----------------------------
 
+class _SimEvent:
+    """Done when the wall clock reaches the stream's virtual time at the record; ``sync`` waits for it (the
+    GPU's back-pressure: without it a stream's clock ran ahead of the host, and a time-sliced request
+    admitted by the host's clock could end before it arrived)."""
+
+    def __init__(self, at_ms: float):
+        self.at = at_ms
+
+    @property
+    def is_done(self) -> bool:
+        return (time.perf_counter() - _T0) * 1e3 >= self.at
+
+    def sync(self):
+        wait = self.at - (time.perf_counter() - _T0) * 1e3
+        if wait > 0:
+            time.sleep(wait / 1e3)
+
+
 class _SimStream:
-    """A stream with its own virtual clock (ms): work advances it, events are always done."""
+    """A stream with its own virtual clock (ms): work advances it; events and syncs wait for it."""
 
     def __init__(self, name, clock):
         self.name, self.t = name, clock
@@ -340,10 +358,10 @@ class _SimStream:
         return (0, id(self))
 
     def record(self):
-        return type("E", (), {"is_done": True, "sync": lambda self: None})()
+        return _SimEvent(_cursor(self))
 
     def sync(self):
-        pass
+        self.record().sync()
 
 
 _T0 = time.perf_counter()

@@ -76,3 +76,29 @@ def test_baselines_and_alone_run(model):
     reqs = df[(df["record"] == "request") & ~df["mode"].isin(S.PROFILE_MODES)]
     arr = {m: tuple(g.sort_values("index")["arrival_ms"]) for m, g in reqs.groupby("mode")}
     assert len(set(arr.values())) == 1
+
+
+def test_a_serve_in_two_rounds_keeps_each_rounds_rows_and_clocks(model):
+    """rounds=2: every run measured twice, round after round, on fresh partitions and decode graphs; the rows
+    carry rounds 0 and 1, each round's clocks agree with its own CUPTI trace, and the table pools both."""
+    frames: list = []
+    df = gcexplore.serve(model, [64], rates=[30.0], duration_s=0.2, seed=1, rounds=2,
+                         modes=("partitioned", "streams"), trace=traced_splits(frames))
+    assert sorted(df["round"].unique()) == [0, 1] and df.attrs["rounds"] == 2
+    assert (df.groupby(["mode", "layout", "load"])["round"].nunique() == 2).all()
+    t = S.serving_table(df)
+    print(t[["mode", "layout", "rounds", "gaps", "served", "itl_p50_ms", "itl_p99_ms", "itl_p99_spread_ms",
+             "ttft_p50_ms", "ttft_p50_spread_ms"]].to_string())
+    assert (t["rounds"] == 2).all() and (t["gaps"] > 0).all() and (t["served"] > 0).all()
+    keys = ["mode", "layout", "load"]
+    per = [S.serving_table(df[df["round"] == r]).set_index(keys) for r in (0, 1)]
+    for key, row in t.set_index(keys).iterrows():
+        assert row["gaps"] == sum(p.loc[key, "gaps"] for p in per)  # every round's gaps pooled
+        p99 = [p.loc[key, "itl_p99_ms"] for p in per]
+        assert row["itl_p99_spread_ms"] == pytest.approx(max(p99) - min(p99))
+    assert len(frames) == 2  # the split traced once per round, round 0 first
+    for r, tr in enumerate(frames):
+        rows = df[(df["mode"] == "partitioned") & (df["round"] == r)]
+        agree = S.clock_agreement(rows, tr)
+        print("round", r, agree)
+        assert abs(agree["itl_p50_ratio"] - 1) <= 0.03 and agree["itl_within"] == 1.0

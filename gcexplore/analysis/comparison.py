@@ -44,6 +44,7 @@ from ..results.io import load, load_recorded, recorded_names
 from ..results.validate import check_result
 from ..results import kinds as _kinds
 from ..results.kinds import kind_of
+from ..results.run import rep_keys, run_of
 from ..schema import IDENTITY, parse_layout
 from .display import placement
 from .compare_sets import Comparisons, set_pairs, split_by
@@ -270,10 +271,13 @@ def _samples(df: pd.DataFrame, family: str) -> pd.DataFrame:
         total = float(per["sm_count"].max())
         per["group"], per["layout"], per["sm"] = per["workload"], per["sm_count"].astype(str), per["sm_count"]
         per["fractions"] = [(s / total,) for s in per["sm_count"]]
-    else:
-        keys = [*run, "layout", "mode", *(["step"] if "step" in df.columns else []), "rep"]
-        per = d.groupby(keys, sort=False).agg(value=("makespan_ms", "max"), clock=("_clock", "mean"),
-                                              round=("_round", "first")).reset_index()
+    else:  # the run's per-repetition makespans (its one owner), each with its repetition's clock and round
+        spans = run_of(df).rep_makespans()
+        per = spans[["layout", "mode"]].copy()
+        per["value"] = spans["makespan_ms"].to_numpy()
+        per["clock"] = d.groupby(rep_keys(df), sort=False, dropna=False)["_clock"].mean().to_numpy()
+        ids = spans["run_id"].astype(str) if "run_id" in spans.columns else pd.Series("", index=spans.index)
+        per["round"] = (ids + "/" + spans["round"].astype(str)).to_numpy()
         sizes = {lay: parse_layout(lay) for lay in dict.fromkeys(per["layout"])}
         per["group"] = per["mode"]
         per["sm"] = [sizes[lay][0] for lay in per["layout"]]

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from ..results.run import per_run, require_one_run, run_of, with_identity
+from ..results.run import per_run, rep_keys, require_one_run, run_of, with_identity
 from ..results.validate import open_run, require_columns
 from ..schema import IDENTITY_COLUMNS, MODES
 from .stats import STAT_COLUMNS, finite, nanmedian, ratio, round_median_ci, round_ratio_ci, run_floor, stats
@@ -207,6 +207,14 @@ _RESOURCES = (("bytes", "bandwidth_gbs", "peak_bandwidth_gbs", 1e9, "GB/s"),
               ("flops", "throughput_tflops", "peak_tflops", 1e12, "TFLOP/s"))
 
 
+def rep_work(df: pd.DataFrame, work: str) -> pd.DataFrame:
+    """Per repetition, the declared ``work`` (a column such as ``bytes``) of its rows summed, beside its
+    makespan: :meth:`~gcexplore.results.run.Run.rep_makespans` with a ``work`` column."""
+    out = _rep_makespans(df).copy()
+    out["work"] = df.groupby(rep_keys(df), sort=False, dropna=False)[work].sum().to_numpy()
+    return out
+
+
 def resource_bound(df: pd.DataFrame) -> tuple[float, str]:
     """(ms, note): all declared work of one call of each workload at a declared peak rate.
 
@@ -228,9 +236,9 @@ def resource_bound(df: pd.DataFrame) -> tuple[float, str]:
             notes.append(f"no declared peak {unit} (attrs[{key!r}])")
             continue
         per_wl = df.groupby("workload", sort=False)[work].median().dropna()
-        combined = df.groupby(["layout", "mode", "rep"], sort=False).agg(w=(work, "sum"), m=("makespan_ms", "max"))
+        combined = rep_work(df, work)
         seen = [*finite(df.get(rate, pd.Series(dtype=float))),
-                *finite(combined["w"] / (combined["m"] * 1e-3) / scale)]
+                *finite(combined["work"] / (combined["makespan_ms"] * 1e-3) / scale)]
         highest = max(seen, default=0.0)
         if highest > peak:
             notes.append(f"declared peak {peak:,.0f} {unit} not used: the run measured {highest:,.0f} {unit}")

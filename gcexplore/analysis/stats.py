@@ -389,10 +389,9 @@ def noise_floor(device_name: str, workloads=(), *, table: str | None = None) -> 
 
 
 def default_floor(workloads=(), *, table: str | None = None) -> Floor:
-    """The floor of a card never measured: :data:`DEFAULT_FLOOR`'s round part, and as its run part, per
-    workload, the largest run part any recorded card has for it (a name no card recorded: the largest of
-    any row), several in quadrature as :func:`noise_floor` takes a pair: two runs of the same work on a
-    new card differ by run noise as on the cards measured. No table readable: :data:`DEFAULT_FLOOR`."""
+    """A card never measured: :data:`DEFAULT_FLOOR`'s round part; as run part, per workload, the largest any
+    recorded card has (a name none recorded: the largest row), several in quadrature as :func:`noise_floor`
+    takes a pair: a new card's runs differ as the measured cards' do. No table readable: :data:`DEFAULT_FLOOR`."""
     rows = floor_rows(table)
     if not rows:
         return DEFAULT_FLOOR
@@ -404,12 +403,13 @@ def default_floor(workloads=(), *, table: str | None = None) -> Floor:
                  f"{len({r[0] for r in rows})} recorded cards': {said}{'; in quadrature' if len(parts) > 1 else ''}")
 
 
-def run_floor(df) -> Floor:
-    """The one lookup of a run's floor: :func:`noise_floor` of its card and workloads, memoised."""
+def run_floor(df=None, *, device_name: str = "", workloads=()) -> Floor:
+    """The one lookup of a run's floor: :func:`noise_floor` of its card (its rows' ``device_name``, else its attrs')
+    and its rows' workloads, memoised on the frame; no frame (a run about to measure): ``device_name``'s."""
+    if df is None:
+        return noise_floor(str(device_name), sorted({str(w) for w in workloads}))
     from ..results.run import run_of
-
-    rows = "device_name" in df.columns and len(df)
-    name = str(df["device_name"].iloc[0]) if rows else df.attrs.get("device_name", "")
+    name = df["device_name"].iloc[0] if "device_name" in df.columns and len(df) else df.attrs.get("device_name", "")
     names = sorted(set(df["workload"].astype(str))) if "workload" in df.columns else []
     return run_of(df).memo("noise_floor", lambda: noise_floor(str(name), names))
 

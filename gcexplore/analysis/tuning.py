@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..results.run import require_one_run, run_of
+from ..results.run import require_one_run, run_columns, run_of
 from ..results.validate import check_result, require_columns
 from .display import placement
 from .stats import quantile, quantile_ci
@@ -86,14 +86,14 @@ def gpu_time_ms(df: pd.DataFrame) -> float:
     layout's later rounds ``attrs["warmup_later_rounds"]`` (per mode) where recorded, plus one
     before the first mode for the layouts in ``attrs["warmup_calls"]`` (one call of each workload).
     """
-    keys = [c for c in ("layout", "mode", "step") if c in df.columns]
-    keys += ["round"] if "round" in df.columns else []  # each round warms up again
-    per_rep = df.groupby([*keys, "rep"], sort=False)["makespan_ms"].max()
+    per = run_of(df).rep_makespans()  # the run's per-repetition makespans, with their round
+    keys = [c for c in (*run_columns(df), "layout", "mode", "step", "round") if c in per.columns]
+    per_rep = per["makespan_ms"]  # each round warms up again: its medians are its own
     warm = df.attrs.get("warmup", 0) or 0
     if isinstance(warm, bool) or not isinstance(warm, (int, float)) or warm < 0 or warm != int(warm):
         raise ValueError(f"gpu_time_ms: attrs['warmup'] must be a whole number of repetitions >= 0, got {warm!r}")
     warm = int(warm)
-    medians = per_rep.groupby(level=list(range(len(keys))), sort=False).median()
+    medians = per.groupby(keys, sort=False, dropna=False)["makespan_ms"].median()
     if "mode" in keys:  # the first mode of a layout gets every warm-up repetition, a later one at most one
         modes = list(df.attrs.get("modes") or dict.fromkeys(df["mode"]))
         later = int(df.attrs.get("warmup_later_modes", warm))

@@ -32,7 +32,7 @@ import pandas as pd
 
 from ..schema import identity_name
 from .occupancy_estimate import blocks_per_sm, limits_for, resident_blocks
-from .stats import nanmedian, noise_floor, round_median_ci
+from .stats import nanmedian, round_median_ci, run_floor
 
 __all__ = [
     "FIT_COLUMNS",
@@ -405,7 +405,7 @@ def fit_table(scaling_df: pd.DataFrame, trace: pd.DataFrame | None = None, *, co
         kernel, its CTAs, waves and tail fill (:func:`partition_fit`) are added.
     confidence : float, default 0.9
         Of each size's interval (:func:`gcexplore.analysis.stats.round_median_ci`, with the
-        card's recorded noise floor, :func:`gcexplore.analysis.stats.noise_floor`).
+        card's recorded noise floor, :func:`gcexplore.analysis.stats.run_floor`).
 
     Returns
     -------
@@ -433,7 +433,7 @@ def fit_table(scaling_df: pd.DataFrame, trace: pd.DataFrame | None = None, *, co
     rows = []
     for (rid, w), g in df.groupby([run, df["workload"]], sort=False):
         dev = str(g["device_name"].iloc[0]) if "device_name" in g else str(df.attrs.get("device_name", ""))
-        floor = noise_floor(dev, [w])
+        floor = run_floor(g.assign(device_name=dev))  # its card also where the rows carry none
         per = []
         for sm, gs in g.groupby(pd.to_numeric(g["sm_count"]), sort=True):
             rounds = gs["round"].to_numpy() if "round" in gs and gs["round"].notna().all() else None

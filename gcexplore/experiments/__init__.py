@@ -19,7 +19,8 @@ PUBLIC = {
 MOVED = {**dict.fromkeys(("card_bandwidth", "load_profiles", "save_profiles", "solo_profile"),
                          "gcexplore.prediction.solo"),
          **dict.fromkeys(("Campaign", "campaign", "register_experiment"), "gcexplore.campaigns.grid"),
-         **dict.fromkeys(("advise_split", "serve", "SERVING_MODES"), "gcexplore.serving.experiment"),
+         **dict.fromkeys(("serve", "SERVING_MODES"), "gcexplore.serving.experiment"),
+         "advise_split": "gcexplore.serving.advisor",
          **dict.fromkeys(("CommLaunchError", "comm_sweep"), "gcexplore.comm.launch"),
          "CommSpec": "gcexplore.comm.rank", "recommend_comm": "gcexplore.comm.tune"}
 __all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC, moved=MOVED)

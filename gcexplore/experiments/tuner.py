@@ -15,7 +15,7 @@ import itertools
 from collections.abc import Sequence
 
 from .._checks import as_int
-from ..analysis.stats import Floor, noise_floor, quantile
+from ..analysis.stats import Floor, quantile, run_floor
 from ..device import partitions
 from ..device.driver import DeviceInfo, GreenContextError, plan_split
 from .request import check_enumeration
@@ -183,7 +183,7 @@ def tune(workloads, *, slo_ms: float | None = None, percentile: float = 50.0, ot
         See :class:`gcexplore.experiments.search.Settings`: the answer within ``tolerance`` (1%) of
         the best, 90% intervals, rounds of 5 repetitions (each a fresh split), at most 40 per
         layout. A layout measured in one round carries the card's recorded run-to-run floor
-        (:func:`gcexplore.analysis.stats.noise_floor`, in ``attrs["floor"]``).
+        (:func:`gcexplore.analysis.stats.run_floor`, in ``attrs["floor"]``).
     warmup : int, default 1
         Discarded repetitions each time a layout is measured.
     device, l2_flush, graphs, rounding
@@ -233,7 +233,7 @@ def tune(workloads, *, slo_ms: float | None = None, percentile: float = 50.0, ot
                              "workloads' fixed sizes); only the first partition's size is searched")
         plan.update(names=names, cands=candidates(info, len(names), others=others, sm_counts=sm_counts,
                                                   rounding=opts.rounding), prior=_prior(predict, names, info.name),
-                    settings=dataclasses.replace(settings, floor=noise_floor(info.name, names)))
+                    settings=dataclasses.replace(settings, floor=run_floor(device_name=info.name, workloads=names)))
 
     with experiment("tune", workloads, device, opts, check=check) as run:
         visits: list[dict] = []

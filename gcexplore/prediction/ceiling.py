@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ..results.io import load
+from ..results.run import run_of
 from .fit import ALL, FITS, members, run_profiles
 from .model import predict
 
@@ -40,7 +41,7 @@ def pair_table(run: Path, kw: dict) -> pd.DataFrame:
         sweep, pred = load(path), predict(prof, names, **kw)
         conc = sweep[sweep["mode"] == "concurrent"]
         meas = conc.groupby(["layout", "workload"])["duration_ms"].median()
-        span = conc.groupby(["layout", "rep"])["makespan_ms"].max().groupby("layout").median()
+        span = run_of(sweep).rep_makespans("concurrent").groupby("layout")["makespan_ms"].median()
         size = pred.set_index(["layout", "workload"])["sm_count"]
         for r in pred.itertuples():
             other = next(n for n in pred["workload"].unique() if n != r.workload)

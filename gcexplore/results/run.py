@@ -33,7 +33,7 @@ from . import kinds as _kinds
 from .kinds import kind_of
 
 __all__ = ["MEASURED_COLUMN", "RUN_COLUMNS", "Run", "identity", "identity_fields", "measured_groups",
-           "measured_label", "per_run", "repeated_rows", "require_one_run", "run_columns", "run_of", "runs",
+           "measured_label", "per_run", "rep_keys", "repeated_rows", "require_one_run", "run_columns", "run_of", "runs",
            "stamp", "stamp_text", "token", "with_identity"]
 
 _EMPTY = ("", "nan", "<NA>", "None")
@@ -347,9 +347,16 @@ class Run:
             return self._memo.setdefault(name, value)
 
 
+def rep_keys(rows: pd.DataFrame) -> list[str]:
+    """The columns one repetition of an overlap, sweep or tune result is told apart by (its run's
+    identity columns, ``layout``, ``split_sm_count``, ``mode``, ``rep``; ``step`` and ``round`` are
+    functions of ``rep``): grouped by these with ``sort=False, dropna=False``, a per-repetition
+    aggregate of another column lines up with :meth:`Run.rep_makespans` row for row."""
+    return [c for c in (*run_columns(rows), "layout", "split_sm_count", "mode", "rep") if c in rows.columns]
+
+
 def _rep_makespans(rows: pd.DataFrame) -> pd.DataFrame:
-    keys = [c for c in (*run_columns(rows), "layout", "split_sm_count", "mode", "rep") if c in rows.columns]
-    groups = rows.groupby(keys, sort=False, dropna=False)
+    groups = rows.groupby(rep_keys(rows), sort=False, dropna=False)
     carried = [c for c in ("step", "round") if c in rows.columns]  # functions of the repetition
     out = groups["makespan_ms"].max()
     if carried:

@@ -1,7 +1,8 @@
 """The serving family: decode and prefill under load on two partitions. ``roles`` builds the
 workloads (a synthetic decoder stack or the user's own, open-loop arrivals), ``experiment`` measures
-(``serve``, ``advise_split``), ``analysis`` computes the tails, goodput and advice (``margin``: how close a
-met SLO is), ``view`` draws them, ``cli`` is ``gcexplore serve``. Built on the core; nothing in the core imports it."""
+(``serve``), ``advisor`` measures as little as it must (``advise_split``), ``analysis`` computes the
+tails, goodput and advice (``margin``: how close a met SLO is), ``clocks`` checks the GPU clocks against
+CUPTI, ``view`` draws them, ``cli`` is ``gcexplore serve``. Built on the core; nothing in the core imports it."""
 
 from .._lazy import face
 from .._registry import register_command
@@ -9,7 +10,8 @@ from . import kind as _kind  # noqa: F401 (registers the family's result kind)
 
 PUBLIC = {
     "roles": ("decoder_stack", "serving_roles"),
-    "experiment": ("advise_split", "serve"),
+    "experiment": ("serve",),
+    "advisor": ("advise_split",),
     "analysis": ("ServingSLO", "goodput_table", "serving_table"),
     "view": ("plot_serving",),
 }

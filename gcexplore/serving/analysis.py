@@ -13,7 +13,8 @@ goodput per split, predictions from solo profiles, and the advisor's search.
   prefill busy.
 - :func:`advise`: the split with the highest goodput, measuring only the runs its predictions
   cannot settle; :func:`prediction_errors` compares predictions with measurements.
-- :func:`clock_agreement`: a run's GPU-clock ITLs and TTFTs against a CUPTI trace of it.
+- :func:`clock_agreement` (:mod:`gcexplore.serving.clocks`): a run's GPU-clock ITLs and TTFTs against a
+  CUPTI trace of it.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ..results.run import per_run, with_identity
 from ..analysis.stats import quantile
 from ..results.validate import ResultError, check_not_negative, check_result
 from ..schema import RUN_COLUMNS
+from .clocks import clock_agreement
 from .margin import slo_margin
 
 __all__ = ["Advice", "PROFILE_MODES", "SERVING_TABLE_COLUMNS", "ServingSLO", "advise", "advise_recorded",
@@ -38,10 +40,13 @@ __all__ = ["Advice", "PROFILE_MODES", "SERVING_TABLE_COLUMNS", "ServingSLO", "ad
 RUN_KEYS = ["mode", "layout", "load"]
 #: Modes that profile the roles (no arrivals): predictions start from them; they have no goodput.
 PROFILE_MODES = ("alone", "paired")
+#: The tails whose spread between rounds serving_table gives (``<tail>_spread_ms``).
+SPREAD_OF = ("itl_p50_ms", "itl_p99_ms", "ttft_p50_ms", "ttft_p99_ms")
 SERVING_TABLE_COLUMNS = ["mode", "layout", "decode_sm_count", "prefill_sm_count", "load", "pattern", "burst",
                          "rate_rps", "gaps", "itl_p50_ms", "itl_p99_ms", "itl_max_ms", "requests", "served",
                          "ttft_p50_ms", "ttft_p99_ms", "queue_p50_ms", "service_p50_ms", "decode_tokens_per_s",
-                         "prefill_tokens_per_s", "window_ms", "run_ms"]
+                         "prefill_tokens_per_s", "window_ms", "run_ms", "rounds",
+                         *(c.replace("_ms", "_spread_ms") for c in SPREAD_OF)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,24 +96,55 @@ def _q(values, q: float) -> float:
     return float(v[lo] + (v[hi] - v[lo]) * (pos - lo))
 
 
+def _rounds(g: pd.DataFrame):
+    """The rows of each round of one run (one round where the rows carry none)."""
+    if "round" not in g.columns:
+        return [g]
+    return [part for _, part in g.groupby("round", sort=True)]
+
+
+def _spread(values: list[float]) -> float:
+    """How far the rounds' values of one tail lie apart (largest - smallest; 0 when every round's is
+    infinite, inf when some are and some are not; NaN with no value)."""
+    v = np.asarray([x for x in values if not math.isnan(x)], dtype=float)
+    if not len(v):
+        return math.nan
+    if np.isinf(v).all():
+        return 0.0
+    return float(v.max() - v.min())
+
+
+def _tails(g: pd.DataFrame) -> dict:
+    gaps, reqs = g[g["record"] == "gap"], g[g["record"] == "request"]
+    return {"itl_p50_ms": _q(gaps["itl_ms"], 0.5), "itl_p99_ms": _q(gaps["itl_ms"], 0.99),
+            "ttft_p50_ms": _q(reqs["ttft_ms"], 0.5), "ttft_p99_ms": _q(reqs["ttft_ms"], 0.99)}
+
+
 def _one_run(keys, g: pd.DataFrame) -> dict:
+    """One run's row, its rounds pooled: tails over every round's gaps and requests, throughputs over
+    the rounds' windows together, GPU time summed, and each tail's spread between the rounds."""
     gaps, reqs = g[g["record"] == "gap"], g[g["record"] == "request"]
     first = g.iloc[0]
-    window = float(first["window_ms"])
+    parts = _rounds(g)
+    window = float(sum(float(part["window_ms"].iloc[0]) for part in parts))
+    run_ms = float(sum(float(part["run_ms"].iloc[0]) for part in parts))
+    per_round = [_tails(part) for part in parts]
     served = reqs[reqs["ttft_ms"].notna()]
+    pooled = _tails(g)
     return {
         **dict(zip(RUN_KEYS, keys)), "decode_sm_count": int(first["decode_sm_count"]),
         "prefill_sm_count": int(first["prefill_sm_count"]), "pattern": str(first["pattern"]),
         "burst": int(first["burst"]), "rate_rps": float(first["rate_rps"]),
-        "gaps": len(gaps), "itl_p50_ms": _q(gaps["itl_ms"], 0.5), "itl_p99_ms": _q(gaps["itl_ms"], 0.99),
+        "gaps": len(gaps), "itl_p50_ms": pooled["itl_p50_ms"], "itl_p99_ms": pooled["itl_p99_ms"],
         "itl_max_ms": float(gaps["itl_ms"].max()) if len(gaps) else math.nan,
-        "requests": len(reqs), "served": len(served), "ttft_p50_ms": _q(reqs["ttft_ms"], 0.5),
-        "ttft_p99_ms": _q(reqs["ttft_ms"], 0.99), "queue_p50_ms": _q(served["queue_ms"], 0.5),
+        "requests": len(reqs), "served": len(served), "ttft_p50_ms": pooled["ttft_p50_ms"],
+        "ttft_p99_ms": pooled["ttft_p99_ms"], "queue_p50_ms": _q(served["queue_ms"], 0.5),
         "service_p50_ms": _q(served["end_ms"] - served["start_ms"], 0.5),
         "decode_tokens_per_s": float(gaps["tokens"].sum()) / window * 1e3 if len(gaps) and window > 0 else math.nan,
         "prefill_tokens_per_s": float(served["tokens"].sum()) / window * 1e3 if len(served) and window > 0
         else math.nan,
-        "window_ms": window, "run_ms": float(first["run_ms"]),
+        "window_ms": window, "run_ms": run_ms, "rounds": len(parts),
+        **{c.replace("_ms", "_spread_ms"): _spread([t[c] for t in per_round]) for c in SPREAD_OF},
     }
 
 
@@ -117,6 +153,12 @@ def serving_table(df: pd.DataFrame, slo: ServingSLO | None = None) -> pd.DataFra
     unserved requests, count as infinitely late), queueing and service medians, decode and prefill
     tokens per second over the run's window, and its GPU time (``run_ms``), with the identity
     columns of the measurement it came from (results of several cards or runs stay apart).
+
+    A run measured in several rounds (``serve(rounds=...)``) is one row: its tails over the gaps and
+    requests of every round, its throughputs over the rounds' windows together, ``window_ms`` and
+    ``run_ms`` summed; ``rounds`` counts them and ``itl_p50_spread_ms``, ``itl_p99_spread_ms``,
+    ``ttft_p50_spread_ms``, ``ttft_p99_spread_ms`` say how far the rounds' own tails lie apart (largest
+    minus smallest: 0 with one round; inf where some rounds left requests unserved and some did not).
 
     With ``slo``: ``ttft_attainment`` (share of requests within ``slo.ttft_ms``) and ``meets_slo``.
     ``alone`` rows give the decode step's gaps (``prefill_sm_count`` 0) and the prefill service
@@ -157,8 +199,13 @@ def goodput_table(df_or_table: pd.DataFrame, slo: ServingSLO, pattern: str | Non
     """Per mode and layout: ``goodput_rps``, the highest measured rate whose run met ``slo`` (0 when
     none did), with that run's ITL p99, TTFT p50 and decode tokens per second. Accepts a serving
     result or its :func:`serving_table` with ``slo``. Only loads of one arrival ``pattern`` count
-    (a rate of bursts is another load than a Poisson rate); None: every load."""
+    (a rate of bursts is another load than a Poisson rate); None: every load. Where the runs were
+    measured in several rounds, the quoted tails' spreads between them (``itl_p99_spread_ms``,
+    ``ttft_p50_spread_ms``, :func:`serving_table`) come with them."""
     t = df_or_table if "meets_slo" in df_or_table.columns else serving_table(df_or_table, slo)
+    quoted = ["itl_p99_ms", "ttft_p50_ms", "decode_tokens_per_s"]
+    if "rounds" in t.columns and len(t) and t["rounds"].max() > 1:
+        quoted += ["itl_p99_spread_ms", "ttft_p50_spread_ms"]
     rows = []
     keys = [c for c in RUN_COLUMNS if c != "device_name" and c in t.columns]  # the run key, as the schema names it
     loaded = t[~t["mode"].isin(PROFILE_MODES)]
@@ -172,8 +219,7 @@ def goodput_table(df_or_table: pd.DataFrame, slo: ServingSLO, pattern: str | Non
                      "decode_sm_count": int(g["decode_sm_count"].iloc[0]),
                      "goodput_rps": float(best["rate_rps"]) if best is not None else 0.0,
                      "loads_met": len(ok), "loads": len(g),
-                     **{c: float(best[c]) if best is not None else math.nan
-                        for c in ("itl_p99_ms", "ttft_p50_ms", "decode_tokens_per_s")}})
+                     **{c: float(best[c]) if best is not None else math.nan for c in quoted}})
     return pd.DataFrame(rows)
 
 
@@ -184,7 +230,10 @@ def loads_of(df: pd.DataFrame) -> dict:
     reqs = df[(df["record"] == "request") & ~df["mode"].isin(PROFILE_MODES)]
     for load, g in reqs.groupby("load", sort=False):
         first = g[RUN_KEYS[:2]].iloc[0]
-        one = g[(g["mode"] == first["mode"]) & (g["layout"] == first["layout"])].sort_values("index")
+        one = g[(g["mode"] == first["mode"]) & (g["layout"] == first["layout"])]
+        if "round" in one.columns:  # every round saw the same arrivals: one round's
+            one = one[one["round"] == one["round"].iloc[0]]
+        one = one.sort_values("index")
         out[str(load)] = (float(one["rate_rps"].iloc[0]), one["arrival_ms"].to_numpy(float))
     return out
 
@@ -212,7 +261,10 @@ def ttft_queue(arrival_ms, service_ms: float, deadline_ms: float = math.inf) -> 
 
 
 def _busy_gaps(rows: pd.DataFrame) -> np.ndarray:
-    """ITLs of the gaps of ``rows`` (one run) that overlap a served request."""
+    """ITLs of the gaps of ``rows`` (one run, its rounds each on its own clock) that overlap a served
+    request of the same round."""
+    if "round" in rows.columns and rows["round"].nunique() > 1:
+        return np.concatenate([_busy_gaps(part) for part in _rounds(rows)])
     gaps = rows[rows["record"] == "gap"]
     reqs = rows[(rows["record"] == "request") & rows["ttft_ms"].notna()]
     s, e = gaps["start_ms"].to_numpy(float), gaps["end_ms"].to_numpy(float)
@@ -354,7 +406,8 @@ def advise(alone: pd.DataFrame, loads: dict, slo: ServingSLO, measure: Callable[
     if pred.empty:
         raise ValueError("advise needs alone rows of partitioned splits (serve(..., modes=('alone',)))")
     a = alone[alone["mode"].isin(PROFILE_MODES)]
-    cost = float(a.groupby(["mode", "layout", "decode_sm_count", "prefill_sm_count"])["run_ms"].first().sum())
+    runs = [c for c in ("mode", "layout", "decode_sm_count", "prefill_sm_count", "round") if c in a.columns]
+    cost = float(a.groupby(runs)["run_ms"].first().sum())  # each round's run counted once
     measured: list = []
     best_layout, best_rate, margin = None, 0.0, None
     for layout, promised, rates in _rank(pred, slo):
@@ -382,10 +435,13 @@ def trade_facts(table: pd.DataFrame) -> dict:
     for load, g in part.groupby("load", sort=False):
         g = g.sort_values("decode_sm_count")
         lo, hi = g.iloc[0], g.iloc[-1]
+        spread = {f"{c}_spread_ms": max(float(lo.get(f"{c}_spread_ms", 0.0)), float(hi.get(f"{c}_spread_ms", 0.0)))
+                  for c in ("itl_p99", "ttft_p50")}  # of the two rows quoted
         per_load.append({"load": load, "pattern": str(g["pattern"].iloc[0]), "small": int(lo["decode_sm_count"]),
                          "large": int(hi["decode_sm_count"]),
                          "itl_p99_small_ms": float(lo["itl_p99_ms"]), "itl_p99_large_ms": float(hi["itl_p99_ms"]),
-                         "ttft_p50_small_ms": float(lo["ttft_p50_ms"]), "ttft_p50_large_ms": float(hi["ttft_p50_ms"])})
+                         "ttft_p50_small_ms": float(lo["ttft_p50_ms"]), "ttft_p50_large_ms": float(hi["ttft_p50_ms"]),
+                         "rounds": int(min(lo.get("rounds", 1), hi.get("rounds", 1))), **spread})
     falls = [p["itl_p99_large_ms"] < p["itl_p99_small_ms"] for p in per_load]
     rises = [p["ttft_p50_large_ms"] > p["ttft_p50_small_ms"] for p in per_load]
     if not per_load:
@@ -396,6 +452,9 @@ def trade_facts(table: pd.DataFrame) -> dict:
                 f"{p['itl_p99_small_ms']:.3g} -> {p['itl_p99_large_ms']:.3g} ms, TTFT p50 "
                 f"{p['ttft_p50_small_ms']:.3g} -> {p['ttft_p50_large_ms']:.3g} ms; the decode tail falls at "
                 f"{sum(falls)} of {len(falls)} loads and the TTFT rises at {sum(rises)} of {len(rises)}")
+        if p["rounds"] > 1:  # the quoted tails are pooled over rounds: how far the rounds' own lie apart
+            text += (f" ({p['rounds']} rounds, whose own ITL p99 differ by up to {p['itl_p99_spread_ms']:.3g} ms "
+                     f"and TTFT p50 by up to {p['ttft_p50_spread_ms']:.3g} ms)")
     return {"per_load": per_load, "itl_falls": all(falls) and bool(falls), "ttft_rises": all(rises) and bool(rises),
             "text": text}
 
@@ -425,55 +484,6 @@ def advise_recorded(df: pd.DataFrame, slo: ServingSLO) -> tuple[Advice, dict]:
     return advice, {"grid_best_layout": str(best["layout"]), "grid_best_goodput_rps": float(best["goodput_rps"]),
                     "grid_cost_ms": grid_cost, "cost_share": advice.cost_ms / grid_cost if grid_cost else math.nan,
                     "reaches": reached / float(best["goodput_rps"]) if best["goodput_rps"] else math.nan}
-
-
-def _tick_times(trace: pd.DataFrame, partition: str) -> tuple[np.ndarray, np.ndarray]:
-    """Per clock tick kernel on ``partition``, in order: its CUPTI start, and the end of the last
-    other kernel before it (the decode step or request the tick closes)."""
-    k = trace[(trace["partition"] == partition) & (trace["activity"] == "kernel")].sort_values("start_ms")
-    ticks, ends, last = [], [], math.nan
-    for name, start, end in k[["name", "start_ms", "end_ms"]].itertuples(index=False):
-        if "gcx_tick" in name:
-            ticks.append(start)
-            ends.append(last)
-        elif "gcx_arrive" not in name:
-            last = end
-    return np.asarray(ticks, dtype=float), np.asarray(ends, dtype=float)
-
-
-def clock_agreement(rows: pd.DataFrame, trace: pd.DataFrame) -> dict:
-    """A partitioned run's GPU-clock numbers against a CUPTI kernel trace of it
-    (:func:`gcexplore.kernel_trace` around the split, as ``serve(trace=...)`` makes it).
-
-    ``rows``: one split's rows of a serving result (one load). The CUPTI ITL of a gap is the time
-    between the ends of the decode steps' last kernels on the decode partition (``p0``); a
-    request's CUPTI TTFT runs from its arrival to the end of the last prefill kernel before its
-    tick on the remainder. The first tick on each partition is the clock's warm-up. Returns the
-    ITL p50 / p99 of both and their ratios, the largest |gap stamps - CUPTI| and the share of gaps
-    within 1% + 20 us (gap by gap: a stamp late behind its step shows here even where the
-    quantiles hide it), and the same two for the TTFTs."""
-    gaps = rows[rows["record"] == "gap"].sort_values("index")
-    reqs = rows[(rows["record"] == "request") & rows["ttft_ms"].notna()].sort_values("index")
-    ticks, ends = (x[1:] for x in _tick_times(trace, "p0"))
-    if len(ticks) < len(gaps) + 1:
-        raise ValueError(f"the trace holds {len(ticks)} decode ticks for {len(gaps)} gaps: not a trace of this run")
-    cupti = np.diff(ends)[gaps["index"].to_numpy()[1:]]  # the first step has no previous step's end
-    mine = gaps["itl_ms"].to_numpy(float)[1:]
-    off = np.abs(mine - cupti)
-    out = {}
-    for q in (0.5, 0.99):
-        a, b = quantile(mine, q), quantile(cupti, q)
-        out.update({f"itl_p{int(q * 100)}_stamps_ms": a, f"itl_p{int(q * 100)}_cupti_ms": b,
-                    f"itl_p{int(q * 100)}_ratio": a / b})
-    out.update(itl_max_abs_diff_ms=float(off.max()) if len(off) else math.nan,
-               itl_within=float(np.mean(off <= 0.01 * cupti + 0.02)) if len(off) else math.nan)
-    _, rends = (x[1:] for x in _tick_times(trace, "remainder"))
-    ttft = reqs["ttft_ms"].to_numpy(float)
-    diff = ttft - (rends[reqs["index"].to_numpy()] - ticks[0] - reqs["arrival_ms"].to_numpy(float))
-    out.update(requests=len(reqs), ttft_p50_ms=quantile(ttft, 0.5) if len(ttft) else math.nan,
-               ttft_max_abs_diff_ms=float(np.abs(diff).max()) if len(diff) else math.nan,
-               ttft_within=float(np.mean(np.abs(diff) <= 0.01 * ttft + 0.02)) if len(diff) else math.nan)
-    return out
 
 
 def check_serving_rows(df: pd.DataFrame, where: str) -> None:

@@ -37,6 +37,8 @@ def add_serve(sub) -> None:
     s.add_argument("--burst", type=int_arg(1), default=8, help="requests per burst (default: %(default)s)")
     s.add_argument("--duration", type=float_arg, default=1.0, help="seconds of arrivals (default: %(default)s)")
     s.add_argument("--seed", type=int_arg(0), default=0)
+    s.add_argument("--rounds", type=int_arg(1), default=1,
+                   help="measure every split this many times, interleaved in shuffled rounds (default: 1)")
     s.add_argument("--layers", type=int_arg(1), default=4)
     s.add_argument("--batch", type=int_arg(1), default=32, help="sequences per decode step")
     s.add_argument("--kv-len", type=int_arg(1), default=2048)
@@ -96,7 +98,8 @@ def cmd_serve(args) -> int:
     if args.chunk > args.prompt:
         raise Usage(f"--chunk ({args.chunk}) must not exceed --prompt ({args.prompt})")
     from ..experiments.runner import MeasurementAborted
-    from .experiment import advise_split, serve
+    from .advisor import advise_split
+    from .experiment import serve
     from ..results.io import save
     from .roles import ModelShape, arrivals, decoder_stack
 
@@ -107,7 +110,7 @@ def cmd_serve(args) -> int:
     model = decoder_stack(ModelShape(layers=args.layers), batch=args.batch, kv_len=args.kv_len, prompt=args.prompt,
                           chunk=args.chunk, device=args.device)
     kw = dict(rates=args.rates, pattern=args.pattern, burst=args.burst, duration_s=args.duration, seed=args.seed,
-              graphs=not args.no_graphs, device=args.device, progress=print)
+              graphs=not args.no_graphs, device=args.device, progress=print, rounds=getattr(args, "rounds", 1))
     try:
         if args.advise:
             advice, df = advise_split(model, args.decode_sms, slo, **kw)
@@ -135,7 +138,11 @@ def _show(df, slo, pattern: str) -> None:
     from . import analysis as S
 
     t = S.serving_table(df, slo)
-    print(t[~t["mode"].isin(S.PROFILE_MODES)][_COLS].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    cols = _COLS if t["rounds"].max() <= 1 else [*_COLS[:7], "itl_p99_spread_ms", "ttft_p50_spread_ms", *_COLS[7:]]
+    print(t[~t["mode"].isin(S.PROFILE_MODES)][cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    if t["rounds"].max() > 1:
+        print(f"tails pooled over {int(t['rounds'].max())} rounds; *_spread_ms: largest minus smallest of the "
+              "rounds' own tails")
     print(one_line(S.trade_facts(t)["text"]))  # layouts and names from a recorded file: one line
     if slo is not None:
         print(f"goodput at {slo.text()} ({pattern} loads):")

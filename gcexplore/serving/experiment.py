@@ -32,8 +32,8 @@ from ..device import partitions
 from ..device.driver import check, device_info, use
 from ..experiments.engine import capture_graph
 from ..experiments.experiment import result_frame
-from ..experiments.runner import closing_bar, keeping, progress_lines
-from ..schema import new_run_id
+from ..experiments.runner import closing_bar, keeping, progress_lines, round_plan
+from ..schema import MAX_ROUNDS, new_run_id
 from .roles import ARRIVALS, ServingModel, arrivals
 
 __all__ = ["SERVING_MODES", "serve", "traced_splits"]
@@ -155,8 +155,8 @@ class _Decode:
             self._graph = None
 
 
-def _rows(mode, layout, dsm, psm, load, clock_read, steps, arr, served, model, run_ms_cap=None):
-    """Gap and request records of one run, times in ms from the run's first tick."""
+def _rows(mode, layout, dsm, psm, load, clock_read, steps, arr, served, model, rnd: int = 0):
+    """Gap and request records of one run (of round ``rnd``), times in ms from the run's first tick."""
     dstamp, rstart, rend = clock_read
     base = int(dstamp[0])
     d = (dstamp.astype(np.int64) - base) / 1e6
@@ -165,7 +165,7 @@ def _rows(mode, layout, dsm, psm, load, clock_read, steps, arr, served, model, r
     starts = (rstart[:n_served].astype(np.int64) - base) / 1e6
     window = float(ends.max()) if n_served else float(d[steps])
     common = dict(mode=mode, layout=layout, decode_sm_count=dsm, prefill_sm_count=psm, **load,
-                  window_ms=window, run_ms=float(max(d[steps], window)))
+                  window_ms=window, run_ms=float(max(d[steps], window)), round=int(rnd))
     rows = []
     for j in range(1, steps + 1):
         if d[j] > window and n_served:
@@ -269,7 +269,8 @@ def _time_sliced(clock, decode: _Decode, model: ServingModel, arr, deadline_ms: 
     return steps, finished
 
 
-def _load_columns(rate, pattern, burst, duration_s, seed) -> dict:
+def load_columns(rate, pattern, burst, duration_s, seed) -> dict:
+    """The load's columns of a serving row (its label, such as ``"poisson 20/s"``, rate, pattern...)."""
     label = f"{pattern} {rate:g}/s" + (f" x{burst}" if pattern == "burst" else "")
     return dict(load=label, rate_rps=float(rate), pattern=pattern, burst=int(burst if pattern == "burst" else 1),
                 duration_s=float(duration_s), seed=int(seed))
@@ -298,7 +299,7 @@ def _check(info, decode_sm_counts, rates, pattern, modes, duration_s):
 def serve(model: ServingModel, decode_sm_counts: Sequence[int], *, rates: Sequence[float] = (20.0,),
           pattern: str = "poisson", burst: int = 8, duration_s: float = 1.0, drain_s: float | None = None,
           seed: int = 0, modes: Sequence[str] = SERVING_MODES, graphs: bool = True, device: int = 0,
-          trace=None, progress=True):
+          rounds: int = 1, trace=None, progress=True):
     """Measure decode ITL and prefill TTFT per decode share and load.
 
     Parameters
@@ -323,6 +324,13 @@ def serve(model: ServingModel, decode_sm_counts: Sequence[int], *, rates: Sequen
     graphs : bool, default True
         Capture the decode step in a CUDA graph on each stream (where the model allows it).
     device : int, default 0
+    rounds : int, default 1
+        Times every split (and the whole-device baselines, as one visit) is measured, round by round:
+        in each round every visit once, on partitions, streams and decode graphs made afresh, and with
+        more than one round in a fresh shuffled order (seeded by the run id, as a sweep's rounds,
+        :func:`~gcexplore.experiments.runner.round_plan`), so drift falls on every split alike. Each
+        row carries its ``round``; :func:`~gcexplore.serving.analysis.serving_table` pools the rounds
+        and says how far they differ.
     trace : callable, optional
         ``trace(partitioning)`` returning a context manager entered around each split's runs
         (e.g. ``lambda parts: kernel_trace(parts)``), for checking the clocks against CUPTI.
@@ -336,8 +344,9 @@ def serve(model: ServingModel, decode_sm_counts: Sequence[int], *, rates: Sequen
         Result kind ``"serving"``: one row per decode gap (``record="gap"``: ``itl_ms``) and per request
         (``record="request"``: ``arrival_ms``, ``ttft_ms``, ``queue_ms``; NaN when unserved), with
         ``mode``, ``layout``, ``decode_sm_count``, ``prefill_sm_count``, the load's columns, the run's
-        ``window_ms`` (to its last served request) and ``run_ms`` (its GPU time). Times in ms from the
-        run's first decode tick. The identity columns are the card's and this process's (host, PyTorch).
+        ``window_ms`` (to its last served request), ``run_ms`` (its GPU time) and its ``round``. Times in
+        ms from the run's first decode tick. The identity columns are the card's and this process's
+        (host, PyTorch).
 
     Raises
     ------
@@ -347,48 +356,51 @@ def serve(model: ServingModel, decode_sm_counts: Sequence[int], *, rates: Sequen
     """
     import torch
 
+    rounds = as_int("rounds", rounds, minimum=1, maximum=MAX_ROUNDS)
     info = device_info(device)
     counts = _check(info, decode_sm_counts, list(rates), pattern, list(modes), duration_s)
     as_int("seed", seed, minimum=0)
     drain = duration_s if drain_s is None else float(drain_s)
     deadline = (duration_s + drain) * 1e3 + _LEAD_MS
-    loads = [(_load_columns(r, pattern, burst, duration_s, seed), arrivals(r, duration_s, seed=seed, pattern=pattern,
+    loads = [(load_columns(r, pattern, burst, duration_s, seed), arrivals(r, duration_s, seed=seed, pattern=pattern,
                                                                              burst=burst)) for r in rates]
     clock = _Clock(info, torch, max(_ALONE_REQUESTS, _PAIRED_REQUESTS, max(len(a) for _, a in loads)))
-    say, bar = progress_lines(progress, _runs(counts, modes, len(loads)), "serve", unit="run")
+    say, bar = progress_lines(progress, rounds * _runs(counts, modes, len(loads)), "serve", unit="run")
     rows: list[dict] = []
     run_id = new_run_id()
     extra = {"graphs": bool(graphs), "model": dict(model.description), "decode_tokens": model.decode_tokens,
              "prompt_tokens": model.prompt_tokens, "drain_s": drain, "lead_ms": _LEAD_MS, "modes": tuple(modes),
-             "decode_sm_counts": tuple(counts), "rates": tuple(float(r) for r in rates)}
+             "decode_sm_counts": tuple(counts), "rates": tuple(float(r) for r in rates), "rounds": rounds}
 
     def build(measured: list[dict]):
         return result_frame(measured, "serving", info, run_id=run_id, extra=extra)
 
-    no_load = _load_columns(1.0, "poisson", 1, duration_s, seed)
+    no_load = load_columns(1.0, "poisson", 1, duration_s, seed)
     no_load.update(load="alone", rate_rps=0.0)
     n = info.sm_count
 
-    def run_all(tag, dsm, psm, dstream, pstream, dwhere, *, alone: bool, loaded: bool, paired: bool = False):
+    def run_all(tag, dsm, psm, dstream, pstream, dwhere, *, rnd: int, alone: bool, loaded: bool,
+                paired: bool = False):
         clock.warm(dstream, pstream)
         dec = _Decode(model, dstream, dwhere, graphs, clock)
+        where = tag if rounds == 1 else f"{tag} round {rnd}"
         try:
             for piece in (model.prefill, *model.prefill_chunks):  # warm-up
                 piece(stream=pstream)
             pstream.sync()
             if alone:
                 steps, _ = _open_loop(clock, dec, pstream, model.prefill, [], math.inf, alone_decode=True)
-                rows.extend(_rows("alone", tag, dsm, 0, no_load, clock.read(steps, 0), steps, [], 0, model))
+                rows.extend(_rows("alone", tag, dsm, 0, no_load, clock.read(steps, 0), steps, [], 0, model, rnd))
                 still = np.zeros(_ALONE_REQUESTS)
                 served = _serve_alone(clock, pstream, model, still)
-                rows.extend(_rows("alone", tag, 0, psm, no_load, clock.read(0, served), 0, still, served, model))
-                say(f"{tag} alone: decode and prefill measured by themselves")
+                rows.extend(_rows("alone", tag, 0, psm, no_load, clock.read(0, served), 0, still, served, model, rnd))
+                say(f"{where} alone: decode and prefill measured by themselves")
             if paired:
                 still = np.zeros(_PAIRED_REQUESTS)
                 steps, served = _open_loop(clock, dec, pstream, model.prefill, still, math.inf)
                 rows.extend(_rows("paired", tag, dsm, psm, dict(no_load, load="paired"), clock.read(steps, served),
-                                  steps, still, served, model))
-                say(f"{tag} paired: {served} requests back to back next to {steps} decode steps")
+                                  steps, still, served, model, rnd))
+                say(f"{where} paired: {served} requests back to back next to {steps} decode steps")
             for load, arr in loads if loaded else []:
                 arr = arr + _LEAD_MS
                 if tag == "time_sliced":
@@ -396,28 +408,33 @@ def serve(model: ServingModel, decode_sm_counts: Sequence[int], *, rates: Sequen
                 else:
                     steps, served = _open_loop(clock, dec, pstream, model.prefill, arr, deadline)
                 mode = "partitioned" if "+" in tag else tag
-                rows.extend(_rows(mode, tag, dsm, psm, load, clock.read(steps, served), steps, arr, served, model))
-                say(f"{tag} {load['load']}: {steps} decode steps, {served}/{len(arr)} requests served")
+                rows.extend(_rows(mode, tag, dsm, psm, load, clock.read(steps, served), steps, arr, served, model,
+                                  rnd))
+                say(f"{where} {load['load']}: {steps} decode steps, {served}/{len(arr)} requests served")
         finally:
             dec.close()
 
-    with closing_bar(bar), keeping(rows, build, "the serving run"):  # a failure or Ctrl-C keeps every run before
-        if {"partitioned", "alone", "paired"} & set(modes):
-            for k in counts:
+    # each round's visits: every split, then the whole device (its baselines, on fresh streams)
+    visits = [(f"split {k}", k) for k in counts] if {"partitioned", "alone", "paired"} & set(modes) else []
+    visits += [("whole device", None)] if {"streams", "alone", "time_sliced"} & set(modes) else []
+    with closing_bar(bar), keeping(rows, build, "the serving run"):  # a failure or Ctrl-C keeps every run before it
+        for _, (k, rnd) in round_plan(visits, rounds, rounds, seed=run_id):
+            if k is not None:
                 with partitions.split([k], device=info.index, rounding="exact") as parts:
                     dpart, ppart = parts[0], parts.remainder
                     with trace(parts) if trace is not None else contextlib.nullcontext():
                         run_all(f"{dpart.sm_count}+{ppart.sm_count}", dpart.sm_count, ppart.sm_count, dpart.stream,
-                                ppart.stream, dpart, alone="alone" in modes, loaded="partitioned" in modes,
-                                paired="paired" in modes)
+                                ppart.stream, dpart, rnd=rnd.index, alone="alone" in modes,
+                                loaded="partitioned" in modes, paired="paired" in modes)
                 torch.cuda.empty_cache()
-        with partitions.whole_device(info.index, streams=2) as whole:
-            if "streams" in modes or "alone" in modes:
-                run_all("streams", n, n, whole.streams[0], whole.streams[1], info.index, alone="alone" in modes,
-                        loaded="streams" in modes)
-            if "time_sliced" in modes:
-                run_all("time_sliced", n, n, whole.streams[0], whole.streams[0], info.index, alone=False,
-                        loaded=True)
+                continue
+            with partitions.whole_device(info.index, streams=2) as whole:
+                if "streams" in modes or "alone" in modes:
+                    run_all("streams", n, n, whole.streams[0], whole.streams[1], info.index, rnd=rnd.index,
+                            alone="alone" in modes, loaded="streams" in modes)
+                if "time_sliced" in modes:
+                    run_all("time_sliced", n, n, whole.streams[0], whole.streams[0], info.index, rnd=rnd.index,
+                            alone=False, loaded=True)
     return build(rows)
 
 
@@ -445,43 +462,6 @@ def _serve_alone(clock, pstream, model: ServingModel, arr) -> int:
         clock.tick(pstream, clock.end, i)
     pstream.sync()
     return len(arr)
-
-
-
-def advise_split(model: ServingModel, decode_sm_counts: Sequence[int], slo, *, rates: Sequence[float],
-                 pattern: str = "poisson", burst: int = 8, duration_s: float = 1.0, drain_s: float | None = None,
-                 seed: int = 0, graphs: bool = True, device: int = 0, alone=None, progress=None):
-    """The decode share meeting ``slo`` (a :class:`~gcexplore.serving.analysis.ServingSLO`) with the
-    highest goodput among ``decode_sm_counts`` x ``rates``, measuring only what it must: each role
-    alone and both paired on every candidate partition (or the ``alone`` and ``paired`` rows given,
-    as ``alone``), then the splits and rates
-    that predictions from those cannot settle (:func:`gcexplore.serving.analysis.advise`).
-
-    Returns ``(advice, measured)``: the :class:`~gcexplore.serving.analysis.Advice` (split, goodput,
-    predictions, GPU-time cost) and the serving rows it measured (alone rows included).
-    """
-    import pandas as pd
-
-    from .analysis import advise, serving_table
-
-    kw = dict(pattern=pattern, burst=burst, duration_s=duration_s, drain_s=drain_s, seed=seed, graphs=graphs,
-              device=device, progress=progress)
-    if alone is None:
-        alone = serve(model, decode_sm_counts, rates=rates, modes=("alone", "paired"), **kw)
-    loads = {_load_columns(r, pattern, burst, duration_s, seed)["load"]:
-             (float(r), arrivals(r, duration_s, seed=seed, pattern=pattern, burst=burst)) for r in rates}
-    frames = [alone]
-
-    def measure(layout: str, rate: float):
-        df = serve(model, [int(layout.split("+")[0])], rates=[rate], modes=("partitioned",), **kw)
-        frames.append(df)
-        return serving_table(df, slo)
-
-    drain = duration_s if drain_s is None else drain_s
-    advice = advise(alone, loads, slo, measure, deadline_ms=(duration_s + drain) * 1e3)
-    measured = pd.concat(frames, ignore_index=True)
-    measured.attrs.update(alone.attrs)
-    return advice, measured
 
 
 def _runs(counts, modes, loads: int) -> int:
