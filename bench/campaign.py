@@ -12,7 +12,7 @@ Usage (a multi-GPU machine, from the project root, Dask distributed and PyTorch 
     python3 bench/campaign.py --out DIR --alone-again    # no GPU: campaign vs alone again, floors of now
 
 One grid (16 tasks: 4 pairs -- compute+memory, compute+copy, a PyTorch attention+sort
-and a GEMM-chain+layer-norm factory from bench/campaign_pairs.py -- x 4 split sets of 2
+and a GEMM-chain+layer-norm factory from gcexplore/workloads/torch_pairs.py -- x 4 split sets of 2
 sizes) runs on 1, then 2, 4 and 8 GPUs (one worker each; a count above the GPUs here is said, not run),
 timed as the caller of ``gx.campaign`` sees it:
 
@@ -78,8 +78,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))  # the workers
 
-PAIRS = [["compute", "memory"], ["compute", "copy"], "bench.campaign_pairs:attention_sort",
-         "bench.campaign_pairs:gemm_layernorm"]
+PAIRS = [["compute", "memory"], ["compute", "copy"], "gcexplore.workloads.torch_pairs:attention_sort",
+         "gcexplore.workloads.torch_pairs:gemm_layernorm"]
 EXPERIMENT = "sweep"  # (the CPU test swaps in the stand-in experiment and pairs)
 
 from gcexplore.campaigns.phases import engine_records, rest_phases  # noqa: E402 (ROOT on the path first)
@@ -589,7 +589,7 @@ def main() -> int:
     splits = _split_sets(args.step)
     print(f"{len(PAIRS)} pairs x {len(splits)} split sets {splits}, {args.repeats} repetitions; GPUs {counts}",
           flush=True)
-    import bench.campaign_pairs  # noqa: F401 (the client's own import of the factories, paid before any timing)
+    import gcexplore.workloads.torch_pairs  # noqa: F401 (the client's own import of the factories, paid before any timing)
     import distributed  # noqa: F401 (and of Dask: the first campaign of a process pays it, the later ones do not)
 
     _prime_here()

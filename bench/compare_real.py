@@ -53,7 +53,7 @@ from gcexplore import workloads as W
 from gcexplore.analysis import stats as S
 from gcexplore.analysis.comparison import compare, decide
 from gcexplore.analysis.tuning import gpu_time_ms
-from _needs import needs  # noqa: E402
+from gcexplore.cli.needs import needs
 
 KINDS = ("compute", "memory", "gemm", "attention", "sort", "fft")
 #: The campaign bench's workloads (bench/campaign.py, bench/campaign_pairs.py), measured by name so

@@ -24,7 +24,6 @@ from pathlib import Path
 
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gcexplore.trace.collector import preload_cupti
 
 preload_cupti()  # the newest CUPTI in the environment, before PyTorch loads its own
@@ -32,7 +31,7 @@ preload_cupti()  # the newest CUPTI in the environment, before PyTorch loads its
 import gcexplore
 from gcexplore.analysis import trace as busy
 from gcexplore.trace import features as F
-from _needs import needs  # noqa: E402
+from gcexplore.cli.needs import needs  # noqa: E402
 
 
 def attribution(df: pd.DataFrame, trace: pd.DataFrame) -> pd.DataFrame:
@@ -54,10 +53,10 @@ def attribution(df: pd.DataFrame, trace: pd.DataFrame) -> pd.DataFrame:
 
 def trace_pair(*, n: int = 8192, mib: int = 512, repeats: int = 5, device: int = 0):
     """``(df, trace)`` of the PyTorch pair at 24 + rest, every mode, fresh green contexts."""
-    from torch_pair import matmul_sigmoid
+    from gcexplore.workloads.torch_pairs import matmul_sigmoid
 
     gcexplore.release_contexts()  # new contexts, so CUPTI reports their creation
-    _, wls = matmul_sigmoid(device, n=n, mib=mib)
+    wls = matmul_sigmoid(device, n=n, mib=mib)
     return gcexplore.profile_overlap(wls, [24], repeats=repeats, warmup=1, trace=True, device=device)
 
 

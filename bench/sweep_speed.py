@@ -9,7 +9,7 @@ against the sweep.
 
 Goal (issue 3): wall time at most 1.5x the floor; issue 29: at most 1.15x.
 
-``--pair torch`` sweeps the PyTorch matmul + sigmoid pair (bench/torch_pair.py) instead;
+``--pair torch`` sweeps the PyTorch matmul + sigmoid pair (gcexplore.workloads.torch_pairs) instead;
 ``--profile FILE`` writes the sweep's cProfile (by own time and by cumulative time) to FILE,
 to see where the host's time goes; ``--save FILE`` keeps the rows.
 
@@ -26,7 +26,7 @@ import pandas as pd
 
 import gcexplore
 from gcexplore import workloads as W
-from _needs import needs  # noqa: E402
+from gcexplore.cli.needs import needs
 
 
 def main(argv=None) -> int:
@@ -43,9 +43,9 @@ def main(argv=None) -> int:
 
     info = gcexplore.device_info(args.device)
     if args.pair == "torch":
-        from torch_pair import matmul_sigmoid
+        from gcexplore.workloads.torch_pairs import matmul_sigmoid
 
-        pair, owned = matmul_sigmoid(info.index)[1], []
+        pair, owned = matmul_sigmoid(info.index), []
     else:
         owned = [W.compute(device=info.index), W.memory(device=info.index)]
         pair = {"compute": owned[0], "memory": owned[1]}

@@ -402,7 +402,7 @@ def _bench_on_the_stand_in(monkeypatch):
     monkeypatch.setattr(bench, "_split_sets", lambda step: [[8], [16, 24]])
     monkeypatch.setattr(bench, "_prime_here", lambda: None)
     monkeypatch.setattr(campaigns, "visible_gpus", lambda: ["0", "1"])
-    monkeypatch.setitem(sys.modules, "bench.campaign_pairs", types.ModuleType("bench.campaign_pairs"))  # no PyTorch
+    monkeypatch.setitem(sys.modules, "gcexplore.workloads.torch_pairs", types.ModuleType("gcexplore.workloads.torch_pairs"))  # no PyTorch
     return bench
 
 

@@ -13,12 +13,13 @@ import torch.nn.functional as F
 
 from .workload import from_torch
 
-__all__ = ["attention_sort", "gemm_layernorm", "matmul_sigmoid"]
+__all__ = ["attention_sort", "gemm_layernorm", "matmul_sigmoid", "matmul_sigmoid_calls"]
 
 
-def matmul_sigmoid(device: int = 0, *, n: int = 8192, mib: int = 512) -> dict:
-    """The design's pair: an ``n``^3 bf16 matmul (declared FLOPs) and a sigmoid over ``mib`` MiB of
-    fp32 (declared bytes: read and written once); 8192 and 512 by default."""
+def matmul_sigmoid_calls(device: int = 0, *, n: int = 8192, mib: int = 512) -> tuple[dict, dict]:
+    """The design's pair as plain calls and its declared work: ``({"matmul": fn, "sigmoid": fn},
+    {name: {"flops": ...} or {"bytes": ...}})``, each fn a no-argument call on the current PyTorch
+    stream (for a hand-written reference that times them without gcexplore)."""
     a = torch.randn(n, n, device=f"cuda:{device}", dtype=torch.bfloat16)
     b = torch.randn(n, n, device=f"cuda:{device}", dtype=torch.bfloat16)
     c = torch.empty(n, n, device=f"cuda:{device}", dtype=torch.bfloat16)
@@ -32,8 +33,15 @@ def matmul_sigmoid(device: int = 0, *, n: int = 8192, mib: int = 512) -> dict:
     def sigmoid():
         torch.sigmoid(x, out=y)
 
-    return {"matmul": from_torch(matmul, name="matmul", flops=2.0 * n ** 3),
-            "sigmoid": from_torch(sigmoid, name="sigmoid", bytes=2.0 * x.nbytes)}
+    declared = {"matmul": {"flops": 2.0 * n ** 3}, "sigmoid": {"bytes": 2.0 * x.nbytes}}
+    return {"matmul": matmul, "sigmoid": sigmoid}, declared
+
+
+def matmul_sigmoid(device: int = 0, *, n: int = 8192, mib: int = 512) -> dict:
+    """The design's pair as workloads: an ``n``^3 bf16 matmul (declared FLOPs) and a sigmoid over ``mib``
+    MiB of fp32 (declared bytes: read and written once); 8192 and 512 by default."""
+    calls, work = matmul_sigmoid_calls(device, n=n, mib=mib)
+    return {k: from_torch(fn, name=k, **work[k]) for k, fn in calls.items()}
 
 
 def attention_sort(device: int = 0, seq: int = 2048, heads: int = 16, dim: int = 64, n: int = 1 << 23) -> dict:
