@@ -50,7 +50,7 @@ import pandas as pd
 
 import gcexplore
 from gcexplore import workloads as W
-from gcexplore.analysis.calibration import (floor_rows, gpu_ms, judge, pair_processes, pooled_floor, rates,
+from gcexplore.analysis.sequential import (floor_rows, gpu_ms, judge, pair_processes, pooled_floor, rates,
                                             recompute_frames, write_floors)
 from gcexplore.analysis.tuning import gpu_time_ms
 from gcexplore.workloads.examples import SHIFTED_KINDS, TORCH_KINDS, shifted as build
@@ -123,7 +123,7 @@ def causes(args) -> list[dict]:
 def processes(args, out: Path, device_name: str) -> tuple[list[pd.DataFrame], list[dict]]:
     """``--processes`` runs of each of ``--process-kinds``, each run its own Python process (one
     process measures every kind once: an unshifted and a shifted side); the sides are paired across
-    processes and the floors taken from them by :func:`gcexplore.analysis.calibration.pair_processes`.
+    processes and the floors taken from them by :func:`gcexplore.analysis.sequential.pair_processes`.
     A process that fails is left out (its neighbours paired)."""
     import subprocess
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 
 import gcexplore
-from gcexplore.analysis import calibration
-from gcexplore.analysis.calibration import logged, run_pairs, summarize
+from gcexplore.analysis import sequential as calibration
+from gcexplore.analysis.sequential import logged, run_pairs, summarize
 from gcexplore.workloads.examples import shifted
 
 

@@ -27,7 +27,7 @@ def _block() -> str:
 
 @pytest.fixture(scope="module")
 def recomputed():
-    from gcexplore.analysis.calibration import recompute_frames
+    from gcexplore.analysis.sequential import recompute_frames
 
     recorded = json.loads((DATA / "compare_real.json").read_text())
     return recompute_frames(pd.read_parquet(DATA / "compare_real_raw.parquet"),

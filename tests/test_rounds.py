@@ -418,7 +418,7 @@ def test_null_runs_with_a_stray_round_are_never_fast_or_slow():
 
 
 def _compare_real():
-    from gcexplore.analysis import calibration
+    from gcexplore.analysis import sequential as calibration
 
     return calibration
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import gcexplore
-from gcexplore.analysis import calibration as U
+from gcexplore.analysis import sequential as U
 from gcexplore.analysis.comparison import compare
 from gcexplore.analysis.sequential import compare_until_decided
 from gcexplore.analysis.stats import Floor, round_ratio_ci
