@@ -180,7 +180,8 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
     if warm is not None:
         bad = [m for m in warm if not MODULE_NAME.match(str(m))]
         if bad:
-            raise ValueError(f"warm names modules to import, such as 'gcexplore.workloads.torch_pairs'; got {bad}")
+            raise ValueError("warm names modules to import, such as 'gcexplore.workloads.torch_pairs'; "
+                             f"got {bad}")
     preload, preload_env = {}, {}
     if warm is not None:
         from ._preload import ENV, dask_setup
@@ -290,7 +291,8 @@ def start_forkserver(modules: Sequence[str] = (), *, wait: bool = False) -> dict
 
     bad = [m for m in modules if not MODULE_NAME.match(str(m))]
     if bad:
-        raise ValueError(f"the forkserver imports modules by name, such as 'gcexplore.workloads.torch_pairs'; got {bad}")
+        raise ValueError("the forkserver imports modules by name, such as 'gcexplore.workloads.torch_pairs'; "
+                         f"got {bad}")
     from ._fork_preload import ENV, MODULE, report_to
 
     with _FORK_LOCK:
