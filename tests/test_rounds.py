@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import gcexplore
-from _compare_data import sweep
+from gcexplore.results.synthetic import sweep
 from gcexplore.analysis.comparison import compare, row_verdict
 from gcexplore.analysis.stats import (DEFAULT_FLOOR, Floor, noise_floor, round_ratio_ci, rounds_needed, t_cdf,
                                       t_quantile)

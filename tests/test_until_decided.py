@@ -277,7 +277,7 @@ def test_the_shipped_e1_recordings_with_two_runs_at_most_replay_to_their_rates(n
 def _recorded_sweep(tmp_path, name, seed, recipes, shift=1.0, rounds=1, card="Test GPU", graphs=False):
     import socket
 
-    from _compare_data import sweep
+    from gcexplore.results.synthetic import sweep
 
     df = sweep(seed, shift=shift, rounds=rounds, round_sigma=0.002, device_name=card, step=32)
     df["host"] = socket.gethostname()
@@ -291,7 +291,7 @@ def _recorded_sweep(tmp_path, name, seed, recipes, shift=1.0, rounds=1, card="Te
 def _fake_card(monkeypatch, calls, shift):
     import types
 
-    from _compare_data import sweep
+    from gcexplore.results.synthetic import sweep
     from gcexplore import device
     from gcexplore.experiments import rerun
 
@@ -347,7 +347,7 @@ def test_compare_until_decided_refuses_sides_it_cannot_measure_again(tmp_path, m
 
 
 def test_a_cli_measurement_records_its_built_in_recipes(tmp_path, monkeypatch):
-    from _compare_data import sweep
+    from gcexplore.results.synthetic import sweep
     from gcexplore.cli import commands
     from gcexplore.cli.decide import recipes_text
 
