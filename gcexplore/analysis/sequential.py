@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..results.files import atomic_write
 from . import stats as S
 from .comparison import Comparison, compare, decide
 from .stats import Floor
@@ -264,7 +265,8 @@ def pooled_floor(raw: pd.DataFrame, confidence: float = 0.95) -> dict:
 
 def write_floors(floors: list[dict], path) -> None:
     """Floor rows (:func:`floor_rows`) as a ``noise_floor.csv`` in the columns the package reads."""
-    pd.DataFrame(floors, columns=S.FLOOR_COLUMNS).to_csv(path, index=False)
+    table = pd.DataFrame(floors, columns=S.FLOOR_COLUMNS)
+    atomic_write(Path(path), lambda tmp: table.to_csv(tmp, index=False))
 
 
 def pair_processes(frames: list[pd.DataFrame], kinds, device_name: str, source: str = "") -> tuple[list, list]:
@@ -402,8 +404,9 @@ def run_pairs(order, make, max_runs: int, budget_s: float = 0.0, out: Path | Non
                       "gpu_ms_one_run": sum(gpu_ms(s[0]) for s in sides.values()),
                       "floor": c.settings["floor_text"], "ratio_median": float(c.table["ratio"].median())})
         say(json.dumps(pairs[-1], default=str))
-        if out is not None:
-            pd.concat(log, ignore_index=True).to_parquet(out / "until_raw.parquet")  # kept if stopped later
+        if out is not None:  # kept if stopped later
+            sides_so_far = pd.concat(log, ignore_index=True)
+            atomic_write(Path(out) / "until_raw.parquet", sides_so_far.to_parquet)
     return pairs
 
 

@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..results.files import atomic_write
+from ..schema import identity_name
 from . import timing as T
 from .phases import engine_records
 
@@ -91,8 +93,7 @@ def _child(job: dict) -> int:
     run["timings"]["process_to_call_s"] = run["wall0"] - born  # Python's start and the imports of gcexplore and Dask
     run["end_to_end_s"] += run["wall0"] - born
     run["wall0"], run["mode"] = born, "first" + run["mode"][len("cold"):]
-    with open(job["out"], "wb") as f:
-        pickle.dump(run, f)
+    atomic_write(Path(job["out"]), lambda tmp: Path(tmp).write_bytes(pickle.dumps(run)))
     return 0
 
 
@@ -354,7 +355,7 @@ def _alone_again(out: Path) -> int:
     camp = camp[camp["task_key"].isin(set(alone["task_key"]))]
     ag = T.agreement(alone, camp)
     pairs = dict(zip(camp["task_key"], camp["pair"]))
-    pd.DataFrame(ag["rows"]).to_csv(out / "campaign_vs_alone_again.csv", index=False)
+    atomic_write(out / "campaign_vs_alone_again.csv", lambda tmp: pd.DataFrame(ag["rows"]).to_csv(tmp, index=False))
     print(f"campaign vs alone again: {ag['inside_rounds_95']} of {ag['comparisons']} in the combined interval "
           f"(floors {'; '.join(ag['floors'])}); {ag['inside_95']} of {ag['comparisons']} repetition intervals; "
           f"largest median ratio {ag['worst_ratio']:.4f} at {' '.join(ag['worst_at'])}\noutside: {T.misses(ag, pairs)}")
@@ -401,7 +402,8 @@ def _report(runs: list[dict], direct, out: Path, splits, repeats: int, missing: 
                 "mode"] else None
             run["agreement"] = T.agreement(ref["df"], run["df"]) if ref is not None and ref is not run else None
         r["agreement"] = run["agreement"]
-    cards = sorted(set(runs[-1]["df"]["device_name"] + " " + runs[-1]["df"]["device_uuid"]))
+    last = runs[-1]["df"]
+    cards = sorted(set(last["device_name"] + " " + last[identity_name("uuid")]))
     two = next((run for run in runs if run["n"] == 2), None)
     if two is not None:
         gx.save(two["df"], out / "campaign.parquet")
@@ -446,13 +448,14 @@ def _report(runs: list[dict], direct, out: Path, splits, repeats: int, missing: 
         lines += more
         import pandas as pd
 
-        pd.DataFrame(alone["rows"]).to_csv(out / "campaign_vs_alone.csv", index=False)
-    (out / "campaign_bench.json").write_text(json.dumps({"cards": cards, "splits": splits, "repeats": repeats,
-                                                         "runs": res, "alone": alone}, indent=1, default=str))
+        atomic_write(out / "campaign_vs_alone.csv", lambda tmp: pd.DataFrame(alone["rows"]).to_csv(tmp, index=False))
+    data = json.dumps({"cards": cards, "splits": splits, "repeats": repeats, "runs": res, "alone": alone}, indent=1,
+                      default=str)
+    atomic_write(out / "campaign_bench.json", lambda tmp: Path(tmp).write_text(data))
     failed = sum(r["failed"] for r in res)
     lines.append(f"failed tasks: {failed or 'none'}")
     text = "\n".join(lines)
-    (out / "campaign_bench.md").write_text(text + "\n")
+    atomic_write(out / "campaign_bench.md", lambda tmp: Path(tmp).write_text(text + "\n"))
     print(text, flush=True)
     return failed
 
