@@ -127,3 +127,23 @@ def test_the_checks_catch_what_they_name():
         assert len(loading_violations(source)) == 1, source
     ok = 'subprocess.run([sys.executable, str(ROOT / "bench" / "predict_residuals.py"), "--help"])'
     assert loading_violations(ok) == []
+
+
+def test_needs_says_in_one_line_what_a_script_lacks_and_exits_2(monkeypatch, capsys):
+    from gcexplore.cli.needs import needs
+
+    monkeypatch.setattr("sys.argv", ["bench/some_script.py"])
+    needs(gpu=False, modules=("json",))  # here: nothing to say
+    with pytest.raises(SystemExit) as e:
+        needs(gpu=False, modules=("json", "no_such_module_gcx"))
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err == "bench/some_script.py needs no_such_module_gcx, not installed here\n"
+
+
+def test_an_unknown_calibration_kind_is_refused_with_the_kinds_there_are():
+    from gcexplore.workloads.examples import CAMPAIGN_KINDS, SHIFTED_KINDS, shifted
+
+    with pytest.raises(ValueError, match="unknown kind 'gemmm'; kinds are compute, memory") as e:
+        shifted("gemmm", 0.0, 0)
+    assert all(k in str(e.value) for k in SHIFTED_KINDS + CAMPAIGN_KINDS)
