@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._needs import needs  # noqa: E402
+from gcexplore.cli.needs import needs
 
 
 def _md(df) -> str:

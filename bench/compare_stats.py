@@ -16,11 +16,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-
-from _compare_data import sweep, typical_spread  # noqa: E402
+sys.path.insert(0, str(ROOT))
 
 from gcexplore.analysis.comparison import compare  # noqa: E402
+from gcexplore.results.synthetic import sweep, typical_spread  # noqa: E402
 
 
 def rates(seeds: int, reps: int, sigma: float, shift: float) -> dict:

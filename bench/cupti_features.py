@@ -24,7 +24,6 @@ from pathlib import Path
 
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gcexplore.trace.collector import preload_cupti
 
 preload_cupti()  # the newest CUPTI in the environment, before PyTorch loads its own
@@ -32,32 +31,15 @@ preload_cupti()  # the newest CUPTI in the environment, before PyTorch loads its
 import gcexplore
 from gcexplore.analysis import trace as busy
 from gcexplore.trace import features as F
-from _needs import needs  # noqa: E402
-
-
-def attribution(df: pd.DataFrame, trace: pd.DataFrame) -> pd.DataFrame:
-    """Per mode and workload: kernels, % in the placed partition, the partition and its SM
-    counts (gcexplore's and CUPTI's context record)."""
-    placed = {(r.layout, r.mode, r.workload): (r.partition, int(r.sm_count)) for r in df.itertuples()}
-    records = {g["partition"]: g.get("num_multiprocessors") for g in trace.attrs.get("green_contexts", [])
-               if g.get("source") in ("CONTEXT", "GREEN_CONTEXT")}  # CUPTI's, not gcexplore's own count
-    rows = []
-    for (mode, workload), g in trace.groupby(["mode", "workload"], sort=True):
-        want = {placed[(r.layout, r.mode, r.workload)] for r in g.itertuples()}
-        right = [(r.partition, int(r.sm_count)) in want for r in g.itertuples()]
-        part = g["partition"].iloc[0]
-        rows.append({"mode": mode, "workload": workload, "kernels": len(g), "right_pct": 100.0 * sum(right) / len(g),
-                     "partition": part, "sm_count": int(g["sm_count"].iloc[0]),
-                     "cupti_sm_count": records.get(part)})
-    return pd.DataFrame(rows)
+from gcexplore.cli.needs import needs  # noqa: E402
 
 
 def trace_pair(*, n: int = 8192, mib: int = 512, repeats: int = 5, device: int = 0):
     """``(df, trace)`` of the PyTorch pair at 24 + rest, every mode, fresh green contexts."""
-    from torch_pair import matmul_sigmoid
+    from gcexplore.workloads.torch_pairs import matmul_sigmoid
 
     gcexplore.release_contexts()  # new contexts, so CUPTI reports their creation
-    _, wls = matmul_sigmoid(device, n=n, mib=mib)
+    wls = matmul_sigmoid(device, n=n, mib=mib)
     return gcexplore.profile_overlap(wls, [24], repeats=repeats, warmup=1, trace=True, device=device)
 
 
@@ -95,7 +77,7 @@ def main(argv=None) -> int:
     refused = tr.attrs["cupti_refused"]
     for name in F.FEATURES:
         print(f"  {name:13s} {'offered' if name not in refused else 'refused: ' + refused[name]}")
-    table = attribution(df, tr)
+    table = busy.attribution(df, tr)
     print(table.to_string(index=False))
     others = what_refuses(tr)
     for name, text in others.items():

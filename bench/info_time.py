@@ -60,7 +60,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True, help="folder for info_time.json")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    from _needs import needs
+    from gcexplore.cli.needs import needs
 
     needs()
     steps: dict[str, list[float]] = {}

@@ -1,7 +1,7 @@
 """Green contexts, MPS or streams? Two pairs under every mechanism at three splits, on one GPU.
 
 1. The seed's PyTorch pair: an 8192^3 bf16 matmul (critical) beside a sigmoid over 512 MiB of fp32
-   (:func:`matmul_sigmoid`, a factory the MPS clients rebuild as ``bench.mechanisms:matmul_sigmoid``).
+   (a factory the MPS clients rebuild as ``gcexplore.workloads.torch_pairs:matmul_sigmoid``).
 2. The built-in ``latency`` kernel (critical) beside the ``memory`` streamer.
 
 Each pair runs under green contexts, MPS (one client process per workload, gcexplore's own daemon in
@@ -32,31 +32,8 @@ import gcexplore
 TOLERANCE = 0.02
 
 
-def matmul_sigmoid(device: int = 0, *, n: int = 8192, mib: int = 512):
-    """The seed's pair as gcexplore workloads (``{"matmul": ..., "sigmoid": ...}``), tensors made here."""
-    import torch
-
-    from gcexplore import workloads as W
-
-    a = torch.randn(n, n, device=f"cuda:{device}", dtype=torch.bfloat16)
-    b = torch.randn(n, n, device=f"cuda:{device}", dtype=torch.bfloat16)
-    c = torch.empty(n, n, device=f"cuda:{device}", dtype=torch.bfloat16)
-    x = torch.randn(mib << 18, device=f"cuda:{device}", dtype=torch.float32)
-    y = torch.empty_like(x)
-    torch.cuda.synchronize()
-
-    def matmul():
-        torch.matmul(a, b, out=c)
-
-    def sigmoid():
-        torch.sigmoid(x, out=y)
-
-    return {"matmul": W.from_torch(matmul, name="matmul", flops=2.0 * n ** 3),
-            "sigmoid": W.from_torch(sigmoid, name="sigmoid", bytes=2.0 * x.nbytes)}
-
-
 PAIRS = {
-    "matmul+sigmoid": "bench.mechanisms:matmul_sigmoid",
+    "matmul+sigmoid": "gcexplore.workloads.torch_pairs:matmul_sigmoid",
     "latency+memory": {"latency": "latency", "memory": "memory"},
 }
 
@@ -97,7 +74,7 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=50)
     p.add_argument("--pairs", default=",".join(PAIRS), help=f"which of {', '.join(PAIRS)}")
     args = p.parse_args(argv)
-    from _needs import needs  # here, not at the top: the MPS clients import this module for its factory
+    from gcexplore.cli.needs import needs
 
     needs(modules=("torch",) if "matmul+sigmoid" in args.pairs else ())
     why = gcexplore.mechanisms.mps_refusal()

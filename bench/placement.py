@@ -25,7 +25,7 @@ import gcexplore
 from gcexplore.device import partitions
 from gcexplore.device.driver import use
 from gcexplore.device.kernels import sm_ids_on
-from _needs import needs  # noqa: E402
+from gcexplore.cli.needs import needs
 
 
 def gemm_timer(device: int):

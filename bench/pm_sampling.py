@@ -21,7 +21,7 @@ import pandas as pd
 
 import gcexplore
 from gcexplore.experiments import pm
-from _needs import needs  # noqa: E402
+from gcexplore.cli.needs import needs
 
 
 def _makespan(df: pd.DataFrame) -> float:

@@ -12,7 +12,7 @@ On the GPU, in stages (each its own process, so a crash in CUPTI's profiler lose
 - ``--stage tune``: the tuner on bench/tune.py's pairs and two multi-pass pairs, with and
   without predictions (``tune_<pair>_{plain,predicted}.parquet``).
 
-Workloads (bench/real_workloads.py): the built-ins compute, memory, latency, copy; PyTorch
+Workloads (gcexplore.workloads.examples.real_workloads): the built-ins compute, memory, latency, copy; PyTorch
 matmul, sigmoid, softmax, sdpa (attention), layernorm, conv (bf16), chain (a GEMM chain);
 CuPy fft, sort, elementwise; two more streaming ones, PyTorch tanh and CuPy scale, in the
 FITTED4, FRESH4-FRESH7 pairs; a batched bf16 GEMM (bmm), a random row gather, a CuPy scan
@@ -45,7 +45,7 @@ from gcexplore.prediction import check as PC
 from gcexplore.prediction import traffic_profile as TP
 from gcexplore.prediction import saturation as SAT
 from gcexplore.prediction.fit import ALL, FITTED, GROUPS, fit_run, members, run_profiles
-from _needs import needs  # noqa: E402
+from gcexplore.cli.needs import needs
 
 TUNED = ("compute+memory", "memory_a+memory_b", "matmul+sigmoid", "latency+compute", "fft+conv", "sort+memory")
 NOTE = ("{r} repetitions after 1 warm-up per layout, concurrent mode only, first-partition sizes every {s} SMs; "
@@ -76,7 +76,7 @@ def _pair_workloads(names: list[str], wls: dict) -> dict:
 
 
 def _workloads(args, dev: int) -> dict:
-    from real_workloads import workloads
+    from gcexplore.workloads.examples import real_workloads as workloads
 
     return workloads(dev, torch_too=not args.no_torch, cupy_too=not args.no_cupy)
 
@@ -145,7 +145,7 @@ def measure(args, out: Path) -> None:
         if len(members(names)) < len(names):
             # one workload on two partitions: each its own instance and arrays, as bench/tune.py runs them (one
             # shared buffer let the two triads run in step through the L2 at 64+68, 8-17% fast in some runs: h1)
-            from real_workloads import workloads
+            from gcexplore.workloads.examples import real_workloads as workloads
 
             wl = {n: workloads(info.index, names=[src])[src] for n, src in
                   ((n.partition("=")[0], n.partition("=")[2] or n) for n in names)}

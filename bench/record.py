@@ -47,7 +47,7 @@ import pandas as pd
 import gcexplore
 from gcexplore.results import io as results
 from gcexplore import workloads as W
-from _needs import needs  # noqa: E402
+from gcexplore.cli.needs import needs  # noqa: E402
 
 
 def _say(name: str, df: pd.DataFrame, t0: float) -> None:
@@ -55,9 +55,9 @@ def _say(name: str, df: pd.DataFrame, t0: float) -> None:
 
 
 def _torch_pair(dev: int):
-    from torch_pair import matmul_sigmoid
+    from gcexplore.workloads.torch_pairs import matmul_sigmoid
 
-    return matmul_sigmoid(dev)[1]
+    return matmul_sigmoid(dev)
 
 
 _TORCH_NOTES = "matmul: 8192^3 bf16 torch.matmul; sigmoid: torch.sigmoid over 512 MiB fp32"

@@ -3,7 +3,7 @@
 Writes into ``--out`` (then copy the files into gcexplore/data/ and commit them):
 
 - ``sweep_second.parquet``: the built-in compute + memory sweep under ``--condition``;
-- ``torch_sweep_second.parquet``: the PyTorch matmul + sigmoid sweep (bench/torch_pair.py)
+- ``torch_sweep_second.parquet``: the PyTorch matmul + sigmoid sweep (gcexplore.workloads.torch_pairs)
   under the same condition;
 - ``sweep_twice.parquet``: the built-in sweep measured twice in a row on this card (two
   ``run_id`` values: ``compare(df, by="run_id")`` should say SAME, or UNCLEAR flagged noisy).
@@ -27,12 +27,12 @@ from pathlib import Path
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+sys.path.insert(0, str(ROOT))
 
 import gcexplore  # noqa: E402
 from gcexplore import results  # noqa: E402
 from gcexplore import workloads as W  # noqa: E402
-from _needs import needs  # noqa: E402
+from gcexplore.cli.needs import needs  # noqa: E402
 
 CONDITIONS = ("card", "graphs", "l2_flush", "torch_n=4096")
 
@@ -82,10 +82,10 @@ def main(argv=None) -> int:
     for w in pair.values():
         w.close()
 
-    from torch_pair import matmul_sigmoid
+    from gcexplore.workloads.torch_pairs import matmul_sigmoid
 
     n = 4096 if args.condition == "torch_n=4096" else 8192
-    torch_second = _sweep(matmul_sigmoid(dev, n=n)[1], args)
+    torch_second = _sweep(matmul_sigmoid(dev, n=n), args)
     torch_second.attrs["workload_notes"] = f"matmul: {n}^3 bf16 torch.matmul; sigmoid: torch.sigmoid over 512 MiB fp32"
     results.save(torch_second, out / "torch_sweep_second.parquet")
 

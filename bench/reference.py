@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 import gcexplore
-from _needs import needs  # noqa: E402
+from gcexplore.cli.needs import needs
 
 
 def _ck(result):
@@ -115,12 +115,13 @@ def main(argv=None) -> int:
     needs(modules=("torch",))
 
     import torch
-    from torch_pair import matmul_sigmoid
+    from gcexplore.workloads.torch_pairs import matmul_sigmoid_calls
 
     device = 0
     info = gcexplore.device_info(device)
     n = args.n
-    work, wls = matmul_sigmoid(device, n=n, mib=args.mib)
+    work, declared = matmul_sigmoid_calls(device, n=n, mib=args.mib)  # the same calls, timed both ways
+    wls = {k: gcexplore.from_torch(fn, name=k, **declared[k]) for k, fn in work.items()}
     green, counts = _green_streams(torch, device, args.split)
     plain = [torch.cuda.Stream(), torch.cuda.Stream()]
     sleep_cycles = 1_000_000  # ~0.5 ms at 2 GHz: longer than enqueueing one repetition

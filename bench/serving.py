@@ -39,7 +39,7 @@ import pandas as pd
 
 import gcexplore
 from gcexplore.serving import analysis as S
-from _needs import needs  # noqa: E402
+from gcexplore.cli.needs import needs
 
 
 def _table(df: pd.DataFrame, cols) -> str:

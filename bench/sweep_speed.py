@@ -9,11 +9,12 @@ against the sweep.
 
 Goal (issue 3): wall time at most 1.5x the floor; issue 29: at most 1.15x.
 
-``--later-modes none`` runs no warm-up repetition before a layout's later modes (the default
-``rep`` runs one); the table then says how often each mode's first measured repetition of the
-layout's first round was the largest of its round (by chance: one in the round's repetitions).
+``--later-modes rep`` runs one warm-up repetition before every later mode of a layout's first
+round, ``none`` none (the default, ``auto``: one where the layout's first call ran slow); the
+table then says how often each mode's first measured repetition of the layout's first round was
+the largest of its round (by chance: one in the round's repetitions).
 
-``--pair torch`` sweeps the PyTorch matmul + sigmoid pair (bench/torch_pair.py) instead;
+``--pair torch`` sweeps the PyTorch matmul + sigmoid pair (gcexplore.workloads.torch_pairs) instead;
 ``--profile FILE`` writes the sweep's cProfile (by own time and by cumulative time) to FILE,
 to see where the host's time goes; ``--save FILE`` keeps the rows.
 
@@ -30,7 +31,7 @@ import pandas as pd
 
 import gcexplore
 from gcexplore import workloads as W
-from _needs import needs  # noqa: E402
+from gcexplore.cli.needs import needs
 
 
 def first_rep_largest(df: pd.DataFrame) -> pd.DataFrame:
@@ -61,8 +62,8 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=None, help="rounds (default: the sweep's own)")
     ap.add_argument("--device", type=int, default=0)
     ap.add_argument("--pair", choices=("builtin", "torch"), default="builtin")
-    ap.add_argument("--later-modes", choices=("rep", "none"), default="rep",
-                    help="warm-up before a layout's later modes in its first round (default: one repetition)")
+    ap.add_argument("--later-modes", choices=("auto", "rep", "none"), default="auto",
+                    help="warm-up before a layout's later modes in its first round (default: auto)")
     ap.add_argument("--profile", metavar="FILE")
     ap.add_argument("--save", metavar="FILE")
     args = ap.parse_args(argv)
@@ -70,9 +71,9 @@ def main(argv=None) -> int:
 
     info = gcexplore.device_info(args.device)
     if args.pair == "torch":
-        from torch_pair import matmul_sigmoid
+        from gcexplore.workloads.torch_pairs import matmul_sigmoid
 
-        pair, owned = matmul_sigmoid(info.index)[1], []
+        pair, owned = matmul_sigmoid(info.index), []
     else:
         owned = [W.compute(device=info.index), W.memory(device=info.index)]
         pair = {"compute": owned[0], "memory": owned[1]}

@@ -21,7 +21,7 @@ import pandas as pd
 
 import gcexplore
 from gcexplore.experiments.engine import Engine, spin_samples
-from _needs import needs  # noqa: E402
+from gcexplore.cli.needs import needs
 
 
 def _own_stream_gate(engine, part, us: float, repeats: int, warmup: int = 3):

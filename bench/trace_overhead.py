@@ -24,7 +24,7 @@ import pandas as pd
 import gcexplore
 from gcexplore import workloads as W
 from gcexplore.trace.collector import preload_cupti
-from _needs import needs  # noqa: E402
+from gcexplore.cli.needs import needs
 
 preload_cupti()  # CUPTI 13.4 before PyTorch's 13.0: green-context records
 

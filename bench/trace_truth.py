@@ -25,7 +25,7 @@ from gcexplore import workloads as W
 from gcexplore.analysis.trace import busy_time
 from gcexplore.experiments.engine import Engine, Slot
 from gcexplore.trace.collector import Collector
-from _needs import needs  # noqa: E402
+from gcexplore.cli.needs import needs
 
 
 def _measure(info, names, recs, repeats):

@@ -36,7 +36,7 @@ import pandas as pd
 import gcexplore
 from gcexplore import analysis as A
 from gcexplore import workloads as W
-from _needs import needs  # noqa: E402
+from gcexplore.cli.needs import needs
 
 
 def _pairs(device: int, sm_count: int, torch_too: bool) -> dict:
@@ -48,9 +48,9 @@ def _pairs(device: int, sm_count: int, torch_too: bool) -> dict:
                             "compute": W.compute(device=device)},
     }
     if torch_too:
-        from torch_pair import matmul_sigmoid
+        from gcexplore.workloads.torch_pairs import matmul_sigmoid
 
-        pairs["matmul+sigmoid"] = matmul_sigmoid(device)[1]
+        pairs["matmul+sigmoid"] = matmul_sigmoid(device)
     return pairs
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import gcexplore as gx
 from _campaign_standin import standin
 from gcexplore.campaigns import _task as ct
 from gcexplore.campaigns.grid import plan_tasks, task_order
+from gcexplore.campaigns import timing as T
 
 HERE = Path(__file__).resolve().parent
 EXP = "_campaign_standin:standin"
@@ -178,16 +178,16 @@ def test_a_worker_primes_a_recipe_once_by_its_first_task_and_a_changed_recipe_ag
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_campaign", HERE.parent / "bench" / "campaign.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    """bench/campaign.py's runs and report (gcexplore.campaigns.scaling; its decomposition: timing)."""
+    from gcexplore.campaigns import scaling
+
+    return scaling
 
 
 def test_bench_decomposition_adds_up_on_the_stand_in(one_worker, tmp_path):
+    """gcexplore.campaigns.timing (bench/campaign.py's report) on a campaign of the stand-in: its parts add up."""
     import time
 
-    bench = _bench()
     w0, t0 = time.time(), time.perf_counter()
     c = gx.campaign(["_campaign_standin:pair"], [[8], [16, 24]], experiment=EXP,
                     options={"layout_s": 0.05, "partition_s": 0.02}, folder=tmp_path / "c", client=one_worker,
@@ -195,7 +195,7 @@ def test_bench_decomposition_adds_up_on_the_stand_in(one_worker, tmp_path):
     run = {"n": 1, "mode": "warm", "end_to_end_s": time.perf_counter() - t0, "timings": dict(c.timings),
            "wall0": w0, "wall1": time.time(), "reports": c.reports, "warm_ups": c.warm_ups, "tasks": c.tasks,
            "df": c.result(progress=False)}
-    d = bench._decompose(run)
+    d = T.decompose(run)
     assert d["tasks"] == 2 and d["failed"] == 0 and len(d["task_time_per_card_s"]) == 1
     assert d["end_to_end_s"] == run["end_to_end_s"] and d["cluster_start_s"] is None  # a cluster of the caller's
     assert 0 <= d["plan_s"] < d["end_to_end_s"]
@@ -208,18 +208,18 @@ def test_bench_decomposition_adds_up_on_the_stand_in(one_worker, tmp_path):
     h = d["host_steps"]
     assert h["gpu_s"] is None and h["rest_s"] is None and set(h["steps"]) == {"partitions"}
     assert 3 * 0.02 <= h["steps"]["partitions"] < h["experiment_s"] == d["phases_s"]["experiment_s"]
-    h = bench._host_steps({**run, "gpu_s": {k: 0.01 for k in c.reports}}, list(c.reports.values()))
+    h = T.host_steps({**run, "gpu_s": {k: 0.01 for k in c.reports}}, list(c.reports.values()))
     assert abs(h["gpu_s"] + sum(h["steps"].values()) + h["checkpoint_s"] + h["rest_s"] - h["experiment_s"]) < 1e-9
     # along the card that ended last (the only one): its parts add up to the end to end (the call's own
     # time before wall0 and after wall1 aside: a few ms)
     cr = d["critical"]
     assert cr["gaps_s"] >= 0 and cr["after_s"] >= 0 and cr["tasks_s"] == d["sum_task_s"] == cr["mean_tasks_s"]
     assert abs(cr["lead_in_s"] + cr["tasks_s"] + cr["gaps_s"] + cr["after_s"] - (run["wall1"] - w0)) < 1e-6
-    line = bench._critical_line(d, d, 3.6)
+    line = T.critical_line(d, d, 3.6)
     assert f"end to end {d['end_to_end_s']:.2f} s" in line and f"3.6x needs <= {d['end_to_end_s'] / 3.6:.2f} s" in line
-    ag = bench._agreement(run["df"], run["df"])
+    ag = T.agreement(run["df"], run["df"])
     assert ag["comparisons"] > 0 and ag["inside_95"] == ag["comparisons"]  # a run against itself
-    lines = bench._table([d], {"warm": d})
+    lines = T.table([d], {"warm": d})
     assert lines[2].startswith("| 1 | warm |") and "1.00x" in lines[2]
 
 
@@ -293,9 +293,9 @@ def test_bench_runs_cold_warm_and_alone_on_the_stand_in(tmp_path, monkeypatch):
             bench._run(["0"], tmp_path / "c1w", splits, 2, warm=True)]
     assert [r["mode"] for r in runs] == ["cold", "cold", "warm", "warm"]
     for r in runs[:2]:  # the start's steps, in the order they happen (the processes' clocks agree)
-        st = bench._start_steps(r)
+        st = T.start_steps(r)
         assert all(v >= -0.01 for v in st.values()), st
-    st = bench._start_steps(runs[0])
+    st = T.start_steps(runs[0])
     ready = st.pop("gpu_ready_s")  # the GPU's start runs beside the others (on the worker's executor thread)
     assert abs(sum(st.values()) - runs[0]["timings"]["cluster_start_s"]) < 0.01  # one worker
     assert ready >= st["spawn_s"] - 0.01
@@ -307,13 +307,13 @@ def test_bench_runs_cold_warm_and_alone_on_the_stand_in(tmp_path, monkeypatch):
     server = start_forkserver(["_campaign_standin"], wait=True)
     kept = bench._run(["0"], tmp_path / "c1k", splits, 2, fork="kept")
     assert all(w["preload"]["forkserver"]["pid"] == server["pid"] for w in kept["warm_ups"].values())
-    assert kept["mode"] == "cold, forkserver kept" and bench._start_steps(kept)["forkserver_s"] == 0
+    assert kept["mode"] == "cold, forkserver kept" and T.start_steps(kept)["forkserver_s"] == 0
     # a forked worker's GPU start began at its fork, as soon as it had its card, before Dask's set-up and preload
     for w in kept["warm_ups"].values():
         pre = w["preload"]
         assert pre["process_started_at"] - 0.02 <= pre["early_seen_at"] < pre["started_at"], pre
         assert "gpu" in pre and pre["gpu_ready_at"] >= pre["early_seen_at"], pre  # no driver here: recorded
-    st = bench._start_steps(kept)
+    st = T.start_steps(kept)
     st.pop("gpu_ready_s")
     assert abs(sum(st.values()) - kept["timings"]["cluster_start_s"]) < 0.01
     assert all(r["timings"]["close_background_s"] > 0 for r in runs[:2])  # the cold ones' own clusters
@@ -402,7 +402,7 @@ def _bench_on_the_stand_in(monkeypatch):
     monkeypatch.setattr(bench, "_split_sets", lambda step: [[8], [16, 24]])
     monkeypatch.setattr(bench, "_prime_here", lambda: None)
     monkeypatch.setattr(campaigns, "visible_gpus", lambda: ["0", "1"])
-    monkeypatch.setitem(sys.modules, "bench.campaign_pairs", types.ModuleType("bench.campaign_pairs"))  # no PyTorch
+    monkeypatch.setitem(sys.modules, "gcexplore.workloads.torch_pairs", types.ModuleType("gcexplore.workloads.torch_pairs"))  # no PyTorch
     return bench
 
 

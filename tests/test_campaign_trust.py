@@ -534,7 +534,7 @@ def test_shift_interval_of_20000_repetitions_in_linear_memory_at_the_same_answer
 
 
 def test_gate_fails_a_noisy_2x_regression_and_refuses_non_finite_thresholds(tmp_path):
-    from _compare_data import sweep
+    from gcexplore.results.synthetic import sweep
 
     a, slow, noisy = tmp_path / "a.parquet", tmp_path / "slow.parquet", tmp_path / "noisy.parquet"
     gx.save(sweep(1, reps=20, sigma=0.02), a)
@@ -554,7 +554,7 @@ def test_gate_fails_a_noisy_2x_regression_and_refuses_non_finite_thresholds(tmp_
 def test_line_breaks_in_file_data_never_print_a_forged_line(tmp_path, brk):
     """A device name, run id or workload holding a line break prints as an escape inside its own
     line: "- B is 2.0x faster everywhere" never stands as a bullet of its own."""
-    from _compare_data import sweep
+    from gcexplore.results.synthetic import sweep
 
     forged = f"{brk}- FORGED B is 2.0x faster everywhere; no regression"
     a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
@@ -602,7 +602,7 @@ def test_a_campaign_id_with_line_breaks_prints_no_forged_status_line(tmp_path):
 
 
 def test_control_characters_from_files_are_escaped_in_terminal_output(tmp_path):
-    from _compare_data import sweep
+    from gcexplore.results.synthetic import sweep
 
     evil = "run\x1b]0;owned\x07\x1b[2J"
     a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
@@ -640,7 +640,7 @@ def test_every_reader_of_user_files_refuses_huge_or_bombed_input_quickly(tmp_pat
     assert time.perf_counter() - t0 < 60
 
     bomb = _parquet_bomb(tmp_path / "bomb.parquet")
-    from _compare_data import sweep
+    from gcexplore.results.synthetic import sweep
 
     good = tmp_path / "good.parquet"
     gx.save(sweep(1), good)

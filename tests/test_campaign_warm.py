@@ -253,11 +253,9 @@ def test_warm_cluster_on_two_gpus_runs_later_campaigns_on_both_cards(tmp_path, m
 
 
 def _bench(monkeypatch):
-    import importlib.util
+    """bench/campaign.py's runs and report (gcexplore.campaigns.scaling), on the stand-in pair and experiment."""
+    from gcexplore.campaigns import scaling as bench
 
-    spec = importlib.util.spec_from_file_location("bench_campaign_i49", HERE.parent / "bench" / "campaign.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
     monkeypatch.setattr(bench, "PAIRS", ["_campaign_standin:pair"])
     monkeypatch.setattr(bench, "EXPERIMENT", EXP)
     return bench

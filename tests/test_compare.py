@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 import gcexplore
-from _compare_data import sweep, typical_spread
+from gcexplore.results.synthetic import sweep, typical_spread
 from gcexplore.analysis.comparison import compare, decide
 from gcexplore.analysis.stats import mann_whitney_cdf, quantile_ci, ratio_ci, shift_ci
 

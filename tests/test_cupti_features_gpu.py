@@ -9,10 +9,7 @@ partition's SM count; the TPC map and PM sampling work or refuse in one sentence
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -21,22 +18,14 @@ from gcexplore.analysis import trace as busy
 from gcexplore.results.validate import ResultError
 
 pytestmark = pytest.mark.gpu
-BENCH = Path(__file__).resolve().parents[1] / "bench" / "cupti_features.py"
 
 
-def _bench_module():
-    """bench/cupti_features.py by its path, bench/ last on sys.path: first, its comm.py would
-    shadow the `comm` package ipywidgets imports."""
-    spec = importlib.util.spec_from_file_location("gcexplore_bench_cupti_features", BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    saved = list(sys.path)
-    try:
-        spec.loader.exec_module(mod)  # it puts bench/ on sys.path for its own imports
-    finally:
-        sys.path[:] = saved
-    if str(BENCH.parent) not in sys.path:
-        sys.path.append(str(BENCH.parent))  # its later imports (torch_pair), behind every package
-    return mod
+def _trace_pair(*, n: int, mib: int, repeats: int):
+    """The PyTorch pair at 24 + rest, every mode, traced on fresh contexts (as bench/cupti_features.py runs it)."""
+    from gcexplore.workloads.torch_pairs import matmul_sigmoid
+
+    gcexplore.release_contexts()  # new contexts, so CUPTI reports their creation
+    return gcexplore.profile_overlap(matmul_sigmoid(0, n=n, mib=mib), [24], repeats=repeats, warmup=1, trace=True)
 
 
 @pytest.fixture(scope="module")
@@ -48,15 +37,13 @@ def pair():
         tracing.require_cupti()
     except gcexplore.TraceUnavailable as e:
         pytest.skip(str(e))
-    B = _bench_module()
-
-    df, tr = B.trace_pair(n=4096, mib=128, repeats=3)
-    print("\n", tr.attrs["cupti_version"], tr.attrs["cupti_refused"], "\n", B.attribution(df, tr).to_string())
-    return df, tr, B
+    df, tr = _trace_pair(n=4096, mib=128, repeats=3)
+    print("\n", tr.attrs["cupti_version"], tr.attrs["cupti_refused"], "\n", busy.attribution(df, tr).to_string())
+    return df, tr
 
 
 def test_the_loaded_cupti_is_recorded_and_is_the_one_expected(pair):
-    _, tr, _ = pair
+    _, tr = pair
     info = tr.attrs["cupti"]
     assert info["library"] and "libcupti" in info["library"] and info["version"], info
     expect = os.environ.get("GCX_EXPECT_CUPTI")
@@ -65,8 +52,8 @@ def test_the_loaded_cupti_is_recorded_and_is_the_one_expected(pair):
 
 
 def test_every_kernel_of_the_torch_pair_lands_in_its_partition_with_its_sm_count(pair):
-    df, tr, B = pair
-    table = B.attribution(df, tr)
+    df, tr = pair
+    table = busy.attribution(df, tr)
     assert set(table["mode"]) == set(df["mode"]) and (table["kernels"] > 0).all(), table
     assert (table["right_pct"] == 100).all(), table
     total = gcexplore.device_info(0).sm_count
@@ -79,7 +66,7 @@ def test_every_kernel_of_the_torch_pair_lands_in_its_partition_with_its_sm_count
 
 
 def test_tpc_map_works_or_refuses_in_the_recorded_sentence(pair):
-    _, tr, _ = pair
+    _, tr = pair
     refused = tr.attrs["cupti_refused"].get("tpc_map")
     if refused is None:
         per = busy.tpc_map(tr).groupby("partition")["tpc"].nunique().to_dict()
@@ -93,10 +80,12 @@ def test_tpc_map_works_or_refuses_in_the_recorded_sentence(pair):
 
 
 def test_dram_timeline_refuses_in_one_sentence_where_the_cupti_lacks_pm_sampling(pair):
-    _, tr, B = pair
+    _, tr = pair
     refused = tr.attrs["cupti_refused"].get("pm_sampling")
     if refused is None:
         pytest.skip(f"{tr.attrs['cupti_version']} offers PM sampling: tests/test_pm_gpu.py measures it")
-    text = B.what_refuses(tr)["pm_sampling"]
+    with pytest.raises(gcexplore.TraceUnavailable) as e:  # as bench/cupti_features.py's what_refuses asks
+        gcexplore.dram_timeline({"m24": "memory", "m108": "memory"}, [24], repeats=1, warmup=0)
+    text = f"refused: {e.value}"
     assert text.startswith("refused: PM sampling (dram_timeline) needs CUPTI 13."), text
     assert text.count(". ") == 0, text

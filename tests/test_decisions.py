@@ -9,7 +9,7 @@ import math
 import pytest
 
 import gcexplore as gx
-from _compare_data import sweep
+from gcexplore.results.synthetic import sweep
 
 
 # ------------------------------------------------------------------ best_split's tied layouts

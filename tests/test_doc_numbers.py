@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import types
 from pathlib import Path
 
 import pandas as pd
@@ -28,12 +27,11 @@ def _block() -> str:
 
 @pytest.fixture(scope="module")
 def recomputed():
-    from _compare_data import bench_module
+    from gcexplore.analysis.sequential import recompute_frames
 
-    C = bench_module("compare_real")
     recorded = json.loads((DATA / "compare_real.json").read_text())
-    args = types.SimpleNamespace(min_effect=recorded["args"]["min_effect"], warmup=recorded["args"]["warmup"])
-    return C.recompute_frames(pd.read_parquet(DATA / "compare_real_raw.parquet"), args)
+    return recompute_frames(pd.read_parquet(DATA / "compare_real_raw.parquet"),
+                            min_effect=recorded["args"]["min_effect"], warmup=recorded["args"]["warmup"])
 
 
 def _pooled(rates: dict, kinds) -> dict:

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 import gcexplore
-from _compare_data import bench_module, sweep
+from gcexplore.results.synthetic import sweep
 from gcexplore.analysis.comparison import compare, row_verdict
 from gcexplore.analysis.stats import (DEFAULT_FLOOR, Floor, noise_floor, round_ratio_ci, rounds_needed, t_cdf,
                                       t_quantile)
@@ -267,7 +267,6 @@ def test_the_tuners_search_adds_rounds_not_doublings():
 
 
 def test_the_calibration_bench_recomputes_its_rates_from_recorded_sides(tmp_path):
-    import types
 
     C = _compare_real()
     rng = np.random.default_rng(4)
@@ -284,7 +283,7 @@ def test_the_calibration_bench_recomputes_its_rates_from_recorded_sides(tmp_path
                                     "power_w": 300.0, "device_name": "synthetic", "run_id": f"{role}{side}"})
     p = tmp_path / "raw.parquet"
     pd.DataFrame(raw).to_parquet(p)
-    out = C.recompute(p, types.SimpleNamespace(min_effect=0.01, warmup=1))["overall"]
+    out = C.recompute_frames(pd.read_parquet(p), min_effect=0.01, warmup=1)["overall"]
     assert out["null_comparisons"] == 3 and out["null_rows"] == 9 and out["shift_rows"] == 12
     assert out["new_false_decisions"] == 0 and out["new_false_gate"] == 0
     assert out["new_power"] >= 0.9
@@ -292,7 +291,7 @@ def test_the_calibration_bench_recomputes_its_rates_from_recorded_sides(tmp_path
     sub = C.subsample(pd.DataFrame(raw), rounds=2, reps=2)
     assert set(sub["round"]) == {0, 1} and (sub.groupby(["role", "side", "sm_count", "round"]).size() == 2).all()
     assert set(sub["rep"] % 3) == {0, 1}  # the first two of each round, not any two
-    fewer = C.recompute(p, types.SimpleNamespace(min_effect=0.01, warmup=1, use_rounds=2, use_reps=2))["overall"]
+    fewer = C.recompute_frames(pd.read_parquet(p), min_effect=0.01, warmup=1, use_rounds=2, use_reps=2)["overall"]
     assert fewer["null_rows"] == 9 and (fewer["new_power"] <= out["new_power"])
 
 
@@ -300,18 +299,16 @@ def test_the_shipped_calibration_reproduces_its_rates_and_meets_the_bar():
     """The recorded real-GPU calibration (bench/compare_real.py): recomputed here from its sides,
     the rates are those it recorded, null pairs give no FAST/SLOW, and no null pair fails the gate."""
     import json
-    import types
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
     data = root / "gcexplore" / "data" / "calibration"
     recorded = json.loads((data / "compare_real.json").read_text())
     C = _compare_real()
-    args = types.SimpleNamespace(min_effect=recorded["args"]["min_effect"], warmup=recorded["args"]["warmup"])
     raw = pd.read_parquet(data / "compare_real_raw.parquet")
     raw = raw[~raw["kind"].str.endswith("@process")]
     # the floor the package ships now may differ from the one the run had: old-method rates are floor-free
-    got = C.recompute_frames(raw, args)
+    got = C.recompute_frames(raw, min_effect=recorded["args"]["min_effect"], warmup=recorded["args"]["warmup"])
     for kind, rates in recorded["kinds"].items():
         assert got[kind]["null_rows"] == rates["null_rows"] and got[kind]["shift_rows"] == rates["shift_rows"]
         assert got[kind]["old_false_decisions"] == pytest.approx(rates["old_false_decisions"])
@@ -455,28 +452,26 @@ def test_null_runs_with_a_stray_round_are_never_fast_or_slow():
 
 
 def _compare_real():
-    return bench_module("compare_real")
+    from gcexplore.analysis import sequential as calibration
+
+    return calibration
 
 
-def test_the_calibration_bench_takes_each_kinds_run_part_from_separate_processes(tmp_path, monkeypatch):
-    """bench/compare_real.py --processes: every process measures every kind once; the floor's run part
-    of a kind comes from the differences between processes (a process-level offset shows there, and
-    not for a kind without one), and its source names the processes and the batch."""
-    import subprocess
-    import types
-
+def test_the_calibration_takes_each_kinds_run_part_from_separate_processes():
+    """bench/compare_real.py --processes: every process measures every kind once; paired across processes
+    (calibration.pair_processes), the floor's run part of a kind comes from the differences between
+    processes (a process-level offset shows there, and not for a kind without one), a process that
+    returned nothing leaves its neighbours paired, and the floor's source names the processes and the batch."""
     C = _compare_real()
     rng = np.random.default_rng(7)
-    calls = []
-
-    def fake_run(cmd, check, timeout):  # one "process": both sides of every kind, its own offsets
-        calls.append(cmd)
-        if len(calls) == 3:  # a process that dies loses only itself
-            raise subprocess.CalledProcessError(1, cmd)
-        kinds = cmd[cmd.index("--kinds") + 1].split(",")
+    kinds = ["copy", "gemm_chain"]
+    frames = []
+    for n in range(8):
+        if n == 2:  # a process that died: only it is missing
+            continue
         rows = []
         for kind in kinds:
-            offset = 0.006 * (-1) ** len(calls) if kind == "gemm_chain" else 0.0  # the run part
+            offset = 0.006 * (-1) ** n if kind == "gemm_chain" else 0.0  # the run part
             for role, shift in (("u", 0.0), ("s", 0.03)):
                 for k in (16, 64, 132):
                     for r in range(6):
@@ -484,26 +479,20 @@ def test_the_calibration_bench_takes_each_kinds_run_part_from_separate_processes
                         rows.append({"kind": kind, "role": role, "shift": shift, "sm_count": k, "rep": r, "round": r,
                                      "duration_ms": (1 + shift) * 132 / k * np.exp(offset + eff),
                                      "sm_clock_mhz_before": 1980.0, "power_w_before": 300.0, "sm_clock_mhz": 1980.0,
-                                     "power_w": 300.0, "device_name": "synthetic", "run_id": f"{len(calls)}{role}"})
-        pd.DataFrame(rows).to_parquet(cmd[cmd.index("--child") + 1])
-
-    monkeypatch.setattr(subprocess, "run", fake_run)
-    args = types.SimpleNamespace(process_kinds="copy,gemm_chain", processes=8, device=0, sizes=[16, 64], repeats=6,
-                                 rounds=6, warmup=1, shift=0.03, redraw=True, process_timeout=60.0, batch="batch d1",
-                                 min_effect=0.01)
-    frames, floors = C.processes(args, tmp_path, "synthetic")
-    assert len(calls) == 8 and all("--redraw" in c for c in calls)
+                                     "power_w": 300.0, "device_name": "synthetic", "run_id": f"{n}{role}"})
+        frames.append(pd.DataFrame(rows))
+    paired, floors = C.pair_processes(frames, kinds, "synthetic", "batch d1")
     by = {f["workload"]: f for f in floors}
     assert set(by) == {"copy", "gemm_chain"} and all(f["runs"] == 7 for f in floors)
     assert by["gemm_chain"]["run_sd"] > 0.003 > by["copy"]["run_sd"]
     assert 0.001 < by["gemm_chain"]["round_sd"] < 0.003
     assert all("7 separate processes" in f["source"] and "batch d1" in f["source"] for f in floors)
-    got = C.recompute_frames(pd.concat(frames, ignore_index=True), args)
+    got = C.recompute_frames(pd.concat(paired, ignore_index=True), min_effect=0.01, warmup=1)
     assert got["copy@process"]["null_comparisons"] == 6 and got["gemm_chain@process"]["shift_rows"] == 6 * 3
     assert got["gemm_chain@process"]["shift_median_ratio"] == pytest.approx(1.03, abs=0.01)  # pairs not crossed
-    assert not list(tmp_path.glob("_process_*"))  # each process's file read and removed
-    kept = pd.read_parquet(tmp_path / "process_raw.parquet")  # written after every process
-    assert (kept["side"] >= 0).sum() == sum(len(f) for f in frames)
+    # process i's shifted side is paired with process i - 1's unshifted one: the first shifted side has none
+    one = pd.concat(paired, ignore_index=True)
+    assert sorted(set(one.loc[one["role"] == "s", "run_id"])) == sorted(f"{n}s" for n in (1, 3, 4, 5, 6, 7))
 
 
 def _shipped_process_floors(card, batch, processes):

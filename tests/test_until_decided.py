@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import gcexplore
-from _compare_data import bench_module
+from gcexplore.analysis import sequential as U
 from gcexplore.analysis.comparison import compare
 from gcexplore.analysis.sequential import compare_until_decided
 from gcexplore.analysis.stats import Floor, round_ratio_ci
@@ -153,37 +153,25 @@ def test_it_stops_at_the_budget_and_refuses_bad_settings():
     assert gcexplore.compare_until_decided is compare_until_decided
 
 
-def test_the_gpu_bench_runs_end_to_end_on_synthetic_runs(tmp_path, monkeypatch, capsys):
-    """bench/until_decided.py with gcexplore.scaling and the workload stood in by synthetic runs
-    (the bench's own logic: measure callables, the first-run baseline, the summary)."""
-    import json
-    import types
-
-    U = bench_module("until_decided")
+def test_the_until_decided_calibration_runs_and_replays_on_synthetic_runs(tmp_path):
+    """calibration.run_pairs as bench/until_decided.py runs it, with synthetic runs as the measured sides
+    (logged measure callables, the first-run baseline, the summary), then the recording it wrote replayed
+    with the same settings: the same decisions, no GPU."""
     rng = np.random.default_rng(8)
-    asked = []
+    order = [("null", 0.0), ("shift", 0.03), ("null", 0.0), ("shift", 0.03), ("shift", 0.03)]
+    lines = []
 
-    def scaling(wl, sizes, *, whole_device_too=True, **kw):
-        asked.append((list(sizes), whole_device_too))
-        want = list(sizes) + ([132] if whole_device_too else [])
-        return Side(rng, shift=wl.shift)(want)
+    def make(i, side, shift, log):
+        return U.logged(Side(rng, shift=1.0 + shift), log, f"{i}{side}", order[i][0])
 
-    monkeypatch.setattr(U, "build", lambda kind, shift, device, redraw: types.SimpleNamespace(
-        shift=1.0 + shift, close=lambda: None))
-    monkeypatch.setattr(gcexplore, "scaling", scaling)
-    monkeypatch.setattr(gcexplore, "device_info", lambda device: types.SimpleNamespace(sm_count=132, name="synthetic"))
-    assert U.main(["--out", str(tmp_path), "--nulls", "2", "--shifts", "3", "--max-runs", "3"]) == 0
-    s = json.loads((tmp_path / "summary.json").read_text())
-    assert [p["what"] for p in s["pairs"]] == ["null", "shift", "null", "shift", "shift"]
+    pairs = U.run_pairs(order, make, 3, 0.0, tmp_path, echo=lines.append)
+    s = U.summarize(pairs)
+    assert [p["what"] for p in pairs] == ["null", "shift", "null", "shift", "shift"] and len(lines) == 5
     assert s["null"]["fast_slow"] == 0 and s["shift"]["rows"] == 15 and s["shift"]["slow"] >= 0.8
     assert 1 <= s["shift"]["runs_per_side_mean"] <= 3 and s["shift"]["gpu_x_one_run"] >= 1
-    assert all(sizes for sizes, _ in asked)  # scaling always gets a partition size
     raw = pd.read_parquet(tmp_path / "until_raw.parquet")
     assert set(raw["tag"]) == {f"{i}{x}" for i in range(5) for x in "ab"}
-    # replayed from the recording with the same settings: the same decisions, no GPU
-    capsys.readouterr()
-    assert U.main(["--replay", str(tmp_path / "until_raw.parquet"), "--max-runs", "3"]) == 0
-    again = json.loads(capsys.readouterr().out.strip().split("\n{\n", 1)[-1].join(["{\n", ""]))
+    again = U.replay(tmp_path / "until_raw.parquet", max_runs=3)
     for what in ("null", "shift"):
         assert {k: again[what][k] for k in s[what]} == pytest.approx(s[what])
         assert again[what]["gpu_x_recorded_run"] == pytest.approx(s[what]["gpu_x_one_run"])
@@ -220,7 +208,7 @@ def test_the_sides_take_turns_at_being_measured_first_so_a_first_run_penalty_can
     assert abs(np.mean(ratios)) < 0.002
 
 
-def test_the_shipped_d1_recordings_reproduce_their_floors_and_decisions(capsys):
+def test_the_shipped_d1_recordings_reproduce_their_floors_and_decisions():
     """Batch d1 (H100) as shipped in gcexplore/data/calibration/d1: the floors of copy, gemm_chain and
     layer_norm recomputed from the 8 processes' sides are the rows of noise_floor.csv, and the GEMM
     chain's compare_until_decided pairs replayed with the floor of that run give the recorded rates."""
@@ -229,7 +217,7 @@ def test_the_shipped_d1_recordings_reproduce_their_floors_and_decisions(capsys):
     from pathlib import Path
 
     data = Path(gcexplore.__file__).parent / "data"
-    C, U = bench_module("compare_real"), bench_module("until_decided")
+    C = U
     shipped = {r["workload"]: r for r in csv.DictReader(open(data / "noise_floor.csv", encoding="utf-8"))
                if r["device_name"] == "NVIDIA H100 80GB HBM3" and "batch d1" in r["source"]
                and "separate processes" in r["source"]}
@@ -241,11 +229,7 @@ def test_the_shipped_d1_recordings_reproduce_their_floors_and_decisions(capsys):
         assert got["runs"] == int(row["runs"]) == 8
         assert got["round_sd"] == pytest.approx(float(row["round_sd"])) and got["run_sd"] == pytest.approx(float(row["run_sd"]))
     recorded = json.loads((data / "calibration" / "d1" / "until_decided.json").read_text())
-    capsys.readouterr()
-    assert U.main(["--replay", str(data / "calibration" / "d1" / "until_raw.parquet"), "--max-runs", "4",
-                   "--run-sd", "0.0038"]) == 0
-    out = capsys.readouterr().out
-    again = json.loads(out[out.rindex("\n{\n") + 1:])
+    again = U.replay(data / "calibration" / "d1" / "until_raw.parquet", max_runs=4, run_sd=0.0038)
     for what in ("null", "shift"):
         for key in ("rows", "fast_slow", "slow", "first_run_slow", "runs_per_side_mean"):
             assert again[what][key] == pytest.approx(recorded[what][key]), (what, key)
@@ -256,22 +240,15 @@ def test_the_shipped_d2_recording_with_turns_decides_every_shift_and_no_null():
     """Batch d2 (H100, the sides taking turns): replayed with the floor shipped now (the one it ran
     with), the recorded rates come back; every +3% row SLOW after 2 runs a side, no null row FAST/SLOW,
     and the null pairs' ratios centred on 1 (d1, A always first: 0.993-0.996)."""
-    import contextlib
-    import io
     import json
     from pathlib import Path
 
-    U = bench_module("until_decided")
     d2 = Path(gcexplore.__file__).parent / "data" / "calibration" / "d2"
     recorded = json.loads((d2 / "until_decided.json").read_text())
     assert all(x["first"] == "AB"[i % 2] for p in recorded["pairs"] for i, x in enumerate(p["looks"]))
     assert recorded["shift"]["slow"] == 1.0 and recorded["null"]["fast_slow"] == 0
     assert all(abs(p["ratio_median"] - 1) < 0.003 for p in recorded["pairs"] if p["what"] == "null")
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        assert U.main(["--replay", str(d2 / "until_raw.parquet"), "--max-runs", "4"]) == 0
-    out = buf.getvalue()
-    again = json.loads(out[out.rindex("\n{\n") + 1:])
+    again = U.replay(d2 / "until_raw.parquet", max_runs=4)
     for what in ("null", "shift"):
         for key in ("rows", "fast_slow", "slow", "first_run_slow", "runs_per_side_mean"):
             assert again[what][key] == pytest.approx(recorded[what][key]), (what, key)
@@ -281,21 +258,14 @@ def test_the_shipped_d2_recording_with_turns_decides_every_shift_and_no_null():
 def test_the_shipped_e1_recordings_with_two_runs_at_most_replay_to_their_rates(name):
     """Batch e1 (an H200, the GEMM chain, at most 2 runs a side; 5 rounds x 3 and 10 rounds x 1): replayed
     with the floor shipped now, the recorded rates come back: every +3% row SLOW, no null row FAST/SLOW."""
-    import contextlib
-    import io
     import json
     from pathlib import Path
 
-    U = bench_module("until_decided")
     e1 = Path(gcexplore.__file__).parent / "data" / "calibration" / "e1"
     recorded = json.loads((e1 / f"{name}.json").read_text())
     assert recorded["device"] == "NVIDIA H200" and recorded["args"]["max_runs"] == 2
     assert recorded["shift"]["slow"] == 1.0 and recorded["null"]["fast_slow"] == 0
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        assert U.main(["--replay", str(e1 / f"{name}_raw.parquet"), "--max-runs", "2"]) == 0
-    out = buf.getvalue()
-    again = json.loads(out[out.rindex("\n{\n") + 1:])
+    again = U.replay(e1 / f"{name}_raw.parquet", max_runs=2)
     for what in ("null", "shift"):
         for key in ("rows", "fast_slow", "slow", "first_run_slow", "runs_per_side_mean"):
             assert again[what][key] == pytest.approx(recorded[what][key]), (what, key)
@@ -307,7 +277,7 @@ def test_the_shipped_e1_recordings_with_two_runs_at_most_replay_to_their_rates(n
 def _recorded_sweep(tmp_path, name, seed, recipes, shift=1.0, rounds=1, card="Test GPU", graphs=False):
     import socket
 
-    from _compare_data import sweep
+    from gcexplore.results.synthetic import sweep
 
     df = sweep(seed, shift=shift, rounds=rounds, round_sigma=0.002, device_name=card, step=32)
     df["host"] = socket.gethostname()
@@ -321,7 +291,7 @@ def _recorded_sweep(tmp_path, name, seed, recipes, shift=1.0, rounds=1, card="Te
 def _fake_card(monkeypatch, calls, shift):
     import types
 
-    from _compare_data import sweep
+    from gcexplore.results.synthetic import sweep
     from gcexplore import device
     from gcexplore.experiments import rerun
 
@@ -377,7 +347,7 @@ def test_compare_until_decided_refuses_sides_it_cannot_measure_again(tmp_path, m
 
 
 def test_a_cli_measurement_records_its_built_in_recipes(tmp_path, monkeypatch):
-    from _compare_data import sweep
+    from gcexplore.results.synthetic import sweep
     from gcexplore.cli import commands
     from gcexplore.cli.decide import recipes_text
 

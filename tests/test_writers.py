@@ -143,7 +143,7 @@ def _cli(*args, cwd):
 
 @pytest.mark.parametrize("suffix", [".png", ".svg"])
 def test_compare_plot_replaces_a_planted_link(tmp_path, suffix):
-    from _compare_data import sweep
+    from gcexplore.results.synthetic import sweep
 
     import gcexplore as gx
 

@@ -30,6 +30,7 @@ from .stats import stats
 
 __all__ = [
     "BUSY_COLUMNS",
+    "attribution",
     "busy_time",
     "kernel_gaps",
     "require_trace_of",
@@ -371,3 +372,21 @@ def with_trace(summary: pd.DataFrame, df: pd.DataFrame, trace: pd.DataFrame) -> 
     out.attrs["rate_notes"] = {m: "rates from GPU-busy time (CUPTI kernel records)" + _CONTENDED.get(m, "")
                                for m in traced_modes}
     return out
+
+
+def attribution(df: pd.DataFrame, trace: pd.DataFrame) -> pd.DataFrame:
+    """Per mode and workload of a traced run: its kernels, the percentage that ran in the partition the
+    run placed the workload on (``right_pct``), that partition and its SM count, and the SM count CUPTI's
+    own context record gives for it (``cupti_sm_count``; None where CUPTI recorded no context)."""
+    placed = {(r.layout, r.mode, r.workload): (r.partition, int(r.sm_count)) for r in df.itertuples()}
+    records = {g["partition"]: g.get("num_multiprocessors") for g in trace.attrs.get("green_contexts", [])
+               if g.get("source") in ("CONTEXT", "GREEN_CONTEXT")}  # CUPTI's, not gcexplore's own count
+    rows = []
+    for (mode, workload), g in trace.groupby(["mode", "workload"], sort=True):
+        want = {placed[(r.layout, r.mode, r.workload)] for r in g.itertuples()}
+        right = [(r.partition, int(r.sm_count)) in want for r in g.itertuples()]
+        part = g["partition"].iloc[0]
+        rows.append({"mode": mode, "workload": workload, "kernels": len(g), "right_pct": 100.0 * sum(right) / len(g),
+                     "partition": part, "sm_count": int(g["sm_count"].iloc[0]),
+                     "cupti_sm_count": records.get(part)})
+    return pd.DataFrame(rows)

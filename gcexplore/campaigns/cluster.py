@@ -123,7 +123,7 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
     warm : sequence of str, optional
         Warm each worker as it starts, before it joins (the cluster's start then takes
         that long, in parallel on every worker): import gcexplore's experiments and these
-        modules (``"bench.campaign_pairs"``), make the GPU context and compile the
+        modules (``"gcexplore.workloads.torch_pairs"``), make the GPU context and compile the
         built-in kernels. None: the workers start bare (a campaign warms them by a task).
     start : {"forkserver", "spawn"}, optional
         How worker processes start. ``"forkserver"``: forked from a server process of this
@@ -180,7 +180,8 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
     if warm is not None:
         bad = [m for m in warm if not MODULE_NAME.match(str(m))]
         if bad:
-            raise ValueError(f"warm names modules to import, such as 'bench.campaign_pairs'; got {bad}")
+            raise ValueError("warm names modules to import, such as 'gcexplore.workloads.torch_pairs'; "
+                             f"got {bad}")
     preload, preload_env = {}, {}
     if warm is not None:
         from ._preload import ENV, dask_setup
@@ -290,7 +291,8 @@ def start_forkserver(modules: Sequence[str] = (), *, wait: bool = False) -> dict
 
     bad = [m for m in modules if not MODULE_NAME.match(str(m))]
     if bad:
-        raise ValueError(f"the forkserver imports modules by name, such as 'bench.campaign_pairs'; got {bad}")
+        raise ValueError("the forkserver imports modules by name, such as 'gcexplore.workloads.torch_pairs'; "
+                         f"got {bad}")
     from ._fork_preload import ENV, MODULE, report_to
 
     with _FORK_LOCK:

@@ -255,7 +255,8 @@ def start(
         )
     bad = [m for m in modules if not MODULE_NAME.match(str(m))]
     if bad:
-        raise ValueError(f"a warm cluster imports modules by name, such as 'bench.campaign_pairs'; got {bad}")
+        raise ValueError("a warm cluster imports modules by name, such as 'gcexplore.workloads.torch_pairs'; "
+                         f"got {bad}")
     note = None
     old = read_state(path)
     if old is not None:

@@ -4,7 +4,7 @@ folder (as ``bench/predict.py --out DIR`` writes one: ``profiles.parquet``, ``tr
 
 ``bench/predict.py`` measures the folder on the GPU and prints its tables; ``bench/ship_predict.py``
 writes what this module fits to ``gcexplore/data``. The pairs are named by the workloads of
-``bench/real_workloads.py`` (``"memory_a=memory"``: the built-in memory kernel under the name
+:func:`gcexplore.workloads.examples.real_workloads` (``"memory_a=memory"``: the built-in memory kernel under the name
 ``memory_a``). The fit itself is :func:`gcexplore.prediction.check.fit_model`; pure, no GPU.
 """
 

@@ -1,11 +1,14 @@
-"""Synthetic sweep results for the comparison tests and bench (not measurements: the
-frames say so in ``device_name``). Makespans per repetition are log-normal around a toy
-curve; the SM clock is recorded as the profiler records it (once per layout and mode)."""
+"""Synthetic sweep results, for trying :func:`gcexplore.compare` and its error rates without a GPU (not
+measurements: the frames say so in ``device_name``). Makespans per repetition are log-normal around a toy
+curve, with round and run effects; the SM clock is recorded as the profiler records it (once per layout
+and mode). ``bench/compare_stats.py`` draws them to print compare's error rates; the tests use them too."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+
+__all__ = ["MODES", "SYNTHETIC", "sweep", "typical_spread"]
 
 SYNTHETIC = "synthetic GPU (not a measurement)"
 MODES = ("alone", "concurrent", "sequential", "streams")
@@ -14,11 +17,11 @@ MODES = ("alone", "concurrent", "sequential", "streams")
 def typical_spread() -> float:
     """Median over the recorded H100 sweeps' (layout, mode) configurations of the standard
     deviation of log makespan over repetitions: this project's typical repetition spread."""
-    import gcexplore
+    from .io import load_recorded
 
     sds = []
     for name in ("sweep", "torch_sweep"):
-        df = gcexplore.load_recorded(name)
+        df = load_recorded(name)
         per = df.groupby(["layout", "mode", "rep"])["makespan_ms"].max()
         sds.append(np.log(per).groupby(level=["layout", "mode"]).std())
     return float(pd.concat(sds).median())
@@ -59,18 +62,3 @@ def sweep(seed: int, *, total: int = 132, step: int = 8, reps: int = 20, sigma: 
     df.attrs.update(kind="sweep", device_name=device_name, device_sm_count=total, repeats=reps, rounds=rounds,
                     run_id=df["run_id"].iloc[0], driver_version="13.0")
     return df
-
-
-def bench_module(name: str):
-    """A script of bench/ imported as a module (bench/ appended last: bench/comm.py must not shadow
-    the comm package)."""
-    import importlib
-    import sys
-    from pathlib import Path
-
-    bench = Path(__file__).resolve().parents[1] / "bench"
-    sys.path.append(str(bench))
-    try:
-        return importlib.import_module(name)
-    finally:
-        sys.path.remove(str(bench))
