@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from ._checks import as_count, as_int
 
@@ -462,7 +462,7 @@ def parse_layout(label: str) -> tuple[int, ...]:
         raise ValueError(f"not a layout label: {label!r} (expected SM counts joined by '+', e.g. '24+108')") from None
 
 
-def sorted_partitions(names: Sequence[str]) -> list[str]:
+def sorted_partitions(names: Iterable[str]) -> list[str]:
     """Partition names in :func:`partition_key` order, each once."""
     return sorted(dict.fromkeys(map(str, names)), key=partition_key)
 
