@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from ._checks import as_count, as_int
 

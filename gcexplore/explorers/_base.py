@@ -255,7 +255,8 @@ class TraceView:
             return
         measured = occupancy is not None and A.occupancy_layout(occupancy) == layout
         self._draw("occupancy", self.occupancy_output, lambda: (
-            *((plot_occupancy(occupancy),) if measured and occupancy is not None else ()), *render_trace(trace, layout)))
+            *((plot_occupancy(occupancy),) if measured and occupancy is not None else ()),
+            *render_trace(trace, layout)))
 
 
 # ------------------------------------------------------------------------- helpers

@@ -200,7 +200,8 @@ class SweepExplorer(TraceView, Controller):
             return
         if getattr(self, "_sweep_draw", None) is None:
             self._draw("sweep", self.sweep_output,
-                       lambda: render_sweep(cast(pd.DataFrame, self.results), summary=self.run_summary(), chosen=layout))
+                       lambda: render_sweep(cast(pd.DataFrame, self.results), summary=self.run_summary(),
+                                            chosen=layout))
         self._draw("throughput", self.plot_output,
                    lambda: render_throughput(cast(pd.DataFrame, self.results), layout,  # checked above
                                              trace=self.trace_at(layout, every_mode=True)))
