@@ -24,6 +24,7 @@ import math
 import time
 from collections import deque
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -142,6 +143,7 @@ class _Decode:
     def _launch(self):
         from cuda.bindings import driver
 
+        assert self._graph is not None  # the step is _launch only once a graph is captured
         check(driver.cuGraphLaunch(self._graph[1], self.stream.handle), "cuGraphLaunch")
 
     def close(self):
@@ -405,6 +407,7 @@ def serve(model: ServingModel, decode_sm_counts: Sequence[int], *, rates: Sequen
             for k in counts:
                 with partitions.split([k], device=info.index, rounding="exact") as parts:
                     dpart, ppart = parts[0], parts.remainder
+                    assert ppart is not None  # the prefill side: a decode count leaves SMs over
                     with trace(parts) if trace is not None else contextlib.nullcontext():
                         run_all(f"{dpart.sm_count}+{ppart.sm_count}", dpart.sm_count, ppart.sm_count, dpart.stream,
                                 ppart.stream, dpart, alone="alone" in modes, loaded="partitioned" in modes,
@@ -463,7 +466,8 @@ def advise_split(model: ServingModel, decode_sm_counts: Sequence[int], slo, *, r
 
     from .analysis import advise, serving_table
 
-    kw = dict(pattern=pattern, burst=burst, duration_s=duration_s, drain_s=drain_s, seed=seed, graphs=graphs,
+    kw: dict[str, Any] = dict(pattern=pattern, burst=burst, duration_s=duration_s, drain_s=drain_s, seed=seed,
+              graphs=graphs,
               device=device, progress=progress)
     if alone is None:
         alone = serve(model, decode_sm_counts, rates=rates, modes=("alone", "paired"), **kw)
