@@ -27,6 +27,10 @@ import dataclasses
 import math
 import uuid
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from ._checks import as_count, as_int
 
@@ -468,7 +472,7 @@ def sorted_partitions(names: Iterable[str]) -> list[str]:
 
 
 
-def trace_groups(trace) -> list[tuple[dict, object]]:
+def trace_groups(trace) -> list[tuple[dict, pd.DataFrame]]:
     """Each repetition group of a trace (its rows' ``group`` column) with its rows.
 
     The dict holds the group's ``layout``, ``mode``, ``rep``, ``group``, ``workloads`` and, where
