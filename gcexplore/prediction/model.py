@@ -26,7 +26,6 @@ from __future__ import annotations
 import itertools
 import math
 import warnings
-from typing import cast
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -122,7 +121,7 @@ def profile_from(result: pd.DataFrame, *, bytes: Mapping[str, float] | None = No
                                                           "start_ms")})
     for col, given in (("bytes", bytes), ("working_set_bytes", working_set_bytes)):
         declared = rows.groupby("workload")[col].first() if col in rows.columns else pd.Series(dtype=float)
-        out[col] = [float(cast(float, (given or {}).get(w, declared.get(w, math.nan)))) for w in out["workload"]]
+        out[col] = [float(given[w] if given and w in given else declared.get(w, math.nan)) for w in out["workload"]]
     out["flops"] = rows["flops"].to_numpy(dtype=float) if "flops" in rows else math.nan
     out["shared_bandwidth_gbs"] = float(shared_bandwidth_gbs if shared_bandwidth_gbs is not None
                                         else a.get("shared_bandwidth_gbs", math.nan) or math.nan)
