@@ -122,7 +122,8 @@ class _OldPaths:
             return None
         import importlib.util
 
-        return importlib.util.spec_from_loader(fullname, _OldPaths)
+        # typeshed's LoaderProtocol asks for the deprecated load_module; importlib needs create/exec_module
+        return importlib.util.spec_from_loader(fullname, _OldPaths)  # pyright: ignore[reportArgumentType]
 
     @staticmethod
     def create_module(spec):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import warnings
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 
 def face(package: str, public: Mapping[str, Sequence[str]], extra: Mapping[str, Sequence[str]] = {},
@@ -32,7 +33,7 @@ def face(package: str, public: Mapping[str, Sequence[str]], extra: Mapping[str, 
                 where[name] = module
     all_ = sorted(n for names in public.values() for n in names)
 
-    def __getattr__(name: str):
+    def __getattr__(name: str) -> Any:  # a lazy name is whatever its module defines
         module = where.get(name)
         if module is None and name in moved:
             warnings.warn(f"{package}.{name} moved to {moved[name]}.{name}; the old name goes in the next release",

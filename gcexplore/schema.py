@@ -26,7 +26,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from ._checks import as_count, as_int
 
@@ -465,13 +469,13 @@ def parse_layout(label: str) -> tuple[int, ...]:
         raise ValueError(f"not a layout label: {label!r} (expected SM counts joined by '+', e.g. '24+108')") from None
 
 
-def sorted_partitions(names: Sequence[str]) -> list[str]:
+def sorted_partitions(names: Iterable[str]) -> list[str]:
     """Partition names in :func:`partition_key` order, each once."""
     return sorted(dict.fromkeys(map(str, names)), key=partition_key)
 
 
 
-def trace_groups(trace) -> list[tuple[dict, object]]:
+def trace_groups(trace) -> list[tuple[dict, pd.DataFrame]]:
     """Each repetition group of a trace (its rows' ``group`` column) with its rows.
 
     The dict holds the group's ``layout``, ``mode``, ``rep``, ``group``, ``workloads`` and, where

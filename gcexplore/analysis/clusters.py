@@ -15,7 +15,7 @@ of its range, so it stays one cluster.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Sequence, cast
 
 import numpy as np
 import pandas as pd
@@ -169,7 +169,7 @@ def rep_mode(modes: pd.DataFrame, rep: int) -> pd.DataFrame:
         return modes.assign(others=[])
     keys = [c for c in modes.columns if c not in ("clusters", "reps_total", *MODE_COLUMNS, "reps")
             and not c.endswith("_median")]
-    mine = modes[modes["reps"].map(lambda reps: rep in reps)].copy()
+    mine = modes[modes["reps"].map(lambda reps: rep in cast(list, reps))].copy()
     others = []
     for r in mine.itertuples(index=False):
         same = (modes[keys] == pd.Series({k: getattr(r, k) for k in keys})).all(axis=1)

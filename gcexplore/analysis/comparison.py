@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any, cast
 from pathlib import Path
 
 import numpy as np
@@ -238,7 +239,7 @@ def _sides(a, b, by, labels) -> tuple[pd.DataFrame, pd.DataFrame, tuple[str, str
             raise ValueError(f"compare: side {side} ({labels['AB'.index(side)]}) has no {', '.join(missing)} "
                              f"column; a {kinds['AB'.index(side)]} result compares with "
                              f"{', '.join(needed)}")
-    return fa, fb, labels, fams[0], col
+    return fa, fb, labels, cast(str, fams[0]), col  # None is refused above
 
 
 def _same_workloads(fa: pd.DataFrame, fb: pd.DataFrame, family: str) -> None:
@@ -329,7 +330,7 @@ def _align(sa: pd.DataFrame, sb: pd.DataFrame) -> list[tuple[str, str | None, st
 
 
 def _row(group, lay_a, lay_b, a, b, info_a, info_b, decide_row) -> dict:
-    row = dict.fromkeys(COMPARE_COLUMNS, math.nan)
+    row: dict[str, Any] = dict.fromkeys(COMPARE_COLUMNS, math.nan)
     row.update(group=group, layout_a=lay_a or "", layout_b=lay_b or "", verdict="", reason="",
                clock_difference=False, cycles_verdict="", noisy_a=False, noisy_b=False)
     for side, lay, x, info in (("a", lay_a, a, info_a), ("b", lay_b, b, info_b)):
@@ -445,6 +446,7 @@ def _best(sa, sb, pairs, settings) -> dict:
     a_to_b, b_to_a = dict(common), {y: x for x, y in common}
     ca = _best_of(sa[sa["layout"].isin(a_to_b)], settings["confidence"], floor)
     cb = _best_of(sb[sb["layout"].isin(b_to_a)], settings["confidence"], floor)
+    assert ca is not None and cb is not None  # each side measured the common layouts, concurrent ones
     outside = [f"{side}'s best overall, {x['layout']}, was measured on that side only"
                for side, x, c in (("A", a, ca), ("B", b, cb)) if x["layout"] != c["layout"]]
     if outside:
@@ -516,7 +518,7 @@ def _check_settings(min_effect, confidence, slo_ms, percentile) -> None:
 
 def compare(a, b=None, *, by: str | None = None, labels=None, min_effect: float = 0.01,
             confidence: float = 0.95, slo_ms: float | None = None, percentile: float = 50.0,
-            floor: Floor | None = None) -> Comparison:
+            floor: Floor | None = None) -> Comparison | Comparisons:
     """Compare two results layout by layout; say which differences are real and whether the best split moved.
 
     Parameters
@@ -570,7 +572,7 @@ def compare(a, b=None, *, by: str | None = None, labels=None, min_effect: float 
     pairs = {k: _compare_pair(x, y, labels, family, by, min_effect=min_effect, confidence=confidence,
                               slo_ms=slo_ms, percentile=percentile, floor=floor)
              for k, x, y in both}
-    return Comparisons(tuple(labels), pairs, one_sided, by, tuple(COMPARE_COLUMNS))
+    return Comparisons(cast("tuple[str, str]", tuple(labels)), pairs, one_sided, by, tuple(COMPARE_COLUMNS))
 
 
 def _compare_pair(fa, fb, labels, family, by, *, min_effect, confidence, slo_ms, percentile,

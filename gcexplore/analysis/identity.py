@@ -4,6 +4,7 @@ library versions, measured clocks and power, measurement options, declared work.
 from __future__ import annotations
 
 import math
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -77,7 +78,7 @@ def _fields(df: pd.DataFrame) -> dict[str, str]:
             out[name] = f"{float(df[col].median()):.0f}"
     out.update(_declared(df))
     known = {k for _, k in IDENTITY_FIELDS}
-    for key in sorted(df.attrs):
+    for key in sorted(cast("dict[str, Any]", df.attrs)):  # gcexplore's attrs keys are str (pandas-stubs: Hashable)
         v = df.attrs[key]
         if key in known or key in _SKIP or isinstance(v, dict):
             continue

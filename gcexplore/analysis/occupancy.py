@@ -4,6 +4,7 @@ its own span), and the layout an occupancy run was at."""
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import pandas as pd
 
@@ -46,7 +47,7 @@ def sm_busy(df: pd.DataFrame) -> pd.DataFrame:
     for (sm, part, wl), g in df.groupby(["sm_id", "partition", "workload"], sort=True):
         iv = list(zip(g["start_ns"].astype("int64"), g["end_ns"].astype("int64")))
         busy = _union_length(iv)
-        rows.append({"sm_id": int(sm), "partition": part, "workload": wl, "blocks": len(iv),
+        rows.append({"sm_id": int(cast(int, sm)), "partition": part, "workload": wl, "blocks": len(iv),
                      "busy_ns": int(busy), "busy_fraction": busy / span if span > 0 else math.nan})
     out = pd.DataFrame(rows, columns=cols)
     out.attrs.update(df.attrs)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -67,13 +68,13 @@ def makespan_stats(df: pd.DataFrame, mode: str) -> pd.DataFrame:
     rows = []
     for (layout, k), g in per_rep.groupby(["layout", "split_sm_count"], sort=False):
         s = stats(g["makespan_ms"])
-        rows.append({"layout": layout, "split_sm_count": int(k), "median_ms": s["median_ms"],
+        rows.append({"layout": layout, "split_sm_count": int(cast(int, k)), "median_ms": s["median_ms"],
                      "p10_ms": s["p10_ms"], "p90_ms": s["p90_ms"], "reps": s["reps"]})
     out = pd.DataFrame(rows, columns=["layout", "split_sm_count", "median_ms", "p10_ms", "p90_ms", "reps"])
     return out.sort_values("split_sm_count", kind="stable").reset_index(drop=True)
 
 
-def _makespan_medians(df: pd.DataFrame) -> dict[tuple[str, str], float]:
+def _makespan_medians(df: pd.DataFrame) -> dict[tuple[Any, Any], float]:  # (layout, mode) -> ms
     per_rep = _rep_makespans(df)
     return {(lay, mode): nanmedian(g["makespan_ms"])
             for (lay, mode), g in per_rep.groupby(["layout", "mode"], sort=False)}
@@ -114,9 +115,10 @@ def _summarize_overlap(df: pd.DataFrame) -> pd.DataFrame:
     conc = s["mode"] == "concurrent"  # a layout's comparisons describe its concurrent run only
     for col in CONCURRENT_COLUMNS:
         s[col] = s["layout"].map(per_layout[col]).where(conc)
-    med = {(r.layout, r.mode, r.workload): r.median_ms for r in s.itertuples()}
+    tuples = cast("list[Any]", list(s.itertuples()))  # pandas-stubs types each field as any scalar
+    med = {(r.layout, r.mode, r.workload): r.median_ms for r in tuples}
     s["slowdown_vs_alone"] = [ratio(r.median_ms, med.get((r.layout, "alone", r.workload), math.nan))
-                              if r.mode == "concurrent" else math.nan for r in s.itertuples()]
+                              if r.mode == "concurrent" else math.nan for r in tuples]
     s = with_identity(s, df)
     s = s[OVERLAP_SUMMARY_COLUMNS].reset_index(drop=True)
     s["requested_sm_count"] = pd.array([None if pd.isna(v) else int(v) for v in s["requested_sm_count"]],
@@ -126,7 +128,7 @@ def _summarize_overlap(df: pd.DataFrame) -> pd.DataFrame:
     s.attrs["rate_notes"] = {m: note for m, note in SPAN_INCLUDES_WAIT.items() if m in set(s["mode"])}
     # plain values (None for NaN), so the attrs survive a save and compare equal after it
     s.attrs["lower_bound"] = {k: None if isinstance(v, float) and math.isnan(v)
-                              else (v.item() if hasattr(v, "item") else v)
+                              else (getattr(v, "item")() if hasattr(v, "item") else v)  # a numpy scalar
                               for k, v in bound.items()}
     return s
 
@@ -188,7 +190,7 @@ def lower_bound(df: pd.DataFrame) -> pd.Series:
 
 def _lower_bound(df: pd.DataFrame) -> pd.Series:
     solo = _fastest_alone(df)
-    out = dict.fromkeys(BOUND_FIELDS, math.nan)
+    out: dict[str, Any] = dict.fromkeys(BOUND_FIELDS, math.nan)
     out.update(workload="", mode="", sm_count=0)
     solo = solo[np.isfinite(solo["median_ms"].to_numpy(dtype=float))]
     if not solo.empty:
@@ -403,7 +405,7 @@ def verdict_facts(df: pd.DataFrame) -> dict:
         row = ms[ms["layout"] == layout]
         per_mode[mode] = nan if row.empty else {k: float(row[k].iloc[0]) for k in nan}
     table = layout_table(df)
-    worst = table.loc[table["concurrent_ms"].idxmax()]
+    worst = table.loc[cast(Any, table["concurrent_ms"].idxmax())]  # pandas-stubs: idxmax gives a Hashable
     noisy = int(overlap_summary(df)["noisy"].sum())
     return {"best": best.to_dict(), **per_mode,
             "vs_sequential": _outcome(per_mode["concurrent"], per_mode["sequential"]),

@@ -110,7 +110,7 @@ def dram_headline(summary: pd.DataFrame) -> dict | None:
         return None
     means = dict(zip(alone["workload"], alone["dram_pct"].astype(float)))
     c = float(together["dram_pct"].iloc[0])
-    top = max(means, key=means.get)
+    top = max(means, key=lambda w: means[w])
     added = c - means[top]
     total = sum(means.values())
     if added <= DRAM_SAME_POINTS:

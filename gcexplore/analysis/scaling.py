@@ -6,6 +6,7 @@ role alone (:func:`summarize_isolation`)."""
 from __future__ import annotations
 
 import math
+from typing import Any, cast
 
 import pandas as pd
 
@@ -22,13 +23,15 @@ def summarize_scaling(df: pd.DataFrame) -> pd.DataFrame:
     require_columns(df, columns("scaling")[:5], "summarize (scaling)")
     rows = []
     for (workload, sm), g in df.groupby(["workload", "sm_count"], sort=True):
-        row = {"workload": workload, "sm_count": int(sm), "requested_sm_count": g["requested_sm_count"].iloc[0]}
+        row = {"workload": workload, "sm_count": int(cast(int, sm)),
+               "requested_sm_count": g["requested_sm_count"].iloc[0]}
         row.update(stats(g["duration_ms"]))
         for col in ("throughput_tflops", "bandwidth_gbs"):
             row[col] = nanmedian(g[col]) if col in g else math.nan
         rows.append(row)
     s = pd.DataFrame(rows)
     sp, eff = [], []
+    r: Any  # a row: its fields are the columns' values (pandas-stubs types each as any scalar)
     for r in s.itertuples():
         g = s[s["workload"] == r.workload]
         base = g.loc[g["sm_count"].idxmin()]
@@ -83,9 +86,10 @@ def summarize_isolation(df: pd.DataFrame) -> pd.DataFrame:
         row.update(stats(g["duration_ms"]))
         rows.append(row)
     s = pd.DataFrame(rows)
-    alone = {(r.role, r.workload): r.median_ms for r in s.itertuples() if r.scenario == "alone"}
+    tuples = cast("list[Any]", list(s.itertuples()))  # pandas-stubs types each field as any scalar
+    alone = {(r.role, r.workload): r.median_ms for r in tuples if r.scenario == "alone"}
     s["slowdown_vs_alone"] = [ratio(r.median_ms, alone.get((r.role, r.workload), math.nan))
-                              for r in s.itertuples()]
+                              for r in tuples]
     s = with_identity(s, df)
     s.attrs.update(df.attrs)
     s.attrs["summary_of"] = "isolation"

@@ -31,6 +31,7 @@ import json
 import math
 import time
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -122,6 +123,7 @@ def compare_until_decided(measure_a, measure_b, *, max_runs: int = 4, min_effect
         sizes = _sizes(undecided)
         if undecided.empty or not sizes or (budget_s is not None and time.perf_counter() - t0 >= budget_s):
             break
+    c = cast(Comparison, c)  # max_runs >= 1 looks, each one workload set a side: one Comparison
     table = c.table.copy()
     table["look"] = looks[-1]["look"]
     for i, r in enumerate(table.itertuples()):

@@ -286,7 +286,7 @@ def launch_waves(trace: pd.DataFrame, **fit_options) -> pd.DataFrame:
     # partition_fit built its rows from the same groups in the same order: group number = its row
     row = k.groupby(_FIT_KEYS, sort=False, dropna=False).ngroup().to_numpy()
     out = fit[LAUNCH_WAVE_COLUMNS].iloc[row].set_axis(k.index)
-    out.attrs = dict(fit.attrs, summary_of="launch_waves")
+    out.attrs = {**fit.attrs, "summary_of": "launch_waves"}
     return out
 
 

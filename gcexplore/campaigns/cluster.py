@@ -12,6 +12,7 @@ import os
 import re
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 from ..device.driver import UnsupportedError, device_count
 
@@ -210,7 +211,7 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
                                                      **preload}} for d in devs}
     scheduler = {"cls": Scheduler, "options": {"dashboard_address": dashboard, **net,
                                                **scheduler_options}}
-    import dask
+    import dask.config
 
     # one task per free worker: a second task queued on a worker early could leave another card idle at the end;
     # no statistical profiler (it samples the measuring thread's stack 100 times a second, taking the GIL from it)
@@ -229,8 +230,10 @@ def local_cluster(devices: Sequence | None = None, *, host: str = LOOPBACK, secu
     with dask.config.set({"distributed.scheduler.worker-saturation": 1.0, "distributed.worker.profile.enabled": False,
                           "distributed.admin.tick.interval": "500ms", "distributed.diagnostics.nvml": False,
                           "distributed.worker.multiprocessing-method": start}):
-        return SpecCluster(workers=workers, scheduler=scheduler, name="gcexplore-campaign", silence_logs=40,
-                           **({"security": security} if tls else {}))
+        # distributed's SpecCluster types silence_logs as bool (it is a logging level), and pyright matches the
+        # spread dict against every keyword
+        return SpecCluster(workers=workers, scheduler=scheduler, name="gcexplore-campaign", silence_logs=40,  # pyright: ignore[reportArgumentType]
+                           **({"security": security} if tls else {}))  # pyright: ignore[reportArgumentType]
 
 
 START_METHODS = ("forkserver", "spawn")
@@ -296,7 +299,8 @@ def start_forkserver(modules: Sequence[str] = (), *, wait: bool = False) -> dict
     from ._fork_preload import ENV, MODULE, report_to
 
     with _FORK_LOCK:
-        server = fs._forkserver  # the process's one server (multiprocessing's); its preload list is ours to set
+        # the process's one server (multiprocessing's); its preload list is ours to set (typeshed has no private fields)
+        server: Any = fs._forkserver
         ours = server._forkserver_pid is not None and server._forkserver_pid == _FORK["pid"]
         want = frozenset(map(str, modules)) | (_FORK["modules"] if ours else frozenset())
         if server._forkserver_pid is not None and (not ours or want != _FORK["modules"]):
@@ -350,7 +354,8 @@ def forkserver_ready(modules: Sequence[str] = ()) -> bool:
     import multiprocessing.forkserver as fs
 
     with _FORK_LOCK:
-        return (_FORK["pid"] is not None and _FORK["pid"] == fs._forkserver._forkserver_pid
+        server: Any = fs._forkserver  # typeshed has no private fields
+        return (_FORK["pid"] is not None and _FORK["pid"] == server._forkserver_pid
                 and set(map(str, modules)) <= _FORK["modules"])
 
 
@@ -405,6 +410,9 @@ class ClusterStart:
         import threading
         import time
 
+        self.cluster: Any  # a SpecCluster once started
+        self.error: BaseException | None
+        self.seconds: float | None
         self.cluster, self.error, self.seconds, self._t0 = None, None, None, time.perf_counter()
         self.started_at = time.time()  # Unix seconds, to place the workers' start-up steps (their preload report)
         self._thread = threading.Thread(target=self._start, args=(devices, modules), name="gcexplore-cluster-start")

@@ -542,6 +542,7 @@ def campaign(workloads, splits=None, *, experiment="sweep", options=None, folder
             check_code(client_, _factory_modules(d for d, _, _ in recipes)
                        + sorted({e.split(":", 1)[0] for e in _checked_grid(*grid)[0] if ":" in e}))
         if starting is not None:
+            assert starting.seconds is not None  # set when its thread ended, which _connect waited for
             timings.update(cluster_start_s=starting.seconds, cluster_wait_s=time.perf_counter() - t1,
                            cluster_started_at=starting.started_at)
         starting = None
@@ -578,6 +579,7 @@ def campaign(workloads, splits=None, *, experiment="sweep", options=None, folder
         if starting is not None:
             starting.discard()
         if cluster is not None:
+            assert client_ is not None  # _connect made one for the cluster
             client_.close()
             if cluster is not True:
                 cluster.close()

@@ -6,6 +6,8 @@ GPU's, so not parts of the rest)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 COUNTS = ("reps", "queued", "measured_again", "flag_timeouts")
 SECONDS = ("gate_idle_s", "enqueue_s", "wait_s", "collect_s")
 
@@ -25,7 +27,7 @@ def rest_phases(engine: dict, keys, rest_s: float | None) -> dict | None:
     recs = [engine[k] for k in keys if k in engine]
     if not recs:
         return None
-    tot = {k: sum(r["host"].get(k, 0) for r in recs) for k in (*COUNTS, *SECONDS)}
+    tot: dict[str, Any] = {k: sum(r["host"].get(k, 0) for r in recs) for k in (*COUNTS, *SECONDS)}
     tot["gates"] = sorted({r["gate"] for r in recs})
     tot["notes"] = sorted({r["gate_note"] for r in recs if r["gate_note"]})
     tot["tasks"] = len(recs)

@@ -415,6 +415,7 @@ class FolderLock:
                 break
         else:
             raise RuntimeError(f"campaign folder {str(root)!r}: its {LOCK_NAME} keeps changing hands; try again")
+        assert self._fd is not None  # _lock keeps the descriptor it locked
         os.ftruncate(self._fd, 0)
         os.pwrite(self._fd, f"pid {os.getpid()} on {socket.gethostname()} since "
                             f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n".encode(), 0)

@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from typing import cast
 from pathlib import Path
 
 from .._version import __version__
@@ -298,6 +299,7 @@ def start(
             cwd=os.getcwd(),
         )
     line = _first_line(proc)
+    assert proc.stdout is not None  # started with stdout=PIPE
     proc.stdout.close()
     try:
         said = json.loads(line) if line else {}
@@ -459,7 +461,7 @@ def _serve(config: dict) -> int:
             start="spawn",
         )
         with Client(cluster, security=cluster.security) as c:
-            pids = c.run(os.getpid)
+            pids = cast("dict[str, int]", c.run(os.getpid))  # a synchronous client's: no coroutine
             c.set_metadata(META_KEY, prints)
         rec = {
             "format": FORMAT,

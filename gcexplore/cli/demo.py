@@ -13,7 +13,7 @@ import functools
 import os
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, cast
 
 import pandas as pd
 
@@ -161,7 +161,7 @@ def run_demo(out_dir="gcexplore-out", *, device: int = 0, repeats: int = 5,
 
         print(f"gcexplore demo: sweeping {' + '.join(PAIR)} over every valid split "
               f"({repeats} repetitions per mode)...", file=out)
-        df = sweep(list(PAIR), repeats=repeats, device=device)
+        df = cast(pd.DataFrame, sweep(list(PAIR), repeats=repeats, device=device))  # trace=False: a frame
         written = {"results": _results.save(df, names["results"], overwrite=True)}  # before anything can fail
         best = int(best_split(df)["split_sm_count"])
         occupancy = measure_occupancy(list(PAIR), [best], device=device)

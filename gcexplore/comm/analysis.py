@@ -21,6 +21,7 @@ collective takes what it takes.
 from __future__ import annotations
 
 import math
+from typing import Any, cast
 
 import pandas as pd
 
@@ -109,8 +110,9 @@ def _comm_table(df: pd.DataFrame) -> pd.DataFrame:
            "compute_ms", "step_ms", "step_q25_ms", "step_q75_ms", "steps"]]
     if t.empty:
         raise ValueError("comm_table: the result has no collective rows (only compute): nothing to tabulate")
-    t["bus_bw_alone_gbs"] = [bus_bw_gbs(r.collective, r.nranks, r.size_bytes, r.comm_alone_ms) for r in t.itertuples()]
-    t["bus_bw_gbs"] = [bus_bw_gbs(r.collective, r.nranks, r.size_bytes, r.comm_ms) for r in t.itertuples()]
+    rows_t = cast("list[Any]", list(t.itertuples()))  # pandas-stubs types each field as any scalar
+    t["bus_bw_alone_gbs"] = [bus_bw_gbs(r.collective, r.nranks, r.size_bytes, r.comm_alone_ms) for r in rows_t]
+    t["bus_bw_gbs"] = [bus_bw_gbs(r.collective, r.nranks, r.size_bytes, r.comm_ms) for r in rows_t]
     t["compute_whole_ms"] = compute_whole
     t["split_loss_ms"] = t["compute_alone_ms"] - compute_whole
     t["interference_ms"] = t["compute_ms"] - t["compute_alone_ms"]
@@ -161,7 +163,7 @@ def _comm_answer(df: pd.DataFrame, tolerance: float) -> pd.DataFrame:
         ctas = _best_rows(g, "ctas").dropna(subset=["step_ms"])
         cbest = ctas.loc[ctas["step_ms"].idxmin()] if len(ctas) else None
         plain_ms = float(plain.iloc[0]) if len(plain) else math.nan
-        rows.append({"collective": coll, "size_bytes": int(size), "nranks": int(n),
+        rows.append({"collective": coll, "size_bytes": int(cast(int, size)), "nranks": int(cast(int, n)),
                      "answer_sm_count": int(ans["comm_sm_count"]), "answer_step_ms": float(ans["step_ms"]),
                      "best_sm_count": int(best["comm_sm_count"]), "best_step_ms": float(best["step_ms"]),
                      "splits": int(len(part)), "plain_step_ms": plain_ms,
@@ -195,7 +197,7 @@ def bandwidth_table(df: pd.DataFrame, share: float = 0.95) -> pd.DataFrame:
         part = g[(g["setup"] == "partition") & (g["bus_bw_alone_gbs"] >= need)].sort_values("comm_sm_count")
         ctas = g[(g["setup"] == "ctas") & (g["bus_bw_alone_gbs"] >= need)].sort_values("max_ctas")
         plain = g[g["setup"] == "plain"]["bus_bw_alone_gbs"]
-        rows.append({"collective": coll, "size_bytes": int(size), "nranks": int(n),
+        rows.append({"collective": coll, "size_bytes": int(cast(int, size)), "nranks": int(cast(int, n)),
                      "peak_bus_bw_gbs": float(top["bus_bw_alone_gbs"]), "peak_setup": str(top["layout"]),
                      "min_sm_count": float(part["comm_sm_count"].iloc[0]) if len(part) else math.nan,
                      "bus_bw_at_min_gbs": float(part["bus_bw_alone_gbs"].iloc[0]) if len(part) else math.nan,

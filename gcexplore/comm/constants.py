@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import cast
 
 import pandas as pd
 
@@ -59,7 +60,8 @@ def _card(df: pd.DataFrame, steps: pd.DataFrame):
     sm = a.get(identity_name("sm_count")) or int((part["comm_sm_count"] + part["compute_sm_count"]).max())
     cc = a.get("compute_capability", "0.0")
     cc = tuple(int(x) for x in (cc.split(".") if isinstance(cc, str) else cc))
-    return DeviceInfo(name=str(a.get(identity_name("name")) or "the sweep's card"), index=0, compute_capability=cc,
+    return DeviceInfo(name=str(a.get(identity_name("name")) or "the sweep's card"), index=0,
+                      compute_capability=cast("tuple[int, int]", cc),
                       sm_count=int(sm), min_partition_size=sizes[0], alignment=math.gcd(*sizes), driver_version=0)
 
 

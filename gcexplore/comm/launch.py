@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from typing import cast
 
 __all__ = ["CommLaunchError", "check_launch", "comm_sweep"]
 
@@ -199,7 +200,7 @@ def _collect(pipes, procs, timeout_s: float, into=None, say=None):
     ``(rows, metas, errors, details, trace frames)``, gathered in ``into`` (those five, which keep
     what arrived when Ctrl-C stops the reading). The unique id from rank 0 goes to every rank;
     ``say`` gets a line per rows message (a layout of one rank)."""
-    from multiprocessing.connection import wait
+    from multiprocessing.connection import Connection, wait
 
     rows, metas, errors, details, trace_frames = into if into is not None else ([], {}, [], [], [])
     deadline = time.monotonic() + timeout_s
@@ -210,6 +211,7 @@ def _collect(pipes, procs, timeout_s: float, into=None, say=None):
             errors.append(f"timed out after {timeout_s:g} s with ranks {sorted(open_.values())} still running")
             break
         for c in wait([p for p in pipes if id(p) in open_], timeout=min(left, 5.0)):
+            c = cast(Connection, c)  # wait() hands back the pipes it was given
             rank = open_[id(c)]
             try:
                 msg = c.recv()

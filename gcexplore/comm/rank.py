@@ -335,6 +335,7 @@ class _Rank:
             for size in (*self.spec.sizes, *self.spec.buckets):
                 wl = (bucketed(comm, kind, size, device=self.rank, dtype=self.spec.dtype) if isinstance(size, tuple)
                       else collective(comm, kind, size, device=self.rank, dtype=self.spec.dtype))
+                assert wl.bytes is not None  # a collective declares its bytes
                 yield kind, int(wl.bytes), wl
                 del wl
                 self.torch.cuda.synchronize(self.rank)
@@ -362,6 +363,7 @@ class _Rank:
         from ..device.partitions import split
 
         with split([comm_sms], device=self.rank, rounding="exact") as parts:
+            assert parts.remainder is not None  # the compute side: comm_sms leaves SMs over
             base = {"nranks": self.nranks, "rank": self.rank, "setup": "partition", "layout": parts.label,
                     "comm_sm_count": int(parts[0].sm_count), "compute_sm_count": int(parts.remainder.sm_count),
                     "max_ctas": None}
@@ -438,7 +440,8 @@ class _Rank:
             finally:
                 col.stop()
         data = col.decode(max_samples=MAX_SAMPLES)
-        got = [(s.start_timestamp, s.end_timestamp, list(s.metric_values)) for s in data]
+        # cupti's CounterData.__getitem__ is unannotated (a slice gives a list); iterating it yields Samples
+        got = [(s.start_timestamp, s.end_timestamp, list(s.metric_values)) for s in data]  # pyright: ignore[reportAttributeAccessIssue]
         rows = pm_step_dram(t.frame(), [g[0] for g in got], [g[1] for g in got], [g[2] for g in got],
                             list(PM_SETS[self.spec.pm_metrics]))
         keep = {k: base[k] for k in ("setup", "layout", "comm_sm_count", "compute_sm_count")}

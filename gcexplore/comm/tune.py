@@ -80,6 +80,7 @@ def _one(reps: dict, sm_count: int, tolerance: float, settle: float) -> dict:
     out = search(cands, measure, settings, names=("comm", "compute"), prior=start)
     med = {k: quantile([m for m, _ in reps[k][:used[k]]], 0.5) for k in reps if used[k]}
     best = min(med.values())
+    assert out.answer is not None  # the makespan objective always answers
     answer = int(out.answer.split("+")[0])
     walked = []
     for k in sorted((k for k in reps if k < answer), reverse=True):

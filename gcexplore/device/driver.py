@@ -15,7 +15,7 @@ import dataclasses
 import datetime
 import threading
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import math
 import numbers
@@ -184,7 +184,7 @@ class DeviceInfo:
         cc = tuple(int(x) for x in (cc.split(".") if isinstance(cc, str) else cc))
         given = {"name", "index", "sm_count", "driver_version_str"}
         rest = {k: v for k, v in src.items() if k not in given and v not in (None, "")}  # uuid, PCI, L2, versions
-        return cls(name=str(src["name"]), index=int(src["index"] or 0), compute_capability=cc,
+        return cls(name=str(src["name"]), index=int(src["index"] or 0), compute_capability=cast("tuple[int, int]", cc),
                    sm_count=int(src["sm_count"]), min_partition_size=sizes[0],
                    alignment=math.gcd(*sizes), driver_version=int(drv), **rest)
 
@@ -213,7 +213,7 @@ def driver_module():
     return driver
 
 
-def check(result, what: str):
+def check(result, what: str) -> Any:  # whatever the (untyped) driver call returned
     """Unpack a cuda.bindings result tuple, raising with context on error."""
     driver = driver_module()
     err, *rest = result

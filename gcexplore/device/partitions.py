@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
+from typing import cast
 
 from .._checks import as_count, as_int
 from . import green
@@ -338,7 +339,7 @@ def split(sm_counts, *, device=0, rounding: str = "up", streams: int = 1,
     plan = plan_split(info, sm_counts, rounding=rounding)
     cosched = coscheduled_sm_count
     if cosched is not None:
-        cosched = tuple(int(c) for c in (cosched if isinstance(cosched, (list, tuple)) else [cosched]))
+        cosched = tuple(int(c) for c in (cosched if isinstance(cosched, (list, tuple)) else [cast(int, cosched)]))
     key = (info.index, tuple(plan.granted), plan.remainder, cosched)
     layout = take_layout(key) if reuse else None
     reused = layout is not None

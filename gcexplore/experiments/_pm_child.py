@@ -64,7 +64,8 @@ def run(spec: dict, out: Path) -> None:
                 col.stop()
             data = col.decode(max_samples=MAX_SAMPLES)
             populated = data.num_populated_samples
-            samples = [(s.start_timestamp, s.end_timestamp, list(s.metric_values)) for s in data]
+            # cupti's CounterData.__getitem__ is unannotated (a slice gives a list); iterating it yields Samples
+            samples = [(s.start_timestamp, s.end_timestamp, list(s.metric_values)) for s in data]  # pyright: ignore[reportAttributeAccessIssue]
         finally:
             col.disable()
     finally:

@@ -292,6 +292,7 @@ class Engine:
 
         def collect(behind=None):
             nonlocal pending, last_ms
+            assert pending is not None  # collected only once something is queued
             label, queued = pending
             pending = None
             out = (label, *self._clean(slots, chain, label, self._finish(queued), behind))
@@ -355,7 +356,7 @@ class Engine:
             self._launch_slots(slots, chain, common, events)
             enqueue_us = (time.perf_counter() - t0) * 1e6
         finally:
-            if seq:  # after the last launch (and on a raise: no gate waits out its timeout)
+            if seq and flag is not None:  # after the last launch (and on a raise: no gate waits out its timeout)
                 flag.release(seq)
         # Behind ``after`` with the timed gate: clean only if ``after`` was still running now, so
         # this repetition's gate had not started before its enqueue ended. The flag's: known at its end.

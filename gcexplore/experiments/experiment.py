@@ -85,8 +85,9 @@ class Experiment:
     def redraw(self) -> None:
         """Workloads built with ``setup=`` allocate their inputs afresh at their next call."""
         for w in self.wls:
-            if getattr(w, "new_round", None) is not None:
-                w.new_round()
+            new_round = getattr(w, "new_round", None)
+            if new_round is not None:
+                new_round()
 
     def partitioned(self, split):
         """The split's partitions: a Partitioning given (left open) or a new one (closed after)."""
@@ -144,6 +145,7 @@ def experiment(kind: str, workloads, device, options: Options, *, check=None, st
             yield run
         finally:
             closing = time.perf_counter()
+            assert run.engine is not None  # set above; nothing unsets it
             run.engine.close()
     finally:
         run.close_owned()

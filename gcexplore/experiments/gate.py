@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+from typing import Any
 
 import numpy as np
 
@@ -65,7 +66,7 @@ class FlagGate:
         except BaseException:
             driver.cuMemFreeHost(self._host)
             raise
-        self.words = np.ctypeslib.as_array((ctypes.c_uint64 * n).from_address(self._host))
+        self.words: Any = np.ctypeslib.as_array((ctypes.c_uint64 * n).from_address(self._host))  # None once closed
         self.words[:] = 0
         self.seq = 0
         self.timeout_ns = int(timeout_us * 1000)

@@ -20,6 +20,7 @@ __all__ = ["isolation"]
 
 def _isolation_scenario(run: Experiment, name, groups, pacer, crit, out, within, rnd: Round) -> None:
     engine, opts = run.engine, run.options
+    assert engine is not None  # experiment() opened it
     for gslots in groups:
         for s in gslots:
             s.run = engine.runner(s)
@@ -125,6 +126,7 @@ def isolation(critical, background, split=16, *, repeats: int = 15, warmup: int 
                 run_scenarios(parts, rnd, out)
 
         def run_scenarios(parts, rnd, out):
+            assert run.engine is not None  # experiment() opened it
             whole = run.engine.whole
             s0, s1 = whole.streams[0], whole.streams[1]
             rem, p0 = parts.remainder, parts[0]

@@ -68,6 +68,7 @@ def occupancy(workloads, split, *, device=0, warmup: int = 1):
             recorders = [run.adopt(w.instrumented()) for w in run.wls]
             plain = [Slot(w, p, p.stream) for w, p in zip(run.wls, placed)]
             inst = [Slot(r.workload, p, p.stream) for r, p in zip(recorders, placed)]
+            assert run.engine is not None  # experiment() opened it
             for _ in range(opts.warmup):
                 run.engine.run_group(plain)
             run.engine.run_group(inst)

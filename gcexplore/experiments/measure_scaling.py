@@ -68,6 +68,7 @@ def scaling(workload, sm_counts=None, *, repeats: int = 15, warmup: int = 1, rou
 
         def time_on(part, rnd, out):
             engine = run.engine
+            assert engine is not None  # experiment() opened it
             slot, size = Slot(wl, part, part.stream), "device" if part is engine.whole else str(part.sm_count)
             slot.run = engine.runner(slot)
             try:
@@ -87,6 +88,7 @@ def scaling(workload, sm_counts=None, *, repeats: int = 15, warmup: int = 1, rou
             k, rnd = item
             run.enter_round(rnd.index)
             if k is None:
+                assert run.engine is not None  # experiment() opened it
                 time_on(run.engine.whole, rnd, out)  # the engine's streams are fresh each round
                 return
             with partitions.split([k], device=run.info.index) as parts:

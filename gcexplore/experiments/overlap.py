@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import cast
 from collections.abc import Sequence
 
 from ..device import partitions
@@ -170,6 +171,7 @@ def measure_layout(run: Experiment, parts, rows: list[dict], options: Options | 
     warms what it made afresh (``_LATER_ROUNDS``).
     """
     engine, wls, opts = run.engine, run.wls, run.options if options is None else options
+    assert engine is not None  # experiment() opened it
     rnd = rnd or Round(0, opts.repeats, 0)
     seen = run.warmed.get(parts.label) if rnd.index > 0 else None
     fresh, warmups = _warmup_plan(opts, seen)
@@ -279,7 +281,8 @@ def profile_overlap(workloads, split, *, repeats: int = 15, warmup: int = 1, rou
     MeasurementFailed, MeasurementInterrupted
         A workload raised or the user interrupted; ``exc.partial`` holds the rows so far.
     """
-    opts = Options(repeats=repeats, warmup=warmup, rounds=auto_rounds(repeats, rounds), modes=modes,
+    opts = Options(repeats=repeats, warmup=warmup, rounds=auto_rounds(repeats, rounds),
+                   modes=cast("tuple[str, ...]", modes),  # Options checks and converts it (check_modes)
                    l2_flush=l2_flush, graphs=graphs, rounding=rounding, trace=trace)
     given = isinstance(split, Partitioning)
     labels = []
@@ -347,7 +350,8 @@ def sweep(workloads, sm_counts=None, *, others: Sequence[int] = (), repeats: int
         A workload raised or the user interrupted: ``exc.partial`` holds every row
         measured so far (finished layouts are also in the checkpoint).
     """
-    opts = Options(repeats=repeats, warmup=warmup, rounds=auto_rounds(repeats, rounds), modes=modes,
+    opts = Options(repeats=repeats, warmup=warmup, rounds=auto_rounds(repeats, rounds),
+                   modes=cast("tuple[str, ...]", modes),  # Options checks and converts it (check_modes)
                    l2_flush=l2_flush, graphs=graphs, rounding=rounding, trace=trace)
     fixed = as_sizes("others", others)  # numbers checked before the driver is asked
     if sm_counts is not None:

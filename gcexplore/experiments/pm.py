@@ -32,7 +32,7 @@ import tempfile
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 
@@ -228,7 +228,8 @@ def dram_timeline(workloads, split, *, modes: Sequence[str] = ("alone", "concurr
 
     spec = _workload_spec(workloads)
     sizes, metrics, interval_ns = _check_request(split, metrics, interval_us, timeout_s)
-    opts = Options(repeats=repeats, warmup=warmup, modes=tuple(modes) if not isinstance(modes, str) else modes)
+    opts = Options(repeats=repeats, warmup=warmup,  # a str: Options checks and converts it (check_modes)
+                   modes=tuple(modes) if not isinstance(modes, str) else cast("tuple[str, ...]", modes))
     _cupti_present()
     spec.update(split=sizes, modes=list(opts.modes), repeats=opts.repeats, warmup=opts.warmup,
                 metrics=list(METRIC_SETS[metrics]), interval_ns=interval_ns, device=int(device))

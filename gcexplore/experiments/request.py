@@ -8,6 +8,7 @@ Partitioning handed in can be used. Each error names what is valid.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 from .._checks import as_int
 from ..device.driver import DeviceInfo, plan_split
@@ -62,7 +63,8 @@ def as_sizes(name: str, values) -> list[int]:
     if isinstance(values, bool) or not isinstance(values, (Sequence, int)) or isinstance(values, str):
         if not hasattr(values, "__index__"):
             raise TypeError(f"{name} must be an int or a sequence of ints, got {values!r}")
-    seq = [values] if hasattr(values, "__index__") and not isinstance(values, Sequence) else list(values)
+    one = hasattr(values, "__index__") and not isinstance(values, Sequence)
+    seq = [values] if one else list(cast(Sequence, values))
     return [as_int(f"{name} entry", v) for v in seq]
 
 

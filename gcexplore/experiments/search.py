@@ -44,6 +44,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
+from typing import cast
 
 from ..analysis.stats import disagree, pooled_pair_sd, quantile, quantile_ci, round_ratio_ci
 from .search_settings import Settings
@@ -98,7 +99,7 @@ class Outcome:
     best_measured: str | None
     reason: list[str]
     comparisons: list[dict]
-    unmeasured: dict[str, str]
+    unmeasured: dict[str, dict]
     visits: list[dict]
     notes: list[str]
 
@@ -154,7 +155,8 @@ class _State:
         reps = [self._rep(r, layout) for r in self.measure(layout, n)]
         rnd = len(set(self.round_of.get(layout, [])))
         if (len(reps) == n == 2 and rnd == 0 and self.s.spread == "pooled" and self.s.max_repeats > 2
-                and disagree(*(m if self.s.objective == "makespan" else d[0] for m, d in reps), self.s.tolerance)):
+                and disagree(*cast("tuple[float, float]", tuple(m if self.s.objective == "makespan" else d[0]
+                                                              for m, d in reps)), self.s.tolerance)):
             # a median of 3 outvotes a stray
             n, reps = 3, reps + [self._rep(r, layout) for r in self.measure(layout, 1)]
         if len(reps) != n:
@@ -406,6 +408,7 @@ def _makespan_outcome(st: _State, close: set) -> Outcome:
 def _verdict(st: _State, layout: Layout) -> tuple[bool, bool]:
     """(meets, decided): add repetitions until the interval is on one side of the target."""
     slo = st.s.slo_ms
+    assert slo is not None  # the slo objective has a target
     while True:
         lo, hi = st.ci(layout)
         if hi <= slo or lo > slo:
@@ -418,6 +421,7 @@ def _pick_slo(st: _State, open_: list[Layout], verdicts: dict, turn: int) -> Lay
     """Alternately the size the measured latencies predict, and bisection of what is open."""
     if turn % 2 == 1:
         return open_[len(open_) // 2]
+    assert st.s.slo_ms is not None  # the slo objective has a target
     slo, pts = st.s.slo_ms, sorted((c[0], st.value(c)) for c in verdicts if st.value(c) > 0)
     fails = [p for p in pts if p[1] > slo]
     meets = [p for p in pts if p[1] <= slo]
@@ -433,6 +437,7 @@ def _pick_slo(st: _State, open_: list[Layout], verdicts: dict, turn: int) -> Lay
 
 
 def _slo_search(st: _State) -> dict:
+    assert st.s.slo_ms is not None  # the slo objective has a target
     order = sorted(st.cands, key=lambda c: (c[0], c))
     if len({c[0] for c in order}) != len(order):
         raise ValueError("a latency target needs one candidate per first-partition size "
@@ -467,6 +472,7 @@ def _slo_search(st: _State) -> dict:
 
 def _slo_outcome(st: _State, verdicts: dict) -> Outcome:
     s, pct = st.s, f"p{st.s.percentile:g}"
+    assert s.slo_ms is not None  # the slo objective has a target
     meeting = sorted((c for c in verdicts if verdicts[c][0]), key=lambda c: c[0])
     comps = []
     for c in sorted(verdicts, key=lambda c: c[0]):

@@ -309,6 +309,7 @@ def replay_tune(sweep, predict=None, *, tolerance: float = 0.01, repeats: int = 
     out = search(list(reps), measure, settings, names=names, prior=_prior(predict, names, card))
     med = {k: quantile([m for m, _ in v], 0.5) for k, v in reps.items()}
     best = min(med, key=lambda k: (med[k], k))
+    assert out.answer is not None  # the makespan objective always answers
     answer = tuple(int(x) for x in out.answer.split("+"))
     spent = sum(m for k, v in reps.items() for m, _ in v[:used[k]])
     return {"answer": out.answer, "answer_ms": med[answer], "best": label(best), "best_ms": med[best],

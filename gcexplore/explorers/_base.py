@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import html
 import io
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 try:
     import ipywidgets as W
@@ -105,6 +105,7 @@ class Controller:
     _root_class = CSS["root"]
     results: pd.DataFrame | None = None
     trace: pd.DataFrame | None = None
+    _root: W.VBox  # each explorer builds its own
 
     def __init__(self):
         self.error_box = W.HTML(value="", layout=W.Layout(display="none"))
@@ -175,6 +176,7 @@ class Controller:
         computed once per pair: the sweep plot and every split's table draw from it."""
         cached = getattr(self, "_summary", None)
         if cached is None or cached[0] is not self.results or cached[1] is not self.trace:
+            assert self.results is not None  # drawn only once results are shown
             self._summary = (self.results, self.trace, run_summary(self.results, self.trace))
         return self._summary[2]
 
@@ -235,6 +237,11 @@ class TraceView:
     """The kernel timeline in the occupancy output, where a trace covers the layout."""
 
     _trace_note: str | None = None
+    if TYPE_CHECKING:  # what the Controller it is mixed into provides
+        trace_at = Controller.trace_at
+        _draw = Controller._draw
+        _draw_occupancy = Controller._draw_occupancy
+        occupancy_output: W.Output
 
     def _draw_with_trace(self, layout: str, occupancy: pd.DataFrame | None, measured_layout: str | None,
                          note: str | None = None) -> None:
@@ -248,7 +255,8 @@ class TraceView:
             return
         measured = occupancy is not None and A.occupancy_layout(occupancy) == layout
         self._draw("occupancy", self.occupancy_output, lambda: (
-            *((plot_occupancy(occupancy),) if measured else ()), *render_trace(trace, layout)))
+            *((plot_occupancy(occupancy),) if measured and occupancy is not None else ()),
+            *render_trace(trace, layout)))
 
 
 # ------------------------------------------------------------------------- helpers

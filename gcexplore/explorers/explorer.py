@@ -11,6 +11,8 @@ imported inside the live paths only. :class:`SweepExplorer` lives in :mod:`.swee
 
 from __future__ import annotations
 
+from typing import cast
+
 
 import pandas as pd
 
@@ -87,7 +89,7 @@ class Explorer(TraceView, Controller):
         self.results: pd.DataFrame | None = None
         self.occupancy: pd.DataFrame | None = None
         self.live = _offline is None
-        if self.live:
+        if _offline is None:
             self._setup_live(workloads, repeats)
         else:
             self._setup_offline(*_offline)
@@ -276,7 +278,7 @@ class Explorer(TraceView, Controller):
     def _measure(self) -> bool:
         from .. import experiments  # lazy: the profiler and the driver
 
-        names = [p.value for p in self.workload_pickers]
+        names = [cast(str, p.value) for p in self.workload_pickers]  # ipywidgets' inferred value type has None
         workloads = unique_names(names, self.catalog)
         self._progress_start(2, "measuring")
         try:
@@ -316,12 +318,13 @@ class Explorer(TraceView, Controller):
     def _redraw(self) -> None:
         layout = self._shown_layout
         self._draw("throughput", self.plot_output,
-                   lambda: render_throughput(self.results, layout, trace=self.trace_at(layout, every_mode=True)))
+                   lambda: render_throughput(cast(pd.DataFrame, self.results), layout,  # redrawn only with results
+                                             trace=self.trace_at(layout, every_mode=True)))
         self._show_fit_notes()
         self._draw_with_trace(layout, self.occupancy, None if self.live else layout,
                               getattr(self, "_occupancy_note", None))
         self._draw("summary", self.table_output,
-                   lambda: render_summary(self.results, layout, summary=self.run_summary()))
+                   lambda: render_summary(cast(pd.DataFrame, self.results), layout, summary=self.run_summary()))
 
 
 def explore(workloads=None, device: int = 0, *, repeats: int = 10, trace: bool = False) -> Explorer:

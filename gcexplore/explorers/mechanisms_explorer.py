@@ -9,6 +9,8 @@ chosen run's rows at the chosen split and return what the family's functions mak
 
 from __future__ import annotations
 
+from typing import cast
+
 import pandas as pd
 from matplotlib.figure import Figure
 
@@ -152,13 +154,13 @@ class MechanismsExplorer(Controller):
     @property
     def rows(self) -> pd.DataFrame:
         """The chosen run's rows."""
-        return self._runs[self.run_picker.value][1]
+        return self._runs[cast(int, self.run_picker.value)][1]  # ipywidgets' inferred value type has None
 
     @property
     def split(self) -> int | None:
         """The chosen split (the critical workload's SMs), None for every split."""
         value = self.split_picker.value
-        return None if value == EVERY_SPLIT else int(value)
+        return None if value == EVERY_SPLIT else int(cast(int, value))
 
     def _split_options(self) -> list:
         per = self.rows.drop_duplicates("split_sm_count").sort_values("split_sm_count")

@@ -8,7 +8,7 @@ touches no GPU.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence, cast
 
 import pandas as pd
 
@@ -92,7 +92,7 @@ class SweepExplorer(TraceView, Controller):
             self.status, self.sweep_output, self.split_slider, self.plot_output, self.fit_label,
             self.occupancy_output, self.table_output])
         self._root.add_class(self._root_class)
-        if not self.live:
+        if _offline is not None:
             results, occupancy, self.trace = _offline
             recorded = int(results.attrs.get("repeats") or results["rep"].max() + 1)
             self.repeats.max = max(self.repeats.max, recorded)
@@ -130,7 +130,7 @@ class SweepExplorer(TraceView, Controller):
         """
         from .. import experiments  # lazy: the profiler and the driver
 
-        kwargs = dict(repeats=int(self.repeats.value), device=self.device)
+        kwargs: dict[str, Any] = dict(repeats=int(self.repeats.value), device=self.device)
         if self.sm_counts is not None:
             kwargs["sm_counts"] = list(self.sm_counts)
         results = self._live("sweeping", "the sweep", lambda: experiments.sweep(dict(self.catalog), **kwargs))
@@ -143,7 +143,7 @@ class SweepExplorer(TraceView, Controller):
         its answer. Rows measured before an error or an interrupt are kept and drawn."""
         from .. import experiments  # lazy: the tuner and the driver
 
-        kwargs = {"device": self.device}
+        kwargs: dict[str, Any] = {"device": self.device}
         if self.sm_counts is not None:
             kwargs["sm_counts"] = list(self.sm_counts)
         results = self._live("tuning", "the tuner", lambda: experiments.tune(dict(self.catalog), **kwargs))
@@ -200,16 +200,18 @@ class SweepExplorer(TraceView, Controller):
             return
         if getattr(self, "_sweep_draw", None) is None:
             self._draw("sweep", self.sweep_output,
-                       lambda: render_sweep(self.results, summary=self.run_summary(), chosen=layout))
+                       lambda: render_sweep(cast(pd.DataFrame, self.results), summary=self.run_summary(),
+                                            chosen=layout))
         self._draw("throughput", self.plot_output,
-                   lambda: render_throughput(self.results, layout, trace=self.trace_at(layout, every_mode=True)))
+                   lambda: render_throughput(cast(pd.DataFrame, self.results), layout,  # checked above
+                                             trace=self.trace_at(layout, every_mode=True)))
         self._show_fit_notes()
         if self.live:
             self._live_occupancy(layout)
         else:
             self._draw_with_trace(layout, self.occupancy, layout)
         self._draw("summary", self.table_output,
-                   lambda: render_summary(self.results, layout, summary=self.run_summary()))
+                   lambda: render_summary(cast(pd.DataFrame, self.results), layout, summary=self.run_summary()))
 
     def _live_occupancy(self, layout: str) -> None:
         """Occupancy of the chosen split, measured once per split and kept."""

@@ -4,6 +4,7 @@ sentence per split computed from it (:func:`mechanisms_sentences`). Views and pa
 from __future__ import annotations
 
 import math
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -127,7 +128,7 @@ def mechanisms_table(df: pd.DataFrame) -> pd.DataFrame:
             )
             out.append(
                 {
-                    "split_sm_count": int(k),
+                    "split_sm_count": int(cast(int, k)),  # pandas-stubs: a group key is Hashable
                     "layout": layout,
                     "mechanism": mech,
                     "reps": len(reps),
@@ -153,7 +154,7 @@ def mechanisms_table(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _best(rows: pd.DataFrame, col: str) -> pd.Series:
-    return rows.loc[rows[col].idxmin()]
+    return rows.loc[cast(Any, rows[col].idxmin())]  # pandas-stubs: idxmin gives a Hashable, not a label
 
 
 def mechanisms_sentences(table: pd.DataFrame) -> list[str]:
@@ -171,7 +172,7 @@ def mechanisms_sentences(table: pd.DataFrame) -> list[str]:
         shared = rows[rows["mechanism"] != "sequential"].dropna(subset=["critical_p99_ms"])  # alone is the reference
         fast, calm = _best(rows, "makespan_ms"), _best(shared if len(shared) else rows, "critical_p99_ms")
         s = (
-            f"With {fast['critical']} given {int(k)} SMs ({fast['layout']}), the pair finishes first under "
+            f"With {fast['critical']} given {int(cast(int, k))} SMs ({fast['layout']}), the pair finishes first under "
             f"{mechanism_label(fast['mechanism'])} ({fast['makespan_ms']:.3g} ms) and {calm['critical']}'s p99 is "
             f"lowest under {mechanism_label(calm['mechanism'])} ({calm['critical_p99_ms']:.3g} ms"
             + (

@@ -14,6 +14,7 @@ mechanism, and the rows measured so far kept when something fails.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 from ..device.driver import check, driver_module, plan_split
 from ..experiments.engine import Slot
@@ -26,6 +27,9 @@ from .clients import run_clients
 from .kind import KIND, MECHANISMS
 from .mps import MpsDaemon, MpsUnavailable, mps_refusal
 from .pair import build_pair, pair_specs
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["compare_mechanisms", "mechanisms"]
 
@@ -45,7 +49,7 @@ def _check_mechanisms(mechs) -> tuple[str, ...]:
 def _check_splits(splits) -> tuple[int, ...]:
     one = isinstance(splits, int) and not isinstance(splits, bool)
     try:
-        out = (splits,) if one else tuple(splits)
+        out = (splits,) if one else tuple(cast(Any, splits))  # a bool or a non-iterable: the TypeError below
     except TypeError:
         raise TypeError(
             f"splits are SM counts of the critical workload's share, e.g. (24, 64, 104); got {splits!r}"
@@ -131,6 +135,7 @@ def _priority(run: Experiment, wls: dict, critical: str, layouts: list[tuple[str
     from ..device.driver import use
 
     eng = run.engine
+    assert eng is not None  # experiment() opened it
     with use(run.info.index):
         least, greatest = _priority_range()
         streams = {n: eng.whole.create_stream(priority=greatest if n == critical else least) for n in wls}
@@ -169,6 +174,7 @@ def _green_sm_ids(run: Experiment, layouts, names) -> dict[str, list[int]]:
         with run.partitioned([k]) as parts:
             for name, p in zip(names, parts.all):
                 out[f"green|{label}|{name}"] = sorted(p.sm_ids())
+    assert run.engine is not None  # experiment() opened it
     whole = sorted(run.engine.whole.sm_ids())
     for name in names:
         out[f"streams|*|{name}"] = whole  # every plain stream reaches the whole card, at every split
@@ -302,7 +308,7 @@ def _measure(wls, specs, names, critical, ks, mechs, options, device, timeout_s,
         try:
             modes = [m for m, mech in _FROM_SWEEP.items() if mech in mechs]
             if modes:
-                df = sweep(
+                df = cast("pd.DataFrame", sweep(  # trace=False: a frame
                     wls,
                     [k for _, k in layouts],
                     modes=modes,
@@ -311,7 +317,7 @@ def _measure(wls, specs, names, critical, ks, mechs, options, device, timeout_s,
                     rounds=options.rounds,
                     device=device,
                     progress=False,
-                )
+                ))
                 rows += _from_sweep(df, critical, run.info.sm_count)
                 run.extra["sweep_run_id"] = df.attrs.get("run_id")
             if "priority" in mechs:

@@ -176,9 +176,9 @@ class MpsDaemon:
         if self._check and (why := mps_refusal(control=self.control, **self._probes)):
             raise MpsUnavailable(why)
         self._before = set(_mps_pids())
-        self.folder = Path(tempfile.mkdtemp(prefix="gcexplore-mps-"))  # 0o700: this user's only
+        self.folder = folder = Path(tempfile.mkdtemp(prefix="gcexplore-mps-"))  # 0o700: this user's only
         for sub in ("pipe", "log"):
-            (self.folder / sub).mkdir(mode=0o700)
+            (folder / sub).mkdir(mode=0o700)
         try:
             self._started = True  # from here on close() tells it to quit, whatever happens
             done = self._run(["-d"])
@@ -188,13 +188,14 @@ class MpsDaemon:
                     f"the user {user} is not allowed to start an MPS daemon here: {self.control} -d "
                     f"exited {done.returncode} ({(done.stderr or done.stdout).strip() or 'no message'})"
                 )
-            self._wait(lambda: (self.folder / "pipe" / "control").exists(), "start")
+            self._wait(lambda: (folder / "pipe" / "control").exists(), "start")
         except BaseException:
             self.close()
             raise
         return self
 
     def _wait(self, ready: Callable[[], bool], what: str) -> None:
+        assert self.folder is not None  # waited on only once its folders are made
         end = time.monotonic() + _START_S
         while not ready():
             if time.monotonic() > end:
@@ -215,6 +216,7 @@ class MpsDaemon:
         self.is_closed = True
         try:
             if self._started:
+                assert self.folder is not None  # started in its folders
                 self._run([], input="quit\n")
                 with contextlib.suppress(MpsUnavailable):  # a daemon that will not go leaves its folder behind
                     self._wait(lambda: not self.processes(), "quit")

@@ -38,7 +38,7 @@ def _table_md(table: pd.DataFrame) -> str:
     lines = [head, "|" + "---|" * 9]
     for r in table.itertuples(index=False):
         lines.append(
-            f"| {r.layout} | {mechanism_label(r.mechanism)} | {r.makespan_ms:.3f} ({r.makespan_p10_ms:.3f}-"
+            f"| {r.layout} | {mechanism_label(str(r.mechanism))} | {r.makespan_ms:.3f} ({r.makespan_p10_ms:.3f}-"
             f"{r.makespan_p90_ms:.3f}) | {r.critical_ms:.3f} | {r.critical_p99_ms:.3f} | "
             f"{r.critical_interference:.2f}x | {r.other_ms:.3f} | {r.other_interference:.2f}x | "
             f"{r.critical_sms} / {r.other_sms} |"

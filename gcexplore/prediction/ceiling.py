@@ -17,6 +17,8 @@ could know, and the predicted best split (checked-only pairs, within 3% of the m
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +45,7 @@ def pair_table(run: Path, kw: dict) -> pd.DataFrame:
         meas = conc.groupby(["layout", "workload"])["duration_ms"].median()
         span = run_of(sweep).rep_makespans("concurrent").groupby("layout")["makespan_ms"].median()
         size = pred.set_index(["layout", "workload"])["sm_count"]
+        r: Any  # a row: its fields are the columns' values (pandas-stubs types each as any scalar)
         for r in pred.itertuples():
             other = next(n for n in pred["workload"].unique() if n != r.workload)
             rows.append({"run": str(run), "pair": pair, "checked": pair not in FITS, "layout": r.layout,
@@ -86,7 +89,7 @@ def separable_fit(df: pd.DataFrame, target, rank: int = 1, visible=None, lam: fl
 
 def _cross_run(df: pd.DataFrame) -> np.ndarray:
     """Each row's duration from the median log slowdown of the same pair, layout and workload in the other runs."""
-    s = np.log(df["measured_ms"] / df["alone_ms"])
+    s = cast(pd.Series, np.log(df["measured_ms"] / df["alone_ms"]))  # a ufunc keeps the Series
     out = np.full(len(df), np.nan)
     key = ["pair", "layout", "victim"]
     for run in df["run"].unique():

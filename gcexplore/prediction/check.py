@@ -8,6 +8,7 @@ measurement as the errors above, and the prediction family is being regrouped (i
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -34,7 +35,8 @@ def _measured_intervals(measured: pd.DataFrame, confidence: float = 0.9,
     (:func:`~gcexplore.analysis.stats.round_median_ci`; the card's floor for a single round)."""
     per = run_of(measured).rep_makespans("concurrent")
     floor = floor or run_floor(measured)
-    return {lay: round_median_ci(g["makespan_ms"], g["round"], confidence, floor=floor)[1:]
+    return {cast(str, lay): cast("tuple[float, float]", round_median_ci(g["makespan_ms"], g["round"], confidence,
+                                                                         floor=floor)[1:])
             for lay, g in per.groupby("layout", sort=False)}
 
 
@@ -114,10 +116,10 @@ def prediction_facts(prediction: pd.DataFrame, measured: pd.DataFrame) -> dict:
     """
     e = predict_error(prediction, measured)
     a = e["error"].abs()
-    pb = e.loc[e["predicted_ms"].idxmin()]
-    mb = e.loc[e["measured_ms"].idxmin()]
+    pb = e.loc[cast(Any, e["predicted_ms"].idxmin())]  # pandas-stubs: idxmin gives a Hashable, not a label
+    mb = e.loc[cast(Any, e["measured_ms"].idxmin())]
     return {"layouts": int(len(e)), "median_abs_error": float(a.median()), "max_abs_error": float(a.max()),
-            "worst_layout": str(e.loc[a.idxmax(), "layout"]), "inside": float(e["inside"].mean()),
+            "worst_layout": str(e.loc[cast(Any, a.idxmax()), "layout"]), "inside": float(e["inside"].mean()),
             "inside_strict": float(e["inside_strict"].mean()),
             "predicted_best": str(pb["layout"]), "predicted_best_measured_ms": float(pb["measured_ms"]),
             "measured_best": str(mb["layout"]), "measured_best_ms": float(mb["measured_ms"]),
@@ -169,7 +171,7 @@ def _margins(e: pd.DataFrame, quantile: float) -> tuple[tuple[float, float], flo
     # pair (a pair's layouts share the model's error: the pair is the unit), then over the pairs their
     # conformal bound, the ceil((n + 1) x quantile)-th smallest (the largest for fewer than 19 at 0.9);
     # below: every measured median the model's lower bound would cut off (the tuner skips by it)
-    gap = np.maximum(e["measured_low_ms"] / e["predicted_high_ms"] - 1, 0)
+    gap = cast(pd.Series, np.maximum(e["measured_low_ms"] / e["predicted_high_ms"] - 1, 0))  # a ufunc keeps the Series
     above = _conformal_bound(gap.groupby(e["_case"]).quantile(quantile, interpolation="higher"), quantile)
     below = float(np.max(np.maximum(1 - e["measured_ms"] / e["predicted_low_ms"], 0)))
     err = (min(below, 0.99), min(above, 0.99))
@@ -188,7 +190,7 @@ def _risk_margins(e: pd.DataFrame, quantile: float) -> tuple[tuple[float, float]
     above: the smallest margin whose fraction of each pair's layouts outside, summed over the n pairs plus 1 (the
     next pair, all outside), is at most (1 - quantile) (n + 1): conformal risk control, so a new exchangeable
     pair's expected fraction of layouts inside is at least ``quantile``."""
-    cut = np.maximum(1 - e["measured_ms"] / e["predicted_low_ms"], 0).groupby(e["_case"]).max()
+    cut = cast(pd.Series, np.maximum(1 - e["measured_ms"] / e["predicted_low_ms"], 0)).groupby(e["_case"]).max()
     n = len(cut)
     below = _conformal_bound(cut, quantile)
     # each layout's margin above that puts it inside (inf where the low end misses it anyway)
@@ -335,7 +337,7 @@ def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9, aggressions: Seq
     # over the pairs of each pair's median |error|, then the pooled mean
     score = lambda: {k: (float(v["error"].abs().groupby(v["_case"]).median().mean()),  # noqa: E731
                          float(v["error"].abs().mean())) for k, v in raw.items()}
-    rule = min(raw, key=score().get)[0]
+    rule = min(raw, key=score().__getitem__)[0]
     for l2 in l2s:  # the loaded latency with the chosen rule (it and the L2 term overlap, so both again)
         for lat in LATENCY_CANDIDATES[1:]:
             run(rule, l2, lat)
@@ -348,24 +350,25 @@ def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9, aggressions: Seq
         for k in LATENCY_CANDIDATES:
             for on in ons:
                 run(rule, l2, k, on)
-    l2 = min((k for k in raw if k[3] is not None), key=score().get, default=(None, None))[1]
+    l2 = min((k for k in raw if k[3] is not None), key=score().__getitem__, default=(None, None))[1]
     for share in shares[1:]:  # how the excess follows the SM share, with the chosen L2, again with the others
         for k in LATENCY_CANDIDATES:
             for on in ons:
                 run(rule, l2, k, on, share)
-    share = min((k for k in raw if k[3] is not None), key=score().get, default=(None,) * 5)[4]
+    # None only where no onset was fitted, and then ons is empty: run() never sees it
+    share = cast(str, min((k for k in raw if k[3] is not None), key=score().__getitem__, default=(None,) * 5)[4])
     for load in SATURATION_LOADS[1:]:  # the ramp by everyone's demand, with the chosen L2 and share rule
         for k in LATENCY_CANDIDATES:
             for on in (*ons, *TOTAL_ONSETS) if ons else ():
                 run(rule, l2, k, on, share, load)
-    load = min((k for k in raw if k[3] is not None), key=score().get, default=(None,) * 6)[5]
+    load = cast(str, min((k for k in raw if k[3] is not None), key=score().__getitem__, default=(None,) * 6)[5])
     ons = (*ons, *(TOTAL_ONSETS if load == "total" else ()))
     for agg in aggressions if two else ():  # the co-runners' aggression, with all chosen so far
         for k in LATENCY_CANDIDATES:
             for on in ons:
                 if (rule, l2, k, on, share, load, agg, "fitted") not in raw:
                     run(rule, l2, k, on, share, load, agg)
-    agg = min((k for k in raw if k[3] is not None), key=score().get, default=(None,) * 7)[6]
+    agg = min((k for k in raw if k[3] is not None), key=score().__getitem__, default=(None,) * 7)[6]
     low = any("probe_low_ms" in p and np.isfinite(p["probe_low_ms"].to_numpy(dtype=float)).any() for p, _, _ in cases)
     for ramp in [r for r in ramps if r != "fitted"] if low else ():  # each workload's own onset, with all the rest
         for k in LATENCY_CANDIDATES:
@@ -373,7 +376,7 @@ def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9, aggressions: Seq
                 run(rule, l2, k, on, share, load, agg, ramp)
     raw = {k: v for k, v in raw.items() if k[6] in aggressions and k[7] in ramps or k[3] is None}
     score = score()
-    best = min(raw, key=score.get)
+    best = min(raw, key=score.__getitem__)
     e = raw[best]
     err, coverage = _margins(e, quantile)
     off = ("flat", "others", None, "fitted")  # the saturation term's settings where it is not modelled

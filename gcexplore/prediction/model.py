@@ -121,7 +121,7 @@ def profile_from(result: pd.DataFrame, *, bytes: Mapping[str, float] | None = No
                                                           "start_ms")})
     for col, given in (("bytes", bytes), ("working_set_bytes", working_set_bytes)):
         declared = rows.groupby("workload")[col].first() if col in rows.columns else pd.Series(dtype=float)
-        out[col] = [float((given or {}).get(w, declared.get(w, math.nan))) for w in out["workload"]]
+        out[col] = [float(given[w] if given and w in given else declared.get(w, math.nan)) for w in out["workload"]]
     out["flops"] = rows["flops"].to_numpy(dtype=float) if "flops" in rows else math.nan
     out["shared_bandwidth_gbs"] = float(shared_bandwidth_gbs if shared_bandwidth_gbs is not None
                                         else a.get("shared_bandwidth_gbs", math.nan) or math.nan)
@@ -192,8 +192,8 @@ def check_profiles(profiles, *, bandwidth_given: bool = False) -> pd.DataFrame:
     if np.any(bw[np.isfinite(bw)] <= 0):
         raise _bad("shared_bandwidth_gbs must be a positive bandwidth in GB/s, or missing")
     if len(set(bw[np.isfinite(bw)])) > 1 and not bandwidth_given:
-        seen = ", ".join(f"{v:g}" for v in sorted(set(bw[np.isfinite(bw)])))
-        raise _bad(f"profiles measured at different shared bandwidths ({seen} GB/s); profile on one card, "
+        bws = ", ".join(f"{v:g}" for v in sorted(set(bw[np.isfinite(bw)])))
+        raise _bad(f"profiles measured at different shared bandwidths ({bws} GB/s); profile on one card, "
                    "or pass predict(..., shared_bandwidth_gbs=) to say which holds")
     if ((runs := df.groupby("workload", sort=False)["run_id"].nunique()) > 1).any():
         raise _bad(f"workload {runs[runs > 1].index[0]!r} was profiled in {int(runs.max())} runs; give one profile "

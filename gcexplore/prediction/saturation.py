@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -274,6 +275,7 @@ def saturation_speeds(speed: list[float], demand: list[float], excess: list[floa
     its demand): beside streamers that keep few requests in flight a workload takes what it took beside the
     polite streamer, not what it took beside the copy."""
     if polite is not None:
+        assert refs is not None  # given with polite
         pw = [polite_weight(a, r) for a, r in zip(aggr, refs)]
         excess = [_between(e, p, [(d, w) for k, (d, w) in enumerate(zip(demand, pw)) if k != j])
                   for j, (e, p) in enumerate(zip(excess, polite))]
@@ -313,7 +315,8 @@ def bytes_at_size(total: float, small: tuple[float, float] | None, k_big: float,
     through the ends alone says 3.62 GB on 64)."""
     if small is None or not math.isfinite(total):
         return total
-    pts = sorted({small, *([mid] if mid is not None and small[0] < mid[0] < k_big else []), (k_big, total)})
+    pts: list[tuple[float, float]] = sorted({small, *([mid] if mid is not None and small[0] < mid[0] < k_big else []),
+                                             (k_big, total)})
     return float(np.interp(n, [k for k, _ in pts], [b for _, b in pts]))
 
 
@@ -335,7 +338,7 @@ def probe_table(profiles: pd.DataFrame, *, rule: str = "interp") -> pd.DataFrame
     prof = with_traffic_columns(profiles)
     rows = []
     for name, g in prof.groupby("workload", sort=False):
-        r = g.iloc[0]
+        r: Any = g.iloc[0]  # a row passed on as a mapping of its columns
         peak, cb, k_big = float(r["shared_bandwidth_gbs"]), float(r["probe_copy_bytes"]), float(r[SM_COUNT])
         small, mid = (counted_at(r, which, k_big) for which in ("small", "mid"))
         at = lambda n: bytes_at_size(float(r["bytes"]), small, k_big, n, mid)  # noqa: E731

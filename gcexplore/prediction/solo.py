@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 from . import model as model
 from .traffic_profile import MID_SHARE, PROBE_LARGE_SHARE, PROBE_LOW_SHARE, attach_traffic, with_traffic_columns
@@ -26,6 +27,9 @@ from ..schema import identity_name
 from ..workloads.spec import as_workload
 from ..experiments.measure_scaling import scaling
 from ..experiments.overlap import sweep
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["card_bandwidth", "load_profiles", "save_profiles", "solo_profile"]
 
@@ -45,7 +49,8 @@ def _l2_bytes(device: int) -> float:
 def card_bandwidth(device=0, *, repeats: int = 5) -> float:
     """The card's shared DRAM bandwidth in GB/s: the best median of the built-in memory
     kernel (a STREAM triad) on 32 SMs and on the whole device (about 3,050 on an H100)."""
-    s = summarize(scaling("memory", [32], repeats=repeats, warmup=1, device=device, progress=False))
+    s = summarize(cast("pd.DataFrame", scaling("memory", [32], repeats=repeats, warmup=1, device=device,
+                                               progress=False)))  # trace=False: a frame
     return float(s["bandwidth_gbs"].max())
 
 
@@ -141,8 +146,8 @@ def solo_profile(workload, *, device=0, repeats: int = 6, warmup: int = 1, round
     name = wl.name
     twin = {name: wl, name + _COPY: wl}
     try:
-        df = sweep(twin, sm_counts=sm_counts, modes=("alone",), repeats=repeats, warmup=warmup, rounds=rounds,
-                   device=device, progress=progress)
+        df = cast("pd.DataFrame", sweep(twin, sm_counts=sm_counts, modes=("alone",), repeats=repeats, warmup=warmup,
+                                        rounds=rounds, device=device, progress=progress))  # trace=False: a frame
         sizes = sorted({int(k) for k in df.loc[df["partition"] != "remainder", "sm_count"]})
         total = int(df[SM_COUNT].iloc[0]) if SM_COUNT in df else None
         mid = min(sizes[1:], key=lambda k: abs(k - MID_SHARE * total), default=None) if total else None
@@ -158,7 +163,7 @@ def solo_profile(workload, *, device=0, repeats: int = 6, warmup: int = 1, round
                               working_set_bytes={name: working_set_bytes} if working_set_bytes is not None else None,
                               shared_bandwidth_gbs=peak, l2_bytes=_l2_bytes(device), rename={name + _COPY: name})
     prof["sm_clock_mhz"] = _sm_clock_mhz(device)
-    attrs = dict(prof.attrs)
+    attrs = cast("dict[str, Any]", dict(prof.attrs))  # gcexplore's attrs keys are str (pandas-stubs: Hashable)
     prof = with_traffic_columns(prof)
     if counted is not None and len(counted):
         prof = attach_traffic(prof, counted.assign(workload=name))
@@ -189,8 +194,9 @@ def _probe(wl, device: int, repeats: int, warmup: int, sizes: list[int], total: 
     other = wl.name + "~copy"
     cp = copy(device=device, name=other)
     try:
-        df = sweep({wl.name: wl, other: cp}, sm_counts=sorted({half, large, low}), modes=("alone", "concurrent"),
-                   repeats=repeats, warmup=warmup, device=device, progress=False)
+        df = cast("pd.DataFrame", sweep({wl.name: wl, other: cp}, sm_counts=sorted({half, large, low}),
+                                        modes=("alone", "concurrent"), repeats=repeats, warmup=warmup, device=device,
+                                        progress=False))  # trace=False: a frame
     finally:
         cp.close()
     if "split_sm_count" not in df:  # one layout
@@ -206,9 +212,10 @@ def _probe(wl, device: int, repeats: int, warmup: int, sizes: list[int], total: 
         return out
     pol = polite(device=device, name=wl.name + "~polite")
     try:
-        pdf = sweep({wl.name: wl, pol.name: pol}, sm_counts=[half], modes=("alone", "concurrent"), repeats=repeats,
-                    warmup=warmup, device=device, progress=False)
+        pdf = cast("pd.DataFrame", sweep({wl.name: wl, pol.name: pol}, sm_counts=[half], modes=("alone", "concurrent"),
+                                         repeats=repeats, warmup=warmup, device=device, progress=False))  # a frame
         out["_gpu_ms"] += gpu_time_ms(pdf)
+        assert pol.bytes is not None  # the polite kernel declares its bytes
         out.update(_probe_columns(pdf, "probe_polite_", half, wl.name, pol.name), probe_polite_bytes=float(pol.bytes))
         refs = _references(device, repeats, warmup, large, pol)
         out["_gpu_ms"] += refs.pop("_gpu_ms")
@@ -237,8 +244,9 @@ def _references(device: int, repeats: int, warmup: int, large: int, pol) -> dict
         mine = ref if ref is not None else copy(device=device, name="reference~copy")
         side = copy(device=device, name="reference~side")
         try:
-            df = sweep({mine.name: mine, side.name: side}, sm_counts=[large], modes=("alone", "concurrent"),
-                       repeats=repeats, warmup=warmup, device=device, progress=False)
+            df = cast("pd.DataFrame", sweep({mine.name: mine, side.name: side}, sm_counts=[large],
+                                            modes=("alone", "concurrent"), repeats=repeats, warmup=warmup,
+                                            device=device, progress=False))  # trace=False: a frame
         finally:
             side.close()
             if ref is None:

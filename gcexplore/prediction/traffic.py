@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
+from typing import Any, cast
 
 import numpy as np
 
@@ -97,7 +98,7 @@ def traffic_from_samples(starts, ends, values, metrics: Sequence[str], t0: int, 
             return {"dram_read_bytes": math.nan, "dram_write_bytes": math.nan, "l2_bytes": math.nan,
                     "peak_gbs": math.nan, "dram_gbs_deciles": [], "l2_gbs_deciles": [], "samples": 0,
                     "window": "no sample inside the run"}
-    out = {"dram_read_bytes": math.nan, "dram_write_bytes": math.nan, "l2_bytes": math.nan}
+    out: dict[str, Any] = {"dram_read_bytes": math.nan, "dram_write_bytes": math.nan, "l2_bytes": math.nan}
     if not len(starts):  # nothing was sampled: nothing is known (never zero bytes)
         return {**out, "peak_gbs": math.nan, "dram_gbs_deciles": [], "l2_gbs_deciles": [], "samples": 0,
                 "window": "no samples"}
@@ -210,7 +211,8 @@ class _Sampler:
             self.col.stop()
         gpu_ns = max(t1 - t0, 1)
         data = self.col.decode(max_samples=int(gpu_ns / (interval_us * 1000)) + 4096)
-        s = [(x.start_timestamp, x.end_timestamp, list(x.metric_values)) for x in data]
+        # cupti's CounterData.__getitem__ is unannotated (a slice gives a list); iterating it yields Samples
+        s = [(x.start_timestamp, x.end_timestamp, list(x.metric_values)) for x in data]  # pyright: ignore[reportAttributeAccessIssue]
         out = traffic_from_samples([a for a, _, _ in s], [b for _, b, _ in s], [v for _, _, v in s] or
                                    np.zeros((0, len(self.metrics))), self.metrics, t0, t1, calls)
         out["duration_ms"] = (gpu_ns / 1e6 if out["window"] == "run" else wall * 1e3) / calls
@@ -295,12 +297,13 @@ def measure_traffic(workload, *, sm_counts: Sequence[int | None] = (None,), flus
         for k in sizes:
             part = whole_device(info.index) if k is None else split([int(k)], device=info.index)
             try:
-                p = part if k is None else part[0]
+                p: Any = part if k is None else cast(Any, part)[0]  # the whole device, or split's first group
                 stream = p.stream
                 kinds = [False, True] if flush and k is None else [False]
                 for flushed in kinds:
                     fn = wl.fn
                     if flushed:
+                        assert flusher is not None  # flushed only with flush, which made it
                         def fn(*, stream, _f=flusher.fn, _w=wl.fn):
                             _f(stream=stream)
                             _w(stream=stream)
@@ -310,6 +313,7 @@ def measure_traffic(workload, *, sm_counts: Sequence[int | None] = (None,), flus
                     r = sampler.run(fn, stream, calls, interval_us)
                     gpu_ms += r["duration_ms"] * (calls + 3)
                     if flushed:  # take the flush's own traffic and time off
+                        assert flusher is not None
                         c = sampler.run(flusher.fn, stream, calls, interval_us)
                         gpu_ms += c["duration_ms"] * calls
                         for col in ("dram_read_bytes", "dram_write_bytes", "l2_bytes", "duration_ms"):
@@ -334,6 +338,7 @@ def measure_traffic(workload, *, sm_counts: Sequence[int | None] = (None,), flus
         if isinstance(workload, str):
             wl.close()
     df = pd.DataFrame(rows, columns=TRAFFIC_COLUMNS)
+    assert sampler is not None  # made at the first size measured
     df.attrs.update(kind="traffic", metric_set=sampler.name, metrics=list(sampler.metrics),
                     refused_sets=list(sampler.refused), device_name=info.name, interval_us=float(interval_us),
                     gpu_time_ms=gpu_ms)

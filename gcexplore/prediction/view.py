@@ -4,6 +4,8 @@ Every number comes from :mod:`gcexplore.prediction.model`; this module only draw
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import pandas as pd
 from matplotlib.figure import Figure
 
@@ -27,7 +29,7 @@ def _curve(ax, lay: pd.DataFrame, measured, facts) -> None:
         ax.errorbar(ms["split_sm_count"], ms["median_ms"], yerr=[ms["median_ms"] - ms["p10_ms"],
                     ms["p90_ms"] - ms["median_ms"]], fmt="o", ms=3.5, color="tab:blue", capsize=2,
                     label="measured (median, p10-p90)", gid="measured")
-    best = lay.loc[lay["makespan_ms"].idxmin()]
+    best = lay.loc[cast(Any, lay["makespan_ms"].idxmin())]  # pandas-stubs: idxmin gives a Hashable, not a label
     ax.plot([best["split_sm_count"]], [best["makespan_ms"]], "*", ms=12, color="tab:orange", mec="k",
             gid="predicted_best")
     ax.set_yscale("log")

@@ -278,7 +278,9 @@ def to_chrome_trace(df: pd.DataFrame, path, *, reps: int | None = 5) -> Path:
         raise ValueError(f"{str(path)!r} is the metadata sidecar of {str(path.with_suffix('.csv'))!r}; "
                          "writing a trace there would orphan that result — choose another name")
     with without_attrs(df):
-        events = _kinds.resolve(_kinds.get(kind).export)(df, reps)
+        export = _kinds.get(kind).export
+        assert export is not None  # kind is one of exportable
+        events = _kinds.resolve(export)(df, reps)
     path.parent.mkdir(parents=True, exist_ok=True)
     trace = {"traceEvents": events, "displayTimeUnit": "ms", "otherData": other}
     text = json.dumps(trace, allow_nan=False)  # strict JSON: Perfetto refuses NaN

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import itertools
 import threading
+from typing import Any
 from collections.abc import Mapping
 
 import numpy as np
@@ -142,10 +143,11 @@ def repeated_rows(df: pd.DataFrame, kind: str | None = None) -> str:
 # -------------------------------------------------------------------------- identity
 
 
-def _plain(v):
+def _plain(v: Any):
     if v is None or (isinstance(v, float) and math.isnan(v)) or str(v) in _EMPTY:
         return None
-    return v.item() if hasattr(v, "item") else v
+    item = getattr(v, "item", None)  # a numpy scalar (float64 is a float with .item)
+    return item() if item is not None else v
 
 
 def identity_fields(df: pd.DataFrame) -> dict:
@@ -264,6 +266,7 @@ def measured_groups(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
         if all(df[c].nunique(dropna=False) <= 1 for c in cols):  # one run (the usual case): no groupby
             return [(run_of(df).measured, df)]
         cols, groups = _run_groups(df)
+        assert groups is not None  # the run columns vary, so there are rows and groups
         keys = pd.Series("", index=df.index)
         for idx in groups.indices.values():
             rows = df.iloc[idx]

@@ -13,6 +13,8 @@ kernel trace belongs to the result it is joined with.
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 import pandas as pd
 
@@ -103,7 +105,7 @@ def check_overlap_rows(df: pd.DataFrame, where: str) -> None:
 def _bad_count(series: pd.Series) -> pd.Series:
     """Rows whose value is not a whole number >= 0 (NaN included): a repetition or an SM id."""
     v = pd.to_numeric(series, errors="coerce").astype(float)
-    return ~(np.isfinite(v) & (v >= 0) & (v == np.floor(v)))
+    return cast(pd.Series, ~(np.isfinite(v) & (v >= 0) & (v == np.floor(v))))  # numpy's ufuncs keep a Series
 
 
 def check_occupancy_rows(df: pd.DataFrame, where: str) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from typing import Any
 
 from ..cli.args import RESULT_SUFFIXES, Usage, float_arg, int_arg, int_list, writable_file
 from ..cli._text import one_line
@@ -109,8 +110,9 @@ def cmd_serve(args) -> int:
 
     model = decoder_stack(ModelShape(layers=args.layers), batch=args.batch, kv_len=args.kv_len, prompt=args.prompt,
                           chunk=args.chunk, device=args.device)
-    kw = dict(rates=args.rates, pattern=args.pattern, burst=args.burst, duration_s=args.duration, seed=args.seed,
-              graphs=not args.no_graphs, device=args.device, progress=print, rounds=getattr(args, "rounds", 1))
+    kw: dict[str, Any] = dict(rates=args.rates, pattern=args.pattern, burst=args.burst, duration_s=args.duration,
+                              seed=args.seed, graphs=not args.no_graphs, device=args.device, progress=print,
+                              rounds=getattr(args, "rounds", 1))
     try:
         if args.advise:
             advice, df = advise_split(model, args.decode_sms, slo, **kw)

@@ -142,6 +142,7 @@ class _Decode:
     def _launch(self):
         from cuda.bindings import driver
 
+        assert self._graph is not None  # the step is _launch only once a graph is captured
         check(driver.cuGraphLaunch(self._graph[1], self.stream.handle), "cuGraphLaunch")
 
     def close(self):
@@ -422,6 +423,7 @@ def serve(model: ServingModel, decode_sm_counts: Sequence[int], *, rates: Sequen
             if k is not None:
                 with partitions.split([k], device=info.index, rounding="exact") as parts:
                     dpart, ppart = parts[0], parts.remainder
+                    assert ppart is not None  # the prefill side: a decode count leaves SMs over
                     with trace(parts) if trace is not None else contextlib.nullcontext():
                         run_all(f"{dpart.sm_count}+{ppart.sm_count}", dpart.sm_count, ppart.sm_count, dpart.stream,
                                 ppart.stream, dpart, rnd=rnd.index, alone="alone" in modes,

@@ -192,8 +192,9 @@ def describe(cupti, *, maps: str = "/proc/self/maps") -> LoadedCupti:
     api = _api_version(cupti, path, driver)
     owner = _owner_version(path) if path else None
     version, how = None, "unknown"
-    if api is not None and version_from_api(api):
-        major, minor = version_from_api(api)
+    parsed = version_from_api(api) if api is not None else None
+    if parsed:
+        major, minor = parsed
         patch = int(owner.split(".")[2]) if owner and _minor(owner) == (major, minor) else 0
         version, how = (major, minor, patch), f"cuptiGetVersion {api}"
     elif owner is not None:

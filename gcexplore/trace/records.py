@@ -16,6 +16,7 @@ import functools
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ..schema import UNTAGGED
 
@@ -86,7 +87,7 @@ def _int(a, field: str) -> int:
 
 def kernel_record(a) -> dict:
     """The fields gcexplore keeps of a CONCURRENT_KERNEL record."""
-    d = {f: _int(a, f) for f in (*_COMMON_INTS, *KERNEL_INTS)}
+    d: dict[str, Any] = {f: _int(a, f) for f in (*_COMMON_INTS, *KERNEL_INTS)}
     d.update(activity="kernel", name=str(getattr(a, "name", "") or ""), bytes=math.nan,
              static_shared_bytes=_int(a, "static_shared_memory"),
              dynamic_shared_bytes=_int(a, "dynamic_shared_memory"))
@@ -95,7 +96,7 @@ def kernel_record(a) -> dict:
 
 def copy_record(a, activity: str) -> dict:
     """The fields gcexplore keeps of a MEMCPY or MEMSET record (grid and block read 0)."""
-    d = {f: 0 for f in KERNEL_INTS}
+    d: dict[str, Any] = {f: 0 for f in KERNEL_INTS}
     d.update({f: _int(a, f) for f in (*_COMMON_INTS, "graph_id")})
     what = _COPY_KINDS.get(_int(a, "copy_kind"), "") if activity == "memcpy" else ""
     d.update(activity=activity, name=f"{activity} {what}".strip(), bytes=float(_int(a, "bytes")),
@@ -105,7 +106,7 @@ def copy_record(a, activity: str) -> dict:
 
 def context_record(a, green: bool) -> dict:
     """A CONTEXT or GREEN_CONTEXT record; the TPC mask as hex words (JSON keeps them exact)."""
-    d = {f: _int(a, f) for f in ("context_id", "device_id", "parent_context_id", "num_multiprocessors")}
+    d: dict[str, Any] = {f: _int(a, f) for f in ("context_id", "device_id", "parent_context_id", "num_multiprocessors")}
     d["source"] = "GREEN_CONTEXT" if green else "CONTEXT"
     if green:
         d["num_tpcs"] = _int(a, "num_tpcs")
@@ -207,7 +208,7 @@ def trace_rows(records: Sequence[dict], ext: Mapping[int, int], tags: Mapping[in
         if tag[1] != "workload":
             diag[tag[1]] += 1
             continue
-        t0 = origin_ns if origin_ns is not None else gate.get(tag[0])
+        t0 = origin_ns if origin_ns is not None else gate.get(tag[0]) if tag[0] is not None else None
         if t0 is None or not 0 < r["start"] <= r["end"]:
             diag["no_gate" if t0 is None else "bad_times"] += 1
             continue

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 import re
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -55,6 +55,7 @@ class _Figure(Figure):
     """
 
     def draw(self, renderer):
+        text: Any  # findobj's filter keeps the artists that have text
         for text in self.findobj(lambda a: hasattr(a, "get_text") and hasattr(a, "set_text")):
             raw = text.get_text()
             if isinstance(raw, str) and "$" in raw:

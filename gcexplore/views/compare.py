@@ -5,6 +5,7 @@ drawn or written here comes from :func:`gcexplore.compare`."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pandas as pd
 from matplotlib.figure import Figure
@@ -112,6 +113,7 @@ def _ratio_panel(rax, rows: pd.DataFrame, c: Comparison) -> None:
 def _verdict_marks(ax, rows: pd.DataFrame) -> None:
     """One letter per aligned layout above the axes: F (B faster), S (slower), = (same), ? (unclear)."""
     trans = ax.get_xaxis_transform()
+    r: Any  # a row: its fields are the columns' values (pandas-stubs types each as any scalar)
     for r in rows.itertuples():
         f = r.fraction_a if math.isfinite(r.fraction_a) else r.fraction_b
         if r.present != "both":

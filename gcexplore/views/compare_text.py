@@ -3,6 +3,8 @@ command line, the explorer and the notebooks. No matplotlib here: ``gcexplore co
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..analysis.comparison import Comparison, Comparisons
@@ -98,6 +100,7 @@ def _finding_lines(c: Comparison) -> list[str]:
         return []
     b, band = c.labels[1], c.settings["min_effect"]
     out = []
+    r: Any  # a row: its fields are the columns' values (pandas-stubs types each as any scalar)
     for r in per.itertuples():
         if r.FAST == r.compared:
             out.append(f"{r.group}: {b} faster at all {r.compared} layouts, by {1 - r.median_ratio:.1%} "

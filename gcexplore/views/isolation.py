@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
@@ -104,7 +106,8 @@ def plot_isolation(df: pd.DataFrame, *, figsize=(9.0, 4.2)) -> Figure:
 
 def _headline(summary: pd.DataFrame) -> str:
     """The takeaway: the critical latency's slowdown per scenario and what the background pays."""
-    by = {(r.role, r.scenario): r for r in summary.itertuples()}
+    # rows by (role, scenario); pandas-stubs types a row's fields as any scalar
+    by: dict[Any, Any] = {(r.role, r.scenario): r for r in summary.itertuples()}
     parts = []
     crit = [by[("critical", s)] for s in ("streams", "partitioned") if ("critical", s) in by]
     if crit:

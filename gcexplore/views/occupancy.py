@@ -98,7 +98,8 @@ def plot_occupancy(df: pd.DataFrame, *, order: str = "partition", figsize=(9.0, 
                           np.column_stack([x1, yy + 0.4]), np.column_stack([x1, yy - 0.4])],
                          axis=1)
         color = WORKLOAD_COLORS[i % len(WORKLOAD_COLORS)]
-        coll = PolyCollection(verts, facecolors=color, edgecolors="none", alpha=0.85)
+        # matplotlib's stubs want a sequence of vertex arrays; an (n, 4, 2) array is one
+        coll = PolyCollection(verts, facecolors=color, edgecolors="none", alpha=0.85)  # pyright: ignore[reportArgumentType]
         coll.set_gid(f"blocks:{w}")
         ax.add_collection(coll)
         handles.append(Patch(color=color, label=w))

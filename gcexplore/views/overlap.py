@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
@@ -61,7 +63,7 @@ def plot_sweep(df: pd.DataFrame, *, summary: pd.DataFrame | None = None, chosen:
         raise ValueError("plot_sweep needs 'concurrent' rows; this DataFrame has modes "
                          f"{A.modes_in(df)}")
     if summary is None:
-        summary = A.summarize(df)
+        summary = cast(pd.DataFrame, A.summarize(df))  # the lazy face's names are Any to the checker
 
     fig = new_figure(figsize)
     ax = fig.add_subplot()

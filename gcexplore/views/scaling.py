@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 from matplotlib.figure import Figure
 
@@ -97,6 +99,7 @@ def _numeric_sm_counts(df: pd.DataFrame) -> pd.DataFrame:
 def _headline(facts: pd.DataFrame) -> str:
     """The takeaway per workload: efficiency at the largest size, and where its rate saturates."""
     parts = []
+    r: Any  # a row: its fields are the columns' values (pandas-stubs types each as any scalar)
     for r in facts.itertuples():
         text = f"{r.workload}: {r.efficiency_at_largest:.0%} parallel efficiency at {r.largest_sm} SMs"
         if r.saturates_sm <= r.largest_sm / 2:  # it stops gaining from more SMs well before the largest

@@ -179,6 +179,7 @@ def _adapter(fn, *, library: str, pip: str, name, device, flops, bytes, items,  
             ext = cache[handle] = external(lib, stream, dev)
         with ext:
             if state["stale"]:  # a new round: new inputs, made before the old are dropped and behind a
+                assert setup is not None and pad is not None  # stale is set only with setup (and its pad)
                 dev = device if device is not None else stream.device.device_id  # pad, so they land elsewhere
                 held = pad(lib, dev, int(rng.integers(0, PAD_MAX_BYTES)))
                 made = setup()
