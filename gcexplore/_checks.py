@@ -92,11 +92,11 @@ def check_columns(df, columns: dict, where: str, *, required: bool = False) -> N
     for name, spec in columns.items():
         if name not in df.columns:
             if required:
-                raise ValueError(f"{where}: column {name!r} is missing; it holds {spec.valid()}")
+                raise ValueError(f"{where}: column {name!r} is missing; valid: {spec.valid()}")
             continue
         col = df[name]
         if pd.api.types.is_bool_dtype(col) or not (pd.api.types.is_numeric_dtype(col) or col.isna().all()):
-            raise ValueError(f"{where}: column {name!r} has dtype {col.dtype} (e.g. {col.iloc[0]!r}); it holds "
+            raise ValueError(f"{where}: column {name!r} has dtype {col.dtype} (e.g. {col.iloc[0]!r}); valid: "
                              f"{spec.valid()}")
         v = col.to_numpy(dtype=float, na_value=np.nan)
         nan = np.isnan(v)
@@ -108,5 +108,5 @@ def check_columns(df, columns: dict, where: str, *, required: bool = False) -> N
             bad |= nan
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"{where}: column {name!r} holds {v[i]!r} at row {i} ({int(bad.sum())} bad of "
+            raise ValueError(f"{where}: column {name!r} holds {float(v[i])!r} at row {i} ({int(bad.sum())} bad of "
                              f"{len(v)}); valid: {spec.valid()}")

@@ -124,7 +124,7 @@ def _gpu_measure(run, rows: list[dict], visits: list[dict], bar):
 
 #: The numbers of a prediction the tuner's prior reads (every one required: a NaN, an infinity, a negative or an
 #: absurd time would move the search's start and the layouts it skips).
-PRIOR_NUMBERS = {c: Column("ms", positive=True, high=MAX_MS)
+PRIOR_NUMBERS = {c: Column("ms", positive=not c.endswith("_low_ms"), high=MAX_MS)  # a low end 0: no bound
                  for c in ("makespan_ms", "makespan_low_ms", "duration_ms", "duration_low_ms")}
 PRIOR_NUMBERS["split_sm_count"] = Column("SMs", integer=True, positive=True, high=MAX_SMS)
 
@@ -311,14 +311,14 @@ def replay_tune(sweep, predict=None, *, tolerance: float = 0.01, repeats: int = 
     if conc.empty:
         raise ValueError("replay_tune needs a sweep with 'concurrent' rows (gcexplore.sweep(..., "
                          "modes=('concurrent',)))")
-    order = conc.drop_duplicates("workload").assign(_last=lambda d: d["partition"] == "remainder")
-    names = list(order.sort_values(["_last", "partition"], kind="stable")["workload"].astype(str))
-    reps = _recorded(sweep, names)
     cards = list(dict.fromkeys(conc["device_name"].dropna().astype(str))) if "device_name" in conc.columns else []
     if predict is not None and len(cards) > 1:
         raise ValueError(f"replay_tune: the sweep holds rows of {len(cards)} cards ({', '.join(cards[:3])}); a "
                          "prediction is for one: replay one card's rows (sweep[sweep['device_name'] == ...])")
     card = cards[0] if cards and not conc["device_name"].isna().any() else ""
+    order = conc.drop_duplicates("workload").assign(_last=lambda d: d["partition"] == "remainder")
+    names = list(order.sort_values(["_last", "partition"], kind="stable")["workload"].astype(str))
+    reps = _recorded(sweep, names)
     recorded = min(len(v) for v in reps.values())
     used = dict.fromkeys(reps, 0)
 

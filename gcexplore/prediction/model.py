@@ -65,7 +65,8 @@ PREDICTION_COLUMNS = ["layout", "split_sm_count", "workload", "partition", "sm_c
                       "split_loss", "lower_bound_ms"]
 #: What each numeric column of a prediction may hold (:func:`require_prediction` checks them).
 _RATIO = Column("x (a ratio of times)", positive=True, high=1e6)
-PREDICTION_NUMBERS = {**{c: Column("ms", positive=True, high=MAX_MS) for c in PREDICTION_COLUMNS if c.endswith("_ms")},
+PREDICTION_NUMBERS = {**{c: Column("ms", positive=not c.endswith("_low_ms"), high=MAX_MS)  # a low end 0: no bound
+                         for c in PREDICTION_COLUMNS if c.endswith("_ms")},
                       "split_sm_count": Column("SMs", integer=True, positive=True, high=MAX_SMS),
                       "sm_count": Column("SMs", integer=True, positive=True, high=MAX_SMS),
                       "interference": _RATIO, "split_loss": _RATIO}
@@ -178,6 +179,10 @@ def check_profiles(profiles, *, bandwidth_given: bool = False) -> pd.DataFrame:
         raise _bad(f"columns {missing} are missing")
     if df.empty:
         raise _bad("it has no rows")
+    try:  # every number the model reads: a NaN, an infinity, a negative or an absurd value is refused by name
+        check_profile_numbers(df, "the profiles")
+    except ValueError as e:
+        raise _bad(str(e)) from None
     d = df["duration_ms"].to_numpy(dtype=float)
     if not np.all(np.isfinite(d) & (d > 0)):
         raise _bad(f"{int(np.sum(~(np.isfinite(d) & (d > 0))))} duration(s) are not positive finite ms")
@@ -200,10 +205,6 @@ def check_profiles(profiles, *, bandwidth_given: bool = False) -> pd.DataFrame:
         seen = ", ".join(f"{v:g}" for v in sorted(set(bw[np.isfinite(bw)])))
         raise _bad(f"profiles measured at different shared bandwidths ({seen} GB/s); profile on one card, "
                    "or pass predict(..., shared_bandwidth_gbs=) to say which holds")
-    try:  # every number the model reads: a NaN, an infinity, a negative or an absurd value is refused by name
-        check_profile_numbers(df, "the profiles")
-    except ValueError as e:
-        raise _bad(str(e)) from None
     if ((runs := df.groupby("workload", sort=False)["run_id"].nunique()) > 1).any():
         raise _bad(f"workload {runs[runs > 1].index[0]!r} was profiled in {int(runs.max())} runs; give one profile "
                    "per workload (or rename one: profile.assign(workload='other name'))")

@@ -97,7 +97,7 @@ _BYTES = Column("bytes per call", high=MAX_BYTES, missing=True)
 #: of them, so a NaN where a number is needed, an infinity, a negative or an absurd value would move the predicted
 #: best split silently.
 PROFILE_NUMBERS = {
-    "sm_count": _SMS, "rep": Column("repetitions", integer=True), "duration_ms": _MS,
+    "sm_count": _SMS, "rep": Column("repetitions", integer=True, high=1e6), "duration_ms": _MS,
     "start_ms": Column("ms", high=MAX_MS, missing=True), "bytes": _BYTES, "working_set_bytes": _BYTES,
     "flops": Column("flops per call", high=1e21, missing=True),
     "shared_bandwidth_gbs": Column("GB/s", positive=True, high=MAX_GBS, missing=True),
@@ -116,7 +116,7 @@ PROFILE_NUMBERS = {
 #: What each numeric column of :func:`~gcexplore.prediction.traffic.measure_traffic` rows may hold
 #: (:func:`check_traffic_numbers`; a count CUPTI could not make is NaN and leaves the profile's bytes).
 TRAFFIC_NUMBERS = {"sm_count": _SMS, "dram_read_bytes": _BYTES, "dram_write_bytes": _BYTES,
-                   "l2_bytes": _BYTES, "calls": Column("calls", integer=True, positive=True, missing=True),
+                   "l2_bytes": _BYTES, "calls": Column("calls", integer=True, positive=True, high=1e9, missing=True),
                    "duration_ms": Column("ms", positive=True, high=MAX_MS, missing=True),
                    "achieved_gbs": Column("GB/s", high=MAX_GBS, missing=True),
                    "peak_gbs": Column("GB/s", high=MAX_GBS, missing=True)}
