@@ -425,7 +425,9 @@ def test_the_shipped_margins_come_from_many_checked_pairs_and_hold_a_run_that_se
     assert not {m.partition(":")[2] for m in fit["margins_from"]} & {p for p, s in sweeps.attrs["pairs"].items()
                                                                      if s["group"] in FIT_GROUPS}
     assert fit["earlier_model_error"][0] > 0.15
-    assert all(p < m for p, m in zip(fit["previous_model_error"], fit["model_error"]))  # the wider promise
+    # widened since (issue 46) to hold 90% of medians counted strictly (tests/test_predict_strict.py): never narrower
+    assert all(p <= m for p, m in zip(fit["previous_model_error"], fit["model_error"]))
+    assert fit["previous_model_error"][1] < fit["model_error"][1]
     kw = predict_kwargs(fit)
     # judged on a run whose pairs set no margin (batch k2's run S, shipped as tests/data/predict_sweeps_k2)
     path = Path(__file__).parent / "data" / "predict_sweeps_k2.parquet"

@@ -21,7 +21,7 @@ from .solo import load_profiles
 from .traffic_profile import attach_traffic, with_traffic_columns
 
 __all__ = ["ALL", "COPY_BYTES", "FITS", "GROUPS", "calibrate_shipped", "calibrate_strict", "fit_run", "members",
-           "run_profiles", "run_sweeps", "shipped_errors", "shipped_fit"]
+           "run_profiles", "run_sweeps", "shipped_coverage", "shipped_errors", "shipped_fit"]
 
 #: The measured pairs, by group: FITTED and FITTED4 are fitted on, every other group only checked.
 FITTED = {"compute+memory": ["compute", "memory"], "memory_a+memory_b": ["memory_a=memory", "memory_b=memory"],
@@ -259,3 +259,16 @@ def calibrate_strict(shipped: pd.DataFrame, runs: dict[str, pd.DataFrame], quant
                coverage_by_run={r.run: {"layouts": int(r.layouts), "inside": int(r.inside),
                                         "inside_strict": int(r.inside_strict)} for r in per.itertuples()})
     return fit
+
+
+def shipped_coverage(profiles: pd.DataFrame) -> pd.DataFrame:
+    """Both counts of the interval on each run a shipped fit records (``attrs["fit"]["coverage_by_run"]``, as
+    :func:`calibrate_strict` counted them with the shipped margins): ``run``, ``layouts``, ``inside`` (the
+    intervals meet), ``inside_strict`` (the measured median inside the prediction), ``coverage`` and
+    ``coverage_strict``. Empty for a fit that recorded none."""
+    per = profiles.attrs.get("fit", {}).get("coverage_by_run") or {}
+    out = pd.DataFrame([{"run": run, **counts} for run, counts in per.items()],
+                       columns=["run", "layouts", "inside", "inside_strict"])
+    out["coverage"] = out["inside"] / out["layouts"]
+    out["coverage_strict"] = out["inside_strict"] / out["layouts"]
+    return out
