@@ -146,7 +146,9 @@ def predict_kwargs(fit: dict) -> dict:
     """The keyword arguments of :func:`~gcexplore.prediction.model.predict` that a :func:`fit_model`
     result (or a shipped ``attrs["fit"]``) sets: ``terms`` (a :class:`~.terms.ModelTerms`; a term the fit
     predates keeps its default) and ``model_error``."""
-    out: dict = {"terms": ModelTerms(**{k: fit[k] for k in TERMS if k in fit})}
+    unset = ModelTerms()  # a term the fit predates, or records as None where None is no setting, keeps its default
+    out: dict = {"terms": ModelTerms(**{k: fit[k] for k in TERMS
+                                        if k in fit and (fit[k] is not None or getattr(unset, k) is None)})}
     if "model_error" in fit:
         out["model_error"] = tuple(fit["model_error"])
     return out
