@@ -179,13 +179,10 @@ def check_profiles(profiles, *, bandwidth_given: bool = False) -> pd.DataFrame:
         raise _bad(f"columns {missing} are missing")
     if df.empty:
         raise _bad("it has no rows")
-    try:  # every number the model reads: a NaN, an infinity, a negative or an absurd value is refused by name
-        check_profile_numbers(df, "the profiles")
-    except ValueError as e:
-        raise _bad(str(e)) from None
     d = df["duration_ms"].to_numpy(dtype=float)
     if not np.all(np.isfinite(d) & (d > 0)):
-        raise _bad(f"{int(np.sum(~(np.isfinite(d) & (d > 0))))} duration(s) are not positive finite ms")
+        raise _bad(f"{int(np.sum(~(np.isfinite(d) & (d > 0))))} duration(s) (column 'duration_ms') are not positive "
+                   "finite ms")
     if not np.all(df["sm_count"].to_numpy(dtype=float) > 0):
         raise _bad("sm_count must be positive")
     if not set(df["position"]) <= set(POSITIONS):
@@ -201,6 +198,10 @@ def check_profiles(profiles, *, bandwidth_given: bool = False) -> pd.DataFrame:
     bw = df["shared_bandwidth_gbs"].to_numpy(dtype=float)
     if np.any(bw[np.isfinite(bw)] <= 0):
         raise _bad("shared_bandwidth_gbs must be a positive bandwidth in GB/s, or missing")
+    try:  # every number the model reads (after the older checks): NaN, infinite, negative or absurd, by name
+        check_profile_numbers(df, "the profiles")
+    except ValueError as e:
+        raise _bad(str(e)) from None
     if len(set(bw[np.isfinite(bw)])) > 1 and not bandwidth_given:
         seen = ", ".join(f"{v:g}" for v in sorted(set(bw[np.isfinite(bw)])))
         raise _bad(f"profiles measured at different shared bandwidths ({seen} GB/s); profile on one card, "
