@@ -87,7 +87,8 @@ def main(argv=None) -> int:
         t = PC.held_out_coverage(rec, "host", judged="checked", calibrating="calibrating", rule=rule,
                                  quantile=args.quantile)
         print(f"\nrule {rule!r}, leave-one-host-out: the checked-only layouts of each host inside the margins of the "
-              f"others: pooled {t.attrs['coverage']:.2%} (goal >= {args.quantile:.0%})")
+              f"others: pooled {t.attrs['coverage']:.2%} (goal >= {args.quantile:.0%}; the measured median inside "
+              f"them: {t.attrs['coverage_strict']:.2%})")
         with pd.option_context("display.width", 200, "display.float_format", "{:.4f}".format):
             print(t.to_string(index=False))
         m = PC.margins_of(e[e["calibrating"]], rule=rule, quantile=args.quantile)

@@ -19,7 +19,10 @@ profiles and fit are judged on across runs). ``--margins-from RUN,RUN --traffic 
 the shipped fit's interval margins on those runs' fitted pairs (``--margins-pairs checked``: their checked-only pairs;
 ``--margins-rule risk``: prediction_check's "risk" rule) (the model's terms kept). ``--suffix _h200``
 ships another card's run beside it (``predict_profiles_h200``, ``tests/data/predict_sweeps_h200``;
-no ``predict_sweep``): the cross-card check's second side.
+no ``predict_sweep``): the cross-card check's second side. ``--strict-margins SWEEPS,...`` (no GPU; e.g. the
+shipped ``tests/data/predict_sweeps.parquet,tests/data/predict_sweeps_f1.parquet,tests/data/predict_sweeps_k2.parquet``)
+widens the shipped margins until 90% of a new pair's measured medians lie inside the interval, calibrated on those
+runs' checked-only pairs (:func:`gcexplore.prediction.fit.calibrate_strict`), and records both counts per run.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from pathlib import Path
 import pandas as pd
 
 import gcexplore as gx
-from gcexplore.prediction.fit import calibrate_shipped, fit_run, run_profiles, run_sweeps, shipped_fit
+from gcexplore.prediction.fit import calibrate_shipped, calibrate_strict, fit_run, run_profiles, run_sweeps, shipped_fit
 
 DATA = Path(__file__).resolve().parents[1] / "gcexplore" / "data"
 
@@ -56,8 +59,23 @@ def main(argv=None) -> int:
                          "group but fitted / fitted4: the pairs exchangeable with those the interval is judged on)")
     ap.add_argument("--margins-quantile", type=float, default=0.9,
                     help="with --margins-from: the coverage the margins promise (default 0.9)")
+    ap.add_argument("--strict-margins", action="store_true",
+                    help="SRC is comma-separated shipped pair sweeps (tests/data/predict_sweeps*.parquet): widen the "
+                         "shipped margins to hold 90%% of medians counted strictly on their checked-only pairs")
     args = ap.parse_args(argv)
     src, data = Path(args.src), Path(args.data)
+    if args.strict_margins:
+        path = data / f"predict_profiles{args.suffix}.parquet"
+        shipped = gx.load_profiles(path)
+        runs = {Path(x).stem: gx.load(x) for x in args.src.split(",")}
+        shipped.attrs["fit"] = fit = calibrate_strict(shipped, runs)
+        gx.save_profiles(shipped, path)
+        for run, c in fit["coverage_by_run"].items():
+            print(f"{run}: {c['layouts']} layouts, the intervals meet in {c['inside'] / c['layouts']:.1%}, the "
+                  f"measured median inside in {c['inside_strict'] / c['layouts']:.1%}")
+        print(f"shipped margins below / above {fit['model_error'][0]:.4f} / {fit['model_error'][1]:.4f} (before "
+              f"{fit['previous_model_error'][0]:.4f} / {fit['previous_model_error'][1]:.4f})")
+        return 0
     if args.margins_from:
         fit = _margins_from([Path(x) for x in args.src.split(",")], data / f"predict_profiles{args.suffix}.parquet",
                             Path(args.traffic) if args.traffic else None, args.margins_rule, args.margins_pairs,

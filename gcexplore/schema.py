@@ -27,7 +27,7 @@ import dataclasses
 import math
 import uuid
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -425,20 +425,15 @@ class Options:
             raise ValueError(f"rounding must be one of {', '.join(map(repr, ROUNDINGS))}, "
                              f"got {self.rounding!r}")
 
-    #: Which options each experiment takes (and records in its metadata).
-    APPLIES = {
-        "overlap": ("repeats", "warmup", "rounds", "modes", "l2_flush", "graphs", "rounding", "trace"),
-        "sweep": ("repeats", "warmup", "rounds", "modes", "l2_flush", "graphs", "rounding", "trace"),
-        "scaling": ("repeats", "warmup", "rounds", "l2_flush", "graphs", "trace"),
-        "isolation": ("repeats", "warmup", "rounds", "trace"),
-        "occupancy": ("warmup",),
-        "trace": (),
-        "tune": ("repeats", "warmup", "rounds", "l2_flush", "graphs", "rounding"),
-        "pm": ("repeats", "warmup", "modes", "rounding"),
-    }
+    #: Which options each result kind takes (and records in its metadata): each kind's declaration owns
+    #: them (``Kind.options``, :mod:`gcexplore.results.kinds`), and registering the kind puts them here.
+    APPLIES: ClassVar[dict[str, tuple[str, ...]]] = {}
 
     def metadata(self, kind: str) -> dict:
         """The options that apply to ``kind``, as plain values (for attrs and checkpoints)."""
+        if kind not in self.APPLIES:
+            raise ValueError(f"no registered result kind {kind!r} declares its options; kinds: "
+                             f"{', '.join(self.APPLIES)} (Kind(..., options=...) in gcexplore.results.kinds)")
         out = {}
         for name in self.APPLIES[kind]:
             v = getattr(self, name)

@@ -591,8 +591,8 @@ pred = gcexplore.predict(profiles, ["compute", "memory"])
 measured = recorded("sweep")
 f = gcexplore.prediction_facts(pred, measured)
 print(f"predicted from solo profiles: median |error| {f['median_abs_error']:.1%} over {f['layouts']} layouts "
-      f"(worst {f['max_abs_error']:.1%} at {f['worst_layout']}); {f['inside']:.0%} of the measured medians "
-      f"inside the predicted intervals")
+      f"(worst {f['max_abs_error']:.1%} at {f['worst_layout']}); {f['inside_strict']:.0%} of the measured medians "
+      f"inside the predicted intervals ({f['inside']:.0%} of the measured intervals meet them)")
 print(f"predicted best {f['predicted_best']} measured {f['predicted_best_measured_ms']:.3f} ms, "
       f"{f['best_gap']:+.1%} against the measured best {f['measured_best']} ({f['measured_best_ms']:.3f} ms)")
 gcexplore.plot_predict(pred, measured)

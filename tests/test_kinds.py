@@ -110,9 +110,14 @@ def test_a_new_kind_is_one_declaration(monkeypatch):
     and runs its check, and its self-concatenation is refused."""
     monkeypatch.setattr(K, "_KINDS", dict(K._KINDS))
     monkeypatch.setattr(schema, "COLUMNS", dict(schema.COLUMNS))
+    monkeypatch.setattr(schema.Options, "APPLIES", dict(schema.Options.APPLIES))
     cols = {"probe": "str", "rep": "int64", "probe_ms": "float64", **schema.IDENTITY_COLUMNS}
     K.register(K.Kind("probe", cols, ("probe", "rep"), "probe_ms", "core", "test_kinds:probe_check",
-                      "test_kinds:probe_summary", "gcexplore.views.scaling:plot_scaling", "probe()"))
+                      "test_kinds:probe_summary", "gcexplore.views.scaling:plot_scaling", "probe()",
+                      options=("repeats", "rounds")))
+    # its options are the declaration's: what its metadata records and the options column says
+    assert schema.Options(repeats=6, rounds=2).metadata("probe") == {"repeats": 6, "rounds": 2}
+    assert schema.options_text({"repeats": 6, "rounds": 2, "warmup": 1}, "probe") == "repeats=6, rounds=2"
     df = schema.frame([{"probe": "a", "rep": r, "probe_ms": 1.0 + r} for r in range(3)], "probe",
                       {"kind": "probe", "device_name": "X", "run_id": "r"})
     bare = df.copy()
@@ -124,6 +129,32 @@ def test_a_new_kind_is_one_declaration(monkeypatch):
     df.loc[0, "probe_ms"] = -1.0
     with pytest.raises(ResultError, match="probe_ms must be > 0"):
         summarize(df)
+
+
+@pytest.mark.parametrize("kind", K.names())
+def test_each_kind_declares_the_options_that_apply_to_it(kind):
+    # the declaration owns them (issue 43): Options reads what registering the kind put there, nothing else
+    k = K.get(kind)
+    assert schema.Options.APPLIES[kind] == k.options
+    assert set(k.options) <= {f.name for f in schema.dataclasses.fields(schema.Options)}
+    assert set(schema.Options().metadata(kind)) == set(k.options)
+
+
+def test_the_options_of_the_core_kinds_and_the_mechanisms_kind_come_from_their_declarations():
+    from pathlib import Path
+
+    sweep = ("repeats", "warmup", "rounds", "modes", "l2_flush", "graphs", "rounding", "trace")
+    assert K.get("sweep").options == K.get("overlap").options == sweep
+    assert K.get("occupancy").options == ("warmup",) and K.get("trace").options == ()
+    assert K.get("mechanisms").options == ("repeats", "warmup", "rounds")
+    root = Path(__file__).resolve().parents[1] / "gcexplore"
+    setters = [str(p.relative_to(root)) for p in root.rglob("*.py") if "APPLIES" in p.read_text()
+               and p.name not in ("schema.py", "kinds.py")]
+    assert setters == [], "only the registry writes Options.APPLIES"
+    with pytest.raises(ValueError, match="options must be a tuple of Options fields"):
+        K.Kind("x", {"a": "str"}, ("a",), "a", "core", None, "m:f", "m:f", "x()", options=("repeat",))
+    with pytest.raises(ValueError, match="no registered result kind 'nope' declares its options"):
+        schema.Options().metadata("nope")
 
 
 # ------------------------------------------------------------------------ self-concatenation

@@ -67,7 +67,7 @@ def test_two_bandwidth_bound_workloads_share_the_peak():
 
 
 def test_bandwidth_left_over_by_a_finished_workload_goes_to_the_other():
-    pred = gx.predict([_stream("small", gb=1.5), _stream("big", gb=3.0)], sharing="equal")
+    pred = gx.predict([_stream("small", gb=1.5), _stream("big", gb=3.0)], terms={"sharing": "equal"})
     row = _layout(pred, "16+24")
     # equal shares of 1500 GB/s: small (1.5 GB) ends at 1 ms having let big move 1.5 GB; big's last 1.5 GB
     # then takes 0.5 ms at the full 3000 GB/s
@@ -135,7 +135,7 @@ def test_bad_requests_are_refused():
     with pytest.raises(ValueError, match="no profile for workload 'c'"):
         gx.predict([_compute("a"), _compute("b")], ["a", "c"])
     with pytest.raises(ValueError, match="sharing"):
-        gx.predict([_compute("a"), _compute("b")], sharing="fair")
+        gx.predict([_compute("a"), _compute("b")], terms={"sharing": "fair"})
     with pytest.raises(ValueError, match="2 positive SM counts"):
         gx.predict([_compute("a"), _compute("b")], layouts=["8+8+8"])
 
@@ -244,7 +244,7 @@ def test_tune_refuses_a_prediction_of_other_workloads_before_the_gpu():
 
     pred = gx.predict([_compute("a"), _compute("b")])
     with pytest.raises(ValueError, match="the prediction is for workloads"):
-        _prior(pred, ["x", "y"])
+        _prior(pred, ["x", "y"], "test card")
 
 
 @pytest.mark.gpu
@@ -273,4 +273,4 @@ def test_the_tuner_takes_a_prediction_not_the_profiles():
     profiles = [_compute("a"), _compute("b")]
     with pytest.raises(ValueError, match=r"predict= takes a gcexplore.predict\(...\) result.*predict\(profiles"):
         _prior(profiles[0], ["a", "b"])
-    assert set(_prior(gx.predict(profiles), ["a", "b"]))  # the prediction itself is taken
+    assert set(_prior(gx.predict(profiles), ["a", "b"], "test card"))  # the prediction itself is taken

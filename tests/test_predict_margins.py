@@ -48,6 +48,39 @@ def test_the_risk_margin_covers_the_promised_share_of_a_new_pairs_layouts_and_no
     assert hit[new["_case"] == 0].all() and not hit[new["_case"] == 1].any()
 
 
+def test_the_strict_count_asks_the_measured_median_inside_and_never_holds_more_than_the_overlap():
+    # each pair's medians 0-20% above the model's upper end, but the measured intervals reach 3% lower: the overlap
+    # count takes them in with a 3% narrower margin than the strict count (the median itself inside)
+    above = np.linspace(0.0, 0.2, 40)
+    e = _errors(40, 10, above)
+    e["measured_low_ms"] = e["measured_ms"] * 0.97
+    strict = margins_of(e, rule="risk", count="strict")
+    overlap = margins_of(e, rule="risk", count="overlap")
+    assert strict["model_error"][1] > overlap["model_error"][1] + 0.02
+    assert above[36] <= strict["model_error"][1] < above[37] + 0.003
+    for m in (strict, overlap):  # both counts of its own margins, each no more than the overlap's
+        assert m["coverage_strict"] <= m["coverage"]
+    assert strict["coverage_strict"] == pytest.approx(37 / 40, abs=0.01)
+    assert overlap["coverage_strict"] < 0.9 <= overlap["coverage"]  # counted strictly the overlap margins fall short
+    with pytest.raises(ValueError, match="count must be one of"):
+        margins_of(e, rule="risk", count="median")
+    with pytest.raises(ValueError, match="'pairs' rule counts the overlap only"):
+        margins_of(e, rule="pairs", count="strict")
+
+
+def test_coverage_table_counts_both_ways_per_run():
+    from gcexplore.prediction.check import coverage_table
+
+    rows = pd.DataFrame({"run": ["a", "a", "a", "b"], "inside": [True, True, False, True],
+                         "inside_strict": [True, False, False, False]})
+    t = coverage_table(rows, "run").set_index("run")
+    assert t.loc["a"].to_dict() == {"layouts": 3, "inside": 2, "inside_strict": 1, "coverage": 2 / 3,
+                                    "coverage_strict": 1 / 3}
+    assert t.loc["b", "coverage_strict"] == 0.0 and coverage_table(rows)["layouts"].tolist() == [4]
+    with pytest.raises(ValueError, match="missing \\['inside_strict'\\]"):
+        coverage_table(rows.drop(columns="inside_strict"))
+
+
 def test_a_margin_that_cannot_cover_is_refused_with_what_would_help():
     # every pair measured 1.5-3x the model's upper end: no margin below 1 holds 90% of a new pair's layouts
     with pytest.raises(ValueError, match="no margin below 1 .* calibrate on more pairs or lower quantile"):

@@ -4,6 +4,7 @@ calibrated intervals, and the one sentence where CUPTI cannot count."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 
@@ -425,7 +426,9 @@ def test_the_shipped_margins_come_from_many_checked_pairs_and_hold_a_run_that_se
     assert not {m.partition(":")[2] for m in fit["margins_from"]} & {p for p, s in sweeps.attrs["pairs"].items()
                                                                      if s["group"] in FIT_GROUPS}
     assert fit["earlier_model_error"][0] > 0.15
-    assert all(p < m for p, m in zip(fit["previous_model_error"], fit["model_error"]))  # the wider promise
+    # widened since (issue 46) to hold 90% of medians counted strictly (tests/test_predict_strict.py): never narrower
+    assert all(p <= m for p, m in zip(fit["previous_model_error"], fit["model_error"]))
+    assert fit["previous_model_error"][1] < fit["model_error"][1]
     kw = predict_kwargs(fit)
     # judged on a run whose pairs set no margin (batch k2's run S, shipped as tests/data/predict_sweeps_k2)
     path = Path(__file__).parent / "data" / "predict_sweeps_k2.parquet"
@@ -838,15 +841,15 @@ def test_loaded_latency_lowers_the_error_on_recorded_pairs_it_was_not_chosen_on(
     # chosen on the 7 fitted pairs; the 22 checked and fresh pairs judge it
     prof, sweeps = _recorded_pairs()
     kw = predict_kwargs(prof.attrs["fit"])
-    assert kw["loaded_latency"] > 0
+    assert kw["terms"].loaded_latency > 0
     errs = {True: [], False: []}
     for pair, spec in sweeps.attrs["pairs"].items():
         if spec["group"] in FIT_GROUPS:
             continue
         sw = sweeps[sweeps["pair"] == pair]
         for on in (True, False):
-            pred = gx.predict(prof, spec["workloads"], sorted(set(sw["layout"])), **{**kw, "loaded_latency":
-                                                                                     kw["loaded_latency"] * on})
+            pred = gx.predict(prof, spec["workloads"], sorted(set(sw["layout"])), **{**kw, "terms": dataclasses.replace(
+                kw["terms"], loaded_latency=kw["terms"].loaded_latency * on)})
             errs[on].append(gx.predict_error(pred, sw)["error"].abs().to_numpy())
     with_, without = (np.median(np.concatenate(errs[k])) for k in (True, False))
     assert len(errs[True]) >= 20 and with_ < without, (with_, without)
@@ -858,7 +861,7 @@ def test_the_saturation_term_brings_every_recorded_pair_it_was_not_chosen_on_wit
     # sharing DRAM explains, and their probes say by how much
     prof, sweeps = _recorded_pairs()
     kw = predict_kwargs(prof.attrs["fit"])
-    assert kw["saturation_onset"] is not None
+    assert kw["terms"].saturation_onset is not None
     med = {True: {}, False: {}}
     for pair, spec in sweeps.attrs["pairs"].items():
         if spec["group"] in FIT_GROUPS:
@@ -866,7 +869,8 @@ def test_the_saturation_term_brings_every_recorded_pair_it_was_not_chosen_on_wit
         sw = sweeps[sweeps["pair"] == pair]
         for on in (True, False):
             pred = gx.predict(prof, spec["workloads"], sorted(set(sw["layout"])),
-                              **{**kw, "saturation_onset": kw["saturation_onset"] if on else None})
+                              **{**kw, "terms": dataclasses.replace(
+                                  kw["terms"], saturation_onset=kw["terms"].saturation_onset if on else None)})
             med[on][pair] = float(gx.predict_error(pred, sw)["error"].abs().median())
     assert len(med[True]) >= 20 and max(med[True].values()) <= 0.08, med[True]  # the issue's every-pair goal
     assert max(med[False].values()) > 0.08  # the check can fail: without the term some pair misses it
@@ -893,10 +897,10 @@ def test_the_excess_by_sm_share_finds_the_best_split_of_a_gemm_holding_most_sms_
     if not path.exists():
         pytest.skip("no recorded batch-f1 pair sweeps in tests/data")
     kw = predict_kwargs(prof.attrs["fit"])
-    assert kw["saturation_share"] != "flat" and prof["probe_large_ms"].notna().all()
+    assert kw["terms"].saturation_share != "flat" and prof["probe_large_ms"].notna().all()
     sweeps = gx.load(path)
-    got, flat = (_best_gaps(prof, sweeps, **{**kw, "saturation_share": share})
-                 for share in (kw["saturation_share"], "flat"))
+    got, flat = (_best_gaps(prof, sweeps, **{**kw, "terms": dataclasses.replace(kw["terms"], saturation_share=share)})
+                 for share in (kw["terms"].saturation_share, "flat"))
     assert len(got) == 24
     for pair in ("matmul+memory", "chain+copy"):
         assert got[pair] <= 0.03 < 0.15 < flat[pair], (pair, got[pair], flat[pair])
@@ -909,8 +913,8 @@ def test_the_excess_by_sm_share_loses_no_best_split_on_the_recorded_pairs_it_was
     # within 3% as the flat excess, and more where a probed workload holds most SMs (sigmoid + FFT)
     prof, sweeps = _recorded_pairs()
     kw = predict_kwargs(prof.attrs["fit"])
-    got, flat = (_best_gaps(prof, sweeps, **{**kw, "saturation_share": share})
-                 for share in (kw["saturation_share"], "flat"))
+    got, flat = (_best_gaps(prof, sweeps, **{**kw, "terms": dataclasses.replace(kw["terms"], saturation_share=share)})
+                 for share in (kw["terms"].saturation_share, "flat"))
     assert len(got) >= 30
     assert all(got[p] <= 0.03 for p in flat if flat[p] <= 0.03), {p: got[p] for p in flat if flat[p] <= 0.03}
     assert sum(g <= 0.03 for g in got.values()) > sum(g <= 0.03 for g in flat.values())

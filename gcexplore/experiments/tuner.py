@@ -14,7 +14,7 @@ import dataclasses
 import itertools
 from collections.abc import Sequence
 
-from .._checks import as_int
+from .._checks import MAX_MS, MAX_SMS, Column, as_int, check_columns
 from ..analysis.stats import Floor, quantile, run_floor
 from ..device import partitions
 from ..device.driver import DeviceInfo, GreenContextError, plan_split
@@ -126,9 +126,17 @@ def _gpu_measure(run, rows: list[dict], visits: list[dict], bar):
     return measure
 
 
+#: The numbers of a prediction the tuner's prior reads (every one required: a NaN, an infinity, a negative or an
+#: absurd time would move the search's start and the layouts it skips).
+PRIOR_NUMBERS = {c: Column("ms", positive=not c.endswith("_low_ms"), high=MAX_MS)  # a low end 0: no bound
+                 for c in ("makespan_ms", "makespan_low_ms", "duration_ms", "duration_low_ms")}
+PRIOR_NUMBERS["split_sm_count"] = Column("SMs", integer=True, positive=True, high=MAX_SMS)
+
+
 def _prior(predict, names: list[str], card: str = "") -> dict | None:
     """The search's prior from a :func:`gcexplore.predict` result (a frame of predicted makespans),
-    refused when it is for another card than ``card`` (the one measured). The tuner takes the
+    refused when it is for another card than ``card`` (the one measured), or when either card is unknown
+    (no ``attrs["device_name"]``; rows without a ``device_name`` column). The tuner takes the
     prediction, not the predictor: the prediction family builds on the core, not the reverse."""
     if predict is None:
         return None
@@ -136,8 +144,17 @@ def _prior(predict, names: list[str], card: str = "") -> dict | None:
         got = predict.attrs.get("kind") if hasattr(predict, "attrs") else type(predict).__name__
         raise ValueError(f"predict= takes a gcexplore.predict(...) result (attrs kind 'prediction'), got {got!r}; "
                          f"for solo profiles pass predict=gcexplore.predict(profiles, {names!r})")
-    theirs = str(predict.attrs.get("device_name") or "")
-    if card and theirs and theirs != card:  # its low ends would skip layouts by another card's times
+    theirs = str(predict.attrs.get("device_name") or "").strip()
+    if not theirs:  # unknown is not "the same card": its low ends could skip layouts by another card's times
+        raise ValueError("the prediction says no card (attrs['device_name'] is missing or empty), so the tuner "
+                         "cannot check it is for the card it measures: predict from profiles that carry the "
+                         "'device_name' column (gcexplore.solo_profile records it), or set "
+                         "prediction.attrs['device_name'] to the card the profiles were measured on")
+    if not card.strip():
+        raise ValueError("the measured rows say no card (their 'device_name' column is missing or empty), so a "
+                         f"prediction for the {theirs} cannot be checked against it: replay a sweep that carries "
+                         "gcexplore's identity columns ('device_name' among them), or replay it without predict=")
+    if theirs != card:  # its low ends would skip layouts by another card's times
         raise ValueError(f"the prediction is for the {theirs}, the tuner measures on the {card}: predict from "
                          f"profiles measured on the {card}, or pass card=gcexplore.prediction.traffic_profile.card_of("
                          f"profiles measured there) to gcexplore.predict to scale these to it")
@@ -145,6 +162,16 @@ def _prior(predict, names: list[str], card: str = "") -> dict | None:
     if got != names:
         raise ValueError(f"the prediction is for workloads {got}, the tuner runs {names} (same names, same order); "
                          "predict with workloads=[...] naming them, e.g. 'memory_a=memory'")
+    check_columns(predict, PRIOR_NUMBERS, "predict= (the prediction)", required=True)
+    for lo, mid in (("makespan_low_ms", "makespan_ms"), ("duration_low_ms", "duration_ms")):
+        if (bad := predict[lo] > predict[mid] * (1 + 1e-9)).any():
+            i = int(bad.to_numpy().nonzero()[0][0])
+            raise ValueError(f"predict= (the prediction): column {lo!r} is above {mid!r} at row {i} "
+                             f"({predict[lo].iloc[i]!r} > {predict[mid].iloc[i]!r}); valid: a low end at most "
+                             "the point")
+    if (bad := ~predict["layout"].astype(str).str.fullmatch(r"\d+(\+\d+)+")).any():
+        raise ValueError(f"predict= (the prediction): column 'layout' holds {predict['layout'][bad].iloc[0]!r}; "
+                         "valid: SM counts joined by '+' ('24+108')")
     prior: dict = {}
     for lab, g in predict.groupby("layout", sort=False):
         first = g[g["workload"] == names[0]].iloc[0]
@@ -290,10 +317,14 @@ def replay_tune(sweep, predict=None, *, tolerance: float = 0.01, repeats: int = 
     if conc.empty:
         raise ValueError("replay_tune needs a sweep with 'concurrent' rows (gcexplore.sweep(..., "
                          "modes=('concurrent',)))")
+    cards = list(dict.fromkeys(conc["device_name"].dropna().astype(str))) if "device_name" in conc.columns else []
+    if predict is not None and len(cards) > 1:
+        raise ValueError(f"replay_tune: the sweep holds rows of {len(cards)} cards ({', '.join(cards[:3])}); a "
+                         "prediction is for one: replay one card's rows (sweep[sweep['device_name'] == ...])")
+    card = cards[0] if cards and not conc["device_name"].isna().any() else ""
     order = conc.drop_duplicates("workload").assign(_last=lambda d: d["partition"] == "remainder")
     names = list(order.sort_values(["_last", "partition"], kind="stable")["workload"].astype(str))
     reps = _recorded(sweep, names)
-    card = str(conc["device_name"].iloc[0]) if "device_name" in conc.columns else ""
     recorded = min(len(v) for v in reps.values())
     used = dict.fromkeys(reps, 0)
 

@@ -24,7 +24,7 @@ Columns, in order (then the identity columns of :data:`gcexplore.schema.IDENTITY
 from __future__ import annotations
 
 from ..results.kinds import Kind, register
-from ..schema import IDENTITY_COLUMNS, Options
+from ..schema import IDENTITY_COLUMNS
 
 KIND = "mechanisms"
 
@@ -70,6 +70,6 @@ register(
         "gcexplore.mechanisms.view:plot_mechanisms",
         "gcexplore.compare_mechanisms()",
         words="gcexplore.mechanisms.analysis:mechanisms_sentences",
+        options=("repeats", "warmup", "rounds"),  # what its experiment takes and its metadata records
     )
 )
-Options.APPLIES.setdefault(KIND, ("repeats", "warmup", "rounds"))  # what its metadata records

@@ -12,5 +12,5 @@ PUBLIC = {
     "check": ("predict_error", "prediction_facts"),
     "view": ("plot_predict",),
 }
-EXTRA = {"check": ("fit_model", "predict_kwargs")}
+EXTRA = {"check": ("fit_model", "predict_kwargs"), "terms": ("ModelTerms",)}
 __all__, __getattr__, __dir__, WHERE = face(__name__, PUBLIC, EXTRA)

@@ -16,11 +16,13 @@ import pandas as pd
 from ..analysis.overlap import layout_table, makespan_stats
 from .model import SHARING, l2_drawn_gbs, predict, predicted_layouts, require_prediction
 from .saturation import SATURATION_LOADS, SATURATION_RAMPS, SHARE_RULES
+from .terms import TERMS, ModelTerms
 from ..analysis.stats import Floor, round_median_ci, run_floor
 from ..results.run import run_of
 
-__all__ = ["AGGRESSION_CANDIDATES", "ERROR_COLUMNS", "L2_CANDIDATES", "LATENCY_CANDIDATES", "MARGIN_RULES",
-           "SATURATION_CANDIDATES", "TOTAL_ONSETS", "calibrate_margins", "fit_model", "held_out_coverage",
+__all__ = ["AGGRESSION_CANDIDATES", "COUNTS", "ERROR_COLUMNS", "L2_CANDIDATES", "LATENCY_CANDIDATES", "MARGIN_RULES",
+           "SATURATION_CANDIDATES", "TOTAL_ONSETS", "calibrate_margins", "coverage_table", "fit_model",
+           "held_out_coverage",
            "layout_errors", "margins_of", "plateau_residuals", "plateau_sentence", "predict_error", "predict_kwargs",
            "prediction_facts"]
 
@@ -129,25 +131,26 @@ def prediction_facts(prediction: pd.DataFrame, measured: pd.DataFrame) -> dict:
 #: Multiples of the highest L2 GB/s any profiled workload drew alone that fit_model tries as the
 #: L2's shared bandwidth (None: not modelled).
 L2_CANDIDATES = (None, 0.75, 1.0)
-#: Loaded-latency factors (``predict(loaded_latency=...)``) that fit_model tries with the chosen rule.
+#: Loaded-latency factors (``ModelTerms(loaded_latency=...)``) that fit_model tries with the chosen rule.
 LATENCY_CANDIDATES = (0.0, 0.5, 1.0, 1.5)
-#: Saturation onsets (``predict(saturation_onset=...)``, None: not modelled) that fit_model tries where
+#: Saturation onsets (``ModelTerms(saturation_onset=...)``, None: not modelled) that fit_model tries where
 #: a fitted pair's profiles carry a copy probe.
 SATURATION_CANDIDATES = (None, 0.5, 0.7, 0.85)
 #: And with the ramp by everyone's demand (``saturation_load="total"``, which counts the workload's own
 #: too, so it sits higher): also near saturation itself.
 TOTAL_ONSETS = (0.95,)
-#: Scales of the co-runners' measured aggression (``predict(saturation_aggression=...)``, None: every
+#: Scales of the co-runners' measured aggression (``ModelTerms(saturation_aggression=...)``, None: every
 #: co-runner's demand counts in full) that fit_model tries where the profiles carry a large probe.
 AGGRESSION_CANDIDATES = (None, 0.5, 1.0, 1.5)
 
 
 def predict_kwargs(fit: dict) -> dict:
     """The keyword arguments of :func:`~gcexplore.prediction.model.predict` that a :func:`fit_model`
-    result (or a shipped ``attrs["fit"]``) sets; a fit from before a term existed leaves it out."""
-    out = {k: fit[k] for k in ("sharing", "l2_bandwidth_gbs", "loaded_latency", "saturation_onset", "saturation_share",
-                               "saturation_load", "saturation_aggression", "saturation_ramp", "saturation_polite")
-           if k in fit}
+    result (or a shipped ``attrs["fit"]``) sets: ``terms`` (a :class:`~.terms.ModelTerms`; a term the fit
+    predates keeps its default) and ``model_error``."""
+    unset = ModelTerms()  # a term the fit predates, or records as None where None is no setting, keeps its default
+    out: dict = {"terms": ModelTerms(**{k: fit[k] for k in TERMS
+                                        if k in fit and (fit[k] is not None or getattr(unset, k) is None)})}
     if "model_error" in fit:
         out["model_error"] = tuple(fit["model_error"])
     return out
@@ -178,24 +181,57 @@ def _margins(e: pd.DataFrame, quantile: float) -> tuple[tuple[float, float], flo
     return err, float(_inside(e, err).mean())
 
 
-def _inside(e: pd.DataFrame, err: tuple[float, float]) -> pd.Series:
-    return (e["predicted_low_ms"] * (1 - err[0]) <= e["measured_high_ms"]) & (
-        e["measured_low_ms"] <= e["predicted_high_ms"] * (1 + err[1]))
+#: How a layout counts as inside the predicted interval: "overlap" (the prediction's interval meets the
+#: measurement's round interval: agreement up to the run-to-run noise) or "strict" (the measured median itself
+#: within the prediction's interval). :func:`predict_error` gives both (``inside``, ``inside_strict``).
+COUNTS = ("overlap", "strict")
 
 
-def _risk_margins(e: pd.DataFrame, quantile: float) -> tuple[tuple[float, float], float]:
+def _inside(e: pd.DataFrame, err: tuple[float, float], count: str = "overlap") -> pd.Series:
+    lo, hi = e["measured_low_ms"], e["measured_high_ms"]
+    if count == "strict":
+        lo = hi = e["measured_ms"]
+    return (e["predicted_low_ms"] * (1 - err[0]) <= hi) & (lo <= e["predicted_high_ms"] * (1 + err[1]))
+
+
+def _check_count(count: str) -> None:
+    if count not in COUNTS:
+        raise ValueError(f"count must be one of {COUNTS} (how a layout counts as inside), got {count!r}")
+
+
+def coverage_table(errors: pd.DataFrame, by: str | None = None) -> pd.DataFrame:
+    """Both counts of the interval over :func:`predict_error` rows (with the margins applied), per value of
+    column ``by`` (a run; None: all rows as one): ``layouts``, ``inside`` and ``inside_strict`` (counts),
+    ``coverage`` (overlap: the intervals meet) and ``coverage_strict`` (the measured median inside the
+    prediction). The one owner of the rates a page states about the interval."""
+    need = {"inside", "inside_strict"} | ({by} if by else set())
+    if missing := sorted(need - set(errors.columns)):
+        raise ValueError(f"coverage_table needs predict_error's rows with the columns {sorted(need)}; "
+                         f"missing {missing}")
+    key = errors[by] if by else pd.Series("all", index=errors.index)
+    g = errors.groupby(key, sort=False)
+    out = pd.DataFrame({"layouts": g.size(), "inside": g["inside"].sum().astype(int),
+                        "inside_strict": g["inside_strict"].sum().astype(int)})
+    out["coverage"] = out["inside"] / out["layouts"]
+    out["coverage_strict"] = out["inside_strict"] / out["layouts"]
+    return out.rename_axis(by or "rows").reset_index()
+
+
+def _risk_margins(e: pd.DataFrame, quantile: float, count: str = "overlap") -> tuple[tuple[float, float], float]:
     """MARGIN_RULES' "risk": (below, above) from layout errors of the raw model (``model_error`` 0) with a
     ``_case`` column (the pair: its layouts share the model's error, so the pair is the exchangeable unit).
     below: the conformal bound over the pairs of each pair's largest lower cut (the tuner skips by the low end);
     above: the smallest margin whose fraction of each pair's layouts outside, summed over the n pairs plus 1 (the
     next pair, all outside), is at most (1 - quantile) (n + 1): conformal risk control, so a new exchangeable
-    pair's expected fraction of layouts inside is at least ``quantile``."""
+    pair's expected fraction of layouts inside is at least ``quantile``. ``count`` (:data:`COUNTS`): "strict" asks
+    the measured median itself inside, "overlap" the measured round interval to meet the prediction's."""
     cut = cast(pd.Series, np.maximum(1 - e["measured_ms"] / e["predicted_low_ms"], 0)).groupby(e["_case"]).max()
     n = len(cut)
     below = _conformal_bound(cut, quantile)
     # each layout's margin above that puts it inside (inf where the low end misses it anyway)
-    need = np.where(e["predicted_low_ms"] * (1 - below) <= e["measured_high_ms"],
-                    np.maximum(e["measured_low_ms"] / e["predicted_high_ms"] - 1, 0), np.inf)
+    strict = count == "strict"
+    lo, hi = (e["measured_ms"],) * 2 if strict else (e["measured_low_ms"], e["measured_high_ms"])
+    need = np.where(e["predicted_low_ms"] * (1 - below) <= hi, np.maximum(lo / e["predicted_high_ms"] - 1, 0), np.inf)
     share = 1.0 / e.groupby("_case")["_case"].transform("size").to_numpy()  # a layout's weight in its pair
     order = np.argsort(need, kind="stable")
     outside = n - np.cumsum(share[order])  # pairs' summed outside fraction once margin need[order[j]] is taken
@@ -206,7 +242,7 @@ def _risk_margins(e: pd.DataFrame, quantile: float) -> tuple[tuple[float, float]
                          f"{n} pairs (below {below:.3f}, above {above:.3f}): the model misses them; calibrate on "
                          f"more pairs or lower quantile (got {quantile})")
     err = (below, float(above))
-    return err, float(_inside(e, err).mean())
+    return err, float(_inside(e, err, count).mean())
 
 
 #: How :func:`calibrate_margins` turns measured pairs into the interval's margins: "pairs" (fit_model's: the
@@ -223,37 +259,47 @@ def layout_errors(cases: Sequence[tuple], **kwargs) -> pd.DataFrame:
                       for i, (p, w, m) in enumerate(cases)], ignore_index=True)
 
 
-def margins_of(errors: pd.DataFrame, *, quantile: float = 0.9, rule: str = "pairs") -> dict:
-    """The margins (below, above) and their coverage from :func:`layout_errors` (raw model, a ``_case`` column)."""
+def margins_of(errors: pd.DataFrame, *, quantile: float = 0.9, rule: str = "pairs", count: str = "overlap") -> dict:
+    """The margins (below, above) and their coverage from :func:`layout_errors` (raw model, a ``_case`` column);
+    ``count`` (:data:`COUNTS`, the "risk" rule only): what ``quantile`` promises, the measured round interval meeting
+    the prediction's ("overlap") or the measured median inside it ("strict"). Returns ``model_error``, ``coverage``
+    and ``coverage_strict`` (of these layouts, counted each way) and ``pairs``."""
     if rule not in MARGIN_RULES:
         raise ValueError(f"rule must be one of {MARGIN_RULES}, got {rule!r}")
     if not 0 < quantile < 1:
         raise ValueError(f"quantile must be in (0, 1), got {quantile!r}")
-    err, coverage = (_margins if rule == "pairs" else _risk_margins)(errors, quantile)
-    return {"model_error": err, "coverage": coverage, "pairs": int(errors["_case"].nunique())}
+    _check_count(count)
+    if rule == "pairs" and count != "overlap":
+        raise ValueError("the 'pairs' rule counts the overlap only; count='strict' needs rule='risk'")
+    err = (_margins(errors, quantile) if rule == "pairs" else _risk_margins(errors, quantile, count))[0]
+    return {"model_error": err, "coverage": float(_inside(errors, err).mean()),
+            "coverage_strict": float(_inside(errors, err, "strict").mean()), "pairs": int(errors["_case"].nunique())}
 
 
-def calibrate_margins(cases: Sequence[tuple], *, quantile: float = 0.9, rule: str = "pairs", **kwargs) -> dict:
+def calibrate_margins(cases: Sequence[tuple], *, quantile: float = 0.9, rule: str = "pairs", count: str = "overlap",
+                      **kwargs) -> dict:
     """The interval's margins for a model already chosen: ``kwargs`` are :func:`predict`'s (:func:`predict_kwargs`
     of a fit; its ``model_error`` is ignored), ``cases`` as for :func:`fit_model`, ``rule`` of
-    :data:`MARGIN_RULES` ("pairs": as :func:`fit_model` calibrates them). Returns ``model_error`` (below, above),
-    ``coverage`` (of these layouts) and ``pairs``."""
+    :data:`MARGIN_RULES` ("pairs": as :func:`fit_model` calibrates them), ``count`` as for :func:`margins_of`.
+    Returns ``model_error`` (below, above), ``coverage`` and ``coverage_strict`` (of these layouts) and ``pairs``."""
     if not cases:
         raise ValueError("calibrate_margins needs at least one (profiles, workloads, measured sweep) case")
-    return margins_of(layout_errors(cases, **kwargs), quantile=quantile, rule=rule)
+    return margins_of(layout_errors(cases, **kwargs), quantile=quantile, rule=rule, count=count)
 
 
 def held_out_coverage(errors: pd.DataFrame, by: str, *, judged: str | None = None, calibrating: str | None = None,
-                      quantile: float = 0.9, rule: str = "risk") -> pd.DataFrame:
+                      quantile: float = 0.9, rule: str = "risk", count: str = "overlap") -> pd.DataFrame:
     """Coverage that no calibrating pair saw: for each value of column ``by`` (a run, a host), the margins from
-    the rows of every other value (:func:`margins_of`; only rows where boolean column ``calibrating`` holds) and
-    the fraction of that value's layouts (only where boolean column ``judged`` holds) inside them.
+    the rows of every other value (:func:`margins_of` with ``count``; only rows where boolean column
+    ``calibrating`` holds) and the fraction of that value's layouts (only where boolean column ``judged`` holds)
+    inside them, counted both ways.
 
     Returns
     -------
     pandas.DataFrame
-        Per held-out value: ``below``, ``above``, ``calibrated_pairs``, ``layouts``, ``inside`` (count) and
-        ``coverage``; ``attrs["coverage"]``: inside / layouts over all of them (the pooled held-out coverage).
+        Per held-out value: ``below``, ``above``, ``calibrated_pairs``, ``layouts``, ``inside`` and
+        ``inside_strict`` (counts: the intervals meet; the measured median inside), ``coverage`` and
+        ``coverage_strict``; ``attrs["coverage"]`` and ``attrs["coverage_strict"]``: pooled over all of them.
     """
     if by not in errors.columns or "_case" not in errors.columns:
         raise ValueError(f"held_out_coverage needs layout_errors' rows with a '_case' column and a {by!r} column")
@@ -264,13 +310,16 @@ def held_out_coverage(errors: pd.DataFrame, by: str, *, judged: str | None = Non
         mine = mine[mine[judged].astype(bool)] if judged else mine
         if mine.empty:
             continue
-        m = margins_of(cal[cal[by] != unit], quantile=quantile, rule=rule)
-        hit = _inside(mine, m["model_error"])
+        m = margins_of(cal[cal[by] != unit], quantile=quantile, rule=rule, count=count)
+        hit, strict = _inside(mine, m["model_error"]), _inside(mine, m["model_error"], "strict")
         rows.append({by: unit, "below": m["model_error"][0], "above": m["model_error"][1],
                      "calibrated_pairs": m["pairs"], "layouts": len(mine), "inside": int(hit.sum()),
-                     "coverage": float(hit.mean())})
+                     "inside_strict": int(strict.sum()), "coverage": float(hit.mean()),
+                     "coverage_strict": float(strict.mean())})
     out = pd.DataFrame(rows)
-    out.attrs["coverage"] = float(out["inside"].sum() / out["layouts"].sum()) if len(out) else float("nan")
+    for col in ("", "_strict"):
+        out.attrs[f"coverage{col}"] = (float(out[f"inside{col}"].sum() / out["layouts"].sum()) if len(out)
+                                       else float("nan"))
     return out
 
 
@@ -308,10 +357,11 @@ def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9, aggressions: Seq
         (of ``ramps``, "probed" tried with all that where they carry a low probe) with the lowest
         mean over the pairs of each pair's median |error| (the pair is the unit, as for the
         margins), ``model_error`` (below, above; :func:`predict_kwargs` turns the fit into
-        :func:`predict`'s arguments), ``coverage`` (the fraction of these layouts inside the
-        calibrated interval), and that mean (``*median_abs_error``) per rule (no term), per L2
-        choice, per loaded-latency factor, per saturation onset, per share rule, per load, per
-        aggression scale and per ramp.
+        :func:`predict`'s arguments), ``coverage`` (the fraction of these layouts whose measured
+        interval meets the calibrated one), ``coverage_strict`` (whose measured median lies in
+        it), and that mean (``*median_abs_error``) per rule (no term), per L2 choice, per
+        loaded-latency factor, per saturation onset, per share rule, per load, per aggression scale
+        and per ramp.
     """
     if not cases:
         raise ValueError("fit_model needs at least one (profiles, workloads, measured sweep) case")
@@ -322,10 +372,10 @@ def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9, aggressions: Seq
     raw = {}
 
     def run(rule, l2, lat, on=None, share="flat", load="others", agg=None, ramp="fitted"):
-        parts = [predict_error(predict(p, w, _measured_layouts(m), sharing=rule, model_error=0.0,
-                                       l2_bandwidth_gbs=l2, loaded_latency=lat, saturation_onset=on,
-                                       saturation_share=share, saturation_load=load, saturation_aggression=agg,
-                                       saturation_ramp=ramp), m)
+        terms = ModelTerms(sharing=rule, l2_bandwidth_gbs=l2, loaded_latency=lat, saturation_onset=on,
+                           saturation_share=share, saturation_load=load, saturation_aggression=agg,
+                           saturation_ramp=ramp)
+        parts = [predict_error(predict(p, w, _measured_layouts(m), terms=terms, model_error=0.0), m)
                  for p, w, m in cases]
         raw[rule, l2, lat, on, share, load, agg, ramp] = pd.concat([x.assign(_case=i) for i, x in enumerate(parts)],
                                                   ignore_index=True)
@@ -379,10 +429,11 @@ def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9, aggressions: Seq
     best = min(raw, key=score.__getitem__)
     e = raw[best]
     err, coverage = _margins(e, quantile)
+    strict = float(_inside(e, err, "strict").mean())
     off = ("flat", "others", None, "fitted")  # the saturation term's settings where it is not modelled
     return {"sharing": best[0], "l2_bandwidth_gbs": best[1], "loaded_latency": best[2], "saturation_onset": best[3],
             "saturation_share": best[4], "saturation_load": best[5], "saturation_aggression": best[6],
-            "saturation_ramp": best[7], "model_error": err, "coverage": coverage,
+            "saturation_ramp": best[7], "model_error": err, "coverage": coverage, "coverage_strict": strict,
             "median_abs_error": {r: score[(r, None, 0.0, None, *off)][0] for r in SHARING},
             "l2_median_abs_error": {("none" if l2 is None else f"{l2:.0f}"):
                                     score[(best[0], l2, best[2], None, *off)][0] for l2 in l2s},

@@ -16,12 +16,12 @@ import numpy as np
 import pandas as pd
 
 from ..results.io import load
-from .check import calibrate_margins, fit_model, predict_kwargs
+from .check import calibrate_margins, coverage_table, fit_model, layout_errors, margins_of, predict_kwargs
 from .solo import load_profiles
 from .traffic_profile import attach_traffic, with_traffic_columns
 
-__all__ = ["ALL", "COPY_BYTES", "FITS", "GROUPS", "calibrate_shipped", "fit_run", "members", "run_profiles",
-           "run_sweeps", "shipped_fit"]
+__all__ = ["ALL", "COPY_BYTES", "FITS", "GROUPS", "calibrate_shipped", "calibrate_strict", "fit_run", "members",
+           "run_profiles", "run_sweeps", "shipped_coverage", "shipped_errors", "shipped_fit"]
 
 #: The measured pairs, by group: FITTED and FITTED4 are fitted on, every other group only checked.
 FITTED = {"compute+memory": ["compute", "memory"], "memory_a+memory_b": ["memory_a=memory", "memory_b=memory"],
@@ -190,3 +190,85 @@ def calibrate_shipped(shipped: pd.DataFrame, runs: list[Path], traffic: Path | N
                margins_rule=rule, margins_quantile=quantile,
                margins_from=used, earlier_model_error=fit.get("earlier_model_error", fit["model_error"]))
     return fit
+
+
+def shipped_errors(profiles: pd.DataFrame, runs: dict[str, pd.DataFrame], model_error=0.0) -> pd.DataFrame:
+    """:func:`~gcexplore.prediction.check.predict_error` of ``profiles``' fitted terms (``model_error`` the
+    margins: 0 the raw model, None the fit's own) on every pair of each run whose workloads are profiled. ``runs``:
+    name -> a frame of :func:`run_sweeps` (a ``pair`` column, ``attrs["pairs"]``; the shipped
+    ``tests/data/predict_sweeps*.parquet``). Columns beside predict_error's: ``_case`` (``run:pair``), ``run``,
+    ``pair``, ``group`` and ``checked`` (not a pair the terms were fitted on)."""
+    kw = predict_kwargs(profiles.attrs["fit"])
+    if model_error is not None:
+        kw["model_error"] = model_error
+    have = set(profiles["workload"].astype(str))
+    frames = []
+    for run, sweeps in runs.items():
+        cases, keys = [], []
+        for pair, spec in sweeps.attrs["pairs"].items():
+            if members(spec["workloads"]) <= have:  # a pair of unprofiled workloads (tanh, scale) is not predicted
+                cases.append((profiles, spec["workloads"], sweeps[sweeps["pair"] == pair]))
+                keys.append((pair, spec["group"]))
+        if not cases:
+            continue
+        # layout_errors sets model_error 0 (the raw model); the margins, where asked, are applied after
+        e = layout_errors(cases, **{k: v for k, v in kw.items() if k != "model_error"})
+        pair = e["_case"].map(lambda i: keys[i][0])
+        group = e["_case"].map(lambda i: keys[i][1])
+        e = e.assign(run=run, pair=pair, group=group, checked=~group.isin(["fitted", "fitted4"]),
+                     _case=run + ":" + pair)
+        frames.append(e)
+    if not frames:
+        raise ValueError(f"shipped_errors: no pair of the runs {list(runs)} has all its workloads profiled "
+                         f"(profiled: {sorted(have)})")
+    e = pd.concat(frames, ignore_index=True)
+    err = kw.get("model_error", 0.0)
+    err = tuple(err) if isinstance(err, (list, tuple)) else (float(err), float(err))
+    return _widened(e, err) if err != (0.0, 0.0) else e
+
+
+def _widened(e: pd.DataFrame, err) -> pd.DataFrame:
+    """Raw-model layout errors with the interval widened by the margins ``err`` (below, above), as
+    ``predict(model_error=err)`` widens it, and both counts of it again."""
+    lo, hi = e["predicted_low_ms"] * (1 - err[0]), e["predicted_high_ms"] * (1 + err[1])
+    return e.assign(predicted_low_ms=lo, predicted_high_ms=hi,
+                    inside=(lo <= e["measured_high_ms"]) & (e["measured_low_ms"] <= hi),
+                    inside_strict=(lo <= e["measured_ms"]) & (e["measured_ms"] <= hi))
+
+
+def calibrate_strict(shipped: pd.DataFrame, runs: dict[str, pd.DataFrame], quantile: float = 0.9) -> dict:
+    """The shipped fit with margins that hold ``quantile`` of a new pair's layouts *counted strictly* (the measured
+    median inside the interval; conformal risk control, the pair as the unit) on the checked-only pairs of
+    ``runs`` (as for :func:`shipped_errors`), never narrower on either side than the shipped margins (those hold
+    their own promise on the pairs that set them); the model's terms kept. The record says both counts per run
+    (``coverage_by_run``: layouts, inside, inside_strict over every predicted pair of the run, with the new
+    margins), the margins from the strict count (``strict_model_error``) and the pairs that set them
+    (``strict_margins_from``)."""
+    fit = dict(shipped.attrs["fit"])
+    raw = shipped_errors(shipped, runs)
+    got = margins_of(raw[raw["checked"]], quantile=quantile, rule="risk", count="strict")
+    old = [float(x) for x in fit["model_error"]]
+    err = [max(a, b) for a, b in zip(old, got["model_error"])]
+    widened = _widened(raw, err)
+    per = coverage_table(widened, "run")
+    cal = widened[widened["checked"]]
+    fit.update(previous_model_error=old, model_error=err, strict_model_error=list(got["model_error"]),
+               margins_count="strict", strict_margins_quantile=quantile,
+               strict_margins_from=sorted(raw.loc[raw["checked"], "_case"].unique()),
+               coverage=float(cal["inside"].mean()), coverage_strict=float(cal["inside_strict"].mean()),
+               coverage_by_run={r.run: {"layouts": int(r.layouts), "inside": int(r.inside),
+                                        "inside_strict": int(r.inside_strict)} for r in per.itertuples()})
+    return fit
+
+
+def shipped_coverage(profiles: pd.DataFrame) -> pd.DataFrame:
+    """Both counts of the interval on each run a shipped fit records (``attrs["fit"]["coverage_by_run"]``, as
+    :func:`calibrate_strict` counted them with the shipped margins): ``run``, ``layouts``, ``inside`` (the
+    intervals meet), ``inside_strict`` (the measured median inside the prediction), ``coverage`` and
+    ``coverage_strict``. Empty for a fit that recorded none."""
+    per = profiles.attrs.get("fit", {}).get("coverage_by_run") or {}
+    out = pd.DataFrame([{"run": run, **counts} for run, counts in per.items()],
+                       columns=["run", "layouts", "inside", "inside_strict"])
+    out["coverage"] = out["inside"] / out["layouts"]
+    out["coverage_strict"] = out["inside_strict"] / out["layouts"]
+    return out

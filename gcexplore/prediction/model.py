@@ -31,25 +31,24 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .saturation import (SHARE_RULES, aggression, bytes_at_size, check_saturation, counted_at, excess_at,
+from .saturation import (SHARE_RULES, aggression, bytes_at_size, counted_at, excess_at,
                          latency_slowdown, polite_excess, probe_points, probed_onset, reference_aggressions,
                          saturation_speeds, shared_speeds)
-from .traffic_profile import (PROBE_COLUMNS, TRAFFIC_PROFILE_COLUMNS, cross_card_margins, scale_profiles,
-                              with_traffic_columns)
+from .._checks import MAX_MS, MAX_SMS, Column, check_columns
+from .terms import SHARING, ModelTerms, model_terms
+from .traffic_profile import (PROBE_COLUMNS, TRAFFIC_PROFILE_COLUMNS, check_profile_numbers, cross_card_margins,
+                              scale_profiles, with_traffic_columns)
 from ..schema import identity_name
 SM_COUNT = identity_name("sm_count")  # the card's SM count, as every result names it
 
 __all__ = ["L2_FIT_FRACTION", "l2_drawn_gbs", "L2_SPILL_FRACTION", "MODEL_ERROR", "PREDICTION_COLUMNS",
-           "PROFILE_COLUMNS", "SHARING", "ProfileError", "check_profiles", "predict", "predicted_layouts",
-           "profile_from", "require_prediction"]
+           "PREDICTION_NUMBERS", "PROFILE_COLUMNS", "SHARING", "ProfileError", "check_profiles", "predict",
+           "predicted_layouts", "profile_from", "require_prediction"]
 
 #: Columns of a solo profile (one row per workload x position x size x repetition).
 PROFILE_COLUMNS = ["workload", "position", "sm_count", "rep", "duration_ms", "start_ms", "bytes", "flops",
                    "working_set_bytes", "shared_bandwidth_gbs", "l2_bytes", SM_COUNT, "sm_alignment", "device_name",
                    "run_id"]
-#: How a saturated DRAM is divided: by outstanding requests (SMs x per-SM rate), by the
-#: bandwidth each drew alone, or equally (max-min fair).
-SHARING = ("pressure", "demand", "equal")
 #: Relative model error put around every prediction unless fitted (:func:`fit_model`): the
 #: p90 of |error| of the point prediction on the recorded H100 sweeps it was built on.
 MODEL_ERROR = 0.05
@@ -64,6 +63,13 @@ PREDICTION_COLUMNS = ["layout", "split_sm_count", "workload", "partition", "sm_c
                       "alone_high_ms", "alone_measured", "duration_ms", "duration_low_ms", "duration_high_ms",
                       "makespan_ms", "makespan_low_ms", "makespan_high_ms", "interference_free_ms", "interference",
                       "split_loss", "lower_bound_ms"]
+#: What each numeric column of a prediction may hold (:func:`require_prediction` checks them).
+_RATIO = Column("x (a ratio of times)", positive=True, high=1e6)
+PREDICTION_NUMBERS = {**{c: Column("ms", positive=not c.endswith("_low_ms"), high=MAX_MS)  # a low end 0: no bound
+                         for c in PREDICTION_COLUMNS if c.endswith("_ms")},
+                      "split_sm_count": Column("SMs", integer=True, positive=True, high=MAX_SMS),
+                      "sm_count": Column("SMs", integer=True, positive=True, high=MAX_SMS),
+                      "interference": _RATIO, "split_loss": _RATIO}
 LAYOUT_COLUMNS = ["layout", "split_sm_count", "makespan_ms", "makespan_low_ms", "makespan_high_ms",
                   "interference_free_ms", "interference", "split_loss", "lower_bound_ms", "all_measured"]
 
@@ -175,7 +181,8 @@ def check_profiles(profiles, *, bandwidth_given: bool = False) -> pd.DataFrame:
         raise _bad("it has no rows")
     d = df["duration_ms"].to_numpy(dtype=float)
     if not np.all(np.isfinite(d) & (d > 0)):
-        raise _bad(f"{int(np.sum(~(np.isfinite(d) & (d > 0))))} duration(s) are not positive finite ms")
+        raise _bad(f"{int(np.sum(~(np.isfinite(d) & (d > 0))))} duration(s) (column 'duration_ms') are not positive "
+                   "finite ms")
     if not np.all(df["sm_count"].to_numpy(dtype=float) > 0):
         raise _bad("sm_count must be positive")
     if not set(df["position"]) <= set(POSITIONS):
@@ -191,6 +198,10 @@ def check_profiles(profiles, *, bandwidth_given: bool = False) -> pd.DataFrame:
     bw = df["shared_bandwidth_gbs"].to_numpy(dtype=float)
     if np.any(bw[np.isfinite(bw)] <= 0):
         raise _bad("shared_bandwidth_gbs must be a positive bandwidth in GB/s, or missing")
+    try:  # every number the model reads (after the older checks): NaN, infinite, negative or absurd, by name
+        check_profile_numbers(df, "the profiles")
+    except ValueError as e:
+        raise _bad(str(e)) from None
     if len(set(bw[np.isfinite(bw)])) > 1 and not bandwidth_given:
         bws = ", ".join(f"{v:g}" for v in sorted(set(bw[np.isfinite(bw)])))
         raise _bad(f"profiles measured at different shared bandwidths ({bws} GB/s); profile on one card, "
@@ -428,12 +439,9 @@ def _error_pair(model_error) -> tuple[float, float]:
     return float(pair[0]), float(pair[1])
 
 
-def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, sharing: str = "pressure",
-            model_error=MODEL_ERROR, shared_bandwidth_gbs: float | None = None, l2_bytes: float | None = None,
-            card: Mapping | None = None, l2_bandwidth_gbs: float | None = None, bandwidth_gain: float = 1.0,
-            loaded_latency: float = 0.0, saturation_onset: float | None = None, saturation_share: str = "flat",
-            saturation_load: str = "others", saturation_aggression: float | None = None,
-            saturation_ramp: str = "fitted", saturation_polite: bool = True) -> pd.DataFrame:
+def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *,
+            terms: ModelTerms | Mapping | None = None, model_error=MODEL_ERROR, card: Mapping | None = None,
+            shared_bandwidth_gbs: float | None = None, l2_bytes: float | None = None, **old_terms) -> pd.DataFrame:
     """Predicted concurrent makespan and per-workload durations at every layout, with intervals.
 
     Parameters
@@ -446,43 +454,24 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
         (``["memory_a=memory", "memory_b=memory"]``). Default: the profiles' order.
     layouts : sequence of str or tuple, optional
         SM counts per workload, remainder last (``"24+108"``). Default: every valid layout.
-    sharing : {"pressure", "demand", "equal"}
-        How saturated DRAM is divided (:data:`SHARING`).
+    terms : ModelTerms or mapping, optional
+        The model's terms (:class:`~gcexplore.prediction.terms.ModelTerms`: the DRAM sharing rule, the L2's
+        bandwidth, the loaded latency, the saturation term), or a mapping of some of its fields
+        (``{"sharing": "equal"}``); default the ModelTerms defaults. ``fit_model`` decides them:
+        ``predict(profiles, **predict_kwargs(profiles.attrs["fit"]))``.
     model_error : float or (float, float), default :data:`MODEL_ERROR`
         Relative error added to both ends of every interval, or (below, above) as
         :func:`fit_model` calibrates them on measured pairs.
-    shared_bandwidth_gbs, l2_bytes : float, optional
-        Override the card's values in the profiles.
-    l2_bandwidth_gbs : float, optional
-        The L2's bandwidth as a second shared resource (each asks for its counted L2
-        traffic / solo time); default not modelled. ``fit_model`` decides it.
-    bandwidth_gain : float, default 1
-        What DRAM gives workloads together, as a multiple of the best any drew alone.
-    loaded_latency : float, default 0
-        Below saturation a workload is slowed by ``1 + loaded_latency x`` (its per-SM DRAM rate
-        / the highest any profile drew per SM) ``x`` (the others' demand / DRAM's), no slower
-        than bandwidth sharing makes it; ``fit_model`` decides it.
-    saturation_onset : float, optional
-        Beside others drawing more than this fraction of the card's DRAM bandwidth, a probed workload
-        (``solo_profile(probe=True)``) is slowed toward its slowdown beside the copy beyond what
-        sharing DRAM with it explains, all of it at saturation (:func:`~.saturation.saturation_slowdown`);
-        default not modelled; ``fit_model`` decides it.
-    saturation_share, saturation_load, saturation_aggression, saturation_ramp : optional
-        How that excess follows the workload's share of the SMs between its probes ("flat", "interp",
-        "extrap": :data:`~.saturation.SHARE_RULES`), whose demand drives the ramp ("others" or
-        "total", the workload's own too: :data:`~.saturation.SATURATION_LOADS`), each co-runner's
-        demand counted by what its large probe says it does to the copy beside it (a scale for
-        :func:`~.saturation.aggressor_weight`; None: all of it), and where the ramp starts ("fitted":
-        ``saturation_onset`` for all; "probed": each workload's own from its probe below saturation,
-        :func:`~.saturation.probed_onset`); ``fit_model`` decides them.
-    saturation_polite : bool, default True
-        Beside co-runners that starve the copy less, a workload not memory-bound takes its slowdown beside the polite
-        streamer more than beside the copy (:func:`~.saturation.polite_excess`); decided on runs, not by ``fit_model``.
     card : mapping, optional
         Predict for another card (:func:`~gcexplore.prediction.traffic_profile.scale_profiles`:
         its SM count, shared bandwidth, SM clock, L2); ``attrs["assumed"]`` says what was assumed.
         The interval widens by :data:`~gcexplore.prediction.traffic_profile.CROSS_CARD_ERROR` on
         the side where scaled alone times err (slow toward more bandwidth, fast toward less).
+    shared_bandwidth_gbs, l2_bytes : float, optional
+        Override the card's values in the profiles.
+    **old_terms
+        The terms as keywords (``sharing=``, ``saturation_onset=``, ...: :data:`~.terms.TERMS`), as before
+        :class:`~.terms.ModelTerms`: deprecated (a DeprecationWarning), pass ``terms=`` instead.
 
     Returns
     -------
@@ -496,9 +485,8 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
         ``lower_bound_ms`` (the slowest workload's fastest solo time).
         ``attrs["kind"] = "prediction"`` with the settings.
     """
+    t = model_terms(terms, old_terms)
     prof = with_traffic_columns(check_profiles(profiles, bandwidth_given=shared_bandwidth_gbs is not None))
-    if sharing not in SHARING:
-        raise ValueError(f"sharing must be one of {SHARING}, got {sharing!r}")
     err = _error_pair(model_error)
     if card is not None:
         err, widened = cross_card_margins(err, prof, card)
@@ -525,34 +513,26 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *, s
         warnings.warn(notes[-1], stacklevel=2)
     l2 = float(l2_bytes if l2_bytes is not None else prof["l2_bytes"].max())
     bound = max(c.fastest() for c in sources)
-    if l2_bandwidth_gbs is not None and not (isinstance(l2_bandwidth_gbs, (int, float)) and l2_bandwidth_gbs > 0):
-        raise ValueError(f"l2_bandwidth_gbs must be a positive number of GB/s or None, got {l2_bandwidth_gbs!r}")
-    l2_peak = float(l2_bandwidth_gbs) if l2_bandwidth_gbs is not None else math.nan
-    if not (isinstance(bandwidth_gain, (int, float)) and 0.5 <= bandwidth_gain <= 2):
-        raise ValueError(f"bandwidth_gain must be a factor in [0.5, 2], got {bandwidth_gain!r}")
-    gain = float(bandwidth_gain)
-    check_saturation(saturation_onset, saturation_share, saturation_load, saturation_aggression, saturation_ramp,
-                     saturation_polite)
-    if not (isinstance(loaded_latency, (int, float)) and 0 <= loaded_latency <= 4):
-        raise ValueError(f"loaded_latency must be a factor in [0, 4], got {loaded_latency!r}")
+    l2_peak = float(t.l2_bandwidth_gbs) if t.l2_bandwidth_gbs is not None else math.nan
+    gain = float(t.bandwidth_gain)
     tops = [v for v in (c.per_sm_gbs() for c in curves.values()) if math.isfinite(v)]
-    lat = (float(loaded_latency), max(tops) if tops else math.nan, math.nan if saturation_onset is None else
-           float(saturation_onset), saturation_share, saturation_load, saturation_aggression, saturation_ramp,
-           saturation_polite)
+    lat = (float(t.loaded_latency), max(tops) if tops else math.nan, math.nan if t.saturation_onset is None else
+           float(t.saturation_onset), t.saturation_share, t.saturation_load, t.saturation_aggression,
+           t.saturation_ramp, t.saturation_polite)
     rows = []
     for lay in _as_layouts(layouts, len(names), prof):
-        rows.extend(_predict_layout(lay, names, sources, peak, l2, sharing, err, bound, (l2_peak, gain, lat)))
+        rows.extend(_predict_layout(lay, names, sources, peak, l2, t.sharing, err, bound, (l2_peak, gain, lat)))
     out = pd.DataFrame(rows, columns=PREDICTION_COLUMNS)
     src = prof.groupby("workload", sort=False)["bytes_source"].first()
-    out.attrs.update(kind="prediction", workloads=names, sharing=sharing,
+    out.attrs.update(kind="prediction", workloads=names, sharing=t.sharing,
                      model_error=err[0] if err[0] == err[1] else list(err),
                      shared_bandwidth_gbs=peak, l2_bytes=l2, device_name=str(prof["device_name"].iloc[0]),
                      unknown_bytes=[n for n, c in zip(names, sources) if not math.isfinite(c.bytes)],
                      bytes_source={n: str(src.get(c.name, "missing")) for n, c in zip(names, sources)},
-                     l2_bandwidth_gbs=l2_bandwidth_gbs, bandwidth_gain=gain, loaded_latency=lat[0],
-                     per_sm_top_gbs=lat[1], saturation_onset=saturation_onset, saturation_share=saturation_share,
-                     saturation_load=saturation_load, saturation_aggression=saturation_aggression,
-                     saturation_ramp=saturation_ramp, saturation_polite=saturation_polite,
+                     l2_bandwidth_gbs=t.l2_bandwidth_gbs, bandwidth_gain=gain, loaded_latency=lat[0],
+                     per_sm_top_gbs=lat[1], saturation_onset=t.saturation_onset, saturation_share=t.saturation_share,
+                     saturation_load=t.saturation_load, saturation_aggression=t.saturation_aggression,
+                     saturation_ramp=t.saturation_ramp, saturation_polite=t.saturation_polite,
                      assumed=list(prof.attrs.get("assumed", [])), notes=notes)
     return out
 
@@ -594,7 +574,9 @@ def predicted_layouts(prediction: pd.DataFrame) -> pd.DataFrame:
 
 
 def require_prediction(df, where: str) -> None:
-    """ValueError unless ``df`` is a :func:`predict` result (``where`` names the caller)."""
+    """ValueError unless ``df`` is a :func:`predict` result (``where`` names the caller) whose numbers are
+    ones :func:`predict` gives (each column by name: :data:`PREDICTION_NUMBERS`)."""
     if not isinstance(df, pd.DataFrame) or df.attrs.get("kind") != "prediction":
         raise ValueError(f"{where} needs the result of gcexplore.predict(profiles) "
                          f"(attrs kind 'prediction'), got {getattr(df, 'attrs', {}).get('kind', type(df).__name__)!r}")
+    check_columns(df, PREDICTION_NUMBERS, f"{where}: the prediction", required=True)

@@ -46,11 +46,13 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from .._checks import MAX_BYTES, MAX_GBS, MAX_MS, MAX_SMS, Column, check_columns
 from ..schema import identity_name
 
 SM_COUNT = identity_name("sm_count")  # the card's SM count, as every result names it
 
-__all__ = ["BOUNDS", "CROSS_CARD_ERROR", "MEMORY_BOUND_SHARE", "MID_SHARE", "POLITE_COLUMNS", "PROBE_COLUMNS",
+__all__ = ["PROFILE_NUMBERS", "TRAFFIC_NUMBERS", "check_profile_numbers", "check_traffic_numbers",
+           "BOUNDS", "CROSS_CARD_ERROR", "MEMORY_BOUND_SHARE", "MID_SHARE", "POLITE_COLUMNS", "PROBE_COLUMNS",
            "PROBE_LARGE_SHARE", "PROBE_LOW_SHARE", "SCALES_SHARE", "TRAFFIC_PROFILE_COLUMNS", "attach_traffic",
            "card_of", "classify", "cross_card_margins", "profile_sources", "scale_profiles", "scaling_error",
            "with_traffic_columns"]
@@ -86,6 +88,57 @@ MEMORY_BOUND_SHARE = 0.5
 #: device (and is not memory-bound) is compute-bound; one that gains less is latency-bound.
 SCALES_SHARE = 0.5
 _TEXT = {"bytes_source", "bound", "bound_source"}
+
+
+_SMS = Column("SMs", integer=True, positive=True, high=MAX_SMS)
+_MS = Column("ms", positive=True, high=MAX_MS)
+_BYTES = Column("bytes per call", high=MAX_BYTES, missing=True)
+#: What each numeric column of a solo profile may hold (:func:`check_profile_numbers`): the model reads every one
+#: of them, so a NaN where a number is needed, an infinity, a negative or an absurd value would move the predicted
+#: best split silently.
+PROFILE_NUMBERS = {
+    "sm_count": _SMS, "rep": Column("repetitions", integer=True, high=1e6), "duration_ms": _MS,
+    "start_ms": Column("ms", high=MAX_MS, missing=True), "bytes": _BYTES, "working_set_bytes": _BYTES,
+    "flops": Column("flops per call", high=1e21, missing=True),
+    "shared_bandwidth_gbs": Column("GB/s", positive=True, high=MAX_GBS, missing=True),
+    "l2_bytes": Column("bytes of L2", positive=True, high=2.0 ** 36, missing=True),
+    SM_COUNT: Column("SMs", integer=True, positive=True, high=MAX_SMS, missing=True),
+    "sm_alignment": Column("SMs", integer=True, positive=True, high=MAX_SMS, missing=True),
+    **{c: _BYTES for c in ("dram_read_bytes", "dram_write_bytes", "dram_cold_bytes", "l2_traffic_bytes",
+                           "small_dram_bytes", "mid_dram_bytes", "probe_copy_bytes", "probe_polite_bytes")},
+    **{c: Column("SMs", integer=True, positive=True, high=MAX_SMS, missing=True)
+       for c in ("small_sm_count", "mid_sm_count", "requested_sm_count",
+                 *(c for c in PROBE_COLUMNS if c.endswith("sm_count")))},
+    **{c: Column("ms", positive=True, high=MAX_MS, missing=True) for c in PROBE_COLUMNS if c.endswith("_ms")},
+    "achieved_gbs": Column("GB/s", high=MAX_GBS, missing=True),
+    "sm_clock_mhz": Column("MHz", positive=True, high=1e4, missing=True),
+}
+#: What each numeric column of :func:`~gcexplore.prediction.traffic.measure_traffic` rows may hold
+#: (:func:`check_traffic_numbers`; a count CUPTI could not make is NaN and leaves the profile's bytes).
+TRAFFIC_NUMBERS = {"sm_count": _SMS, "dram_read_bytes": _BYTES, "dram_write_bytes": _BYTES,
+                   "l2_bytes": _BYTES, "calls": Column("calls", integer=True, positive=True, high=1e9, missing=True),
+                   "duration_ms": Column("ms", positive=True, high=MAX_MS, missing=True),
+                   "achieved_gbs": Column("GB/s", high=MAX_GBS, missing=True),
+                   "peak_gbs": Column("GB/s", high=MAX_GBS, missing=True)}
+
+
+def check_profile_numbers(df: pd.DataFrame, where: str = "solo profile") -> None:
+    """ValueError naming the first numeric column of a profile (:data:`PROFILE_NUMBERS`) holding a value no
+    measurement gives (NaN where a number is needed, infinite, negative, absurd, fractional SMs, not numeric)."""
+    check_columns(df, PROFILE_NUMBERS, where)
+
+
+def check_traffic_numbers(df: pd.DataFrame, where: str = "traffic rows") -> None:
+    """As :func:`check_profile_numbers` for ``measure_traffic`` rows (:data:`TRAFFIC_NUMBERS`); ``flushed`` must
+    be true or false, and the columns attach_traffic reads must be there."""
+    need = ["workload", "sm_count", "flushed", "dram_read_bytes", "dram_write_bytes", "l2_bytes"]
+    if not isinstance(df, pd.DataFrame) or (missing := [c for c in need if c not in df.columns]):
+        raise ValueError(f"{where}: measure_traffic rows need the columns {need}; missing "
+                         f"{missing if isinstance(df, pd.DataFrame) else type(df).__name__}")
+    check_columns(df, TRAFFIC_NUMBERS, where)
+    if not pd.api.types.is_bool_dtype(df["flushed"]):
+        raise ValueError(f"{where}: column 'flushed' has dtype {df['flushed'].dtype}; valid: True or False (whether "
+                         "the L2 was emptied before each call)")
 
 
 _NEEDED = ("workload", "sm_count", "duration_ms", "bytes", "working_set_bytes", "shared_bandwidth_gbs", "l2_bytes",
@@ -169,6 +222,8 @@ def attach_traffic(profiles: pd.DataFrame, traffic: pd.DataFrame, *, declared: I
         Workloads whose declared bytes override the measurement (``solo_profile(bytes=)``).
     """
     out = with_traffic_columns(_require(profiles, "attach_traffic"))
+    check_profile_numbers(out, "attach_traffic: the profiles")
+    check_traffic_numbers(traffic, "attach_traffic: the traffic rows")
     keep = set(declared)
     for w, t in traffic.groupby("workload", sort=False):
         rows = out.index[out["workload"] == w]

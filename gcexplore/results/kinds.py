@@ -69,6 +69,9 @@ class Kind:
     words : str or None
         ``"module:function"`` ``(the summary table) -> list of str``: the sentences computed from it
         (what an explorer shows beside the figure); None: the kind has none.
+    options : tuple of str
+        The measurement options (fields of :class:`gcexplore.schema.Options`) that apply to it: what its
+        experiment takes and its metadata records (``Options.metadata(kind)``, the ``options`` column).
     """
 
     name: str
@@ -86,6 +89,7 @@ class Kind:
     export: str | None = None
     run_keys: tuple[str, ...] | None = None
     words: str | None = None
+    options: tuple[str, ...] = ()
 
     def __post_init__(self):
         missing = [c for c in self.row_keys if c not in self.columns]
@@ -95,6 +99,10 @@ class Kind:
             raise ValueError(f"kind {self.name!r}: tell_apart column {self.tell_apart!r} is not among its columns")
         if self.tell_apart is None and self.like is None:
             raise ValueError(f"kind {self.name!r} needs a tell_apart column, or like= the kind whose rows it has")
+        known = {f.name for f in dataclasses.fields(schema.Options)}
+        if not isinstance(self.options, tuple) or not set(self.options) <= known:
+            raise ValueError(f"kind {self.name!r}: options must be a tuple of Options fields "
+                             f"({', '.join(sorted(known))}), got {self.options!r}")
         for field in ("check", "summary", "figure", "export", "words"):
             ref = getattr(self, field)
             if ref is not None and (not isinstance(ref, str) or ref.count(":") != 1):
@@ -120,6 +128,7 @@ def register(kind: Kind) -> Kind:
             raise ValueError(f"result kind {kind.name!r} is already registered (by family {old.family!r})")
         _KINDS[kind.name] = kind
         schema.COLUMNS.setdefault(kind.name, dict(kind.columns))
+        schema.Options.APPLIES[kind.name] = kind.options  # what Options.metadata and options_text read
     return kind
 
 
@@ -191,38 +200,42 @@ def kind_of(df) -> str:
 
 _V = "gcexplore.results.validate"
 _OVERLAP_KEYS = ("layout", "mode", "rep", "workload")
+_SWEEP_OPTIONS = ("repeats", "warmup", "rounds", "modes", "l2_flush", "graphs", "rounding", "trace")
 _OVERLAP_COMPARE = ("layout", "mode", "rep", "makespan_ms")
 
 for _k in (
     Kind("overlap", schema.COLUMNS["overlap"], _OVERLAP_KEYS, "mode", "core", f"{_V}:check_overlap_rows",
          "gcexplore.analysis.overlap:summarize_overlap", "gcexplore.views.overlap:plot_sweep",
          "gcexplore.profile_overlap()", compare=_OVERLAP_COMPARE, compare_group="overlap",
-         export="gcexplore.results.chrome_trace:overlap_events"),
+         export="gcexplore.results.chrome_trace:overlap_events", options=_SWEEP_OPTIONS),
     Kind("sweep", schema.COLUMNS["sweep"], _OVERLAP_KEYS, None, "core", f"{_V}:check_overlap_rows",
          "gcexplore.analysis.overlap:summarize_overlap", "gcexplore.views.overlap:plot_sweep", "gcexplore.sweep()",
          like="overlap", compare=_OVERLAP_COMPARE, compare_group="overlap",
-         export="gcexplore.results.chrome_trace:overlap_events"),
+         export="gcexplore.results.chrome_trace:overlap_events", options=_SWEEP_OPTIONS),
     Kind("scaling", schema.COLUMNS["scaling"], ("workload", "sm_count", "rep"), "sm_count", "core",
          f"{_V}:check_scaling_rows", "gcexplore.analysis.scaling:summarize_scaling",
          "gcexplore.views.scaling:plot_scaling", "gcexplore.scaling()",
-         compare=("workload", "sm_count", "rep", "duration_ms"), compare_group="scaling"),
+         compare=("workload", "sm_count", "rep", "duration_ms"), compare_group="scaling",
+         options=("repeats", "warmup", "rounds", "l2_flush", "graphs", "trace")),
     Kind("isolation", schema.COLUMNS["isolation"], ("scenario", "role", "workload", "rep", "launch"), "scenario",
          "core", f"{_V}:check_isolation_rows", "gcexplore.analysis.scaling:summarize_isolation",
-         "gcexplore.views.isolation:plot_isolation", "gcexplore.isolation()"),
+         "gcexplore.views.isolation:plot_isolation", "gcexplore.isolation()",
+         options=("repeats", "warmup", "rounds", "trace")),
     Kind("occupancy", schema.COLUMNS["occupancy"], ("partition", "workload", "block"), "sm_id", "core",
          f"{_V}:check_occupancy_rows", "gcexplore.analysis.occupancy:sm_busy",
          "gcexplore.views.occupancy:plot_occupancy", "gcexplore.occupancy()",
-         export="gcexplore.results.chrome_trace:occupancy_events"),
+         export="gcexplore.results.chrome_trace:occupancy_events", options=("warmup",)),
     Kind("trace", schema.COLUMNS["trace"], ("layout", "mode", "rep", "correlation_id"), "correlation_id", "core",
          f"{_V}:check_trace_rows", "gcexplore.analysis.trace:busy_time", "gcexplore.views.timeline:plot_timeline",
          "trace=True", export="gcexplore.results.chrome_trace:kernel_events"),
     Kind("tune", schema.COLUMNS["tune"], _OVERLAP_KEYS, "step", "core", f"{_V}:check_overlap_rows",
          "gcexplore.analysis.overlap:summarize_overlap", "gcexplore.views.tune:plot_tune", "gcexplore.tune()",
          like="overlap", compare=_OVERLAP_COMPARE, compare_group="tune",
-         export="gcexplore.results.chrome_trace:overlap_events"),
+         export="gcexplore.results.chrome_trace:overlap_events",
+         options=("repeats", "warmup", "rounds", "l2_flush", "graphs", "rounding")),
     Kind("pm", schema.COLUMNS["pm"], ("layout", "mode", "rep", "workloads", "start_ms"), "dram_pct", "core",
          f"{_V}:check_pm_rows", "gcexplore.analysis.pm:summarize_pm", "gcexplore.views.pm:plot_dram_timeline",
-         "gcexplore.dram_timeline()"),
+         "gcexplore.dram_timeline()", options=("repeats", "warmup", "modes", "rounding")),
 ):
     register(_k)
 del _k
