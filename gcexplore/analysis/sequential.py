@@ -155,7 +155,7 @@ def old_verdicts(a: pd.DataFrame, b: pd.DataFrame, level: float, min_effect: flo
     for k, ga in a.groupby("sm_count"):
         gb = b[b["sm_count"] == k]
         _, lo, hi = S.ratio_ci(ga["duration_ms"], gb["duration_ms"], level)
-        out.append((int(k), decide(lo, hi, min_effect)[0], lo))
+        out.append((int(cast(int, k)), decide(lo, hi, min_effect)[0], lo))
     return out
 
 
@@ -163,7 +163,7 @@ def judge(a, b, kind, what, pair, *, min_effect: float = 0.01, floor=None) -> li
     """One comparison of sides ``a`` and ``b`` (``what``: ``"null"`` or ``"shift"``), a row per size
     measured on both: compare's ratio, interval and verdict, the CI gate's answer at +2%, and the old
     method's verdict and gate on the same rows (:func:`old_verdicts`)."""
-    c = compare(a, b, min_effect=min_effect, floor=floor)
+    c = cast(Comparison, compare(a, b, min_effect=min_effect, floor=floor))  # one workload a side: one Comparison
     t = c.table[c.table["present"] == "both"]
     old = {k: (v, lo) for k, v, lo in old_verdicts(a, b, c.settings["level"], min_effect)}
     from .gate import gate as ci_gate
@@ -186,7 +186,7 @@ def rates(rows: pd.DataFrame) -> dict:
     for compare and the old method; the false CI-gate share per null comparison; the shifts' median ratio."""
     null, shift = rows[rows["what"] == "null"], rows[rows["what"] == "shift"]
     pairs = null.drop_duplicates(["kind", "pair"])
-    out = {"null_rows": len(null), "null_comparisons": len(pairs), "shift_rows": len(shift)}
+    out: dict[str, float] = {"null_rows": len(null), "null_comparisons": len(pairs), "shift_rows": len(shift)}
     for col, tag in (("verdict", "new"), ("old_verdict", "old")):
         out[f"{tag}_false_decisions"] = float(null[col].isin(["FAST", "SLOW"]).mean()) if len(null) else math.nan
         out[f"{tag}_power"] = float((shift[col] == "SLOW").mean()) if len(shift) else math.nan
@@ -208,7 +208,7 @@ def floor_rows(runs: list[pd.DataFrame], kind: str, device_name: str, batch: str
     diffs, rounds = [], []
     means = []
     for d in runs:  # rounds far off their side's others set aside, as compare does
-        m = np.log(d.groupby(["sm_count", "round"])["duration_ms"].median()).groupby(level=0)
+        m = cast(pd.Series, np.log(d.groupby(["sm_count", "round"])["duration_ms"].median())).groupby(level=0)
         kept = {k: S.steady_rounds(x.to_numpy())[0] for k, x in m}
         ss += sum(float(((x - x.mean()) ** 2).sum()) for x in kept.values())
         df += sum(x.size - 1 for x in kept.values())
@@ -238,7 +238,7 @@ def pooled_floor(raw: pd.DataFrame, confidence: float = 0.95) -> dict:
         ss = dfr = 0.0
         means, rounds = {}, []
         for side, d in g.groupby("side"):
-            m = np.log(d.groupby(["sm_count", "round"])["duration_ms"].median()).groupby(level=0)
+            m = cast(pd.Series, np.log(d.groupby(["sm_count", "round"])["duration_ms"].median())).groupby(level=0)
             kept = {k: S.steady_rounds(x.to_numpy())[0] for k, x in m}
             ss += sum(float(((x - x.mean()) ** 2).sum()) for x in kept.values())
             dfr += sum(x.size - 1 for x in kept.values())
@@ -280,6 +280,7 @@ def pair_processes(frames: list[pd.DataFrame], kinds, device_name: str, source: 
     per: dict[str, list[pd.DataFrame]] = {k: [] for k in kinds}
     for i, d in enumerate(frames):
         for kind, g in d.groupby("kind", sort=False):
+            kind = cast(str, kind)  # pandas-stubs: a group key is any scalar
             per.setdefault(kind, []).append(g.assign(kind=f"{kind}@process", side=np.where(g["role"] == "u", i, i - 1)))
     out_frames, floors = [], []
     for kind, fs in per.items():
@@ -321,7 +322,7 @@ def recompute_frames(raw: pd.DataFrame, *, min_effect: float = 0.01, warmup: int
         name = str(g["device_name"].iloc[0])
 
         def sides(role):  # "gemm@process" is gemm work: its floor is gemm's
-            rows = g[g["role"] == role].assign(workload=kind.split("@")[0], requested_sm_count=g["sm_count"])
+            rows = g[g["role"] == role].assign(workload=cast(str, kind).split("@")[0], requested_sm_count=g["sm_count"])
             return [frame(d.to_dict("records"), "scaling",
                           {"device_name": name, "run_id": str(d["run_id"].iloc[0]), "warmup": warmup})
                     for _, d in rows.groupby("side", sort=True)]

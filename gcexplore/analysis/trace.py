@@ -20,6 +20,8 @@ Per (layout, mode, rep, workload):
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 import pandas as pd
 
@@ -378,13 +380,13 @@ def attribution(df: pd.DataFrame, trace: pd.DataFrame) -> pd.DataFrame:
     """Per mode and workload of a traced run: its kernels, the percentage that ran in the partition the
     run placed the workload on (``right_pct``), that partition and its SM count, and the SM count CUPTI's
     own context record gives for it (``cupti_sm_count``; None where CUPTI recorded no context)."""
-    placed = {(r.layout, r.mode, r.workload): (r.partition, int(r.sm_count)) for r in df.itertuples()}
+    placed = {(r.layout, r.mode, r.workload): (r.partition, int(cast(int, r.sm_count))) for r in df.itertuples()}
     records = {g["partition"]: g.get("num_multiprocessors") for g in trace.attrs.get("green_contexts", [])
                if g.get("source") in ("CONTEXT", "GREEN_CONTEXT")}  # CUPTI's, not gcexplore's own count
     rows = []
     for (mode, workload), g in trace.groupby(["mode", "workload"], sort=True):
         want = {placed[(r.layout, r.mode, r.workload)] for r in g.itertuples()}
-        right = [(r.partition, int(r.sm_count)) in want for r in g.itertuples()]
+        right = [(r.partition, int(cast(int, r.sm_count))) in want for r in g.itertuples()]
         part = g["partition"].iloc[0]
         rows.append({"mode": mode, "workload": workload, "kernels": len(g), "right_pct": 100.0 * sum(right) / len(g),
                      "partition": part, "sm_count": int(g["sm_count"].iloc[0]),

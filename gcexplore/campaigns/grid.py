@@ -104,8 +104,7 @@ def _as_splits(splits) -> int | list[int] | None:
 #: The public function behind each built-in experiment, whose signature checks the options.
 _TARGETS = {"sweep": "sweep", "profile_overlap": "profile_overlap", "scaling": "scaling",
             "isolation": "isolation", "tune": "tune"}
-_PASSED = {"device", "checkpoint", "progress", "workloads", "workload", "critical", "background",
-           "sm_counts", "split"}
+_PASSED = {"device", "checkpoint", "progress", "workloads", "workload", "critical", "background", "sm_counts", "split"}
 
 
 _REF = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*\Z")
@@ -273,8 +272,7 @@ class Campaign:
                              ((by_future[f], f) for f in (as_completed(list(self.futures.values()))
                                                           if self.futures else ()))):
                 self.reports[key] = self._report(key, fut)
-                # Forget the result in Dask: a later run of this key (after its shard was
-                # damaged, say) must run the task again, not return this cached report.
+                # Forget the result in Dask: a later run of this key (its shard damaged) runs the task, not this report
                 del self.futures[key]
                 fut.release()
                 if bar is not None:

@@ -18,7 +18,9 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 from ..results.files import atomic_write
 from ..schema import identity_name
@@ -135,6 +137,7 @@ def _run(devices, folder, splits, repeats, durations=None, warm=False, fork="col
         if setting and old is None:
             os.environ.pop(setting[0], None)
         elif setting:
+            assert old is not None  # the branch above took the unset one
             os.environ[setting[0]] = old
         if warm:
             from . import warm as kept
@@ -233,12 +236,14 @@ def _direct(run: dict, splits, repeats: int) -> tuple[dict, "object"]:
             for w in wls.values():
                 if hasattr(w, "close"):
                     w.close()
+        df = cast(pd.DataFrame, df)  # no task traces: sweep gives a frame
         df["task_key"] = t["key"]
         frames.append(df)
     return seconds, pd.concat(frames, ignore_index=True)
 
 
 def main(argv=None) -> int:
+    assert __doc__ is not None  # this module's docstring
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True)
     p.add_argument("--repeats", type=int, default=60)
@@ -383,7 +388,7 @@ def _direct_lines(runs: list[dict], direct) -> tuple[list[str], dict]:
             + T.misses(ag, {k: runs[0]["tasks"][k]["pair"] for k in seconds})], res
 
 
-def _report(runs: list[dict], direct, out: Path, splits, repeats: int, missing: list[str] = ()) -> int:
+def _report(runs: list[dict], direct, out: Path, splits, repeats: int, missing: Sequence[str] = ()) -> int:
     gx = _gx()
 
     res = [T.decompose(r) for r in runs]

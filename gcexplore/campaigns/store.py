@@ -516,8 +516,7 @@ def _combine(frames: list[pd.DataFrame]) -> pd.DataFrame:
 
 
 def _task_row(key: str, task: dict, shard, failure, layouts: int) -> dict:
-    status = "done" if shard is not None else "failed" if failure is not None else (
-        "started" if layouts else "pending")
+    status = "done" if shard is not None else "failed" if failure is not None else ("started" if layouts else "pending")
     meta = shard.attrs.get("campaign", {}) if shard is not None else {}
     ident = meta.get("identity", {})
     return {"task_key": key, "experiment": task.get("experiment", ""), "pair": task.get("pair", ""),

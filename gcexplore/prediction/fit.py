@@ -11,6 +11,7 @@ writes what this module fits to ``gcexplore/data``. The pairs are named by the w
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -213,8 +214,8 @@ def shipped_errors(profiles: pd.DataFrame, runs: dict[str, pd.DataFrame], model_
             continue
         # layout_errors sets model_error 0 (the raw model); the margins, where asked, are applied after
         e = layout_errors(cases, **{k: v for k, v in kw.items() if k != "model_error"})
-        pair = e["_case"].map(lambda i: keys[i][0])
-        group = e["_case"].map(lambda i: keys[i][1])
+        pair = e["_case"].map(lambda i: keys[cast(int, i)][0])
+        group = e["_case"].map(lambda i: keys[cast(int, i)][1])
         e = e.assign(run=run, pair=pair, group=group, checked=~group.isin(["fitted", "fitted4"]),
                      _case=run + ":" + pair)
         frames.append(e)
@@ -251,13 +252,14 @@ def calibrate_strict(shipped: pd.DataFrame, runs: dict[str, pd.DataFrame], quant
     err = [max(a, b) for a, b in zip(old, got["model_error"])]
     widened = _widened(raw, err)
     per = coverage_table(widened, "run")
+    per_rows = cast("list[Any]", list(per.itertuples()))  # pandas-stubs types each field as any scalar
     cal = widened[widened["checked"]]
     fit.update(previous_model_error=old, model_error=err, strict_model_error=list(got["model_error"]),
                margins_count="strict", strict_margins_quantile=quantile,
                strict_margins_from=sorted(raw.loc[raw["checked"], "_case"].unique()),
                coverage=float(cal["inside"].mean()), coverage_strict=float(cal["inside_strict"].mean()),
                coverage_by_run={r.run: {"layouts": int(r.layouts), "inside": int(r.inside),
-                                        "inside_strict": int(r.inside_strict)} for r in per.itertuples()})
+                                        "inside_strict": int(r.inside_strict)} for r in per_rows})
     return fit
 
 

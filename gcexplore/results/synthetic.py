@@ -5,6 +5,8 @@ and mode). ``bench/compare_stats.py`` draws them to print compare's error rates;
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 import pandas as pd
 
@@ -23,7 +25,7 @@ def typical_spread() -> float:
     for name in ("sweep", "torch_sweep"):
         df = load_recorded(name)
         per = df.groupby(["layout", "mode", "rep"])["makespan_ms"].max()
-        sds.append(np.log(per).groupby(level=["layout", "mode"]).std())
+        sds.append(cast(pd.Series, np.log(per)).groupby(level=["layout", "mode"]).std())
     return float(pd.concat(sds).median())
 
 

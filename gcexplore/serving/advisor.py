@@ -5,6 +5,7 @@ runs as its predictions allow (:func:`advise_split`; the search itself is
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from . import experiment as E
 from .experiment import load_columns
@@ -38,8 +39,8 @@ def advise_split(model: ServingModel, decode_sm_counts: Sequence[int], slo, *, r
     from ..experiments.runner import MeasurementAborted, MeasurementFailed, MeasurementInterrupted
     from .analysis import advise, serving_table
 
-    kw = dict(pattern=pattern, burst=burst, duration_s=duration_s, drain_s=drain_s, seed=seed, graphs=graphs,
-              device=device, rounds=rounds, progress=progress)
+    kw: dict[str, Any] = dict(pattern=pattern, burst=burst, duration_s=duration_s, drain_s=drain_s, seed=seed,
+                              graphs=graphs, device=device, rounds=rounds, progress=progress)
     frames: list = []
 
     def measured(more=None):

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -421,8 +422,8 @@ def advise(alone: pd.DataFrame, loads: dict, slo: ServingSLO, measure: Callable[
                 best_layout, best_rate = layout, rate
                 margin = min((slo_margin(r, slo) for _, r in t.iterrows()), key=lambda m: m["fails_after"])
                 break
-    reason = (f"{best_layout} met {slo.text()} at {best_rate:g} requests/s ({margin['text']})" if best_layout
-              else f"no split met {slo.text()} at any measured rate")
+    reason = (f"{best_layout} met {slo.text()} at {best_rate:g} requests/s ({cast(dict, margin)['text']})"
+              if best_layout else f"no split met {slo.text()} at any measured rate")
     return Advice(best_layout, best_rate, pred, measured, cost, reason)
 
 

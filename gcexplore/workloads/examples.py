@@ -11,6 +11,9 @@ CuPy are imported only when a function that needs them is called.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from ..device.driver import device_info
 from . import builtins as B
 from .workload import from_cupy, from_torch
@@ -146,7 +149,7 @@ def _torch_work(kind: str, shift: float, dev: str):
     if kind == "gemm":
         links = grow(32)
 
-        def make():
+        def make() -> Callable[[], Any]:
             a = torch.randn(2048, 2048, device=dev, dtype=torch.bfloat16) / 45.0
             x = torch.randn(2048, 2048, device=dev, dtype=torch.bfloat16)
 
@@ -159,14 +162,14 @@ def _torch_work(kind: str, shift: float, dev: str):
     if kind == "attention":
         b = grow(32)
 
-        def make():
+        def make() -> Callable[[], Any]:
             q, k, v = (torch.randn(b, 16, 1024, 64, device=dev, dtype=torch.bfloat16) for _ in range(3))
             return lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v)
         return make, 4.0 * b * 16 * 1024 ** 2 * 64
     if kind == "gemm_chain":  # torch_pairs.gemm_layernorm's: 4 fp16 2048^3 GEMMs
         cols = int(round(4 * 2048 * shift / 64)) * 64  # shifted: one more 2048 x 2048 x cols GEMM
 
-        def make():
+        def make() -> Callable[[], Any]:
             a, b = (torch.randn(2048, 2048, device=dev, dtype=torch.float16) for _ in range(2))
 
             def fn():
@@ -179,20 +182,20 @@ def _torch_work(kind: str, shift: float, dev: str):
     if kind == "layer_norm":  # torch_pairs' layer norm of 8192 x 4096 fp16 (more rows when shifted)
         rows = int(round(8192 * (1 + shift)))
 
-        def make():
+        def make() -> Callable[[], Any]:
             x = torch.randn(rows, 4096, device=dev, dtype=torch.float16)
             return lambda: torch.nn.functional.layer_norm(x, (4096,))
         return make, None
     if kind == "sort":
         n = int(round((1 << 24) * (1 + shift)))
 
-        def make():
+        def make() -> Callable[[], Any]:
             x = torch.rand(n, device=dev)
             return lambda: torch.sort(x)
         return make, None
     b = grow(32)
 
-    def make():
+    def make() -> Callable[[], Any]:
         x = torch.randn(b, 1024, 1024, device=dev, dtype=torch.complex64)
         return lambda: torch.fft.fft2(x)
     return make, None
