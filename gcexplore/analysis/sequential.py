@@ -450,7 +450,7 @@ def replay(path, *, max_runs: int, run_sd: float | None = None, use_rounds: int 
     raw = full[full["round"] < use_rounds] if use_rounds else full  # a cheaper run, from the same
     floor = None
     if run_sd is not None:
-        f = S.noise_floor(str(raw["device_name"].iloc[0]), sorted(set(raw["workload"].astype(str))))
+        f = S.run_floor(device_name=str(raw["device_name"].iloc[0]), workloads=raw["workload"].astype(str))
         floor = S.Floor(f.round_sd, run_sd, f"{f.source}, run part {run_sd:.2%} given")
     order = [(what_of(raw, path, i), 0.0) for i in sorted({int(t[:-1]) for t in raw["tag"]})]
     pairs = run_pairs(order, lambda i, side, shift, log: replayer(raw, f"{i}{side}", log), max_runs, 0.0,

@@ -153,7 +153,7 @@ def agreement(base, other) -> dict:
     as independent draws: it resolves the ~1% that separates two runs), and the combined
     interval ``compare`` uses (:func:`round_ratio_ci`: the round as unit, plus the card's
     recorded run-to-run floor, since the two sides are two runs)."""
-    from ..analysis.stats import noise_floor, ratio_ci, round_ratio_ci
+    from ..analysis.stats import ratio_ci, round_ratio_ci, run_floor
 
     keys = ["task_key", "layout", "mode", "rep"]
 
@@ -176,8 +176,8 @@ def agreement(base, other) -> dict:
         inside_joint += jlo <= 1.0 <= jhi
         task = base[base["task_key"] == g[0]]
         if g[0] not in floors:
-            floors[g[0]] = noise_floor(str(task["device_name"].iloc[0]) if "device_name" in task else "",
-                                       sorted(set(task["workload"].astype(str))))
+            floors[g[0]] = run_floor(device_name=str(task["device_name"].iloc[0]) if "device_name" in task else "",
+                                     workloads=task["workload"].astype(str))
         r = round_ratio_ci(xa, xb, ga["round"].to_numpy(), gb["round"].to_numpy(), 0.95, floor=floors[g[0]])
         inside_rounds += r["low"] <= 1.0 <= r["high"]
         if worst[1] is None or abs(est - 1) > abs(worst[0] - 1):
