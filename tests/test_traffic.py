@@ -781,6 +781,7 @@ def test_the_saturation_excess_follows_the_workloads_share_of_the_sms_between_it
         gx.predict([victim, hog], ["victim", "hog"], saturation_onset=0.5, saturation_share="linear")
 
 
+@pytest.mark.slow  # over 80 s on a loaded 2-core machine (pytest --durations, 2026-12-02)
 def test_the_fit_chooses_the_loaded_latency_and_saturation_onset_with_the_lowest_error_on_the_fitted_pairs():
     from gcexplore.prediction.check import (AGGRESSION_CANDIDATES, LATENCY_CANDIDATES, SATURATION_CANDIDATES,
                                             TOTAL_ONSETS)
