@@ -149,8 +149,8 @@ def _warmup_plan(opts: Options, seen: str | None) -> tuple[str | None, list[int]
     layout visit; ``seen``: what the layout's first round found it needs (None: this is its first)."""
     later = _later_mode_warmup(opts)
     if seen is None or not opts.warmup or _LATER_ROUNDS == "full":
-        # the layout's first mode warms its new partitions, streams and kernels; a later mode
-        # runs on warm ones and needs one repetition to settle its own pattern (caches, clocks)
+        # the layout's first mode warms its new partitions, streams and kernels; a later mode runs on
+        # warm ones (its count here stands until the first mode has said whether the first call costs)
         return None, [opts.warmup if i == 0 else later for i in range(len(opts.modes))]
     # seen before in this run: kernels loaded, clocks up; only the round's partitions and streams are new
     return (seen if _LATER_ROUNDS == "auto" else _LATER_ROUNDS), [0] * len(opts.modes)
