@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 from collections.abc import Sequence
 
 from .._checks import MAX_MS, MAX_SMS, Column, as_int, check_columns
@@ -22,6 +23,7 @@ from .request import check_enumeration
 from ..schema import Options
 from .experiment import experiment
 from .overlap import measure_layout
+from ..results.io import bare
 from ..results.run import run_of
 from .runner import Round, run_layouts
 from .search import Settings, label, search
@@ -284,16 +286,20 @@ def tune(workloads, *, slo_ms: float | None = None, percentile: float = 50.0, ot
 
 def _recorded(sweep, names: list[str]) -> dict:
     """layout -> [(makespan_ms, (duration_ms per workload in ``names`` order)), ...] in measured order."""
-    conc = sweep[sweep["mode"] == "concurrent"]
+    conc = bare(sweep[sweep["mode"] == "concurrent"])
     keys = [k for k in ("round", "rep") if k in conc.columns]
-    per = run_of(sweep).rep_makespans("concurrent")
-    out = {}
-    for lay, g in conc.groupby("layout", sort=False):
-        wide = g.pivot_table(index=keys, columns="workload", values="duration_ms", aggfunc="max").sort_index()
-        span = per[per["layout"] == lay].set_index(keys)["makespan_ms"].reindex(wide.index)
-        out[tuple(int(x) for x in str(lay).split("+"))] = [
-            (float(m), tuple(float(r[n]) for n in names)) for m, (_, r) in zip(span, wide.iterrows())]
-    return out
+    per = bare(run_of(sweep).rep_makespans("concurrent"))
+    # plain Python over the rows: a pivot per layout (of a frame whose attrs pandas copies) was most of a replay
+    spans = {(str(lay), *k): float(m) for lay, *k, m in zip(per["layout"], *(per[c] for c in keys), per["makespan_ms"])}
+    cells: dict[str, dict[tuple, dict[str, float]]] = {}
+    for lay, *k, w, d in zip(conc["layout"].astype(str), *(conc[c] for c in keys), conc["workload"].astype(str),
+                             conc["duration_ms"].to_numpy(dtype=float)):
+        row = cells.setdefault(lay, {}).setdefault(tuple(k), {})
+        prev = row.get(w, math.nan)  # the slowest of a workload's rows in a repetition (NaN: no duration)
+        row[w] = d if math.isnan(prev) else prev if math.isnan(d) else max(prev, d)
+    return {tuple(int(x) for x in lay.split("+")): [(spans.get((lay, *k), math.nan), tuple(r[n] for n in names))
+                                                    for k, r in sorted(reps.items())]
+            for lay, reps in cells.items()}
 
 
 def replay_tune(sweep, predict=None, *, tolerance: float = 0.01, repeats: int = 3) -> dict:

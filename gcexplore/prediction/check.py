@@ -14,14 +14,14 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.overlap import layout_table, makespan_stats
-from .model import SHARING, l2_drawn_gbs, predict, predicted_layouts, require_prediction
+from .model import SHARING, PreparedProfiles, l2_drawn_gbs, predict, predicted_layouts, require_prediction
 from .saturation import SATURATION_LOADS, SATURATION_RAMPS, SHARE_RULES
 from .terms import TERMS, ModelTerms
 from ..analysis.stats import Floor, round_median_ci, run_floor
 from ..results.run import run_of
 
 __all__ = ["AGGRESSION_CANDIDATES", "COUNTS", "ERROR_COLUMNS", "L2_CANDIDATES", "LATENCY_CANDIDATES", "MARGIN_RULES",
-           "SATURATION_CANDIDATES", "TOTAL_ONSETS", "calibrate_margins", "coverage_table", "fit_model",
+           "MeasuredSide", "SATURATION_CANDIDATES", "TOTAL_ONSETS", "calibrate_margins", "coverage_table", "fit_model",
            "held_out_coverage",
            "layout_errors", "margins_of", "plateau_residuals", "plateau_sentence", "predict_error", "predict_kwargs",
            "prediction_facts"]
@@ -68,22 +68,37 @@ def predict_error(prediction: pd.DataFrame, measured: pd.DataFrame, *, floor: Fl
         rows); sorted by ``split_sm_count``.
     """
     require_prediction(prediction, "predict_error")
-    if "mode" not in measured.columns or not (measured["mode"] == "concurrent").any():
-        raise ValueError("predict_error needs a measured result with 'concurrent' rows (sweep, overlap or tune)")
-    conc = measured[measured["mode"] == "concurrent"]
+    return _error_rows(prediction, MeasuredSide(measured, floor=floor))
+
+
+class MeasuredSide:
+    """What :func:`predict_error` reads of a measured sweep, read once: per layout the median
+    concurrent makespan, its interval and the interference (``fit_model`` compares many
+    predictions with one sweep)."""
+
+    def __init__(self, measured: pd.DataFrame, *, floor: Floor | None = None):
+        if "mode" not in measured.columns or not (measured["mode"] == "concurrent").any():
+            raise ValueError("predict_error needs a measured result with 'concurrent' rows (sweep, overlap or tune)")
+        self.workloads = set(measured.loc[measured["mode"] == "concurrent", "workload"].astype(str))
+        self.order = list(dict.fromkeys(measured.loc[measured["mode"] == "concurrent", "workload"].astype(str)))
+        self.medians = makespan_stats(measured, "concurrent").set_index("layout")["median_ms"]
+        self.interference = pd.Series(dtype=float)
+        if (measured["mode"] == "alone").any():
+            self.interference = layout_table(measured).set_index("layout")["interference"]
+        self.intervals = _measured_intervals(measured, floor=floor)
+        self.layouts = list(self.medians.index.astype(str))
+
+
+def _error_rows(prediction: pd.DataFrame, side: MeasuredSide) -> pd.DataFrame:
+    require_prediction(prediction, "predict_error")
     names = list(prediction.attrs.get("workloads") or [])
-    if names and set(conc["workload"].astype(str)) != set(names):
+    if names and side.workloads != set(names):
         raise ValueError(f"predict_error: the prediction is of {', '.join(names)}, the measurement of "
-                         f"{', '.join(dict.fromkeys(conc['workload'].astype(str)))}; compare a prediction with a "
-                         "sweep of the same workloads")
-    ms = makespan_stats(measured, "concurrent").set_index("layout")["median_ms"]
-    inter = pd.Series(dtype=float)
-    if (measured["mode"] == "alone").any():
-        inter = layout_table(measured).set_index("layout")["interference"]
+                         f"{', '.join(side.order)}; compare a prediction with a sweep of the same workloads")
+    ms, inter, iv = side.medians, side.interference, side.intervals
     lay = predicted_layouts(prediction)
     lay = lay[lay["layout"].isin(ms.index)]
     m = lay["layout"].map(ms).to_numpy(dtype=float)
-    iv = _measured_intervals(measured, floor=floor)
     mlo = np.array([iv.get(x, (np.nan, np.nan))[0] for x in lay["layout"]], dtype=float)
     mhi = np.array([iv.get(x, (np.nan, np.nan))[1] for x in lay["layout"]], dtype=float)
     out = pd.DataFrame({
@@ -370,13 +385,15 @@ def fit_model(cases: Sequence[tuple], *, quantile: float = 0.9, aggressions: Seq
     drawn = max((l2_drawn_gbs(p) for p, _, _ in cases), key=lambda v: v if np.isfinite(v) else -1.0)
     l2s = [None] + ([m * drawn for m in L2_CANDIDATES[1:]] if np.isfinite(drawn) else [])
     raw = {}
+    # each case's profiles and measured sweep read once, not at each of the grid's terms
+    prepared = {id(p): PreparedProfiles(p) for p, _, _ in cases}
+    read = [(prepared[id(p)], w, _measured_layouts(m), MeasuredSide(m)) for p, w, m in cases]
 
     def run(rule, l2, lat, on=None, share="flat", load="others", agg=None, ramp="fitted"):
         terms = ModelTerms(sharing=rule, l2_bandwidth_gbs=l2, loaded_latency=lat, saturation_onset=on,
                            saturation_share=share, saturation_load=load, saturation_aggression=agg,
                            saturation_ramp=ramp)
-        parts = [predict_error(predict(p, w, _measured_layouts(m), terms=terms, model_error=0.0), m)
-                 for p, w, m in cases]
+        parts = [_error_rows(predict(p, w, lays, terms=terms, model_error=0.0), side) for p, w, lays, side in read]
         raw[rule, l2, lat, on, share, load, agg, ramp] = pd.concat([x.assign(_case=i) for i, x in enumerate(parts)],
                                                   ignore_index=True)
 

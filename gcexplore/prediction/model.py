@@ -38,12 +38,13 @@ from .._checks import MAX_MS, MAX_SMS, Column, check_columns
 from .terms import SHARING, ModelTerms, model_terms
 from .traffic_profile import (PROBE_COLUMNS, TRAFFIC_PROFILE_COLUMNS, check_profile_numbers, cross_card_margins,
                               scale_profiles, with_traffic_columns)
+from ..results.io import bare
 from ..schema import identity_name
 SM_COUNT = identity_name("sm_count")  # the card's SM count, as every result names it
 
 __all__ = ["L2_FIT_FRACTION", "l2_drawn_gbs", "L2_SPILL_FRACTION", "MODEL_ERROR", "PREDICTION_COLUMNS",
-           "PREDICTION_NUMBERS", "PROFILE_COLUMNS", "SHARING", "ProfileError", "check_profiles", "predict",
-           "predicted_layouts", "profile_from", "require_prediction"]
+           "PREDICTION_NUMBERS", "PROFILE_COLUMNS", "SHARING", "PreparedProfiles", "ProfileError", "check_profiles",
+           "predict", "predicted_layouts", "profile_from", "require_prediction"]
 
 #: Columns of a solo profile (one row per workload x position x size x repetition).
 PROFILE_COLUMNS = ["workload", "position", "sm_count", "rep", "duration_ms", "start_ms", "bytes", "flops",
@@ -168,10 +169,10 @@ def check_profiles(profiles, *, bandwidth_given: bool = False) -> pd.DataFrame:
                     raise _bad(f"workload {w!r} is in profiles {seen[w]} and {i}; give one profile per workload "
                                "(or rename one: profile.assign(workload='other name'))")
                 seen[w] = i
-        df = pd.concat(frames, ignore_index=True)
-        df.attrs.update(frames[0].attrs)
+        attrs = frames[0].attrs
+        df = pd.concat([bare(f) for f in frames], ignore_index=True)
     elif isinstance(profiles, pd.DataFrame):
-        df = profiles
+        attrs, df = profiles.attrs, bare(profiles)
     else:
         raise _bad(f"expected a DataFrame, a list or a dict of them, got {type(profiles).__name__}")
     missing = [c for c in PROFILE_COLUMNS if c not in df.columns]
@@ -210,7 +211,7 @@ def check_profiles(profiles, *, bandwidth_given: bool = False) -> pd.DataFrame:
         raise _bad(f"workload {runs[runs > 1].index[0]!r} was profiled in {int(runs.max())} runs; give one profile "
                    "per workload (or rename one: profile.assign(workload='other name'))")
     out = df[PROFILE_COLUMNS + [c for c in TRAFFIC_PROFILE_COLUMNS if c in df.columns]].reset_index(drop=True)
-    out.attrs.update(df.attrs)
+    out.attrs.update(attrs)
     out.attrs["kind"] = "solo_profile"
     return out
 
@@ -222,7 +223,8 @@ class _Curve:
     """One workload's alone time at any size: median, p10, p90 where measured; bounds between."""
 
     def __init__(self, rows: pd.DataFrame):
-        self.name = str(rows["workload"].iloc[0])
+        first = rows.iloc[0].to_dict()  # the per-workload columns, read once (a column read per value is slow)
+        self.name = str(first["workload"])
         self.pts = {}
         pos_, k_, d_ = (rows[c].to_numpy() for c in ("position", "sm_count", "duration_ms"))
         for pos in POSITIONS:  # numpy, not pandas per group: fit_model builds these thousands of times
@@ -230,31 +232,32 @@ class _Curve:
             self.pts[pos] = {int(k): tuple(float(x) for x in np.quantile(ds[ks == k], (0.5, 0.1, 0.9)))
                              for k in np.unique(ks)}
         self.any = {**self.pts["last"], **self.pts["first"]}
-        b = rows["bytes"].to_numpy(dtype=float)
-        self.bytes = float(b[0]) if np.isfinite(b[0]) else math.nan
-        w = rows["working_set_bytes"].to_numpy(dtype=float)
-        self.working_set = float(w[0]) if np.isfinite(w[0]) else math.nan
-        cold = float(rows["dram_cold_bytes"].iloc[0]) if "dram_cold_bytes" in rows else math.nan
+        num = lambda c: math.nan if pd.isna(v := first.get(c, math.nan)) else float(v)  # noqa: E731
+        self.bytes, self.working_set = num("bytes"), num("working_set_bytes")
+        cold = num("dram_cold_bytes")
         # counted with the L2 emptied before each call: what exceeds the back-to-back count is
         # re-read from L2 across calls, and a neighbour's traffic can evict it
         self.cold = cold if math.isfinite(cold) and math.isfinite(self.bytes) and cold > self.bytes else math.nan
-        self.l2 = float(rows["l2_traffic_bytes"].iloc[0]) if "l2_traffic_bytes" in rows else math.nan
+        self.l2 = num("l2_traffic_bytes")
         # counted on smaller partitions too: bytes per call between the sizes, piecewise linear in SMs
-        k_big = float(rows[SM_COUNT].iloc[0])
-        self.small, self.mid = (counted_at(rows.iloc[0], w, k_big) for w in ("small", "mid"))
+        k_big = num(SM_COUNT)
+        self.small, self.mid = (counted_at(first, w, k_big) for w in ("small", "mid"))
         self.k_big = k_big
-        probe = {c: float(rows[c].iloc[0]) if c in rows else math.nan for c in PROBE_COLUMNS}
+        probe = {c: num(c) for c in PROBE_COLUMNS}
+        peak = num("shared_bandwidth_gbs")
         # beside the DRAM-saturating copy on half the card and on most of it (none: not probed)
-        self.probes = probe_points(probe, self.bytes_at, float(rows["shared_bandwidth_gbs"].iloc[0]), k_big)
-        self.onsets = {r: probed_onset(probe, self.bytes_at, float(rows["shared_bandwidth_gbs"].iloc[0]), k_big, r)
+        self.probes = probe_points(probe, self.bytes_at, peak, k_big)
+        self.onsets = {r: probed_onset(probe, self.bytes_at, peak, k_big, r)
                        for r in SHARE_RULES}  # its own ramp, from its probe below saturation
         k_large = probe["probe_large_sm_count"]  # what it does to the copy beside it (see aggression)
-        peak = float(rows["shared_bandwidth_gbs"].iloc[0])
         self.aggression = aggression(probe, self.bytes_at(int(k_large)) if math.isfinite(k_large) else math.nan, peak)
-        self.polite = polite_excess(probe, self.bytes_at, peak, str(rows["bound"].iloc[0]) if "bound" in rows else "")
+        self.polite = polite_excess(probe, self.bytes_at, peak, str(first.get("bound", "")))
         self.refs = reference_aggressions(probe, peak)
         starts = rows.loc[rows["position"] == "first", "start_ms"].to_numpy(dtype=float)
         self.offset = float(np.nanmedian(starts)) if np.isfinite(starts).any() else 0.0
+        # the highest DRAM GB/s it drew alone at any size (its access pattern's share of the card's bandwidth),
+        # and per SM at the least saturated size (NaN without bytes); read at every step of every fluid model
+        self.ceiling_gbs, self.per_sm_gbs = self._drawn_gbs(per_sm=False), self._drawn_gbs(per_sm=True)
 
     def at(self, n: int, position: str) -> tuple[float, float, float, bool]:
         """(point, low, high, measured) alone time on ``n`` SMs as ``position``."""
@@ -293,18 +296,10 @@ class _Curve:
         """The highest L2 GB/s it drew alone at any size (NaN without counted L2 traffic)."""
         return self.l2 / (self.fastest() * 1e6) if math.isfinite(self.l2) else math.nan
 
-    def ceiling_gbs(self) -> float:
-        """The highest DRAM GB/s it drew alone at any size (NaN without bytes): its access
-        pattern's share of the card's bandwidth."""
+    def _drawn_gbs(self, *, per_sm: bool) -> float:
         if not math.isfinite(self.bytes):
             return math.nan
-        return max(self.bytes_at(k) / (t[0] * 1e6) for k, t in self.any.items())
-
-    def per_sm_gbs(self) -> float:
-        """DRAM GB/s per SM at the least saturated measured size (NaN without bytes)."""
-        if not math.isfinite(self.bytes):
-            return math.nan
-        return max(self.bytes_at(k) / (t[0] * 1e6) / k for k, t in self.any.items())
+        return max(self.bytes_at(k) / (t[0] * 1e6) / (k if per_sm else 1) for k, t in self.any.items())
 
 
 def l2_drawn_gbs(profiles) -> float:
@@ -314,8 +309,19 @@ def l2_drawn_gbs(profiles) -> float:
     return max(vals) if vals else math.nan
 
 
+class PreparedProfiles:
+    """Solo profiles checked and read into solo curves once, for many predictions: ``predict(PreparedProfiles(p),
+    ...)`` equals ``predict(p, ...)`` (:func:`~.check.fit_model` predicts each case at every candidate term).
+    Later changes to the frame do not reach it."""
+
+    def __init__(self, profiles, *, bandwidth_given: bool = False):
+        self.frame = with_traffic_columns(check_profiles(profiles, bandwidth_given=bandwidth_given))
+        self.curves = _curves(self.frame)
+        self.bandwidth_given = bandwidth_given
+
+
 def _curves(profiles: pd.DataFrame) -> dict[str, _Curve]:
-    return {str(w): _Curve(g) for w, g in profiles.groupby("workload", sort=False)}
+    return {str(w): _Curve(g) for w, g in bare(profiles).groupby("workload", sort=False)}
 
 
 # ------------------------------------------------------------------------ fluid model
@@ -367,14 +373,14 @@ def _fluid(curves: list[_Curve], times: list[float], sms: list[int], peak: float
                   for i, sp in zip(act, spill)]
         # a bandwidth-bound workload's best pattern present sets what DRAM gives (48 MiB triads
         # reached 2.63 TB/s alone and 2.67 together); workloads far below the peak say nothing of it
-        ceilings = [c for c in (curves[i].ceiling_gbs() for i in act) if math.isfinite(c) and c >= 0.5 * peak]
+        ceilings = [c for c in (curves[i].ceiling_gbs for i in act) if math.isfinite(c) and c >= 0.5 * peak]
         cap = (min(peak, max(ceilings)) if ceilings else peak) * gain
         if sharing == "equal":
             weights = [1.0] * len(act)
         elif sharing == "demand":
             weights = demand
         else:
-            per_sm = [curves[i].per_sm_gbs() for i in act]
+            per_sm = [curves[i].per_sm_gbs for i in act]
             weights = [sms[i] * (p if math.isfinite(p) else 4 * peak / max(sms)) for i, p in zip(act, per_sm)]
         speed = shared_speeds(cap, demand, weights)
         if math.isfinite(l2_peak):  # the L2's own bandwidth, shared the same way
@@ -418,12 +424,12 @@ def _as_layouts(layouts, n: int, profiles: pd.DataFrame) -> list[tuple[int, ...]
     if layouts is None:
         return _layouts(profiles, n)
     out = []
+    total = int(profiles[SM_COUNT].iloc[0])
     for lay in layouts:
         t = tuple(int(x) for x in (lay.split("+") if isinstance(lay, str) else lay))
         if len(t) != n or min(t) <= 0:
             raise ValueError(f"layout {lay!r} must give {n} positive SM counts (one per workload, remainder "
                              f"last), e.g. '24+108'")
-        total = int(profiles[SM_COUNT].iloc[0])
         if total > 0 and sum(t) > total:
             raise ValueError(f"layout {lay!r} needs {sum(t)} SMs; the profiled card "
                              f"({profiles['device_name'].iloc[0]}) has {total}")
@@ -446,8 +452,9 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *,
 
     Parameters
     ----------
-    profiles : DataFrame, sequence or mapping of DataFrames
-        Solo profiles (:func:`gcexplore.solo_profile`, :func:`profile_from`).
+    profiles : DataFrame, sequence or mapping of DataFrames, or PreparedProfiles
+        Solo profiles (:func:`gcexplore.solo_profile`, :func:`profile_from`); :class:`PreparedProfiles`
+        of them to predict many times from the same profiles.
     workloads : sequence of str, optional
         Which profiled workloads, in partition order (first on p0, last on the remainder);
         ``"name=profiled"`` runs a profiled workload under another name
@@ -486,13 +493,18 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *,
         ``attrs["kind"] = "prediction"`` with the settings.
     """
     t = model_terms(terms, old_terms)
-    prof = with_traffic_columns(check_profiles(profiles, bandwidth_given=shared_bandwidth_gbs is not None))
+    if not isinstance(profiles, PreparedProfiles):
+        profiles = PreparedProfiles(profiles, bandwidth_given=shared_bandwidth_gbs is not None)
+    elif profiles.bandwidth_given and shared_bandwidth_gbs is None:
+        check_profiles(profiles.frame)  # prepared for a given bandwidth: without one, the check it skipped
+    prof, curves = profiles.frame, profiles.curves
     err = _error_pair(model_error)
     if card is not None:
         err, widened = cross_card_margins(err, prof, card)
         prof = scale_profiles(prof, card)
         prof.attrs["assumed"] = [*prof.attrs.get("assumed", []), widened]
-    curves = _curves(prof)
+        curves = _curves(prof)
+    assumed, prof = list(prof.attrs.get("assumed", [])), bare(prof)  # the reads below copy no attrs
     names, sources = [], []
     for w in (workloads or list(curves)):
         name, _, src = str(w).partition("=")
@@ -515,7 +527,7 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *,
     bound = max(c.fastest() for c in sources)
     l2_peak = float(t.l2_bandwidth_gbs) if t.l2_bandwidth_gbs is not None else math.nan
     gain = float(t.bandwidth_gain)
-    tops = [v for v in (c.per_sm_gbs() for c in curves.values()) if math.isfinite(v)]
+    tops = [v for v in (c.per_sm_gbs for c in curves.values()) if math.isfinite(v)]
     lat = (float(t.loaded_latency), max(tops) if tops else math.nan, math.nan if t.saturation_onset is None else
            float(t.saturation_onset), t.saturation_share, t.saturation_load, t.saturation_aggression,
            t.saturation_ramp, t.saturation_polite)
@@ -533,7 +545,7 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *,
                      per_sm_top_gbs=lat[1], saturation_onset=t.saturation_onset, saturation_share=t.saturation_share,
                      saturation_load=t.saturation_load, saturation_aggression=t.saturation_aggression,
                      saturation_ramp=t.saturation_ramp, saturation_polite=t.saturation_polite,
-                     assumed=list(prof.attrs.get("assumed", [])), notes=notes)
+                     assumed=assumed, notes=notes)
     return out
 
 

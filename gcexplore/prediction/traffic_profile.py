@@ -47,6 +47,7 @@ import numpy as np
 import pandas as pd
 
 from .._checks import MAX_BYTES, MAX_GBS, MAX_MS, MAX_SMS, Column, check_columns
+from ..results.io import bare
 from ..schema import identity_name
 
 SM_COUNT = identity_name("sm_count")  # the card's SM count, as every result names it
@@ -157,7 +158,7 @@ def _require(df, where: str) -> pd.DataFrame:
 def with_traffic_columns(df: pd.DataFrame) -> pd.DataFrame:
     """``df`` with every traffic column present: missing numbers NaN, ``bytes_source`` from
     whether ``bytes`` is there ("declared" or "missing"), the classification recomputed."""
-    out = df.copy()
+    out = bare(df).copy()  # attrs set once, at the end (see bare)
     for col in TRAFFIC_PROFILE_COLUMNS:
         if col not in out.columns:
             out[col] = "" if col in _TEXT else math.nan
@@ -166,8 +167,9 @@ def with_traffic_columns(df: pd.DataFrame) -> pd.DataFrame:
     src = out["bytes_source"].astype(str).to_numpy()
     out["bytes_source"] = np.where(np.isin(src, ("measured", "declared", "missing")), src,
                                    np.where(np.isfinite(b), "declared", "missing"))
+    out = _with_bounds(out)
     out.attrs.update(df.attrs)
-    return _with_bounds(out)
+    return out
 
 
 def _whole_times(rows: pd.DataFrame) -> pd.Series:

@@ -135,6 +135,16 @@ def _loads_metadata(text, where: str) -> Any:
     return value
 
 
+def bare(df: pd.DataFrame) -> pd.DataFrame:
+    """``df``'s columns in a new frame without attrs, copying no data (copy on write keeps ``df`` as it is).
+
+    pandas deep-copies ``attrs`` into every frame, column or group derived from a frame; a
+    shipped run's (its fit, every repetition's origin) makes each copy cost milliseconds, so
+    code that slices a frame many times works on ``bare(df)`` and sets the attrs once.
+    """
+    return pd.DataFrame(df, copy=False)
+
+
 @contextlib.contextmanager
 def without_attrs(df: pd.DataFrame):
     """``df`` with its attrs set aside for the block, then put back.
