@@ -27,7 +27,7 @@ import pandas as pd
 from ..results.io import load
 from ..results.run import run_of
 from .fit import ALL, FITS, members, run_profiles
-from .model import predict
+from .model import PreparedProfiles, predict
 
 GAP = 0.03  # the issue's "predicted best within 3% of the measured best"
 
@@ -35,12 +35,12 @@ GAP = 0.03  # the issue's "predicted best within 3% of the measured best"
 def pair_table(run: Path, kw: dict) -> pd.DataFrame:
     """Per pair, layout and workload of one bench/predict.py run: predicted, measured and alone durations."""
     prof = run_profiles(run)
-    have, rows = set(prof["workload"]), []
+    have, rows, ready = set(prof["workload"]), [], PreparedProfiles(prof)  # read once for every pair
     for pair, names in ALL.items():
         path = run / f"sweep_{pair}.parquet"
         if not path.exists() or len(members(names)) < 2 or not members(names) <= have:
             continue
-        sweep, pred = load(path), predict(prof, names, **kw)
+        sweep, pred = load(path), predict(ready, names, **kw)
         conc = sweep[sweep["mode"] == "concurrent"]
         meas = conc.groupby(["layout", "workload"])["duration_ms"].median()
         span = run_of(sweep).rep_makespans("concurrent").groupby("layout")["makespan_ms"].median()

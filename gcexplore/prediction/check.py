@@ -270,7 +270,9 @@ def layout_errors(cases: Sequence[tuple], **kwargs) -> pd.DataFrame:
     """:func:`predict_error` of the raw model (``model_error`` 0) for every case, ``_case`` its index in ``cases``;
     ``kwargs`` are :func:`predict`'s (:func:`predict_kwargs` of a fit; its ``model_error`` is ignored)."""
     kw = {**kwargs, "model_error": 0.0}
-    return pd.concat([predict_error(predict(p, w, _measured_layouts(m), **kw), m).assign(_case=i)
+    given = kw.get("shared_bandwidth_gbs") is not None
+    ready = {id(p): PreparedProfiles(p, bandwidth_given=given) for p, _, _ in cases}  # cases share profiles
+    return pd.concat([predict_error(predict(ready[id(p)], w, _measured_layouts(m), **kw), m).assign(_case=i)
                       for i, (p, w, m) in enumerate(cases)], ignore_index=True)
 
 

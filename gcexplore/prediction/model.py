@@ -219,6 +219,17 @@ def check_profiles(profiles, *, bandwidth_given: bool = False) -> pd.DataFrame:
 # ------------------------------------------------------------------------ solo curve
 
 
+def _size_quantiles(ks: np.ndarray, ds: np.ndarray) -> dict[int, tuple[float, float, float]]:
+    """Per size, the (median, p10, p90) of its durations: one quantile call over a size x repetition array
+    where every size has as many repetitions (the same numbers as one call per size)."""
+    sizes, counts = np.unique(ks, return_counts=True)
+    if len(sizes) and (counts == counts[0]).all():
+        order = np.argsort(ks, kind="stable")
+        q = np.quantile(ds[order].reshape(len(sizes), counts[0]), (0.5, 0.1, 0.9), axis=1)
+        return {int(k): (float(q[0, i]), float(q[1, i]), float(q[2, i])) for i, k in enumerate(sizes)}
+    return {int(k): tuple(float(x) for x in np.quantile(ds[ks == k], (0.5, 0.1, 0.9))) for k in sizes}
+
+
 class _Curve:
     """One workload's alone time at any size: median, p10, p90 where measured; bounds between."""
 
@@ -229,8 +240,7 @@ class _Curve:
         pos_, k_, d_ = (rows[c].to_numpy() for c in ("position", "sm_count", "duration_ms"))
         for pos in POSITIONS:  # numpy, not pandas per group: fit_model builds these thousands of times
             ks, ds = k_[pos_ == pos].astype(int), d_[pos_ == pos].astype(float)
-            self.pts[pos] = {int(k): tuple(float(x) for x in np.quantile(ds[ks == k], (0.5, 0.1, 0.9)))
-                             for k in np.unique(ks)}
+            self.pts[pos] = _size_quantiles(ks, ds)
         self.any = {**self.pts["last"], **self.pts["first"]}
         num = lambda c: math.nan if pd.isna(v := first.get(c, math.nan)) else float(v)  # noqa: E731
         self.bytes, self.working_set = num("bytes"), num("working_set_bytes")

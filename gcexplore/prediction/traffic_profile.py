@@ -201,12 +201,15 @@ def classify(rows: pd.DataFrame) -> tuple[str, str]:
 
 
 def _with_bounds(df: pd.DataFrame) -> pd.DataFrame:
+    per = {}
     for w, rows in df.groupby("workload", sort=False):
-        bound, source = classify(rows)
-        df.loc[rows.index, "bound"] = bound
-        df.loc[rows.index, "bound_source"] = source
         b = float(rows["bytes"].iloc[0])
-        df.loc[rows.index, "achieved_gbs"] = b / (_whole_times(rows).iloc[-1] * 1e6) if math.isfinite(b) else math.nan
+        per[w] = (*classify(rows), b / (_whole_times(rows).iloc[-1] * 1e6) if math.isfinite(b) else math.nan)
+    keys = df["workload"].astype(object)
+    has = keys.isin(list(per))
+    for i, col in enumerate(("bound", "bound_source", "achieved_gbs")):  # one write per column, not per workload
+        new = keys.map({w: v[i] for w, v in per.items()})
+        df[col] = new.where(has, df[col]).astype(df[col].dtype) if col in df.columns else new
     return df
 
 

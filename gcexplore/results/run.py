@@ -359,6 +359,9 @@ def rep_keys(rows: pd.DataFrame) -> list[str]:
 
 
 def _rep_makespans(rows: pd.DataFrame) -> pd.DataFrame:
+    # without the run's attrs (its identity is in the columns): pandas would deep-copy them into every
+    # group and every slice readers take of the kept table
+    rows = pd.DataFrame(rows, copy=False)
     groups = rows.groupby(rep_keys(rows), sort=False, dropna=False)
     carried = [c for c in ("step", "round") if c in rows.columns]  # functions of the repetition
     out = groups["makespan_ms"].max()
