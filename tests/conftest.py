@@ -47,6 +47,11 @@ def _short(reason: str) -> str:
 
 
 def pytest_collection_modifyitems(config, items):
+    # the modules holding slow tests first (each module's tests kept together, in order): with -n the
+    # workers take the long tests at the start and share the short ones at the end, instead of one
+    # worker finishing a long test alone
+    slow = {item.module for item in items if "slow" in item.keywords}
+    items.sort(key=lambda item: item.module not in slow)
     n, reason = _gpu_state()
     for item in items:
         if "gpu" in item.keywords and n < 1:

@@ -11,6 +11,7 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
+from ..results.io import bare
 from ..results.run import per_run, rep_keys, require_one_run, run_of, with_identity
 from ..results.validate import open_run, require_columns
 from ..schema import IDENTITY_COLUMNS, MODES
@@ -98,7 +99,7 @@ def _summarize_overlap(df: pd.DataFrame) -> pd.DataFrame:
         return out
     makespan = _makespan_medians(df)
     rows = []
-    for (layout, mode, workload), g in df.groupby(["layout", "mode", "workload"], sort=False):
+    for (layout, mode, workload), g in bare(df).groupby(["layout", "mode", "workload"], sort=False):
         first = g.iloc[0]
         row = {"layout": layout, "split_sm_count": int(first["split_sm_count"]), "mode": mode,
                "workload": workload, "partition": first["partition"], "sm_count": int(first["sm_count"]),
@@ -286,7 +287,7 @@ def _layout_rows(s: pd.DataFrame) -> pd.DataFrame:
     its ``alone`` medians and the run's ``lower_bound_ms`` (the summary writes them back on
     its concurrent rows, :func:`layout_table` shows them)."""
     rows = []
-    for layout, g in s.groupby("layout", sort=False):
+    for layout, g in bare(s).groupby("layout", sort=False):  # bare: no attrs deep-copied into each group
         ms = g.drop_duplicates("mode").set_index("mode")["makespan_median_ms"]
         row = {"layout": layout, "split_sm_count": int(g["split_sm_count"].iloc[0])}
         row.update({f"{m}_ms": float(ms.get(m, math.nan)) for m in MODES if m != "alone"})
