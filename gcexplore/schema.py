@@ -306,9 +306,12 @@ def conform(df, kind: str | None = None):
         if missing:  # one insert for all of them (an older file lacks up to 13)
             df[list(missing)] = pd.DataFrame({c: pd.Series([v] * len(df), index=df.index, dtype=IDENTITY_COLUMNS[c])
                                               for c, v in missing.items()}, index=df.index)
+    import pandas as pd
+
+    plain = pd.DataFrame(df, copy=False)  # column reads from df would each deep-copy its attrs
     for col, dtype in _columns_of(kind).items():
-        if dtype != "str" and col in df.columns and str(df[col].dtype) != dtype:
-            df[col] = _as_dtype(df[col], dtype)
+        if dtype != "str" and col in plain.columns and str(plain[col].dtype) != dtype:
+            df[col] = _as_dtype(plain[col], dtype)
     return df
 
 
@@ -514,7 +517,8 @@ def _derive_groups(df) -> None:
     keys = ["layout", "mode", "rep"]
     origins = df.attrs.get("rep_origins") or []
     # plain columns, no attrs: every pandas step would deep-copy a large trace's attrs
-    cols = pd.DataFrame({k: df[k].to_numpy() for k in (*keys, "workload")})
+    plain = pd.DataFrame(df, copy=False)
+    cols = pd.DataFrame({k: plain[k].to_numpy() for k in (*keys, "workload")})
     group = cols.groupby(keys, sort=False).ngroup().to_numpy().astype("int64") + len(origins)
     if origins:
         table = pd.DataFrame([(o["layout"], o["mode"], o["rep"], w, i) for i, o in enumerate(origins)

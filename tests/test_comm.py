@@ -759,6 +759,8 @@ def test_ctrl_c_midway_keeps_the_rows_the_ranks_sent(monkeypatch):
 
     launch = _threaded_launch(monkeypatch, run_rank)
     monkeypatch.setattr(mpc, "wait", wait)
+    stopped = []  # terminate stops a rank, as it does a process (else each join waits out its timeout)
+    monkeypatch.setattr(_ThreadProc, "terminate", lambda self: (stopped.append(self), release.set()))
     try:
         with pytest.raises(MeasurementInterrupted) as e:
             launch.comm_sweep(gpus=2, timeout_s=30)
@@ -767,6 +769,7 @@ def test_ctrl_c_midway_keeps_the_rows_the_ranks_sent(monkeypatch):
     kept = e.value.partial
     assert kept.attrs["partial"] is True and kept.attrs["kind"] == "comm"
     assert sorted(kept["rank"].value_counts().items()) == [(0, len(_rank_rows(0))), (1, len(_rank_rows(1)))]
+    assert stopped  # the ranks still measuring were stopped by their handles
 
 
 # ------------------------------------------------------------------ computed once (issue 46)

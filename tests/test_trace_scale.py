@@ -60,8 +60,12 @@ def test_busy_time_and_gaps_follow_the_interval_union(raw):
     gaps = busy.kernel_gaps(tr)
     groups = tr.groupby(["run_id", "layout", "mode", "rep", "workload"], sort=False)
     assert len(b) == groups.ngroups
+    # each key's rows looked up once, not by masking the whole frames for every group
+    key = ["run_id", "mode", "rep", "workload"]
+    b_at = {k: idx[0] for k, idx in b.groupby(key, sort=False).indices.items()}
+    gaps_at = gaps.groupby(key, sort=False).indices if len(gaps) else {}
     for (run, _, mode, rep, wl), g in groups:
-        row = b[(b.run_id == run) & (b["mode"] == mode) & (b.rep == rep) & (b.workload == wl)].iloc[0]
+        row = b.iloc[b_at[(run, mode, rep, wl)]]
         u = _union(list(zip(g.start_ms, g.end_ms)))
         holes = [b2[0] - a[1] for a, b2 in zip(u, u[1:])]
         assert row.kernels == len(g) and row.gaps == len(holes)
@@ -70,7 +74,7 @@ def test_busy_time_and_gaps_follow_the_interval_union(raw):
         assert row.largest_gap_ms == max(holes, default=0.0)
         assert row.partition == "+".join(p for p in ("p0", "remainder") if p in set(g.partition))
         assert row.sm_count == g.sm_count.iloc[0]
-        mine = gaps[(gaps.run_id == run) & (gaps["mode"] == mode) & (gaps.rep == rep) & (gaps.workload == wl)]
+        mine = gaps.iloc[gaps_at.get((run, mode, rep, wl), [])]
         assert mine["gap_us"].tolist() == pytest.approx([h * 1e3 for h in holes])
         ends = dict(zip(g.name, g.end_ms))
         starts = dict(zip(g.name, g.start_ms))

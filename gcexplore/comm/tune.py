@@ -24,6 +24,7 @@ from __future__ import annotations
 import pandas as pd
 
 from .analysis import comm_answer, comm_steps
+from ..results.io import bare
 from ..analysis.stats import Floor, disagree, quantile
 from ..schema import identity_name
 from ..experiments.search import Settings, search
@@ -39,13 +40,19 @@ SETTLE = 2.0
 
 def _reps(steps: pd.DataFrame) -> dict[int, list[tuple[float, tuple[float, float]]]]:
     """comm SMs -> [(step_ms, (comm_ms, compute_ms)), ...] in measured order."""
-    over = steps[steps["mode"] == "overlapped"]
+    # one aggregation over every split, read out as numpy: a pivot per split deep-copied the run's attrs
+    s = bare(steps)
+    over = s[s["mode"] == "overlapped"]
+    agg = over.groupby(["comm_sm_count", "rep", "workload"], sort=True)[["duration_ms", "step_ms"]].max()
+    wide = agg.dropna(how="all").unstack("workload").sort_index()
+    ks = wide.index.get_level_values(0).to_numpy()
+    step = wide[("step_ms", "comm")].to_numpy(float)
+    comm = wide[("duration_ms", "comm")].to_numpy(float)
+    compute = wide[("duration_ms", "compute")].to_numpy(float)
     out = {}
-    for k, g in over.groupby("comm_sm_count", sort=True):
-        wide = g.pivot_table(index="rep", columns="workload", values=["duration_ms", "step_ms"], aggfunc="max")
-        out[int(k)] = [(float(r[("step_ms", "comm")]), (float(r[("duration_ms", "comm")]),
-                                                        float(r[("duration_ms", "compute")])))
-                       for _, r in wide.sort_index().iterrows()]
+    for k in dict.fromkeys(ks):
+        at = ks == k
+        out[int(k)] = [(float(a), (float(b), float(c))) for a, b, c in zip(step[at], comm[at], compute[at])]
     return out
 
 
@@ -117,9 +124,9 @@ def recommend_comm(df: pd.DataFrame, tolerance: float = 0.01, settle: float = SE
     if isinstance(settle, bool) or not isinstance(settle, (int, float)) or not 1.0 <= settle <= 50.0:
         raise ValueError(f"settle is in tolerances, a number from 1 (confirm every rival at the tolerance) to 50, "
                          f"got {settle!r}")
-    steps = comm_steps(df)
+    steps = bare(comm_steps(df))  # sliced per collective and size below: no attrs to copy each time
     part = steps[(steps["setup"] == "partition") & (steps["collective"] != "")]
-    exhaustive = comm_answer(df, tolerance).set_index(["collective", "size_bytes", "nranks"])
+    exhaustive = bare(comm_answer(df, tolerance)).set_index(["collective", "size_bytes", "nranks"])
     sm_count = int(df.attrs.get(identity_name("sm_count")) or (part["comm_sm_count"] + part["compute_sm_count"]).max())
     rows = []
     for (coll, size, n), g in part.groupby(["collective", "size_bytes", "nranks"], sort=True):

@@ -61,7 +61,8 @@ def _run_groups(df: pd.DataFrame):
     cols = run_columns(df)
     if not cols or not len(df):
         return cols, None
-    return cols, df.groupby(cols, sort=False, dropna=False)
+    # grouped on a bare view: the groups (indices, ngroups) are the same, no attrs copied per key column
+    return cols, pd.DataFrame(df, copy=False).groupby(cols, sort=False, dropna=False)
 
 
 def _label(cols: list[str], values) -> str:
@@ -126,7 +127,8 @@ def repeated_rows(df: pd.DataFrame, kind: str | None = None) -> str:
     if not keys or not set(keys) <= set(df.columns) or not len(df):
         return ""
     cols = run_columns(df)
-    dup = df.duplicated([*cols, *keys], keep=False)
+    # on a bare view: duplicated reads every column, each read deep-copying a trace's large attrs
+    dup = pd.DataFrame(df, copy=False).duplicated([*cols, *keys], keep=False)
     if not dup.any():
         return ""
     first = df.loc[dup, list(keys)].iloc[0].to_dict()

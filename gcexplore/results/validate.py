@@ -131,6 +131,7 @@ def _check_times(df: pd.DataFrame, start: str, end: str, where: str, what: str) 
     """Finite start and end times, the end not before the start (what CUPTI reports)."""
     if not {start, end} <= set(df.columns):
         return
+    df = pd.DataFrame(df, copy=False)  # no attrs: each column read would deep-copy them
     s = pd.to_numeric(df[start], errors="coerce").to_numpy(dtype=float)
     e = pd.to_numeric(df[end], errors="coerce").to_numpy(dtype=float)
     bad = ~(np.isfinite(s) & np.isfinite(e))
@@ -149,6 +150,7 @@ def _check_times(df: pd.DataFrame, start: str, end: str, where: str, what: str) 
 def check_not_negative(df: pd.DataFrame, cols, where: str, what: str, *, allow_nan: bool = False) -> None:
     """ResultError unless every value of ``cols`` (those present) is a number >= 0 (NaN too with
     ``allow_nan``)."""
+    df = pd.DataFrame(df, copy=False)  # no attrs: each column read would deep-copy them
     for col in (c for c in cols if c in df.columns):
         v = pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=float)
         bad = (np.isnan(v) & (not allow_nan)) | np.isinf(v) | (np.nan_to_num(v) < 0)
