@@ -61,6 +61,17 @@ def pytest_collection_modifyitems(config, items):
                                                     + (f" ({_short(reason)})" if reason else "")))
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """With ``-n``, an idle worker takes tests queued on a busy one (pytest-xdist's work stealing) instead
+    of waiting while the other finishes its share; ``--dist`` given otherwise is kept."""
+    if config.getvalue("dist") == "load":
+        from xdist.scheduler import WorkStealingScheduling
+
+        return WorkStealingScheduling(config, log)
+    return None
+
+
 @pytest.fixture
 def info():
     """DeviceInfo of device 0 (GPU tests only)."""

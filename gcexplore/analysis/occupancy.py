@@ -10,6 +10,7 @@ import pandas as pd
 
 from ..schema import columns, sorted_partitions
 from ..results.validate import require_columns
+from ..results.io import bare
 
 __all__ = ["busy_shares", "occupancy_layout", "sm_busy"]
 
@@ -44,7 +45,7 @@ def sm_busy(df: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=cols)
     span = int(df["end_ns"].max() - df["start_ns"].min())
     rows = []
-    for (sm, part, wl), g in df.groupby(["sm_id", "partition", "workload"], sort=True):
+    for (sm, part, wl), g in bare(df).groupby(["sm_id", "partition", "workload"], sort=True):  # no attrs per group
         iv = list(zip(g["start_ns"].astype("int64"), g["end_ns"].astype("int64")))
         busy = _union_length(iv)
         rows.append({"sm_id": int(cast(int, sm)), "partition": part, "workload": wl, "blocks": len(iv),

@@ -15,6 +15,7 @@ from ..results.validate import check_result, require_columns
 from ..schema import columns
 from .display import rate_quantiles, rates
 from .stats import nanmedian, ratio, stats
+from ..results.io import bare
 
 __all__ = ["SATURATION", "scaling_facts", "summarize_isolation", "summarize_scaling"]
 
@@ -22,7 +23,7 @@ __all__ = ["SATURATION", "scaling_facts", "summarize_isolation", "summarize_scal
 def summarize_scaling(df: pd.DataFrame) -> pd.DataFrame:
     require_columns(df, columns("scaling")[:5], "summarize (scaling)")
     rows = []
-    for (workload, sm), g in df.groupby(["workload", "sm_count"], sort=True):
+    for (workload, sm), g in bare(df).groupby(["workload", "sm_count"], sort=True):  # no attrs copied per group
         row = {"workload": workload, "sm_count": int(cast(int, sm)),
                "requested_sm_count": g["requested_sm_count"].iloc[0]}
         row.update(stats(g["duration_ms"]))

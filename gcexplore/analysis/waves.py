@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from ..schema import identity_name
+from ..results.io import bare
 from .occupancy_estimate import blocks_per_sm, limits_for, resident_blocks
 from .stats import nanmedian, round_median_ci, run_floor
 
@@ -427,12 +428,11 @@ def fit_table(scaling_df: pd.DataFrame, trace: pd.DataFrame | None = None, *, co
         raise ValueError(f"fit_table needs a scaling result (columns {need}) from gcexplore.scaling(); got {got}")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}")
-    df = scaling_df
+    df = bare(scaling_df)  # grouped twice below: no attrs copied into each group
     run = df["run_id"].astype(str) if "run_id" in df else pd.Series("", index=df.index)
-    kernels = _kernel_per_size(trace) if trace is not None else {}
-    rows = []
+    kernels, rows = _kernel_per_size(trace) if trace is not None else {}, []
     for (rid, w), g in df.groupby([run, df["workload"]], sort=False):
-        dev = str(g["device_name"].iloc[0]) if "device_name" in g else str(df.attrs.get("device_name", ""))
+        dev = str(g["device_name"].iloc[0]) if "device_name" in g else str(scaling_df.attrs.get("device_name", ""))
         floor = run_floor(g.assign(device_name=dev))  # its card also where the rows carry none
         per = []
         for sm, gs in g.groupby(pd.to_numeric(g["sm_count"]), sort=True):
@@ -470,7 +470,7 @@ def fit_table(scaling_df: pd.DataFrame, trace: pd.DataFrame | None = None, *, co
                 }
             )
     out = pd.DataFrame(rows, columns=FIT_TABLE_COLUMNS)
-    out.attrs.update(df.attrs)
+    out.attrs.update(scaling_df.attrs)
     out.attrs.update({"summary_of": "fit_table", "confidence": confidence})
     out.attrs["hints"] = fit_hints(out)
     return out
@@ -478,7 +478,7 @@ def fit_table(scaling_df: pd.DataFrame, trace: pd.DataFrame | None = None, *, co
 
 def _kernel_per_size(trace: pd.DataFrame) -> dict:
     """(run_id, workload, sm_count) -> the longest kernel's fit row (as a dict)."""
-    fit = partition_fit(trace)
+    fit = bare(partition_fit(trace))  # a trace's attrs are large: none copied per group
     fit = fit[fit["reason"] == ""]
     out = {}
     for (rid, w, sm), g in fit.groupby(["run_id", "workload", "sm_count"], sort=False):

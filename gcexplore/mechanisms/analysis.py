@@ -11,6 +11,7 @@ import pandas as pd
 
 from ..analysis.stats import finite, quantiles
 from ..results.validate import ResultError, check_positive
+from ..results.io import bare
 from .kind import MECHANISMS
 
 __all__ = ["TABLE_COLUMNS", "mechanisms_sentences", "mechanisms_table"]
@@ -110,7 +111,7 @@ def mechanisms_table(df: pd.DataFrame) -> pd.DataFrame:
     """
     _check(df)
     out = []
-    for (k, layout), at in df.groupby(["split_sm_count", "layout"], sort=True):
+    for (k, layout), at in bare(df).groupby(["split_sm_count", "layout"], sort=True):  # no attrs per slice
         alone = at[at["mechanism"] == "sequential"].groupby("workload")["duration_ms"].median()
         for mech in [m for m in MECHANISMS if m in set(at["mechanism"])] + sorted(
             set(at["mechanism"]) - set(MECHANISMS)

@@ -220,12 +220,11 @@ def check_profiles(profiles, *, bandwidth_given: bool = False) -> pd.DataFrame:
 
 
 def _size_quantiles(ks: np.ndarray, ds: np.ndarray) -> dict[int, tuple[float, float, float]]:
-    """Per size, the (median, p10, p90) of its durations: one quantile call over a size x repetition array
-    where every size has as many repetitions (the same numbers as one call per size)."""
+    """Per size, the (median, p10, p90) of its durations; one call over a size x repetition array where
+    every size has as many repetitions (the same numbers as one call per size)."""
     sizes, counts = np.unique(ks, return_counts=True)
     if len(sizes) and (counts == counts[0]).all():
-        order = np.argsort(ks, kind="stable")
-        q = np.quantile(ds[order].reshape(len(sizes), counts[0]), (0.5, 0.1, 0.9), axis=1)
+        q = np.quantile(ds[np.argsort(ks, kind="stable")].reshape(len(sizes), -1), (0.5, 0.1, 0.9), axis=1)
         return {int(k): (float(q[0, i]), float(q[1, i]), float(q[2, i])) for i, k in enumerate(sizes)}
     return {int(k): tuple(float(x) for x in np.quantile(ds[ks == k], (0.5, 0.1, 0.9))) for k in sizes}
 
@@ -307,9 +306,8 @@ class _Curve:
         return self.l2 / (self.fastest() * 1e6) if math.isfinite(self.l2) else math.nan
 
     def _drawn_gbs(self, *, per_sm: bool) -> float:
-        if not math.isfinite(self.bytes):
-            return math.nan
-        return max(self.bytes_at(k) / (t[0] * 1e6) / (k if per_sm else 1) for k, t in self.any.items())
+        return max((self.bytes_at(k) / (t[0] * 1e6) / (k if per_sm else 1) for k, t in self.any.items()),
+                   default=math.nan) if math.isfinite(self.bytes) else math.nan
 
 
 def l2_drawn_gbs(profiles) -> float:
@@ -320,14 +318,12 @@ def l2_drawn_gbs(profiles) -> float:
 
 
 class PreparedProfiles:
-    """Solo profiles checked and read into solo curves once, for many predictions: ``predict(PreparedProfiles(p),
-    ...)`` equals ``predict(p, ...)`` (:func:`~.check.fit_model` predicts each case at every candidate term).
-    Later changes to the frame do not reach it."""
+    """Solo profiles checked and read into curves once, for many predictions (:func:`~.check.fit_model`'s grid):
+    ``predict(PreparedProfiles(p), ...)`` equals ``predict(p, ...)``; later changes to the frame do not reach it."""
 
     def __init__(self, profiles, *, bandwidth_given: bool = False):
         self.frame = with_traffic_columns(check_profiles(profiles, bandwidth_given=bandwidth_given))
-        self.curves = _curves(self.frame)
-        self.bandwidth_given = bandwidth_given
+        self.curves, self.bandwidth_given = _curves(self.frame), bandwidth_given
 
 
 def _curves(profiles: pd.DataFrame) -> dict[str, _Curve]:
