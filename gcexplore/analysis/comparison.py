@@ -347,21 +347,23 @@ def _row(group, lay_a, lay_b, a, b, info_a, info_b, decide_row) -> dict:
     return row
 
 
-def _arrays(g) -> tuple[np.ndarray, list, np.ndarray]:
-    if g is None:
-        return np.array([]), [], np.array([])
-    return g["value"].to_numpy(float), g["round"].tolist(), g["clock"].to_numpy(float)
+def _groups(s: pd.DataFrame, keys) -> dict:  # key -> row positions, groupby(sort=False)'s order, no frame per group
+    return dict(sorted(s.groupby(keys, sort=False).indices.items(), key=lambda kv: kv[1][0]))
+
+
+def _arrays(s: pd.DataFrame) -> dict:  # (group, layout) -> values, round keys, clocks: each column read once
+    v, r, c = s["value"].to_numpy(float), s["round"].tolist(), s["clock"].to_numpy(float)
+    return {k: (v[i], [r[j] for j in i], c[i]) for k, i in _groups(s, ["group", "layout"]).items()}
 
 
 def _table(sa, sb, pairs, min_effect, confidence, floor: Floor) -> tuple[pd.DataFrame, dict]:
     m = sum(1 for _, x, y in pairs if x is not None and y is not None)
     alpha_each = min(MAX_ALPHA_EACH, (1.0 - confidence) / max(1, m))
     level = 1.0 - alpha_each
-    ga = {k: g for k, g in sa.groupby(["group", "layout"], sort=False)}
-    gb = {k: g for k, g in sb.groupby(["group", "layout"], sort=False)}
+    ga, gb, none = _arrays(sa), _arrays(sb), (np.array([]), [], np.array([]))
     info_a = {r.layout: (r.sm, r.fractions) for r in sa.drop_duplicates("layout").itertuples()}
     info_b = {r.layout: (r.sm, r.fractions) for r in sb.drop_duplicates("layout").itertuples()}
-    data = [(g, la, lb, _arrays(ga.get((g, la))), _arrays(gb.get((g, lb)))) for g, la, lb in pairs]
+    data = [(g, la, lb, ga.get((g, la), none), gb.get((g, lb), none)) for g, la, lb in pairs]
     both = [(a, b) for _, la, lb, a, b in data if la is not None and lb is not None]
     prior, prior_c = prior_variance(both), prior_variance(both, cycles=True)
 
@@ -383,11 +385,12 @@ def _table(sa, sb, pairs, min_effect, confidence, floor: Floor) -> tuple[pd.Data
 def _curves(sa: pd.DataFrame, sb: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for side, s in (("a", sa), ("b", sb)):
-        for (group, lay), g in s.groupby(["group", "layout"], sort=False):
-            v = g["value"].to_numpy(float)
+        values, sm, fracs = s["value"].to_numpy(float), s["sm"].to_numpy(), s["fractions"].tolist()
+        for (group, lay), i in _groups(s, ["group", "layout"]).items():
+            v = values[i]
             p10, med, p90 = np.quantile(v, [0.1, 0.5, 0.9])
-            rows.append({"side": side, "group": group, "layout": lay, "sm": int(g["sm"].iloc[0]),
-                         "fraction": float(g["fractions"].iloc[0][0]), "reps": len(v), "median_ms": float(med),
+            rows.append({"side": side, "group": group, "layout": lay, "sm": int(sm[i[0]]),
+                         "fraction": float(fracs[i[0]][0]), "reps": len(v), "median_ms": float(med),
                          "p10_ms": float(p10), "p90_ms": float(p90)})
     out = pd.DataFrame(rows, columns=CURVE_COLUMNS)
     return out.sort_values(["side", "group", "fraction"], kind="stable").reset_index(drop=True)
@@ -397,8 +400,8 @@ def _curves(sa: pd.DataFrame, sb: pd.DataFrame) -> pd.DataFrame:
 
 
 def _by_layout(s: pd.DataFrame, group: str) -> dict[str, tuple[np.ndarray, list]]:
-    g = s[s["group"] == group]
-    return {lay: (x["value"].to_numpy(float), x["round"].tolist()) for lay, x in g.groupby("layout", sort=False)}
+    v, r = s["value"].to_numpy(float), s["round"].tolist()
+    return {lay: (v[i], [r[j] for j in i]) for (g, lay), i in _groups(s, ["group", "layout"]).items() if g == group}
 
 
 def _best_of(s: pd.DataFrame, confidence: float, floor: Floor) -> dict | None:
