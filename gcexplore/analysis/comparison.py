@@ -280,8 +280,7 @@ def _samples(df: pd.DataFrame, family: str) -> pd.DataFrame:
         ids = spans["run_id"].astype(str) if "run_id" in spans.columns else pd.Series("", index=spans.index)
         per["round"] = (ids + "/" + spans["round"].astype(str)).to_numpy()
         sizes = {lay: parse_layout(lay) for lay in dict.fromkeys(per["layout"])}
-        per["group"] = per["mode"]
-        per["sm"] = [sizes[lay][0] for lay in per["layout"]]
+        per["group"], per["sm"] = per["mode"], [sizes[lay][0] for lay in per["layout"]]
         per["fractions"] = [tuple(s / sum(sizes[lay]) for s in sizes[lay]) for lay in per["layout"]]
     return per[["group", "layout", "sm", "fractions", "value", "clock", "round"]]
 
@@ -582,7 +581,8 @@ def _compare_pair(fa, fb, labels, family, by, *, min_effect, confidence, slo_ms,
                   floor: Floor | None = None) -> Comparison:
     """The comparison of two sides that measured the same workload set (the grouping is done)."""
     _same_workloads(fa, fb, family)
-    sa, sb = _samples(fa, family), _samples(fb, family)
+    # once per unchanged frame: a calibration compares each recorded side with two or three others
+    sa, sb = (run_of(f).memo(("compare samples", family), lambda f=f: _samples(f, family)) for f in (fa, fb))
     pairs = _align(sa, sb)
     table, settings = _table(sa, sb, pairs, float(min_effect), float(confidence), floor or side_floor(fa, fb))
     best = _best(sa, sb, pairs, settings) if family != "scaling" else {}
