@@ -274,14 +274,14 @@ def _samples(df: pd.DataFrame, family: str) -> pd.DataFrame:
         per["fractions"] = [(s / total,) for s in per["sm_count"]]
     else:  # the run's per-repetition makespans (its one owner), each with its repetition's clock and round
         spans = run_of(df).rep_makespans()
-        per = spans[["layout", "mode"]].copy()
-        per["value"] = spans["makespan_ms"].to_numpy()
+        per = spans[["layout", "mode"]].assign(value=spans["makespan_ms"].to_numpy())
         per["clock"] = d.groupby(rep_keys(df), sort=False, dropna=False)["_clock"].mean().to_numpy()
         ids = spans["run_id"].astype(str) if "run_id" in spans.columns else pd.Series("", index=spans.index)
         per["round"] = (ids + "/" + spans["round"].astype(str)).to_numpy()
-        sizes = {lay: parse_layout(lay) for lay in dict.fromkeys(per["layout"])}
-        per["group"], per["sm"] = per["mode"], [sizes[lay][0] for lay in per["layout"]]
-        per["fractions"] = [tuple(s / sum(sizes[lay]) for s in sizes[lay]) for lay in per["layout"]]
+        lays = per["layout"].tolist()  # sizes and fractions once per layout, not once per repetition
+        sizes = {lay: (p[0], tuple(s / sum(p) for s in p)) for lay in dict.fromkeys(lays) for p in [parse_layout(lay)]}
+        per["group"], per["sm"] = per["mode"], [sizes[x][0] for x in lays]
+        per["fractions"] = [sizes[x][1] for x in lays]
     return per[["group", "layout", "sm", "fractions", "value", "clock", "round"]]
 
 

@@ -411,8 +411,8 @@ def run_floor(df=None, *, device_name: str = "", workloads=()) -> Floor:
         return noise_floor(str(device_name), sorted({str(w) for w in workloads}))
     from ..results.run import run_of
     name = df["device_name"].iloc[0] if "device_name" in df.columns and len(df) else df.attrs.get("device_name", "")
-    names = sorted(set(df["workload"].astype(str))) if "workload" in df.columns else []
-    return run_of(df).memo("noise_floor", lambda: noise_floor(str(name), names))
+    names = (lambda: sorted({str(w) for w in df["workload"].unique()})) if "workload" in df.columns else list
+    return run_of(df).memo("noise_floor", lambda: noise_floor(str(name), names()))  # names read only when not memoised
 
 
 def round_medians(values, rounds=None) -> np.ndarray:
