@@ -232,7 +232,8 @@ def _sides(a, b, by, labels) -> tuple[pd.DataFrame, pd.DataFrame, tuple[str, str
         raise ValueError(f"compare: side A is a {kinds[0]} result and side B a {kinds[1]} result; compare takes "
                          f"{_VALID}")
     for df, side in ((fa, "A"), (fb, "B")):
-        check_result(df, kinds["AB".index(side)], f"compare (side {side})")
+        want, where = kinds["AB".index(side)], f"compare (side {side})"  # checked once per unchanged frame:
+        run_of(df).memo(("compare checked", want), lambda: check_result(df, want, where))  # calibrations reuse sides
         needed = _kinds.get(kinds["AB".index(side)]).compare
         missing = [c for c in needed if c not in df.columns]
         if missing:
@@ -588,9 +589,8 @@ def _compare_pair(fa, fb, labels, family, by, *, min_effect, confidence, slo_ms,
     best = _best(sa, sb, pairs, settings) if family != "scaling" else {}
     if slo_ms is None and family == "tune":
         slo_ms = fa.attrs.get("slo_ms") or None
-    slo = None
-    if slo_ms is not None and family != "scaling":
-        slo = _slo(fa, fb, pairs, float(slo_ms), float(percentile), float(confidence))
+    slo = (_slo(fa, fb, pairs, float(slo_ms), float(percentile), float(confidence))
+           if slo_ms is not None and family != "scaling" else None)
     ident = identity_diff(fa, fb)
     if by is not None:  # the column that made the two sides differs by construction (named once)
         ident = ident[ident["field"] != IDENTITY_LABELS.get(by, by)]
