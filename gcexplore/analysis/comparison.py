@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..results.io import load, load_recorded, recorded_names
+from ..results.io import bare, load, load_recorded, recorded_names
 from ..results.validate import check_result
 from ..results import kinds as _kinds
 from ..results.kinds import kind_of
@@ -232,7 +232,8 @@ def _sides(a, b, by, labels) -> tuple[pd.DataFrame, pd.DataFrame, tuple[str, str
         raise ValueError(f"compare: side A is a {kinds[0]} result and side B a {kinds[1]} result; compare takes "
                          f"{_VALID}")
     for df, side in ((fa, "A"), (fb, "B")):
-        check_result(df, kinds["AB".index(side)], f"compare (side {side})")
+        want, where = kinds["AB".index(side)], f"compare (side {side})"  # checked once per unchanged frame:
+        run_of(df).memo(("compare checked", want), lambda: check_result(df, want, where))  # calibrations reuse sides
         needed = _kinds.get(kinds["AB".index(side)]).compare
         missing = [c for c in needed if c not in df.columns]
         if missing:
@@ -264,25 +265,24 @@ def _samples(df: pd.DataFrame, family: str) -> pd.DataFrame:
     """One row per repetition: group, layout, sm, fractions, value (ms), clock (MHz), round (a run's
     rounds told apart from another run's: results measured before rounds are one round per run)."""
     run = ["run_id"] if "run_id" in df.columns else []
-    d = df.assign(_clock=_clock(df), _round=_round_key(df))
+    d = bare(df).assign(_clock=_clock(df), _round=_round_key(df))  # no attrs deep-copied into d
     if family == "scaling":
-        keys = [*run, "workload", "sm_count", "rep"]
-        per = d.groupby(keys, sort=False).agg(value=("duration_ms", "max"), clock=("_clock", "mean"),
-                                              round=("_round", "first")).reset_index()
+        keys = [*run, "workload", "sm_count", "rep"]  # grouped once, three reductions: a named agg costs 2x
+        per = pd.DataFrame({"value": (g := d.groupby(keys, sort=False))["duration_ms"].max(),
+                            "clock": g["_clock"].mean(), "round": g["_round"].first()}).reset_index()
         total = float(per["sm_count"].max())
         per["group"], per["layout"], per["sm"] = per["workload"], per["sm_count"].astype(str), per["sm_count"]
         per["fractions"] = [(s / total,) for s in per["sm_count"]]
     else:  # the run's per-repetition makespans (its one owner), each with its repetition's clock and round
         spans = run_of(df).rep_makespans()
-        per = spans[["layout", "mode"]].copy()
-        per["value"] = spans["makespan_ms"].to_numpy()
+        per = spans[["layout", "mode"]].assign(value=spans["makespan_ms"].to_numpy())
         per["clock"] = d.groupby(rep_keys(df), sort=False, dropna=False)["_clock"].mean().to_numpy()
         ids = spans["run_id"].astype(str) if "run_id" in spans.columns else pd.Series("", index=spans.index)
         per["round"] = (ids + "/" + spans["round"].astype(str)).to_numpy()
-        sizes = {lay: parse_layout(lay) for lay in dict.fromkeys(per["layout"])}
-        per["group"] = per["mode"]
-        per["sm"] = [sizes[lay][0] for lay in per["layout"]]
-        per["fractions"] = [tuple(s / sum(sizes[lay]) for s in sizes[lay]) for lay in per["layout"]]
+        lays = per["layout"].tolist()  # sizes and fractions once per layout, not once per repetition
+        sizes = {lay: (p[0], tuple(s / sum(p) for s in p)) for lay in dict.fromkeys(lays) for p in [parse_layout(lay)]}
+        per["group"], per["sm"] = per["mode"], [sizes[x][0] for x in lays]
+        per["fractions"] = [sizes[x][1] for x in lays]
     return per[["group", "layout", "sm", "fractions", "value", "clock", "round"]]
 
 
@@ -347,21 +347,23 @@ def _row(group, lay_a, lay_b, a, b, info_a, info_b, decide_row) -> dict:
     return row
 
 
-def _arrays(g) -> tuple[np.ndarray, list, np.ndarray]:
-    if g is None:
-        return np.array([]), [], np.array([])
-    return g["value"].to_numpy(float), g["round"].tolist(), g["clock"].to_numpy(float)
+def _groups(s: pd.DataFrame, keys) -> dict:  # key -> row positions, groupby(sort=False)'s order, no frame per group
+    return dict(sorted(s.groupby(keys, sort=False).indices.items(), key=lambda kv: kv[1][0]))
+
+
+def _arrays(s: pd.DataFrame) -> dict:  # (group, layout) -> values, round keys, clocks: each column read once
+    v, r, c = s["value"].to_numpy(float), s["round"].tolist(), s["clock"].to_numpy(float)
+    return {k: (v[i], [r[j] for j in i], c[i]) for k, i in _groups(s, ["group", "layout"]).items()}
 
 
 def _table(sa, sb, pairs, min_effect, confidence, floor: Floor) -> tuple[pd.DataFrame, dict]:
     m = sum(1 for _, x, y in pairs if x is not None and y is not None)
     alpha_each = min(MAX_ALPHA_EACH, (1.0 - confidence) / max(1, m))
     level = 1.0 - alpha_each
-    ga = {k: g for k, g in sa.groupby(["group", "layout"], sort=False)}
-    gb = {k: g for k, g in sb.groupby(["group", "layout"], sort=False)}
+    ga, gb, none = _arrays(sa), _arrays(sb), (np.array([]), [], np.array([]))
     info_a = {r.layout: (r.sm, r.fractions) for r in sa.drop_duplicates("layout").itertuples()}
     info_b = {r.layout: (r.sm, r.fractions) for r in sb.drop_duplicates("layout").itertuples()}
-    data = [(g, la, lb, _arrays(ga.get((g, la))), _arrays(gb.get((g, lb)))) for g, la, lb in pairs]
+    data = [(g, la, lb, ga.get((g, la), none), gb.get((g, lb), none)) for g, la, lb in pairs]
     both = [(a, b) for _, la, lb, a, b in data if la is not None and lb is not None]
     prior, prior_c = prior_variance(both), prior_variance(both, cycles=True)
 
@@ -383,11 +385,12 @@ def _table(sa, sb, pairs, min_effect, confidence, floor: Floor) -> tuple[pd.Data
 def _curves(sa: pd.DataFrame, sb: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for side, s in (("a", sa), ("b", sb)):
-        for (group, lay), g in s.groupby(["group", "layout"], sort=False):
-            v = g["value"].to_numpy(float)
+        values, sm, fracs = s["value"].to_numpy(float), s["sm"].to_numpy(), s["fractions"].tolist()
+        for (group, lay), i in _groups(s, ["group", "layout"]).items():
+            v = values[i]
             p10, med, p90 = np.quantile(v, [0.1, 0.5, 0.9])
-            rows.append({"side": side, "group": group, "layout": lay, "sm": int(g["sm"].iloc[0]),
-                         "fraction": float(g["fractions"].iloc[0][0]), "reps": len(v), "median_ms": float(med),
+            rows.append({"side": side, "group": group, "layout": lay, "sm": int(sm[i[0]]),
+                         "fraction": float(fracs[i[0]][0]), "reps": len(v), "median_ms": float(med),
                          "p10_ms": float(p10), "p90_ms": float(p90)})
     out = pd.DataFrame(rows, columns=CURVE_COLUMNS)
     return out.sort_values(["side", "group", "fraction"], kind="stable").reset_index(drop=True)
@@ -397,8 +400,8 @@ def _curves(sa: pd.DataFrame, sb: pd.DataFrame) -> pd.DataFrame:
 
 
 def _by_layout(s: pd.DataFrame, group: str) -> dict[str, tuple[np.ndarray, list]]:
-    g = s[s["group"] == group]
-    return {lay: (x["value"].to_numpy(float), x["round"].tolist()) for lay, x in g.groupby("layout", sort=False)}
+    v, r = s["value"].to_numpy(float), s["round"].tolist()
+    return {lay: (v[i], [r[j] for j in i]) for (g, lay), i in _groups(s, ["group", "layout"]).items() if g == group}
 
 
 def _best_of(s: pd.DataFrame, confidence: float, floor: Floor) -> dict | None:
@@ -579,15 +582,15 @@ def _compare_pair(fa, fb, labels, family, by, *, min_effect, confidence, slo_ms,
                   floor: Floor | None = None) -> Comparison:
     """The comparison of two sides that measured the same workload set (the grouping is done)."""
     _same_workloads(fa, fb, family)
-    sa, sb = _samples(fa, family), _samples(fb, family)
+    # once per unchanged frame: a calibration compares each recorded side with two or three others
+    sa, sb = (run_of(f).memo(("compare samples", family), lambda f=f: _samples(f, family)) for f in (fa, fb))
     pairs = _align(sa, sb)
     table, settings = _table(sa, sb, pairs, float(min_effect), float(confidence), floor or side_floor(fa, fb))
     best = _best(sa, sb, pairs, settings) if family != "scaling" else {}
     if slo_ms is None and family == "tune":
         slo_ms = fa.attrs.get("slo_ms") or None
-    slo = None
-    if slo_ms is not None and family != "scaling":
-        slo = _slo(fa, fb, pairs, float(slo_ms), float(percentile), float(confidence))
+    slo = (_slo(fa, fb, pairs, float(slo_ms), float(percentile), float(confidence))
+           if slo_ms is not None and family != "scaling" else None)
     ident = identity_diff(fa, fb)
     if by is not None:  # the column that made the two sides differs by construction (named once)
         ident = ident[ident["field"] != IDENTITY_LABELS.get(by, by)]

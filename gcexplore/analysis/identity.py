@@ -9,7 +9,7 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from ..results.run import identity_fields
+from ..results.run import identity_fields, run_of
 from ..schema import IDENTITY, identity_name
 
 __all__ = ["IDENTITY_FIELDS", "identity_diff"]
@@ -101,7 +101,8 @@ def identity_diff(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
         ``field``, ``a``, ``b``, ``same`` (bool); fields known on neither side are left out;
         the identity fields first, then the others by name.
     """
-    fa, fb = _fields(a), _fields(b)
+    # once per unchanged frame (a calibration diffs each recorded side two or three times); read, never changed
+    fa, fb = (run_of(df).memo("identity fields", lambda df=df: _fields(df)) for df in (a, b))
     rows = [{"field": k, "a": fa.get(k, ""), "b": fb.get(k, ""), "same": fa.get(k, "") == fb.get(k, "")}
             for k in dict.fromkeys([*fa, *fb]) if fa.get(k, "") or fb.get(k, "")]
     return pd.DataFrame(rows, columns=["field", "a", "b", "same"])

@@ -26,9 +26,9 @@ from ..results.floor_table import floor_rows, largest_run_parts
 __all__ = ["DEFAULT_FLOOR", "DEFAULT_SOURCE", "EXACT_MAX_PAIRS", "FLOOR_COLUMNS", "Floor", "NOISY_FRACTION",
            "NOISY_RANGE_FRACTION", "disagree", "PRIOR_WEIGHT", "STAT_COLUMNS", "default_floor", "finite",
            "finite_positive", "mann_whitney_cdf", "mann_whitney_k", "nanmedian", "noise_floor", "pooled_pair_sd",
-           "pooled_variance", "quantile", "quantile_ci",
-           "quantiles", "ratio", "ratio_ci", "round_median_ci", "round_medians", "round_ratio_ci", "round_variance",
-           "rounds_needed", "run_floor", "shift_ci", "stats", "steady_rounds", "t_cdf", "t_quantile"]
+           "pooled_variance", "quantile", "quantile_ci", "quantiles", "ratio", "ratio_ci", "round_median_ci",
+           "round_medians", "round_ratio_ci", "round_variance", "rounds_needed", "run_floor", "shift_ci", "stats",
+           "steady_rounds", "t_cdf", "t_quantile"]
 
 #: Largest n*m for which the exact Mann-Whitney distribution is built (200 x 200 reps).
 EXACT_MAX_PAIRS = 40_000
@@ -297,6 +297,7 @@ def t_cdf(t: float, df: float) -> float:
     return 1.0 - tail if t > 0 else tail
 
 
+@functools.lru_cache(maxsize=1024)  # every row of a comparison asks the same (p, df)
 def t_quantile(p: float, df: float) -> float:
     """The ``p`` quantile of Student's t (bisection on :func:`t_cdf`; normal beyond 1e6 df)."""
     if not 0.0 < p < 1.0:
@@ -410,8 +411,8 @@ def run_floor(df=None, *, device_name: str = "", workloads=()) -> Floor:
         return noise_floor(str(device_name), sorted({str(w) for w in workloads}))
     from ..results.run import run_of
     name = df["device_name"].iloc[0] if "device_name" in df.columns and len(df) else df.attrs.get("device_name", "")
-    names = sorted(set(df["workload"].astype(str))) if "workload" in df.columns else []
-    return run_of(df).memo("noise_floor", lambda: noise_floor(str(name), names))
+    names = (lambda: sorted({str(w) for w in df["workload"].unique()})) if "workload" in df.columns else list
+    return run_of(df).memo("noise_floor", lambda: noise_floor(str(name), names()))  # names read only when not memoised
 
 
 def round_medians(values, rounds=None) -> np.ndarray:
@@ -420,8 +421,12 @@ def round_medians(values, rounds=None) -> np.ndarray:
     r = np.zeros(v.size, dtype=np.int64) if rounds is None else np.asarray(rounds).ravel()
     ok = np.isfinite(v) & (v > 0)
     v, r = v[ok], r[ok]
-    out = [float(np.log(np.median(v[r == k]))) for k in dict.fromkeys(r.tolist())]
-    return np.asarray(out)
+    codes: dict = {}  # one sort for every round, not a scan per round (compare asks this per row)
+    inv = np.asarray([codes.setdefault(k, len(codes)) for k in r.tolist()], dtype=np.int64)
+    n, sv = np.bincount(inv, minlength=len(codes)), v[np.lexsort((v, inv))]
+    lo, hi = sv[np.cumsum(n) - n + (n - 1) // 2], sv[np.cumsum(n) - n + n // 2]
+    med = np.where(n % 2 == 1, hi, (lo + hi) / 2.0)  # np.median's middle (mean of the two)
+    return np.log(np.where([k == k for k in codes], med, np.nan))  # a NaN label matches no value
 
 
 #: A round whose log median lies further than this many robust standard deviations (1.4826 x the
@@ -459,19 +464,17 @@ def round_variance(a_rounds: np.ndarray, b_rounds: np.ndarray) -> tuple[float, i
 
 
 def pooled_variance(parts) -> tuple[float, int]:
-    """Pool ``(variance, df)`` pairs (rows of one comparison): the prior a row's own estimate is
-    shrunk toward."""
+    """Pool ``(variance, df)`` pairs (rows of one comparison): the prior a row's own estimate is shrunk toward."""
     parts = [(s, d) for s, d in parts if d > 0 and math.isfinite(s)]
     df = sum(d for _, d in parts)
     return (sum(s * d for s, d in parts) / df, df) if df else (math.nan, 0)
 
 
 def pooled_pair_sd(groups) -> float:
-    """Robust standard deviation of log repetitions pooled over groups (layouts): 1.0483 x the median
-    of ``|log a - log b|`` over every pair of repetitions within one group (Shamos' estimator, consistent
-    for normal noise). A group's level does not enter, and one stray repetition among three moves
-    only two of the pooled pairs, so it cannot widen the estimate as it widens its group's own
-    variance. NaN without a pair."""
+    """Robust standard deviation of log repetitions pooled over groups (layouts): 1.0483 x the median of
+    ``|log a - log b|`` over every pair of repetitions within one group (Shamos' estimator, consistent for normal
+    noise). A group's level does not enter, and one stray repetition among three moves only two of the pooled
+    pairs, so it cannot widen the estimate as it widens its group's own variance. NaN without a pair."""
     diffs = []
     for g in groups:
         x = np.log(finite_positive(g))
@@ -496,16 +499,14 @@ def round_ratio_ci(base, other, base_rounds=None, other_rounds=None, confidence:
                    runs: tuple[int, int] = (1, 1), within_sd: float | None = None) -> dict:
     """Ratio ``other / base`` with an interval whose unit is the round.
 
-    The estimate is exp(mean log round median of ``other`` - that of ``base``). Its variance:
-    the between-round variance (pooled over both sides' rounds, shrunk toward ``prior`` =
-    (variance, df) of all rows compared, weight at most :data:`PRIOR_WEIGHT` times the row's own)
-    over each side's round count, plus ``floor.run_sd**2 * (1/runs_a + 1/runs_b)`` (``runs``: how
-    many separate runs each side's rounds come from; a side pooled from n runs averages n run
-    offsets); a side measured in one round uses
-    ``floor.round_sd`` (or the estimate, if larger) plus its median's sampling variance
-    (pi/2 x the variance of its log repetitions / their count; with ``within_sd``, that standard
-    deviation of log repetitions instead, e.g. :func:`pooled_pair_sd` over the layouts compared).
-    Student's t with the variance's degrees of freedom (normal where the floor alone carries it).
+    The estimate is exp(mean log round median of ``other`` - that of ``base``). Its variance: the between-round
+    variance (pooled over both sides' rounds, shrunk toward ``prior`` = (variance, df) of all rows compared, weight at
+    most :data:`PRIOR_WEIGHT` times the row's own) over each side's round count, plus
+    ``floor.run_sd**2 * (1/runs_a + 1/runs_b)`` (``runs``: how many separate runs each side's rounds come from; a side
+    pooled from n runs averages n run offsets); a side measured in one round uses ``floor.round_sd`` (or the estimate,
+    if larger) plus its median's sampling variance (pi/2 x the variance of its log repetitions / their count; with
+    ``within_sd``, that standard deviation of log repetitions instead, e.g. :func:`pooled_pair_sd` over the layouts
+    compared). Student's t with the variance's degrees of freedom (normal where the floor alone carries it).
 
     Rounds far from the rest of their side are set aside first (:func:`steady_rounds`).
 
@@ -550,9 +551,8 @@ def round_ratio_ci(base, other, base_rounds=None, other_rounds=None, confidence:
 
 def rounds_needed(ratio: float, sd_round: float, min_effect: float, z: float, *, run_sd: float = 0.0,
                   limit: int = 1000) -> float:
-    """Rounds per side that would take the interval clear of the band's edge at this estimate and
-    spread (normal quantile ``z``): inf where the run-to-run excess alone keeps it straddling, or
-    beyond ``limit``."""
+    """Rounds per side that would take the interval clear of the band's edge at this estimate and spread
+    (normal quantile ``z``): inf where the run-to-run excess alone keeps it straddling, or beyond ``limit``."""
     if not (ratio > 0 and math.isfinite(sd_round) and math.isfinite(z)):
         return math.inf
     gap = abs(abs(math.log(ratio)) - math.log1p(min_effect))

@@ -85,8 +85,9 @@ def row_verdict(va, vb, ra, rb, ca, cb, *, level: float, min_effect: float, floo
         reason += (f"; about {int(need)} rounds per side would decide it" if math.isfinite(need) else
                    "; no number of rounds decides it at this spread (more runs per side: "
                    "compare_until_decided, or a wider min_effect)")
-    noisy = [n for n in (_noise(va, "A"), _noise(vb, "B")) if n]
-    out["noisy_a"], out["noisy_b"] = bool(_noise(va, "A")), bool(_noise(vb, "B"))
+    said = (_noise(va, "A"), _noise(vb, "B"))  # once per side: each is a percentile pass
+    noisy = [n for n in said if n]
+    out["noisy_a"], out["noisy_b"] = bool(said[0]), bool(said[1])
     if noisy:
         verdict, reason = "UNCLEAR", f"{'; '.join(noisy)}; {reason}"
     if np.isfinite(ca).all() and np.isfinite(cb).all() and len(ca) and len(cb):
