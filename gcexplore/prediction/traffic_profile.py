@@ -176,7 +176,7 @@ def _whole_times(rows: pd.DataFrame) -> pd.Series:
     return rows.groupby("sm_count")["duration_ms"].median().sort_index()
 
 
-def classify(rows: pd.DataFrame) -> tuple[str, str]:
+def classify(rows: pd.DataFrame, times: pd.Series | None = None) -> tuple[str, str]:
     """``(bound, source)`` of one workload's profile rows.
 
     Memory-bound when its DRAM GB/s on the largest profiled partition reaches
@@ -184,9 +184,9 @@ def classify(rows: pd.DataFrame) -> tuple[str, str]:
     gains at least :data:`SCALES_SHARE` of a linear speed-up from its smallest to its
     largest profiled partition; else latency-bound. ``source`` says what it rested on:
     "measured" (counted bytes and measured times), "declared" (declared bytes), or
-    "assumed" (no bytes: taken as not memory-bound).
+    "assumed" (no bytes: taken as not memory-bound). ``times``: its median per size, where known.
     """
-    times = _whole_times(rows)
+    times = _whole_times(rows) if times is None else times
     big, small = int(times.index[-1]), int(times.index[0])
     b = float(rows["bytes"].iloc[0])
     peak = float(rows["shared_bandwidth_gbs"].max())
@@ -202,9 +202,10 @@ def classify(rows: pd.DataFrame) -> tuple[str, str]:
 
 def _with_bounds(df: pd.DataFrame) -> pd.DataFrame:
     per = {}
+    medians = df.groupby(["workload", "sm_count"], sort=True)["duration_ms"].median()  # every workload's, at once
     for w, rows in df.groupby("workload", sort=False):
-        b = float(rows["bytes"].iloc[0])
-        per[w] = (*classify(rows), b / (_whole_times(rows).iloc[-1] * 1e6) if math.isfinite(b) else math.nan)
+        b, times = float(rows["bytes"].iloc[0]), medians.loc[w]
+        per[w] = (*classify(rows, times), b / (times.iloc[-1] * 1e6) if math.isfinite(b) else math.nan)
     keys = df["workload"].astype(object)
     has = keys.isin(list(per))
     for i, col in enumerate(("bound", "bound_source", "achieved_gbs")):  # one write per column, not per workload
