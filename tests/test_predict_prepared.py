@@ -12,6 +12,7 @@ import gcexplore as gx
 from gcexplore.prediction import model as P
 from gcexplore.prediction import traffic_profile as TP
 from gcexplore.prediction.check import MeasuredSide, _error_rows, predict_kwargs
+from gcexplore.results.run import run_of
 from test_predict import _compute, _stream
 from test_traffic import _recorded_pairs
 
@@ -69,3 +70,16 @@ def test_a_measured_sweep_read_once_compares_as_predict_error_does():
         assert got["error"].abs().median() < 1 and not math.isnan(got["measured_ms"].iloc[0])
     with pytest.raises(ValueError, match="prediction is of"):
         _error_rows(gx.predict([_compute("a"), _compute("b")]), side)
+
+
+def test_a_frame_is_read_once_while_unchanged_and_again_once_changed_in_place():
+    frame = pd.concat([_compute("a"), _stream("b")], ignore_index=True)
+    frame.attrs["kind"] = "solo_profile"
+    first = gx.predict(frame)
+    kept = run_of(frame).memo(("prepared", False), lambda: None)
+    assert isinstance(kept, P.PreparedProfiles)  # the first call's reading, kept for the next
+    _same(gx.predict(frame), first)
+    frame.loc[frame["workload"] == "b", "duration_ms"] *= 3.0  # in place: the kept reading is not used
+    again = gx.predict(frame)
+    _same(again, gx.predict(frame.copy()))
+    assert (again["makespan_ms"] > first["makespan_ms"]).any()

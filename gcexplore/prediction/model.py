@@ -39,6 +39,7 @@ from .terms import SHARING, ModelTerms, model_terms
 from .traffic_profile import (PROBE_COLUMNS, TRAFFIC_PROFILE_COLUMNS, check_profile_numbers, cross_card_margins,
                               scale_profiles, with_traffic_columns)
 from ..results.io import bare
+from ..results.run import run_of
 from ..schema import identity_name
 SM_COUNT = identity_name("sm_count")  # the card's SM count, as every result names it
 
@@ -459,12 +460,11 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *,
     Parameters
     ----------
     profiles : DataFrame, sequence or mapping of DataFrames, or PreparedProfiles
-        Solo profiles (:func:`gcexplore.solo_profile`, :func:`profile_from`); :class:`PreparedProfiles`
-        of them to predict many times from the same profiles.
+        Solo profiles (:func:`gcexplore.solo_profile`, :func:`profile_from`; a frame is read once while it is
+        unchanged), or :class:`PreparedProfiles` of them.
     workloads : sequence of str, optional
-        Which profiled workloads, in partition order (first on p0, last on the remainder);
-        ``"name=profiled"`` runs a profiled workload under another name
-        (``["memory_a=memory", "memory_b=memory"]``). Default: the profiles' order.
+        Which profiled workloads, in partition order (first on p0, last on the remainder); ``"name=profiled"``
+        runs a profiled workload under another name (``["memory_a=memory", "memory_b=memory"]``). Default: all.
     layouts : sequence of str or tuple, optional
         SM counts per workload, remainder last (``"24+108"``). Default: every valid layout.
     terms : ModelTerms or mapping, optional
@@ -473,13 +473,11 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *,
         (``{"sharing": "equal"}``); default the ModelTerms defaults. ``fit_model`` decides them:
         ``predict(profiles, **predict_kwargs(profiles.attrs["fit"]))``.
     model_error : float or (float, float), default :data:`MODEL_ERROR`
-        Relative error added to both ends of every interval, or (below, above) as
-        :func:`fit_model` calibrates them on measured pairs.
+        Relative error added to both ends of every interval, or (below, above) as :func:`fit_model` calibrates.
     card : mapping, optional
-        Predict for another card (:func:`~gcexplore.prediction.traffic_profile.scale_profiles`:
-        its SM count, shared bandwidth, SM clock, L2); ``attrs["assumed"]`` says what was assumed.
-        The interval widens by :data:`~gcexplore.prediction.traffic_profile.CROSS_CARD_ERROR` on
-        the side where scaled alone times err (slow toward more bandwidth, fast toward less).
+        Predict for another card (:func:`~gcexplore.prediction.traffic_profile.scale_profiles`: its SM count,
+        shared bandwidth, SM clock, L2); ``attrs["assumed"]`` says what was assumed. The interval widens by
+        :data:`~gcexplore.prediction.traffic_profile.CROSS_CARD_ERROR` on the side where scaled alone times err.
     shared_bandwidth_gbs, l2_bytes : float, optional
         Override the card's values in the profiles.
     **old_terms
@@ -498,9 +496,11 @@ def predict(profiles, workloads: Sequence[str] | None = None, layouts=None, *,
         ``lower_bound_ms`` (the slowest workload's fastest solo time).
         ``attrs["kind"] = "prediction"`` with the settings.
     """
-    t = model_terms(terms, old_terms)
-    if not isinstance(profiles, PreparedProfiles):
-        profiles = PreparedProfiles(profiles, bandwidth_given=shared_bandwidth_gbs is not None)
+    t, given, frame = model_terms(terms, old_terms), shared_bandwidth_gbs is not None, profiles
+    if isinstance(frame, pd.DataFrame):  # read once while the frame is unchanged (its run's memo)
+        profiles = run_of(frame).memo(("prepared", given), lambda: PreparedProfiles(frame, bandwidth_given=given))
+    elif not isinstance(profiles, PreparedProfiles):
+        profiles = PreparedProfiles(profiles, bandwidth_given=given)
     elif profiles.bandwidth_given and shared_bandwidth_gbs is None:
         check_profiles(profiles.frame)  # prepared for a given bandwidth: without one, the check it skipped
     prof, curves = profiles.frame, profiles.curves
