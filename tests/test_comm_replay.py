@@ -73,7 +73,7 @@ def test_a_flat_top_is_settled_without_extra_rounds():
             gx.recommend_comm(df, 0.01, settle=bad)
 
 
-@pytest.mark.slow  # over 80 s on a loaded 2-core machine (pytest --durations, 2026-12-02)
+@pytest.mark.slow  # among the slowest on a 2-core machine (pytest --durations, 2026-12-02)
 def test_the_measurements_table_of_the_rule_is_the_replay():
     """Each row of the measurements' table (every recorded sweep, settled at 2 tolerances and confirmed at 1) is computed
     here, and settling moves no answer."""

@@ -77,7 +77,7 @@ def test_same_distribution_gives_at_most_one_percent_false_decisions():
     assert wide["FAST"] + wide["SLOW"] <= 0.01, wide
 
 
-@pytest.mark.slow  # over 80 s on a loaded 2-core machine (pytest --durations, 2026-12-02)
+@pytest.mark.slow  # among the slowest on a 2-core machine (pytest --durations, 2026-12-02)
 def test_a_three_percent_shift_is_detected_at_the_typical_spread():
     sigma = typical_spread()
     assert 0.0005 < sigma < 0.02  # the recorded sweeps' spread, not a made-up one

@@ -124,7 +124,7 @@ def _installed(report: dict) -> dict[str, str]:
     return {i["metadata"]["name"].lower(): i["metadata"]["version"] for i in report["install"]}
 
 
-@pytest.mark.slow  # over 80 s on a loaded 2-core machine (pytest --durations, 2026-12-02)
+@pytest.mark.slow  # among the slowest on a 2-core machine (pytest --durations, 2026-12-02)
 def test_every_framework_pin_resolves_beside_gcexplore_and_is_kept(resolved):
     print()
     for case, (reqs, rc, report, err) in sorted(resolved.items()):

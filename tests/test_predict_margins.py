@@ -113,7 +113,7 @@ def _two_runs():
     return pd.concat(frames, ignore_index=True)
 
 
-@pytest.mark.slow  # over 80 s on a loaded 2-core machine (pytest --durations, 2026-12-02)
+@pytest.mark.slow  # among the slowest on a 2-core machine (pytest --durations, 2026-12-02)
 def test_held_out_coverage_is_computed_on_runs_whose_pairs_set_no_margin():
     e = _two_runs()
     t = held_out_coverage(e, "run", judged="checked", calibrating="checked").set_index("run")
@@ -139,7 +139,7 @@ def test_held_out_coverage_is_computed_on_runs_whose_pairs_set_no_margin():
         held_out_coverage(e, "host")
 
 
-@pytest.mark.slow  # over 80 s on a loaded 2-core machine (pytest --durations, 2026-12-02)
+@pytest.mark.slow  # among the slowest on a 2-core machine (pytest --durations, 2026-12-02)
 def test_the_bench_redoes_the_held_out_table_from_run_folders(tmp_path):
     # bench/predict_heldout.py on two recorded runs laid out as bench/predict.py writes them: each host's coverage
     # comes from the other's margins; a judge-only run (here f1's, every time 1.5x) is counted with margins from the
@@ -176,7 +176,7 @@ def test_the_bench_redoes_the_held_out_table_from_run_folders(tmp_path):
     assert len(judged) == 2 and float(judged[1]) < 20, out  # risk rule: 1.5x slower is outside the margins
 
 
-@pytest.mark.slow  # over 80 s on a loaded 2-core machine (pytest --durations, 2026-12-02)
+@pytest.mark.slow  # among the slowest on a 2-core machine (pytest --durations, 2026-12-02)
 def test_the_residual_bench_scales_each_co_runner_against_the_triad_and_counts_the_best_split_misses(tmp_path):
     # bench/predict_residuals.py on one recorded run laid out as bench/predict.py writes it: the triad's index is 1 by
     # definition, every other co-runner's the least-squares scale of its column against the triad's, and the count of

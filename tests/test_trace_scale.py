@@ -114,7 +114,7 @@ def _big(n_reps: int) -> pd.DataFrame:
     return _trace(iv, origins=n_reps)
 
 
-@pytest.mark.slow  # over 80 s on a loaded 2-core machine (pytest --durations, 2026-12-02)
+@pytest.mark.slow  # among the slowest on a 2-core machine (pytest --durations, 2026-12-02)
 def test_a_large_trace_is_summarised_and_exported_whole(tmp_path):
     """120,000 kernels with 20,000 repetition origins: every repetition summarised, every kernel
     exported, the attrs untouched. How fast is bench/trace_scale.py's question, not a test's."""

@@ -413,7 +413,7 @@ def test_the_recorded_profiles_counted_every_workloads_bytes_and_say_so():
     assert abs(mem["dram_write_bytes"] / (4 * 2 ** 28) - 1) <= 0.05
 
 
-@pytest.mark.slow  # 70-230 s on a loaded 2-core machine (measured: -v timestamps)
+@pytest.mark.slow  # among the slowest on a 2-core machine (pytest --durations, 2026-12-02)
 def test_the_shipped_margins_come_from_many_checked_pairs_and_hold_a_run_that_set_none_of_them():
     from pathlib import Path
 
@@ -453,7 +453,7 @@ def test_the_shipped_margins_come_from_many_checked_pairs_and_hold_a_run_that_se
     assert np.concatenate(missed).mean() < held_out.mean() - 0.1
 
 
-@pytest.mark.slow  # 70-230 s on a loaded 2-core machine (measured: -v timestamps)
+@pytest.mark.slow  # among the slowest on a 2-core machine (pytest --durations, 2026-12-02)
 def test_the_tuner_started_at_the_predictions_finds_every_recorded_pairs_best_for_less():
     # the way a best split is chosen: start at the predicted best, confirm by measuring (replayed
     # over each recorded sweep); the predicted best alone misses some pairs by more than 3%
@@ -487,7 +487,7 @@ def test_the_cross_card_error_is_the_measured_scaling_error_of_the_shipped_alone
         assert (e.quantile(0.9) <= 0.03) if faster else (e.quantile(0.1) >= -0.03)
 
 
-@pytest.mark.slow  # 70-230 s on a loaded 2-core machine (measured: -v timestamps)
+@pytest.mark.slow  # among the slowest on a 2-core machine (pytest --durations, 2026-12-02)
 def test_h100_profiles_predict_the_h200_sweeps_inside_the_widened_interval():
     from pathlib import Path
 
@@ -781,7 +781,7 @@ def test_the_saturation_excess_follows_the_workloads_share_of_the_sms_between_it
         gx.predict([victim, hog], ["victim", "hog"], saturation_onset=0.5, saturation_share="linear")
 
 
-@pytest.mark.slow  # over 80 s on a loaded 2-core machine (pytest --durations, 2026-12-02)
+@pytest.mark.slow  # among the slowest on a 2-core machine (pytest --durations, 2026-12-02)
 def test_the_fit_chooses_the_loaded_latency_and_saturation_onset_with_the_lowest_error_on_the_fitted_pairs():
     from gcexplore.prediction.check import (AGGRESSION_CANDIDATES, LATENCY_CANDIDATES, SATURATION_CANDIDATES,
                                             TOTAL_ONSETS)
