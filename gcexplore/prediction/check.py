@@ -79,20 +79,18 @@ class MeasuredSide:
     def __init__(self, measured: pd.DataFrame, *, floor: Floor | None = None):
         if "mode" not in measured.columns or not (measured["mode"] == "concurrent").any():
             raise ValueError("predict_error needs a measured result with 'concurrent' rows (sweep, overlap or tune)")
-        self.workloads = set(measured.loc[measured["mode"] == "concurrent", "workload"].astype(str))
         self.order = list(dict.fromkeys(measured.loc[measured["mode"] == "concurrent", "workload"].astype(str)))
         self.medians = makespan_stats(measured, "concurrent").set_index("layout")["median_ms"]
         self.interference = pd.Series(dtype=float)
         if (measured["mode"] == "alone").any():
             self.interference = layout_table(measured).set_index("layout")["interference"]
         self.intervals = _measured_intervals(measured, floor=floor)
-        self.layouts = list(self.medians.index.astype(str))
 
 
 def _error_rows(prediction: pd.DataFrame, side: MeasuredSide) -> pd.DataFrame:
     require_prediction(prediction, "predict_error")
     names = list(prediction.attrs.get("workloads") or [])
-    if names and side.workloads != set(names):
+    if names and set(side.order) != set(names):
         raise ValueError(f"predict_error: the prediction is of {', '.join(names)}, the measurement of "
                          f"{', '.join(side.order)}; compare a prediction with a sweep of the same workloads")
     ms, inter, iv = side.medians, side.interference, side.intervals
