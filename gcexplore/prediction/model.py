@@ -221,13 +221,13 @@ def check_profiles(profiles, *, bandwidth_given: bool = False) -> pd.DataFrame:
 
 
 def _size_quantiles(ks: np.ndarray, ds: np.ndarray) -> dict[int, tuple[float, float, float]]:
-    """Per size, the (median, p10, p90) of its durations; one call over a size x repetition array where
-    every size has as many repetitions (the same numbers as one call per size)."""
+    """Per size, the (median, p10, p90) of its durations (one quantile call where sizes repeat alike)."""
     sizes, counts = np.unique(ks, return_counts=True)
     if len(sizes) and (counts == counts[0]).all():
         q = np.quantile(ds[np.argsort(ks, kind="stable")].reshape(len(sizes), -1), (0.5, 0.1, 0.9), axis=1)
         return {int(k): (float(q[0, i]), float(q[1, i]), float(q[2, i])) for i, k in enumerate(sizes)}
-    return {int(k): tuple(float(x) for x in np.quantile(ds[ks == k], (0.5, 0.1, 0.9))) for k in sizes}
+    return {int(k): (float(m), float(lo), float(hi))
+            for k in sizes for m, lo, hi in [np.quantile(ds[ks == k], (0.5, 0.1, 0.9))]}
 
 
 class _Curve:
