@@ -675,3 +675,37 @@ def test_a_failure_record_that_cannot_be_removed_does_not_fail_a_task_that_succe
     monkeypatch.setattr(os, "unlink", real_unlink)
     st = gx.campaign_status(folder)
     assert st["status"].tolist() == ["done"] and (folder / "failed" / f"{keys[0]}.json").exists()
+
+
+def test_a_task_dask_failed_is_reported_when_its_record_cannot_be_written(tmp_path, monkeypatch):
+    """The client records a task Dask could not run; a read-only failed/ (EROFS) makes its report say so
+    instead of ending the wait (the other tasks' reports and rows are kept)."""
+    import errno
+
+    from gcexplore.campaigns.grid import Campaign
+
+    folder, keys = _folder(tmp_path, 2)
+    os.unlink(_shard(folder, keys[0]))
+    tasks = json.loads((folder / "campaign.json").read_text())["tasks"]
+
+    class Lost:  # a future whose worker died more often than Dask allows
+        status = "error"
+
+        def exception(self):
+            return RuntimeError("KilledWorker: worker died 3 times")
+
+    camp = Campaign(folder, {"campaign_id": "camp-1"}, tasks, [], {}, None, None)
+
+    def read_only(self, *a, **k):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(CampaignFolder, "write_failure", read_only)
+    report = camp._report(keys[0], Lost())
+    assert report["status"] == "failed" and "KilledWorker" in report["error"]
+    assert "could not be written: Read-only file system" in report["error"]
+    monkeypatch.undo()
+    report = camp._report(keys[0], Lost())
+    assert "could not be written" not in report["error"]
+    assert "KilledWorker" in json.loads((folder / "failed" / f"{keys[0]}.json").read_text())["error"]
+    st = gx.campaign_status(folder).set_index("task_key")["status"]
+    assert st[keys[1]] == "done" and st[keys[0]] == "failed"

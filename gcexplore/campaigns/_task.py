@@ -416,11 +416,7 @@ def run_task(task: dict, folder: str, campaign_id: str, experiment: Experiment, 
         record = {**{k: task[k] for k in ("key", "experiment", "pair", "split_set", "card")},
                   "error": f"{type(exc).__name__}: {exc}", "traceback": summary, "host": report["host"],
                   "time_s": time.time()}
-        try:
-            store.write_failure(key, record)
-        except OSError as e:  # nowhere to record it (a read-only failed/): the report still says what happened
-            summary += f"\n(its failure record could not be written: {e.strerror or e})"
-        return {**report, "status": "failed", "error": summary}
+        return {**report, "status": "failed", "error": summary + disk_full.record_failure(store, key, record)}
     t1 = time.perf_counter()
     sub = "traces"
     try:

@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 __all__ = ["DISK_FULL_ERRNOS", "SUFFIX", "clear", "disk_full", "keep_rows", "keep_unsaved", "mark", "marks", "sentence",
-           "write_failure"]
+           "record_failure", "write_failure"]
 
 #: Errors that mean "no space left" (ENOSPC; EDQUOT: the user's quota).
 DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
@@ -88,6 +88,16 @@ def write_failure(store, key: str, record: dict, sub: str, write_json) -> Path:
     else:
         clear(store, key)
     return path
+
+
+def record_failure(store, key: str, record: dict) -> str:
+    """``store.write_failure``; where nothing can be written (a read-only ``failed/``), the words to add to
+    the task's report instead of an error that would end the campaign's wait."""
+    try:
+        store.write_failure(key, record)
+    except OSError as e:
+        return f"\n(its failure record could not be written: {e.strerror or e})"
+    return ""
 
 
 def clear(store, key: str) -> None:

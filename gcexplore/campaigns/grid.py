@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 import pandas as pd
 
 from .._version import __version__
-from .disk_full import keep_unsaved
+from .disk_full import keep_unsaved, record_failure
 from .store import CampaignFolder, campaign_status, load_campaign
 from ..device.driver import UnsupportedError, device_info
 from ..schema import new_run_id
@@ -318,8 +318,8 @@ class Campaign:
             err = e
         record = {**{k: self.tasks[key][k] for k in ("key", "experiment", "pair", "split_set", "card")},
                   "error": f"{type(err).__name__}: {err}", "traceback": "(raised by Dask, not by the task)"}
-        CampaignFolder(self.folder).write_failure(key, record)
-        return {"key": key, "status": "failed", "error": record["error"]}
+        return {"key": key, "status": "failed",
+                "error": record["error"] + record_failure(CampaignFolder(self.folder), key, record)}
 
     def status(self) -> pd.DataFrame:
         """One row per task: see :func:`gcexplore.campaign_status`."""
