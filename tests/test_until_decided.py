@@ -317,8 +317,11 @@ def test_compare_until_decided_on_the_command_line_measures_both_recipes_again(t
     assert (gcexplore.compare(a, b).table["verdict"] != "SLOW").all()
     calls = []
     _fake_card(monkeypatch, calls, 1.03)
-    assert main(["compare", str(a), str(b), "--until-decided", "3"]) == 0
+    assert main(["compare", str(a), str(b), "--until-decided", "3", "--out", str(tmp_path / "runs")]) == 0
     out = capsys.readouterr().out
+    # each new run saved as measured (run 1 is the recorded side)
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["A-run2.parquet", "B-run2.parquet"]
+    assert f"wrote 2 new run(s): {tmp_path / 'runs' / 'B-run2.parquet'}" in out  # B first at even looks
     assert "look 1: 1 run(s) per side, 16 undecided" in out and "look 2: 2 run(s) per side, 0 undecided" in out
     assert len(calls) == 2 and all(r == recipes for r, _, _ in calls)  # the recorded recipes ...
     assert sorted(o["graphs"] for _, _, o in calls) == [False, True]  # ... each side with its own options
@@ -357,3 +360,36 @@ def test_a_cli_measurement_records_its_built_in_recipes(tmp_path, monkeypatch):
     out = tmp_path / "r.parquet"
     assert commands._run_and_save("sweep", parsed, 0, lambda wls: sweep(1), lambda df: None, out, None) == 0
     assert gcexplore.load(out).attrs["workload_specs"] == {"compute": "compute", "memory": "memory:n=1048576"}
+
+
+def test_until_decided_on_the_command_line_keeps_every_run_through_a_ctrl_c(tmp_path, monkeypatch, capsys):
+    """Ctrl-C in the second look's second run: the first one's file and the stopped run's rows are kept;
+    a folder that already holds runs, and --out without --until-decided, are refused before measuring."""
+    from gcexplore.cli.commands import main
+    from gcexplore.experiments import rerun
+    from gcexplore.experiments.runner import MeasurementInterrupted
+
+    recipes = {"compute": "compute", "memory": "memory"}
+    a = _recorded_sweep(tmp_path, "a", 1, recipes)
+    b = _recorded_sweep(tmp_path, "b", 2, recipes, shift=1.03, graphs=True)
+    calls = []
+    _fake_card(monkeypatch, calls, 1.03)
+    fake = rerun._measure
+
+    def interrupted_second(*args):
+        df = fake(*args)
+        if len(calls) == 2:  # A's new run, stopped after its first half
+            raise MeasurementInterrupted("interrupted", df.iloc[: len(df) // 2].copy())
+        return df
+    monkeypatch.setattr(rerun, "_measure", interrupted_second)
+    runs = tmp_path / "runs"
+    assert main(["compare", str(a), str(b), "--until-decided", "3", "--out", str(runs)]) == 130
+    assert sorted(p.name for p in runs.iterdir()) == ["A-run2-partial.parquet", "B-run2.parquet"]
+    full, half = gcexplore.load(runs / "B-run2.parquet"), gcexplore.load(runs / "A-run2-partial.parquet")
+    assert len(full) > 0 and len(half) == len(full) // 2
+    assert "the rows run 2 of A measured before it stopped" in capsys.readouterr().err
+    assert main(["compare", str(a), str(b), "--until-decided", "3", "--out", str(runs)]) == 2
+    assert "already holds runs (A-run2-partial.parquet, B-run2.parquet)" in capsys.readouterr().err and len(calls) == 2
+    assert main(["compare", str(a), str(b), "--out", str(tmp_path / "x")]) == 2
+    assert "--out names the folder of the new runs --until-decided" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()

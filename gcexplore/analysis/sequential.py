@@ -65,7 +65,9 @@ def compare_until_decided(measure_a, measure_b, *, max_runs: int = 4, min_effect
         overlap frame): ``sizes`` is ``None`` for the first run (everything), then the sorted first
         partition SM counts of the rows still undecided (what :func:`gcexplore.scaling` and
         :func:`gcexplore.sweep` take as ``sizes``; a scaling's whole-device row appears as the
-        card's SM count). Each call must be a new run (its own run id).
+        card's SM count). Each call must be a new run (its own run id). A run the callable returns is
+        kept only in the Comparison's pooled sides, not past a later failure or Ctrl-C: a callable whose
+        runs must survive one saves them (``gcexplore compare --until-decided`` saves each to ``--out``).
     max_runs : int, default 4
         Most runs per side, and the number of looks the error rate is split over.
     min_effect, confidence, floor

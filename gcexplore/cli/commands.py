@@ -320,12 +320,17 @@ def _cmd_compare(args) -> int:
         if len(labels) != 2 or not all(labels):
             raise Usage(f"--labels takes two names separated by a comma, got {args.labels!r}")
     try:
+        if args.out is not None and not args.until_decided:
+            raise Usage("--out names the folder of the new runs --until-decided measures; without it compare "
+                        "measures nothing (use --plot for a figure)")
         if args.until_decided:
             from .decide import compare_until_decided_cli
 
-            c = compare_until_decided_cli(args)
+            c, written = compare_until_decided_cli(args)
             for look in c.settings["looks"]:
                 print(f"look {look['look']}: {look['runs_per_side']} run(s) per side, {look['undecided']} undecided")
+            print(f"wrote {len(written)} new run(s): {', '.join(str(p) for p in written)}" if written else
+                  "no new run was needed (the recorded sides decided every row)")
         else:
             c = compare(args.a, args.b, by=args.by, labels=labels, min_effect=args.threshold / 100.0,
                         confidence=args.confidence, slo_ms=args.slo_ms)  # paths or recorded names
@@ -402,6 +407,8 @@ def _add_compare(sub) -> None:
                    help="measure both sides again (new runs of their built-in recipes and options, on --device) "
                         "where undecided, up to N runs per side; needs results this card measured")
     s.add_argument("--device", type=int_arg(0), default=0, help="GPU index for --until-decided (default: %(default)s)")
+    s.add_argument("--out", metavar="DIR", help="with --until-decided: folder for the new runs, each saved as it is "
+                                                "measured (default: gcexplore-out/until-decided-<time>)")
     s.add_argument("--plot", help="also save plot_compare to this .png/.svg/.pdf")
     s.add_argument("--all", action="store_true", help="list every field that differs between the two sides "
                                                        "(default: the first eight)")
